@@ -1,0 +1,3 @@
+"""Ferryman: a self-hosted, durable agent server."""
+
+__version__ = "0.1.0"

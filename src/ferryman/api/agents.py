@@ -1,0 +1,329 @@
+"""Agents API models: agents, sessions, turns, steps and their stream events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .content import (
+    URL,
+    CompletionMessage,
+    InterleavedContent,
+    ToolCall,
+    ToolDef,
+    ToolResponse,
+    TurnInputMessage,
+)
+from .inference import ResponseFormat, SamplingParams, ToolConfig, ToolPromptFormat
+
+
+class ToolGroupWithArgs(BaseModel):
+    """A toolgroup (or one tool of it, ``group/tool``) with arguments bound by the agent."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+ToolGroupRef = str | ToolGroupWithArgs
+
+
+class Document(BaseModel):
+    """A document attached to a turn; its text is given to the model with the user's message."""
+
+    content: InterleavedContent | URL
+    mime_type: str
+
+
+class Attachment(BaseModel):
+    """A file produced by a turn."""
+
+    content: InterleavedContent | URL
+    mime_type: str
+
+
+class _ToolSettings(BaseModel):
+    sampling_params: SamplingParams | None = Field(default_factory=SamplingParams)
+    input_shields: list[str] | None = Field(default_factory=list)
+    output_shields: list[str] | None = Field(default_factory=list)
+    toolgroups: list[ToolGroupRef] | None = Field(default_factory=list)
+    client_tools: list[ToolDef] | None = Field(default_factory=list)
+    tool_choice: str | None = None
+    tool_prompt_format: ToolPromptFormat | None = None
+    tool_config: ToolConfig | None = None
+    max_infer_iters: int | None = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _merge_tool_config(self) -> _ToolSettings:
+        if self.tool_config is None:
+            settings: dict[str, Any] = {}
+            if self.tool_choice:
+                settings["tool_choice"] = self.tool_choice
+            if self.tool_prompt_format:
+                settings["tool_prompt_format"] = self.tool_prompt_format
+            self.tool_config = ToolConfig(**settings)
+            return self
+        if self.tool_choice and self.tool_choice != self.tool_config.tool_choice:
+            raise ValueError("tool_choice conflicts with tool_config.tool_choice; set only tool_config")
+        if self.tool_prompt_format and self.tool_prompt_format != self.tool_config.tool_prompt_format:
+            raise ValueError("tool_prompt_format conflicts with tool_config.tool_prompt_format; set only tool_config")
+        return self
+
+
+class AgentConfig(_ToolSettings):
+    """Everything that defines an agent."""
+
+    model: str = Field(min_length=1)
+    instructions: str
+    name: str | None = None
+    enable_session_persistence: bool | None = False
+    response_format: ResponseFormat | None = None
+
+
+class Agent(BaseModel):
+    """A stored agent."""
+
+    agent_id: str
+    agent_config: AgentConfig
+    created_at: datetime
+
+
+class SafetyViolation(BaseModel):
+    """What a shield found."""
+
+    violation_level: Literal["info", "warn", "error"]
+    user_message: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class _StepBase(BaseModel):
+    turn_id: str
+    step_id: str
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+class InferenceStep(_StepBase):
+    """One call of the model."""
+
+    model_config = ConfigDict(protected_namespaces=())
+
+    step_type: Literal["inference"] = "inference"
+    model_response: CompletionMessage
+
+
+class ToolExecutionStep(_StepBase):
+    """The execution of the tool calls of one inference step."""
+
+    step_type: Literal["tool_execution"] = "tool_execution"
+    tool_calls: list[ToolCall]
+    tool_responses: list[ToolResponse]
+
+
+class ShieldCallStep(_StepBase):
+    """A safety check of the input or output."""
+
+    step_type: Literal["shield_call"] = "shield_call"
+    violation: SafetyViolation | None = None
+
+
+class MemoryRetrievalStep(_StepBase):
+    """Context retrieved from vector stores."""
+
+    step_type: Literal["memory_retrieval"] = "memory_retrieval"
+    vector_db_ids: str
+    inserted_context: InterleavedContent
+
+
+Step = Annotated[
+    InferenceStep | ToolExecutionStep | ShieldCallStep | MemoryRetrievalStep,
+    Field(discriminator="step_type"),
+]
+StepType = Literal["inference", "tool_execution", "shield_call", "memory_retrieval"]
+TurnStatus = Literal["in_progress", "awaiting_input", "completed", "failed"]
+
+
+class TurnError(BaseModel):
+    """Why a turn failed."""
+
+    code: str
+    message: str
+
+
+class Turn(BaseModel):
+    """Everything needed to answer one user message, client tool round trips included.
+
+    ``status`` and ``error`` are ferryman additions: clients that do not know
+    them ignore them.
+    """
+
+    turn_id: str
+    session_id: str
+    input_messages: list[TurnInputMessage]
+    steps: list[Step]
+    output_message: CompletionMessage
+    output_attachments: list[Attachment] | None = Field(default_factory=list)
+    started_at: datetime
+    completed_at: datetime | None = None
+    status: TurnStatus = "completed"
+    error: TurnError | None = None
+
+
+class Session(BaseModel):
+    """A conversation with an agent: its turns in the order they started."""
+
+    session_id: str
+    session_name: str
+    turns: list[Turn]
+    started_at: datetime
+
+
+class PaginatedResponse(BaseModel):
+    """One page of a list."""
+
+    data: list[dict[str, Any]]
+    has_more: bool
+    url: str | None = None
+
+
+# ---- stream events -------------------------------------------------------
+
+
+class TextDelta(BaseModel):
+    """Text the model produced since the last event."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallDelta(BaseModel):
+    """Progress of one tool call: raw text while it streams, the parsed call when done."""
+
+    type: Literal["tool_call"] = "tool_call"
+    tool_call: ToolCall | str
+    parse_status: Literal["started", "in_progress", "failed", "succeeded"]
+
+
+ContentDelta = Annotated[TextDelta | ToolCallDelta, Field(discriminator="type")]
+
+
+class TurnStartPayload(BaseModel):
+    """A turn began (or resumed)."""
+
+    event_type: Literal["turn_start"] = "turn_start"
+    turn_id: str
+
+
+class StepStartPayload(BaseModel):
+    """A step began."""
+
+    event_type: Literal["step_start"] = "step_start"
+    step_type: StepType
+    step_id: str
+    metadata: dict[str, Any] | None = Field(default_factory=dict)
+
+
+class StepProgressPayload(BaseModel):
+    """A step made progress."""
+
+    event_type: Literal["step_progress"] = "step_progress"
+    step_type: StepType
+    step_id: str
+    delta: ContentDelta
+
+
+class StepCompletePayload(BaseModel):
+    """A step finished; ``step_details`` is the stored step."""
+
+    event_type: Literal["step_complete"] = "step_complete"
+    step_type: StepType
+    step_id: str
+    step_details: Step
+
+
+class TurnCompletePayload(BaseModel):
+    """The turn finished with the model's answer."""
+
+    event_type: Literal["turn_complete"] = "turn_complete"
+    turn: Turn
+
+
+class TurnAwaitingInputPayload(BaseModel):
+    """The turn waits for the results of client-side tool calls."""
+
+    event_type: Literal["turn_awaiting_input"] = "turn_awaiting_input"
+    turn: Turn
+
+
+EventPayload = Annotated[
+    TurnStartPayload
+    | StepStartPayload
+    | StepProgressPayload
+    | StepCompletePayload
+    | TurnCompletePayload
+    | TurnAwaitingInputPayload,
+    Field(discriminator="event_type"),
+]
+
+
+class TurnEvent(BaseModel):
+    """Envelope of one event."""
+
+    payload: EventPayload
+
+
+class TurnStreamChunk(BaseModel):
+    """One SSE ``data:`` line of a turn stream."""
+
+    event: TurnEvent
+
+
+class StepResponse(BaseModel):
+    """Body of ``get step``."""
+
+    step: Step
+
+
+# ---- requests and simple responses ---------------------------------------
+
+
+class CreateAgentRequest(BaseModel):
+    """Body of ``POST /agents``."""
+
+    agent_config: AgentConfig
+
+
+class AgentCreated(BaseModel):
+    """Answer to ``POST /agents``."""
+
+    agent_id: str
+
+
+class CreateSessionRequest(BaseModel):
+    """Body of ``POST /agents/{id}/session``."""
+
+    session_name: str
+
+
+class SessionCreated(BaseModel):
+    """Answer to ``POST /agents/{id}/session``."""
+
+    session_id: str
+
+
+class CreateTurnRequest(BaseModel):
+    """Body of ``POST …/turn``."""
+
+    messages: list[TurnInputMessage] = Field(min_length=1)
+    stream: bool | None = False
+    documents: list[Document] | None = None
+    toolgroups: list[ToolGroupRef] | None = None
+    tool_config: ToolConfig | None = None
+
+
+class ResumeTurnRequest(BaseModel):
+    """Body of ``POST …/turn/{turn_id}/resume``."""
+
+    tool_responses: list[ToolResponse] = Field(min_length=1)
+    stream: bool | None = False

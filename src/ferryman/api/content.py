@@ -1,0 +1,149 @@
+"""Content, messages and tool-call models shared by every API."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class URL(BaseModel):
+    """A reference to a resource by URI."""
+
+    uri: str
+
+
+class ImageSource(BaseModel):
+    """Image data inline (base64) or by URL."""
+
+    data: str | None = None
+    url: URL | None = None
+
+
+class TextContentItem(BaseModel):
+    """A piece of text content."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageContentItem(BaseModel):
+    """A piece of image content."""
+
+    type: Literal["image"] = "image"
+    image: ImageSource
+
+
+ContentItem = Annotated[TextContentItem | ImageContentItem, Field(discriminator="type")]
+InterleavedContent = str | ContentItem | list[ContentItem]
+
+
+def content_to_text(content: InterleavedContent | URL | None) -> str:
+    """Flatten interleaved content into plain text, dropping images."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, TextContentItem):
+        return content.text
+    if isinstance(content, URL | ImageContentItem):
+        return ""
+    return "".join(item.text for item in content if isinstance(item, TextContentItem))
+
+
+ArgumentValue = Any
+
+
+class ToolCall(BaseModel):
+    """A call of one tool by the model.
+
+    ``arguments`` is the parsed object when the model produced valid JSON,
+    otherwise the raw text; ``arguments_json`` always holds the JSON text.
+    """
+
+    call_id: str
+    tool_name: str
+    arguments: dict[str, ArgumentValue] | str
+    arguments_json: str | None = None
+
+    @model_validator(mode="after")
+    def _fill_arguments_json(self) -> ToolCall:
+        if self.arguments_json is None:
+            if isinstance(self.arguments, str):
+                self.arguments_json = self.arguments
+            else:
+                self.arguments_json = json.dumps(self.arguments)
+        return self
+
+
+StopReason = Literal["end_of_turn", "end_of_message", "out_of_tokens"]
+
+
+class UserMessage(BaseModel):
+    """A message from the user."""
+
+    role: Literal["user"] = "user"
+    content: InterleavedContent
+    context: InterleavedContent | None = None
+
+
+class SystemMessage(BaseModel):
+    """System instructions."""
+
+    role: Literal["system"] = "system"
+    content: InterleavedContent
+
+
+class ToolResponseMessage(BaseModel):
+    """The output of one tool call, as a message."""
+
+    role: Literal["tool"] = "tool"
+    call_id: str
+    content: InterleavedContent
+
+
+class CompletionMessage(BaseModel):
+    """A message produced by the model."""
+
+    role: Literal["assistant"] = "assistant"
+    content: InterleavedContent
+    stop_reason: StopReason = "end_of_turn"
+    tool_calls: list[ToolCall] | None = Field(default_factory=list)
+
+
+Message = Annotated[
+    UserMessage | SystemMessage | ToolResponseMessage | CompletionMessage,
+    Field(discriminator="role"),
+]
+TurnInputMessage = Annotated[UserMessage | ToolResponseMessage, Field(discriminator="role")]
+
+
+class ToolResponse(BaseModel):
+    """The result of one tool call, as sent by a client or produced by a server tool."""
+
+    call_id: str
+    tool_name: str
+    content: InterleavedContent
+    metadata: dict[str, Any] | None = None
+
+
+class ToolParameter(BaseModel):
+    """One parameter of a tool, in Llama Stack's flat form."""
+
+    name: str
+    parameter_type: str
+    description: str = ""
+    required: bool = True
+    default: Any = None
+
+
+class ToolDef(BaseModel):
+    """A tool definition: name, description, parameters."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    description: str | None = None
+    parameters: list[ToolParameter] | None = Field(default_factory=list)
+    metadata: dict[str, Any] | None = None

@@ -1,0 +1,72 @@
+"""Inference settings carried by agents and turns: sampling, tool config, output format."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class GreedySamplingStrategy(BaseModel):
+    """Always pick the most likely token."""
+
+    type: Literal["greedy"] = "greedy"
+
+
+class TopPSamplingStrategy(BaseModel):
+    """Nucleus sampling."""
+
+    type: Literal["top_p"] = "top_p"
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=0.95, gt=0, le=1)
+
+
+class TopKSamplingStrategy(BaseModel):
+    """Sample among the k most likely tokens."""
+
+    type: Literal["top_k"] = "top_k"
+    top_k: int = Field(ge=1)
+
+
+SamplingStrategy = Annotated[
+    GreedySamplingStrategy | TopPSamplingStrategy | TopKSamplingStrategy,
+    Field(discriminator="type"),
+]
+
+
+class SamplingParams(BaseModel):
+    """How the model samples its output."""
+
+    strategy: SamplingStrategy = Field(default_factory=GreedySamplingStrategy)
+    max_tokens: int | None = Field(default=0, ge=0)
+    repetition_penalty: float | None = 1.0
+    stop: list[str] | None = None
+
+
+ToolChoice = str  # "auto" | "required" | "none" | a tool name
+ToolPromptFormat = Literal["json", "function_tag", "python_list"]
+
+
+class ToolConfig(BaseModel):
+    """How the model is offered tools."""
+
+    tool_choice: ToolChoice | None = "auto"
+    tool_prompt_format: ToolPromptFormat | None = None
+    system_message_behavior: Literal["append", "replace"] | None = "append"
+
+
+class JsonSchemaResponseFormat(BaseModel):
+    """Constrain the output to a JSON schema."""
+
+    type: Literal["json_schema"] = "json_schema"
+    json_schema: dict[str, Any]
+
+
+class GrammarResponseFormat(BaseModel):
+    """Constrain the output to a grammar."""
+
+    type: Literal["grammar"] = "grammar"
+    bnf: dict[str, Any]
+
+
+ResponseFormat = Annotated[JsonSchemaResponseFormat | GrammarResponseFormat, Field(discriminator="type")]

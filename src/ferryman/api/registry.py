@@ -1,0 +1,67 @@
+"""Models, tools and toolgroups as the server lists them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .content import InterleavedContent, ToolParameter
+
+
+class Model(BaseModel):
+    """A model the server can route requests to."""
+
+    model_config = ConfigDict(protected_namespaces=())
+
+    identifier: str
+    provider_id: str
+    provider_resource_id: str
+    type: Literal["model"] = "model"
+    model_type: Literal["llm", "embedding"] = "llm"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Tool(BaseModel):
+    """A server-side tool."""
+
+    identifier: str
+    toolgroup_id: str
+    provider_id: str = "builtin"
+    provider_resource_id: str | None = None
+    type: Literal["tool"] = "tool"
+    description: str
+    parameters: list[ToolParameter]
+    metadata: dict[str, Any] | None = None
+
+
+class ToolGroup(BaseModel):
+    """A named group of server-side tools."""
+
+    identifier: str
+    provider_id: str = "builtin"
+    provider_resource_id: str | None = None
+    type: Literal["tool_group"] = "tool_group"
+    args: dict[str, Any] | None = None
+
+
+class InvokeToolRequest(BaseModel):
+    """Body of ``POST /tool-runtime/invoke``."""
+
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict, validation_alias="kwargs")
+
+
+class ToolInvocationResult(BaseModel):
+    """What a server-side tool returned."""
+
+    content: InterleavedContent | None = None
+    error_message: str | None = None
+    error_code: int | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class DataList(BaseModel):
+    """A plain ``{"data": [...]}`` list."""
+
+    data: list[dict[str, Any]]

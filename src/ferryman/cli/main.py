@@ -1,0 +1,71 @@
+"""``ferryman serve``: run the server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import uvicorn
+
+from ferryman.config import StorageSettings, load_settings, providers_from_urls
+from ferryman.errors import FerrymanError
+from ferryman.server.app import create_app, services_from_settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ferryman", description="A durable agent server.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the HTTP server")
+    serve.add_argument("--config", help="YAML config file (providers, models, storage)")
+    serve.add_argument("--host", help="interface to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to bind (default 8321)")
+    serve.add_argument("--db", help="SQLite database path (default $FERRYMAN_HOME/ferryman.db)")
+    serve.add_argument(
+        "--inference-url",
+        action="append",
+        default=[],
+        help="base URL of an OpenAI-compatible server (…/v1); repeat for several",
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the server until interrupted."""
+    settings = load_settings(args.config)
+    updates: dict[str, object] = {}
+    if args.host:
+        updates["host"] = args.host
+    if args.port:
+        updates["port"] = args.port
+    if args.db:
+        updates["storage"] = StorageSettings(db=args.db)
+    if args.inference_url:
+        updates["providers"] = providers_from_urls(args.inference_url)
+    settings = settings.model_copy(update=updates)
+    if not settings.providers:
+        print(
+            "ferryman: no inference provider configured; pass --inference-url http://HOST:PORT/v1 "
+            "or list providers in --config FILE",
+            file=sys.stderr,
+        )
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(services_from_settings(settings))
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ferryman`` command."""
+    args = _parser().parse_args(argv)
+    try:
+        return serve(args)
+    except FerrymanError as exc:
+        print(f"ferryman: {exc.message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

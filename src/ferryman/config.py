@@ -1,0 +1,98 @@
+"""Server settings: a YAML file with ``${env.NAME:=default}`` substitution, overridden by flags."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from ferryman.errors import InvalidRequestError
+
+_ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
+
+
+class ProviderSettings(BaseModel):
+    """One inference provider."""
+
+    provider_id: str
+    type: str = "remote::openai-compatible"
+    url: str
+    api_key: str | None = None
+    timeout: float = 120.0
+    max_retries: int = 2
+
+
+class ModelSettings(BaseModel):
+    """A model id registered on a provider, possibly under another name there."""
+
+    model_id: str
+    provider_id: str
+    provider_model_id: str | None = None
+    model_type: str = "llm"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StorageSettings(BaseModel):
+    """Where state lives."""
+
+    db: str | None = None
+
+
+class Settings(BaseModel):
+    """Everything ``ferryman serve`` needs."""
+
+    host: str = "127.0.0.1"
+    port: int = 8321
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    providers: list[ProviderSettings] = Field(default_factory=list)
+    models: list[ModelSettings] = Field(default_factory=list)
+
+    def db_path(self) -> str:
+        """The database path: the configured one or ``$FERRYMAN_HOME/ferryman.db``."""
+        if self.storage.db:
+            return self.storage.db
+        home = os.environ.get("FERRYMAN_HOME") or str(Path.home() / ".ferryman")
+        return str(Path(home) / "ferryman.db")
+
+
+def substitute_env(text: str, environ: dict[str, str] | None = None) -> str:
+    """Replace ``${env.NAME}`` and ``${env.NAME:=default}`` with environment values.
+
+    Raises:
+        InvalidRequestError: a variable without default is not set.
+    """
+    env = os.environ if environ is None else environ
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        if default is None:
+            raise InvalidRequestError(f"environment variable {name} is not set and has no default")
+        return default
+
+    return _ENV_PATTERN.sub(replace, text)
+
+
+def load_settings(path: str | None) -> Settings:
+    """Read a YAML config file, or return defaults when ``path`` is None."""
+    if path is None:
+        return Settings()
+    text = substitute_env(Path(path).read_text(encoding="utf-8"))
+    data = yaml.safe_load(text) or {}
+    server = data.pop("server", {}) or {}
+    try:
+        return Settings.model_validate({**server, **data})
+    except ValidationError as exc:
+        raise InvalidRequestError(f"invalid config file {path}: {exc}") from exc
+
+
+def providers_from_urls(urls: list[str]) -> list[ProviderSettings]:
+    """One provider per ``--inference-url``, named ``remote``, ``remote-2``…"""
+    return [
+        ProviderSettings(provider_id="remote" if i == 0 else f"remote-{i + 1}", url=url) for i, url in enumerate(urls)
+    ]

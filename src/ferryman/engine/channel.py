@@ -1,0 +1,89 @@
+"""Live turns: each runs in its own task and publishes events to any number of readers.
+
+A turn's task does not belong to the HTTP request that started it, so a
+client that disconnects leaves the turn to finish in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from .events import EngineEvent
+
+log = logging.getLogger(__name__)
+
+
+class TurnChannel:
+    """The events of one live turn, kept so a reader that arrives late misses none."""
+
+    def __init__(self) -> None:
+        self.events: list[EngineEvent] = []
+        self.closed = False
+        self._changed = asyncio.Event()
+
+    async def publish(self, event: EngineEvent) -> None:
+        """Append an event and wake the readers."""
+        self.events.append(event)
+        self._wake()
+
+    def close(self) -> None:
+        """No more events will come."""
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def read(self, start: int = 0) -> AsyncIterator[EngineEvent]:
+        """Yield the events from index ``start`` on, then live ones until the turn ends."""
+        index = start
+        while True:
+            while index < len(self.events):
+                yield self.events[index]
+                index += 1
+            if self.closed:
+                return
+            await self._changed.wait()
+
+
+class TurnRunner:
+    """Runs turns as background tasks and keeps their channels while they live."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+        self._channels: dict[str, TurnChannel] = {}
+
+    def start(
+        self, turn_id: str, body: Callable[[TurnChannel], Awaitable[Any]]
+    ) -> tuple[TurnChannel, asyncio.Task[Any]]:
+        """Run ``body(channel)`` in a task; the channel closes when it ends, however it ends."""
+        channel = TurnChannel()
+
+        async def run() -> Any:
+            try:
+                return await body(channel)
+            finally:
+                channel.close()
+                self._tasks.pop(turn_id, None)
+                self._channels.pop(turn_id, None)
+
+        task = asyncio.create_task(run(), name=f"turn-{turn_id}")
+        self._tasks[turn_id] = task
+        self._channels[turn_id] = channel
+        return channel, task
+
+    def channel(self, turn_id: str) -> TurnChannel | None:
+        """The channel of a turn running in this process."""
+        return self._channels.get(turn_id)
+
+    async def shutdown(self) -> None:
+        """Cancel running turns and wait for them to record their failure."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

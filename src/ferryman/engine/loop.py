@@ -1,0 +1,237 @@
+"""The turn loop: shields, inference, tools, pauses for client tools, and resumes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferryman.api.agents import (
+    InferenceStep,
+    SafetyViolation,
+    ShieldCallStep,
+    Step,
+    StepCompletePayload,
+    StepStartPayload,
+    ToolExecutionStep,
+    Turn,
+    TurnAwaitingInputPayload,
+    TurnCompletePayload,
+    TurnError,
+    TurnStartPayload,
+)
+from ferryman.api.content import CompletionMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
+from ferryman.errors import ConflictError, FerrymanError
+from ferryman.safety.base import Shield
+from ferryman.storage.base import StepWrite, TurnRecord, TurnStore, turn_from_record
+
+from .events import Emit, TurnFailed
+from .ids import new_id, utcnow
+from .inference_step import ChatModel, run_inference
+from .plan import TurnPlan
+from .tool_step import run_server_tools
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnState:
+    """A turn in memory while it runs: its record, plan, history and completed steps."""
+
+    record: TurnRecord
+    plan: TurnPlan
+    history: list[Message]
+    steps: list[Step] = field(default_factory=list)
+
+    def turn(self) -> Turn:
+        """The wire form of the turn as it stands."""
+        return turn_from_record(self.record, self.steps)
+
+
+class TurnEngine:
+    """Drives turns over a store and a model; knows no HTTP and no SQL.
+
+    Args:
+        store: Where turns, steps and history are kept.
+        model: Where inference goes (a router over providers).
+    """
+
+    def __init__(self, store: TurnStore, model: ChatModel) -> None:
+        self._store = store
+        self._model = model
+
+    async def run(self, state: TurnState, emit: Emit) -> Turn:
+        """Run a new turn from its input messages to an answer or a pause."""
+        return await self._guarded(state, emit, self._start(state, emit))
+
+    async def resume(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> Turn:
+        """Continue a paused turn with its tool step completed by :func:`complete_pending_step`."""
+        return await self._guarded(state, emit, self._resume(state, step, emit))
+
+    async def _guarded(self, state: TurnState, emit: Emit, body: Coroutine[Any, Any, Turn]) -> Turn:
+        record = state.record
+        try:
+            return await body
+        except asyncio.CancelledError:
+            await asyncio.shield(self._fail(state, "cancelled", "the turn was cancelled", emit))
+            raise
+        except FerrymanError as exc:
+            await self._fail(state, exc.code, exc.message, emit)
+        except Exception:
+            log.exception("turn %s failed", record.turn_id)
+            await self._fail(state, "internal_error", "the turn failed on an internal error", emit)
+        return state.turn()
+
+    async def _start(self, state: TurnState, emit: Emit) -> Turn:
+        await emit(TurnStartPayload(turn_id=state.record.turn_id))
+        violation = await self._run_shields(state, state.plan.input_shields, emit)
+        if violation is not None:
+            return await self._complete(state, _refusal(violation), emit)
+        return await self._loop(state, emit)
+
+    async def _resume(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> Turn:
+        await emit(TurnStartPayload(turn_id=state.record.turn_id))
+        await self._save_tool_step(state, step, emit)
+        return await self._loop(state, emit)
+
+    async def _loop(self, state: TurnState, emit: Emit) -> Turn:
+        plan = state.plan
+        while True:
+            message = await self._infer(state, emit)
+            if not message.tool_calls:
+                violation = await self._run_shields(state, plan.output_shields, emit)
+                return await self._complete(state, _refusal(violation) if violation else message, emit)
+            if state.record.infer_iters >= plan.max_infer_iters:
+                capped = message.model_copy(update={"stop_reason": "out_of_tokens"})
+                return await self._complete(state, capped, emit)
+            paused = await self._run_tools(state, message, emit)
+            if paused is not None:
+                return paused
+
+    async def _infer(self, state: TurnState, emit: Emit) -> CompletionMessage:
+        step_id, started = new_id(), utcnow()
+        await emit(StepStartPayload(step_type="inference", step_id=step_id))
+        result = await run_inference(self._model, state.plan.chat_request(state.history), step_id, emit)
+        step = InferenceStep(
+            turn_id=state.record.turn_id,
+            step_id=step_id,
+            started_at=started,
+            completed_at=utcnow(),
+            model_response=result.message,
+        )
+        state.record.infer_iters += 1
+        state.record.output_message = result.message
+        await self._store.save_step(
+            state.record.turn_id, StepWrite(step, messages=[result.message]), state.record.infer_iters
+        )
+        state.steps.append(step)
+        state.history.append(result.message)
+        await emit(StepCompletePayload(step_type="inference", step_id=step_id, step_details=step))
+        return result.message
+
+    async def _run_tools(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn | None:
+        calls = message.tool_calls or []
+        step_id, started = new_id(), utcnow()
+        client_calls = [c.call_id for c in calls if c.tool_name in state.plan.client_tools]
+        metadata = {"client_tool_call_ids": client_calls} if client_calls else {}
+        await emit(StepStartPayload(step_type="tool_execution", step_id=step_id, metadata=metadata))
+        server_calls = [c for c in calls if c.tool_name not in state.plan.client_tools]
+        responses = await run_server_tools(server_calls, state.plan)
+        step = ToolExecutionStep(
+            turn_id=state.record.turn_id,
+            step_id=step_id,
+            started_at=started,
+            tool_calls=calls,
+            tool_responses=responses,
+        )
+        if client_calls:
+            return await self._pause(state, step, emit)
+        await self._save_tool_step(state, step.model_copy(update={"completed_at": utcnow()}), emit)
+        return None
+
+    async def _save_tool_step(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> None:
+        messages: list[Message] = [
+            ToolResponseMessage(call_id=r.call_id, content=r.content) for r in step.tool_responses
+        ]
+        await self._store.save_step(state.record.turn_id, StepWrite(step, messages=messages), state.record.infer_iters)
+        state.steps.append(step)
+        state.history.extend(messages)
+        await emit(StepCompletePayload(step_type="tool_execution", step_id=step.step_id, step_details=step))
+
+    async def _pause(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> Turn:
+        record = state.record
+        await self._store.save_step(record.turn_id, StepWrite(step, pending=True), record.infer_iters)
+        record.status = "awaiting_input"
+        await self._store.finish_turn(record)
+        turn = state.turn()
+        await emit(TurnAwaitingInputPayload(turn=turn))
+        return turn
+
+    async def _run_shields(self, state: TurnState, shields: list[Shield], emit: Emit) -> SafetyViolation | None:
+        for shield in shields:
+            step_id, started = new_id(), utcnow()
+            await emit(
+                StepStartPayload(step_type="shield_call", step_id=step_id, metadata={"shield": shield.shield_id})
+            )
+            violation = await shield.check(state.history)
+            step = ShieldCallStep(
+                turn_id=state.record.turn_id,
+                step_id=step_id,
+                started_at=started,
+                completed_at=utcnow(),
+                violation=violation,
+            )
+            await self._store.save_step(state.record.turn_id, StepWrite(step), state.record.infer_iters)
+            state.steps.append(step)
+            await emit(StepCompletePayload(step_type="shield_call", step_id=step_id, step_details=step))
+            if violation is not None and violation.violation_level == "error":
+                return violation
+        return None
+
+    async def _complete(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn:
+        record = state.record
+        record.status, record.output_message, record.completed_at = "completed", message, utcnow()
+        await self._store.finish_turn(record)
+        turn = state.turn()
+        await emit(TurnCompletePayload(turn=turn))
+        return turn
+
+    async def _fail(self, state: TurnState, code: str, message: str, emit: Emit) -> None:
+        record = state.record
+        record.status, record.completed_at = "failed", utcnow()
+        record.error = TurnError(code=code, message=message)
+        await self._store.finish_turn(record)
+        await emit(TurnFailed(turn_id=record.turn_id, code=code, message=message))
+
+
+def _refusal(violation: SafetyViolation) -> CompletionMessage:
+    text = violation.user_message or "I can't help with that request."
+    return CompletionMessage(content=text, stop_reason="end_of_turn", tool_calls=[])
+
+
+def complete_pending_step(pending: Step | None, responses: list[ToolResponse]) -> ToolExecutionStep:
+    """The paused turn's tool step, completed by the client's responses in call order.
+
+    Raises:
+        ConflictError: the client's call ids are not exactly the calls still waiting.
+    """
+    if not isinstance(pending, ToolExecutionStep):
+        raise ConflictError("the turn has no pending tool calls")
+    done = {r.call_id: r for r in pending.tool_responses}
+    waiting = [c for c in pending.tool_calls if c.call_id not in done]
+    given = {r.call_id: r for r in responses}
+    expected = {c.call_id for c in waiting}
+    if set(given) != expected or len(given) != len(responses):
+        raise ConflictError(
+            f"tool_responses must answer exactly the pending call ids {sorted(expected)}; "
+            f"got {[r.call_id for r in responses]}"
+        )
+    merged = {**done, **given}
+    ordered = [_named(merged[c.call_id], c) for c in pending.tool_calls]
+    return pending.model_copy(update={"tool_responses": ordered, "completed_at": utcnow()})
+
+
+def _named(response: ToolResponse, call: ToolCall) -> ToolResponse:
+    return response if response.tool_name else response.model_copy(update={"tool_name": call.tool_name})

@@ -1,0 +1,138 @@
+"""What a turn will do: the agent's settings merged with the turn's own overrides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferryman.api.agents import AgentConfig, ToolGroupRef, ToolGroupWithArgs
+from ferryman.api.content import Message, SystemMessage, ToolDef
+from ferryman.api.inference import (
+    GreedySamplingStrategy,
+    ResponseFormat,
+    SamplingParams,
+    ToolConfig,
+    TopKSamplingStrategy,
+    TopPSamplingStrategy,
+)
+from ferryman.errors import InvalidRequestError
+from ferryman.inference.base import ChatRequest, Sampling
+from ferryman.safety.base import Shield, ShieldRegistry
+from ferryman.tools.registry import BoundTool, ToolRegistry
+
+
+@dataclass(frozen=True)
+class TurnOverrides:
+    """Per-turn settings, stored with the turn so that a resume applies them again."""
+
+    toolgroups: list[ToolGroupRef] = field(default_factory=list)
+    tool_config: ToolConfig | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able form for storage."""
+        return {
+            "toolgroups": [g if isinstance(g, str) else g.model_dump() for g in self.toolgroups],
+            "tool_config": self.tool_config.model_dump() if self.tool_config else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TurnOverrides:
+        """Rebuild from :meth:`to_json`'s output."""
+        groups: list[ToolGroupRef] = [
+            g if isinstance(g, str) else ToolGroupWithArgs.model_validate(g) for g in data.get("toolgroups") or []
+        ]
+        config = data.get("tool_config")
+        return cls(groups, ToolConfig.model_validate(config) if config else None)
+
+
+def sampling_of(params: SamplingParams | None) -> Sampling:
+    """Translate Llama Stack sampling params to provider-neutral ones."""
+    if params is None:
+        return Sampling()
+    strategy = params.strategy
+    temperature = top_p = None
+    top_k = None
+    if isinstance(strategy, GreedySamplingStrategy):
+        temperature = 0.0
+    elif isinstance(strategy, TopPSamplingStrategy):
+        temperature, top_p = strategy.temperature, strategy.top_p
+    elif isinstance(strategy, TopKSamplingStrategy):
+        top_k = strategy.top_k
+    return Sampling(
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        max_tokens=params.max_tokens or None,
+        repetition_penalty=params.repetition_penalty,
+        stop=params.stop or None,
+    )
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """Everything the loop needs to know about how to run a turn."""
+
+    model: str
+    instructions: str
+    sampling: Sampling
+    tool_choice: str | None
+    response_format: ResponseFormat | None
+    max_infer_iters: int
+    server_tools: dict[str, BoundTool]
+    client_tools: dict[str, ToolDef]
+    input_shields: list[Shield]
+    output_shields: list[Shield]
+    provider_data: dict[str, Any] | None = None
+
+    def tool_defs(self) -> list[ToolDef]:
+        """Every tool offered to the model."""
+        return [bound.as_tool_def() for bound in self.server_tools.values()] + list(self.client_tools.values())
+
+    def chat_request(self, history: list[Message]) -> ChatRequest:
+        """The model request for the next inference step."""
+        messages: list[Message] = []
+        if self.instructions:
+            messages.append(SystemMessage(content=self.instructions))
+        messages.extend(history)
+        choice = self.tool_choice
+        return ChatRequest(
+            model=self.model,
+            messages=messages,
+            tools=self.tool_defs() if choice != "none" else [],
+            tool_choice=choice,
+            sampling=self.sampling,
+            response_format=self.response_format,
+            provider_data=self.provider_data,
+        )
+
+
+def build_plan(
+    config: AgentConfig,
+    overrides: TurnOverrides,
+    tools: ToolRegistry,
+    shields: ShieldRegistry,
+) -> TurnPlan:
+    """Merge an agent's config with a turn's overrides.
+
+    Raises:
+        InvalidRequestError: unknown toolgroups or shields, or a tool name that is
+            both a server tool and a client tool.
+    """
+    server_tools = tools.resolve([*(config.toolgroups or []), *overrides.toolgroups])
+    client_tools = {tool.name: tool for tool in config.client_tools or []}
+    clash = sorted(set(server_tools) & set(client_tools))
+    if clash:
+        raise InvalidRequestError(f"tool name(s) {', '.join(clash)} are both server and client tools", "client_tools")
+    tool_config = overrides.tool_config or config.tool_config or ToolConfig()
+    return TurnPlan(
+        model=config.model,
+        instructions=config.instructions,
+        sampling=sampling_of(config.sampling_params),
+        tool_choice=tool_config.tool_choice,
+        response_format=config.response_format,
+        max_infer_iters=config.max_infer_iters or 10,
+        server_tools=server_tools,
+        client_tools=client_tools,
+        input_shields=shields.resolve(config.input_shields or [], "input_shields"),
+        output_shields=shields.resolve(config.output_shields or [], "output_shields"),
+    )

@@ -1,0 +1,1 @@
+"""Inference providers and the router that picks one per model."""

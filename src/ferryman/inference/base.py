@@ -1,0 +1,105 @@
+"""The inference seam: what the engine asks of a model provider.
+
+Providers translate these types to their own wire format at the edge; the
+engine never sees a vendor type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ferryman.api.content import Message, ToolDef
+from ferryman.api.inference import ResponseFormat
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings in provider-neutral form."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_tokens: int | None = None
+    repetition_penalty: float | None = None
+    stop: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion request."""
+
+    model: str
+    messages: list[Message]
+    tools: list[ToolDef] = field(default_factory=list)
+    tool_choice: str | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    response_format: ResponseFormat | None = None
+    provider_data: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    """Text produced since the last chunk."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True)
+class ToolCallChunk:
+    """A piece of one tool call; ``index`` tells calls apart while they stream."""
+
+    index: int
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one request."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class FinishChunk:
+    """The last chunk: why the model stopped, and usage when known."""
+
+    stop_reason: Literal["end_of_turn", "end_of_message", "out_of_tokens"]
+    usage: Usage | None = None
+    kind: Literal["finish"] = "finish"
+
+
+ChatChunk = TextChunk | ToolCallChunk | FinishChunk
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model a provider serves."""
+
+    model_id: str
+    model_type: Literal["llm", "embedding"] = "llm"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class InferenceProvider(Protocol):
+    """A source of chat completions."""
+
+    provider_id: str
+
+    async def list_models(self) -> list[ModelInfo]:
+        """Return the models this provider serves."""
+        ...
+
+    def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        """Stream the model's answer; the last chunk is a :class:`FinishChunk`."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...

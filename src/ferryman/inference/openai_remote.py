@@ -1,0 +1,129 @@
+"""A provider for any OpenAI-compatible server (vLLM, Ollama, llama.cpp server, OpenAI)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+
+from ferryman.api.inference import GrammarResponseFormat
+from ferryman.errors import InvalidRequestError, UpstreamError
+
+from .base import ChatChunk, ChatRequest, FinishChunk, ModelInfo, TextChunk, ToolCallChunk, Usage
+from .openai_wire import message_param, response_format_param, tool_choice_param, tool_schema
+
+_FINISH_REASONS = {"length": "out_of_tokens", "tool_calls": "end_of_message"}
+
+
+class OpenAICompatibleProvider:
+    """Talks to one OpenAI-compatible base URL with the official async client.
+
+    Args:
+        provider_id: Name of this provider in the model registry.
+        base_url: The server's base URL, ending in ``/v1``.
+        api_key: Bearer key; servers that need none accept any string.
+        timeout: Seconds allowed for one upstream request.
+        max_retries: Retries on connection errors, 429 and 5xx.
+    """
+
+    def __init__(
+        self,
+        provider_id: str,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+    ) -> None:
+        self.provider_id = provider_id
+        self.base_url = base_url
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or "none",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    async def list_models(self) -> list[ModelInfo]:
+        """Return every model the server lists at ``/models``."""
+        try:
+            page = await self._client.models.list()
+        except openai.OpenAIError as exc:
+            raise UpstreamError(f"provider {self.provider_id} at {self.base_url}: {exc}") from exc
+        return [ModelInfo(model_id=model.id) for model in page.data]
+
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        """Stream one chat completion, translating chunks to ours."""
+        params = self._params(request)
+        try:
+            stream = await self._client.chat.completions.create(**params)
+            finish: str | None = None
+            usage: Usage | None = None
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                for choice in chunk.choices[:1]:
+                    for piece in _chunks_of(choice.delta):
+                        yield piece
+                    finish = choice.finish_reason or finish
+        except openai.OpenAIError as exc:
+            raise UpstreamError(f"model {request.model} failed upstream: {exc}") from exc
+        yield FinishChunk(stop_reason=_FINISH_REASONS.get(finish or "", "end_of_turn"), usage=usage)  # type: ignore[arg-type]
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        sampling = request.sampling
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": [message_param(message) for message in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        extra: dict[str, Any] = {}
+        if request.tools:
+            params["tools"] = [tool_schema(tool) for tool in request.tools]
+            choice = tool_choice_param(request.tool_choice, {tool.name for tool in request.tools})
+            if choice is not None:
+                params["tool_choice"] = choice
+        optional = {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "stop": sampling.stop,
+        }
+        params.update({key: value for key, value in optional.items() if value is not None})
+        if sampling.top_k is not None:
+            extra["top_k"] = sampling.top_k
+        if sampling.repetition_penalty not in (None, 1.0):
+            extra["repetition_penalty"] = sampling.repetition_penalty
+        response_format = response_format_param(request.response_format)
+        if response_format is not None:
+            params["response_format"] = response_format
+        elif isinstance(request.response_format, GrammarResponseFormat):
+            raise InvalidRequestError(
+                "grammar response formats are not supported by OpenAI-compatible providers",
+                field="response_format",
+            )
+        if extra:
+            params["extra_body"] = extra
+        return params
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.close()
+
+
+def _chunks_of(delta: Any) -> list[ChatChunk]:
+    pieces: list[ChatChunk] = []
+    if delta.content:
+        pieces.append(TextChunk(delta.content))
+    for call in delta.tool_calls or []:
+        function = call.function
+        pieces.append(
+            ToolCallChunk(
+                index=call.index,
+                call_id=call.id,
+                name=function.name if function else None,
+                arguments=(function.arguments or "") if function else "",
+            )
+        )
+    return pieces

@@ -1,0 +1,100 @@
+"""Assembling the server: services from settings, and the ASGI app over them."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from ferryman.api.registry import Model
+from ferryman.config import Settings
+from ferryman.engine.channel import TurnRunner
+from ferryman.engine.loop import TurnEngine
+from ferryman.inference.base import InferenceProvider
+from ferryman.inference.openai_remote import OpenAICompatibleProvider
+from ferryman.inference.router import ModelRouter
+from ferryman.safety.base import ShieldRegistry
+from ferryman.services.agents import AgentService
+from ferryman.storage.base import Store
+from ferryman.storage.sqlite import SqliteStore
+from ferryman.tools.registry import ToolRegistry, builtin_tools
+
+from .agents_routes import agent_routes
+from .errors import EXCEPTION_HANDLERS
+from .system_routes import system_routes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Services:
+    """Everything the routers are built over."""
+
+    store: Store
+    models: ModelRouter
+    tools: ToolRegistry
+    shields: ShieldRegistry
+    runner: TurnRunner
+    agents: AgentService
+
+
+def build_services(
+    store: Store,
+    providers: list[InferenceProvider],
+    configured_models: list[Model] | None = None,
+    tools: ToolRegistry | None = None,
+    shields: ShieldRegistry | None = None,
+) -> Services:
+    """Wire the services over a store and inference providers."""
+    models = ModelRouter(providers, configured_models)
+    tools = tools or builtin_tools()
+    shields = shields or ShieldRegistry()
+    runner = TurnRunner()
+    engine = TurnEngine(store, models)
+    agents = AgentService(store, engine, runner, models, tools, shields)
+    return Services(store, models, tools, shields, runner, agents)
+
+
+def services_from_settings(settings: Settings) -> Services:
+    """Build the services a ``ferryman serve`` process runs."""
+    providers: list[InferenceProvider] = [
+        OpenAICompatibleProvider(p.provider_id, p.url, p.api_key, p.timeout, p.max_retries) for p in settings.providers
+    ]
+    configured = [
+        Model(
+            identifier=m.model_id,
+            provider_id=m.provider_id,
+            provider_resource_id=m.provider_model_id or m.model_id,
+            model_type="embedding" if m.model_type == "embedding" else "llm",
+            metadata=m.metadata,
+        )
+        for m in settings.models
+    ]
+    return build_services(SqliteStore(settings.db_path()), providers, configured)
+
+
+def create_app(services: Services) -> Starlette:
+    """The ASGI app: routes under ``/v1`` (agents also under ``/v1alpha``) and one error handler."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await services.store.open()
+        interrupted = await services.store.fail_interrupted_turns("the server stopped while the turn ran")
+        if interrupted:
+            log.warning("marked %d interrupted turn(s) as failed", interrupted)
+        await services.models.refresh()
+        try:
+            yield
+        finally:
+            await services.runner.shutdown()
+            await services.models.aclose()
+            await services.store.close()
+
+    agents = agent_routes(services.agents)
+    system = system_routes(services.models, services.tools)
+    routes = [Mount("/v1", routes=[*agents, *system]), Mount("/v1alpha", routes=agents)]
+    return Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

@@ -1,0 +1,85 @@
+"""Request parsing and response helpers shared by the routers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ferryman.errors import InvalidRequestError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    """Validate the JSON body against ``model``; a bad body is a 400 naming the field."""
+    raw = await request.body()
+    try:
+        return model.model_validate_json(raw or b"{}")
+    except ValidationError as exc:
+        raise _invalid(exc) from exc
+
+
+def _invalid(exc: ValidationError) -> InvalidRequestError:
+    first = exc.errors(include_url=False)[0]
+    if first["type"] == "json_invalid":
+        return InvalidRequestError(f"request body is not valid JSON: {first['msg']}")
+    field = ".".join(str(part) for part in first["loc"])
+    count = exc.error_count()
+    more = f" (and {count - 1} more error(s))" if count > 1 else ""
+    return InvalidRequestError(f"invalid field '{field}': {first['msg']}{more}", field=field)
+
+
+def query_int(request: Request, name: str, default: int | None, minimum: int = 0) -> int | None:
+    """An integer query parameter; a bad value is a 400."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise InvalidRequestError(f"query parameter '{name}' must be an integer", field=name) from exc
+    if value < minimum:
+        raise InvalidRequestError(f"query parameter '{name}' must be >= {minimum}", field=name)
+    return value
+
+
+def query_list(request: Request, name: str) -> list[str] | None:
+    """A list query parameter, repeated (``a=1&a=2``) or comma-separated (``a=1,2``)."""
+    values = request.query_params.getlist(name) + request.query_params.getlist(f"{name}[]")
+    if not values:
+        return None
+    return [item for value in values for item in value.split(",") if item]
+
+
+def query_bool(request: Request, name: str) -> bool:
+    """A boolean query parameter (``true``/``1``)."""
+    return request.query_params.get(name, "").lower() in ("1", "true", "yes")
+
+
+class JSONModelResponse(Response):
+    """A response whose body is a pydantic model (or plain data) as JSON."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        """Serialise with pydantic for models, json for the rest."""
+        if isinstance(content, BaseModel):
+            return content.model_dump_json().encode()
+        return json.dumps(content, default=_default).encode()
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def sse_response(frames: AsyncIterator[str]) -> StreamingResponse:
+    """A ``text/event-stream`` response of pre-framed SSE text."""
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(frames, media_type="text/event-stream", headers=headers)

@@ -1,0 +1,182 @@
+"""The Agents API's operations over storage and the turn engine."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from ferryman.api.agents import (
+    Agent,
+    AgentConfig,
+    CreateTurnRequest,
+    ResumeTurnRequest,
+    Session,
+    Step,
+    Turn,
+)
+from ferryman.engine.channel import TurnChannel, TurnRunner
+from ferryman.engine.ids import new_id, utcnow
+from ferryman.engine.loop import TurnEngine, TurnState, complete_pending_step
+from ferryman.engine.plan import TurnOverrides, build_plan
+from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+from ferryman.inference.router import ModelRouter
+from ferryman.safety.base import ShieldRegistry
+from ferryman.storage.base import Page, SessionRecord, Store, TurnRecord
+from ferryman.tools.registry import ToolRegistry
+
+from .documents import with_documents
+
+
+@dataclass(frozen=True)
+class LiveTurn:
+    """A turn running in the background: its events and its final state."""
+
+    turn_id: str
+    channel: TurnChannel
+    task: asyncio.Task[Turn]
+
+
+class AgentService:
+    """Agents, sessions and turns.
+
+    Args:
+        store: The storage backend.
+        engine: The turn engine.
+        runner: Runs turns in the background.
+        models: The model router, to check an agent's model exists.
+        tools: Server-side toolgroups.
+        shields: Registered shields.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        engine: TurnEngine,
+        runner: TurnRunner,
+        models: ModelRouter,
+        tools: ToolRegistry,
+        shields: ShieldRegistry,
+    ) -> None:
+        self._store = store
+        self._engine = engine
+        self._runner = runner
+        self._models = models
+        self._tools = tools
+        self._shields = shields
+
+    # ---- agents ----------------------------------------------------------
+
+    async def create_agent(self, config: AgentConfig) -> str:
+        """Validate and store an agent; return its id."""
+        try:
+            await self._models.route(config.model)
+        except NotFoundError as exc:
+            raise InvalidRequestError(exc.message, "agent_config.model") from exc
+        build_plan(config, TurnOverrides(), self._tools, self._shields)
+        agent = Agent(agent_id=new_id(), agent_config=config, created_at=utcnow())
+        await self._store.create_agent(agent)
+        return agent.agent_id
+
+    async def get_agent(self, agent_id: str) -> Agent:
+        """One agent."""
+        return await self._store.get_agent(agent_id)
+
+    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
+        """Agents in creation order."""
+        return await self._store.list_agents(start_index, limit)
+
+    async def delete_agent(self, agent_id: str) -> None:
+        """Delete an agent with everything under it."""
+        await self._store.delete_agent(agent_id)
+
+    # ---- sessions --------------------------------------------------------
+
+    async def create_session(self, agent_id: str, session_name: str) -> str:
+        """Open a session of an agent; return its id."""
+        await self._store.get_agent(agent_id)
+        session = SessionRecord(new_id(), agent_id, session_name, utcnow())
+        await self._store.create_session(session)
+        return session.session_id
+
+    async def get_session(self, agent_id: str, session_id: str, turn_ids: list[str] | None) -> Session:
+        """A session with its turns (only those named, if ``turn_ids`` is given)."""
+        record = await self._store.get_session(agent_id, session_id)
+        turns = await self._store.list_turns([session_id], turn_ids)
+        return _session(record, turns)
+
+    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[Session]:
+        """An agent's sessions with their turns, in creation order."""
+        await self._store.get_agent(agent_id)
+        page = await self._store.list_sessions(agent_id, start_index, limit)
+        turns = await self._store.list_turns([s.session_id for s in page.items])
+        by_session: dict[str, list[Turn]] = {}
+        for turn in turns:
+            by_session.setdefault(turn.session_id, []).append(turn)
+        sessions = [_session(s, by_session.get(s.session_id, [])) for s in page.items]
+        return Page(sessions, page.has_more)
+
+    async def delete_session(self, agent_id: str, session_id: str) -> None:
+        """Delete a session with its turns."""
+        await self._store.delete_session(agent_id, session_id)
+
+    # ---- turns -----------------------------------------------------------
+
+    async def start_turn(self, agent_id: str, session_id: str, request: CreateTurnRequest) -> LiveTurn:
+        """Store a new turn and run it in the background."""
+        agent = await self._store.get_agent(agent_id)
+        await self._store.get_session(agent_id, session_id)
+        overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
+        plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
+        history_inputs = await with_documents(list(request.messages), list(request.documents or []))
+        record = TurnRecord(
+            turn_id=new_id(),
+            session_id=session_id,
+            agent_id=agent_id,
+            status="in_progress",
+            input_messages=list(request.messages),
+            started_at=utcnow(),
+            overrides=overrides.to_json(),
+        )
+        await self._store.start_turn(record, list(history_inputs))
+        history = await self._store.load_history(session_id, record.turn_id)
+        state = TurnState(record, plan, history)
+        return self._launch(record.turn_id, lambda channel: self._engine.run(state, channel.publish))
+
+    async def resume_turn(self, agent_id: str, session_id: str, turn_id: str, request: ResumeTurnRequest) -> LiveTurn:
+        """Continue a turn that awaits client tool results."""
+        agent = await self._store.get_agent(agent_id)
+        await self._store.get_session(agent_id, session_id)
+        record = await self._store.get_turn_record(session_id, turn_id)
+        if record.status != "awaiting_input":
+            raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status})")
+        step = complete_pending_step(await self._store.pending_step(turn_id), list(request.tool_responses))
+        plan = build_plan(agent.agent_config, TurnOverrides.from_json(record.overrides), self._tools, self._shields)
+        record = await self._store.claim_resume(session_id, turn_id)
+        history = await self._store.load_history(session_id, turn_id)
+        done = await self._store.list_turns([session_id], [turn_id])
+        state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [])
+        return self._launch(turn_id, lambda channel: self._engine.resume(state, step, channel.publish))
+
+    def _launch(self, turn_id: str, body: Any) -> LiveTurn:
+        channel, task = self._runner.start(turn_id, body)
+        return LiveTurn(turn_id, channel, task)
+
+    async def get_turn(self, agent_id: str, session_id: str, turn_id: str) -> Turn:
+        """One turn with its completed steps."""
+        await self._store.get_session(agent_id, session_id)
+        turns = await self._store.list_turns([session_id], [turn_id])
+        if not turns:
+            raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
+        return turns[0]
+
+    async def get_step(self, agent_id: str, session_id: str, turn_id: str, step_id: str) -> Step:
+        """One step of a turn."""
+        await self._store.get_session(agent_id, session_id)
+        return await self._store.get_step(session_id, turn_id, step_id)
+
+
+def _session(record: SessionRecord, turns: list[Turn]) -> Session:
+    return Session(
+        session_id=record.session_id, session_name=record.session_name, turns=turns, started_at=record.started_at
+    )

@@ -1,0 +1,66 @@
+"""Turning a turn's documents into text the model reads with the user's message."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from urllib.parse import unquote
+
+import httpx
+
+from ferryman.api.agents import Document
+from ferryman.api.content import URL, TurnInputMessage, UserMessage, content_to_text
+from ferryman.errors import InvalidRequestError
+
+_MAX_BYTES = 1_000_000
+_FETCH_TIMEOUT = 10.0
+
+
+async def document_text(document: Document) -> str:
+    """The text of a document: inline content, a ``data:`` URL, or an http(s) URL fetched once."""
+    content = document.content
+    if isinstance(content, URL):
+        return await _url_text(content.uri)
+    return content_to_text(content)
+
+
+async def _url_text(uri: str) -> str:
+    if uri.startswith("data:"):
+        return _data_url_text(uri)
+    if uri.startswith(("http://", "https://")):
+        try:
+            async with httpx.AsyncClient(timeout=_FETCH_TIMEOUT, follow_redirects=True) as client:
+                response = await client.get(uri)
+                response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise InvalidRequestError(f"could not fetch document {uri}: {exc}", "documents") from exc
+        return response.content[:_MAX_BYTES].decode("utf-8", errors="replace")
+    raise InvalidRequestError(f"unsupported document URL scheme: {uri}", "documents")
+
+
+def _data_url_text(uri: str) -> str:
+    header, _, payload = uri.partition(",")
+    try:
+        raw = base64.b64decode(payload, validate=True) if header.endswith(";base64") else unquote(payload).encode()
+    except binascii.Error as exc:
+        raise InvalidRequestError("document data URL is not valid base64", "documents") from exc
+    return raw[:_MAX_BYTES].decode("utf-8", errors="replace")
+
+
+async def with_documents(messages: list[TurnInputMessage], documents: list[Document]) -> list[TurnInputMessage]:
+    """Attach the documents' text as context of the last user message."""
+    if not documents:
+        return messages
+    texts = [await document_text(document) for document in documents]
+    block = "\n\n".join(
+        f"[document {i + 1} ({d.mime_type})]\n{t}" for i, (d, t) in enumerate(zip(documents, texts, strict=True))
+    )
+    result = list(messages)
+    for index in range(len(result) - 1, -1, -1):
+        message = result[index]
+        if isinstance(message, UserMessage):
+            context = content_to_text(message.context) if message.context is not None else ""
+            joined = f"{context}\n\n{block}" if context else block
+            result[index] = message.model_copy(update={"context": joined})
+            return result
+    raise InvalidRequestError("documents need a user message to attach to", "documents")

@@ -1,0 +1,1 @@
+"""Durable state behind small protocols, one implementation per backend."""

@@ -1,0 +1,181 @@
+"""The storage seam: records and the protocols every backend implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from ferryman.api.agents import Agent, Step, Turn, TurnError, TurnStatus
+from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list and whether more follow."""
+
+    items: list[T]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A stored session, without its turns."""
+
+    session_id: str
+    agent_id: str
+    session_name: str
+    started_at: datetime
+
+
+@dataclass
+class TurnRecord:
+    """A stored turn's own columns, without its steps.
+
+    ``overrides`` holds the per-turn settings (toolgroups, tool_config) that a
+    resume must apply again.
+    """
+
+    turn_id: str
+    session_id: str
+    agent_id: str
+    status: TurnStatus
+    input_messages: list[TurnInputMessage]
+    started_at: datetime
+    overrides: dict[str, Any] = field(default_factory=dict)
+    output_message: CompletionMessage | None = None
+    infer_iters: int = 0
+    error: TurnError | None = None
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class StepWrite:
+    """A step to store, with the history messages it adds, in one transaction."""
+
+    step: Step
+    pending: bool = False
+    messages: list[Message] = field(default_factory=list)
+
+
+def turn_from_record(record: TurnRecord, steps: list[Step]) -> Turn:
+    """Assemble the wire ``Turn`` of a record and its completed steps."""
+    output = record.output_message or CompletionMessage(content="", stop_reason="end_of_turn")
+    return Turn(
+        turn_id=record.turn_id,
+        session_id=record.session_id,
+        input_messages=record.input_messages,
+        steps=steps,
+        output_message=output,
+        started_at=record.started_at,
+        completed_at=record.completed_at,
+        status=record.status,
+        error=record.error,
+    )
+
+
+class AgentStore(Protocol):
+    """Agents."""
+
+    async def create_agent(self, agent: Agent) -> None:
+        """Store a new agent."""
+        ...
+
+    async def get_agent(self, agent_id: str) -> Agent:
+        """Return an agent or raise NotFoundError."""
+        ...
+
+    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
+        """Return agents in creation order."""
+        ...
+
+    async def delete_agent(self, agent_id: str) -> None:
+        """Delete an agent with its sessions, turns and steps, or raise NotFoundError."""
+        ...
+
+
+class SessionStore(Protocol):
+    """Sessions of an agent."""
+
+    async def create_session(self, session: SessionRecord) -> None:
+        """Store a new session."""
+        ...
+
+    async def get_session(self, agent_id: str, session_id: str) -> SessionRecord:
+        """Return a session of an agent or raise NotFoundError."""
+        ...
+
+    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
+        """Return an agent's sessions in creation order."""
+        ...
+
+    async def delete_session(self, agent_id: str, session_id: str) -> None:
+        """Delete a session with its turns, or raise NotFoundError."""
+        ...
+
+
+class TurnStore(Protocol):
+    """Turns, their steps and the conversation history they build."""
+
+    async def start_turn(self, record: TurnRecord, history: list[Message]) -> None:
+        """Store a new running turn and its input messages.
+
+        Raises:
+            ConflictError: another turn of the session is running.
+        """
+        ...
+
+    async def claim_resume(self, session_id: str, turn_id: str) -> TurnRecord:
+        """Move an awaiting turn back to running and return it.
+
+        Raises:
+            NotFoundError: no such turn in this session.
+            ConflictError: the turn is not awaiting input, or another turn of the session runs.
+        """
+        ...
+
+    async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
+        """Store (or replace) a step, its history messages and the turn's inference count."""
+        ...
+
+    async def finish_turn(self, record: TurnRecord) -> None:
+        """Store a turn's final or awaiting state: status, output, error, completion time."""
+        ...
+
+    async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
+        """Return a turn's own columns or raise NotFoundError."""
+        ...
+
+    async def pending_step(self, turn_id: str) -> Step | None:
+        """Return the tool-execution step a paused turn waits on."""
+        ...
+
+    async def load_history(self, session_id: str, turn_id: str) -> list[Message]:
+        """Messages of the session's completed turns before this one, then this turn's own."""
+        ...
+
+    async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
+        """Full turns (with completed steps) of the given sessions, in the order they started."""
+        ...
+
+    async def get_step(self, session_id: str, turn_id: str, step_id: str) -> Step:
+        """Return one step or raise NotFoundError."""
+        ...
+
+    async def fail_interrupted_turns(self, message: str) -> int:
+        """Mark turns left running by a previous process as failed; return how many."""
+        ...
+
+
+class Store(AgentStore, SessionStore, TurnStore, Protocol):
+    """Everything one backend stores."""
+
+    async def open(self) -> None:
+        """Connect and apply pending migrations."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...

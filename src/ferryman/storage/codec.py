@@ -1,0 +1,76 @@
+"""JSON encoding of the nested parts of records (messages, steps, configs)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ferryman.api.agents import AgentConfig, Step
+from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
+
+_messages = TypeAdapter(list[Message])
+_message = TypeAdapter(Message)
+_inputs = TypeAdapter(list[TurnInputMessage])
+_step = TypeAdapter(Step)
+
+
+def dump_message(message: Message) -> str:
+    """Encode one history message."""
+    return message.model_dump_json()
+
+
+def load_messages(rows: list[str]) -> list[Message]:
+    """Decode history messages in one pass."""
+    return _messages.validate_json("[" + ",".join(rows) + "]")
+
+
+def dump_inputs(messages: list[TurnInputMessage]) -> str:
+    """Encode a turn's input messages."""
+    return _inputs.dump_json(messages).decode()
+
+
+def load_inputs(text: str) -> list[TurnInputMessage]:
+    """Decode a turn's input messages."""
+    return _inputs.validate_json(text)
+
+
+def dump_step(step: Step) -> str:
+    """Encode a step."""
+    return step.model_dump_json()
+
+
+def load_step(text: str) -> Step:
+    """Decode a step."""
+    return _step.validate_json(text)
+
+
+def load_completion(text: str | None) -> CompletionMessage | None:
+    """Decode an assistant message."""
+    return CompletionMessage.model_validate_json(text) if text else None
+
+
+def load_config(text: str) -> AgentConfig:
+    """Decode an agent config."""
+    return AgentConfig.model_validate_json(text)
+
+
+def dump_time(moment: datetime | None) -> str | None:
+    """Encode an aware datetime as ISO 8601 in UTC."""
+    return moment.astimezone(UTC).isoformat() if moment else None
+
+
+def load_time(text: str | None) -> datetime | None:
+    """Decode an ISO 8601 timestamp."""
+    return datetime.fromisoformat(text) if text else None
+
+
+def require_time(text: str) -> datetime:
+    """Decode a timestamp that is never null."""
+    return datetime.fromisoformat(text)
+
+
+def role_of(message: Any) -> str:
+    """The role column of a history message."""
+    return str(message.role)

@@ -1,0 +1,193 @@
+"""A scripted model: each request answers with the next reply a test enqueued."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ferryman.errors import UpstreamError
+from ferryman.inference.base import (
+    ChatChunk,
+    ChatRequest,
+    FinishChunk,
+    ModelInfo,
+    TextChunk,
+    ToolCallChunk,
+    Usage,
+)
+
+
+class ScriptedToolCall(BaseModel):
+    """A tool call the scripted model will make."""
+
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    call_id: str | None = None
+
+    def arguments_text(self) -> str:
+        """The arguments as the JSON text a model would stream."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments)
+
+
+class ScriptedError(BaseModel):
+    """An upstream failure the scripted model will simulate."""
+
+    status_code: int = 500
+    message: str = "scripted failure"
+
+
+class ScriptedReply(BaseModel):
+    """One scripted answer.
+
+    Attributes:
+        text: Text to stream, split into ``chunks`` pieces.
+        tool_calls: Tool calls to make after the text.
+        error: Fail instead of answering.
+        gate: Name of a gate to wait on before answering (see ``open_gate``).
+        finish: Override of the finish reason (``stop``, ``length``, ``tool_calls``).
+    """
+
+    text: str = ""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    error: ScriptedError | None = None
+    gate: str | None = None
+    chunks: int = Field(default=3, ge=1)
+    finish: str | None = None
+
+    def finish_reason(self) -> str:
+        """The OpenAI finish reason of this reply."""
+        if self.finish:
+            return self.finish
+        return "tool_calls" if self.tool_calls else "stop"
+
+    def text_pieces(self) -> list[str]:
+        """The text split into at most ``chunks`` non-empty pieces."""
+        if not self.text:
+            return []
+        size = max(1, -(-len(self.text) // self.chunks))
+        return [self.text[i : i + size] for i in range(0, len(self.text), size)]
+
+
+class Script:
+    """The queue of replies, the requests seen, and the gates; shared by model and server."""
+
+    def __init__(self, default_reply: ScriptedReply | None = None) -> None:
+        self.replies: deque[ScriptedReply] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.default_reply = default_reply
+        self._gates: dict[str, asyncio.Event] = {}
+
+    def enqueue(self, *replies: ScriptedReply) -> None:
+        """Append replies to the queue."""
+        self.replies.extend(replies)
+
+    def gate(self, name: str) -> asyncio.Event:
+        """The gate of this name, created closed."""
+        return self._gates.setdefault(name, asyncio.Event())
+
+    def open_gate(self, name: str) -> None:
+        """Let every reply waiting on this gate proceed."""
+        self.gate(name).set()
+
+    async def next_reply(self, request_record: dict[str, Any]) -> ScriptedReply:
+        """Record a request and return the reply it gets, after its gate opens."""
+        self.requests.append(request_record)
+        if self.replies:
+            reply = self.replies.popleft()
+        elif self.default_reply is not None:
+            reply = self.default_reply
+        else:
+            raise LookupError("the scripted model has no reply queued")
+        if reply.gate:
+            await self.gate(reply.gate).wait()
+        return reply
+
+    def reset(self) -> None:
+        """Forget replies, requests and gates."""
+        self.replies.clear()
+        self.requests.clear()
+        self._gates.clear()
+
+
+class ScriptedModel:
+    """An in-process inference provider that answers from a :class:`Script`.
+
+    Example:
+        >>> model = ScriptedModel()
+        >>> model.enqueue(ScriptedReply(text="hello"))
+    """
+
+    def __init__(
+        self,
+        provider_id: str = "scripted",
+        model_ids: tuple[str, ...] = ("scripted-model",),
+        script: Script | None = None,
+    ) -> None:
+        self.provider_id = provider_id
+        self.model_ids = model_ids
+        self.script = script or Script()
+
+    def enqueue(self, *replies: ScriptedReply) -> None:
+        """Queue replies for the next requests."""
+        self.script.enqueue(*replies)
+
+    def enqueue_text(self, text: str) -> None:
+        """Queue a plain text answer."""
+        self.enqueue(ScriptedReply(text=text))
+
+    def enqueue_tool_call(self, name: str, arguments: dict[str, Any] | None = None) -> None:
+        """Queue an answer that calls one tool."""
+        self.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name=name, arguments=arguments or {})]))
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request received, as recorded by :func:`record_request`."""
+        return self.script.requests
+
+    async def list_models(self) -> list[ModelInfo]:
+        """The configured model ids."""
+        return [ModelInfo(model_id=model_id) for model_id in self.model_ids]
+
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        """Stream the next scripted reply."""
+        try:
+            reply = await self.script.next_reply(record_request(request))
+        except LookupError as exc:
+            raise UpstreamError(str(exc)) from exc
+        if reply.error is not None:
+            raise UpstreamError(f"scripted failure ({reply.error.status_code}): {reply.error.message}")
+        for piece in reply.text_pieces():
+            yield TextChunk(piece)
+        for index, call in enumerate(reply.tool_calls):
+            call_id = call.call_id or f"call_{len(self.script.requests)}_{index}"
+            yield ToolCallChunk(index=index, call_id=call_id, name=call.name)
+            yield ToolCallChunk(index=index, arguments=call.arguments_text())
+        stop = {"length": "out_of_tokens", "tool_calls": "end_of_message"}.get(reply.finish_reason(), "end_of_turn")
+        yield FinishChunk(stop_reason=stop, usage=Usage(10, len(reply.text.split())))  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def record_request(request: ChatRequest) -> dict[str, Any]:
+    """A JSON-able record of a request, for tests to assert on."""
+    sampling = request.sampling
+    return {
+        "model": request.model,
+        "messages": [message.model_dump(mode="json") for message in request.messages],
+        "tools": [tool.name for tool in request.tools],
+        "tool_choice": request.tool_choice,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "max_tokens": sampling.max_tokens,
+        "stop": sampling.stop,
+        "response_format": (request.response_format.model_dump(mode="json") if request.response_format else None),
+    }

@@ -1,0 +1,1 @@
+"""Server-side tools and the registry that resolves an agent's toolgroups."""
