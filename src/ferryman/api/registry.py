@@ -45,7 +45,9 @@ class ToolGroup(BaseModel):
     args: dict[str, Any] | None = None
 
 
-class InvokeToolRequest(BaseModel):
+# The wire field is named "kwargs", which the pydantic mypy plugin cannot put in a
+# synthesized __init__ beside **kwargs.
+class InvokeToolRequest(BaseModel):  # type: ignore[no-redef]
     """Body of ``POST /tool-runtime/invoke``."""
 
     tool_name: str
