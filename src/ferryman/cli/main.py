@@ -52,6 +52,9 @@ def serve(args: argparse.Namespace) -> int:
         )
         return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The HTTP clients log every upstream request at INFO; that is noise at our default level.
+    for noisy in ("httpx", "httpx2", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     app = create_app(services_from_settings(settings))
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
     return 0

@@ -1,0 +1,44 @@
+"""Settings from YAML with environment substitution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ferryman.config import load_settings, providers_from_urls, substitute_env
+from ferryman.errors import InvalidRequestError
+
+
+def test_env_substitution_with_defaults() -> None:
+    env = {"HOST": "example"}
+    text = "a: ${env.HOST}\nb: ${env.MISSING:=fallback}\nc: ${env.EMPTY:=}"
+    assert substitute_env(text, env) == "a: example\nb: fallback\nc: "
+    with pytest.raises(InvalidRequestError, match="NOPE"):
+        substitute_env("${env.NOPE}", env)
+
+
+def test_yaml_config_declares_providers_models_and_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_URL", "http://gpu:8000/v1")
+    config = tmp_path / "ferryman.yaml"
+    config.write_text(
+        "server:\n  port: 9999\n"
+        "storage:\n  db: ${env.DB_PATH:=/tmp/x.db}\n"
+        "providers:\n  - provider_id: vllm\n    url: ${env.VLLM_URL}\n"
+        "models:\n  - model_id: small\n    provider_id: vllm\n    provider_model_id: org/small-1b\n"
+    )
+    settings = load_settings(str(config))
+    assert settings.port == 9999
+    assert settings.db_path() == "/tmp/x.db"
+    assert settings.providers[0].url == "http://gpu:8000/v1"
+    assert settings.models[0].provider_model_id == "org/small-1b"
+
+
+def test_default_db_lives_in_ferryman_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FERRYMAN_HOME", "/srv/fm")
+    assert load_settings(None).db_path() == "/srv/fm/ferryman.db"
+
+
+def test_each_inference_url_is_a_provider() -> None:
+    providers = providers_from_urls(["http://a/v1", "http://b/v1"])
+    assert [(p.provider_id, p.url) for p in providers] == [("remote", "http://a/v1"), ("remote-2", "http://b/v1")]

@@ -1,0 +1,111 @@
+"""The SQLite store: paging, ordering, cascades, the one-running-turn rule, migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ferryman.api.agents import Agent, AgentConfig
+from ferryman.api.content import UserMessage
+from ferryman.engine.ids import new_id, utcnow
+from ferryman.errors import ConflictError, NotFoundError
+from ferryman.storage.base import SessionRecord, TurnRecord
+from ferryman.storage.sqlite import SqliteStore
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture()
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(str(tmp_path / "store.db"))
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+async def _agent(store: SqliteStore) -> str:
+    agent = Agent(agent_id=new_id(), agent_config=AgentConfig(model="m", instructions="i"), created_at=utcnow())
+    await store.create_agent(agent)
+    return agent.agent_id
+
+
+async def _session(store: SqliteStore, agent_id: str) -> str:
+    session = SessionRecord(new_id(), agent_id, "s", utcnow())
+    await store.create_session(session)
+    return session.session_id
+
+
+def _turn(agent_id: str, session_id: str) -> TurnRecord:
+    return TurnRecord(
+        turn_id=new_id(),
+        session_id=session_id,
+        agent_id=agent_id,
+        status="in_progress",
+        input_messages=[UserMessage(content="hi")],
+        started_at=utcnow(),
+    )
+
+
+async def test_pages_come_in_creation_order(store: SqliteStore) -> None:
+    ids = [await _agent(store) for _ in range(5)]
+    first = await store.list_agents(0, 2)
+    assert [a.agent_id for a in first.items] == ids[:2] and first.has_more
+    last = await store.list_agents(4, 2)
+    assert [a.agent_id for a in last.items] == ids[4:] and not last.has_more
+    everything = await store.list_agents(0, None)
+    assert [a.agent_id for a in everything.items] == ids and not everything.has_more
+
+
+async def test_one_running_turn_per_session(store: SqliteStore) -> None:
+    agent_id = await _agent(store)
+    session_id = await _session(store, agent_id)
+    first = _turn(agent_id, session_id)
+    await store.start_turn(first, [UserMessage(content="hi")])
+    with pytest.raises(ConflictError):
+        await store.start_turn(_turn(agent_id, session_id), [])
+    first.status, first.completed_at = "completed", utcnow()
+    await store.finish_turn(first)
+    await store.start_turn(_turn(agent_id, session_id), [])
+
+
+async def test_deleting_an_agent_cascades(store: SqliteStore, tmp_path: Path) -> None:
+    agent_id = await _agent(store)
+    session_id = await _session(store, agent_id)
+    await store.start_turn(_turn(agent_id, session_id), [UserMessage(content="hi")])
+    await store.delete_agent(agent_id)
+    with pytest.raises(NotFoundError):
+        await store.get_session(agent_id, session_id)
+    with sqlite3.connect(tmp_path / "store.db") as raw:
+        counts = [raw.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("sessions", "turns", "messages")]
+    assert counts == [0, 0, 0]
+    with pytest.raises(NotFoundError):
+        await store.delete_agent(agent_id)
+
+
+async def test_interrupted_turns_are_failed(store: SqliteStore) -> None:
+    agent_id = await _agent(store)
+    session_id = await _session(store, agent_id)
+    turn = _turn(agent_id, session_id)
+    await store.start_turn(turn, [])
+    assert await store.fail_interrupted_turns("restarted") == 1
+    record = await store.get_turn_record(session_id, turn.turn_id)
+    assert record.status == "failed" and record.error is not None and record.error.code == "interrupted"
+
+
+async def test_migrations_are_recorded_and_applied_once(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    for _ in range(2):
+        reopened = SqliteStore(path)
+        await reopened.open()
+        await reopened.close()
+    with sqlite3.connect(path) as raw:
+        versions = [row[0] for row in raw.execute("SELECT version FROM schema_migrations")]
+    assert versions == [1]
