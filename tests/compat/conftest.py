@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
+from compat_support import Conversation, open_conversation
 from llama_stack_client import LlamaStackClient
 
 from support import WEATHER_TOOL
-
-MODEL_ID = "scripted-model"
 
 
 @pytest.fixture()
@@ -23,22 +21,6 @@ def client(base_url: str) -> Iterator[LlamaStackClient]:
     """
     with LlamaStackClient(base_url=base_url, max_retries=0) as llama:
         yield llama
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """An agent and one session of it."""
-
-    agent_id: str
-    session_id: str
-
-
-def open_conversation(client: LlamaStackClient, **config: object) -> Conversation:
-    """Create an agent on the scripted model (``config`` overrides) and a session of it."""
-    agent_config = {"model": MODEL_ID, "instructions": "You are a test agent.", **config}
-    agent = client.agents.create(agent_config=agent_config)  # type: ignore[arg-type]
-    session = client.agents.session.create(agent_id=agent.agent_id, session_name="compat")
-    return Conversation(agent.agent_id, session.session_id)
 
 
 @pytest.fixture()

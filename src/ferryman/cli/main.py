@@ -56,7 +56,16 @@ def serve(args: argparse.Namespace) -> int:
     for noisy in ("httpx", "httpx2", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     app = create_app(services_from_settings(settings))
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    # Bounded graceful shutdown: open turn streams must not keep the process alive;
+    # turns still running are then cancelled and stored as failed.
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
     return 0
 
 

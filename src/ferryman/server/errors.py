@@ -45,11 +45,18 @@ def status_of(exc: FerrymanError) -> int:
     return 500
 
 
+# Our errors are answers, not accidents: repeating the request cannot change them, and
+# repeating a failed turn would run (and bill) the model again. Stainless-generated clients
+# such as llama-stack-client retry 409 and 5xx unless told otherwise by this header.
+NO_RETRY = {"x-should-retry": "false"}
+
+
 async def ferryman_error(request: Request, exc: Exception) -> Response:
     """Map our own exceptions to their status codes."""
     assert isinstance(exc, FerrymanError)
     field = exc.field if isinstance(exc, InvalidRequestError) else None
-    return JSONResponse(error_body(exc.code, exc.message, field=field), status_code=status_of(exc))
+    body = error_body(exc.code, exc.message, field=field)
+    return JSONResponse(body, status_code=status_of(exc), headers=NO_RETRY)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

@@ -55,6 +55,8 @@ class ToolRegistry:
     def tools(self, toolgroup_id: str | None = None) -> list[Tool]:
         """Tools of one group, or of all."""
         if toolgroup_id is not None:
+            if toolgroup_id not in self._groups and "/" in toolgroup_id:
+                return [tool.definition for tool in self._select(toolgroup_id)]
             self.get_group(toolgroup_id)
             return [tool.definition for tool in self._groups[toolgroup_id].values()]
         return [tool.definition for group in self._groups.values() for tool in group.values()]
