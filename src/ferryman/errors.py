@@ -55,3 +55,11 @@ class TurnFailedError(FerrymanError):
     """A turn the client waited for ended in failure; the turn is stored as failed."""
 
     code = "turn_failed"
+
+
+def error_for_code(code: str, message: str) -> FerrymanError:
+    """Rebuild the exception a stored failure code stands for (a turn failure otherwise)."""
+    for cls in (NotFoundError, InvalidRequestError, ConflictError, UpstreamError):
+        if cls.code == code:
+            return cls(message)
+    return TurnFailedError(message)

@@ -116,9 +116,7 @@ def wait_for(check: Callable[[], T | None], timeout: float = POLL_TIMEOUT, what:
         time.sleep(0.02)
 
 
-def wait_for_status(
-    http: httpx.Client, agent_id: str, session_id: str, turn_id: str, *statuses: str
-) -> dict[str, Any]:
+def wait_for_status(http: httpx.Client, agent_id: str, session_id: str, turn_id: str, *statuses: str) -> dict[str, Any]:
     """Poll GET turn until its status is one of ``statuses``; return the turn."""
 
     def check() -> dict[str, Any] | None:
@@ -132,10 +130,12 @@ def wait_for_status(
 
 def wait_for_requests(model: Any, count: int) -> list[dict[str, Any]]:
     """Poll the scripted model until it has received ``count`` requests."""
-    return wait_for(
-        lambda: (lambda seen: seen if len(seen) >= count else None)(model.requests()),
-        what=f"{count} model request(s)",
-    )
+
+    def check() -> list[dict[str, Any]] | None:
+        seen: list[dict[str, Any]] = model.requests()
+        return seen if len(seen) >= count else None
+
+    return wait_for(check, what=f"{count} model request(s)")
 
 
 @contextmanager

@@ -56,11 +56,15 @@ class TurnRunner:
     def __init__(self) -> None:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._channels: dict[str, TurnChannel] = {}
+        self._owners: dict[str, tuple[str, ...]] = {}
 
     def start(
-        self, turn_id: str, body: Callable[[TurnChannel], Awaitable[Any]]
+        self, turn_id: str, body: Callable[[TurnChannel], Awaitable[Any]], owners: tuple[str, ...] = ()
     ) -> tuple[TurnChannel, asyncio.Task[Any]]:
-        """Run ``body(channel)`` in a task; the channel closes when it ends, however it ends."""
+        """Run ``body(channel)`` in a task; the channel closes when it ends, however it ends.
+
+        ``owners`` (agent and session ids) let :meth:`cancel_owned_by` find the turn.
+        """
         channel = TurnChannel()
 
         async def run() -> Any:
@@ -70,20 +74,30 @@ class TurnRunner:
                 channel.close()
                 self._tasks.pop(turn_id, None)
                 self._channels.pop(turn_id, None)
+                self._owners.pop(turn_id, None)
 
         task = asyncio.create_task(run(), name=f"turn-{turn_id}")
         self._tasks[turn_id] = task
         self._channels[turn_id] = channel
+        self._owners[turn_id] = owners
         return channel, task
 
     def channel(self, turn_id: str) -> TurnChannel | None:
         """The channel of a turn running in this process."""
         return self._channels.get(turn_id)
 
+    async def cancel_owned_by(self, owner: str, reason: str) -> None:
+        """Cancel the running turns of an agent or session and wait until they recorded it."""
+        turn_ids = [turn_id for turn_id, owners in self._owners.items() if owner in owners]
+        await self._cancel([self._tasks[t] for t in turn_ids if t in self._tasks], reason)
+
     async def shutdown(self) -> None:
         """Cancel running turns and wait for them to record their failure."""
-        tasks = list(self._tasks.values())
+        await self._cancel(list(self._tasks.values()), "the server stopped while the turn ran")
+
+    @staticmethod
+    async def _cancel(tasks: list[asyncio.Task[Any]], reason: str) -> None:
         for task in tasks:
-            task.cancel()
+            task.cancel(reason)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -74,8 +74,9 @@ class TurnEngine:
         record = state.record
         try:
             return await body
-        except asyncio.CancelledError:
-            await asyncio.shield(self._fail(state, "cancelled", "the turn was cancelled", emit))
+        except asyncio.CancelledError as exc:
+            reason = str(exc.args[0]) if exc.args else "the turn was cancelled"
+            await asyncio.shield(self._fail(state, "cancelled", reason, emit))
             raise
         except FerrymanError as exc:
             await self._fail(state, exc.code, exc.message, emit)
@@ -104,8 +105,7 @@ class TurnEngine:
                 violation = await self._run_shields(state, plan.output_shields, emit)
                 return await self._complete(state, _refusal(violation) if violation else message, emit)
             if state.record.infer_iters >= plan.max_infer_iters:
-                capped = message.model_copy(update={"stop_reason": "out_of_tokens"})
-                return await self._complete(state, capped, emit)
+                return await self._stop_at_cap(state, message, emit)
             paused = await self._run_tools(state, message, emit)
             if paused is not None:
                 return paused
@@ -150,6 +150,28 @@ class TurnEngine:
             return await self._pause(state, step, emit)
         await self._save_tool_step(state, step.model_copy(update={"completed_at": utcnow()}), emit)
         return None
+
+    async def _stop_at_cap(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn:
+        """End a turn that reached max_infer_iters with tool calls still unrun.
+
+        The calls get a recorded "not executed" answer, so that the session's
+        history never holds a tool call without its result (models reject that).
+        """
+        calls = message.tool_calls or []
+        step_id, started = new_id(), utcnow()
+        await emit(StepStartPayload(step_type="tool_execution", step_id=step_id))
+        note = f"not executed: the turn reached max_infer_iters ({state.plan.max_infer_iters})"
+        responses = [ToolResponse(call_id=c.call_id, tool_name=c.tool_name, content=note) for c in calls]
+        step = ToolExecutionStep(
+            turn_id=state.record.turn_id,
+            step_id=step_id,
+            started_at=started,
+            completed_at=utcnow(),
+            tool_calls=calls,
+            tool_responses=responses,
+        )
+        await self._save_tool_step(state, step, emit)
+        return await self._complete(state, message.model_copy(update={"stop_reason": "out_of_tokens"}), emit)
 
     async def _save_tool_step(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> None:
         messages: list[Message] = [

@@ -24,7 +24,7 @@ from ferryman.api.agents import (
     TurnStreamChunk,
 )
 from ferryman.engine.events import EngineEvent, TurnFailed
-from ferryman.errors import TurnFailedError, UpstreamError
+from ferryman.errors import error_for_code
 from ferryman.services.agents import AgentService, LiveTurn
 
 from .http import JSONModelResponse, parse_body, query_int, query_list, sse_response
@@ -51,10 +51,7 @@ async def _answer(live: LiveTurn, stream: bool | None) -> Response:
         return sse_response(_frames(live))
     turn: Turn = await asyncio.shield(live.task)
     if turn.status == "failed" and turn.error is not None:
-        message = f"turn {turn.turn_id} failed: {turn.error.message}"
-        if turn.error.code == UpstreamError.code:
-            raise UpstreamError(message)
-        raise TurnFailedError(message)
+        raise error_for_code(turn.error.code, f"turn {turn.turn_id} failed: {turn.error.message}")
     return JSONModelResponse(turn)
 
 

@@ -87,7 +87,9 @@ class AgentService:
         return await self._store.list_agents(start_index, limit)
 
     async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent with everything under it."""
+        """Delete an agent with everything under it, cancelling its running turns first."""
+        await self._store.get_agent(agent_id)
+        await self._runner.cancel_owned_by(agent_id, "the agent was deleted")
         await self._store.delete_agent(agent_id)
 
     # ---- sessions --------------------------------------------------------
@@ -117,7 +119,9 @@ class AgentService:
         return Page(sessions, page.has_more)
 
     async def delete_session(self, agent_id: str, session_id: str) -> None:
-        """Delete a session with its turns."""
+        """Delete a session with its turns, cancelling its running turn first."""
+        await self._store.get_session(agent_id, session_id)
+        await self._runner.cancel_owned_by(session_id, "the session was deleted")
         await self._store.delete_session(agent_id, session_id)
 
     # ---- turns -----------------------------------------------------------
@@ -141,7 +145,7 @@ class AgentService:
         await self._store.start_turn(record, list(history_inputs))
         history = await self._store.load_history(session_id, record.turn_id)
         state = TurnState(record, plan, history)
-        return self._launch(record.turn_id, lambda channel: self._engine.run(state, channel.publish))
+        return self._launch(record, lambda channel: self._engine.run(state, channel.publish))
 
     async def resume_turn(self, agent_id: str, session_id: str, turn_id: str, request: ResumeTurnRequest) -> LiveTurn:
         """Continue a turn that awaits client tool results."""
@@ -156,11 +160,12 @@ class AgentService:
         history = await self._store.load_history(session_id, turn_id)
         done = await self._store.list_turns([session_id], [turn_id])
         state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [])
-        return self._launch(turn_id, lambda channel: self._engine.resume(state, step, channel.publish))
+        return self._launch(record, lambda channel: self._engine.resume(state, step, channel.publish))
 
-    def _launch(self, turn_id: str, body: Any) -> LiveTurn:
-        channel, task = self._runner.start(turn_id, body)
-        return LiveTurn(turn_id, channel, task)
+    def _launch(self, record: TurnRecord, body: Any) -> LiveTurn:
+        owners = (record.agent_id, record.session_id)
+        channel, task = self._runner.start(record.turn_id, body, owners)
+        return LiveTurn(record.turn_id, channel, task)
 
     async def get_turn(self, agent_id: str, session_id: str, turn_id: str) -> Turn:
         """One turn with its completed steps."""

@@ -280,11 +280,16 @@ class SqliteStore:
         return codec.load_step(row[0]) if row else None
 
     async def load_history(self, session_id: str, turn_id: str) -> list[Message]:
-        """Messages of completed earlier turns, then this turn's own, in order."""
+        """Messages of completed earlier turns, then this turn's own, each turn's kept together.
+
+        Ordering by turn first matters: a turn resumed after later turns ran
+        appends its messages late, yet its tool calls and their answers must
+        stay adjacent.
+        """
         sql = (
             "SELECT m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
             "WHERE m.session_id = ? AND (m.turn_id = ? OR (t.status = 'completed' "
-            "AND t.id < (SELECT id FROM turns WHERE turn_id = ?))) ORDER BY m.id"
+            "AND t.id < (SELECT id FROM turns WHERE turn_id = ?))) ORDER BY t.id, m.id"
         )
         rows = await self._db.read(lambda c: c.execute(sql, (session_id, turn_id, turn_id)).fetchall())
         return codec.load_messages([row[0] for row in rows])

@@ -90,8 +90,7 @@ class Calculator:
                     name="expression",
                     parameter_type="string",
                     description=(
-                        "Arithmetic with + - * / // % ** and sqrt, log, exp, sin, cos, tan, "
-                        "abs, round, min, max, pi, e"
+                        "Arithmetic with + - * / // % ** and sqrt, log, exp, sin, cos, tan, abs, round, min, max, pi, e"
                     ),
                     required=True,
                 )
