@@ -108,4 +108,4 @@ async def test_migrations_are_recorded_and_applied_once(tmp_path: Path) -> None:
         await reopened.close()
     with sqlite3.connect(path) as raw:
         versions = [row[0] for row in raw.execute("SELECT version FROM schema_migrations")]
-    assert versions == [1]
+    assert versions == [1, 2]

@@ -67,3 +67,15 @@ class DataList(BaseModel):
     """A plain ``{"data": [...]}`` list."""
 
     data: list[dict[str, Any]]
+
+
+class RegisterModelRequest(BaseModel):
+    """Body of ``POST /models``."""
+
+    model_config = ConfigDict(protected_namespaces=())
+
+    model_id: str = Field(min_length=1)
+    provider_id: str | None = None
+    provider_model_id: str | None = None
+    model_type: Literal["llm", "embedding"] = "llm"
+    metadata: dict[str, Any] = Field(default_factory=dict)

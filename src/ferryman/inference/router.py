@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from ferryman.api.registry import Model
 from ferryman.errors import InvalidRequestError, NotFoundError, UpstreamError
 
-from .base import ChatChunk, ChatRequest, InferenceProvider
+from .base import ChatChunk, ChatRequest, InferenceProvider, ModelInfo
 
 log = logging.getLogger(__name__)
 
@@ -23,22 +23,32 @@ class Route:
     provider: InferenceProvider
 
 
+def _discovered(provider: InferenceProvider, info: ModelInfo) -> Model:
+    return Model(
+        identifier=info.model_id,
+        provider_id=provider.provider_id,
+        provider_resource_id=info.model_id,
+        model_type=info.model_type,
+        metadata=dict(info.metadata),
+    )
+
+
 class ModelRouter:
     """Routes each request to the provider of its model.
 
-    Models are discovered from each provider's listing; a lookup that misses
-    refreshes the listing once, so a provider that was down at start-up is
-    picked up when it comes back.
+    Two sources of models: *declared* ones (from the config file or registered
+    at run time), which win, and *discovered* ones, listed by each provider. A
+    lookup that misses refreshes the listing once, so a provider that was down
+    at start-up is picked up when it comes back.
     """
 
-    def __init__(self, providers: list[InferenceProvider], configured: list[Model] | None = None) -> None:
+    def __init__(self, providers: list[InferenceProvider], declared: list[Model] | None = None) -> None:
         self._providers = providers
         self._by_id = {provider.provider_id: provider for provider in providers}
-        self._configured = list(configured or [])
-        unknown = [m.provider_id for m in self._configured if m.provider_id not in self._by_id]
-        if unknown:
-            raise InvalidRequestError(f"models name unknown provider(s): {', '.join(sorted(set(unknown)))}")
-        self._routes: dict[str, Route] = {}
+        self._declared: dict[str, Model] = {}
+        for model in declared or []:
+            self.declare(model)
+        self._discovered: dict[str, Route] = {}
         self._refresh_lock = asyncio.Lock()
 
     @property
@@ -46,10 +56,27 @@ class ModelRouter:
         """The providers, in the order they were configured."""
         return list(self._providers)
 
+    def provider(self, provider_id: str) -> InferenceProvider:
+        """A provider by id, or InvalidRequestError naming the ones that exist."""
+        provider = self._by_id.get(provider_id)
+        if provider is None:
+            known = ", ".join(sorted(self._by_id)) or "none"
+            raise InvalidRequestError(f"unknown provider '{provider_id}'; providers: {known}", "provider_id")
+        return provider
+
+    def declare(self, model: Model) -> None:
+        """Route ``model.identifier`` to its provider, ahead of anything discovered."""
+        self.provider(model.provider_id)
+        self._declared[model.identifier] = model
+
+    def undeclare(self, model_id: str) -> None:
+        """Forget a declared model."""
+        self._declared.pop(model_id, None)
+
     async def refresh(self) -> None:
         """Ask every provider for its models; a provider that fails is logged and skipped."""
         async with self._refresh_lock:
-            routes = {m.identifier: Route(m, self._by_id[m.provider_id]) for m in self._configured}
+            discovered: dict[str, Route] = {}
             for provider in self._providers:
                 try:
                     infos = await provider.list_models()
@@ -57,28 +84,28 @@ class ModelRouter:
                     log.warning("could not list models of %s: %s", provider.provider_id, exc)
                     infos = []
                 for info in infos:
-                    model = Model(
-                        identifier=info.model_id,
-                        provider_id=provider.provider_id,
-                        provider_resource_id=info.model_id,
-                        model_type=info.model_type,
-                        metadata=dict(info.metadata),
-                    )
-                    routes.setdefault(info.model_id, Route(model, provider))
-            self._routes = routes
+                    discovered.setdefault(info.model_id, Route(_discovered(provider, info), provider))
+            self._discovered = discovered
 
     def models(self) -> list[Model]:
-        """Every model currently routable."""
-        return [route.model for route in self._routes.values()]
+        """Every model currently routable: declared first, then discovered."""
+        found = [route.model for mid, route in self._discovered.items() if mid not in self._declared]
+        return [*self._declared.values(), *found]
+
+    def _lookup(self, model_id: str) -> Route | None:
+        declared = self._declared.get(model_id)
+        if declared is not None:
+            return Route(declared, self._by_id[declared.provider_id])
+        return self._discovered.get(model_id)
 
     async def route(self, model_id: str) -> Route:
         """Return the route of a model, refreshing the listing once on a miss."""
-        route = self._routes.get(model_id)
+        route = self._lookup(model_id)
         if route is None:
             await self.refresh()
-            route = self._routes.get(model_id)
+            route = self._lookup(model_id)
         if route is None:
-            known = ", ".join(sorted(self._routes)) or "none"
+            known = ", ".join(sorted(m.identifier for m in self.models())) or "none"
             raise NotFoundError(f"model '{model_id}' not found; available models: {known}")
         return route
 

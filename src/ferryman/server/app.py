@@ -19,6 +19,7 @@ from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import ShieldRegistry
 from ferryman.services.agents import AgentService
+from ferryman.services.models import ModelService
 from ferryman.storage.base import Store
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.tools.registry import ToolRegistry, builtin_tools
@@ -36,6 +37,7 @@ class Services:
 
     store: Store
     models: ModelRouter
+    model_registry: ModelService
     tools: ToolRegistry
     shields: ShieldRegistry
     runner: TurnRunner
@@ -51,12 +53,13 @@ def build_services(
 ) -> Services:
     """Wire the services over a store and inference providers."""
     models = ModelRouter(providers, configured_models)
+    registry = ModelService(models, store, list(configured_models or []))
     tools = tools or builtin_tools()
     shields = shields or ShieldRegistry()
     runner = TurnRunner()
     engine = TurnEngine(store, models)
     agents = AgentService(store, engine, runner, models, tools, shields)
-    return Services(store, models, tools, shields, runner, agents)
+    return Services(store, models, registry, tools, shields, runner, agents)
 
 
 def services_from_settings(settings: Settings) -> Services:
@@ -86,7 +89,7 @@ def create_app(services: Services) -> Starlette:
         interrupted = await services.store.fail_interrupted_turns("the server stopped while the turn ran")
         if interrupted:
             log.warning("marked %d interrupted turn(s) as failed", interrupted)
-        await services.models.refresh()
+        await services.model_registry.load()
         try:
             yield
         finally:
@@ -95,6 +98,6 @@ def create_app(services: Services) -> Starlette:
             await services.store.close()
 
     agents = agent_routes(services.agents)
-    system = system_routes(services.models, services.tools)
+    system = system_routes(services.model_registry, services.tools)
     routes = [Mount("/v1", routes=[*agents, *system]), Mount("/v1alpha", routes=agents)]
     return Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

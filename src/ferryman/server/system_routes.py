@@ -6,27 +6,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ferryman.api.registry import DataList, InvokeToolRequest
-from ferryman.inference.router import ModelRouter
+from ferryman.api.registry import DataList, InvokeToolRequest, RegisterModelRequest
+from ferryman.services.models import ModelService
 from ferryman.tools.registry import ToolRegistry
 
 from .http import JSONModelResponse, parse_body
 
 
-def system_routes(models: ModelRouter, tools: ToolRegistry) -> list[BaseRoute]:
+def system_routes(models: ModelService, tools: ToolRegistry) -> list[BaseRoute]:
     """Routes that describe what the server offers."""
 
     async def health(request: Request) -> Response:
         return JSONModelResponse({"status": "OK"})
 
     async def list_models(request: Request) -> Response:
-        if not models.models():
-            await models.refresh()
-        return JSONModelResponse(DataList(data=[m.model_dump(mode="json") for m in models.models()]))
+        return JSONModelResponse(DataList(data=[m.model_dump(mode="json") for m in await models.list()]))
 
     async def get_model(request: Request) -> Response:
-        route = await models.route(request.path_params["model_id"])
-        return JSONModelResponse(route.model)
+        return JSONModelResponse(await models.get(request.path_params["model_id"]))
+
+    async def register_model(request: Request) -> Response:
+        return JSONModelResponse(await models.register(await parse_body(request, RegisterModelRequest)))
+
+    async def unregister_model(request: Request) -> Response:
+        await models.unregister(request.path_params["model_id"])
+        return Response(status_code=200)
 
     async def list_toolgroups(request: Request) -> Response:
         return JSONModelResponse(DataList(data=[g.model_dump(mode="json") for g in tools.groups()]))
@@ -48,7 +52,9 @@ def system_routes(models: ModelRouter, tools: ToolRegistry) -> list[BaseRoute]:
     return [
         Route("/health", health, methods=["GET"]),
         Route("/models", list_models, methods=["GET"]),
+        Route("/models", register_model, methods=["POST"]),
         Route("/models/{model_id:path}", get_model, methods=["GET"]),
+        Route("/models/{model_id:path}", unregister_model, methods=["DELETE"]),
         Route("/toolgroups", list_toolgroups, methods=["GET"]),
         Route("/toolgroups/{toolgroup_id:path}", get_toolgroup, methods=["GET"]),
         Route("/tools", list_tools, methods=["GET"]),

@@ -8,6 +8,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ferryman.api.agents import Agent, Step, Turn, TurnError, TurnStatus
 from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
+from ferryman.api.registry import Model
 
 T = TypeVar("T")
 
@@ -169,7 +170,23 @@ class TurnStore(Protocol):
         ...
 
 
-class Store(AgentStore, SessionStore, TurnStore, Protocol):
+class ModelStore(Protocol):
+    """Models registered at run time."""
+
+    async def save_model(self, model: Model) -> None:
+        """Store (or replace) a registered model."""
+        ...
+
+    async def delete_model(self, model_id: str) -> bool:
+        """Forget a registered model; return whether it existed."""
+        ...
+
+    async def registered_models(self) -> list[Model]:
+        """Every registered model, in registration order."""
+        ...
+
+
+class Store(AgentStore, SessionStore, TurnStore, ModelStore, Protocol):
     """Everything one backend stores."""
 
     async def open(self) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ferryman.api.agents import Agent, Step, Turn, TurnError
 from ferryman.api.content import Message
+from ferryman.api.registry import Model
 from ferryman.errors import ConflictError, NotFoundError
 
 from . import codec
@@ -115,6 +116,49 @@ class SqliteStore:
         )
         if not deleted:
             raise NotFoundError(f"agent '{agent_id}' not found")
+
+    # ---- models ----------------------------------------------------------
+
+    async def save_model(self, model: Model) -> None:
+        """Store (or replace) a registered model."""
+        row = (
+            model.identifier,
+            model.provider_id,
+            model.provider_resource_id,
+            model.model_type,
+            json.dumps(model.metadata),
+            codec.dump_time(datetime.now(UTC)),
+        )
+        await self._db.write(
+            lambda c: c.execute(
+                "INSERT INTO models (model_id, provider_id, provider_resource_id, model_type, metadata, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(model_id) DO UPDATE SET provider_id = excluded.provider_id, "
+                "provider_resource_id = excluded.provider_resource_id, model_type = excluded.model_type, "
+                "metadata = excluded.metadata",
+                row,
+            )
+        )
+
+    async def delete_model(self, model_id: str) -> bool:
+        """Forget a registered model."""
+        deleted: int = await self._db.write(
+            lambda c: c.execute("DELETE FROM models WHERE model_id = ?", (model_id,)).rowcount
+        )
+        return deleted > 0
+
+    async def registered_models(self) -> list[Model]:
+        """Every registered model, in registration order."""
+        rows = await self._db.read(
+            lambda c: c.execute(
+                "SELECT model_id, provider_id, provider_resource_id, model_type, metadata FROM models ORDER BY id"
+            ).fetchall()
+        )
+        return [
+            Model(
+                identifier=r[0], provider_id=r[1], provider_resource_id=r[2], model_type=r[3], metadata=json.loads(r[4])
+            )
+            for r in rows
+        ]
 
     # ---- sessions --------------------------------------------------------
 
