@@ -147,3 +147,5 @@ class ToolDef(BaseModel):
     description: str | None = None
     parameters: list[ToolParameter] | None = Field(default_factory=list)
     metadata: dict[str, Any] | None = None
+    input_schema: dict[str, Any] | None = None
+    """A full JSON schema of the arguments; when set it is used instead of ``parameters``."""

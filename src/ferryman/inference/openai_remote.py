@@ -12,6 +12,7 @@ from ferryman.errors import InvalidRequestError, UpstreamError
 
 from .base import ChatChunk, ChatRequest, FinishChunk, ModelInfo, TextChunk, ToolCallChunk, Usage
 from .openai_wire import message_param, response_format_param, tool_choice_param, tool_schema
+from .provider_data import api_key_from, key_names, scrub
 
 _FINISH_REASONS = {"length": "out_of_tokens", "tool_calls": "end_of_message"}
 
@@ -24,7 +25,9 @@ class OpenAICompatibleProvider:
         base_url: The server's base URL, ending in ``/v1``.
         api_key: Bearer key; servers that need none accept any string.
         timeout: Seconds allowed for one upstream request.
-        max_retries: Retries on connection errors, 429 and 5xx.
+        max_retries: Retries, with exponential backoff, on connection errors, 429 and 5xx.
+        kind: The kind of server (``openai``, ``vllm``, ``ollama``…), which names the
+            per-request provider-data keys it accepts.
     """
 
     def __init__(
@@ -34,9 +37,11 @@ class OpenAICompatibleProvider:
         api_key: str | None = None,
         timeout: float = 120.0,
         max_retries: int = 2,
+        kind: str = "openai-compatible",
     ) -> None:
         self.provider_id = provider_id
         self.base_url = base_url
+        self._key_names = key_names(provider_id, kind)
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or "none",
@@ -52,11 +57,18 @@ class OpenAICompatibleProvider:
             raise UpstreamError(f"provider {self.provider_id} at {self.base_url}: {exc}") from exc
         return [ModelInfo(model_id=model.id) for model in page.data]
 
+    def _client_for(self, provider_data: dict[str, Any] | None) -> tuple[openai.AsyncOpenAI, str | None]:
+        key = api_key_from(provider_data, self._key_names)
+        if key is None:
+            return self._client, None
+        return self._client.with_options(api_key=key), key
+
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream one chat completion, translating chunks to ours."""
         params = self._params(request)
+        client, key = self._client_for(request.provider_data)
         try:
-            stream = await self._client.chat.completions.create(**params)
+            stream = await client.chat.completions.create(**params)
             finish: str | None = None
             usage: Usage | None = None
             async for chunk in stream:
@@ -67,7 +79,7 @@ class OpenAICompatibleProvider:
                         yield piece
                     finish = choice.finish_reason or finish
         except openai.OpenAIError as exc:
-            raise UpstreamError(f"model {request.model} failed upstream: {exc}") from exc
+            raise UpstreamError(scrub(f"model {request.model} failed upstream: {exc}", key)) from exc
         yield FinishChunk(stop_reason=_FINISH_REASONS.get(finish or "", "end_of_turn"), usage=usage)  # type: ignore[arg-type]
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
@@ -107,9 +119,45 @@ class OpenAICompatibleProvider:
             params["extra_body"] = extra
         return params
 
+    async def passthrough(
+        self, path: str, body: dict[str, Any], provider_data: dict[str, Any] | None
+    ) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:
+        """Send an OpenAI-format request as it is; a streamed one yields its chunks.
+
+        Raises:
+            InvalidRequestError: the upstream server rejected the request (4xx).
+            UpstreamError: the upstream server failed or could not be reached.
+        """
+        client, key = self._client_for(provider_data)
+        try:
+            if body.get("stream"):
+                stream = await client.post(
+                    path, cast_to=dict[str, Any], body=body, stream=True, stream_cls=openai.AsyncStream[dict[str, Any]]
+                )
+                return self._relay(stream, key)
+            result = await client.post(path, cast_to=dict[str, Any], body=body)
+            return result
+        except openai.OpenAIError as exc:
+            raise _mapped(exc, key) from exc
+
+    @staticmethod
+    async def _relay(stream: openai.AsyncStream[dict[str, Any]], key: str | None) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for chunk in stream:
+                yield chunk
+        except openai.OpenAIError as exc:
+            raise _mapped(exc, key) from exc
+
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
         await self._client.close()
+
+
+def _mapped(exc: openai.OpenAIError, key: str | None) -> InvalidRequestError | UpstreamError:
+    message = scrub(f"upstream: {exc}", key)
+    if isinstance(exc, openai.APIStatusError) and 400 <= exc.status_code < 500 and exc.status_code != 429:
+        return InvalidRequestError(message)
+    return UpstreamError(message)
 
 
 def _chunks_of(delta: Any) -> list[ChatChunk]:

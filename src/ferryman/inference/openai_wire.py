@@ -37,6 +37,13 @@ _JSON_TYPES = {
 
 def tool_schema(tool: ToolDef) -> dict[str, Any]:
     """Return the OpenAI ``tools`` entry for one tool definition."""
+    function: dict[str, Any] = {"name": tool.name, "parameters": tool.input_schema or _flat_schema(tool)}
+    if tool.description:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
+def _flat_schema(tool: ToolDef) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     for param in tool.parameters or []:
@@ -48,11 +55,7 @@ def tool_schema(tool: ToolDef) -> dict[str, Any]:
         properties[param.name] = prop
         if param.required:
             required.append(param.name)
-    parameters = {"type": "object", "properties": properties, "required": required}
-    function: dict[str, Any] = {"name": tool.name, "parameters": parameters}
-    if tool.description:
-        function["description"] = tool.description
-    return {"type": "function", "function": function}
+    return {"type": "object", "properties": properties, "required": required}
 
 
 def tool_choice_param(choice: str | None, tool_names: set[str]) -> Any:

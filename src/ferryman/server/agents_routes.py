@@ -27,7 +27,7 @@ from ferryman.engine.events import EngineEvent, TurnFailed
 from ferryman.errors import error_for_code
 from ferryman.services.agents import AgentService, LiveTurn
 
-from .http import JSONModelResponse, parse_body, query_int, query_list, sse_response
+from .http import JSONModelResponse, parse_body, provider_data, query_int, query_list, sse_response
 
 
 def sse_frame(index: int, event: EngineEvent) -> str:
@@ -99,13 +99,14 @@ def agent_routes(service: AgentService) -> list[BaseRoute]:
 
     async def create_turn(request: Request) -> Response:
         body = await parse_body(request, CreateTurnRequest)
-        live = await service.start_turn(request.path_params["agent_id"], request.path_params["session_id"], body)
+        p = request.path_params
+        live = await service.start_turn(p["agent_id"], p["session_id"], body, provider_data(request))
         return await _answer(live, body.stream)
 
     async def resume_turn(request: Request) -> Response:
         body = await parse_body(request, ResumeTurnRequest)
         p = request.path_params
-        live = await service.resume_turn(p["agent_id"], p["session_id"], p["turn_id"], body)
+        live = await service.resume_turn(p["agent_id"], p["session_id"], p["turn_id"], body, provider_data(request))
         return await _answer(live, body.stream)
 
     async def get_turn(request: Request) -> Response:

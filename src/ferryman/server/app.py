@@ -16,16 +16,19 @@ from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
 from ferryman.inference.base import InferenceProvider
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
+from ferryman.inference.provider_data import provider_kind
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import ShieldRegistry
 from ferryman.services.agents import AgentService
 from ferryman.services.models import ModelService
+from ferryman.services.openai_compat import OpenAICompatService
 from ferryman.storage.base import Store
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.tools.registry import ToolRegistry, builtin_tools
 
 from .agents_routes import agent_routes
 from .errors import EXCEPTION_HANDLERS
+from .openai_routes import openai_routes
 from .system_routes import system_routes
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,7 @@ class Services:
     shields: ShieldRegistry
     runner: TurnRunner
     agents: AgentService
+    openai: OpenAICompatService
 
 
 def build_services(
@@ -59,13 +63,14 @@ def build_services(
     runner = TurnRunner()
     engine = TurnEngine(store, models)
     agents = AgentService(store, engine, runner, models, tools, shields)
-    return Services(store, models, registry, tools, shields, runner, agents)
+    return Services(store, models, registry, tools, shields, runner, agents, OpenAICompatService(models))
 
 
 def services_from_settings(settings: Settings) -> Services:
     """Build the services a ``ferryman serve`` process runs."""
     providers: list[InferenceProvider] = [
-        OpenAICompatibleProvider(p.provider_id, p.url, p.api_key, p.timeout, p.max_retries) for p in settings.providers
+        OpenAICompatibleProvider(p.provider_id, p.url, p.api_key, p.timeout, p.max_retries, provider_kind(p.type))
+        for p in settings.providers
     ]
     configured = [
         Model(
@@ -99,5 +104,6 @@ def create_app(services: Services) -> Starlette:
 
     agents = agent_routes(services.agents)
     system = system_routes(services.model_registry, services.tools)
-    routes = [Mount("/v1", routes=[*agents, *system]), Mount("/v1alpha", routes=agents)]
+    openai = openai_routes(services.openai)
+    routes = [Mount("/v1", routes=[*agents, *system, *openai]), Mount("/v1alpha", routes=agents)]
     return Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

@@ -56,6 +56,27 @@ def query_list(request: Request, name: str) -> list[str] | None:
     return [item for value in values for item in value.split(",") if item]
 
 
+PROVIDER_DATA_HEADER = "X-LlamaStack-Provider-Data"
+
+
+def provider_data(request: Request) -> dict[str, Any] | None:
+    """The per-request provider settings of the ``X-LlamaStack-Provider-Data`` header.
+
+    Its values (API keys) are never logged, stored or echoed: the error below
+    names the header, not its content.
+    """
+    raw = request.headers.get(PROVIDER_DATA_HEADER)
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        raise InvalidRequestError(f"header {PROVIDER_DATA_HEADER} must be a JSON object", PROVIDER_DATA_HEADER)
+    return data
+
+
 def query_bool(request: Request, name: str) -> bool:
     """A boolean query parameter (``true``/``1``)."""
     return request.query_params.get(name, "").lower() in ("1", "true", "yes")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ferryman.api.agents import (
@@ -126,12 +126,23 @@ class AgentService:
 
     # ---- turns -----------------------------------------------------------
 
-    async def start_turn(self, agent_id: str, session_id: str, request: CreateTurnRequest) -> LiveTurn:
-        """Store a new turn and run it in the background."""
+    async def start_turn(
+        self,
+        agent_id: str,
+        session_id: str,
+        request: CreateTurnRequest,
+        provider_data: dict[str, Any] | None = None,
+    ) -> LiveTurn:
+        """Store a new turn and run it in the background.
+
+        ``provider_data`` (per-request provider settings such as API keys) is
+        kept in memory for this run only, never stored.
+        """
         agent = await self._store.get_agent(agent_id)
         await self._store.get_session(agent_id, session_id)
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
         plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
+        plan = replace(plan, provider_data=provider_data)
         history_inputs = await with_documents(list(request.messages), list(request.documents or []))
         record = TurnRecord(
             turn_id=new_id(),
@@ -147,7 +158,14 @@ class AgentService:
         state = TurnState(record, plan, history)
         return self._launch(record, lambda channel: self._engine.run(state, channel.publish))
 
-    async def resume_turn(self, agent_id: str, session_id: str, turn_id: str, request: ResumeTurnRequest) -> LiveTurn:
+    async def resume_turn(
+        self,
+        agent_id: str,
+        session_id: str,
+        turn_id: str,
+        request: ResumeTurnRequest,
+        provider_data: dict[str, Any] | None = None,
+    ) -> LiveTurn:
         """Continue a turn that awaits client tool results."""
         agent = await self._store.get_agent(agent_id)
         await self._store.get_session(agent_id, session_id)
@@ -155,7 +173,9 @@ class AgentService:
         if record.status != "awaiting_input":
             raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status})")
         step = complete_pending_step(await self._store.pending_step(turn_id), list(request.tool_responses))
-        plan = build_plan(agent.agent_config, TurnOverrides.from_json(record.overrides), self._tools, self._shields)
+        overrides = TurnOverrides.from_json(record.overrides)
+        plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
+        plan = replace(plan, provider_data=provider_data)
         record = await self._store.claim_resume(session_id, turn_id)
         history = await self._store.load_history(session_id, turn_id)
         done = await self._store.list_turns([session_id], [turn_id])
