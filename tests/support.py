@@ -73,23 +73,30 @@ class Proc:
             self.process.wait()
 
 
-def scripted_server(tmp: Path) -> tuple[Proc, str]:
-    """Start ``ferryman.testing.server``; return it and its root URL."""
+def scripted_server(tmp: Path, *models: str) -> tuple[Proc, str]:
+    """Start ``ferryman.testing.server`` (listing ``models``, default ``scripted-model``); return it and its URL."""
     port = free_port()
     root = f"http://127.0.0.1:{port}"
     args = [sys.executable, "-m", "ferryman.testing.server", "--port", str(port)]
+    for model in models:
+        args += ["--model", model]
     return Proc(args, f"{root}/v1/models", tmp / f"scripted-{port}.log").start(), root
 
 
-def ferryman_server(tmp: Path, inference_root: str, db: Path, *extra: str) -> tuple[Proc, str]:
-    """Start ``ferryman serve`` on a free port; return it and its base URL."""
+def ferryman_server(tmp: Path, inference_root: str | None, db: Path, *extra: str) -> tuple[Proc, str]:
+    """Start ``ferryman serve`` on a free port; return it and its base URL.
+
+    ``inference_root`` is a scripted server's root URL, or None when ``extra``
+    configures the providers itself (``--config``).
+    """
     port = free_port()
     base = f"http://127.0.0.1:{port}"
+    inference = ["--inference-url", f"{inference_root}/v1"] if inference_root else []
     args = [
         sys.executable, "-m", "ferryman.cli.main", "serve",
         "--port", str(port),
         "--db", str(db),
-        "--inference-url", f"{inference_root}/v1",
+        *inference,
         "--log-level", "warning",
         *extra,
     ]  # fmt: skip

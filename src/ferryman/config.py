@@ -91,8 +91,16 @@ def load_settings(path: str | None) -> Settings:
         raise InvalidRequestError(f"invalid config file {path}: {exc}") from exc
 
 
-def providers_from_urls(urls: list[str]) -> list[ProviderSettings]:
+def providers_from_urls(
+    urls: list[str], timeout: float | None = None, max_retries: int | None = None
+) -> list[ProviderSettings]:
     """One provider per ``--inference-url``, named ``remote``, ``remote-2``…"""
+    limits: dict[str, Any] = {}
+    if timeout is not None:
+        limits["timeout"] = timeout
+    if max_retries is not None:
+        limits["max_retries"] = max_retries
     return [
-        ProviderSettings(provider_id="remote" if i == 0 else f"remote-{i + 1}", url=url) for i, url in enumerate(urls)
+        ProviderSettings(provider_id="remote" if i == 0 else f"remote-{i + 1}", url=url, **limits)
+        for i, url in enumerate(urls)
     ]

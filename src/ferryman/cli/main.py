@@ -27,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="base URL of an OpenAI-compatible server (…/v1); repeat for several",
     )
+    serve.add_argument("--inference-timeout", type=float, help="seconds allowed per upstream request (default 120)")
+    serve.add_argument("--inference-retries", type=int, help="retries on connection errors, 429 and 5xx (default 2)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser
 
@@ -42,7 +44,7 @@ def serve(args: argparse.Namespace) -> int:
     if args.db:
         updates["storage"] = StorageSettings(db=args.db)
     if args.inference_url:
-        updates["providers"] = providers_from_urls(args.inference_url)
+        updates["providers"] = providers_from_urls(args.inference_url, args.inference_timeout, args.inference_retries)
     settings = settings.model_copy(update=updates)
     if not settings.providers:
         print(

@@ -52,6 +52,7 @@ class ScriptedReply(BaseModel):
         error: Fail instead of answering.
         gate: Name of a gate to wait on before answering (see ``open_gate``).
         finish: Override of the finish reason (``stop``, ``length``, ``tool_calls``).
+        delay: Seconds the HTTP server waits before answering (to exercise timeouts).
     """
 
     text: str = ""
@@ -60,6 +61,7 @@ class ScriptedReply(BaseModel):
     gate: str | None = None
     chunks: int = Field(default=3, ge=1)
     finish: str | None = None
+    delay: float = Field(default=0.0, ge=0)
 
     def finish_reason(self) -> str:
         """The OpenAI finish reason of this reply."""

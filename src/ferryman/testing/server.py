@@ -11,6 +11,7 @@ deterministic inference stub for benchmarks.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -104,6 +105,8 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
             reply = await script.next_reply(record)
         except LookupError as exc:
             return JSONResponse({"error": {"message": str(exc)}}, status_code=500)
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
         if reply.error is not None:
             error = {"error": {"message": reply.error.message, "type": "scripted"}}
             return JSONResponse(error, status_code=reply.error.status_code)
