@@ -12,6 +12,8 @@ from ferryman.config import StorageSettings, load_settings, providers_from_urls
 from ferryman.errors import FerrymanError
 from ferryman.server.app import create_app, services_from_settings
 
+from . import chat
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferryman", description="A durable agent server.")
@@ -30,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--inference-timeout", type=float, help="seconds allowed per upstream request (default 120)")
     serve.add_argument("--inference-retries", type=int, help="retries on connection errors, 429 and 5xx (default 2)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    chat.add_parser(commands)
     return parser
 
 
@@ -74,6 +77,8 @@ def serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ferryman`` command."""
     args = _parser().parse_args(argv)
+    if args.command == "chat":
+        return chat.run(args)
     try:
         return serve(args)
     except FerrymanError as exc:
