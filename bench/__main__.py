@@ -1,0 +1,153 @@
+"""``python -m bench``: start the stub and ferryman on loopback, measure, report, stop them.
+
+Examples::
+
+    python -m bench --quick                 # < 2 minutes on 2 cores
+    python -m bench                         # full run, < ~10 minutes
+    python -m bench --quick --profile       # then sample the server under load with py-spy
+    python -m bench --smoke --out /tmp/b.json   # seconds; what the smoke test runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .modes import Mode, select
+from .procs import ManagedProcess, ferryman_process, stub_process
+from .profiling import PySpy, summarise
+from .report import note, write_json, write_profile, write_table
+from .suite import Suite, Target
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
+DEFAULT_REPLY = "The answer is 42."
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="Benchmark ferryman on loopback.")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="short run (< 2 minutes on 2 cores)")
+    size.add_argument("--smoke", action="store_true", help="tiny run (seconds), for the smoke test")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON results file (default {DEFAULT_OUT})")
+    parser.add_argument(
+        "--db",
+        help="passed to 'ferryman serve --db' as is (default: a SQLite file in a temporary folder); "
+        "a postgresql://... or redis://... URL once ferryman supports one",
+    )
+    parser.add_argument(
+        "--stub",
+        choices=["routed", "queue"],
+        default="routed",
+        help="routed: tool calls chosen by message content (bench.stub, default); "
+        "queue: plain ferryman.testing.server, a reply queued before each tool turn",
+    )
+    parser.add_argument("--repeats", type=int, help="override the mode's number of runs per figure")
+    parser.add_argument("--window", type=float, help="override the mode's seconds per timed window")
+    parser.add_argument("--profile", action="store_true", help="sample the server with py-spy under load at the end")
+    parser.add_argument("--profile-seconds", type=float, default=8.0, help="seconds of load per profiled workload")
+    return parser
+
+
+def _meta(mode: Mode, args: argparse.Namespace, db: str) -> dict[str, Any]:
+    try:
+        version = metadata.version("ferryman")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "mode": mode.name,
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "ferryman_version": version,
+        "git_commit": commit or None,
+        "stub": args.stub,
+        "db_kind": db.split("://", 1)[0] if "://" in db else "sqlite",
+        "db": db if args.db else "(temporary sqlite file)",
+        "repeats": mode.repeats,
+        "window_s": mode.window_s,
+        "concurrencies": list(mode.concurrencies),
+        "turns_per_session": mode.turns_per_session,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _profile(suite: Suite, server: ManagedProcess, out: Path, seconds: float) -> dict[str, Any]:
+    """Sample the server (``py-spy --gil``: where the GIL-holding thread spends its time) under load."""
+    spy = PySpy(server.pid, out, gil=True)
+    jobs = [
+        {"name": name, "scenario": name, "concurrency": 32, "duration": seconds, "params": {"turns_per_session": 20}}
+        for name in ("turn", "tool_turn")
+    ]
+    spy.start()
+    try:
+        suite.loadgen(jobs, repeats=1)
+    finally:
+        spy.stop()
+    summary = summarise(out)
+    summary.update(raw_file=str(out), workload=f"turn and tool_turn, c=32, {seconds:g}s each", sampler="py-spy --gil")
+    return summary
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark described by the parsed arguments; return the exit status."""
+    name = "smoke" if args.smoke else "quick" if args.quick else "full"
+    mode = select(name, args.repeats, args.window)
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ferryman-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        db = args.db or str(tmp / "bench.db")
+        stub, stub_root = stub_process(tmp, DEFAULT_REPLY, routed=args.stub == "routed")
+        server, base = ferryman_process(tmp, db, stub_root)
+        meta = _meta(mode, args, db)
+        profile: dict[str, Any] | None = None
+        try:
+            note(f"mode {mode.name}: starting the stub and ferryman on 127.0.0.1")
+            stub.start()
+            server.start()
+            suite = Suite(mode, Target(stub, stub_root, server, base, enqueue=args.stub == "queue"))
+            for phase in (suite.memory_and_listing, suite.throughput, suite.latency, suite.history):
+                note(f"phase {phase.__name__} ({time.monotonic() - began:.0f}s elapsed)")
+                phase()
+            suite.rss("rss_after_run", "server RSS at the end of the run")
+            if args.profile:
+                note("profiling the server under load with py-spy")
+                raw = args.out.with_name(args.out.stem + "-profile.txt")
+                raw.parent.mkdir(parents=True, exist_ok=True)
+                profile = _profile(suite, server, raw, args.profile_seconds)
+        except Exception:
+            for proc in (server, stub):
+                sys.stderr.write(f"--- {proc.name} log (tail) ---\n{proc.log_tail()}\n")
+            raise
+        finally:
+            server.stop()
+            stub.stop()
+    meta["duration_s"] = round(time.monotonic() - began, 1)
+    meta.update({f"info.{k}": v for k, v in suite.info.items()})
+    write_table(suite.figures, meta)
+    if profile is not None:
+        write_profile(profile)
+    write_json(args.out, suite.figures, meta, profile)
+    note(f"done in {meta['duration_s']}s; results in {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench``."""
+    return run(_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
