@@ -51,6 +51,12 @@ class ToolExecutionError(FerrymanError):
     code = "tool_error"
 
 
+class ConversationLockedError(ConflictError):
+    """Another response is running on the same conversation."""
+
+    code = "conversation_locked"
+
+
 class TurnFailedError(FerrymanError):
     """A turn the client waited for ended in failure; the turn is stored as failed."""
 

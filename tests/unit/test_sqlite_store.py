@@ -13,6 +13,7 @@ from ferryman.api.content import UserMessage
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.storage.base import SessionRecord, TurnRecord
+from ferryman.storage.migrate import migrate_sqlite, migration_scripts
 from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
@@ -108,4 +109,27 @@ async def test_migrations_are_recorded_and_applied_once(tmp_path: Path) -> None:
         await reopened.close()
     with sqlite3.connect(path) as raw:
         versions = [row[0] for row in raw.execute("SELECT version FROM schema_migrations")]
-    assert versions == [1, 2]
+    assert versions == [version for version, _, _ in migration_scripts("sqlite")]
+    assert versions[:3] == [1, 2, 3]
+
+
+def test_table_rebuilds_keep_existing_rows(tmp_path: Path) -> None:
+    """Migration 3 rebuilds sessions and turns with foreign keys off: rows and cascades must survive."""
+    path = str(tmp_path / "old.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    migrate_sqlite(conn, up_to=2)
+    conn.execute("INSERT INTO agents (agent_id, config, created_at) VALUES ('a', '{}', 't')")
+    conn.execute("INSERT INTO sessions (session_id, agent_id, session_name, started_at) VALUES ('s', 'a', 'n', 't')")
+    conn.execute(
+        "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, started_at) "
+        "VALUES ('t', 's', 'a', 'completed', '[]', '{}', 't')"
+    )
+    conn.execute("INSERT INTO messages (session_id, turn_id, role, body) VALUES ('s', 't', 'user', '{}')")
+    assert migrate_sqlite(conn) == ["0003_responses.sql"]
+    assert conn.execute("SELECT agent_id FROM sessions").fetchall() == [("a",)]
+    assert conn.execute("SELECT count(*) FROM messages").fetchone() == (1,)
+    conn.execute("DELETE FROM agents WHERE agent_id = 'a'")
+    counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("sessions", "turns", "messages")]
+    assert counts == [0, 0, 0]
+    conn.close()

@@ -104,6 +104,13 @@ class _StepBase(BaseModel):
     completed_at: datetime | None = None
 
 
+class TokenUsage(BaseModel):
+    """Tokens one inference used (a ferryman addition to the step)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class InferenceStep(_StepBase):
     """One call of the model."""
 
@@ -111,6 +118,7 @@ class InferenceStep(_StepBase):
 
     step_type: Literal["inference"] = "inference"
     model_response: CompletionMessage
+    usage: TokenUsage | None = None
 
 
 class ToolExecutionStep(_StepBase):

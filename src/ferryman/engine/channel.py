@@ -1,5 +1,8 @@
 """Live turns: each runs in its own task and publishes events to any number of readers.
 
+The events are the engine's own, or a façade's translation of them (the
+Responses API publishes its numbered stream events).
+
 A turn's task does not belong to the HTTP request that started it, so a
 client that disconnects leaves the turn to finish in the background.
 """
@@ -11,8 +14,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from .events import EngineEvent
-
 log = logging.getLogger(__name__)
 
 
@@ -20,11 +21,11 @@ class TurnChannel:
     """The events of one live turn, kept so a reader that arrives late misses none."""
 
     def __init__(self) -> None:
-        self.events: list[EngineEvent] = []
+        self.events: list[Any] = []
         self.closed = False
         self._changed = asyncio.Event()
 
-    async def publish(self, event: EngineEvent) -> None:
+    async def publish(self, event: Any) -> None:
         """Append an event and wake the readers."""
         self.events.append(event)
         self._wake()
@@ -38,7 +39,7 @@ class TurnChannel:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    async def read(self, start: int = 0) -> AsyncIterator[EngineEvent]:
+    async def read(self, start: int = 0) -> AsyncIterator[Any]:
         """Yield the events from index ``start`` on, then live ones until the turn ends."""
         index = start
         while True:
@@ -59,13 +60,19 @@ class TurnRunner:
         self._owners: dict[str, tuple[str, ...]] = {}
 
     def start(
-        self, turn_id: str, body: Callable[[TurnChannel], Awaitable[Any]], owners: tuple[str, ...] = ()
+        self,
+        turn_id: str,
+        body: Callable[[TurnChannel], Awaitable[Any]],
+        owners: tuple[str, ...] = (),
+        channel: TurnChannel | None = None,
     ) -> tuple[TurnChannel, asyncio.Task[Any]]:
         """Run ``body(channel)`` in a task; the channel closes when it ends, however it ends.
 
-        ``owners`` (agent and session ids) let :meth:`cancel_owned_by` find the turn.
+        ``owners`` (agent, session or response ids) let :meth:`cancel_owned_by`
+        find the turn; ``channel`` may be made beforehand by a caller that
+        wires it up before the task starts.
         """
-        channel = TurnChannel()
+        channel = channel or TurnChannel()
 
         async def run() -> Any:
             try:

@@ -15,6 +15,7 @@ from ferryman.api.agents import (
     Step,
     StepCompletePayload,
     StepStartPayload,
+    TokenUsage,
     ToolExecutionStep,
     Turn,
     TurnAwaitingInputPayload,
@@ -120,6 +121,9 @@ class TurnEngine:
             started_at=started,
             completed_at=utcnow(),
             model_response=result.message,
+            usage=TokenUsage(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens)
+            if result.usage
+            else None,
         )
         state.record.infer_iters += 1
         state.record.output_message = result.message
@@ -146,10 +150,24 @@ class TurnEngine:
             tool_calls=calls,
             tool_responses=responses,
         )
+        if client_calls and state.plan.client_tools_end_turn:
+            return await self._hand_back(state, step, message, emit)
         if client_calls:
             return await self._pause(state, step, emit)
         await self._save_tool_step(state, step.model_copy(update={"completed_at": utcnow()}), emit)
         return None
+
+    async def _hand_back(
+        self, state: TurnState, step: ToolExecutionStep, message: CompletionMessage, emit: Emit
+    ) -> Turn:
+        """End the turn on client tool calls; their results arrive as the input of a later turn."""
+        server_ids = {r.call_id for r in step.tool_responses}
+        if server_ids:
+            server_only = step.model_copy(
+                update={"tool_calls": [c for c in step.tool_calls if c.call_id in server_ids], "completed_at": utcnow()}
+            )
+            await self._save_tool_step(state, server_only, emit)
+        return await self._complete(state, message, emit)
 
     async def _stop_at_cap(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn:
         """End a turn that reached max_infer_iters with tool calls still unrun.

@@ -83,6 +83,8 @@ class TurnPlan:
     input_shields: list[Shield]
     output_shields: list[Shield]
     provider_data: dict[str, Any] | None = None
+    client_tools_end_turn: bool = False
+    """End the turn when the model calls a client tool (Responses API), instead of pausing it."""
 
     def tool_defs(self) -> list[ToolDef]:
         """Every tool offered to the model."""

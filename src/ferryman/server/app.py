@@ -23,6 +23,9 @@ from ferryman.safety.base import ShieldRegistry
 from ferryman.services.agents import AgentService
 from ferryman.services.models import ModelService
 from ferryman.services.openai_compat import OpenAICompatService
+from ferryman.services.responses.conversations import ConversationService
+from ferryman.services.responses.history import HistoryCache
+from ferryman.services.responses.service import ResponsesService
 from ferryman.storage.base import Store
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.tools.registry import ToolRegistry, builtin_tools
@@ -30,6 +33,7 @@ from ferryman.tools.registry import ToolRegistry, builtin_tools
 from .agents_routes import agent_routes
 from .errors import EXCEPTION_HANDLERS
 from .openai_routes import openai_routes
+from .responses_routes import response_routes
 from .system_routes import system_routes
 
 log = logging.getLogger(__name__)
@@ -47,6 +51,8 @@ class Services:
     runner: TurnRunner
     agents: AgentService
     openai: OpenAICompatService
+    responses: ResponsesService
+    conversations: ConversationService
 
 
 def build_services(
@@ -64,7 +70,19 @@ def build_services(
     runner = TurnRunner()
     engine = TurnEngine(store, models)
     agents = AgentService(store, engine, runner, models, tools, shields)
-    return Services(store, models, registry, tools, shields, runner, agents, OpenAICompatService(models))
+    responses = ResponsesService(store, engine, runner, models, HistoryCache())
+    return Services(
+        store,
+        models,
+        registry,
+        tools,
+        shields,
+        runner,
+        agents,
+        OpenAICompatService(models),
+        responses,
+        ConversationService(store),
+    )
 
 
 def _provider(settings: ProviderSettings) -> InferenceProvider:
@@ -118,5 +136,6 @@ def create_app(services: Services) -> Starlette:
     agents = agent_routes(services.agents)
     system = system_routes(services.model_registry, services.tools)
     openai = openai_routes(services.openai)
-    routes = [Mount("/v1", routes=[*agents, *system, *openai]), Mount("/v1alpha", routes=agents)]
+    responses = response_routes(services.responses, services.conversations)
+    routes = [Mount("/v1", routes=[*agents, *system, *openai, *responses]), Mount("/v1alpha", routes=agents)]
     return Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

@@ -183,7 +183,7 @@ class AgentService:
         return self._launch(record, lambda channel: self._engine.resume(state, step, channel.publish))
 
     def _launch(self, record: TurnRecord, body: Any) -> LiveTurn:
-        owners = (record.agent_id, record.session_id)
+        owners = (record.agent_id or "", record.session_id)
         channel, task = self._runner.start(record.turn_id, body, owners)
         return LiveTurn(record.turn_id, channel, task)
 

@@ -9,6 +9,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from ferryman.api.agents import Agent, Step, Turn, TurnError, TurnStatus
 from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
 from ferryman.api.registry import Model
+from ferryman.api.responses import Item, Response
 
 T = TypeVar("T")
 
@@ -26,7 +27,7 @@ class SessionRecord:
     """A stored session, without its turns."""
 
     session_id: str
-    agent_id: str
+    agent_id: str | None
     session_name: str
     started_at: datetime
 
@@ -41,7 +42,7 @@ class TurnRecord:
 
     turn_id: str
     session_id: str
-    agent_id: str
+    agent_id: str | None
     status: TurnStatus
     input_messages: list[TurnInputMessage]
     started_at: datetime
@@ -186,7 +187,97 @@ class ModelStore(Protocol):
         ...
 
 
-class Store(AgentStore, SessionStore, TurnStore, ModelStore, Protocol):
+@dataclass(frozen=True)
+class ConversationRecord:
+    """A stored conversation; its turns run in its own session."""
+
+    conversation_id: str
+    session_id: str
+    metadata: dict[str, str]
+    created_at: int
+
+
+@dataclass
+class ResponseRecord:
+    """A stored response: the turn it ran as and its latest wire form."""
+
+    response: Response
+    turn_id: str
+    session_id: str
+    conversation_id: str | None = None
+    previous_response_id: str | None = None
+    background: bool = False
+
+
+class ResponseStore(Protocol):
+    """Responses, conversations and their items (in OpenAI form)."""
+
+    async def create_conversation(self, record: ConversationRecord, items: list[Item]) -> None:
+        """Store a conversation (its session must exist) with its first items."""
+        ...
+
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
+        """Return a conversation or raise NotFoundError."""
+        ...
+
+    async def update_conversation(self, conversation_id: str, metadata: dict[str, str]) -> ConversationRecord:
+        """Replace a conversation's metadata."""
+        ...
+
+    async def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation and its items (responses stay)."""
+        ...
+
+    async def add_items(self, owner: str, items: list[Item]) -> None:
+        """Append items (with ids) to a conversation or to a response's input."""
+        ...
+
+    async def list_items(self, owner: str, after: str | None, limit: int, order: str) -> Page[Item]:
+        """Items of an owner in order ``asc`` or ``desc``, after the item ``after``."""
+        ...
+
+    async def all_items(self, owner: str) -> list[Item]:
+        """Every item of an owner, oldest first."""
+        ...
+
+    async def get_item(self, owner: str, item_id: str) -> Item:
+        """One item or NotFoundError."""
+        ...
+
+    async def delete_item(self, owner: str, item_id: str) -> None:
+        """Delete one item or raise NotFoundError."""
+        ...
+
+    async def save_response(self, record: ResponseRecord) -> None:
+        """Store or update a response."""
+        ...
+
+    async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
+        """Store a finished response with its stream events and its conversation's new items, atomically."""
+        ...
+
+    async def get_response(self, response_id: str) -> ResponseRecord:
+        """Return a response or raise NotFoundError."""
+        ...
+
+    async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
+        """Responses in creation order ``asc`` or ``desc``."""
+        ...
+
+    async def delete_response(self, response_id: str) -> None:
+        """Delete a response (and the turn it ran as) or raise NotFoundError."""
+        ...
+
+    async def events_after(self, response_id: str, after: int) -> list[str]:
+        """The stored stream events of a response with a sequence number above ``after``."""
+        ...
+
+    async def chain_history(self, response_id: str) -> list[Message]:
+        """The whole conversation up to and including a response, along ``previous_response_id``."""
+        ...
+
+
+class Store(AgentStore, SessionStore, TurnStore, ModelStore, ResponseStore, Protocol):
     """Everything one backend stores."""
 
     async def open(self) -> None:

@@ -18,8 +18,8 @@ def migration_scripts(dialect: str) -> list[tuple[int, str, str]]:
     return sorted(scripts)
 
 
-def migrate_sqlite(conn: sqlite3.Connection) -> list[str]:
-    """Apply pending migrations to a SQLite database; return the names applied."""
+def migrate_sqlite(conn: sqlite3.Connection, up_to: int | None = None) -> list[str]:
+    """Apply pending migrations (up to version ``up_to``, default all); return the names applied."""
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
@@ -27,22 +27,41 @@ def migrate_sqlite(conn: sqlite3.Connection) -> list[str]:
     applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
     names = []
     for version, name, sql in migration_scripts("sqlite"):
-        if version in applied:
+        if version in applied or (up_to is not None and version > up_to):
             continue
-        conn.execute("BEGIN IMMEDIATE")
+        # Rebuilding a table (SQLite's way to change a column) must not cascade
+        # deletes while the old table is dropped; the pragma only works outside
+        # a transaction, and the result is checked before it is turned back on.
+        rebuild = FOREIGN_KEYS_OFF in sql.splitlines()[0]
+        if rebuild:
+            conn.execute("PRAGMA foreign_keys=OFF")
         try:
-            for statement in _statements(sql):
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                (version, name, datetime.now(UTC).isoformat()),
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            _apply(conn, version, name, sql)
+            if rebuild and conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                raise RuntimeError(f"migration {name} left dangling foreign keys")
+        finally:
+            if rebuild:
+                conn.execute("PRAGMA foreign_keys=ON")
         names.append(name)
     return names
+
+
+FOREIGN_KEYS_OFF = "-- migrate: foreign_keys=off"
+
+
+def _apply(conn: sqlite3.Connection, version: int, name: str, sql: str) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _statements(sql):
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+            (version, name, datetime.now(UTC).isoformat()),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _statements(sql: str) -> list[str]:

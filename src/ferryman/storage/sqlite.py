@@ -16,6 +16,7 @@ from . import codec
 from .base import Page, SessionRecord, StepWrite, TurnRecord, turn_from_record
 from .migrate import migrate_sqlite
 from .sqlite_conn import SqliteRunner
+from .sqlite_responses import ResponseTables
 
 # Queries below are composed only of these constant fragments and "?" placeholders,
 # never of caller data, hence the S608 suppressions.
@@ -57,7 +58,7 @@ def _turn_record(row: sqlite3.Row | tuple[Any, ...]) -> TurnRecord:
     )
 
 
-class SqliteStore:
+class SqliteStore(ResponseTables):
     """Agents, sessions, turns, steps and history in one SQLite file.
 
     Args:

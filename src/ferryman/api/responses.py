@@ -1,0 +1,278 @@
+"""OpenAI Responses and Conversations API models: requests, items, responses and stream events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class InputText(BaseModel):
+    """Text given to the model."""
+
+    type: Literal["input_text"] = "input_text"
+    text: str
+
+
+class InputImage(BaseModel):
+    """An image given to the model, by URL (or data URL)."""
+
+    type: Literal["input_image"] = "input_image"
+    image_url: str | None = None
+    detail: str | None = "auto"
+
+
+class OutputText(BaseModel):
+    """Text produced by the model."""
+
+    type: Literal["output_text"] = "output_text"
+    text: str
+    annotations: list[dict[str, Any]] = Field(default_factory=list)
+    logprobs: list[dict[str, Any]] = Field(default_factory=list)
+
+
+ContentPart = Annotated[InputText | InputImage | OutputText, Field(discriminator="type")]
+
+
+class MessageItem(BaseModel):
+    """A message in a conversation or response."""
+
+    type: Literal["message"] = "message"
+    id: str | None = None
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[ContentPart]
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class FunctionCallItem(BaseModel):
+    """The model's call of a client-side function."""
+
+    type: Literal["function_call"] = "function_call"
+    id: str | None = None
+    call_id: str
+    name: str
+    arguments: str
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class FunctionCallOutputItem(BaseModel):
+    """The client's result of a function call."""
+
+    type: Literal["function_call_output"] = "function_call_output"
+    id: str | None = None
+    call_id: str
+    output: str
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+Item = Annotated[MessageItem | FunctionCallItem | FunctionCallOutputItem, Field(discriminator="type")]
+
+
+def _typed_items(value: Any) -> Any:
+    """Items written in the short form ``{"role": …, "content": …}`` are messages."""
+    if isinstance(value, list):
+        return [
+            {**v, "type": "message"} if isinstance(v, dict) and "type" not in v and "role" in v else v for v in value
+        ]
+    return value
+
+
+class FunctionTool(BaseModel):
+    """A client-side function the model may call."""
+
+    type: Literal["function"] = "function"
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class TextFormat(BaseModel):
+    """The output format: plain text, any JSON object, or a JSON schema."""
+
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class TextConfig(BaseModel):
+    """The ``text`` parameter."""
+
+    format: TextFormat = Field(default_factory=TextFormat)
+
+
+class ConversationRef(BaseModel):
+    """A conversation named by id."""
+
+    id: str
+
+
+class CreateResponseRequest(BaseModel):
+    """Body of ``POST /v1/responses``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    input: str | list[Item] = ""
+    instructions: str | None = None
+    tools: list[FunctionTool] = Field(default_factory=list)
+    tool_choice: str | dict[str, Any] | None = "auto"
+    parallel_tool_calls: bool | None = True
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    text: TextConfig | None = None
+    metadata: dict[str, str] | None = None
+    store: bool | None = True
+    previous_response_id: str | None = None
+    conversation: str | ConversationRef | None = None
+    stream: bool | None = False
+    background: bool | None = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_items(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "input" in data:
+            return {**data, "input": _typed_items(data["input"])}
+        return data
+
+    def conversation_id(self) -> str | None:
+        """The conversation's id, whichever form named it."""
+        if isinstance(self.conversation, ConversationRef):
+            return self.conversation.id
+        return self.conversation
+
+
+ResponseStatus = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
+
+
+class Usage(BaseModel):
+    """Tokens used by a response."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    input_tokens_details: dict[str, int] = Field(default_factory=lambda: {"cached_tokens": 0})
+    output_tokens_details: dict[str, int] = Field(default_factory=lambda: {"reasoning_tokens": 0})
+
+
+class ResponseError(BaseModel):
+    """Why a response failed."""
+
+    code: str
+    message: str
+
+
+class Response(BaseModel):
+    """A response object."""
+
+    id: str
+    object: Literal["response"] = "response"
+    created_at: int
+    status: ResponseStatus
+    model: str
+    output: list[Item] = Field(default_factory=list)
+    instructions: str | None = None
+    tools: list[FunctionTool] = Field(default_factory=list)
+    tool_choice: str | dict[str, Any] | None = "auto"
+    parallel_tool_calls: bool = True
+    max_tool_calls: int | None = None
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    text: TextConfig = Field(default_factory=TextConfig)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    previous_response_id: str | None = None
+    conversation: ConversationRef | None = None
+    background: bool = False
+    store: bool = True
+    truncation: Literal["disabled", "auto"] = "disabled"
+    usage: Usage | None = None
+    error: ResponseError | None = None
+    incomplete_details: dict[str, str] | None = None
+    reasoning: dict[str, Any] | None = None
+    user: str | None = None
+
+
+class ResponseStreamEvent(BaseModel):
+    """One event of a response stream; fields beyond ``type`` and ``sequence_number`` vary by type."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    sequence_number: int
+
+
+class ItemList(BaseModel):
+    """A page of items."""
+
+    object: Literal["list"] = "list"
+    data: list[Item]
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool = False
+
+
+class ResponseList(BaseModel):
+    """A page of responses."""
+
+    object: Literal["list"] = "list"
+    data: list[Response]
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool = False
+
+
+class CreateConversationRequest(BaseModel):
+    """Body of ``POST /v1/conversations``."""
+
+    items: list[Item] = Field(default_factory=list)
+    metadata: dict[str, str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_items(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "items" in data:
+            return {**data, "items": _typed_items(data["items"])}
+        return data
+
+
+class UpdateConversationRequest(BaseModel):
+    """Body of ``POST /v1/conversations/{id}``."""
+
+    metadata: dict[str, str]
+
+
+class AddItemsRequest(BaseModel):
+    """Body of ``POST /v1/conversations/{id}/items``."""
+
+    items: list[Item] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_items(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "items" in data:
+            return {**data, "items": _typed_items(data["items"])}
+        return data
+
+
+class Conversation(BaseModel):
+    """A conversation object."""
+
+    id: str
+    object: Literal["conversation"] = "conversation"
+    created_at: int
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class DeletedObject(BaseModel):
+    """Answer to a delete."""
+
+    id: str
+    object: str
+    deleted: bool = True

@@ -1,0 +1,71 @@
+"""The Conversations API: a conversation is a session whose history is a list of items."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from ferryman.api.responses import Conversation, CreateConversationRequest, Item
+from ferryman.engine.ids import new_id, utcnow
+from ferryman.storage.base import ConversationRecord, Page, SessionRecord, Store
+
+from .items import with_ids
+
+
+def _wire(record: ConversationRecord) -> Conversation:
+    return Conversation(id=record.conversation_id, created_at=record.created_at, metadata=record.metadata)
+
+
+class ConversationService:
+    """Conversations and their items."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def create(self, request: CreateConversationRequest) -> Conversation:
+        """A new conversation, optionally with first items."""
+        session = SessionRecord(new_id(), None, "conversation", utcnow())
+        await self._store.create_session(session)
+        record = ConversationRecord(
+            conversation_id=f"conv_{uuid.uuid4().hex}",
+            session_id=session.session_id,
+            metadata=request.metadata or {},
+            created_at=int(time.time()),
+        )
+        await self._store.create_conversation(record, with_ids(list(request.items)))
+        return _wire(record)
+
+    async def get(self, conversation_id: str) -> Conversation:
+        """One conversation."""
+        return _wire(await self._store.get_conversation(conversation_id))
+
+    async def update(self, conversation_id: str, metadata: dict[str, str]) -> Conversation:
+        """Replace a conversation's metadata."""
+        return _wire(await self._store.update_conversation(conversation_id, metadata))
+
+    async def delete(self, conversation_id: str) -> None:
+        """Delete the conversation and its items; responses made in it remain."""
+        await self._store.delete_conversation(conversation_id)
+
+    async def add_items(self, conversation_id: str, items: list[Item]) -> list[Item]:
+        """Append items; return them with their ids."""
+        await self._store.get_conversation(conversation_id)
+        stored = with_ids(items)
+        await self._store.add_items(conversation_id, stored)
+        return stored
+
+    async def list_items(self, conversation_id: str, after: str | None, limit: int, order: str) -> Page[Item]:
+        """A page of items."""
+        await self._store.get_conversation(conversation_id)
+        return await self._store.list_items(conversation_id, after, limit, order)
+
+    async def get_item(self, conversation_id: str, item_id: str) -> Item:
+        """One item."""
+        await self._store.get_conversation(conversation_id)
+        return await self._store.get_item(conversation_id, item_id)
+
+    async def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
+        """Delete one item; return the conversation, as OpenAI does."""
+        record = await self._store.get_conversation(conversation_id)
+        await self._store.delete_item(conversation_id, item_id)
+        return _wire(record)

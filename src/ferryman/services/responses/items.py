@@ -1,0 +1,134 @@
+"""Translation between OpenAI items and our messages, and item ids."""
+
+from __future__ import annotations
+
+import uuid
+
+from ferryman.api.content import (
+    URL,
+    CompletionMessage,
+    ContentItem,
+    ImageContentItem,
+    ImageSource,
+    Message,
+    SystemMessage,
+    TextContentItem,
+    ToolCall,
+    ToolResponseMessage,
+    UserMessage,
+    content_to_text,
+)
+from ferryman.api.responses import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputImage,
+    InputText,
+    Item,
+    MessageItem,
+    OutputText,
+)
+from ferryman.inference.openai_wire import parse_arguments
+
+_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco"}
+
+
+def new_item_id(kind: str) -> str:
+    """An OpenAI-style id: ``msg_…``, ``fc_…``, ``fco_…``."""
+    return f"{_PREFIX[kind]}_{uuid.uuid4().hex}"
+
+
+def with_ids(items: list[Item]) -> list[Item]:
+    """The items, each with an id (kept when the client gave one)."""
+    return [item if item.id else item.model_copy(update={"id": new_item_id(item.type)}) for item in items]
+
+
+def input_items(value: str | list[Item]) -> list[Item]:
+    """The ``input`` parameter as items: a string is one user message."""
+    if isinstance(value, str):
+        return [MessageItem(role="user", content=value)] if value else []
+    return list(value)
+
+
+def _text_of(content: str | list[InputText | InputImage | OutputText]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.text for part in content if isinstance(part, InputText | OutputText))
+
+
+def _user_content(content: str | list[InputText | InputImage | OutputText]) -> str | list[ContentItem]:
+    if isinstance(content, str):
+        return content
+    parts: list[ContentItem] = []
+    for part in content:
+        if isinstance(part, InputImage) and part.image_url:
+            parts.append(ImageContentItem(image=ImageSource(url=URL(uri=part.image_url))))
+        elif isinstance(part, InputText | OutputText):
+            parts.append(TextContentItem(text=part.text))
+    return parts
+
+
+def _message(item: MessageItem) -> Message:
+    if item.role == "user":
+        return UserMessage(content=_user_content(item.content))
+    if item.role == "assistant":
+        return CompletionMessage(content=_text_of(item.content), stop_reason="end_of_turn", tool_calls=[])
+    return SystemMessage(content=_text_of(item.content))
+
+
+def items_to_messages(items: list[Item]) -> list[Message]:
+    """Our messages for a run of items; consecutive calls join one assistant message, as models expect."""
+    messages: list[Message] = []
+    for item in items:
+        if isinstance(item, MessageItem):
+            messages.append(_message(item))
+        elif isinstance(item, FunctionCallOutputItem):
+            messages.append(ToolResponseMessage(call_id=item.call_id, content=item.output))
+        else:
+            _append_call(messages, item)
+    return messages
+
+
+def _append_call(messages: list[Message], item: FunctionCallItem) -> None:
+    call = ToolCall(
+        call_id=item.call_id,
+        tool_name=item.name,
+        arguments=parse_arguments(item.arguments),
+        arguments_json=item.arguments or "{}",
+    )
+    last = messages[-1] if messages else None
+    if isinstance(last, CompletionMessage):
+        calls = [*(last.tool_calls or []), call]
+        messages[-1] = last.model_copy(update={"tool_calls": calls, "stop_reason": "end_of_message"})
+    else:
+        messages.append(CompletionMessage(content="", stop_reason="end_of_message", tool_calls=[call]))
+
+
+def message_item(text: str, item_id: str | None = None) -> MessageItem:
+    """A completed assistant message item."""
+    return MessageItem(
+        id=item_id or new_item_id("message"),
+        role="assistant",
+        content=[OutputText(text=text)],
+        status="completed",
+    )
+
+
+def call_item(call: ToolCall, item_id: str | None = None) -> FunctionCallItem:
+    """A completed function-call item."""
+    return FunctionCallItem(
+        id=item_id or new_item_id("function_call"),
+        call_id=call.call_id,
+        name=call.tool_name,
+        arguments=call.arguments_json or "{}",
+        status="completed",
+    )
+
+
+def completion_items(message: CompletionMessage, client_tools: set[str]) -> list[Item]:
+    """Output items of one assistant message: its text, then its client-side calls."""
+    items: list[Item] = []
+    text = content_to_text(message.content)
+    if text:
+        items.append(message_item(text))
+    items.extend(call_item(c) for c in message.tool_calls or [] if c.tool_name in client_tools)
+    return items

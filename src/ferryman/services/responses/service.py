@@ -1,0 +1,222 @@
+"""The Responses API's operations: each response runs as one turn of the shared engine."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from ferryman.api.content import Message, ToolResponseMessage, UserMessage
+from ferryman.api.responses import ConversationRef, CreateResponseRequest, Item, Response, TextConfig
+from ferryman.engine.channel import TurnChannel, TurnRunner
+from ferryman.engine.ids import new_id, utcnow
+from ferryman.engine.loop import TurnEngine, TurnState
+from ferryman.errors import ConflictError, ConversationLockedError, InvalidRequestError
+from ferryman.inference.router import ModelRouter
+from ferryman.storage.base import Page, ResponseRecord, SessionRecord, Store, TurnRecord
+
+from .history import HistoryCache
+from .items import input_items, items_to_messages, with_ids
+from .plan import response_plan
+from .stream import ResponseRecorder
+
+
+@dataclass
+class LiveResponse:
+    """A response running in this process."""
+
+    record: ResponseRecord
+    recorder: ResponseRecorder
+    channel: TurnChannel
+    task: asyncio.Task[Any] | None = None
+
+
+class ResponsesService:
+    """Create, read, replay, cancel, list and delete responses.
+
+    Args:
+        store: The storage backend (the same as the Agents API's).
+        engine: The turn engine (the same as the Agents API's).
+        runner: Runs turns in the background.
+        models: The model router, to check the model exists.
+        cache: Finished responses' histories, so that chains are not re-read.
+    """
+
+    def __init__(
+        self, store: Store, engine: TurnEngine, runner: TurnRunner, models: ModelRouter, cache: HistoryCache
+    ) -> None:
+        self._store = store
+        self._engine = engine
+        self._runner = runner
+        self._models = models
+        self._cache = cache
+        self._live: dict[str, LiveResponse] = {}
+
+    async def create(self, request: CreateResponseRequest, provider_data: dict[str, Any] | None) -> LiveResponse:
+        """Start a response; it runs in the background whatever the caller does next."""
+        _validate(request)
+        await self._models.route(request.model)
+        items = with_ids(input_items(request.input))
+        if not items:
+            raise InvalidRequestError("input must hold at least one item", "input")
+        conversation_id = request.conversation_id()
+        prior, session_id = await self._context(request, conversation_id)
+        new_messages = items_to_messages(items)
+        response_id = f"resp_{uuid.uuid4().hex}"
+        turn = TurnRecord(
+            turn_id=new_id(),
+            session_id=session_id,
+            agent_id=None,
+            status="in_progress",
+            input_messages=[m for m in new_messages if isinstance(m, UserMessage | ToolResponseMessage)],
+            started_at=utcnow(),
+        )
+        await self._start_turn(turn, new_messages, conversation_id)
+        record = ResponseRecord(
+            response=_initial(response_id, request, conversation_id),
+            turn_id=turn.turn_id,
+            session_id=session_id,
+            conversation_id=conversation_id,
+            previous_response_id=request.previous_response_id,
+            background=bool(request.background),
+        )
+        await self._store.save_response(record)
+        await self._store.add_items(response_id, items)
+        plan = response_plan(request, provider_data)
+        state = TurnState(turn, plan, [*prior, *new_messages])
+        return self._launch(record, state, items, store=request.store is not False)
+
+    async def _context(self, request: CreateResponseRequest, conversation_id: str | None) -> tuple[list[Message], str]:
+        if conversation_id is not None:
+            conversation = await self._store.get_conversation(conversation_id)
+            return items_to_messages(await self._store.all_items(conversation_id)), conversation.session_id
+        prior: list[Message] = []
+        if request.previous_response_id:
+            await self._store.get_response(request.previous_response_id)
+            cached = self._cache.get(request.previous_response_id)
+            prior = cached if cached is not None else await self._store.chain_history(request.previous_response_id)
+        session = SessionRecord(new_id(), None, "response", utcnow())
+        await self._store.create_session(session)
+        return prior, session.session_id
+
+    async def _start_turn(self, turn: TurnRecord, messages: list[Message], conversation_id: str | None) -> None:
+        try:
+            await self._store.start_turn(turn, messages)
+        except ConflictError as exc:
+            if conversation_id is None:
+                raise
+            raise ConversationLockedError(
+                f"conversation '{conversation_id}' has a response in progress; retry when it is done"
+            ) from exc
+
+    def _launch(self, record: ResponseRecord, state: TurnState, items: list[Item], store: bool) -> LiveResponse:
+        channel = TurnChannel()
+        recorder = ResponseRecorder(record.response, set(state.plan.client_tools), channel.publish)
+        live = LiveResponse(record, recorder, channel)
+        response_id = record.response.id
+        self._live[response_id] = live
+
+        async def run(_: TurnChannel) -> Response:
+            try:
+                await self._engine.run(state, recorder.on_event)
+            finally:
+                await asyncio.shield(self._finish(live, state, items, store))
+            return recorder.response
+
+        owners = (response_id, record.session_id)
+        _, live.task = self._runner.start(state.record.turn_id, run, owners, channel)
+        return live
+
+    async def _finish(self, live: LiveResponse, state: TurnState, items: list[Item], store: bool) -> None:
+        response = live.recorder.response
+        response_id = response.id
+        try:
+            done = response.status in ("completed", "incomplete")
+            conversation_items = [*items, *response.output] if done else []
+            await self._store.finish_response(live.record, live.recorder.events, conversation_items)
+            if done:
+                self._cache.put(response_id, state.history)
+            if not store:
+                await self._store.delete_response(response_id)
+        finally:
+            self._live.pop(response_id, None)
+
+    async def get(self, response_id: str) -> Response:
+        """A response, live or stored."""
+        live = self._live.get(response_id)
+        if live is not None:
+            return live.recorder.response.model_copy(deep=True)
+        return (await self._store.get_response(response_id)).response
+
+    async def replay(self, response_id: str, starting_after: int) -> AsyncIterator[str]:
+        """The stream events after ``starting_after``, then live ones until the response ends."""
+        live = self._live.get(response_id)
+        if live is not None:
+            return live.channel.read(start=starting_after + 1)
+        await self._store.get_response(response_id)
+        return _iterate(await self._store.events_after(response_id, starting_after))
+
+    async def cancel(self, response_id: str) -> Response:
+        """Cancel a background response; cancelling a finished one changes nothing."""
+        live = self._live.get(response_id)
+        record = live.record if live is not None else await self._store.get_response(response_id)
+        if not record.background:
+            raise InvalidRequestError("only background responses can be cancelled", "response_id")
+        if live is not None:
+            await self._runner.cancel_owned_by(response_id, "cancelled by the client")
+        return (await self._store.get_response(response_id)).response
+
+    async def delete(self, response_id: str) -> None:
+        """Delete a response (cancelling it first if it still runs)."""
+        if response_id in self._live:
+            await self._runner.cancel_owned_by(response_id, "the response was deleted")
+        await self._store.delete_response(response_id)
+        self._cache.drop(response_id)
+
+    async def input_items(self, response_id: str, after: str | None, limit: int, order: str) -> Page[Item]:
+        """A page of a response's input items."""
+        await self._store.get_response(response_id)
+        return await self._store.list_items(response_id, after, limit, order)
+
+    async def list(self, after: str | None, limit: int, order: str) -> Page[Response]:
+        """A page of stored responses."""
+        page = await self._store.list_responses(after, limit, order)
+        return Page([record.response for record in page.items], page.has_more)
+
+
+def _validate(request: CreateResponseRequest) -> None:
+    if request.previous_response_id and request.conversation:
+        raise InvalidRequestError("previous_response_id and conversation cannot be used together", "conversation")
+    if request.background and request.store is False:
+        raise InvalidRequestError("a background response must be stored (store: true)", "store")
+
+
+def _initial(response_id: str, request: CreateResponseRequest, conversation_id: str | None) -> Response:
+    return Response(
+        id=response_id,
+        created_at=int(time.time()),
+        status="queued" if request.background else "in_progress",
+        model=request.model,
+        instructions=request.instructions,
+        tools=request.tools,
+        tool_choice=request.tool_choice,
+        parallel_tool_calls=request.parallel_tool_calls is not False,
+        max_tool_calls=request.max_tool_calls,
+        max_output_tokens=request.max_output_tokens,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        text=request.text or TextConfig(),
+        metadata=request.metadata or {},
+        previous_response_id=request.previous_response_id,
+        conversation=ConversationRef(id=conversation_id) if conversation_id else None,
+        background=bool(request.background),
+        store=request.store is not False,
+    )
+
+
+async def _iterate(frames: list[str]) -> AsyncIterator[str]:
+    for frame in frames:
+        yield frame
