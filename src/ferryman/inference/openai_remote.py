@@ -15,6 +15,7 @@ from .openai_wire import message_param, response_format_param, tool_choice_param
 from .provider_data import api_key_from, key_names, scrub
 
 _FINISH_REASONS = {"length": "out_of_tokens", "tool_calls": "end_of_message"}
+_ChunkStream = openai.AsyncStream[dict[str, Any]]
 
 
 class OpenAICompatibleProvider:
@@ -68,16 +69,21 @@ class OpenAICompatibleProvider:
         params = self._params(request)
         client, key = self._client_for(request.provider_data)
         try:
-            stream = await client.chat.completions.create(**params)
+            # The body is already plain JSON built by openai_wire: posting it as it is
+            # skips the SDK's per-call walk over every message and tool (which grew with
+            # the history and dominated a turn's CPU), and chunks stay plain dicts.
+            stream = await client.post(
+                "/chat/completions", cast_to=dict[str, Any], body=params, stream=True, stream_cls=_ChunkStream
+            )
             finish: str | None = None
             usage: Usage | None = None
             async for chunk in stream:
-                if chunk.usage is not None:
-                    usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-                for choice in chunk.choices[:1]:
-                    for piece in _chunks_of(choice.delta):
+                if chunk.get("usage"):
+                    usage = Usage(chunk["usage"].get("prompt_tokens", 0), chunk["usage"].get("completion_tokens", 0))
+                for choice in (chunk.get("choices") or [])[:1]:
+                    for piece in _chunks_of(choice.get("delta") or {}):
                         yield piece
-                    finish = choice.finish_reason or finish
+                    finish = choice.get("finish_reason") or finish
         except openai.OpenAIError as exc:
             raise UpstreamError(scrub(f"model {request.model} failed upstream: {exc}", key)) from exc
         yield FinishChunk(stop_reason=_FINISH_REASONS.get(finish or "", "end_of_turn"), usage=usage)  # type: ignore[arg-type]
@@ -115,8 +121,7 @@ class OpenAICompatibleProvider:
                 "grammar response formats are not supported by OpenAI-compatible providers",
                 field="response_format",
             )
-        if extra:
-            params["extra_body"] = extra
+        params.update(extra)
         return params
 
     async def passthrough(
@@ -132,7 +137,7 @@ class OpenAICompatibleProvider:
         try:
             if body.get("stream"):
                 stream = await client.post(
-                    path, cast_to=dict[str, Any], body=body, stream=True, stream_cls=openai.AsyncStream[dict[str, Any]]
+                    path, cast_to=dict[str, Any], body=body, stream=True, stream_cls=_ChunkStream
                 )
                 return self._relay(stream, key)
             result = await client.post(path, cast_to=dict[str, Any], body=body)
@@ -160,18 +165,18 @@ def _mapped(exc: openai.OpenAIError, key: str | None) -> InvalidRequestError | U
     return UpstreamError(message)
 
 
-def _chunks_of(delta: Any) -> list[ChatChunk]:
+def _chunks_of(delta: dict[str, Any]) -> list[ChatChunk]:
     pieces: list[ChatChunk] = []
-    if delta.content:
-        pieces.append(TextChunk(delta.content))
-    for call in delta.tool_calls or []:
-        function = call.function
+    if delta.get("content"):
+        pieces.append(TextChunk(delta["content"]))
+    for call in delta.get("tool_calls") or []:
+        function = call.get("function") or {}
         pieces.append(
             ToolCallChunk(
-                index=call.index,
-                call_id=call.id,
-                name=function.name if function else None,
-                arguments=(function.arguments or "") if function else "",
+                index=call.get("index", 0),
+                call_id=call.get("id"),
+                name=function.get("name"),
+                arguments=function.get("arguments") or "",
             )
         )
     return pieces
