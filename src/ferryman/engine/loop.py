@@ -101,7 +101,12 @@ class TurnEngine:
     async def _loop(self, state: TurnState, emit: Emit) -> Turn:
         plan = state.plan
         while True:
-            message = await self._infer(state, emit)
+            step = await self._infer(state, emit)
+            message = step.model_response
+            if not message.tool_calls and not plan.output_shields:
+                # The common last step: stored together with the turn's end, in one write.
+                return await self._complete(state, message, emit, last=step)
+            await self._commit_inference(state, step, emit)
             if not message.tool_calls:
                 violation = await self._run_shields(state, plan.output_shields, emit)
                 return await self._complete(state, _refusal(violation) if violation else message, emit)
@@ -111,7 +116,8 @@ class TurnEngine:
             if paused is not None:
                 return paused
 
-    async def _infer(self, state: TurnState, emit: Emit) -> CompletionMessage:
+    async def _infer(self, state: TurnState, emit: Emit) -> InferenceStep:
+        """Run one inference, streaming its progress; the step is not stored yet."""
         step_id, started = new_id(), utcnow()
         await emit(StepStartPayload(step_type="inference", step_id=step_id))
         result = await run_inference(self._model, state.plan.chat_request(state.history), step_id, emit)
@@ -127,13 +133,18 @@ class TurnEngine:
         )
         state.record.infer_iters += 1
         state.record.output_message = result.message
-        await self._store.save_step(
-            state.record.turn_id, StepWrite(step, messages=[result.message]), state.record.infer_iters
-        )
+        return step
+
+    async def _commit_inference(self, state: TurnState, step: InferenceStep, emit: Emit) -> None:
+        write = StepWrite(step, messages=[step.model_response])
+        await self._store.save_step(state.record.turn_id, write, state.record.infer_iters)
+        self._record_inference(state, step)
+        await emit(StepCompletePayload(step_type="inference", step_id=step.step_id, step_details=step))
+
+    @staticmethod
+    def _record_inference(state: TurnState, step: InferenceStep) -> None:
         state.steps.append(step)
-        state.history.append(result.message)
-        await emit(StepCompletePayload(step_type="inference", step_id=step_id, step_details=step))
-        return result.message
+        state.history.append(step.model_response)
 
     async def _run_tools(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn | None:
         calls = message.tool_calls or []
@@ -230,10 +241,17 @@ class TurnEngine:
                 return violation
         return None
 
-    async def _complete(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn:
+    async def _complete(
+        self, state: TurnState, message: CompletionMessage, emit: Emit, last: InferenceStep | None = None
+    ) -> Turn:
         record = state.record
         record.status, record.output_message, record.completed_at = "completed", message, utcnow()
-        await self._store.finish_turn(record)
+        if last is None:
+            await self._store.finish_turn(record)
+        else:
+            await self._store.finish_turn(record, StepWrite(last, messages=[last.model_response]))
+            self._record_inference(state, last)
+            await emit(StepCompletePayload(step_type="inference", step_id=last.step_id, step_details=last))
         turn = state.turn()
         await emit(TurnCompletePayload(turn=turn))
         return turn

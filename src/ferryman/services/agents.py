@@ -37,6 +37,9 @@ class LiveTurn:
     task: asyncio.Task[Turn]
 
 
+_AGENT_CACHE_SIZE = 4096
+
+
 class AgentService:
     """Agents, sessions and turns.
 
@@ -64,6 +67,9 @@ class AgentService:
         self._models = models
         self._tools = tools
         self._shields = shields
+        # Agents never change once created, so their configs can be kept; this saves a
+        # database round trip on every turn. A delete drops the entry.
+        self._agents: dict[str, Agent] = {}
 
     # ---- agents ----------------------------------------------------------
 
@@ -80,7 +86,13 @@ class AgentService:
 
     async def get_agent(self, agent_id: str) -> Agent:
         """One agent."""
-        return await self._store.get_agent(agent_id)
+        agent = self._agents.get(agent_id)
+        if agent is None:
+            agent = await self._store.get_agent(agent_id)
+            if len(self._agents) >= _AGENT_CACHE_SIZE:
+                self._agents.pop(next(iter(self._agents)))
+            self._agents[agent_id] = agent
+        return agent
 
     async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
         """Agents in creation order."""
@@ -89,6 +101,7 @@ class AgentService:
     async def delete_agent(self, agent_id: str) -> None:
         """Delete an agent with everything under it, cancelling its running turns first."""
         await self._store.get_agent(agent_id)
+        self._agents.pop(agent_id, None)
         await self._runner.cancel_owned_by(agent_id, "the agent was deleted")
         await self._store.delete_agent(agent_id)
 
@@ -138,8 +151,7 @@ class AgentService:
         ``provider_data`` (per-request provider settings such as API keys) is
         kept in memory for this run only, never stored.
         """
-        agent = await self._store.get_agent(agent_id)
-        await self._store.get_session(agent_id, session_id)
+        agent = await self.get_agent(agent_id)
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
         plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
         plan = replace(plan, provider_data=provider_data)
@@ -153,8 +165,7 @@ class AgentService:
             started_at=utcnow(),
             overrides=overrides.to_json(),
         )
-        await self._store.start_turn(record, list(history_inputs))
-        history = await self._store.load_history(session_id, record.turn_id)
+        history = await self._store.start_turn(record, list(history_inputs))
         state = TurnState(record, plan, history)
         return self._launch(record, lambda channel: self._engine.run(state, channel.publish))
 

@@ -121,10 +121,14 @@ class SessionStore(Protocol):
 class TurnStore(Protocol):
     """Turns, their steps and the conversation history they build."""
 
-    async def start_turn(self, record: TurnRecord, history: list[Message]) -> None:
-        """Store a new running turn and its input messages.
+    async def start_turn(self, record: TurnRecord, history: list[Message], load_history: bool = True) -> list[Message]:
+        """Store a new running turn and its input messages, and return (if asked) its full history.
+
+        The history is the messages of the session's completed earlier turns,
+        then this turn's own, read in the same transaction as the insert.
 
         Raises:
+            NotFoundError: the session does not exist (for this agent).
             ConflictError: another turn of the session is running.
         """
         ...
@@ -142,8 +146,8 @@ class TurnStore(Protocol):
         """Store (or replace) a step, its history messages and the turn's inference count."""
         ...
 
-    async def finish_turn(self, record: TurnRecord) -> None:
-        """Store a turn's final or awaiting state: status, output, error, completion time."""
+    async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
+        """Store a turn's final or awaiting state (status, output, error, completion time), with its last step."""
         ...
 
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:

@@ -26,6 +26,15 @@ _TURN_COLUMNS = (
 )
 
 
+# A turn's history: the messages of the session's completed turns that started before
+# it, then its own, each turn's messages kept together.
+_HISTORY = (
+    "SELECT m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
+    "WHERE m.session_id = ? AND (m.turn_id = ? OR (t.status = 'completed' "
+    "AND t.id < (SELECT id FROM turns WHERE turn_id = ?))) ORDER BY t.id, m.id"
+)
+
+
 def _page_clause(start_index: int, limit: int | None) -> tuple[str, tuple[int, int]]:
     fetch = -1 if limit is None else limit + 1
     return " LIMIT ? OFFSET ?", (fetch, start_index)
@@ -209,8 +218,8 @@ class SqliteStore(ResponseTables):
 
     # ---- turns -----------------------------------------------------------
 
-    async def start_turn(self, record: TurnRecord, history: list[Message]) -> None:
-        """Store a new running turn and its input messages."""
+    async def start_turn(self, record: TurnRecord, history: list[Message], load_history: bool = True) -> list[Message]:
+        """Store a new running turn and its input messages; return the history it continues."""
         row = (
             record.turn_id,
             record.session_id,
@@ -221,20 +230,29 @@ class SqliteStore(ResponseTables):
             codec.dump_time(record.started_at),
         )
 
-        def work(c: sqlite3.Connection) -> None:
+        def work(c: sqlite3.Connection) -> list[str]:
+            known = c.execute(
+                "SELECT 1 FROM sessions WHERE session_id = ? AND agent_id IS ?", (record.session_id, record.agent_id)
+            ).fetchone()
+            if known is None:
+                raise NotFoundError(f"session '{record.session_id}' of agent '{record.agent_id}' not found")
             c.execute(
                 "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
                 "started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 row,
             )
             self._append(c, record.session_id, record.turn_id, history)
+            if not load_history:
+                return []
+            return [r[0] for r in c.execute(_HISTORY, (record.session_id, record.turn_id, record.turn_id))]
 
         try:
-            await self._db.write(work)
+            rows = await self._db.write(work)
         except sqlite3.IntegrityError as exc:
             raise ConflictError(
                 f"session '{record.session_id}' already has a turn in progress; wait for it to finish"
             ) from exc
+        return codec.load_messages(rows)
 
     @staticmethod
     def _append(c: sqlite3.Connection, session_id: str, turn_id: str, messages: list[Message]) -> None:
@@ -262,27 +280,31 @@ class SqliteStore(ResponseTables):
         record.status = "in_progress"
         return record
 
+    @classmethod
+    def _write_step(cls, c: sqlite3.Connection, turn_id: str, session_id: str, write: StepWrite) -> None:
+        step = write.step
+        c.execute(
+            "INSERT INTO steps (step_id, turn_id, step_type, pending, body) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(step_id) DO UPDATE SET pending = excluded.pending, body = excluded.body",
+            (step.step_id, turn_id, step.step_type, int(write.pending), codec.dump_step(step)),
+        )
+        cls._append(c, session_id, turn_id, write.messages)
+
     async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
         """Store or replace a step, its messages and the inference count, atomically."""
-        step = write.step
-        body = codec.dump_step(step)
 
         def work(c: sqlite3.Connection) -> None:
-            c.execute(
-                "INSERT INTO steps (step_id, turn_id, step_type, pending, body) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT(step_id) DO UPDATE SET pending = excluded.pending, body = excluded.body",
-                (step.step_id, turn_id, step.step_type, int(write.pending), body),
-            )
-            session_id = c.execute(
-                "UPDATE turns SET infer_iters = ? WHERE turn_id = ? RETURNING session_id",
-                (infer_iters, turn_id),
-            ).fetchone()[0]
-            self._append(c, session_id, turn_id, write.messages)
+            found = c.execute(
+                "UPDATE turns SET infer_iters = ? WHERE turn_id = ? RETURNING session_id", (infer_iters, turn_id)
+            ).fetchone()
+            if found is None:
+                raise NotFoundError(f"turn '{turn_id}' no longer exists")
+            self._write_step(c, turn_id, found[0], write)
 
         await self._db.write(work)
 
-    async def finish_turn(self, record: TurnRecord) -> None:
-        """Store a turn's status, output, error and completion time."""
+    async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
+        """Store a turn's status, output, error and completion time, with its last step if given."""
         output = record.output_message.model_dump_json() if record.output_message else None
         error = record.error
         row = (
@@ -294,13 +316,17 @@ class SqliteStore(ResponseTables):
             codec.dump_time(record.completed_at),
             record.turn_id,
         )
-        await self._db.write(
-            lambda c: c.execute(
+
+        def work(c: sqlite3.Connection) -> None:
+            if last is not None:
+                self._write_step(c, record.turn_id, record.session_id, last)
+            c.execute(
                 "UPDATE turns SET status = ?, output_message = ?, infer_iters = ?, error_code = ?, "
                 "error_message = ?, completed_at = ? WHERE turn_id = ?",
                 row,
             )
-        )
+
+        await self._db.write(work)
 
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
         """Return a turn's own columns or raise NotFoundError."""
@@ -331,12 +357,7 @@ class SqliteStore(ResponseTables):
         appends its messages late, yet its tool calls and their answers must
         stay adjacent.
         """
-        sql = (
-            "SELECT m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
-            "WHERE m.session_id = ? AND (m.turn_id = ? OR (t.status = 'completed' "
-            "AND t.id < (SELECT id FROM turns WHERE turn_id = ?))) ORDER BY t.id, m.id"
-        )
-        rows = await self._db.read(lambda c: c.execute(sql, (session_id, turn_id, turn_id)).fetchall())
+        rows = await self._db.read(lambda c: c.execute(_HISTORY, (session_id, turn_id, turn_id)).fetchall())
         return codec.load_messages([row[0] for row in rows])
 
     async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:

@@ -104,7 +104,7 @@ class ResponsesService:
 
     async def _start_turn(self, turn: TurnRecord, messages: list[Message], conversation_id: str | None) -> None:
         try:
-            await self._store.start_turn(turn, messages)
+            await self._store.start_turn(turn, messages, load_history=False)
         except ConflictError as exc:
             if conversation_id is None:
                 raise
