@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 
 class InputText(BaseModel):
@@ -77,6 +77,10 @@ def _typed_items(value: Any) -> Any:
     return value
 
 
+ItemsInput = Annotated[list[Item], BeforeValidator(_typed_items)]
+"""A list of items as clients write them: the short message form is accepted."""
+
+
 class FunctionTool(BaseModel):
     """A client-side function the model may call."""
 
@@ -117,7 +121,7 @@ class CreateResponseRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str = Field(min_length=1)
-    input: str | list[Item] = ""
+    input: str | ItemsInput = ""
     instructions: str | None = None
     tools: list[FunctionTool] = Field(default_factory=list)
     tool_choice: str | dict[str, Any] | None = "auto"
@@ -133,13 +137,6 @@ class CreateResponseRequest(BaseModel):
     conversation: str | ConversationRef | None = None
     stream: bool | None = False
     background: bool | None = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _short_items(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "input" in data:
-            return {**data, "input": _typed_items(data["input"])}
-        return data
 
     def conversation_id(self) -> str | None:
         """The conversation's id, whichever form named it."""
@@ -231,15 +228,8 @@ class ResponseList(BaseModel):
 class CreateConversationRequest(BaseModel):
     """Body of ``POST /v1/conversations``."""
 
-    items: list[Item] = Field(default_factory=list)
+    items: ItemsInput = Field(default_factory=list)
     metadata: dict[str, str] | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _short_items(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "items" in data:
-            return {**data, "items": _typed_items(data["items"])}
-        return data
 
 
 class UpdateConversationRequest(BaseModel):
@@ -251,14 +241,7 @@ class UpdateConversationRequest(BaseModel):
 class AddItemsRequest(BaseModel):
     """Body of ``POST /v1/conversations/{id}/items``."""
 
-    items: list[Item] = Field(min_length=1)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _short_items(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "items" in data:
-            return {**data, "items": _typed_items(data["items"])}
-        return data
+    items: ItemsInput = Field(min_length=1)
 
 
 class Conversation(BaseModel):
