@@ -6,8 +6,10 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import openai
 import pytest
 from integration_helpers import event_types, last_turn, post_stream, turn_url
 
@@ -45,6 +47,19 @@ def test_a_streamed_turn_is_answered_by_the_embedded_model(embedded_base: str) -
     assert kinds.count("step_progress") >= 2
     answer = last_turn(frames)["output_message"]["content"]
     assert isinstance(answer, str) and answer.strip()
+
+
+def test_openai_chat_completions_from_the_embedded_model(embedded_base: str) -> None:
+    client = openai.OpenAI(base_url=f"{embedded_base}/v1", api_key="unused", max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "Say hello."}]
+    completion = client.chat.completions.create(model=DEFAULT_MODEL_ID, messages=messages, max_tokens=6, temperature=0)
+    assert completion.choices[0].message.content and completion.usage and completion.usage.completion_tokens > 0
+    stream = client.chat.completions.create(
+        model=DEFAULT_MODEL_ID, messages=messages, max_tokens=6, temperature=0, stream=True
+    )
+    deltas = [chunk.choices[0].delta.content for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
+    assert len(deltas) >= 2
+    assert "".join(deltas) == completion.choices[0].message.content
 
 
 def test_ferryman_chat_streams_an_answer(embedded_base: str, tmp_path: Path) -> None:

@@ -184,3 +184,11 @@ def test_openai_sdk_chat_completions_pass_through(base_url: str, model: Scripted
     assert text == "streamed answer"
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_openai_sdk_embeddings_pass_through(base_url: str, model: ScriptedServerClient) -> None:
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0)
+    result = client.embeddings.create(model="scripted-model", input=["alpha", "beta"])
+    assert [len(item.embedding) for item in result.data] == [8, 8]
+    assert result.data[0].embedding != result.data[1].embedding
+    assert model.requests()[-1]["embeddings"]["input"] == ["alpha", "beta"]

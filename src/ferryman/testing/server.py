@@ -90,6 +90,14 @@ async def _stream(body: dict[str, Any], reply: ScriptedReply, request_no: int) -
     yield "data: [DONE]\n\n"
 
 
+def _vector(text: str, size: int = 8) -> list[float]:
+    """A deterministic stand-in embedding: byte sums of the text, spread over ``size`` slots."""
+    slots = [0.0] * size
+    for i, byte in enumerate(text.encode()):
+        slots[i % size] += byte / 255
+    return slots
+
+
 def build_app(script: Script, model_ids: list[str]) -> Starlette:
     """The scripted server's ASGI app."""
 
@@ -127,6 +135,19 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
         script.open_gate(request.path_params["name"])
         return JSONResponse({"opened": request.path_params["name"]})
 
+    async def embeddings(request: Request) -> Response:
+        body = await request.json()
+        script.requests.append(
+            {"embeddings": body, "headers": {"authorization": request.headers.get("authorization", "")}}
+        )
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [{"object": "embedding", "index": i, "embedding": _vector(text)} for i, text in enumerate(texts)]
+        usage = {
+            "prompt_tokens": sum(len(t.split()) for t in texts),
+            "total_tokens": sum(len(t.split()) for t in texts),
+        }
+        return JSONResponse({"object": "list", "data": data, "model": body.get("model", ""), "usage": usage})
+
     async def reset(request: Request) -> Response:
         script.reset()
         return JSONResponse({"reset": True})
@@ -135,6 +156,7 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
         routes=[
             Route("/v1/models", models),
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/scripted/replies", enqueue, methods=["POST"]),
             Route("/scripted/requests", requests_seen),
             Route("/scripted/gates/{name}/open", open_gate, methods=["POST"]),
