@@ -60,6 +60,10 @@ class JsonSchemaResponseFormat(BaseModel):
 
     type: Literal["json_schema"] = "json_schema"
     json_schema: dict[str, Any]
+    name: str | None = None
+    """A name for the schema (a ferryman addition, passed to OpenAI-compatible servers)."""
+    strict: bool | None = None
+    """Whether the server must follow the schema strictly (a ferryman addition)."""
 
 
 class GrammarResponseFormat(BaseModel):

@@ -100,7 +100,7 @@ class TextFormat(BaseModel):
     description: str | None = None
     strict: bool | None = None
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
 
 class TextConfig(BaseModel):

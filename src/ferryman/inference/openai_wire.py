@@ -70,10 +70,10 @@ def tool_choice_param(choice: str | None, tool_names: set[str]) -> Any:
 def response_format_param(fmt: ResponseFormat | None) -> dict[str, Any] | None:
     """Map a JSON-schema response format to OpenAI's ``response_format``."""
     if isinstance(fmt, JsonSchemaResponseFormat):
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": "response", "schema": fmt.json_schema},
-        }
+        spec: dict[str, Any] = {"name": fmt.name or "response", "schema": fmt.json_schema}
+        if fmt.strict is not None:
+            spec["strict"] = fmt.strict
+        return {"type": "json_schema", "json_schema": spec}
     return None
 
 

@@ -133,7 +133,7 @@ class ResponseTables:
         descending = order == "desc"
 
         def work(c: sqlite3.Connection) -> list[Any]:
-            cursor_id = _row_id(c, "items", "item_id", after) if after else None
+            cursor_id = _item_row_id(c, owner, after) if after else None
             sign, direction = ("<", "DESC") if descending else (">", "ASC")
             bound = f" AND id {sign} ?" if cursor_id is not None else ""
             args: tuple[Any, ...] = (owner, cursor_id) if cursor_id is not None else (owner,)
@@ -246,6 +246,14 @@ class ResponseTables:
         """Messages of every response along the ``previous_response_id`` chain, oldest first."""
         rows = await self._db.read(lambda c: c.execute(_CHAIN, (response_id,)).fetchall())
         return codec.load_messages([r[0] for r in rows])
+
+
+def _item_row_id(c: sqlite3.Connection, owner: str, item_id: str) -> int:
+    # The same item id can stand under several owners (a response's input and its conversation).
+    row = c.execute("SELECT id FROM items WHERE owner = ? AND item_id = ?", (owner, item_id)).fetchone()
+    if row is None:
+        raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
+    return int(row[0])
 
 
 def _row_id(c: sqlite3.Connection, table: str, column: str, value: str) -> int:

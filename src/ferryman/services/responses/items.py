@@ -27,6 +27,7 @@ from ferryman.api.responses import (
     MessageItem,
     OutputText,
 )
+from ferryman.errors import InvalidRequestError
 from ferryman.inference.openai_wire import parse_arguments
 
 _PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco"}
@@ -38,8 +39,24 @@ def new_item_id(kind: str) -> str:
 
 
 def with_ids(items: list[Item]) -> list[Item]:
-    """The items, each with an id (kept when the client gave one)."""
-    return [item if item.id else item.model_copy(update={"id": new_item_id(item.type)}) for item in items]
+    """The items as stored: each with an id (kept when the client gave one), message text as parts.
+
+    Raises:
+        InvalidRequestError: two items share an id.
+    """
+    stored = [_as_parts(item if item.id else item.model_copy(update={"id": new_item_id(item.type)})) for item in items]
+    ids = [item.id for item in stored]
+    if len(set(ids)) != len(ids):
+        raise InvalidRequestError("two items share an id", "input")
+    return stored
+
+
+def _as_parts(item: Item) -> Item:
+    """OpenAI returns message content as parts even when it was sent as a string."""
+    if not isinstance(item, MessageItem) or not isinstance(item.content, str):
+        return item
+    part = OutputText(text=item.content) if item.role == "assistant" else InputText(text=item.content)
+    return item.model_copy(update={"content": [part]})
 
 
 def input_items(value: str | list[Item]) -> list[Item]:

@@ -24,7 +24,8 @@ def _response_format(text: TextConfig | None) -> JsonSchemaResponseFormat | None
         return None
     if text.format.type == "json_object":
         return JsonSchemaResponseFormat(json_schema={"type": "object"})
-    return JsonSchemaResponseFormat(json_schema=text.format.schema_ or {})
+    fmt = text.format
+    return JsonSchemaResponseFormat(json_schema=fmt.schema_ or {}, name=fmt.name, strict=fmt.strict)
 
 
 def response_plan(request: CreateResponseRequest, provider_data: dict[str, Any] | None) -> TurnPlan:

@@ -6,9 +6,10 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ferryman.api.agents import TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import ConversationRef, CreateResponseRequest, Item, Response, TextConfig
 from ferryman.engine.channel import TurnChannel, TurnRunner
@@ -32,6 +33,8 @@ class LiveResponse:
     recorder: ResponseRecorder
     channel: TurnChannel
     task: asyncio.Task[Any] | None = None
+    stored: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the final state is in the store (a cancelled task may end before that)."""
 
 
 class ResponsesService:
@@ -63,7 +66,12 @@ class ResponsesService:
         if not items:
             raise InvalidRequestError("input must hold at least one item", "input")
         conversation_id = request.conversation_id()
-        prior, session_id = await self._context(request, conversation_id)
+        prior, session_id, known = await self._context(request, conversation_id)
+        # Items the client sends back (say, the function call it answers) already stand
+        # in the conversation; they are part of the history once, not twice.
+        items = [item for item in items if item.id not in known]
+        if not items:
+            raise InvalidRequestError("input holds no item that is not already in the conversation", "input")
         new_messages = items_to_messages(items)
         response_id = f"resp_{uuid.uuid4().hex}"
         turn = TurnRecord(
@@ -83,24 +91,42 @@ class ResponsesService:
             previous_response_id=request.previous_response_id,
             background=bool(request.background),
         )
-        await self._store.save_response(record)
-        await self._store.add_items(response_id, items)
+        try:
+            await self._store.save_response(record)
+            await self._store.add_items(response_id, items)
+        except BaseException:
+            # Never leave the turn running (and its conversation locked) behind a failed start.
+            turn.status, turn.completed_at = "failed", utcnow()
+            turn.error = TurnError(code="internal_error", message="the response could not be stored")
+            await asyncio.shield(self._store.finish_turn(turn))
+            raise
         plan = response_plan(request, provider_data)
         state = TurnState(turn, plan, [*prior, *new_messages])
         return self._launch(record, state, items, store=request.store is not False)
 
-    async def _context(self, request: CreateResponseRequest, conversation_id: str | None) -> tuple[list[Message], str]:
+    async def _context(
+        self, request: CreateResponseRequest, conversation_id: str | None
+    ) -> tuple[list[Message], str, set[str | None]]:
+        """The history a new response continues, its session, and the item ids already in it."""
         if conversation_id is not None:
             conversation = await self._store.get_conversation(conversation_id)
-            return items_to_messages(await self._store.all_items(conversation_id)), conversation.session_id
+            items = await self._store.all_items(conversation_id)
+            return items_to_messages(items), conversation.session_id, {item.id for item in items}
         prior: list[Message] = []
         if request.previous_response_id:
-            await self._store.get_response(request.previous_response_id)
-            cached = self._cache.get(request.previous_response_id)
-            prior = cached if cached is not None else await self._store.chain_history(request.previous_response_id)
+            prior = await self._chain(request.previous_response_id)
         session = SessionRecord(new_id(), None, "response", utcnow())
         await self._store.create_session(session)
-        return prior, session.session_id
+        return prior, session.session_id, set()
+
+    async def _chain(self, previous_id: str) -> list[Message]:
+        status = (await self.get(previous_id)).status
+        if status in ("queued", "in_progress"):
+            raise ConflictError(f"response '{previous_id}' is still in progress; continue it once it is done")
+        if status not in ("completed", "incomplete"):
+            raise InvalidRequestError(f"response '{previous_id}' ended {status}; it cannot be continued", "input")
+        cached = self._cache.get(previous_id)
+        return cached if cached is not None else await self._store.chain_history(previous_id)
 
     async def _start_turn(self, turn: TurnRecord, messages: list[Message], conversation_id: str | None) -> None:
         try:
@@ -143,6 +169,11 @@ class ResponsesService:
                 await self._store.delete_response(response_id)
         finally:
             self._live.pop(response_id, None)
+            live.stored.set()
+
+    async def _stop(self, live: LiveResponse, reason: str) -> None:
+        await self._runner.cancel_owned_by(live.record.response.id, reason)
+        await live.stored.wait()
 
     async def get(self, response_id: str) -> Response:
         """A response, live or stored."""
@@ -166,13 +197,14 @@ class ResponsesService:
         if not record.background:
             raise InvalidRequestError("only background responses can be cancelled", "response_id")
         if live is not None:
-            await self._runner.cancel_owned_by(response_id, "cancelled by the client")
+            await self._stop(live, "cancelled by the client")
         return (await self._store.get_response(response_id)).response
 
     async def delete(self, response_id: str) -> None:
         """Delete a response (cancelling it first if it still runs)."""
-        if response_id in self._live:
-            await self._runner.cancel_owned_by(response_id, "the response was deleted")
+        live = self._live.get(response_id)
+        if live is not None:
+            await self._stop(live, "the response was deleted")
         await self._store.delete_response(response_id)
         self._cache.drop(response_id)
 

@@ -61,8 +61,8 @@ class ResponseRecorder:
     async def _on_payload(self, payload: EventPayload) -> None:
         if isinstance(payload, TurnStartPayload) and not self._started:
             self._started = True
-            self.response.status = "in_progress"
             await self.emit("response.created", response=self._snapshot())
+            self.response.status = "in_progress"
             await self.emit("response.in_progress", response=self._snapshot())
         elif isinstance(payload, StepProgressPayload) and isinstance(payload.delta, TextDelta):
             await self._text(payload.delta.text)
