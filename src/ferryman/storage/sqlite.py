@@ -3,36 +3,19 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
-from ferryman.api.agents import Agent, Step, Turn, TurnError
-from ferryman.api.content import Message
+from ferryman.api.agents import Agent
 from ferryman.api.registry import Model
-from ferryman.errors import ConflictError, NotFoundError
+from ferryman.errors import NotFoundError
 
 from . import codec
-from .base import Page, SessionRecord, StepWrite, TurnRecord, turn_from_record
+from .base import Page, SessionRecord
 from .migrate import migrate_sqlite
 from .sqlite_conn import SqliteRunner
 from .sqlite_responses import ResponseTables
-
-# Queries below are composed only of these constant fragments and "?" placeholders,
-# never of caller data, hence the S608 suppressions.
-_TURN_COLUMNS = (
-    "turn_id, session_id, agent_id, status, input_messages, output_message, overrides, "
-    "infer_iters, error_code, error_message, started_at, completed_at"
-)
-
-
-# A turn's history: the messages of the session's completed turns that started before
-# it, then its own, each turn's messages kept together.
-_HISTORY = (
-    "SELECT m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
-    "WHERE m.session_id = ? AND (m.turn_id = ? OR (t.status = 'completed' "
-    "AND t.id < (SELECT id FROM turns WHERE turn_id = ?))) ORDER BY t.id, m.id"
-)
+from .sqlite_turns import TurnTables
 
 
 def _page_clause(start_index: int, limit: int | None) -> tuple[str, tuple[int, int]]:
@@ -46,28 +29,7 @@ def _page(rows: list[Any], limit: int | None) -> tuple[list[Any], bool]:
     return rows, False
 
 
-def _placeholders(count: int) -> str:
-    return ",".join("?" * count)
-
-
-def _turn_record(row: sqlite3.Row | tuple[Any, ...]) -> TurnRecord:
-    error = TurnError(code=row[8], message=row[9] or "") if row[8] else None
-    return TurnRecord(
-        turn_id=row[0],
-        session_id=row[1],
-        agent_id=row[2],
-        status=row[3],
-        input_messages=codec.load_inputs(row[4]),
-        output_message=codec.load_completion(row[5]),
-        overrides=json.loads(row[6]),
-        infer_iters=row[7],
-        error=error,
-        started_at=codec.require_time(row[10]),
-        completed_at=codec.load_time(row[11]),
-    )
-
-
-class SqliteStore(ResponseTables):
+class SqliteStore(TurnTables, ResponseTables):
     """Agents, sessions, turns, steps and history in one SQLite file.
 
     Args:
@@ -215,197 +177,3 @@ class SqliteStore(ResponseTables):
         )
         if not deleted:
             raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
-
-    # ---- turns -----------------------------------------------------------
-
-    async def start_turn(self, record: TurnRecord, history: list[Message], load_history: bool = True) -> list[Message]:
-        """Store a new running turn and its input messages; return the history it continues."""
-        row = (
-            record.turn_id,
-            record.session_id,
-            record.agent_id,
-            record.status,
-            codec.dump_inputs(record.input_messages),
-            json.dumps(record.overrides),
-            codec.dump_time(record.started_at),
-        )
-
-        def work(c: sqlite3.Connection) -> list[str]:
-            known = c.execute(
-                "SELECT 1 FROM sessions WHERE session_id = ? AND agent_id IS ?", (record.session_id, record.agent_id)
-            ).fetchone()
-            if known is None:
-                raise NotFoundError(f"session '{record.session_id}' of agent '{record.agent_id}' not found")
-            c.execute(
-                "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
-                "started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-            self._append(c, record.session_id, record.turn_id, history)
-            if not load_history:
-                return []
-            return [r[0] for r in c.execute(_HISTORY, (record.session_id, record.turn_id, record.turn_id))]
-
-        try:
-            rows = await self._db.write(work)
-        except sqlite3.IntegrityError as exc:
-            raise ConflictError(
-                f"session '{record.session_id}' already has a turn in progress; wait for it to finish"
-            ) from exc
-        return codec.load_messages(rows)
-
-    @staticmethod
-    def _append(c: sqlite3.Connection, session_id: str, turn_id: str, messages: list[Message]) -> None:
-        c.executemany(
-            "INSERT INTO messages (session_id, turn_id, role, body) VALUES (?, ?, ?, ?)",
-            [(session_id, turn_id, m.role, codec.dump_message(m)) for m in messages],
-        )
-
-    async def claim_resume(self, session_id: str, turn_id: str) -> TurnRecord:
-        """Move an awaiting turn back to running and return it."""
-        record = await self.get_turn_record(session_id, turn_id)
-
-        def work(c: sqlite3.Connection) -> int:
-            return c.execute(
-                "UPDATE turns SET status = 'in_progress' WHERE turn_id = ? AND status = 'awaiting_input'",
-                (turn_id,),
-            ).rowcount
-
-        try:
-            claimed = await self._db.write(work)
-        except sqlite3.IntegrityError as exc:
-            raise ConflictError(f"session '{session_id}' already has a turn in progress") from exc
-        if not claimed:
-            raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status}); nothing to resume")
-        record.status = "in_progress"
-        return record
-
-    @classmethod
-    def _write_step(cls, c: sqlite3.Connection, turn_id: str, session_id: str, write: StepWrite) -> None:
-        step = write.step
-        c.execute(
-            "INSERT INTO steps (step_id, turn_id, step_type, pending, body) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT(step_id) DO UPDATE SET pending = excluded.pending, body = excluded.body",
-            (step.step_id, turn_id, step.step_type, int(write.pending), codec.dump_step(step)),
-        )
-        cls._append(c, session_id, turn_id, write.messages)
-
-    async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
-        """Store or replace a step, its messages and the inference count, atomically."""
-
-        def work(c: sqlite3.Connection) -> None:
-            found = c.execute(
-                "UPDATE turns SET infer_iters = ? WHERE turn_id = ? RETURNING session_id", (infer_iters, turn_id)
-            ).fetchone()
-            if found is None:
-                raise NotFoundError(f"turn '{turn_id}' no longer exists")
-            self._write_step(c, turn_id, found[0], write)
-
-        await self._db.write(work)
-
-    async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
-        """Store a turn's status, output, error and completion time, with its last step if given."""
-        output = record.output_message.model_dump_json() if record.output_message else None
-        error = record.error
-        row = (
-            record.status,
-            output,
-            record.infer_iters,
-            error.code if error else None,
-            error.message if error else None,
-            codec.dump_time(record.completed_at),
-            record.turn_id,
-        )
-
-        def work(c: sqlite3.Connection) -> None:
-            if last is not None:
-                self._write_step(c, record.turn_id, record.session_id, last)
-            c.execute(
-                "UPDATE turns SET status = ?, output_message = ?, infer_iters = ?, error_code = ?, "
-                "error_message = ?, completed_at = ? WHERE turn_id = ?",
-                row,
-            )
-
-        await self._db.write(work)
-
-    async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
-        """Return a turn's own columns or raise NotFoundError."""
-        row = await self._db.read(
-            lambda c: c.execute(
-                f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = ? AND session_id = ?",  # noqa: S608
-                (turn_id, session_id),
-            ).fetchone()
-        )
-        if row is None:
-            raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
-        return _turn_record(row)
-
-    async def pending_step(self, turn_id: str) -> Step | None:
-        """Return the tool-execution step a paused turn waits on."""
-        row = await self._db.read(
-            lambda c: c.execute(
-                "SELECT body FROM steps WHERE turn_id = ? AND pending = 1 ORDER BY id DESC LIMIT 1",
-                (turn_id,),
-            ).fetchone()
-        )
-        return codec.load_step(row[0]) if row else None
-
-    async def load_history(self, session_id: str, turn_id: str) -> list[Message]:
-        """Messages of completed earlier turns, then this turn's own, each turn's kept together.
-
-        Ordering by turn first matters: a turn resumed after later turns ran
-        appends its messages late, yet its tool calls and their answers must
-        stay adjacent.
-        """
-        rows = await self._db.read(lambda c: c.execute(_HISTORY, (session_id, turn_id, turn_id)).fetchall())
-        return codec.load_messages([row[0] for row in rows])
-
-    async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
-        """Full turns of the given sessions, in the order they started."""
-        if not session_ids:
-            return []
-        where = f"t.session_id IN ({_placeholders(len(session_ids))})"
-        args: list[str] = list(session_ids)
-        if turn_ids is not None:
-            where += f" AND t.turn_id IN ({_placeholders(len(turn_ids))})"
-            args += turn_ids
-        turn_sql = f"SELECT {_TURN_COLUMNS} FROM turns t WHERE {where} ORDER BY t.id"  # noqa: S608
-        step_sql = (
-            f"SELECT s.turn_id, s.body FROM steps s JOIN turns t ON t.turn_id = s.turn_id "  # noqa: S608
-            f"WHERE {where} AND s.pending = 0 ORDER BY s.id"
-        )
-
-        def work(c: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
-            return c.execute(turn_sql, args).fetchall(), c.execute(step_sql, args).fetchall()
-
-        turn_rows, step_rows = await self._db.read(work)
-        steps: dict[str, list[Step]] = {}
-        for turn_id, body in step_rows:
-            steps.setdefault(turn_id, []).append(codec.load_step(body))
-        return [turn_from_record(_turn_record(row), steps.get(row[0], [])) for row in turn_rows]
-
-    async def get_step(self, session_id: str, turn_id: str, step_id: str) -> Step:
-        """Return one completed or pending step of a turn."""
-        row = await self._db.read(
-            lambda c: c.execute(
-                "SELECT s.body FROM steps s JOIN turns t ON t.turn_id = s.turn_id "
-                "WHERE s.step_id = ? AND s.turn_id = ? AND t.session_id = ?",
-                (step_id, turn_id, session_id),
-            ).fetchone()
-        )
-        if row is None:
-            raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
-        return codec.load_step(row[0])
-
-    async def fail_interrupted_turns(self, message: str) -> int:
-        """Mark every running turn as failed (called at start-up of a single process)."""
-        now = codec.dump_time(datetime.now(UTC))
-        return await self._db.write(
-            lambda c: (
-                c.execute(
-                    "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = ?, "
-                    "completed_at = ? WHERE status = 'in_progress'",
-                    (message, now),
-                ).rowcount
-            )
-        )
