@@ -13,6 +13,7 @@ from ferryman.api.content import UserMessage
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.storage.base import SessionRecord, TurnRecord
+from ferryman.storage.codec import MessageCache
 from ferryman.storage.migrate import migrate_sqlite, migration_scripts
 from ferryman.storage.sqlite import SqliteStore
 
@@ -133,3 +134,13 @@ def test_table_rebuilds_keep_existing_rows(tmp_path: Path) -> None:
     counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("sessions", "turns", "messages")]
     assert counts == [0, 0, 0]
     conn.close()
+
+
+def test_message_cache_decodes_each_row_once() -> None:
+    cache = MessageCache(capacity=2)
+    first = cache.load([(1, '{"role": "user", "content": "a"}'), (2, '{"role": "user", "content": "b"}')])
+    again = cache.load([(1, "not even json"), (2, "ignored")])
+    assert [m.content for m in again] == ["a", "b"] and again[0] is first[0]
+    cache.load([(3, '{"role": "user", "content": "c"}')])
+    with pytest.raises(ValueError):
+        cache.load([(1, "not json")])

@@ -74,3 +74,27 @@ def require_time(text: str) -> datetime:
 def role_of(message: Any) -> str:
     """The role column of a history message."""
     return str(message.role)
+
+
+class MessageCache:
+    """Decoded history messages by the id of their row, so a long history is not re-decoded every turn.
+
+    A stored message never changes, so its row id names one value for good;
+    only rows not seen before are decoded. The oldest entries go first once
+    ``capacity`` is reached.
+    """
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self._capacity = capacity
+        self._entries: dict[int, Message] = {}
+
+    def load(self, rows: list[tuple[int, str]]) -> list[Message]:
+        """The messages of ``(row id, JSON body)`` rows, in order."""
+        missing = [(row_id, body) for row_id, body in rows if row_id not in self._entries]
+        if missing:
+            decoded = load_messages([body for _, body in missing])
+            self._entries.update(zip((row_id for row_id, _ in missing), decoded, strict=True))
+            while len(self._entries) > self._capacity:
+                del self._entries[next(iter(self._entries))]
+        entries = self._entries
+        return [entries[row_id] for row_id, _ in rows]

@@ -39,6 +39,7 @@ class SqliteStore(TurnTables, ResponseTables):
 
     def __init__(self, path: str) -> None:
         self._db = SqliteRunner(path)
+        self._messages = codec.MessageCache()
 
     async def open(self) -> None:
         """Create the file if needed and apply migrations."""

@@ -24,7 +24,7 @@ WITH RECURSIVE chain(turn_id, previous_response_id, depth) AS (
     SELECT r.turn_id, r.previous_response_id, chain.depth + 1
     FROM responses r JOIN chain ON r.response_id = chain.previous_response_id
 )
-SELECT m.body FROM chain JOIN messages m ON m.turn_id = chain.turn_id ORDER BY chain.depth DESC, m.id
+SELECT m.id, m.body FROM chain JOIN messages m ON m.turn_id = chain.turn_id ORDER BY chain.depth DESC, m.id
 """
 _RESPONSE_COLUMNS = "response_id, turn_id, session_id, conversation_id, previous_response_id, background, body"
 
@@ -74,6 +74,7 @@ class ResponseTables:
     """Responses, their events, conversations and items, over a :class:`SqliteRunner`."""
 
     _db: SqliteRunner
+    _messages: codec.MessageCache
 
     async def create_conversation(self, record: ConversationRecord, items: list[Item]) -> None:
         """Store a conversation with its first items."""
@@ -245,7 +246,7 @@ class ResponseTables:
     async def chain_history(self, response_id: str) -> list[Message]:
         """Messages of every response along the ``previous_response_id`` chain, oldest first."""
         rows = await self._db.read(lambda c: c.execute(_CHAIN, (response_id,)).fetchall())
-        return codec.load_messages([r[0] for r in rows])
+        return self._messages.load(rows)
 
 
 def _item_row_id(c: sqlite3.Connection, owner: str, item_id: str) -> int:

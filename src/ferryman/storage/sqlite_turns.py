@@ -26,7 +26,7 @@ _TURN_COLUMNS = (
 # A turn's history: the messages of the session's completed turns that started before
 # it, then its own, each turn's messages kept together.
 _HISTORY = (
-    "SELECT m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
+    "SELECT m.id, m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
     "WHERE m.session_id = ? AND (m.turn_id = ? OR (t.status = 'completed' "
     "AND t.id < (SELECT id FROM turns WHERE turn_id = ?))) ORDER BY t.id, m.id"
 )
@@ -57,6 +57,7 @@ class TurnTables:
     """Turns, steps and history messages, over a :class:`SqliteRunner`."""
 
     _db: SqliteRunner
+    _messages: codec.MessageCache
 
     async def start_turn(self, record: TurnRecord, history: list[Message], load_history: bool = True) -> list[Message]:
         """Store a new running turn and its input messages; return the history it continues."""
@@ -70,7 +71,7 @@ class TurnTables:
             codec.dump_time(record.started_at),
         )
 
-        def work(c: sqlite3.Connection) -> list[str]:
+        def work(c: sqlite3.Connection) -> list[tuple[int, str]]:
             known = c.execute(
                 "SELECT 1 FROM sessions WHERE session_id = ? AND agent_id IS ?", (record.session_id, record.agent_id)
             ).fetchone()
@@ -84,7 +85,7 @@ class TurnTables:
             self._append(c, record.session_id, record.turn_id, history)
             if not load_history:
                 return []
-            return [r[0] for r in c.execute(_HISTORY, (record.session_id, record.turn_id, record.turn_id))]
+            return c.execute(_HISTORY, (record.session_id, record.turn_id, record.turn_id)).fetchall()
 
         try:
             rows = await self._db.write(work)
@@ -92,7 +93,7 @@ class TurnTables:
             raise ConflictError(
                 f"session '{record.session_id}' already has a turn in progress; wait for it to finish"
             ) from exc
-        return codec.load_messages(rows)
+        return self._messages.load(rows)
 
     @staticmethod
     def _append(c: sqlite3.Connection, session_id: str, turn_id: str, messages: list[Message]) -> None:
@@ -198,7 +199,7 @@ class TurnTables:
         stay adjacent.
         """
         rows = await self._db.read(lambda c: c.execute(_HISTORY, (session_id, turn_id, turn_id)).fetchall())
-        return codec.load_messages([row[0] for row in rows])
+        return self._messages.load(rows)
 
     async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
         """Full turns of the given sessions, in the order they started."""
