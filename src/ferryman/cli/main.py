@@ -23,7 +23,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config file (providers, models, storage)")
     serve.add_argument("--host", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind (default 8321)")
-    serve.add_argument("--db", help="SQLite database path (default $FERRYMAN_HOME/ferryman.db)")
+    serve.add_argument(
+        "--db",
+        help="SQLite path or sqlite:///PATH (default $FERRYMAN_HOME/ferryman.db), or a postgresql:// URL",
+    )
     serve.add_argument(
         "--inference-url",
         action="append",

@@ -27,7 +27,7 @@ from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.responses.history import HistoryCache
 from ferryman.services.responses.service import ResponsesService
 from ferryman.storage.base import Store
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.select import store_for
 from ferryman.tools.registry import ToolRegistry, builtin_tools
 
 from .agents_routes import agent_routes
@@ -113,7 +113,7 @@ def services_from_settings(settings: Settings) -> Services:
         )
         for m in settings.models
     ]
-    return build_services(SqliteStore(settings.db_path()), providers, configured)
+    return build_services(store_for(settings.db_path()), providers, configured)
 
 
 def create_app(services: Services) -> Starlette:

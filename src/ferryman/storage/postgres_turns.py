@@ -1,0 +1,221 @@
+"""The PostgreSQL tables of turns, steps and the history they build."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from ferryman.api.agents import Step, Turn, TurnError
+from ferryman.api.content import Message
+from ferryman.errors import ConflictError, NotFoundError
+
+from . import codec
+from .base import StepWrite, TurnRecord, turn_from_record
+
+_TURN_COLUMNS = (
+    "turn_id, session_id, agent_id, status, input_messages, output_message, overrides, "
+    "infer_iters, error_code, error_message, started_at, completed_at"
+)
+# A turn's history: the messages of the session's completed turns that started before
+# it, then its own, each turn's messages kept together (as in the SQLite backend).
+_HISTORY = (
+    "SELECT m.id, m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
+    "WHERE m.session_id = $1 AND (m.turn_id = $2 OR (t.status = 'completed' "
+    "AND t.id < (SELECT id FROM turns WHERE turn_id = $2))) ORDER BY t.id, m.id"
+)
+
+
+def page_of(rows: list[Any], limit: int | None) -> tuple[list[Any], bool]:
+    """Cut one extra fetched row off a page and say whether it existed."""
+    if limit is not None and len(rows) > limit:
+        return rows[:limit], True
+    return rows, False
+
+
+def _turn_record(row: Any) -> TurnRecord:
+    error = TurnError(code=row[8], message=row[9] or "") if row[8] else None
+    return TurnRecord(
+        turn_id=row[0],
+        session_id=row[1],
+        agent_id=row[2],
+        status=row[3],
+        input_messages=codec.load_inputs(row[4]),
+        output_message=codec.load_completion(row[5]),
+        overrides=json.loads(row[6]),
+        infer_iters=row[7],
+        error=error,
+        started_at=row[10],
+        completed_at=row[11],
+    )
+
+
+async def _append(c: asyncpg.Connection, session_id: str, turn_id: str, messages: list[Message]) -> None:
+    if messages:
+        await c.executemany(
+            "INSERT INTO messages (session_id, turn_id, role, body) VALUES ($1, $2, $3, $4)",
+            [(session_id, turn_id, m.role, codec.dump_message(m)) for m in messages],
+        )
+
+
+async def _write_step(c: asyncpg.Connection, turn_id: str, session_id: str, write: StepWrite) -> None:
+    step = write.step
+    await c.execute(
+        "INSERT INTO steps (step_id, turn_id, step_type, pending, body) VALUES ($1, $2, $3, $4, $5) "
+        "ON CONFLICT (step_id) DO UPDATE SET pending = excluded.pending, body = excluded.body",
+        step.step_id,
+        turn_id,
+        step.step_type,
+        write.pending,
+        codec.dump_step(step),
+    )
+    await _append(c, session_id, turn_id, write.messages)
+
+
+class PgTurnTables:
+    """Turns, steps and history messages over an asyncpg pool."""
+
+    _pool: asyncpg.Pool
+    _messages: codec.MessageCache
+
+    async def start_turn(self, record: TurnRecord, history: list[Message], load_history: bool = True) -> list[Message]:
+        """Store a new running turn and its input messages; return the history it continues."""
+        async with self._pool.acquire() as c, c.transaction():
+            known = await c.fetchval(
+                "SELECT 1 FROM sessions WHERE session_id = $1 AND agent_id IS NOT DISTINCT FROM $2",
+                record.session_id,
+                record.agent_id,
+            )
+            if known is None:
+                raise NotFoundError(f"session '{record.session_id}' of agent '{record.agent_id}' not found")
+            try:
+                await c.execute(
+                    "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
+                    "started_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    record.turn_id,
+                    record.session_id,
+                    record.agent_id,
+                    record.status,
+                    codec.dump_inputs(record.input_messages),
+                    json.dumps(record.overrides),
+                    record.started_at,
+                )
+            except asyncpg.UniqueViolationError as exc:
+                raise ConflictError(
+                    f"session '{record.session_id}' already has a turn in progress; wait for it to finish"
+                ) from exc
+            await _append(c, record.session_id, record.turn_id, history)
+            rows = await c.fetch(_HISTORY, record.session_id, record.turn_id) if load_history else []
+        return self._messages.load([(r[0], r[1]) for r in rows])
+
+    async def claim_resume(self, session_id: str, turn_id: str) -> TurnRecord:
+        """Move an awaiting turn back to running and return it."""
+        record = await self.get_turn_record(session_id, turn_id)
+        try:
+            status = await self._pool.execute(
+                "UPDATE turns SET status = 'in_progress' WHERE turn_id = $1 AND status = 'awaiting_input'", turn_id
+            )
+        except asyncpg.UniqueViolationError as exc:
+            raise ConflictError(f"session '{session_id}' already has a turn in progress") from exc
+        if status.endswith(" 0"):
+            raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status}); nothing to resume")
+        record.status = "in_progress"
+        return record
+
+    async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
+        """Store or replace a step, its messages and the inference count, atomically."""
+        async with self._pool.acquire() as c, c.transaction():
+            session_id = await c.fetchval(
+                "UPDATE turns SET infer_iters = $1 WHERE turn_id = $2 RETURNING session_id", infer_iters, turn_id
+            )
+            if session_id is None:
+                raise NotFoundError(f"turn '{turn_id}' no longer exists")
+            await _write_step(c, turn_id, session_id, write)
+
+    async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
+        """Store a turn's status, output, error and completion time, with its last step if given."""
+        error = record.error
+        async with self._pool.acquire() as c, c.transaction():
+            if last is not None:
+                await _write_step(c, record.turn_id, record.session_id, last)
+            await c.execute(
+                "UPDATE turns SET status = $1, output_message = $2, infer_iters = $3, error_code = $4, "
+                "error_message = $5, completed_at = $6 WHERE turn_id = $7",
+                record.status,
+                record.output_message.model_dump_json() if record.output_message else None,
+                record.infer_iters,
+                error.code if error else None,
+                error.message if error else None,
+                record.completed_at,
+                record.turn_id,
+            )
+
+    async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
+        """Return a turn's own columns or raise NotFoundError."""
+        row = await self._pool.fetchrow(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = $1 AND session_id = $2",  # noqa: S608
+            turn_id,
+            session_id,
+        )
+        if row is None:
+            raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
+        return _turn_record(row)
+
+    async def pending_step(self, turn_id: str) -> Step | None:
+        """Return the tool-execution step a paused turn waits on."""
+        body = await self._pool.fetchval(
+            "SELECT body FROM steps WHERE turn_id = $1 AND pending ORDER BY id DESC LIMIT 1", turn_id
+        )
+        return codec.load_step(body) if body else None
+
+    async def load_history(self, session_id: str, turn_id: str) -> list[Message]:
+        """Messages of completed earlier turns, then this turn's own, each turn's kept together."""
+        rows = await self._pool.fetch(_HISTORY, session_id, turn_id)
+        return self._messages.load([(r[0], r[1]) for r in rows])
+
+    async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
+        """Full turns of the given sessions, in the order they started."""
+        if not session_ids:
+            return []
+        where = "t.session_id = ANY($1::text[]) AND ($2::text[] IS NULL OR t.turn_id = ANY($2::text[]))"
+        async with self._pool.acquire() as c:
+            turn_rows = await c.fetch(
+                f"SELECT {_TURN_COLUMNS} FROM turns t WHERE {where} ORDER BY t.id",  # noqa: S608
+                session_ids,
+                turn_ids,
+            )
+            step_rows = await c.fetch(
+                "SELECT s.turn_id, s.body FROM steps s JOIN turns t ON t.turn_id = s.turn_id "  # noqa: S608
+                f"WHERE {where} AND NOT s.pending ORDER BY s.id",
+                session_ids,
+                turn_ids,
+            )
+        steps: dict[str, list[Step]] = {}
+        for turn_id, body in step_rows:
+            steps.setdefault(turn_id, []).append(codec.load_step(body))
+        return [turn_from_record(_turn_record(row), steps.get(row[0], [])) for row in turn_rows]
+
+    async def get_step(self, session_id: str, turn_id: str, step_id: str) -> Step:
+        """Return one completed or pending step of a turn."""
+        body = await self._pool.fetchval(
+            "SELECT s.body FROM steps s JOIN turns t ON t.turn_id = s.turn_id "
+            "WHERE s.step_id = $1 AND s.turn_id = $2 AND t.session_id = $3",
+            step_id,
+            turn_id,
+            session_id,
+        )
+        if body is None:
+            raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
+        return codec.load_step(body)
+
+    async def fail_interrupted_turns(self, message: str) -> int:
+        """Mark every running turn as failed (only right while one process serves the database)."""
+        status = await self._pool.execute(
+            "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = $1, "
+            "completed_at = $2 WHERE status = 'in_progress'",
+            message,
+            datetime.now(UTC),
+        )
+        return int(status.rsplit(" ", 1)[-1])
