@@ -211,11 +211,21 @@ class PgTurnTables:
         return codec.load_step(body)
 
     async def fail_interrupted_turns(self, message: str) -> int:
-        """Mark every running turn as failed (only right while one process serves the database)."""
-        status = await self._pool.execute(
-            "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = $1, "
-            "completed_at = $2 WHERE status = 'in_progress'",
-            message,
-            datetime.now(UTC),
-        )
+        """Mark every running turn, and the response it ran for, as failed.
+
+        Only right while one process serves the database: replicas will need leases.
+        """
+        async with self._pool.acquire() as c, c.transaction():
+            await c.execute(
+                "UPDATE responses SET status = 'failed', body = (body::jsonb || jsonb_build_object('status', "
+                "'failed', 'error', jsonb_build_object('code', 'interrupted', 'message', $1::text)))::text "
+                "WHERE turn_id IN (SELECT turn_id FROM turns WHERE status = 'in_progress')",
+                message,
+            )
+            status = await c.execute(
+                "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = $1, "
+                "completed_at = $2 WHERE status = 'in_progress'",
+                message,
+                datetime.now(UTC),
+            )
         return int(status.rsplit(" ", 1)[-1])

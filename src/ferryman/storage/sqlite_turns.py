@@ -239,14 +239,22 @@ class TurnTables:
         return codec.load_step(row[0])
 
     async def fail_interrupted_turns(self, message: str) -> int:
-        """Mark every running turn as failed (called at start-up of a single process)."""
+        """Mark every running turn, and the response it ran for, as failed (start-up of a single process)."""
         now = codec.dump_time(datetime.now(UTC))
-        return await self._db.write(
-            lambda c: (
+
+        def work(c: sqlite3.Connection) -> int:
+            c.execute(
+                "UPDATE responses SET status = 'failed', body = json_set(body, '$.status', 'failed', "
+                "'$.error', json_object('code', 'interrupted', 'message', ?)) "
+                "WHERE turn_id IN (SELECT turn_id FROM turns WHERE status = 'in_progress')",
+                (message,),
+            )
+            return int(
                 c.execute(
                     "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = ?, "
                     "completed_at = ? WHERE status = 'in_progress'",
                     (message, now),
                 ).rowcount
             )
-        )
+
+        return await self._db.write(work)

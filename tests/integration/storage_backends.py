@@ -1,0 +1,91 @@
+"""Opening every storage backend for the contract suite, each on a fresh, private database.
+
+Add a backend with one line in ``BACKENDS`` (and its opener below).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from ferryman.storage.base import Store
+from ferryman.storage.sqlite import SqliteStore
+
+POSTGRES_URL = os.environ.get("FERRYMAN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+CONNECT_TIMEOUT = 5.0
+
+# Whether PostgreSQL answered (None) or why not, probed once per process so that a
+# dead server costs one timeout, not one per test.
+_unreachable: dict[str, str | None] = {}
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip a backend that cannot run here, except under CI, where it must run: fail there."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: a backend may not be skipped)", pytrace=False)
+    pytest.skip(reason)
+
+
+@asynccontextmanager
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
+    """A SQLite store on a new file."""
+    store = SqliteStore(str(tmp_path / "contract.db"))
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@asynccontextmanager
+async def postgres_store(tmp_path: Path) -> AsyncIterator[Store]:
+    """A PostgreSQL store in a new schema, dropped afterwards."""
+    try:
+        import asyncpg
+
+        from ferryman.storage.postgres import PostgresStore
+    except ImportError as exc:
+        missing = str(exc)
+    else:
+        missing = ""
+    if missing:
+        unavailable(f"the PostgreSQL backend cannot be imported: {missing}")
+    if POSTGRES_URL not in _unreachable:
+        try:
+            probe = await asyncpg.connect(POSTGRES_URL, timeout=CONNECT_TIMEOUT)
+        except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+            _unreachable[POSTGRES_URL] = repr(exc)
+        else:
+            await probe.close()
+            _unreachable[POSTGRES_URL] = None
+    down = _unreachable[POSTGRES_URL]
+    if down is not None:
+        unavailable(f"PostgreSQL is unreachable at {POSTGRES_URL} (set FERRYMAN_TEST_POSTGRES_URL): {down}")
+    schema = f"contract_{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(POSTGRES_URL, schema=schema)
+    try:
+        await store.open()
+        try:
+            yield store
+        finally:
+            await store.close()
+    finally:
+        admin = await asyncpg.connect(POSTGRES_URL, timeout=CONNECT_TIMEOUT)
+        try:
+            await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await admin.close()
+
+
+Opener = Callable[[Path], AbstractAsyncContextManager[Store]]
+
+BACKENDS: dict[str, Opener] = {
+    "sqlite": sqlite_store,
+    "postgres": postgres_store,
+}

@@ -1,0 +1,1083 @@
+"""The storage contract: every backend behaves like the SQLite reference, method by method.
+
+Each test gets a fresh, empty store of each backend in ``storage_backends.BACKENDS``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from storage_backends import BACKENDS
+
+from ferryman.api.agents import (
+    Agent,
+    AgentConfig,
+    InferenceStep,
+    TokenUsage,
+    ToolExecutionStep,
+    TurnError,
+)
+from ferryman.api.content import (
+    CompletionMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+    content_to_text,
+)
+from ferryman.api.registry import Model
+from ferryman.api.responses import (
+    ConversationRef,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputText,
+    Item,
+    MessageItem,
+    OutputText,
+    Response,
+    Usage,
+)
+from ferryman.engine.ids import new_id, utcnow
+from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+from ferryman.storage.base import (
+    ConversationRecord,
+    ResponseRecord,
+    SessionRecord,
+    StepWrite,
+    Store,
+    TurnRecord,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(params=list(BACKENDS))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    async with BACKENDS[request.param](tmp_path) as opened:
+        yield opened
+
+
+# ---- building records --------------------------------------------------------
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage(content=text)
+
+
+def said(text: str, *calls: ToolCall) -> CompletionMessage:
+    return CompletionMessage(content=text, stop_reason="end_of_turn", tool_calls=list(calls))
+
+
+def texts(messages: list[Message]) -> list[str]:
+    """``role:text`` of each message, for readable history assertions."""
+    return [f"{m.role}:{content_to_text(m.content)}" for m in messages]
+
+
+async def new_agent(store: Store, name: str = "agent") -> Agent:
+    config = AgentConfig(model="m", instructions="be brief", name=name, toolgroups=["builtin::calculator"])
+    agent = Agent(agent_id=new_id(), agent_config=config, created_at=utcnow())
+    await store.create_agent(agent)
+    return agent
+
+
+async def new_session(store: Store, agent_id: str | None, name: str = "session") -> SessionRecord:
+    session = SessionRecord(new_id(), agent_id, name, utcnow())
+    await store.create_session(session)
+    return session
+
+
+def turn_of(session: SessionRecord, text: str) -> TurnRecord:
+    return TurnRecord(
+        turn_id=new_id(),
+        session_id=session.session_id,
+        agent_id=session.agent_id,
+        status="in_progress",
+        input_messages=[user(text)],
+        started_at=utcnow(),
+    )
+
+
+async def start(store: Store, session: SessionRecord, text: str) -> TurnRecord:
+    """A running turn whose only history message is the user's ``text``."""
+    record = turn_of(session, text)
+    await store.start_turn(record, [user(text)])
+    return record
+
+
+def inference(turn_id: str, message: CompletionMessage) -> InferenceStep:
+    return InferenceStep(
+        turn_id=turn_id,
+        step_id=new_id(),
+        started_at=utcnow(),
+        completed_at=utcnow(),
+        model_response=message,
+        usage=TokenUsage(input_tokens=7, output_tokens=3),
+    )
+
+
+def answer(record: TurnRecord, text: str) -> StepWrite:
+    """The inference step that answers ``text``, with the assistant message it adds to the history."""
+    step = inference(record.turn_id, said(text))
+    return StepWrite(step, messages=[step.model_response])
+
+
+async def complete(store: Store, record: TurnRecord, text: str) -> InferenceStep:
+    """Finish a turn with a last inference step answering ``text``."""
+    write = answer(record, text)
+    record.status, record.output_message, record.completed_at = "completed", said(text), utcnow()
+    record.infer_iters += 1
+    await store.finish_turn(record, write)
+    assert isinstance(write.step, InferenceStep)
+    return write.step
+
+
+async def pause(store: Store, record: TurnRecord, text: str) -> ToolExecutionStep:
+    """The model calls a client tool (saying ``text``); the turn waits on a pending tool step."""
+    call = ToolCall(call_id=new_id("call"), tool_name="get_weather", arguments={"city": "Paris"})
+    asked = inference(record.turn_id, said(text, call))
+    record.infer_iters += 1
+    await store.save_step(record.turn_id, StepWrite(asked, messages=[asked.model_response]), record.infer_iters)
+    waiting = ToolExecutionStep(
+        turn_id=record.turn_id, step_id=new_id(), started_at=utcnow(), tool_calls=[call], tool_responses=[]
+    )
+    await store.save_step(record.turn_id, StepWrite(waiting, pending=True), record.infer_iters)
+    record.status = "awaiting_input"
+    await store.finish_turn(record)
+    return waiting
+
+
+def answered(waiting: ToolExecutionStep, output: str) -> StepWrite:
+    """The pending tool step completed with the client's ``output``, with its tool message."""
+    call = waiting.tool_calls[0]
+    response = ToolResponse(call_id=call.call_id, tool_name=call.tool_name, content=output)
+    done = waiting.model_copy(update={"tool_responses": [response], "completed_at": utcnow()})
+    return StepWrite(done, messages=[ToolResponseMessage(call_id=call.call_id, content=output)])
+
+
+def text_item(text: str, role: str = "user") -> MessageItem:
+    if role == "assistant":
+        return MessageItem(id=new_id("msg"), role="assistant", content=[OutputText(text=text)], status="completed")
+    return MessageItem(id=new_id("msg"), role="user", content=[InputText(text=text)], status="completed")
+
+
+def item_ids(items: Sequence[Item]) -> list[str | None]:
+    return [item.id for item in items]
+
+
+async def new_conversation(store: Store, *items: Item, metadata: dict[str, str] | None = None) -> ConversationRecord:
+    session = await new_session(store, None, "conversation")
+    record = ConversationRecord(f"conv_{uuid.uuid4().hex}", session.session_id, metadata or {}, int(time.time()))
+    await store.create_conversation(record, list(items))
+    return record
+
+
+async def new_response(
+    store: Store,
+    text: str,
+    conversation: ConversationRecord | None = None,
+    previous: ResponseRecord | None = None,
+    background: bool = False,
+) -> tuple[ResponseRecord, TurnRecord]:
+    """A running response (as the responses service starts one): its session, turn, record and input item."""
+    if conversation is None:
+        session = await new_session(store, None, "response")
+    else:
+        session = SessionRecord(conversation.session_id, None, "conversation", utcnow())
+    turn = turn_of(session, text)
+    await store.start_turn(turn, [user(text)], load_history=False)
+    previous_id = previous.response.id if previous else None
+    conversation_id = conversation.conversation_id if conversation else None
+    response = Response(
+        id=f"resp_{uuid.uuid4().hex}",
+        created_at=int(time.time()),
+        status="in_progress",
+        model="m",
+        previous_response_id=previous_id,
+        conversation=ConversationRef(id=conversation_id) if conversation_id else None,
+        background=background,
+        metadata={"test": "contract"},
+    )
+    record = ResponseRecord(response, turn.turn_id, turn.session_id, conversation_id, previous_id, background)
+    await store.save_response(record)
+    await store.add_items(response.id, [text_item(text)])
+    return record, turn
+
+
+def finished(record: ResponseRecord, text: str) -> ResponseRecord:
+    """The record of a response completed with the answer ``text``."""
+    response = record.response.model_copy(
+        update={
+            "status": "completed",
+            "output": [text_item(text, role="assistant")],
+            "usage": Usage(input_tokens=5, output_tokens=2, total_tokens=7),
+        }
+    )
+    return ResponseRecord(
+        response,
+        record.turn_id,
+        record.session_id,
+        record.conversation_id,
+        record.previous_response_id,
+        record.background,
+    )
+
+
+def event(kind: str, seq: int) -> str:
+    body = {"type": kind, "sequence_number": seq}
+    return f"event: {kind}\ndata: {json.dumps(body)}\n\n"
+
+
+# ---- agents ------------------------------------------------------------------
+
+
+async def test_agent_reads_back_as_created(store: Store) -> None:
+    agent = await new_agent(store)
+    assert await store.get_agent(agent.agent_id) == agent
+
+
+async def test_unknown_agent_is_not_found(store: Store) -> None:
+    with pytest.raises(NotFoundError):
+        await store.get_agent(new_id())
+    with pytest.raises(NotFoundError):
+        await store.delete_agent(new_id())
+
+
+async def test_agents_are_listed_in_creation_order_by_pages(store: Store) -> None:
+    ids = [(await new_agent(store, f"a{n}")).agent_id for n in range(5)]
+    pages = [await store.list_agents(start, 2) for start in (0, 2, 4)]
+    assert [[a.agent_id for a in page.items] for page in pages] == [ids[:2], ids[2:4], ids[4:]]
+    assert [page.has_more for page in pages] == [True, True, False]
+
+
+async def test_agent_list_without_limit_returns_all(store: Store) -> None:
+    ids = [(await new_agent(store)).agent_id for _ in range(3)]
+    everything = await store.list_agents(0, None)
+    assert [a.agent_id for a in everything.items] == ids and not everything.has_more
+    rest = await store.list_agents(1, None)
+    assert [a.agent_id for a in rest.items] == ids[1:] and not rest.has_more
+
+
+async def test_agent_page_ending_at_the_last_agent_has_no_more(store: Store) -> None:
+    ids = [(await new_agent(store)).agent_id for _ in range(3)]
+    exact = await store.list_agents(0, 3)
+    assert [a.agent_id for a in exact.items] == ids and not exact.has_more
+    beyond = await store.list_agents(3, 10)
+    assert beyond.items == [] and not beyond.has_more
+
+
+async def test_deleting_an_agent_deletes_its_sessions_turns_steps_and_messages(store: Store) -> None:
+    agent = await new_agent(store)
+    other = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    second = await new_session(store, agent.agent_id)
+    kept = await new_session(store, other.agent_id)
+    turn = await start(store, session, "q")
+    step = await complete(store, turn, "a")
+    kept_turn = await start(store, kept, "q")
+    await store.delete_agent(agent.agent_id)
+    with pytest.raises(NotFoundError):
+        await store.get_agent(agent.agent_id)
+    for gone in (session, second):
+        with pytest.raises(NotFoundError):
+            await store.get_session(agent.agent_id, gone.session_id)
+    assert (await store.list_sessions(agent.agent_id, 0, None)).items == []
+    assert await store.list_turns([session.session_id, second.session_id]) == []
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(session.session_id, turn.turn_id)
+    with pytest.raises(NotFoundError):
+        await store.get_step(session.session_id, turn.turn_id, step.step_id)
+    assert await store.load_history(session.session_id, turn.turn_id) == []
+    assert await store.get_agent(other.agent_id) == other
+    assert [t.turn_id for t in await store.list_turns([kept.session_id])] == [kept_turn.turn_id]
+
+
+async def test_deleted_agent_cannot_be_deleted_again(store: Store) -> None:
+    agent = await new_agent(store)
+    await store.delete_agent(agent.agent_id)
+    with pytest.raises(NotFoundError):
+        await store.delete_agent(agent.agent_id)
+
+
+# ---- sessions ----------------------------------------------------------------
+
+
+async def test_session_reads_back_as_created(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id, "my session")
+    found = await store.get_session(agent.agent_id, session.session_id)
+    assert found == session
+    assert found.started_at.tzinfo is not None
+
+
+async def test_session_is_found_only_under_its_own_agent(store: Store) -> None:
+    owner = await new_agent(store)
+    stranger = await new_agent(store)
+    session = await new_session(store, owner.agent_id)
+    with pytest.raises(NotFoundError):
+        await store.get_session(stranger.agent_id, session.session_id)
+    with pytest.raises(NotFoundError):
+        await store.delete_session(stranger.agent_id, session.session_id)
+    assert await store.get_session(owner.agent_id, session.session_id) == session
+
+
+async def test_unknown_session_is_not_found(store: Store) -> None:
+    agent = await new_agent(store)
+    with pytest.raises(NotFoundError):
+        await store.get_session(agent.agent_id, new_id())
+    with pytest.raises(NotFoundError):
+        await store.delete_session(agent.agent_id, new_id())
+
+
+async def test_session_of_no_agent_runs_turns_and_is_listed_under_no_agent(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, None, "response")
+    turn = await start(store, session, "q")
+    assert (await store.get_turn_record(session.session_id, turn.turn_id)).agent_id is None
+    assert (await store.list_sessions(agent.agent_id, 0, None)).items == []
+
+
+async def test_sessions_are_listed_per_agent_in_creation_order_by_pages(store: Store) -> None:
+    agent = await new_agent(store)
+    other = await new_agent(store)
+    mine: list[SessionRecord] = []
+    for n in range(3):
+        mine.append(await new_session(store, agent.agent_id, f"s{n}"))
+        await new_session(store, other.agent_id)
+    first = await store.list_sessions(agent.agent_id, 0, 2)
+    assert first.items == mine[:2] and first.has_more
+    last = await store.list_sessions(agent.agent_id, 2, 2)
+    assert last.items == mine[2:] and not last.has_more
+    everything = await store.list_sessions(agent.agent_id, 0, None)
+    assert everything.items == mine and not everything.has_more
+
+
+async def test_sessions_of_an_unknown_agent_list_empty(store: Store) -> None:
+    page = await store.list_sessions(new_id(), 0, None)
+    assert page.items == [] and not page.has_more
+
+
+async def test_deleting_a_session_deletes_its_turns_only(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    kept = await new_session(store, agent.agent_id)
+    turn = await start(store, session, "q")
+    step = await complete(store, turn, "a")
+    kept_turn = await start(store, kept, "q2")
+    await store.delete_session(agent.agent_id, session.session_id)
+    with pytest.raises(NotFoundError):
+        await store.get_session(agent.agent_id, session.session_id)
+    assert await store.list_turns([session.session_id]) == []
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(session.session_id, turn.turn_id)
+    with pytest.raises(NotFoundError):
+        await store.get_step(session.session_id, turn.turn_id, step.step_id)
+    assert await store.load_history(session.session_id, turn.turn_id) == []
+    assert (await store.list_sessions(agent.agent_id, 0, None)).items == [kept]
+    assert texts(await store.load_history(kept.session_id, kept_turn.turn_id)) == ["user:q2"]
+    with pytest.raises(NotFoundError):
+        await store.delete_session(agent.agent_id, session.session_id)
+
+
+# ---- turns: starting and history -----------------------------------------------
+
+
+async def test_start_turn_returns_earlier_completed_turns_then_its_own_messages(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    first = await start(store, session, "q1")
+    await complete(store, first, "a1")
+    second = turn_of(session, "q2")
+    own: list[Message] = [SystemMessage(content="be brief"), UserMessage(content="q2", context="a document")]
+    history = await store.start_turn(second, own)
+    assert history == [user("q1"), said("a1"), *own]
+
+
+async def test_start_turn_without_loading_history_returns_nothing_but_stores_the_messages(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    first = await start(store, session, "q1")
+    await complete(store, first, "a1")
+    second = turn_of(session, "q2")
+    assert await store.start_turn(second, [user("q2")], load_history=False) == []
+    assert texts(await store.load_history(session.session_id, second.turn_id)) == [
+        "user:q1",
+        "assistant:a1",
+        "user:q2",
+    ]
+
+
+async def test_history_leaves_out_failed_turns(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    failed = await start(store, session, "doomed")
+    failed.infer_iters = 1
+    await store.save_step(failed.turn_id, answer(failed, "half an answer"), 1)
+    failed.status, failed.completed_at = "failed", utcnow()
+    failed.error = TurnError(code="upstream_error", message="the model went away")
+    await store.finish_turn(failed)
+    history = await store.start_turn(turn_of(session, "again"), [user("again")])
+    assert texts(history) == ["user:again"]
+
+
+async def test_history_keeps_each_turn_together_when_an_older_turn_resumes_late(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    paused = await start(store, session, "a?")
+    waiting = await pause(store, paused, "calling for a")
+    newer = turn_of(session, "b?")
+    assert texts(await store.start_turn(newer, [user("b?")])) == ["user:b?"]
+    await complete(store, newer, "b!")
+    resumed = await store.claim_resume(session.session_id, paused.turn_id)
+    await store.save_step(resumed.turn_id, answered(waiting, "sunny"), resumed.infer_iters)
+    await complete(store, resumed, "a!")
+    latest = await store.start_turn(turn_of(session, "c?"), [user("c?")])
+    assert texts(latest) == [
+        "user:a?",
+        "assistant:calling for a",
+        "tool:sunny",
+        "assistant:a!",
+        "user:b?",
+        "assistant:b!",
+        "user:c?",
+    ]
+
+
+async def test_load_history_of_a_resumed_turn_ends_with_its_own_messages(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    done = await start(store, session, "q1")
+    await complete(store, done, "a1")
+    paused = await start(store, session, "q2")
+    waiting = await pause(store, paused, "calling")
+    await store.claim_resume(session.session_id, paused.turn_id)
+    await store.save_step(paused.turn_id, answered(waiting, "42"), paused.infer_iters)
+    history = await store.load_history(session.session_id, paused.turn_id)
+    assert texts(history) == ["user:q1", "assistant:a1", "user:q2", "assistant:calling", "tool:42"]
+    assert history[3] == said("calling", *waiting.tool_calls)
+
+
+async def test_second_running_turn_in_a_session_conflicts(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    await start(store, session, "first")
+    rejected = turn_of(session, "second")
+    with pytest.raises(ConflictError):
+        await store.start_turn(rejected, [user("second")])
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(session.session_id, rejected.turn_id)
+    await start(store, await new_session(store, agent.agent_id), "elsewhere")
+
+
+async def test_a_turn_may_start_once_the_running_one_completed(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    await complete(store, await start(store, session, "first"), "done")
+    second = await start(store, session, "second")
+    assert (await store.get_turn_record(session.session_id, second.turn_id)).status == "in_progress"
+
+
+async def test_start_turn_in_an_unknown_session_is_not_found(store: Store) -> None:
+    agent = await new_agent(store)
+    ghost = SessionRecord(new_id(), agent.agent_id, "ghost", utcnow())
+    with pytest.raises(NotFoundError):
+        await store.start_turn(turn_of(ghost, "q"), [user("q")])
+
+
+async def test_start_turn_under_another_agent_is_not_found(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    stranger = await new_agent(store)
+    record = turn_of(session, "q")
+    record.agent_id = stranger.agent_id
+    with pytest.raises(NotFoundError):
+        await store.start_turn(record, [user("q")])
+
+
+# ---- turns: resuming -------------------------------------------------------------
+
+
+async def test_claim_resume_moves_an_awaiting_turn_back_to_running(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = turn_of(session, "q")
+    record.overrides = {"toolgroups": ["builtin::calculator"], "tool_config": {"tool_choice": "auto"}}
+    await store.start_turn(record, [user("q")])
+    await pause(store, record, "calling")
+    claimed = await store.claim_resume(session.session_id, record.turn_id)
+    assert claimed.status == "in_progress"
+    assert (claimed.turn_id, claimed.overrides, claimed.input_messages, claimed.infer_iters) == (
+        record.turn_id,
+        record.overrides,
+        record.input_messages,
+        1,
+    )
+    assert (await store.get_turn_record(session.session_id, record.turn_id)).status == "in_progress"
+
+
+async def test_claim_resume_of_a_turn_not_awaiting_input_conflicts(store: Store) -> None:
+    agent = await new_agent(store)
+    running_session = await new_session(store, agent.agent_id)
+    running = await start(store, running_session, "q")
+    done_session = await new_session(store, agent.agent_id)
+    done = await start(store, done_session, "q")
+    await complete(store, done, "a")
+    with pytest.raises(ConflictError):
+        await store.claim_resume(running_session.session_id, running.turn_id)
+    with pytest.raises(ConflictError):
+        await store.claim_resume(done_session.session_id, done.turn_id)
+    assert (await store.get_turn_record(done_session.session_id, done.turn_id)).status == "completed"
+
+
+async def test_claim_resume_conflicts_while_another_turn_of_the_session_runs(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    paused = await start(store, session, "a?")
+    await pause(store, paused, "calling")
+    await start(store, session, "b?")
+    with pytest.raises(ConflictError):
+        await store.claim_resume(session.session_id, paused.turn_id)
+    assert (await store.get_turn_record(session.session_id, paused.turn_id)).status == "awaiting_input"
+
+
+async def test_claim_resume_of_an_unknown_turn_is_not_found(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    paused = await start(store, session, "q")
+    await pause(store, paused, "calling")
+    with pytest.raises(NotFoundError):
+        await store.claim_resume(session.session_id, new_id())
+    other = await new_session(store, agent.agent_id)
+    with pytest.raises(NotFoundError):
+        await store.claim_resume(other.session_id, paused.turn_id)
+
+
+# ---- turns: steps ------------------------------------------------------------------
+
+
+async def test_save_step_stores_the_step_its_messages_and_the_inference_count(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    write = answer(record, "thinking")
+    await store.save_step(record.turn_id, write, 2)
+    assert await store.get_step(session.session_id, record.turn_id, write.step.step_id) == write.step
+    assert (await store.get_turn_record(session.session_id, record.turn_id)).infer_iters == 2
+    assert texts(await store.load_history(session.session_id, record.turn_id)) == ["user:q", "assistant:thinking"]
+
+
+async def test_save_step_with_the_same_id_replaces_the_pending_step(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    waiting = await pause(store, record, "calling")
+    assert await store.pending_step(record.turn_id) == waiting
+    await store.claim_resume(session.session_id, record.turn_id)
+    write = answered(waiting, "sunny")
+    await store.save_step(record.turn_id, write, record.infer_iters)
+    assert await store.pending_step(record.turn_id) is None
+    assert await store.get_step(session.session_id, record.turn_id, waiting.step_id) == write.step
+    [turn] = await store.list_turns([session.session_id])
+    assert [s.step_type for s in turn.steps] == ["inference", "tool_execution"]
+    assert turn.steps[1] == write.step
+
+
+async def test_save_step_of_an_unknown_turn_is_not_found(store: Store) -> None:
+    record = TurnRecord(new_id(), new_id(), None, "in_progress", [user("q")], utcnow())
+    with pytest.raises(NotFoundError):
+        await store.save_step(record.turn_id, answer(record, "a"), 1)
+
+
+async def test_pending_step_is_none_without_a_pending_step(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    await complete(store, record, "a")
+    assert await store.pending_step(record.turn_id) is None
+    assert await store.pending_step(new_id()) is None
+
+
+async def test_pending_steps_are_left_out_of_listed_turns_but_found_by_id(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    waiting = await pause(store, record, "calling")
+    [turn] = await store.list_turns([session.session_id])
+    assert turn.status == "awaiting_input"
+    assert [s.step_type for s in turn.steps] == ["inference"]
+    assert await store.get_step(session.session_id, record.turn_id, waiting.step_id) == waiting
+
+
+async def test_get_step_of_an_unknown_step_or_another_session_is_not_found(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    record = await start(store, session, "q")
+    step = await complete(store, record, "a")
+    other = await new_session(store, agent.agent_id)
+    with pytest.raises(NotFoundError):
+        await store.get_step(session.session_id, record.turn_id, new_id())
+    with pytest.raises(NotFoundError):
+        await store.get_step(other.session_id, record.turn_id, step.step_id)
+    with pytest.raises(NotFoundError):
+        await store.get_step(session.session_id, new_id(), step.step_id)
+
+
+# ---- turns: finishing and reading ------------------------------------------------
+
+
+async def test_finish_turn_with_a_last_step_stores_the_step_and_its_messages(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    step = await complete(store, record, "a")
+    [turn] = await store.list_turns([session.session_id])
+    assert (turn.status, turn.steps, turn.output_message) == ("completed", [step], said("a"))
+    assert texts(await store.load_history(session.session_id, record.turn_id)) == ["user:q", "assistant:a"]
+
+
+async def test_finish_turn_without_a_last_step_keeps_the_steps_saved_before(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    write = answer(record, "a")
+    await store.save_step(record.turn_id, write, 1)
+    record.status, record.output_message, record.completed_at, record.infer_iters = "completed", said("a"), utcnow(), 1
+    await store.finish_turn(record)
+    [turn] = await store.list_turns([session.session_id])
+    assert (turn.status, turn.steps) == ("completed", [write.step])
+    assert texts(await store.load_history(session.session_id, record.turn_id)) == ["user:q", "assistant:a"]
+
+
+async def test_completed_turn_record_round_trips(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    call = ToolCall(call_id=new_id("call"), tool_name="calc", arguments={"expression": "6*7"})
+    record = turn_of(session, "q")
+    record.input_messages = [user("q"), ToolResponseMessage(call_id=call.call_id, content="42")]
+    record.overrides = {"toolgroups": [{"name": "builtin::calculator", "args": {"k": 1}}], "tool_config": {}}
+    await store.start_turn(record, [user("q")])
+    record.status, record.infer_iters, record.completed_at = "completed", 3, utcnow()
+    record.output_message = CompletionMessage(content="42", stop_reason="out_of_tokens", tool_calls=[call])
+    await store.finish_turn(record)
+    stored = await store.get_turn_record(session.session_id, record.turn_id)
+    assert stored == record
+    assert stored.started_at.tzinfo is not None and stored.completed_at is not None
+    assert stored.completed_at.tzinfo is not None
+
+
+async def test_failed_turn_record_keeps_its_error(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    record.status, record.completed_at = "failed", utcnow()
+    record.error = TurnError(code="upstream_error", message="the model went away")
+    await store.finish_turn(record)
+    stored = await store.get_turn_record(session.session_id, record.turn_id)
+    assert stored == record
+    assert stored.output_message is None
+
+
+async def test_running_turn_record_has_no_completion(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    stored = await store.get_turn_record(session.session_id, record.turn_id)
+    assert stored == record
+    assert stored.status == "in_progress"
+    assert (stored.output_message, stored.error, stored.completed_at) == (None, None, None)
+
+
+async def test_turn_record_of_an_unknown_turn_or_another_session_is_not_found(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    record = await start(store, session, "q")
+    other = await new_session(store, agent.agent_id)
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(session.session_id, new_id())
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(other.session_id, record.turn_id)
+
+
+async def test_list_turns_gives_the_turns_of_the_sessions_in_start_order(store: Store) -> None:
+    agent = await new_agent(store)
+    first, second, unlisted = [await new_session(store, agent.agent_id) for _ in range(3)]
+    order = []
+    for session in (first, second, unlisted, first):
+        record = await start(store, session, "q")
+        await complete(store, record, "a")
+        order.append(record.turn_id)
+    listed = await store.list_turns([first.session_id, second.session_id])
+    assert [t.turn_id for t in listed] == [order[0], order[1], order[3]]
+    assert [t.session_id for t in listed] == [first.session_id, second.session_id, first.session_id]
+    assert await store.list_turns([]) == []
+
+
+async def test_list_turns_filters_by_turn_ids(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    ids = []
+    for n in range(3):
+        record = await start(store, session, f"q{n}")
+        await complete(store, record, f"a{n}")
+        ids.append(record.turn_id)
+    picked = await store.list_turns([session.session_id], [ids[2], ids[0]])
+    assert [t.turn_id for t in picked] == [ids[0], ids[2]]
+    assert await store.list_turns([session.session_id], [new_id()]) == []
+    assert await store.list_turns([session.session_id], []) == []
+
+
+async def test_listed_turn_carries_its_record_and_completed_steps_in_order(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    waiting = await pause(store, record, "calling")
+    await store.claim_resume(session.session_id, record.turn_id)
+    tool = answered(waiting, "sunny")
+    await store.save_step(record.turn_id, tool, record.infer_iters)
+    last = await complete(store, record, "a")
+    [turn] = await store.list_turns([session.session_id])
+    assert [s.step_type for s in turn.steps] == ["inference", "tool_execution", "inference"]
+    assert turn.steps[1:] == [tool.step, last]
+    assert (turn.input_messages, turn.output_message) == ([user("q")], said("a"))
+    assert (turn.started_at, turn.completed_at, turn.error) == (record.started_at, record.completed_at, None)
+
+
+async def test_running_turn_is_listed_with_an_empty_output(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    await start(store, session, "q")
+    [turn] = await store.list_turns([session.session_id])
+    assert (turn.status, turn.steps, turn.completed_at) == ("in_progress", [], None)
+    assert content_to_text(turn.output_message.content) == ""
+
+
+async def test_fail_interrupted_turns_fails_only_running_turns(store: Store) -> None:
+    agent = await new_agent(store)
+    running_session, paused_session, done_session = [await new_session(store, agent.agent_id) for _ in range(3)]
+    running = await start(store, running_session, "q")
+    paused = await start(store, paused_session, "q")
+    await pause(store, paused, "calling")
+    done = await start(store, done_session, "q")
+    await complete(store, done, "a")
+    assert await store.fail_interrupted_turns("the server stopped") == 1
+    failed = await store.get_turn_record(running_session.session_id, running.turn_id)
+    assert failed.status == "failed"
+    assert failed.error == TurnError(code="interrupted", message="the server stopped")
+    assert failed.completed_at is not None and failed.completed_at.tzinfo is not None
+    assert (await store.get_turn_record(paused_session.session_id, paused.turn_id)).status == "awaiting_input"
+    assert (await store.get_turn_record(done_session.session_id, done.turn_id)).status == "completed"
+    assert await store.fail_interrupted_turns("again") == 0
+    await start(store, running_session, "retry")
+
+
+# ---- models ------------------------------------------------------------------------
+
+
+def model(identifier: str, provider: str = "openai", **metadata: object) -> Model:
+    return Model(
+        identifier=identifier,
+        provider_id=provider,
+        provider_resource_id=f"{provider}/{identifier}",
+        model_type="llm",
+        metadata=dict(metadata),
+    )
+
+
+async def test_registered_models_come_in_registration_order(store: Store) -> None:
+    saved = [model("zeta"), model("alpha", context_length=4096), model("embed", provider="local")]
+    saved[2] = saved[2].model_copy(update={"model_type": "embedding"})
+    for m in saved:
+        await store.save_model(m)
+    assert await store.registered_models() == saved
+
+
+async def test_saving_a_model_again_replaces_it_in_place(store: Store) -> None:
+    await store.save_model(model("first"))
+    await store.save_model(model("second"))
+    replaced = model("first", provider="other", note="moved")
+    await store.save_model(replaced)
+    assert await store.registered_models() == [replaced, model("second")]
+
+
+async def test_delete_model_tells_whether_it_existed(store: Store) -> None:
+    await store.save_model(model("gone"))
+    await store.save_model(model("kept"))
+    assert await store.delete_model("gone") is True
+    assert await store.delete_model("gone") is False
+    assert await store.registered_models() == [model("kept")]
+
+
+# ---- conversations and items --------------------------------------------------------
+
+
+async def test_conversation_reads_back_with_its_items(store: Store) -> None:
+    items: list[Item] = [
+        text_item("hello"),
+        FunctionCallItem(id=new_id("fc"), call_id="call_1", name="get_weather", arguments='{"city":"Paris"}'),
+        FunctionCallOutputItem(id=new_id("fco"), call_id="call_1", output="sunny"),
+        text_item("it is sunny", role="assistant"),
+    ]
+    conversation = await new_conversation(store, *items, metadata={"topic": "weather"})
+    assert await store.get_conversation(conversation.conversation_id) == conversation
+    assert await store.all_items(conversation.conversation_id) == items
+
+
+async def test_unknown_conversation_is_not_found(store: Store) -> None:
+    with pytest.raises(NotFoundError):
+        await store.get_conversation("conv_unknown")
+    with pytest.raises(NotFoundError):
+        await store.update_conversation("conv_unknown", {"a": "b"})
+    with pytest.raises(NotFoundError):
+        await store.delete_conversation("conv_unknown")
+
+
+async def test_update_conversation_replaces_its_metadata(store: Store) -> None:
+    conversation = await new_conversation(store, metadata={"old": "1", "kept?": "no"})
+    updated = await store.update_conversation(conversation.conversation_id, {"new": "2"})
+    expected = replace(conversation, metadata={"new": "2"})
+    assert updated == expected
+    assert await store.get_conversation(conversation.conversation_id) == expected
+
+
+async def test_deleting_a_conversation_deletes_its_items(store: Store) -> None:
+    first = text_item("hello")
+    conversation = await new_conversation(store, first)
+    kept = await new_conversation(store, text_item("other"))
+    await store.delete_conversation(conversation.conversation_id)
+    with pytest.raises(NotFoundError):
+        await store.get_conversation(conversation.conversation_id)
+    assert await store.all_items(conversation.conversation_id) == []
+    with pytest.raises(NotFoundError):
+        await store.get_item(conversation.conversation_id, first.id or "")
+    assert len(await store.all_items(kept.conversation_id)) == 1
+    with pytest.raises(NotFoundError):
+        await store.delete_conversation(conversation.conversation_id)
+
+
+async def test_conversation_with_a_repeated_item_id_is_not_created(store: Store) -> None:
+    session = await new_session(store, None, "conversation")
+    item = text_item("hello")
+    record = ConversationRecord(f"conv_{uuid.uuid4().hex}", session.session_id, {}, int(time.time()))
+    with pytest.raises(InvalidRequestError):
+        await store.create_conversation(record, [item, item])
+    with pytest.raises(NotFoundError):
+        await store.get_conversation(record.conversation_id)
+    assert await store.all_items(record.conversation_id) == []
+
+
+async def test_add_items_appends_after_the_existing_items(store: Store) -> None:
+    first = text_item("one")
+    conversation = await new_conversation(store, first)
+    more: list[Item] = [text_item("two"), text_item("three", role="assistant")]
+    await store.add_items(conversation.conversation_id, more)
+    assert await store.all_items(conversation.conversation_id) == [first, *more]
+
+
+async def test_a_repeated_item_id_in_one_owner_is_invalid_and_adds_nothing(store: Store) -> None:
+    first = text_item("one")
+    conversation = await new_conversation(store, first)
+    with pytest.raises(InvalidRequestError):
+        await store.add_items(conversation.conversation_id, [text_item("new"), first])
+    assert await store.all_items(conversation.conversation_id) == [first]
+
+
+async def test_the_same_item_id_may_stand_under_two_owners(store: Store) -> None:
+    shared = text_item("shared")
+    one = await new_conversation(store, shared)
+    two = await new_conversation(store, shared)
+    assert await store.get_item(one.conversation_id, shared.id or "") == shared
+    assert await store.get_item(two.conversation_id, shared.id or "") == shared
+
+
+async def test_items_list_oldest_or_newest_first(store: Store) -> None:
+    items = [text_item(f"m{n}") for n in range(4)]
+    conversation = await new_conversation(store, *items)
+    ascending = await store.list_items(conversation.conversation_id, None, 10, "asc")
+    assert item_ids(ascending.items) == item_ids(items) and not ascending.has_more
+    descending = await store.list_items(conversation.conversation_id, None, 10, "desc")
+    assert item_ids(descending.items) == item_ids(items[::-1]) and not descending.has_more
+
+
+async def test_item_pages_continue_after_a_cursor(store: Store) -> None:
+    items = [text_item(f"m{n}") for n in range(4)]
+    ids = item_ids(items)
+    owner = (await new_conversation(store, *items)).conversation_id
+    first = await store.list_items(owner, None, 2, "asc")
+    assert item_ids(first.items) == ids[:2] and first.has_more
+    middle = await store.list_items(owner, ids[0], 2, "asc")
+    assert item_ids(middle.items) == ids[1:3] and middle.has_more
+    last = await store.list_items(owner, ids[2], 2, "asc")
+    assert item_ids(last.items) == ids[3:] and not last.has_more
+    backwards = await store.list_items(owner, ids[3], 2, "desc")
+    assert item_ids(backwards.items) == [ids[2], ids[1]] and backwards.has_more
+    oldest = await store.list_items(owner, ids[1], 2, "desc")
+    assert item_ids(oldest.items) == [ids[0]] and not oldest.has_more
+
+
+async def test_item_cursor_is_read_in_its_own_owner(store: Store) -> None:
+    shared, later = text_item("shared"), text_item("later")
+    early_owner = await new_conversation(store, shared, later)
+    before, after = text_item("before"), text_item("after")
+    owner = await new_conversation(store, before, shared, after)
+    assert item_ids((await store.list_items(owner.conversation_id, shared.id, 10, "asc")).items) == [after.id]
+    assert item_ids((await store.list_items(owner.conversation_id, shared.id, 10, "desc")).items) == [before.id]
+    assert item_ids((await store.list_items(early_owner.conversation_id, shared.id, 10, "asc")).items) == [later.id]
+
+
+async def test_an_unknown_item_cursor_is_not_found(store: Store) -> None:
+    elsewhere = text_item("elsewhere")
+    await new_conversation(store, elsewhere)
+    owner = (await new_conversation(store, text_item("mine"))).conversation_id
+    with pytest.raises(NotFoundError):
+        await store.list_items(owner, "msg_unknown", 10, "asc")
+    with pytest.raises(NotFoundError):
+        await store.list_items(owner, elsewhere.id, 10, "asc")
+
+
+async def test_get_item_and_delete_item_act_on_one_owner(store: Store) -> None:
+    shared, other = text_item("shared"), text_item("other")
+    owner = (await new_conversation(store, shared, other)).conversation_id
+    kept = (await new_conversation(store, shared)).conversation_id
+    await store.delete_item(owner, shared.id or "")
+    with pytest.raises(NotFoundError):
+        await store.get_item(owner, shared.id or "")
+    with pytest.raises(NotFoundError):
+        await store.delete_item(owner, shared.id or "")
+    assert await store.all_items(owner) == [other]
+    assert await store.get_item(kept, shared.id or "") == shared
+
+
+# ---- responses -----------------------------------------------------------------------
+
+
+async def test_response_reads_back_as_saved(store: Store) -> None:
+    conversation = await new_conversation(store)
+    record, _ = await new_response(store, "q", conversation=conversation, background=True)
+    assert await store.get_response(record.response.id) == record
+
+
+async def test_saving_a_response_again_updates_it(store: Store) -> None:
+    record, _ = await new_response(store, "q")
+    done = finished(record, "a")
+    await store.save_response(done)
+    assert await store.get_response(record.response.id) == done
+
+
+async def test_unknown_response_is_not_found(store: Store) -> None:
+    with pytest.raises(NotFoundError):
+        await store.get_response("resp_unknown")
+    with pytest.raises(NotFoundError):
+        await store.delete_response("resp_unknown")
+
+
+async def test_finish_response_stores_its_events_for_replay(store: Store) -> None:
+    record, _ = await new_response(store, "q")
+    events = [event("response.created", 0), event("response.in_progress", 1), event("response.completed", 2)]
+    done = finished(record, "a")
+    await store.finish_response(done, events, [])
+    assert await store.get_response(record.response.id) == done
+    assert await store.events_after(record.response.id, -1) == events
+    assert await store.events_after(record.response.id, 0) == events[1:]
+    assert await store.events_after(record.response.id, 2) == []
+    assert await store.events_after("resp_unknown", -1) == []
+
+
+async def test_finish_response_appends_its_items_to_the_conversation(store: Store) -> None:
+    earlier = text_item("earlier")
+    conversation = await new_conversation(store, earlier)
+    record, _ = await new_response(store, "q", conversation=conversation)
+    done = finished(record, "a")
+    new_items = [*await store.all_items(record.response.id), *done.response.output]
+    await store.finish_response(done, [event("response.completed", 0)], new_items)
+    assert await store.all_items(conversation.conversation_id) == [earlier, *new_items]
+
+
+async def test_finish_response_stores_nothing_when_an_item_is_rejected(store: Store) -> None:
+    earlier = text_item("earlier")
+    conversation = await new_conversation(store, earlier)
+    record, _ = await new_response(store, "q", conversation=conversation)
+    with pytest.raises(InvalidRequestError):
+        await store.finish_response(finished(record, "a"), [event("response.completed", 0)], [earlier])
+    assert await store.get_response(record.response.id) == record
+    assert await store.events_after(record.response.id, -1) == []
+    assert await store.all_items(conversation.conversation_id) == [earlier]
+
+
+async def test_responses_list_in_creation_order_by_pages(store: Store) -> None:
+    ids = [(await new_response(store, f"q{n}"))[0].response.id for n in range(3)]
+    first = await store.list_responses(None, 2, "asc")
+    assert [r.response.id for r in first.items] == ids[:2] and first.has_more
+    rest = await store.list_responses(ids[1], 2, "asc")
+    assert [r.response.id for r in rest.items] == ids[2:] and not rest.has_more
+    newest = await store.list_responses(None, 10, "desc")
+    assert [r.response.id for r in newest.items] == ids[::-1] and not newest.has_more
+    older = await store.list_responses(ids[1], 10, "desc")
+    assert [r.response.id for r in older.items] == ids[:1] and not older.has_more
+
+
+async def test_listed_responses_are_whole_records(store: Store) -> None:
+    conversation = await new_conversation(store)
+    record, _ = await new_response(store, "q", conversation=conversation, background=True)
+    assert (await store.list_responses(None, 10, "asc")).items == [record]
+
+
+async def test_deleting_a_response_without_conversation_deletes_its_turn_and_session(store: Store) -> None:
+    record, turn = await new_response(store, "q")
+    kept, _ = await new_response(store, "other")
+    await store.finish_response(finished(record, "a"), [event("response.completed", 0)], [])
+    await store.delete_response(record.response.id)
+    with pytest.raises(NotFoundError):
+        await store.get_response(record.response.id)
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(record.session_id, turn.turn_id)
+    assert await store.all_items(record.response.id) == []
+    assert await store.events_after(record.response.id, -1) == []
+    ghost = SessionRecord(record.session_id, None, "response", utcnow())
+    with pytest.raises(NotFoundError):
+        await store.start_turn(turn_of(ghost, "again"), [user("again")])
+    assert [r.response.id for r in (await store.list_responses(None, 10, "asc")).items] == [kept.response.id]
+    with pytest.raises(NotFoundError):
+        await store.delete_response(record.response.id)
+
+
+async def test_deleting_a_response_in_a_conversation_keeps_the_conversation(store: Store) -> None:
+    conversation = await new_conversation(store, text_item("earlier"))
+    record, turn = await new_response(store, "q", conversation=conversation)
+    done = finished(record, "a")
+    await store.finish_response(done, [], list(done.response.output))
+    items = await store.all_items(conversation.conversation_id)
+    await store.delete_response(record.response.id)
+    with pytest.raises(NotFoundError):
+        await store.get_response(record.response.id)
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(record.session_id, turn.turn_id)
+    assert await store.all_items(record.response.id) == []
+    assert await store.get_conversation(conversation.conversation_id) == conversation
+    assert await store.all_items(conversation.conversation_id) == items
+    next_record, _ = await new_response(store, "next", conversation=conversation)
+    assert (await store.get_response(next_record.response.id)).session_id == conversation.session_id
+
+
+async def test_chain_history_follows_previous_response_ids_oldest_first(store: Store) -> None:
+    chain: list[ResponseRecord] = []
+    for name in ("a", "b", "c"):
+        record, turn = await new_response(store, f"{name}?", previous=chain[-1] if chain else None)
+        await complete(store, turn, f"{name}!")
+        await store.finish_response(finished(record, f"{name}!"), [], [])
+        chain.append(record)
+    first, second, third = (r.response.id for r in chain)
+    assert texts(await store.chain_history(third)) == [
+        "user:a?",
+        "assistant:a!",
+        "user:b?",
+        "assistant:b!",
+        "user:c?",
+        "assistant:c!",
+    ]
+    assert texts(await store.chain_history(second)) == ["user:a?", "assistant:a!", "user:b?", "assistant:b!"]
+    assert texts(await store.chain_history(first)) == ["user:a?", "assistant:a!"]
+
+
+async def test_fail_interrupted_turns_also_fails_their_responses(store: Store) -> None:
+    running, _ = await new_response(store, "still running")
+    done, turn = await new_response(store, "done")
+    await store.finish_response(finished(done, "answer"), [], [])
+    turn.status, turn.completed_at = "completed", utcnow()
+    await store.finish_turn(turn)
+    assert await store.fail_interrupted_turns("the server stopped") == 1
+    failed = (await store.get_response(running.response.id)).response
+    assert failed.status == "failed"
+    assert failed.error is not None and failed.error.code == "interrupted"
+    assert failed.error.message == "the server stopped"
+    assert (await store.get_response(done.response.id)).response.status == "completed"
