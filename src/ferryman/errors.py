@@ -45,12 +45,6 @@ class UpstreamError(FerrymanError):
     code = "upstream_error"
 
 
-class ToolExecutionError(FerrymanError):
-    """A server-side tool failed; the message is shown to the model, not raised to clients."""
-
-    code = "tool_error"
-
-
 class ConversationLockedError(ConflictError):
     """Another response is running on the same conversation."""
 

@@ -14,7 +14,6 @@ from ferryman.errors import (
     FerrymanError,
     InvalidRequestError,
     NotFoundError,
-    ToolExecutionError,
     TurnFailedError,
     UpstreamError,
 )
@@ -26,7 +25,6 @@ STATUS_OF: dict[type[FerrymanError], int] = {
     NotFoundError: 404,
     ConflictError: 409,
     UpstreamError: 502,
-    ToolExecutionError: 500,
     TurnFailedError: 500,
 }
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import TypeAdapter
 
@@ -69,11 +68,6 @@ def load_time(text: str | None) -> datetime | None:
 def require_time(text: str) -> datetime:
     """Decode a timestamp that is never null."""
     return datetime.fromisoformat(text)
-
-
-def role_of(message: Any) -> str:
-    """The role column of a history message."""
-    return str(message.role)
 
 
 class MessageCache:

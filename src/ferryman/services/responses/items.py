@@ -16,7 +16,6 @@ from ferryman.api.content import (
     ToolCall,
     ToolResponseMessage,
     UserMessage,
-    content_to_text,
 )
 from ferryman.api.responses import (
     FunctionCallItem,
@@ -139,13 +138,3 @@ def call_item(call: ToolCall, item_id: str | None = None) -> FunctionCallItem:
         arguments=call.arguments_json or "{}",
         status="completed",
     )
-
-
-def completion_items(message: CompletionMessage, client_tools: set[str]) -> list[Item]:
-    """Output items of one assistant message: its text, then its client-side calls."""
-    items: list[Item] = []
-    text = content_to_text(message.content)
-    if text:
-        items.append(message_item(text))
-    items.extend(call_item(c) for c in message.tool_calls or [] if c.tool_name in client_tools)
-    return items
