@@ -56,12 +56,17 @@ def iter_frames(response: httpx.Response) -> Iterator[tuple[int, dict[str, Any]]
 
 
 def post_stream(http: httpx.Client, url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """POST with ``stream: true`` and return every frame's data, checking ids run 0, 1, 2…"""
+    """POST with ``stream: true`` and return every frame's data, checking the ids are consecutive.
+
+    A new turn's ids start at 0; a resume continues the numbering of its turn.
+    """
     with http.stream("POST", url, json={**body, "stream": True}) as response:
         assert response.status_code == 200, response.read().decode()
         assert response.headers["content-type"].startswith("text/event-stream")
         frames = list(iter_frames(response))
-    assert [frame_id for frame_id, _ in frames] == list(range(len(frames)))
+    ids = [frame_id for frame_id, _ in frames]
+    first = 0 if not url.endswith("/resume") else (ids[0] if ids else 0)
+    assert ids == list(range(first, first + len(ids)))
     return [data for _, data in frames]
 
 

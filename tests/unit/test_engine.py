@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from ferryman.api.agents import (
     StepCompletePayload,
     TurnAwaitingInputPayload,
     TurnCompletePayload,
+    TurnStreamChunk,
 )
 from ferryman.api.content import Message, ToolDef, ToolParameter, ToolResponse, UserMessage, content_to_text
 from ferryman.engine.events import EngineEvent, TurnFailed
@@ -38,8 +40,17 @@ async def _agent(services: Services, **config: Any) -> tuple[str, str]:
     return agent_id, session_id
 
 
+def _decode(frame: str) -> EngineEvent:
+    """A live SSE frame back into the engine event it carries."""
+    data = json.loads(frame.split("data: ", 1)[1])
+    if "error" in data:
+        error = data["error"]
+        return TurnFailed(turn_id=error["turn_id"], code=error["code"], message=error["message"])
+    return TurnStreamChunk.model_validate(data).event.payload
+
+
 async def _events(live: LiveTurn) -> list[EngineEvent]:
-    return [event async for event in live.channel.read()]
+    return [_decode(frame) async for frame in live.channel.read()]
 
 
 def _kinds(events: list[EngineEvent]) -> list[str]:

@@ -16,6 +16,7 @@ from ferryman.storage.base import SessionRecord, TurnRecord
 from ferryman.storage.codec import MessageCache
 from ferryman.storage.migrate import migrate_sqlite, migration_scripts
 from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sqlite_conn import SqliteRunner
 
 pytestmark = pytest.mark.anyio
 
@@ -127,7 +128,7 @@ def test_table_rebuilds_keep_existing_rows(tmp_path: Path) -> None:
         "VALUES ('t', 's', 'a', 'completed', '[]', '{}', 't')"
     )
     conn.execute("INSERT INTO messages (session_id, turn_id, role, body) VALUES ('s', 't', 'user', '{}')")
-    assert migrate_sqlite(conn) == ["0003_responses.sql"]
+    assert migrate_sqlite(conn, up_to=3) == ["0003_responses.sql"]
     assert conn.execute("SELECT agent_id FROM sessions").fetchall() == [("a",)]
     assert conn.execute("SELECT count(*) FROM messages").fetchone() == (1,)
     conn.execute("DELETE FROM agents WHERE agent_id = 'a'")
@@ -144,3 +145,15 @@ def test_message_cache_decodes_each_row_once() -> None:
     cache.load([(3, '{"role": "user", "content": "c"}')])
     with pytest.raises(ValueError):
         cache.load([(1, "not json")])
+
+
+async def test_cursors_never_leave_their_connection_thread(tmp_path: Path) -> None:
+    """A unit of work that returns a cursor gets None: the cursor is closed on its own thread."""
+    runner = SqliteRunner(str(tmp_path / "r.db"))
+    runner.prepare()
+    try:
+        assert await runner.write(lambda c: c.execute("CREATE TABLE t (x)")) is None
+        assert await runner.write(lambda c: c.executemany("INSERT INTO t VALUES (?)", [(1,), (2,)])) is None
+        assert await runner.read(lambda c: c.execute("SELECT count(*) FROM t").fetchone()) == (2,)
+    finally:
+        runner.close()

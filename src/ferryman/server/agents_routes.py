@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,39 +18,28 @@ from ferryman.api.agents import (
     SessionCreated,
     StepResponse,
     Turn,
-    TurnEvent,
-    TurnStreamChunk,
 )
-from ferryman.engine.events import EngineEvent, TurnFailed
-from ferryman.errors import error_for_code
+from ferryman.errors import InvalidRequestError, error_for_code
 from ferryman.services.agents import AgentService, LiveTurn
 
 from .http import JSONModelResponse, parse_body, provider_data, query_int, query_list, sse_response
 
 
-def sse_frame(index: int, event: EngineEvent) -> str:
-    """One SSE frame of a turn event; failures become an ``error`` object."""
-    if isinstance(event, TurnFailed):
-        body = json.dumps({"error": {"code": event.code, "message": event.message, "turn_id": event.turn_id}})
-    else:
-        body = TurnStreamChunk(event=TurnEvent(payload=event)).model_dump_json()
-    return f"id: {index}\ndata: {body}\n\n"
-
-
-async def _frames(live: LiveTurn) -> AsyncIterator[str]:
-    index = 0
-    async for event in live.channel.read():
-        yield sse_frame(index, event)
-        index += 1
-
-
 async def _answer(live: LiveTurn, stream: bool | None) -> Response:
     if stream:
-        return sse_response(_frames(live))
+        return sse_response(live.channel.read())
     turn: Turn = await asyncio.shield(live.task)
     if turn.status == "failed" and turn.error is not None:
         raise error_for_code(turn.error.code, f"turn {turn.turn_id} failed: {turn.error.message}")
     return JSONModelResponse(turn)
+
+
+def _last_event_id(request: Request) -> int:
+    raw = request.headers.get("last-event-id", "-1").strip() or "-1"
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise InvalidRequestError("the Last-Event-ID header must be an event number", "Last-Event-ID") from exc
 
 
 def _page(request: Request) -> tuple[int, int | None]:
@@ -113,6 +100,11 @@ def agent_routes(service: AgentService) -> list[BaseRoute]:
         p = request.path_params
         return JSONModelResponse(await service.get_turn(p["agent_id"], p["session_id"], p["turn_id"]))
 
+    async def turn_events(request: Request) -> Response:
+        p = request.path_params
+        after = _last_event_id(request)
+        return sse_response(await service.turn_events(p["agent_id"], p["session_id"], p["turn_id"], after))
+
     async def get_step(request: Request) -> Response:
         p = request.path_params
         step = await service.get_step(p["agent_id"], p["session_id"], p["turn_id"], p["step_id"])
@@ -132,5 +124,6 @@ def agent_routes(service: AgentService) -> list[BaseRoute]:
         Route(f"{session}/turn/{{turn_id}}", get_turn, methods=["GET"]),
         Route(f"{session}/turn/{{turn_id}}/resume", resume_turn, methods=["POST"]),
         Route(f"{session}/turn/{{turn_id}}/step/{{step_id}}", get_step, methods=["GET"]),
+        Route(f"{session}/turn/{{turn_id}}/events", turn_events, methods=["GET"]),
     ]
     return routes

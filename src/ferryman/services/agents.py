@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -16,16 +18,20 @@ from ferryman.api.agents import (
     Turn,
 )
 from ferryman.engine.channel import TurnChannel, TurnRunner
+from ferryman.engine.events import Emit
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnEngine, TurnState, complete_pending_step
 from ferryman.engine.plan import TurnOverrides, build_plan
-from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import Page, SessionRecord, Store, TurnRecord
 from ferryman.tools.registry import ToolRegistry
 
 from .documents import with_documents
+from .turn_stream import TurnFrames, chained
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class AgentService:
         # Agents never change once created, so their configs can be kept; this saves a
         # database round trip on every turn. A delete drops the entry.
         self._agents: dict[str, Agent] = {}
+        self._first_seq: dict[str, int] = {}
 
     # ---- agents ----------------------------------------------------------
 
@@ -167,7 +174,7 @@ class AgentService:
         )
         history = await self._store.start_turn(record, list(history_inputs))
         state = TurnState(record, plan, history)
-        return self._launch(record, lambda channel: self._engine.run(state, channel.publish))
+        return self._launch(record, 0, lambda emit: self._engine.run(state, emit))
 
     async def resume_turn(
         self,
@@ -191,12 +198,43 @@ class AgentService:
         history = await self._store.load_history(session_id, turn_id)
         done = await self._store.list_turns([session_id], [turn_id])
         state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [])
-        return self._launch(record, lambda channel: self._engine.resume(state, step, channel.publish))
+        first_seq = await self._store.turn_event_count(turn_id)
+        return self._launch(record, first_seq, lambda emit: self._engine.resume(state, step, emit))
 
-    def _launch(self, record: TurnRecord, body: Any) -> LiveTurn:
+    def _launch(self, record: TurnRecord, first_seq: int, run: Callable[[Emit], Awaitable[Turn]]) -> LiveTurn:
+        turn_id = record.turn_id
+        self._first_seq[turn_id] = first_seq
+
+        async def body(channel: TurnChannel) -> Turn:
+            frames = TurnFrames(first_seq, channel.publish)
+            try:
+                return await run(frames.on_event)
+            finally:
+                # Stored before the live channel goes away, so a reader always finds them.
+                await asyncio.shield(self._store_frames(turn_id, frames))
+
         owners = (record.agent_id or "", record.session_id)
-        channel, task = self._runner.start(record.turn_id, body, owners)
-        return LiveTurn(record.turn_id, channel, task)
+        channel, task = self._runner.start(turn_id, body, owners)
+        return LiveTurn(turn_id, channel, task)
+
+    async def _store_frames(self, turn_id: str, frames: TurnFrames) -> None:
+        try:
+            await self._store.save_turn_events(turn_id, frames.first_seq, frames.frames)
+        except FerrymanError as exc:
+            log.warning("events of turn %s not stored: %s", turn_id, exc.message)
+        finally:
+            self._first_seq.pop(turn_id, None)
+
+    async def turn_events(self, agent_id: str, session_id: str, turn_id: str, after: int) -> AsyncIterator[str]:
+        """A turn's SSE frames numbered above ``after``: stored ones, then live ones until it ends."""
+        await self._store.get_session(agent_id, session_id)
+        await self._store.get_turn_record(session_id, turn_id)
+        channel, first_seq = self._runner.channel(turn_id), self._first_seq.get(turn_id)
+        stored = await self._store.turn_events_after(turn_id, after)
+        if channel is None or first_seq is None:
+            return chained(stored, None)
+        earlier = stored[: max(0, first_seq - (after + 1))]
+        return chained(earlier, channel.read(start=max(0, after + 1 - first_seq)))
 
     async def get_turn(self, agent_id: str, session_id: str, turn_id: str) -> Turn:
         """One turn with its completed steps."""

@@ -174,6 +174,18 @@ class TurnStore(Protocol):
         """Mark turns left running by a previous process as failed; return how many."""
         ...
 
+    async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
+        """Store a turn's stream events, numbered from ``first_seq``."""
+        ...
+
+    async def turn_events_after(self, turn_id: str, after: int) -> list[str]:
+        """The stored stream events of a turn with a number above ``after``, in order."""
+        ...
+
+    async def turn_event_count(self, turn_id: str) -> int:
+        """How many stream events of a turn are stored."""
+        ...
+
 
 class ModelStore(Protocol):
     """Models registered at run time."""

@@ -210,6 +210,25 @@ class PgTurnTables:
             raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
         return codec.load_step(body)
 
+    async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
+        """Store a turn's stream events, numbered from ``first_seq``."""
+        await self._pool.executemany(
+            "INSERT INTO turn_events (turn_id, seq, body) VALUES ($1, $2, $3) "
+            "ON CONFLICT (turn_id, seq) DO UPDATE SET body = excluded.body",
+            [(turn_id, first_seq + i, frame) for i, frame in enumerate(frames)],
+        )
+
+    async def turn_events_after(self, turn_id: str, after: int) -> list[str]:
+        """Stored events of a turn numbered above ``after``."""
+        rows = await self._pool.fetch(
+            "SELECT body FROM turn_events WHERE turn_id = $1 AND seq > $2 ORDER BY seq", turn_id, after
+        )
+        return [row[0] for row in rows]
+
+    async def turn_event_count(self, turn_id: str) -> int:
+        """How many events of a turn are stored."""
+        return int(await self._pool.fetchval("SELECT count(*) FROM turn_events WHERE turn_id = $1", turn_id))
+
     async def fail_interrupted_turns(self, message: str) -> int:
         """Mark every running turn, and the response it ran for, as failed.
 

@@ -27,6 +27,18 @@ def _connect(path: str) -> sqlite3.Connection:
     return conn
 
 
+def _in_thread(result: R) -> R:
+    """Close a cursor a unit of work returned, on the connection's own thread.
+
+    A cursor that reached the event loop would be finalised there, while its
+    connection works on another thread: SQLite answers "API misuse".
+    """
+    if isinstance(result, sqlite3.Cursor):
+        result.close()
+        return None  # type: ignore[return-value]
+    return result
+
+
 class SqliteRunner:
     """Owns the connections to one database file.
 
@@ -61,7 +73,7 @@ class SqliteRunner:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            result = work(conn)
+            result = _in_thread(work(conn))
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -76,12 +88,12 @@ class SqliteRunner:
     async def read(self, work: Callable[[sqlite3.Connection], R]) -> R:
         """Run ``work`` on a reader thread (it sees committed data only)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._readers, lambda: work(self._conn()))
+        return await loop.run_in_executor(self._readers, lambda: _in_thread(work(self._conn())))
 
     async def raw(self, work: Callable[[sqlite3.Connection], R]) -> R:
         """Run ``work`` on the writer thread outside any transaction (migrations)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, lambda: work(self._conn()))
+        return await loop.run_in_executor(self._writer, lambda: _in_thread(work(self._conn())))
 
     def close(self) -> None:
         """Stop the threads and close every connection."""

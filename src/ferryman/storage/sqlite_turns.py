@@ -238,6 +238,29 @@ class TurnTables:
             raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
         return codec.load_step(row[0])
 
+    async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
+        """Store a turn's stream events, numbered from ``first_seq``."""
+        rows = [(turn_id, first_seq + i, frame) for i, frame in enumerate(frames)]
+        await self._db.write(
+            lambda c: c.executemany("INSERT OR REPLACE INTO turn_events (turn_id, seq, body) VALUES (?, ?, ?)", rows)
+        )
+
+    async def turn_events_after(self, turn_id: str, after: int) -> list[str]:
+        """Stored events of a turn numbered above ``after``."""
+        rows = await self._db.read(
+            lambda c: c.execute(
+                "SELECT body FROM turn_events WHERE turn_id = ? AND seq > ? ORDER BY seq", (turn_id, after)
+            ).fetchall()
+        )
+        return [row[0] for row in rows]
+
+    async def turn_event_count(self, turn_id: str) -> int:
+        """How many events of a turn are stored."""
+        row = await self._db.read(
+            lambda c: c.execute("SELECT count(*) FROM turn_events WHERE turn_id = ?", (turn_id,)).fetchone()
+        )
+        return int(row[0])
+
     async def fail_interrupted_turns(self, message: str) -> int:
         """Mark every running turn, and the response it ran for, as failed (start-up of a single process)."""
         now = codec.dump_time(datetime.now(UTC))
