@@ -1081,3 +1081,17 @@ async def test_fail_interrupted_turns_also_fails_their_responses(store: Store) -
     assert failed.error is not None and failed.error.code == "interrupted"
     assert failed.error.message == "the server stopped"
     assert (await store.get_response(done.response.id)).response.status == "completed"
+
+
+async def test_turn_events_are_numbered_across_runs_and_replayed_after_a_number(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    turn = await start(store, session, "q")
+    await store.save_turn_events(turn.turn_id, 0, ["e0", "e1", "e2"])
+    assert await store.turn_event_count(turn.turn_id) == 3
+    await store.save_turn_events(turn.turn_id, 3, ["e3", "e4"])
+    assert await store.turn_events_after(turn.turn_id, -1) == ["e0", "e1", "e2", "e3", "e4"]
+    assert await store.turn_events_after(turn.turn_id, 2) == ["e3", "e4"]
+    assert await store.turn_events_after(turn.turn_id, 4) == []
+    await store.delete_session(agent.agent_id, session.session_id)
+    assert await store.turn_event_count(turn.turn_id) == 0
