@@ -17,7 +17,8 @@ from . import codec
 from .base import Page, SessionRecord
 from .migrate import migration_scripts
 from .postgres_responses import PgResponseTables
-from .postgres_turns import PgTurnTables, page_of
+from .postgres_turns import PgTurnTables
+from .rows import page_of
 
 # Every replica migrates at start-up; this advisory lock makes them take turns.
 _MIGRATION_LOCK = 0x66657272  # "ferr"

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 
-from ferryman.api.agents import Step, Turn, TurnError
+from ferryman.api.agents import Step, Turn
 from ferryman.api.content import Message
 from ferryman.errors import ConflictError, NotFoundError
 
 from . import codec
 from .base import StepWrite, TurnRecord, turn_from_record
+from .rows import TURN_COLUMNS, turn_record
 
-_TURN_COLUMNS = (
-    "turn_id, session_id, agent_id, status, input_messages, output_message, overrides, "
-    "infer_iters, error_code, error_message, started_at, completed_at"
-)
 # A turn's history: the messages of the session's completed turns that started before
 # it, then its own, each turn's messages kept together (as in the SQLite backend).
 _HISTORY = (
@@ -28,28 +24,8 @@ _HISTORY = (
 )
 
 
-def page_of(rows: list[Any], limit: int | None) -> tuple[list[Any], bool]:
-    """Cut one extra fetched row off a page and say whether it existed."""
-    if limit is not None and len(rows) > limit:
-        return rows[:limit], True
-    return rows, False
-
-
-def _turn_record(row: Any) -> TurnRecord:
-    error = TurnError(code=row[8], message=row[9] or "") if row[8] else None
-    return TurnRecord(
-        turn_id=row[0],
-        session_id=row[1],
-        agent_id=row[2],
-        status=row[3],
-        input_messages=codec.load_inputs(row[4]),
-        output_message=codec.load_completion(row[5]),
-        overrides=json.loads(row[6]),
-        infer_iters=row[7],
-        error=error,
-        started_at=row[10],
-        completed_at=row[11],
-    )
+def _as_is(moment: datetime | None) -> datetime | None:
+    return moment  # asyncpg already returns aware datetimes
 
 
 async def _append(c: asyncpg.Connection, session_id: str, turn_id: str, messages: list[Message]) -> None:
@@ -155,13 +131,13 @@ class PgTurnTables:
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
         """Return a turn's own columns or raise NotFoundError."""
         row = await self._pool.fetchrow(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = $1 AND session_id = $2",  # noqa: S608
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE turn_id = $1 AND session_id = $2",  # noqa: S608
             turn_id,
             session_id,
         )
         if row is None:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
-        return _turn_record(row)
+        return turn_record(row, _as_is)
 
     async def pending_step(self, turn_id: str) -> Step | None:
         """Return the tool-execution step a paused turn waits on."""
@@ -182,7 +158,7 @@ class PgTurnTables:
         where = "t.session_id = ANY($1::text[]) AND ($2::text[] IS NULL OR t.turn_id = ANY($2::text[]))"
         async with self._pool.acquire() as c:
             turn_rows = await c.fetch(
-                f"SELECT {_TURN_COLUMNS} FROM turns t WHERE {where} ORDER BY t.id",  # noqa: S608
+                f"SELECT {TURN_COLUMNS} FROM turns t WHERE {where} ORDER BY t.id",  # noqa: S608
                 session_ids,
                 turn_ids,
             )
@@ -195,7 +171,7 @@ class PgTurnTables:
         steps: dict[str, list[Step]] = {}
         for turn_id, body in step_rows:
             steps.setdefault(turn_id, []).append(codec.load_step(body))
-        return [turn_from_record(_turn_record(row), steps.get(row[0], [])) for row in turn_rows]
+        return [turn_from_record(turn_record(row, _as_is), steps.get(row[0], [])) for row in turn_rows]
 
     async def get_step(self, session_id: str, turn_id: str, step_id: str) -> Step:
         """Return one completed or pending step of a turn."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 from ferryman.api.agents import Agent
 from ferryman.api.registry import Model
@@ -13,20 +12,15 @@ from ferryman.errors import NotFoundError
 from . import codec
 from .base import Page, SessionRecord
 from .migrate import migrate_sqlite
+from .rows import page_of
 from .sqlite_conn import SqliteRunner
 from .sqlite_responses import ResponseTables
 from .sqlite_turns import TurnTables
 
 
-def _page_clause(start_index: int, limit: int | None) -> tuple[str, tuple[int, int]]:
-    fetch = -1 if limit is None else limit + 1
-    return " LIMIT ? OFFSET ?", (fetch, start_index)
-
-
-def _page(rows: list[Any], limit: int | None) -> tuple[list[Any], bool]:
-    if limit is not None and len(rows) > limit:
-        return rows[:limit], True
-    return rows, False
+def _window(start_index: int, limit: int | None) -> tuple[int, int]:
+    """``LIMIT ? OFFSET ?`` arguments fetching one row more than the page (-1: no limit)."""
+    return (-1 if limit is None else limit + 1), start_index
 
 
 class SqliteStore(TurnTables, ResponseTables):
@@ -76,10 +70,9 @@ class SqliteStore(TurnTables, ResponseTables):
 
     async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
         """Return agents in creation order."""
-        clause, args = _page_clause(start_index, limit)
-        sql = "SELECT agent_id, config, created_at FROM agents ORDER BY id" + clause  # noqa: S608
-        rows = await self._db.read(lambda c: c.execute(sql, args).fetchall())
-        page, more = _page(rows, limit)
+        sql = "SELECT agent_id, config, created_at FROM agents ORDER BY id LIMIT ? OFFSET ?"
+        rows = await self._db.read(lambda c: c.execute(sql, _window(start_index, limit)).fetchall())
+        page, more = page_of(rows, limit)
         return Page([self._agent(row) for row in page], more)
 
     async def delete_agent(self, agent_id: str) -> None:
@@ -160,13 +153,12 @@ class SqliteStore(TurnTables, ResponseTables):
 
     async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
         """Return an agent's sessions in creation order."""
-        clause, args = _page_clause(start_index, limit)
         sql = (
-            "SELECT session_id, agent_id, session_name, started_at FROM sessions "  # noqa: S608
-            "WHERE agent_id = ? ORDER BY id" + clause
+            "SELECT session_id, agent_id, session_name, started_at FROM sessions "
+            "WHERE agent_id = ? ORDER BY id LIMIT ? OFFSET ?"
         )
-        rows = await self._db.read(lambda c: c.execute(sql, (agent_id, *args)).fetchall())
-        page, more = _page(rows, limit)
+        rows = await self._db.read(lambda c: c.execute(sql, (agent_id, *_window(start_index, limit))).fetchall())
+        page, more = page_of(rows, limit)
         return Page([SessionRecord(r[0], r[1], r[2], codec.require_time(r[3])) for r in page], more)
 
     async def delete_session(self, agent_id: str, session_id: str) -> None:

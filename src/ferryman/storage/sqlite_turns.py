@@ -7,21 +7,14 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
-from ferryman.api.agents import Step, Turn, TurnError
+from ferryman.api.agents import Step, Turn
 from ferryman.api.content import Message
 from ferryman.errors import ConflictError, NotFoundError
 
 from . import codec
 from .base import StepWrite, TurnRecord, turn_from_record
+from .rows import TURN_COLUMNS, turn_record
 from .sqlite_conn import SqliteRunner
-
-# Queries below are composed only of these constant fragments and "?" placeholders,
-# never of caller data, hence the S608 suppressions.
-_TURN_COLUMNS = (
-    "turn_id, session_id, agent_id, status, input_messages, output_message, overrides, "
-    "infer_iters, error_code, error_message, started_at, completed_at"
-)
-
 
 # A turn's history: the messages of the session's completed turns that started before
 # it, then its own, each turn's messages kept together.
@@ -34,23 +27,6 @@ _HISTORY = (
 
 def _placeholders(count: int) -> str:
     return ",".join("?" * count)
-
-
-def _turn_record(row: sqlite3.Row | tuple[Any, ...]) -> TurnRecord:
-    error = TurnError(code=row[8], message=row[9] or "") if row[8] else None
-    return TurnRecord(
-        turn_id=row[0],
-        session_id=row[1],
-        agent_id=row[2],
-        status=row[3],
-        input_messages=codec.load_inputs(row[4]),
-        output_message=codec.load_completion(row[5]),
-        overrides=json.loads(row[6]),
-        infer_iters=row[7],
-        error=error,
-        started_at=codec.require_time(row[10]),
-        completed_at=codec.load_time(row[11]),
-    )
 
 
 class TurnTables:
@@ -173,13 +149,13 @@ class TurnTables:
         """Return a turn's own columns or raise NotFoundError."""
         row = await self._db.read(
             lambda c: c.execute(
-                f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = ? AND session_id = ?",  # noqa: S608
+                f"SELECT {TURN_COLUMNS} FROM turns WHERE turn_id = ? AND session_id = ?",  # noqa: S608
                 (turn_id, session_id),
             ).fetchone()
         )
         if row is None:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
-        return _turn_record(row)
+        return turn_record(row, codec.load_time)
 
     async def pending_step(self, turn_id: str) -> Step | None:
         """Return the tool-execution step a paused turn waits on."""
@@ -210,7 +186,7 @@ class TurnTables:
         if turn_ids is not None:
             where += f" AND t.turn_id IN ({_placeholders(len(turn_ids))})"
             args += turn_ids
-        turn_sql = f"SELECT {_TURN_COLUMNS} FROM turns t WHERE {where} ORDER BY t.id"  # noqa: S608
+        turn_sql = f"SELECT {TURN_COLUMNS} FROM turns t WHERE {where} ORDER BY t.id"  # noqa: S608
         step_sql = (
             f"SELECT s.turn_id, s.body FROM steps s JOIN turns t ON t.turn_id = s.turn_id "  # noqa: S608
             f"WHERE {where} AND s.pending = 0 ORDER BY s.id"
@@ -223,7 +199,7 @@ class TurnTables:
         steps: dict[str, list[Step]] = {}
         for turn_id, body in step_rows:
             steps.setdefault(turn_id, []).append(codec.load_step(body))
-        return [turn_from_record(_turn_record(row), steps.get(row[0], [])) for row in turn_rows]
+        return [turn_from_record(turn_record(row, codec.load_time), steps.get(row[0], [])) for row in turn_rows]
 
     async def get_step(self, session_id: str, turn_id: str, step_id: str) -> Step:
         """Return one completed or pending step of a turn."""

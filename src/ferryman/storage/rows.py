@@ -1,0 +1,48 @@
+"""Row shapes shared by the SQL backends: the turn columns and pages of a list."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from ferryman.api.agents import TurnError
+
+from . import codec
+from .base import TurnRecord
+
+# Composed only of constant column names: the queries that embed it take caller
+# data through placeholders alone (hence their S608 suppressions).
+TURN_COLUMNS = (
+    "turn_id, session_id, agent_id, status, input_messages, output_message, overrides, "
+    "infer_iters, error_code, error_message, started_at, completed_at"
+)
+
+
+def turn_record(row: Sequence[Any], time_of: Callable[[Any], datetime | None]) -> TurnRecord:
+    """A :class:`TurnRecord` from a row of :data:`TURN_COLUMNS`; ``time_of`` reads the backend's timestamps."""
+    error = TurnError(code=row[8], message=row[9] or "") if row[8] else None
+    started_at = time_of(row[10])
+    if started_at is None:
+        raise ValueError(f"turn {row[0]} has no start time")
+    return TurnRecord(
+        turn_id=row[0],
+        session_id=row[1],
+        agent_id=row[2],
+        status=row[3],
+        input_messages=codec.load_inputs(row[4]),
+        output_message=codec.load_completion(row[5]),
+        overrides=json.loads(row[6]),
+        infer_iters=row[7],
+        error=error,
+        started_at=started_at,
+        completed_at=time_of(row[11]),
+    )
+
+
+def page_of(rows: list[Any], limit: int | None) -> tuple[list[Any], bool]:
+    """Cut the one extra row a page query fetched, and say whether it existed."""
+    if limit is not None and len(rows) > limit:
+        return rows[:limit], True
+    return rows, False
