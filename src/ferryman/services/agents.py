@@ -185,7 +185,7 @@ class AgentService:
         provider_data: dict[str, Any] | None = None,
     ) -> LiveTurn:
         """Continue a turn that awaits client tool results."""
-        agent = await self._store.get_agent(agent_id)
+        agent = await self.get_agent(agent_id)
         await self._store.get_session(agent_id, session_id)
         record = await self._store.get_turn_record(session_id, turn_id)
         if record.status != "awaiting_input":

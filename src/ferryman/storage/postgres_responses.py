@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import asyncpg
-from pydantic import TypeAdapter
 
 from ferryman.api.content import Message
-from ferryman.api.responses import Item, Response
+from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
 from . import codec
 from .base import ConversationRecord, Page, ResponseRecord
+from .rows import ITEM, RESPONSE_COLUMNS, response_record
 
-_item = TypeAdapter(Item)
 _CHAIN = """
 WITH RECURSIVE chain(turn_id, previous_response_id, depth) AS (
     SELECT turn_id, previous_response_id, 0 FROM responses WHERE response_id = $1
@@ -25,18 +23,6 @@ WITH RECURSIVE chain(turn_id, previous_response_id, depth) AS (
 )
 SELECT m.id, m.body FROM chain JOIN messages m ON m.turn_id = chain.turn_id ORDER BY chain.depth DESC, m.id
 """
-_RESPONSE_COLUMNS = "response_id, turn_id, session_id, conversation_id, previous_response_id, background, body"
-
-
-def _response(row: Any) -> ResponseRecord:
-    return ResponseRecord(
-        response=Response.model_validate_json(row[6]),
-        turn_id=row[1],
-        session_id=row[2],
-        conversation_id=row[3],
-        previous_response_id=row[4],
-        background=bool(row[5]),
-    )
 
 
 async def _insert_items(c: asyncpg.Connection, owner: str, items: list[Item]) -> None:
@@ -142,19 +128,19 @@ class PgResponseTables:
                 cursor_id,
                 limit + 1,
             )
-        return Page([_item.validate_json(r[0]) for r in rows[:limit]], len(rows) > limit)
+        return Page([ITEM.validate_json(r[0]) for r in rows[:limit]], len(rows) > limit)
 
     async def all_items(self, owner: str) -> list[Item]:
         """Every item of an owner, oldest first."""
         rows = await self._pool.fetch("SELECT body FROM items WHERE owner = $1 ORDER BY id", owner)
-        return [_item.validate_json(r[0]) for r in rows]
+        return [ITEM.validate_json(r[0]) for r in rows]
 
     async def get_item(self, owner: str, item_id: str) -> Item:
         """One item of an owner."""
         body = await self._pool.fetchval("SELECT body FROM items WHERE owner = $1 AND item_id = $2", owner, item_id)
         if body is None:
             raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
-        return _item.validate_json(body)
+        return ITEM.validate_json(body)
 
     async def delete_item(self, owner: str, item_id: str) -> None:
         """Delete one item of an owner."""
@@ -182,12 +168,12 @@ class PgResponseTables:
     async def get_response(self, response_id: str) -> ResponseRecord:
         """Return a response or raise NotFoundError."""
         row = await self._pool.fetchrow(
-            f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE response_id = $1",  # noqa: S608
+            f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE response_id = $1",  # noqa: S608
             response_id,
         )
         if row is None:
             raise NotFoundError(f"response '{response_id}' not found")
-        return _response(row)
+        return response_record(row)
 
     async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
         """A page of responses."""
@@ -198,12 +184,12 @@ class PgResponseTables:
                 cursor_id = await _row_id(c, "SELECT id FROM responses WHERE response_id = $1", after)
             sign, direction = ("<", "DESC") if descending else (">", "ASC")
             rows = await c.fetch(
-                f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE ($1::bigint IS NULL OR id {sign} $1) "  # noqa: S608
+                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE ($1::bigint IS NULL OR id {sign} $1) "  # noqa: S608
                 f"ORDER BY id {direction} LIMIT $2",
                 cursor_id,
                 limit + 1,
             )
-        return Page([_response(r) for r in rows[:limit]], len(rows) > limit)
+        return Page([response_record(r) for r in rows[:limit]], len(rows) > limit)
 
     async def delete_response(self, response_id: str) -> None:
         """Delete a response, its input items and the turn (and session) it ran as."""

@@ -1,4 +1,4 @@
-"""Row shapes shared by the SQL backends: the turn columns and pages of a list."""
+"""Row shapes shared by the SQL backends: turn and response columns, items, pages of a list."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from ferryman.api.agents import TurnError
+from ferryman.api.responses import Item, Response
 
 from . import codec
-from .base import TurnRecord
+from .base import ResponseRecord, TurnRecord
 
 # Composed only of constant column names: the queries that embed it take caller
 # data through placeholders alone (hence their S608 suppressions).
@@ -38,6 +41,23 @@ def turn_record(row: Sequence[Any], time_of: Callable[[Any], datetime | None]) -
         error=error,
         started_at=started_at,
         completed_at=time_of(row[11]),
+    )
+
+
+RESPONSE_COLUMNS = "response_id, turn_id, session_id, conversation_id, previous_response_id, background, body"
+ITEM = TypeAdapter(Item)
+"""Decodes one stored item."""
+
+
+def response_record(row: Sequence[Any]) -> ResponseRecord:
+    """A :class:`ResponseRecord` from a row of :data:`RESPONSE_COLUMNS`."""
+    return ResponseRecord(
+        response=Response.model_validate_json(row[6]),
+        turn_id=row[1],
+        session_id=row[2],
+        conversation_id=row[3],
+        previous_response_id=row[4],
+        background=bool(row[5]),
     )
 
 

@@ -6,17 +6,15 @@ import json
 import sqlite3
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from ferryman.api.content import Message
-from ferryman.api.responses import Item, Response
+from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
 from . import codec
 from .base import ConversationRecord, Page, ResponseRecord
+from .rows import ITEM, RESPONSE_COLUMNS, response_record
 from .sqlite_conn import SqliteRunner
 
-_item = TypeAdapter(Item)
 _CHAIN = """
 WITH RECURSIVE chain(turn_id, previous_response_id, depth) AS (
     SELECT turn_id, previous_response_id, 0 FROM responses WHERE response_id = ?
@@ -26,18 +24,6 @@ WITH RECURSIVE chain(turn_id, previous_response_id, depth) AS (
 )
 SELECT m.id, m.body FROM chain JOIN messages m ON m.turn_id = chain.turn_id ORDER BY chain.depth DESC, m.id
 """
-_RESPONSE_COLUMNS = "response_id, turn_id, session_id, conversation_id, previous_response_id, background, body"
-
-
-def _response(row: tuple[Any, ...]) -> ResponseRecord:
-    return ResponseRecord(
-        response=Response.model_validate_json(row[6]),
-        turn_id=row[1],
-        session_id=row[2],
-        conversation_id=row[3],
-        previous_response_id=row[4],
-        background=bool(row[5]),
-    )
 
 
 def _insert_items(c: sqlite3.Connection, owner: str, items: list[Item]) -> None:
@@ -142,14 +128,14 @@ class ResponseTables:
             return c.execute(sql, (*args, limit + 1)).fetchall()
 
         rows = await self._db.read(work)
-        return Page([_item.validate_json(r[0]) for r in rows[:limit]], len(rows) > limit)
+        return Page([ITEM.validate_json(r[0]) for r in rows[:limit]], len(rows) > limit)
 
     async def all_items(self, owner: str) -> list[Item]:
         """Every item of an owner, oldest first."""
         rows = await self._db.read(
             lambda c: c.execute("SELECT body FROM items WHERE owner = ? ORDER BY id", (owner,)).fetchall()
         )
-        return [_item.validate_json(r[0]) for r in rows]
+        return [ITEM.validate_json(r[0]) for r in rows]
 
     async def get_item(self, owner: str, item_id: str) -> Item:
         """One item of an owner."""
@@ -158,7 +144,7 @@ class ResponseTables:
         )
         if row is None:
             raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
-        return _item.validate_json(row[0])
+        return ITEM.validate_json(row[0])
 
     async def delete_item(self, owner: str, item_id: str) -> None:
         """Delete one item of an owner."""
@@ -191,13 +177,13 @@ class ResponseTables:
         """Return a response or raise NotFoundError."""
         row = await self._db.read(
             lambda c: c.execute(
-                f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE response_id = ?",  # noqa: S608
+                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE response_id = ?",  # noqa: S608
                 (response_id,),
             ).fetchone()
         )
         if row is None:
             raise NotFoundError(f"response '{response_id}' not found")
-        return _response(row)
+        return response_record(row)
 
     async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
         """A page of responses."""
@@ -208,11 +194,11 @@ class ResponseTables:
             sign, direction = ("<", "DESC") if descending else (">", "ASC")
             where = f"WHERE id {sign} ?" if cursor_id is not None else ""
             args: tuple[Any, ...] = (cursor_id,) if cursor_id is not None else ()
-            sql = f"SELECT {_RESPONSE_COLUMNS} FROM responses {where} ORDER BY id {direction} LIMIT ?"  # noqa: S608
+            sql = f"SELECT {RESPONSE_COLUMNS} FROM responses {where} ORDER BY id {direction} LIMIT ?"  # noqa: S608
             return c.execute(sql, (*args, limit + 1)).fetchall()
 
         rows = await self._db.read(work)
-        return Page([_response(r) for r in rows[:limit]], len(rows) > limit)
+        return Page([response_record(r) for r in rows[:limit]], len(rows) > limit)
 
     async def delete_response(self, response_id: str) -> None:
         """Delete a response, its input items and the turn (and session) it ran as."""
