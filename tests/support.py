@@ -83,7 +83,7 @@ def scripted_server(tmp: Path, *models: str) -> tuple[Proc, str]:
     return Proc(args, f"{root}/v1/models", tmp / f"scripted-{port}.log").start(), root
 
 
-def ferryman_server(tmp: Path, inference_root: str | None, db: Path, *extra: str) -> tuple[Proc, str]:
+def ferryman_server(tmp: Path, inference_root: str | None, db: Path | str, *extra: str) -> tuple[Proc, str]:
     """Start ``ferryman serve`` on a free port; return it and its base URL.
 
     ``inference_root`` is a scripted server's root URL, or None when ``extra``

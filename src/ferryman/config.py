@@ -54,9 +54,18 @@ class ModelSettings(BaseModel):
 
 
 class StorageSettings(BaseModel):
-    """Where state lives."""
+    """Where state lives, and how replicas sharing it coordinate.
+
+    ``db`` is a SQLite path or a ``sqlite:///``, ``postgresql://`` or
+    ``redis://`` URL; ``redis`` names the Redis that carries live events and
+    cancellations between replicas (a ``redis://`` ``db`` does that itself);
+    ``turn_lease_seconds`` bounds how long a turn whose replica died stays
+    running before another replica fails it.
+    """
 
     db: str | None = None
+    redis: str | None = None
+    turn_lease_seconds: float = Field(default=30.0, gt=0)
 
 
 class Settings(BaseModel):
@@ -74,6 +83,18 @@ class Settings(BaseModel):
             return self.storage.db
         home = os.environ.get("FERRYMAN_HOME") or str(Path.home() / ".ferryman")
         return str(Path(home) / "ferryman.db")
+
+    def coordination_url(self) -> str | None:
+        """The Redis that replicas share live events through, if any."""
+        if self.storage.redis:
+            return self.storage.redis
+        db = self.db_path()
+        return db if db.startswith(("redis://", "rediss://")) else None
+
+    def shares_state(self) -> bool:
+        """Whether several processes can serve this state as one server."""
+        shared_db = self.db_path().startswith(("postgresql://", "postgres://", "redis://", "rediss://"))
+        return shared_db and self.coordination_url() is not None
 
 
 def substitute_env(text: str, environ: dict[str, str] | None = None) -> str:

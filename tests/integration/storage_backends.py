@@ -18,10 +18,11 @@ from ferryman.storage.base import Store
 from ferryman.storage.sqlite import SqliteStore
 
 POSTGRES_URL = os.environ.get("FERRYMAN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("FERRYMAN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 CONNECT_TIMEOUT = 5.0
 
-# Whether PostgreSQL answered (None) or why not, probed once per process so that a
-# dead server costs one timeout, not one per test.
+# Whether a server (by URL) answered (None) or why not, probed once per process so
+# that a dead server costs one timeout, not one per test.
 _unreachable: dict[str, str | None] = {}
 
 
@@ -83,9 +84,55 @@ async def postgres_store(tmp_path: Path) -> AsyncIterator[Store]:
             await admin.close()
 
 
+@asynccontextmanager
+async def redis_store(tmp_path: Path) -> AsyncIterator[Store]:
+    """A Redis store under a new key prefix, whose keys are deleted afterwards."""
+    try:
+        from redis.asyncio import Redis
+        from redis.exceptions import RedisError
+
+        from ferryman.storage.redis_store import RedisStore
+    except ImportError as exc:
+        missing = str(exc)
+    else:
+        missing = ""
+    if missing:
+        unavailable(f"the Redis backend cannot be imported: {missing}")
+    if REDIS_URL not in _unreachable:
+        probe = Redis.from_url(REDIS_URL, socket_connect_timeout=CONNECT_TIMEOUT)
+        try:
+            await probe.ping()
+        except (OSError, RedisError) as exc:
+            _unreachable[REDIS_URL] = repr(exc)
+        else:
+            _unreachable[REDIS_URL] = None
+        finally:
+            await probe.aclose()
+    down = _unreachable[REDIS_URL]
+    if down is not None:
+        unavailable(f"Redis is unreachable at {REDIS_URL} (set FERRYMAN_TEST_REDIS_URL): {down}")
+    prefix = f"contract_{uuid.uuid4().hex[:12]}:"
+    store = RedisStore(REDIS_URL, prefix=prefix)
+    try:
+        await store.open()
+        try:
+            yield store
+        finally:
+            await store.close()
+    finally:
+        admin = Redis.from_url(REDIS_URL, socket_connect_timeout=CONNECT_TIMEOUT)
+        try:
+            keys = [key async for key in admin.scan_iter(match=f"{prefix}*", count=1000)]
+            if keys:
+                await admin.delete(*keys)
+        finally:
+            await admin.aclose()
+
+
 Opener = Callable[[Path], AbstractAsyncContextManager[Store]]
 
 BACKENDS: dict[str, Opener] = {
     "sqlite": sqlite_store,
     "postgres": postgres_store,
+    "redis": redis_store,
 }

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,11 @@ async def new_session(store: Store, agent_id: str | None, name: str = "session")
     return session
 
 
+def lease(seconds: float = 60.0) -> datetime:
+    """The end of a lease that far from now (negative: already over)."""
+    return utcnow() + timedelta(seconds=seconds)
+
+
 def turn_of(session: SessionRecord, text: str) -> TurnRecord:
     return TurnRecord(
         turn_id=new_id(),
@@ -107,6 +113,7 @@ def turn_of(session: SessionRecord, text: str) -> TurnRecord:
         status="in_progress",
         input_messages=[user(text)],
         started_at=utcnow(),
+        lease_until=lease(),
     )
 
 
@@ -436,7 +443,7 @@ async def test_history_keeps_each_turn_together_when_an_older_turn_resumes_late(
     newer = turn_of(session, "b?")
     assert texts(await store.start_turn(newer, [user("b?")])) == ["user:b?"]
     await complete(store, newer, "b!")
-    resumed = await store.claim_resume(session.session_id, paused.turn_id)
+    resumed = await store.claim_resume(session.session_id, paused.turn_id, lease())
     await store.save_step(resumed.turn_id, answered(waiting, "sunny"), resumed.infer_iters)
     await complete(store, resumed, "a!")
     latest = await store.start_turn(turn_of(session, "c?"), [user("c?")])
@@ -457,7 +464,7 @@ async def test_load_history_of_a_resumed_turn_ends_with_its_own_messages(store: 
     await complete(store, done, "a1")
     paused = await start(store, session, "q2")
     waiting = await pause(store, paused, "calling")
-    await store.claim_resume(session.session_id, paused.turn_id)
+    await store.claim_resume(session.session_id, paused.turn_id, lease())
     await store.save_step(paused.turn_id, answered(waiting, "42"), paused.infer_iters)
     history = await store.load_history(session.session_id, paused.turn_id)
     assert texts(history) == ["user:q1", "assistant:a1", "user:q2", "assistant:calling", "tool:42"]
@@ -508,7 +515,7 @@ async def test_claim_resume_moves_an_awaiting_turn_back_to_running(store: Store)
     record.overrides = {"toolgroups": ["builtin::calculator"], "tool_config": {"tool_choice": "auto"}}
     await store.start_turn(record, [user("q")])
     await pause(store, record, "calling")
-    claimed = await store.claim_resume(session.session_id, record.turn_id)
+    claimed = await store.claim_resume(session.session_id, record.turn_id, lease())
     assert claimed.status == "in_progress"
     assert (claimed.turn_id, claimed.overrides, claimed.input_messages, claimed.infer_iters) == (
         record.turn_id,
@@ -527,9 +534,9 @@ async def test_claim_resume_of_a_turn_not_awaiting_input_conflicts(store: Store)
     done = await start(store, done_session, "q")
     await complete(store, done, "a")
     with pytest.raises(ConflictError):
-        await store.claim_resume(running_session.session_id, running.turn_id)
+        await store.claim_resume(running_session.session_id, running.turn_id, lease())
     with pytest.raises(ConflictError):
-        await store.claim_resume(done_session.session_id, done.turn_id)
+        await store.claim_resume(done_session.session_id, done.turn_id, lease())
     assert (await store.get_turn_record(done_session.session_id, done.turn_id)).status == "completed"
 
 
@@ -539,7 +546,7 @@ async def test_claim_resume_conflicts_while_another_turn_of_the_session_runs(sto
     await pause(store, paused, "calling")
     await start(store, session, "b?")
     with pytest.raises(ConflictError):
-        await store.claim_resume(session.session_id, paused.turn_id)
+        await store.claim_resume(session.session_id, paused.turn_id, lease())
     assert (await store.get_turn_record(session.session_id, paused.turn_id)).status == "awaiting_input"
 
 
@@ -549,10 +556,10 @@ async def test_claim_resume_of_an_unknown_turn_is_not_found(store: Store) -> Non
     paused = await start(store, session, "q")
     await pause(store, paused, "calling")
     with pytest.raises(NotFoundError):
-        await store.claim_resume(session.session_id, new_id())
+        await store.claim_resume(session.session_id, new_id(), lease())
     other = await new_session(store, agent.agent_id)
     with pytest.raises(NotFoundError):
-        await store.claim_resume(other.session_id, paused.turn_id)
+        await store.claim_resume(other.session_id, paused.turn_id, lease())
 
 
 # ---- turns: steps ------------------------------------------------------------------
@@ -573,7 +580,7 @@ async def test_save_step_with_the_same_id_replaces_the_pending_step(store: Store
     record = await start(store, session, "q")
     waiting = await pause(store, record, "calling")
     assert await store.pending_step(record.turn_id) == waiting
-    await store.claim_resume(session.session_id, record.turn_id)
+    await store.claim_resume(session.session_id, record.turn_id, lease())
     write = answered(waiting, "sunny")
     await store.save_step(record.turn_id, write, record.infer_iters)
     assert await store.pending_step(record.turn_id) is None
@@ -723,7 +730,7 @@ async def test_listed_turn_carries_its_record_and_completed_steps_in_order(store
     session = await new_session(store, (await new_agent(store)).agent_id)
     record = await start(store, session, "q")
     waiting = await pause(store, record, "calling")
-    await store.claim_resume(session.session_id, record.turn_id)
+    await store.claim_resume(session.session_id, record.turn_id, lease())
     tool = answered(waiting, "sunny")
     await store.save_step(record.turn_id, tool, record.infer_iters)
     last = await complete(store, record, "a")
@@ -742,23 +749,61 @@ async def test_running_turn_is_listed_with_an_empty_output(store: Store) -> None
     assert content_to_text(turn.output_message.content) == ""
 
 
-async def test_fail_interrupted_turns_fails_only_running_turns(store: Store) -> None:
+async def test_fail_expired_turns_fails_only_running_turns_whose_lease_ended(store: Store) -> None:
     agent = await new_agent(store)
-    running_session, paused_session, done_session = [await new_session(store, agent.agent_id) for _ in range(3)]
-    running = await start(store, running_session, "q")
-    paused = await start(store, paused_session, "q")
+    sessions = [await new_session(store, agent.agent_id) for _ in range(4)]
+    expired = turn_of(sessions[0], "q")
+    expired.lease_until = lease(-1)
+    await store.start_turn(expired, [user("q")])
+    alive = await start(store, sessions[1], "q")
+    paused = await start(store, sessions[2], "q")
     await pause(store, paused, "calling")
-    done = await start(store, done_session, "q")
+    done = turn_of(sessions[3], "q")
+    done.lease_until = lease(-1)
+    await store.start_turn(done, [user("q")])
     await complete(store, done, "a")
-    assert await store.fail_interrupted_turns("the server stopped") == 1
-    failed = await store.get_turn_record(running_session.session_id, running.turn_id)
+    assert await store.fail_expired_turns(utcnow(), "the replica running it stopped") == [expired.turn_id]
+    failed = await store.get_turn_record(sessions[0].session_id, expired.turn_id)
     assert failed.status == "failed"
-    assert failed.error == TurnError(code="interrupted", message="the server stopped")
+    assert failed.error == TurnError(code="interrupted", message="the replica running it stopped")
     assert failed.completed_at is not None and failed.completed_at.tzinfo is not None
-    assert (await store.get_turn_record(paused_session.session_id, paused.turn_id)).status == "awaiting_input"
-    assert (await store.get_turn_record(done_session.session_id, done.turn_id)).status == "completed"
-    assert await store.fail_interrupted_turns("again") == 0
-    await start(store, running_session, "retry")
+    assert (await store.get_turn_record(sessions[1].session_id, alive.turn_id)).status == "in_progress"
+    assert (await store.get_turn_record(sessions[2].session_id, paused.turn_id)).status == "awaiting_input"
+    assert (await store.get_turn_record(sessions[3].session_id, done.turn_id)).status == "completed"
+    assert await store.fail_expired_turns(utcnow(), "again") == []
+    await start(store, sessions[0], "retry")
+
+
+async def test_a_renewed_lease_keeps_a_turn_running(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    record = turn_of(session, "q")
+    record.lease_until = lease(5)
+    await store.start_turn(record, [user("q")])
+    await store.renew_leases([record.turn_id, new_id()], lease(120))
+    assert await store.fail_expired_turns(lease(60), "too late") == []
+    assert await store.fail_expired_turns(lease(180), "too late") == [record.turn_id]
+
+
+async def test_renewing_does_not_revive_a_finished_turn(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    record = await start(store, session, "q")
+    await complete(store, record, "a")
+    await store.renew_leases([record.turn_id], lease(120))
+    assert await store.fail_expired_turns(lease(600), "late") == []
+    assert (await store.get_turn_record(session.session_id, record.turn_id)).status == "completed"
+
+
+async def test_a_resumed_turn_runs_under_the_lease_it_was_claimed_with(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    record = await start(store, session, "q")
+    await pause(store, record, "calling")
+    assert await store.fail_expired_turns(lease(600), "paused turns hold no lease") == []
+    await store.claim_resume(session.session_id, record.turn_id, lease(30))
+    assert await store.fail_expired_turns(lease(10), "early") == []
+    assert await store.fail_expired_turns(lease(60), "late") == [record.turn_id]
 
 
 # ---- models ------------------------------------------------------------------------
@@ -1069,17 +1114,17 @@ async def test_chain_history_follows_previous_response_ids_oldest_first(store: S
     assert texts(await store.chain_history(first)) == ["user:a?", "assistant:a!"]
 
 
-async def test_fail_interrupted_turns_also_fails_their_responses(store: Store) -> None:
+async def test_fail_expired_turns_also_fails_their_responses(store: Store) -> None:
     running, _ = await new_response(store, "still running")
     done, turn = await new_response(store, "done")
     await store.finish_response(finished(done, "answer"), [], [])
     turn.status, turn.completed_at = "completed", utcnow()
     await store.finish_turn(turn)
-    assert await store.fail_interrupted_turns("the server stopped") == 1
+    assert await store.fail_expired_turns(lease(600), "the replica running it stopped") == [running.turn_id]
     failed = (await store.get_response(running.response.id)).response
     assert failed.status == "failed"
     assert failed.error is not None and failed.error.code == "interrupted"
-    assert failed.error.message == "the server stopped"
+    assert failed.error.message == "the replica running it stopped"
     assert (await store.get_response(done.response.id)).response.status == "completed"
 
 

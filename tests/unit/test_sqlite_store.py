@@ -93,12 +93,14 @@ async def test_deleting_an_agent_cascades(store: SqliteStore, tmp_path: Path) ->
         await store.delete_agent(agent_id)
 
 
-async def test_interrupted_turns_are_failed(store: SqliteStore) -> None:
+async def test_a_running_turn_without_a_lease_counts_as_expired(store: SqliteStore) -> None:
+    """Turns left running by a version before leases (lease_until NULL) are failed by the first sweep."""
     agent_id = await _agent(store)
     session_id = await _session(store, agent_id)
     turn = _turn(agent_id, session_id)
+    assert turn.lease_until is None
     await store.start_turn(turn, [])
-    assert await store.fail_interrupted_turns("restarted") == 1
+    assert await store.fail_expired_turns(utcnow(), "restarted") == [turn.turn_id]
     record = await store.get_turn_record(session_id, turn.turn_id)
     assert record.status == "failed" and record.error is not None and record.error.code == "interrupted"
 

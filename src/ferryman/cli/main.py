@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from typing import Any
 
 import uvicorn
 
 from ferryman.config import EMBEDDED_TYPE, ProviderSettings, StorageSettings, load_settings, providers_from_urls
 from ferryman.errors import FerrymanError
 from ferryman.inference.embedded import embedded_available
-from ferryman.server.app import create_app, services_from_settings
+from ferryman.server.app import SETTINGS_ENV, create_app, services_from_settings
 
 from . import chat
 
@@ -25,7 +27,24 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to bind (default 8321)")
     serve.add_argument(
         "--db",
-        help="SQLite path or sqlite:///PATH (default $FERRYMAN_HOME/ferryman.db), or a postgresql:// URL",
+        help="SQLite path or sqlite:///PATH (default $FERRYMAN_HOME/ferryman.db), or a postgresql:// or redis:// URL",
+    )
+    serve.add_argument(
+        "--redis",
+        metavar="URL",
+        help="redis:// URL that replicas share live events and cancellations through (with a postgresql:// --db)",
+    )
+    serve.add_argument(
+        "--turn-lease",
+        type=float,
+        metavar="SECONDS",
+        help="a turn whose replica stops renewing its lease this long is failed by another (default 30)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes on this port (more than 1 needs a postgresql:// or redis:// --db and --redis)",
     )
     serve.add_argument(
         "--inference-url",
@@ -48,11 +67,25 @@ def serve(args: argparse.Namespace) -> int:
         updates["host"] = args.host
     if args.port:
         updates["port"] = args.port
-    if args.db:
-        updates["storage"] = StorageSettings(db=args.db)
+    storage = {
+        key: value
+        for key, value in (("db", args.db), ("redis", args.redis), ("turn_lease_seconds", args.turn_lease))
+        if value is not None
+    }
+    if storage:
+        updates["storage"] = StorageSettings.model_validate(settings.storage.model_dump() | storage)
     if args.inference_url:
         updates["providers"] = providers_from_urls(args.inference_url, args.inference_timeout, args.inference_retries)
     settings = settings.model_copy(update=updates)
+    if args.workers > 1 and not settings.shares_state():
+        print(
+            f"ferryman: --workers {args.workers} needs state that several processes can share: a PostgreSQL "
+            "(or Redis) --db, plus --redis for live events. SQLite serves one process. For example:\n"
+            f"  ferryman serve --workers {args.workers} --db postgresql://USER@HOST/DB --redis redis://HOST:6379/0\n"
+            "See 'Running several replicas' in the README.",
+            file=sys.stderr,
+        )
+        return 2
     if not settings.providers:
         available, why = embedded_available()
         if not available:
@@ -70,17 +103,21 @@ def serve(args: argparse.Namespace) -> int:
     # The HTTP clients log every upstream request at INFO; that is noise at our default level.
     for noisy in ("httpx", "httpx2", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
-    app = create_app(services_from_settings(settings))
     # Bounded graceful shutdown: open turn streams must not keep the process alive;
     # turns still running are then cancelled and stored as failed.
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=args.log_level,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": args.log_level,
+        "access_log": False,
+        "timeout_graceful_shutdown": 5,
+    }
+    if args.workers > 1:
+        # Worker processes import the app by name and read the settings from the environment.
+        os.environ[SETTINGS_ENV] = settings.model_dump_json()
+        uvicorn.run("ferryman.server.app:app_from_environment", factory=True, workers=args.workers, **options)
+    else:
+        uvicorn.run(create_app(services_from_settings(settings)), **options)
     return 0
 
 

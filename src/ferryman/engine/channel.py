@@ -89,6 +89,10 @@ class TurnRunner:
         self._owners[turn_id] = owners
         return channel, task
 
+    def running(self) -> list[str]:
+        """The ids of the turns running in this process."""
+        return list(self._tasks)
+
     def channel(self, turn_id: str) -> TurnChannel | None:
         """The channel of a turn running in this process."""
         return self._channels.get(turn_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -12,6 +13,8 @@ from starlette.routing import Mount
 
 from ferryman.api.registry import Model
 from ferryman.config import EMBEDDED_TYPE, ProviderSettings, Settings
+from ferryman.coordination.base import Fanout, LocalFanout
+from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
 from ferryman.inference.base import InferenceProvider
@@ -21,6 +24,7 @@ from ferryman.inference.provider_data import provider_kind
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import ShieldRegistry
 from ferryman.services.agents import AgentService
+from ferryman.services.leases import TurnLeases
 from ferryman.services.models import ModelService
 from ferryman.services.openai_compat import OpenAICompatService
 from ferryman.services.responses.conversations import ConversationService
@@ -49,6 +53,8 @@ class Services:
     tools: ToolRegistry
     shields: ShieldRegistry
     runner: TurnRunner
+    leases: TurnLeases
+    fanout: Fanout
     agents: AgentService
     openai: OpenAICompatService
     responses: ResponsesService
@@ -61,16 +67,24 @@ def build_services(
     configured_models: list[Model] | None = None,
     tools: ToolRegistry | None = None,
     shields: ShieldRegistry | None = None,
+    fanout: Fanout | None = None,
+    lease_seconds: float = 30.0,
 ) -> Services:
-    """Wire the services over a store and inference providers."""
+    """Wire the services over a store and inference providers.
+
+    ``fanout`` connects this process to the other replicas (none by default);
+    ``lease_seconds`` is how long a running turn's lease lasts unrenewed.
+    """
     models = ModelRouter(providers, configured_models)
     registry = ModelService(models, store, list(configured_models or []))
     tools = tools or builtin_tools()
     shields = shields or ShieldRegistry()
     runner = TurnRunner()
+    fanout = fanout or LocalFanout()
+    leases = TurnLeases(store, runner, lease_seconds)
     engine = TurnEngine(store, models)
-    agents = AgentService(store, engine, runner, models, tools, shields)
-    responses = ResponsesService(store, engine, runner, models, HistoryCache())
+    agents = AgentService(store, engine, runner, models, tools, shields, leases, fanout)
+    responses = ResponsesService(store, engine, runner, models, HistoryCache(), leases, fanout)
     return Services(
         store,
         models,
@@ -78,6 +92,8 @@ def build_services(
         tools,
         shields,
         runner,
+        leases,
+        fanout,
         agents,
         OpenAICompatService(models),
         responses,
@@ -113,7 +129,23 @@ def services_from_settings(settings: Settings) -> Services:
         )
         for m in settings.models
     ]
-    return build_services(store_for(settings.db_path()), providers, configured)
+    return build_services(
+        store_for(settings.db_path()),
+        providers,
+        configured,
+        fanout=fanout_for(settings.coordination_url()),
+        lease_seconds=settings.storage.turn_lease_seconds,
+    )
+
+
+SETTINGS_ENV = "FERRYMAN_SERVE_SETTINGS"
+"""Carries the settings to worker processes, which import the app by name."""
+
+
+def app_from_environment() -> Starlette:
+    """The app of one ``--workers`` process, built from the settings its parent left in the environment."""
+    settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
+    return create_app(services_from_settings(settings))
 
 
 def create_app(services: Services) -> Starlette:
@@ -122,14 +154,17 @@ def create_app(services: Services) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.store.open()
-        interrupted = await services.store.fail_interrupted_turns("the server stopped while the turn ran")
-        if interrupted:
-            log.warning("marked %d interrupted turn(s) as failed", interrupted)
+        await services.fanout.open(services.runner.cancel_owned_by)
+        # The first beat fails what a stopped replica (or this one, before a restart) left running.
+        await services.leases.beat_once()
+        services.leases.start()
         await services.model_registry.load()
         try:
             yield
         finally:
             await services.runner.shutdown()
+            await services.leases.stop()
+            await services.fanout.close()
             await services.models.aclose()
             await services.store.close()
 

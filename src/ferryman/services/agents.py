@@ -17,6 +17,7 @@ from ferryman.api.agents import (
     Step,
     Turn,
 )
+from ferryman.coordination.base import Fanout, follow_elsewhere
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.events import Emit
 from ferryman.engine.ids import new_id, utcnow
@@ -29,6 +30,7 @@ from ferryman.storage.base import Page, SessionRecord, Store, TurnRecord
 from ferryman.tools.registry import ToolRegistry
 
 from .documents import with_documents
+from .leases import TurnLeases
 from .turn_stream import TurnFrames, chained
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,8 @@ class AgentService:
         models: The model router, to check an agent's model exists.
         tools: Server-side toolgroups.
         shields: Registered shields.
+        leases: Leases of running turns.
+        fanout: Live events and cancellations shared with other replicas.
     """
 
     def __init__(
@@ -66,8 +70,12 @@ class AgentService:
         models: ModelRouter,
         tools: ToolRegistry,
         shields: ShieldRegistry,
+        leases: TurnLeases,
+        fanout: Fanout,
     ) -> None:
         self._store = store
+        self._leases = leases
+        self._fanout = fanout
         self._engine = engine
         self._runner = runner
         self._models = models
@@ -109,8 +117,12 @@ class AgentService:
         """Delete an agent with everything under it, cancelling its running turns first."""
         await self._store.get_agent(agent_id)
         self._agents.pop(agent_id, None)
-        await self._runner.cancel_owned_by(agent_id, "the agent was deleted")
+        await self._cancel(agent_id, "the agent was deleted")
         await self._store.delete_agent(agent_id)
+
+    async def _cancel(self, owner: str, reason: str) -> None:
+        await self._runner.cancel_owned_by(owner, reason)
+        await self._fanout.request_cancel(owner, reason)
 
     # ---- sessions --------------------------------------------------------
 
@@ -141,7 +153,7 @@ class AgentService:
     async def delete_session(self, agent_id: str, session_id: str) -> None:
         """Delete a session with its turns, cancelling its running turn first."""
         await self._store.get_session(agent_id, session_id)
-        await self._runner.cancel_owned_by(session_id, "the session was deleted")
+        await self._cancel(session_id, "the session was deleted")
         await self._store.delete_session(agent_id, session_id)
 
     # ---- turns -----------------------------------------------------------
@@ -171,6 +183,7 @@ class AgentService:
             input_messages=list(request.messages),
             started_at=utcnow(),
             overrides=overrides.to_json(),
+            lease_until=self._leases.until(),
         )
         history = await self._store.start_turn(record, list(history_inputs))
         state = TurnState(record, plan, history)
@@ -194,7 +207,7 @@ class AgentService:
         overrides = TurnOverrides.from_json(record.overrides)
         plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
         plan = replace(plan, provider_data=provider_data)
-        record = await self._store.claim_resume(session_id, turn_id)
+        record = await self._store.claim_resume(session_id, turn_id, self._leases.until())
         history = await self._store.load_history(session_id, turn_id)
         done = await self._store.list_turns([session_id], [turn_id])
         state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [])
@@ -205,13 +218,20 @@ class AgentService:
         turn_id = record.turn_id
         self._first_seq[turn_id] = first_seq
 
+        stream = _stream(turn_id)
+
         async def body(channel: TurnChannel) -> Turn:
-            frames = TurnFrames(first_seq, channel.publish)
+            async def publish(seq: int, frame: str) -> None:
+                self._fanout.publish(stream, seq, frame)
+                await channel.publish(frame)
+
+            frames = TurnFrames(first_seq, publish)
             try:
                 return await run(frames.on_event)
             finally:
                 # Stored before the live channel goes away, so a reader always finds them.
                 await asyncio.shield(self._store_frames(turn_id, frames))
+                self._fanout.end_run(stream, frames.last_seq)
 
         owners = (record.agent_id or "", record.session_id)
         channel, task = self._runner.start(turn_id, body, owners)
@@ -230,11 +250,22 @@ class AgentService:
         await self._store.get_session(agent_id, session_id)
         await self._store.get_turn_record(session_id, turn_id)
         channel, first_seq = self._runner.channel(turn_id), self._first_seq.get(turn_id)
-        stored = await self._store.turn_events_after(turn_id, after)
         if channel is None or first_seq is None:
-            return chained(stored, None)
+            return self._events_elsewhere(session_id, turn_id, after)
+        stored = await self._store.turn_events_after(turn_id, after)
         earlier = stored[: max(0, first_seq - (after + 1))]
         return chained(earlier, channel.read(start=max(0, after + 1 - first_seq)))
+
+    def _events_elsewhere(self, session_id: str, turn_id: str, after: int) -> AsyncIterator[str]:
+        """Events of a turn that does not run in this process: it finished, or another replica runs it."""
+
+        async def stored_after(last: int) -> list[str]:
+            return await self._store.turn_events_after(turn_id, last)
+
+        async def is_running() -> bool:
+            return (await self._store.get_turn_record(session_id, turn_id)).status == "in_progress"
+
+        return follow_elsewhere(self._fanout, _stream(turn_id), after, stored_after, is_running)
 
     async def get_turn(self, agent_id: str, session_id: str, turn_id: str) -> Turn:
         """One turn with its completed steps."""
@@ -248,6 +279,10 @@ class AgentService:
         """One step of a turn."""
         await self._store.get_session(agent_id, session_id)
         return await self._store.get_step(session_id, turn_id, step_id)
+
+
+def _stream(turn_id: str) -> str:
+    return f"turn:{turn_id}"
 
 
 def _session(record: SessionRecord, turns: list[Turn]) -> Session:

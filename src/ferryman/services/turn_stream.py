@@ -23,25 +23,30 @@ class TurnFrames:
 
     Args:
         first_seq: The number of the run's first event.
-        publish: Where each frame goes live (the turn's channel).
+        publish: Where each frame goes live, with its number.
     """
 
-    def __init__(self, first_seq: int, publish: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(self, first_seq: int, publish: Callable[[int, str], Awaitable[None]]) -> None:
         self.first_seq = first_seq
         self.frames: list[str] = []
         self._publish = publish
 
     async def on_event(self, event: EngineEvent) -> None:
         """Frame, keep and publish one engine event."""
-        frame = sse_frame(self.first_seq + len(self.frames), event)
+        seq = self.first_seq + len(self.frames)
+        frame = sse_frame(seq, event)
         self.frames.append(frame)
-        await self._publish(frame)
+        await self._publish(seq, frame)
+
+    @property
+    def last_seq(self) -> int:
+        """The number of the latest event (``first_seq - 1`` before any)."""
+        return self.first_seq + len(self.frames) - 1
 
 
-async def chained(stored: list[str], live: AsyncIterator[str] | None) -> AsyncIterator[str]:
+async def chained(stored: list[str], live: AsyncIterator[str]) -> AsyncIterator[str]:
     """Stored frames, then the live ones."""
     for frame in stored:
         yield frame
-    if live is not None:
-        async for frame in live:
-            yield frame
+    async for frame in live:
+        yield frame

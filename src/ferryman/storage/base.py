@@ -37,7 +37,9 @@ class TurnRecord:
     """A stored turn's own columns, without its steps.
 
     ``overrides`` holds the per-turn settings (toolgroups, tool_config) that a
-    resume must apply again.
+    resume must apply again. ``lease_until`` is when a running turn counts as
+    abandoned unless the replica running it renews the lease (see
+    :meth:`TurnStore.renew_leases`); it is written, not read back.
     """
 
     turn_id: str
@@ -51,6 +53,7 @@ class TurnRecord:
     infer_iters: int = 0
     error: TurnError | None = None
     completed_at: datetime | None = None
+    lease_until: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,8 @@ class TurnStore(Protocol):
         """
         ...
 
-    async def claim_resume(self, session_id: str, turn_id: str) -> TurnRecord:
-        """Move an awaiting turn back to running and return it.
+    async def claim_resume(self, session_id: str, turn_id: str, lease_until: datetime) -> TurnRecord:
+        """Move an awaiting turn back to running, under a lease until ``lease_until``, and return it.
 
         Raises:
             NotFoundError: no such turn in this session.
@@ -170,8 +173,19 @@ class TurnStore(Protocol):
         """Return one step or raise NotFoundError."""
         ...
 
-    async def fail_interrupted_turns(self, message: str) -> int:
-        """Mark turns left running by a previous process as failed; return how many."""
+    async def renew_leases(self, turn_ids: list[str], until: datetime) -> None:
+        """Extend the leases of those of these turns that still run to ``until``."""
+        ...
+
+    async def fail_expired_turns(self, now: datetime, message: str) -> list[str]:
+        """Fail every running turn whose lease ended before ``now``, and the response it ran for.
+
+        The turn gets the error code ``interrupted`` with ``message``; its
+        session accepts new turns again.
+
+        Returns:
+            The ids of the turns failed by this call.
+        """
         ...
 
     async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 
 import asyncpg
 
@@ -69,7 +69,7 @@ class PgTurnTables:
             try:
                 await c.execute(
                     "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
-                    "started_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    "started_at, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                     record.turn_id,
                     record.session_id,
                     record.agent_id,
@@ -77,6 +77,7 @@ class PgTurnTables:
                     codec.dump_inputs(record.input_messages),
                     json.dumps(record.overrides),
                     record.started_at,
+                    record.lease_until,
                 )
             except asyncpg.UniqueViolationError as exc:
                 raise ConflictError(
@@ -86,18 +87,21 @@ class PgTurnTables:
             rows = await c.fetch(_HISTORY, record.session_id, record.turn_id) if load_history else []
         return self._messages.load([(r[0], r[1]) for r in rows])
 
-    async def claim_resume(self, session_id: str, turn_id: str) -> TurnRecord:
-        """Move an awaiting turn back to running and return it."""
+    async def claim_resume(self, session_id: str, turn_id: str, lease_until: datetime) -> TurnRecord:
+        """Move an awaiting turn back to running, under a lease, and return it."""
         record = await self.get_turn_record(session_id, turn_id)
         try:
             status = await self._pool.execute(
-                "UPDATE turns SET status = 'in_progress' WHERE turn_id = $1 AND status = 'awaiting_input'", turn_id
+                "UPDATE turns SET status = 'in_progress', lease_until = $2 "
+                "WHERE turn_id = $1 AND status = 'awaiting_input'",
+                turn_id,
+                lease_until,
             )
         except asyncpg.UniqueViolationError as exc:
             raise ConflictError(f"session '{session_id}' already has a turn in progress") from exc
         if status.endswith(" 0"):
             raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status}); nothing to resume")
-        record.status = "in_progress"
+        record.status, record.lease_until = "in_progress", lease_until
         return record
 
     async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
@@ -205,22 +209,41 @@ class PgTurnTables:
         """How many events of a turn are stored."""
         return int(await self._pool.fetchval("SELECT count(*) FROM turn_events WHERE turn_id = $1", turn_id))
 
-    async def fail_interrupted_turns(self, message: str) -> int:
-        """Mark every running turn, and the response it ran for, as failed.
+    async def renew_leases(self, turn_ids: list[str], until: datetime) -> None:
+        """Extend the leases of those of these turns that still run."""
+        if turn_ids:
+            await self._pool.execute(
+                "UPDATE turns SET lease_until = $2 WHERE status = 'in_progress' AND turn_id = ANY($1::text[])",
+                turn_ids,
+                until,
+            )
 
-        Only right while one process serves the database: replicas will need leases.
+    async def fail_expired_turns(self, now: datetime, message: str) -> list[str]:
+        """Fail the running turns whose lease ended before ``now``, and their responses.
+
+        ``SKIP LOCKED`` lets replicas sweep at the same moment without waiting on each other.
         """
         async with self._pool.acquire() as c, c.transaction():
+            rows = await c.fetch(
+                "SELECT turn_id FROM turns WHERE status = 'in_progress' AND (lease_until IS NULL OR lease_until < $1) "
+                "FOR UPDATE SKIP LOCKED",
+                now,
+            )
+            expired = [row[0] for row in rows]
+            if not expired:
+                return []
             await c.execute(
                 "UPDATE responses SET status = 'failed', body = (body::jsonb || jsonb_build_object('status', "
-                "'failed', 'error', jsonb_build_object('code', 'interrupted', 'message', $1::text)))::text "
-                "WHERE turn_id IN (SELECT turn_id FROM turns WHERE status = 'in_progress')",
+                "'failed', 'error', jsonb_build_object('code', 'interrupted', 'message', $2::text)))::text "
+                "WHERE turn_id = ANY($1::text[])",
+                expired,
                 message,
             )
-            status = await c.execute(
-                "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = $1, "
-                "completed_at = $2 WHERE status = 'in_progress'",
+            await c.execute(
+                "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = $2, "
+                "completed_at = $3 WHERE turn_id = ANY($1::text[])",
+                expired,
                 message,
-                datetime.now(UTC),
+                now,
             )
-        return int(status.rsplit(" ", 1)[-1])
+        return expired

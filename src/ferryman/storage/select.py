@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+from ferryman.redis_url import split_prefix
+
 from .base import Store
 from .sqlite import SqliteStore
 
 SQLITE_PREFIX = "sqlite:///"
 POSTGRES_PREFIXES = ("postgresql://", "postgres://")
+REDIS_PREFIXES = ("redis://", "rediss://")
 
 
 def store_for(db: str) -> Store:
     """The store a ``--db`` value names.
 
     A plain path or ``sqlite:///PATH`` is SQLite; ``postgresql://…`` is
-    PostgreSQL (needs the ``postgres`` extra).
+    PostgreSQL (needs the ``postgres`` extra); ``redis://…`` or ``rediss://…``
+    is Redis (needs the ``redis`` extra; ``?prefix=`` sets the key prefix).
     """
     if db.startswith(POSTGRES_PREFIXES):
         from .postgres import PostgresStore  # asyncpg is an optional extra
 
         return PostgresStore(db)
+    if db.startswith(REDIS_PREFIXES):
+        from .redis_store import RedisStore  # redis is an optional extra
+
+        url, prefix = split_prefix(db)
+        return RedisStore(url, prefix)
     if db.startswith(SQLITE_PREFIX):
         return SqliteStore(db.removeprefix(SQLITE_PREFIX))
     return SqliteStore(db)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from ferryman.api.agents import Step, Turn
@@ -45,6 +45,7 @@ class TurnTables:
             codec.dump_inputs(record.input_messages),
             json.dumps(record.overrides),
             codec.dump_time(record.started_at),
+            _epoch(record.lease_until),
         )
 
         def work(c: sqlite3.Connection) -> list[tuple[int, str]]:
@@ -55,7 +56,7 @@ class TurnTables:
                 raise NotFoundError(f"session '{record.session_id}' of agent '{record.agent_id}' not found")
             c.execute(
                 "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
-                "started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "started_at, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 row,
             )
             self._append(c, record.session_id, record.turn_id, history)
@@ -78,14 +79,15 @@ class TurnTables:
             [(session_id, turn_id, m.role, codec.dump_message(m)) for m in messages],
         )
 
-    async def claim_resume(self, session_id: str, turn_id: str) -> TurnRecord:
-        """Move an awaiting turn back to running and return it."""
+    async def claim_resume(self, session_id: str, turn_id: str, lease_until: datetime) -> TurnRecord:
+        """Move an awaiting turn back to running, under a lease, and return it."""
         record = await self.get_turn_record(session_id, turn_id)
 
         def work(c: sqlite3.Connection) -> int:
             return c.execute(
-                "UPDATE turns SET status = 'in_progress' WHERE turn_id = ? AND status = 'awaiting_input'",
-                (turn_id,),
+                "UPDATE turns SET status = 'in_progress', lease_until = ? "
+                "WHERE turn_id = ? AND status = 'awaiting_input'",
+                (_epoch(lease_until), turn_id),
             ).rowcount
 
         try:
@@ -94,7 +96,7 @@ class TurnTables:
             raise ConflictError(f"session '{session_id}' already has a turn in progress") from exc
         if not claimed:
             raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status}); nothing to resume")
-        record.status = "in_progress"
+        record.status, record.lease_until = "in_progress", lease_until
         return record
 
     @classmethod
@@ -237,23 +239,45 @@ class TurnTables:
         )
         return int(row[0])
 
-    async def fail_interrupted_turns(self, message: str) -> int:
-        """Mark every running turn, and the response it ran for, as failed (start-up of a single process)."""
-        now = codec.dump_time(datetime.now(UTC))
+    async def renew_leases(self, turn_ids: list[str], until: datetime) -> None:
+        """Extend the leases of those of these turns that still run."""
+        if not turn_ids:
+            return
+        marks = _placeholders(len(turn_ids))
+        await self._db.write(
+            lambda c: c.execute(
+                f"UPDATE turns SET lease_until = ? WHERE status = 'in_progress' AND turn_id IN ({marks})",  # noqa: S608
+                (_epoch(until), *turn_ids),
+            )
+        )
 
-        def work(c: sqlite3.Connection) -> int:
+    async def fail_expired_turns(self, now: datetime, message: str) -> list[str]:
+        """Fail the running turns whose lease ended before ``now``, and their responses."""
+        completed_at = codec.dump_time(now)
+
+        def work(c: sqlite3.Connection) -> list[str]:
+            rows = c.execute(
+                "SELECT turn_id FROM turns WHERE status = 'in_progress' AND (lease_until IS NULL OR lease_until < ?)",
+                (_epoch(now),),
+            ).fetchall()
+            expired = [row[0] for row in rows]
+            if not expired:
+                return []
+            marks = _placeholders(len(expired))
             c.execute(
-                "UPDATE responses SET status = 'failed', body = json_set(body, '$.status', 'failed', "
-                "'$.error', json_object('code', 'interrupted', 'message', ?)) "
-                "WHERE turn_id IN (SELECT turn_id FROM turns WHERE status = 'in_progress')",
-                (message,),
+                "UPDATE responses SET status = 'failed', body = json_set(body, '$.status', 'failed', "  # noqa: S608
+                f"'$.error', json_object('code', 'interrupted', 'message', ?)) WHERE turn_id IN ({marks})",
+                (message, *expired),
             )
-            return int(
-                c.execute(
-                    "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = ?, "
-                    "completed_at = ? WHERE status = 'in_progress'",
-                    (message, now),
-                ).rowcount
+            c.execute(
+                "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = ?, "  # noqa: S608
+                f"completed_at = ? WHERE turn_id IN ({marks})",
+                (message, completed_at, *expired),
             )
+            return expired
 
         return await self._db.write(work)
+
+
+def _epoch(moment: datetime | None) -> float | None:
+    return moment.timestamp() if moment is not None else None

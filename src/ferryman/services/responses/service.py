@@ -12,6 +12,7 @@ from typing import Any
 from ferryman.api.agents import TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import ConversationRef, CreateResponseRequest, Item, Response, TextConfig
+from ferryman.coordination.base import Fanout, follow_elsewhere
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnEngine, TurnState
@@ -19,6 +20,7 @@ from ferryman.errors import ConflictError, ConversationLockedError, InvalidReque
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import Page, ResponseRecord, SessionRecord, Store, TurnRecord
 
+from ..leases import TurnLeases
 from .history import HistoryCache
 from .items import input_items, items_to_messages, with_ids
 from .plan import response_plan
@@ -46,12 +48,23 @@ class ResponsesService:
         runner: Runs turns in the background.
         models: The model router, to check the model exists.
         cache: Finished responses' histories, so that chains are not re-read.
+        leases: Leases of running turns.
+        fanout: Live events and cancellations shared with other replicas.
     """
 
     def __init__(
-        self, store: Store, engine: TurnEngine, runner: TurnRunner, models: ModelRouter, cache: HistoryCache
+        self,
+        store: Store,
+        engine: TurnEngine,
+        runner: TurnRunner,
+        models: ModelRouter,
+        cache: HistoryCache,
+        leases: TurnLeases,
+        fanout: Fanout,
     ) -> None:
         self._store = store
+        self._leases = leases
+        self._fanout = fanout
         self._engine = engine
         self._runner = runner
         self._models = models
@@ -81,6 +94,7 @@ class ResponsesService:
             status="in_progress",
             input_messages=[m for m in new_messages if isinstance(m, UserMessage | ToolResponseMessage)],
             started_at=utcnow(),
+            lease_until=self._leases.until(),
         )
         await self._start_turn(turn, new_messages, conversation_id)
         record = ResponseRecord(
@@ -140,7 +154,13 @@ class ResponsesService:
 
     def _launch(self, record: ResponseRecord, state: TurnState, items: list[Item], store: bool) -> LiveResponse:
         channel = TurnChannel()
-        recorder = ResponseRecorder(record.response, set(state.plan.client_tools), channel.publish)
+        stream = _stream(record.response.id)
+
+        async def publish(seq: int, frame: str) -> None:
+            self._fanout.publish(stream, seq, frame)
+            await channel.publish(frame)
+
+        recorder = ResponseRecorder(record.response, set(state.plan.client_tools), publish)
         live = LiveResponse(record, recorder, channel)
         response_id = record.response.id
         self._live[response_id] = live
@@ -170,6 +190,7 @@ class ResponsesService:
         finally:
             self._live.pop(response_id, None)
             live.stored.set()
+            self._fanout.end_run(_stream(response_id), len(live.recorder.events) - 1)
 
     async def _stop(self, live: LiveResponse, reason: str) -> None:
         await self._runner.cancel_owned_by(live.record.response.id, reason)
@@ -187,8 +208,27 @@ class ResponsesService:
         live = self._live.get(response_id)
         if live is not None:
             return live.channel.read(start=starting_after + 1)
-        await self._store.get_response(response_id)
-        return _iterate(await self._store.events_after(response_id, starting_after))
+        if (await self._store.get_response(response_id)).response.status not in _RUNNING:
+            # The final state and the events are stored together: nothing is still on its way.
+            return _iterate(await self._store.events_after(response_id, starting_after))
+        return self._events_elsewhere(response_id, starting_after)
+
+    def _events_elsewhere(self, response_id: str, after: int) -> AsyncIterator[str]:
+        async def stored_after(last: int) -> list[str]:
+            return await self._store.events_after(response_id, last)
+
+        async def is_running() -> bool:
+            return (await self._store.get_response(response_id)).response.status in _RUNNING
+
+        return follow_elsewhere(self._fanout, _stream(response_id), after, stored_after, is_running)
+
+    async def _stop_elsewhere(self, record: ResponseRecord, reason: str) -> None:
+        """Ask the replica running a response to cancel it, and wait until it stored the outcome."""
+        if record.response.status not in _RUNNING:
+            return
+        await self._fanout.request_cancel(record.response.id, reason)
+        async for _ in self._events_elsewhere(record.response.id, -1):
+            pass
 
     async def cancel(self, response_id: str) -> Response:
         """Cancel a background response; cancelling a finished one changes nothing."""
@@ -198,6 +238,8 @@ class ResponsesService:
             raise InvalidRequestError("only background responses can be cancelled", "response_id")
         if live is not None:
             await self._stop(live, "cancelled by the client")
+        else:
+            await self._stop_elsewhere(record, "cancelled by the client")
         return (await self._store.get_response(response_id)).response
 
     async def delete(self, response_id: str) -> None:
@@ -205,6 +247,8 @@ class ResponsesService:
         live = self._live.get(response_id)
         if live is not None:
             await self._stop(live, "the response was deleted")
+        else:
+            await self._stop_elsewhere(await self._store.get_response(response_id), "the response was deleted")
         await self._store.delete_response(response_id)
         self._cache.drop(response_id)
 
@@ -217,6 +261,13 @@ class ResponsesService:
         """A page of stored responses."""
         page = await self._store.list_responses(after, limit, order)
         return Page([record.response for record in page.items], page.has_more)
+
+
+_RUNNING = ("queued", "in_progress")
+
+
+def _stream(response_id: str) -> str:
+    return f"response:{response_id}"
 
 
 def _validate(request: CreateResponseRequest) -> None:

@@ -21,7 +21,8 @@ from ferryman.engine.events import EngineEvent, TurnFailed
 
 from .items import call_item, message_item, new_item_id
 
-Publish = Callable[[str], Awaitable[None]]
+Publish = Callable[[int, str], Awaitable[None]]
+"""Where a numbered SSE frame goes live."""
 
 
 class ResponseRecorder:
@@ -46,10 +47,11 @@ class ResponseRecorder:
 
     async def emit(self, event_type: str, **fields: Any) -> None:
         """Number, record and publish one event, as a complete SSE frame."""
-        body = {"type": event_type, "sequence_number": len(self.events), **fields}
+        seq = len(self.events)
+        body = {"type": event_type, "sequence_number": seq, **fields}
         frame = f"event: {event_type}\ndata: {json.dumps(body, default=_jsonable)}\n\n"
         self.events.append(frame)
-        await self._publish(frame)
+        await self._publish(seq, frame)
 
     async def on_event(self, event: EngineEvent) -> None:
         """Translate one engine event."""

@@ -1,0 +1,1 @@
+"""What replicas tell each other: live stream events and cancellations."""

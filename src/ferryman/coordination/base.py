@@ -1,0 +1,135 @@
+"""The fan-out seam: how the events of a running turn reach readers on other replicas.
+
+A single process needs none of it (its readers follow the turn's in-process
+channel), so :class:`LocalFanout` publishes nowhere. With ``--redis`` every
+replica publishes what its turns emit and follows what the others' emit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class LiveFrame:
+    """One numbered SSE frame of a stream."""
+
+    seq: int
+    frame: str
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """A run of the stream ended (a turn paused or finished) after the frame numbered ``seq``."""
+
+    seq: int
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """Nothing arrived for a while; ``known`` tells whether the stream exists at all."""
+
+    known: bool
+
+
+FanoutEntry = LiveFrame | RunEnded | Quiet
+
+CancelHandler = Callable[[str, str], Awaitable[None]]
+"""Called with an owner id (agent, session or response) and a reason."""
+
+
+class Fanout(Protocol):
+    """Publishing and following streams of numbered frames, and asking every replica to cancel."""
+
+    async def open(self, on_cancel: CancelHandler) -> None:
+        """Connect; ``on_cancel`` runs when any replica asks for a cancellation."""
+        ...
+
+    async def close(self) -> None:
+        """Send what is queued and disconnect."""
+        ...
+
+    def publish(self, stream: str, seq: int, frame: str) -> None:
+        """Queue a frame for the stream's followers (never blocks the turn)."""
+        ...
+
+    def end_run(self, stream: str, seq: int) -> None:
+        """Queue the end of a run whose last frame was numbered ``seq``."""
+        ...
+
+    def follow(self, stream: str, after: int) -> AsyncIterator[FanoutEntry]:
+        """Entries of the stream after frame ``after``, as they come; never ends by itself."""
+        ...
+
+    async def request_cancel(self, owner: str, reason: str) -> None:
+        """Ask every replica to cancel the turns run for ``owner``."""
+        ...
+
+
+class LocalFanout:
+    """One process: nothing to publish, nobody else to follow or to ask."""
+
+    async def open(self, on_cancel: CancelHandler) -> None:
+        """Nothing to connect to."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    def publish(self, stream: str, seq: int, frame: str) -> None:
+        """Local readers follow the turn's own channel."""
+
+    def end_run(self, stream: str, seq: int) -> None:
+        """Local readers see the channel close."""
+
+    async def follow(self, stream: str, after: int) -> AsyncIterator[FanoutEntry]:
+        """No other replica publishes: the stream is unknown here."""
+        yield Quiet(known=False)
+
+    async def request_cancel(self, owner: str, reason: str) -> None:
+        """The caller already cancelled this process's turns."""
+
+
+async def follow_elsewhere(
+    fanout: Fanout,
+    stream: str,
+    after: int,
+    stored_after: Callable[[int], Awaitable[list[str]]],
+    is_running: Callable[[], Awaitable[bool]],
+) -> AsyncIterator[str]:
+    """The frames of a stream numbered above ``after``: stored ones, then live ones from another replica.
+
+    Stored frames come first; the fan-out then brings the rest as they are
+    made. The stream stops at the end of a run once the storage says nothing
+    runs any more (a resumed turn starts a new run on the same stream), or
+    when the stream stays quiet twice while nothing runs (its replica died,
+    or no replica published it). Whatever the storage holds beyond the last
+    frame sent is sent at the end, so none is lost if the fan-out lost some.
+    """
+    last = after
+    for frame in await stored_after(last):
+        last += 1
+        yield frame
+    quiet_while_stopped = 0
+    async for entry in fanout.follow(stream, last):
+        if isinstance(entry, LiveFrame):
+            if entry.seq > last + 1:  # the fan-out lost some (its stream expired): the storage may have them
+                for frame in (await stored_after(last))[: entry.seq - last - 1]:
+                    last += 1
+                    yield frame
+            if entry.seq > last:
+                last = entry.seq
+                yield entry.frame
+            continue
+        if await is_running():
+            quiet_while_stopped = 0
+            continue
+        if isinstance(entry, RunEnded) or not entry.known:
+            break
+        quiet_while_stopped += 1
+        if quiet_while_stopped >= 2:
+            break
+    for frame in await stored_after(last):
+        last += 1
+        yield frame

@@ -1,0 +1,166 @@
+"""Fan-out over Redis: one stream per turn or response, and a channel for cancellations.
+
+A frame numbered ``n`` is stream entry ``n-1`` and the end of a run after
+frame ``n`` is entry ``n-2``, so entry ids are the frame numbers themselves:
+a follower resumes after frame ``n`` by reading after id ``n-1``, and a
+replica that publishes a frame twice is refused by Redis instead of
+duplicating it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from .base import CancelHandler, FanoutEntry, LiveFrame, Quiet, RunEnded
+
+log = logging.getLogger(__name__)
+
+_FRAME, _END = "1", "2"
+_BATCH = 512
+
+
+class RedisFanout:
+    """Streams and cancellations shared by every replica that names the same Redis.
+
+    Args:
+        url: ``redis://…`` (or ``rediss://…``).
+        prefix: Namespace of every key and channel this uses.
+        block_seconds: How long a follower waits for news before checking on the turn.
+        live_ttl: Seconds a stream is kept after its latest frame (bounds what a dead replica leaves).
+        ended_ttl: Seconds a stream is kept after a run ended (finished turns replay from storage).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        prefix: str = "ferryman:",
+        block_seconds: float = 1.0,
+        live_ttl: int = 86_400,
+        ended_ttl: int = 600,
+    ) -> None:
+        self._url = url
+        self._prefix = prefix
+        self._block_ms = int(block_seconds * 1000)
+        self._live_ttl = live_ttl
+        self._ended_ttl = ended_ttl
+        self._queue: asyncio.Queue[tuple[str, str, int, str]] = asyncio.Queue()
+        self._client: aioredis.Redis | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def _redis(self) -> aioredis.Redis:
+        if self._client is None:
+            raise RuntimeError("the Redis fan-out is not open")
+        return self._client
+
+    def _key(self, stream: str) -> str:
+        return f"{self._prefix}stream:{stream}"
+
+    async def open(self, on_cancel: CancelHandler) -> None:
+        """Connect, start sending queued frames and start listening for cancellations."""
+        self._client = aioredis.from_url(self._url, decode_responses=True)
+        await self._redis.ping()
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        await pubsub.subscribe(f"{self._prefix}cancel")
+        self._tasks = [
+            asyncio.create_task(self._send_forever(), name="fanout-send"),
+            asyncio.create_task(self._listen(pubsub, on_cancel), name="fanout-cancel"),
+        ]
+
+    async def close(self) -> None:
+        """Send what is still queued, stop listening and disconnect."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if self._client is not None:
+            leftover = self._drain([])
+            if leftover:
+                with contextlib.suppress(RedisError, OSError):
+                    await self._send(leftover)
+            await self._client.aclose()
+            self._client = None
+
+    def publish(self, stream: str, seq: int, frame: str) -> None:
+        """Queue a frame; a background task sends queued frames in batches."""
+        self._queue.put_nowait((_FRAME, stream, seq, frame))
+
+    def end_run(self, stream: str, seq: int) -> None:
+        """Queue the end of a run after frame ``seq``."""
+        self._queue.put_nowait((_END, stream, seq, ""))
+
+    async def follow(self, stream: str, after: int) -> AsyncIterator[FanoutEntry]:
+        """Entries after frame ``after``: the first read does not wait, later ones wait up to ``block_seconds``."""
+        key, last_id = self._key(stream), f"{after}-{_FRAME}" if after >= 0 else "0-0"
+        block: int | None = None
+        while True:
+            try:
+                reply = await self._redis.xread({key: last_id}, count=_BATCH, block=block)
+                known = bool(reply) or bool(await self._redis.exists(key))
+            except (RedisError, OSError) as exc:
+                log.warning("following stream %s failed: %s", stream, exc)
+                await asyncio.sleep(self._block_ms / 1000)  # back off before trying Redis again
+                yield Quiet(known=False)
+                continue
+            block = self._block_ms
+            if not reply:
+                yield Quiet(known=known)
+                continue
+            for entry_id, fields in _entries(reply):
+                last_id = entry_id
+                seq, kind = entry_id.split("-")
+                yield LiveFrame(int(seq), fields["f"]) if kind == _FRAME else RunEnded(int(seq))
+
+    async def request_cancel(self, owner: str, reason: str) -> None:
+        """Tell every replica (this one too) to cancel the turns run for ``owner``."""
+        await self._redis.publish(f"{self._prefix}cancel", json.dumps({"owner": owner, "reason": reason}))
+
+    async def _listen(self, pubsub: Any, on_cancel: CancelHandler) -> None:
+        try:
+            async for message in pubsub.listen():
+                request = json.loads(message["data"])
+                try:
+                    await on_cancel(str(request["owner"]), str(request["reason"]))
+                except Exception:
+                    log.exception("cancelling the turns of %s failed", request.get("owner"))
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()
+
+    async def _send_forever(self) -> None:
+        while True:
+            batch = self._drain([await self._queue.get()])
+            try:
+                await self._send(batch)
+            except (RedisError, OSError) as exc:
+                log.warning("%d live event(s) not fanned out: %s", len(batch), exc)
+
+    def _drain(self, batch: list[tuple[str, str, int, str]]) -> list[tuple[str, str, int, str]]:
+        while len(batch) < _BATCH and not self._queue.empty():
+            batch.append(self._queue.get_nowait())
+        return batch
+
+    async def _send(self, batch: list[tuple[str, str, int, str]]) -> None:
+        pipe = self._redis.pipeline(transaction=False)
+        for kind, stream, seq, frame in batch:
+            key = self._key(stream)
+            fields = {"f": frame} if kind == _FRAME else {"end": "1"}
+            pipe.xadd(key, fields, id=f"{seq}-{kind}")  # type: ignore[arg-type]
+            pipe.expire(key, self._live_ttl if kind == _FRAME else self._ended_ttl)
+        results = await pipe.execute(raise_on_error=False)
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            log.warning("%d fan-out write(s) refused: %s", len(failures), failures[0])
+
+
+def _entries(reply: Any) -> list[tuple[str, dict[str, str]]]:
+    """The entries of a one-stream XREAD reply (RESP2: ``[[key, entries]]``)."""
+    return [(str(entry_id), dict(fields)) for entry_id, fields in reply[0][1]]

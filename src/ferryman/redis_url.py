@@ -1,0 +1,21 @@
+"""Redis URLs as ``--db`` and ``--redis`` take them: the server's URL, plus an optional key prefix.
+
+``redis://HOST:6379/0?prefix=team-a:`` keeps every key (and channel) of this
+deployment under ``team-a:``, so that several deployments can share one Redis
+database; without it the prefix is ``ferryman:``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+DEFAULT_PREFIX = "ferryman:"
+
+
+def split_prefix(url: str) -> tuple[str, str]:
+    """The URL to connect to (without ``prefix``) and the key prefix it names."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefix = next((value for key, value in query if key == "prefix"), DEFAULT_PREFIX)
+    rest = urlencode([(key, value) for key, value in query if key != "prefix"])
+    return urlunsplit(parts._replace(query=rest)), prefix

@@ -1,0 +1,80 @@
+"""Turn leases: how a replica shows its turns are alive, and how the others notice when it died.
+
+Every running turn carries a lease end in storage. Each replica renews the
+leases of the turns it runs and, on the same beat, fails any running turn
+whose lease ran out: its replica stopped without finishing it. A crashed
+replica's turn is therefore failed within ``seconds`` plus one beat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timedelta
+
+from ferryman.engine.channel import TurnRunner
+from ferryman.engine.ids import utcnow
+from ferryman.errors import FerrymanError
+from ferryman.storage.base import Store
+
+log = logging.getLogger(__name__)
+
+ABANDONED = "the replica running the turn stopped before it finished"
+
+
+class TurnLeases:
+    """Renews this replica's leases and fails the turns whose lease ran out.
+
+    Args:
+        store: Where turns and their leases are stored.
+        runner: The turns running in this process.
+        seconds: How long a lease lasts without renewal.
+    """
+
+    def __init__(self, store: Store, runner: TurnRunner, seconds: float = 30.0) -> None:
+        self.seconds = seconds
+        self._store = store
+        self._runner = runner
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def beat(self) -> float:
+        """Seconds between renewals (and sweeps): a third of a lease, so one late beat loses nothing."""
+        return self.seconds / 3
+
+    def until(self) -> datetime:
+        """The end of a lease taken now."""
+        return utcnow() + timedelta(seconds=self.seconds)
+
+    def start(self) -> None:
+        """Start beating in the background."""
+        self._task = asyncio.create_task(self._beat_forever(), name="turn-leases")
+
+    async def stop(self) -> None:
+        """Stop beating."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def beat_once(self) -> list[str]:
+        """Renew this replica's leases, then fail the expired turns; return the failed turn ids."""
+        running = self._runner.running()
+        if running:
+            await self._store.renew_leases(running, self.until())
+        failed = await self._store.fail_expired_turns(utcnow(), ABANDONED)
+        if failed:
+            log.warning("failed %d turn(s) whose replica stopped: %s", len(failed), ", ".join(failed))
+        return failed
+
+    async def _beat_forever(self) -> None:
+        while True:
+            try:
+                await self.beat_once()
+            except (FerrymanError, OSError) as exc:
+                log.warning("turn leases not renewed: %s", exc)
+            except Exception:
+                log.exception("turn leases not renewed")
+            await asyncio.sleep(self.beat)  # the beat is a period, not a wait for an event

@@ -1,0 +1,100 @@
+"""Key naming of the Redis backend, shared by the Python side and the Lua scripts.
+
+Every key is ``<prefix><kind>:<id>`` (or ``<prefix><kind>`` for the few global
+ones). The id always comes last and each kind is a distinct word, so no id,
+whatever characters it holds, can make two keys collide.
+
+==================  ===========  ====================================================
+kind                type         holds
+==================  ===========  ====================================================
+``seq``             string       the counter every ordering score comes from (INCR)
+``agents``          sorted set   agent ids by creation
+``agent``           hash         config, created_at, seq
+``agent_sessions``  sorted set   an agent's session ids by creation
+``session``         hash         agent_id (absent: no agent), name, started_at, seq,
+                                 running (the id of its running turn, if any)
+``session_turns``   sorted set   a session's turn ids by start
+``session_done``    sorted set   its *completed* turn ids, scored like session_turns
+``session_convs``   set          the conversations that run in the session
+``turn``            hash         the turn's columns, seq, response_id
+``steps``           sorted set   a turn's step ids by first save
+``step_bodies``     hash         step id -> step JSON
+``pending``         sorted set   the step ids of a turn still pending (tool waits)
+``messages``        list         a turn's history messages, ``"<id> <json>"``
+``turn_events``     sorted set   ``"<seq>:<frame>"`` scored by seq
+``leases``          sorted set   running turn ids by lease end (epoch seconds)
+``models``          hash         model id -> model JSON
+``model_order``     sorted set   model ids by first registration
+``conversation``    hash         session_id, metadata, created_at
+``items``           sorted set   an owner's item ids by insertion
+``item_bodies``     hash         item id -> item JSON
+``responses``       sorted set   response ids by creation
+``response``        hash         the response's columns, body, seq, interrupted
+``response_events`` sorted set   ``"<seq>:<frame>"`` scored by seq
+==================  ===========  ====================================================
+"""
+
+from __future__ import annotations
+
+from ferryman.redis_url import DEFAULT_PREFIX
+
+SEQ = "seq"
+AGENTS = "agents"
+AGENT = "agent"
+AGENT_SESSIONS = "agent_sessions"
+SESSION = "session"
+SESSION_TURNS = "session_turns"
+TURN = "turn"
+STEP_BODIES = "step_bodies"
+TURN_EVENTS = "turn_events"
+LEASES = "leases"
+MODELS = "models"
+MODEL_ORDER = "model_order"
+CONVERSATION = "conversation"
+ITEMS = "items"
+ITEM_BODIES = "item_bodies"
+RESPONSES = "responses"
+RESPONSE = "response"
+RESPONSE_EVENTS = "response_events"
+
+# Prepended to every script: the same naming as :class:`Keys`, with the prefix
+# always passed as ARGV[1].
+LUA_KEYS = """
+local P = ARGV[1]
+local function key(kind, id) return P .. kind .. ':' .. id end
+local function global(kind) return P .. kind end
+"""
+
+
+class Keys:
+    """The Redis keys of one store.
+
+    Args:
+        prefix: Prepended to every key, so that several stores can share one database.
+    """
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        self.prefix = prefix
+
+    def of(self, kind: str, record_id: str) -> str:
+        """The key of kind ``kind`` that belongs to ``record_id``."""
+        return f"{self.prefix}{kind}:{record_id}"
+
+    def global_(self, kind: str) -> str:
+        """A key that belongs to no record (an index of all agents, say)."""
+        return f"{self.prefix}{kind}"
+
+    def base(self, kind: str) -> str:
+        """The key of kind ``kind`` without its id, for scripts that append ids themselves."""
+        return f"{self.prefix}{kind}:"
+
+
+def event_frame(member: str) -> str:
+    """The frame of a stored stream event, whose member is ``<seq>:<frame>`` (unique even if frames repeat)."""
+    return member.split(":", 1)[1]
+
+
+def message_row(entry: str) -> tuple[int, str]:
+    """``(id, JSON body)`` of a stored history message entry."""
+    row_id, body = entry.split(" ", 1)
+    return int(row_id), body

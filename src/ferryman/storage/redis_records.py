@@ -1,0 +1,135 @@
+"""Records as the Redis backend stores them: hash fields in, records out.
+
+Absent optional values are absent hash fields (or ``''`` in script arguments,
+which no stored value can be: they are ids, JSON documents or timestamps).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from ferryman.api.agents import Agent, TurnError, TurnStatus
+from ferryman.api.responses import Response, ResponseError
+
+from . import codec
+from .base import ConversationRecord, ResponseRecord, SessionRecord, TurnRecord
+
+AGENT_FIELDS = ("config", "created_at")
+SESSION_FIELDS = ("agent_id", "name", "started_at")
+RESPONSE_FIELDS = (
+    "turn_id",
+    "session_id",
+    "conversation_id",
+    "previous_response_id",
+    "background",
+    "body",
+    "interrupted",
+)
+
+
+def pairs(flat: Sequence[str]) -> dict[str, str]:
+    """A hash from the flat ``field, value, …`` list a script answers for ``HGETALL``."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def optional(value: str | None) -> str:
+    """A script argument for a value that may be absent."""
+    return value if value is not None else ""
+
+
+def lease_score(moment: datetime | None) -> str:
+    """The score of a running turn in the lease index: no lease counts as long expired."""
+    return repr(moment.timestamp()) if moment is not None else "-inf"
+
+
+def agent_of(agent_id: str, values: Sequence[str | None]) -> Agent:
+    """An agent from its id and :data:`AGENT_FIELDS`."""
+    config, created_at = values
+    if config is None or created_at is None:
+        raise KeyError(f"agent '{agent_id}' is incomplete")
+    return Agent(agent_id=agent_id, agent_config=codec.load_config(config), created_at=codec.require_time(created_at))
+
+
+def session_of(session_id: str, values: Sequence[str | None]) -> SessionRecord:
+    """A session from its id and :data:`SESSION_FIELDS`."""
+    agent_id, name, started_at = values
+    if name is None or started_at is None:
+        raise KeyError(f"session '{session_id}' is incomplete")
+    return SessionRecord(session_id, agent_id, name, codec.require_time(started_at))
+
+
+def turn_of(turn_id: str, fields: dict[str, str]) -> TurnRecord:
+    """A turn record from its hash; its lease is not read back (see :class:`TurnRecord`)."""
+    code = fields.get("error_code")
+    return TurnRecord(
+        turn_id=turn_id,
+        session_id=fields["session_id"],
+        agent_id=fields.get("agent_id"),
+        status=cast(TurnStatus, fields["status"]),
+        input_messages=codec.load_inputs(fields["inputs"]),
+        started_at=codec.require_time(fields["started_at"]),
+        overrides=json.loads(fields["overrides"]),
+        output_message=codec.load_completion(fields.get("output")),
+        infer_iters=int(fields["infer_iters"]),
+        error=TurnError(code=code, message=fields.get("error_message", "")) if code else None,
+        completed_at=codec.load_time(fields.get("completed_at")),
+    )
+
+
+def turn_args(record: TurnRecord) -> list[str | int]:
+    """The status, inference count, output, error and completion time a finished turn stores."""
+    error = record.error
+    return [
+        record.status,
+        record.infer_iters,
+        record.output_message.model_dump_json() if record.output_message else "",
+        error.code if error else "",
+        error.message if error else "",
+        optional(codec.dump_time(record.completed_at)),
+    ]
+
+
+def response_args(record: ResponseRecord) -> list[str]:
+    """The arguments of the ``upsert_response`` script function."""
+    return [
+        record.response.id,
+        record.turn_id,
+        record.session_id,
+        optional(record.conversation_id),
+        optional(record.previous_response_id),
+        "1" if record.background else "0",
+        record.response.model_dump_json(),
+    ]
+
+
+def response_of(values: Sequence[str | None]) -> ResponseRecord:
+    """A response from :data:`RESPONSE_FIELDS`.
+
+    A response whose turn's lease ran out carries the failure as its own field
+    (``interrupted``), laid over the stored body here: the script that fails it
+    cannot rewrite a JSON document faithfully.
+    """
+    turn_id, session_id, conversation_id, previous_id, background, body, interrupted = values
+    if turn_id is None or session_id is None or body is None:
+        raise KeyError("response is incomplete")
+    response = Response.model_validate_json(body)
+    if interrupted is not None:
+        failure = ResponseError(code="interrupted", message=interrupted)
+        response = response.model_copy(update={"status": "failed", "error": failure})
+    return ResponseRecord(
+        response=response,
+        turn_id=turn_id,
+        session_id=session_id,
+        conversation_id=conversation_id or None,
+        previous_response_id=previous_id or None,
+        background=background == "1",
+    )
+
+
+def conversation_of(conversation_id: str, values: Sequence[Any]) -> ConversationRecord:
+    """A conversation from its session id, metadata and creation time."""
+    session_id, metadata, created_at = values
+    return ConversationRecord(conversation_id, session_id, json.loads(metadata), int(created_at))

@@ -1,0 +1,183 @@
+"""Responses, their stream events, conversations and items (in OpenAI form), in Redis.
+
+An owner's items (a conversation's, or a response's input) are a sorted set of
+item ids in insertion order beside a hash of their bodies, so an item id is
+unique per owner and a page after a cursor is a score range.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import cast
+
+from ferryman.api.content import Message
+from ferryman.api.responses import Item
+from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+
+from .base import ConversationRecord, Page, ResponseRecord
+from .redis_keys import CONVERSATION, ITEM_BODIES, ITEMS, RESPONSE, RESPONSE_EVENTS, RESPONSES, event_frame, message_row
+from .redis_records import RESPONSE_FIELDS, conversation_of, response_args, response_of
+from .redis_scripts import RedisBase, checked
+from .rows import ITEM
+
+_CONVERSATION_FIELDS = ("session_id", "metadata", "created_at")
+
+
+def _item_args(items: list[Item]) -> list[str]:
+    """``item id, item JSON`` pairs, flat."""
+    args: list[str] = []
+    for item in items:
+        if item.id is None:
+            raise InvalidRequestError("a stored item needs an id", "items")
+        args += [item.id, item.model_dump_json()]
+    return args
+
+
+def _repeated(owner: str) -> InvalidRequestError:
+    return InvalidRequestError(f"an item id is already used in '{owner}'", "items")
+
+
+class RedisResponses(RedisBase):
+    """Responses, their events, conversations and items over the backend's scripts."""
+
+    async def create_conversation(self, record: ConversationRecord, items: list[Item]) -> None:
+        """Store a conversation with its first items.
+
+        Raises:
+            NotFoundError: its session does not exist.
+            ConflictError: a conversation with this id exists.
+            InvalidRequestError: an item id repeats.
+        """
+        reply = await self._run(
+            "create_conversation",
+            record.conversation_id,
+            record.session_id,
+            json.dumps(record.metadata),
+            record.created_at,
+            *_item_args(items),
+        )
+        checked(
+            reply,
+            {
+                "not_found": NotFoundError(f"session '{record.session_id}' not found"),
+                "conflict": ConflictError(f"conversation '{record.conversation_id}' already exists"),
+                "invalid": _repeated(record.conversation_id),
+            },
+        )
+
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
+        """Return a conversation or raise NotFoundError."""
+        key = self._keys.of(CONVERSATION, conversation_id)
+        values = cast(list[str | None], await self._db.hmget(key, _CONVERSATION_FIELDS))
+        if values[0] is None:
+            raise NotFoundError(f"conversation '{conversation_id}' not found")
+        return conversation_of(conversation_id, values)
+
+    async def update_conversation(self, conversation_id: str, metadata: dict[str, str]) -> ConversationRecord:
+        """Replace a conversation's metadata and return the conversation."""
+        reply = await self._run("update_conversation", conversation_id, json.dumps(metadata))
+        [values] = checked(reply, {"not_found": NotFoundError(f"conversation '{conversation_id}' not found")})
+        return conversation_of(conversation_id, values)
+
+    async def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation and its items; responses that used it stay."""
+        reply = await self._run("delete_conversation", conversation_id)
+        checked(reply, {"not_found": NotFoundError(f"conversation '{conversation_id}' not found")})
+
+    async def add_items(self, owner: str, items: list[Item]) -> None:
+        """Append items to a conversation or a response's input; none if an id repeats (InvalidRequestError)."""
+        if items:
+            reply = await self._run("add_items", owner, *_item_args(items))
+            checked(reply, {"invalid": _repeated(owner)})
+
+    async def _items(self, owner: str, after: str, count: int, descending: bool = False) -> list[Item]:
+        rows = await self._page(
+            self._keys.of(ITEMS, owner),
+            after,
+            count,
+            ("hash", self._keys.of(ITEM_BODIES, owner)),
+            descending=descending,
+            missing=NotFoundError(f"item '{after}' not found in '{owner}'"),
+        )
+        return [ITEM.validate_json(row[1]) for row in rows]
+
+    async def list_items(self, owner: str, after: str | None, limit: int, order: str) -> Page[Item]:
+        """Items of an owner in order ``asc`` or ``desc``, after the item ``after`` (of this owner)."""
+        items = await self._items(owner, after or "", limit + 1, descending=order == "desc")
+        return Page(items[:limit], len(items) > limit)
+
+    async def all_items(self, owner: str) -> list[Item]:
+        """Every item of an owner, oldest first."""
+        return await self._items(owner, "", -1)
+
+    async def get_item(self, owner: str, item_id: str) -> Item:
+        """One item of an owner, or NotFoundError."""
+        body = await self._db.hget(self._keys.of(ITEM_BODIES, owner), item_id)
+        if body is None:
+            raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
+        return ITEM.validate_json(body)
+
+    async def delete_item(self, owner: str, item_id: str) -> None:
+        """Delete one item of an owner or raise NotFoundError."""
+        async with self._db.pipeline(transaction=True) as pipe:
+            pipe.zrem(self._keys.of(ITEMS, owner), item_id)
+            pipe.hdel(self._keys.of(ITEM_BODIES, owner), item_id)
+            removed, _ = await pipe.execute()
+        if not removed:
+            raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
+
+    async def save_response(self, record: ResponseRecord) -> None:
+        """Store or update a response.
+
+        Raises:
+            NotFoundError: a new response's turn does not exist.
+        """
+        reply = await self._run("save_response", *response_args(record))
+        checked(reply, {"not_found": NotFoundError(f"turn '{record.turn_id}' not found")})
+
+    async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
+        """Store a finished response, its events and its conversation's new items, all or nothing."""
+        items = _item_args(conversation_items) if record.conversation_id else []
+        reply = await self._run("finish_response", *response_args(record), len(events), *events, *items)
+        checked(
+            reply,
+            {
+                "invalid": _repeated(record.conversation_id or ""),
+                "not_found": NotFoundError(f"turn '{record.turn_id}' not found"),
+            },
+        )
+
+    async def get_response(self, response_id: str) -> ResponseRecord:
+        """Return a response or raise NotFoundError."""
+        values = cast(list[str | None], await self._db.hmget(self._keys.of(RESPONSE, response_id), RESPONSE_FIELDS))
+        if values[0] is None:
+            raise NotFoundError(f"response '{response_id}' not found")
+        return response_of(values)
+
+    async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
+        """Responses in creation order ``asc`` or ``desc``, after the response ``after``."""
+        rows = await self._page(
+            self._keys.global_(RESPONSES),
+            after or "",
+            limit + 1,
+            ("records", self._keys.base(RESPONSE)),
+            RESPONSE_FIELDS,
+            descending=order == "desc",
+            missing=NotFoundError(f"response '{after}' not found"),
+        )
+        return Page([response_of(row[1:]) for row in rows[:limit]], len(rows) > limit)
+
+    async def delete_response(self, response_id: str) -> None:
+        """Delete a response, its items and events, and the turn (outside a conversation: the session) it ran as."""
+        reply = await self._run("delete_response", response_id)
+        checked(reply, {"not_found": NotFoundError(f"response '{response_id}' not found")})
+
+    async def events_after(self, response_id: str, after: int) -> list[str]:
+        """The stored stream events of a response with a sequence number above ``after``."""
+        members = await self._db.zrangebyscore(self._keys.of(RESPONSE_EVENTS, response_id), f"({after}", "+inf")
+        return [event_frame(cast(str, member)) for member in members]
+
+    async def chain_history(self, response_id: str) -> list[Message]:
+        """Messages of every response along the ``previous_response_id`` chain, oldest first."""
+        entries = checked(await self._run("chain_history", response_id), {})
+        return self._messages.load([message_row(entry) for entry in entries])

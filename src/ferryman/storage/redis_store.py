@@ -1,0 +1,172 @@
+"""The Redis backend: records in Redis structures, shared by any number of replicas.
+
+Each record is a hash; each list (agents, an agent's sessions, a session's
+turns, responses, an owner's items, registered models) is a sorted set scored
+by one ``INCR`` counter, so creation order is exact and a page is a range by
+rank or by score, never a scan. Key layout: :mod:`ferryman.storage.redis_keys`.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from redis.asyncio import Redis
+
+from ferryman.api.agents import Agent
+from ferryman.api.registry import Model
+from ferryman.errors import ConflictError, NotFoundError
+from ferryman.redis_url import DEFAULT_PREFIX
+
+from . import codec
+from .base import Page, SessionRecord
+from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, MODEL_ORDER, MODELS, SESSION, Keys
+from .redis_records import AGENT_FIELDS, SESSION_FIELDS, agent_of, session_of
+from .redis_responses import RedisResponses
+from .redis_scripts import Scripts, checked
+from .redis_turns import RedisTurns
+from .rows import page_of
+
+
+class RedisStore(RedisTurns, RedisResponses):
+    """Agents, sessions, turns, responses and models in one Redis database.
+
+    Args:
+        url: A ``redis://`` or ``rediss://`` URL (a database number may follow the host).
+        prefix: Prepended to every key, so that several stores can share a database;
+            default ``ferryman:``.
+    """
+
+    def __init__(self, url: str, prefix: str | None = None) -> None:
+        self._url = url
+        self._keys = Keys(DEFAULT_PREFIX if prefix is None else prefix)
+        self._client: Redis | None = None
+        self._scripts: Scripts | None = None
+        self._messages = codec.MessageCache()
+
+    async def open(self) -> None:
+        """Connect (checking the server answers) and register the scripts; there is no schema to migrate."""
+        client = Redis.from_url(self._url, decode_responses=True)
+        try:
+            await client.ping()
+        except BaseException:
+            await client.aclose()
+            raise
+        self._client = client
+        self._scripts = Scripts(client, self._keys.prefix)
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        client, self._client, self._scripts = self._client, None, None
+        if client is not None:
+            await client.aclose()
+
+    # ---- agents ----------------------------------------------------------
+
+    async def create_agent(self, agent: Agent) -> None:
+        """Store a new agent.
+
+        Raises:
+            ConflictError: an agent with this id exists.
+        """
+        reply = await self._run(
+            "create_agent",
+            agent.agent_id,
+            agent.agent_config.model_dump_json(),
+            codec.dump_time(agent.created_at) or "",
+        )
+        checked(reply, {"conflict": ConflictError(f"agent '{agent.agent_id}' already exists")})
+
+    async def get_agent(self, agent_id: str) -> Agent:
+        """Return an agent or raise NotFoundError."""
+        values = cast(list[str | None], await self._db.hmget(self._keys.of(AGENT, agent_id), AGENT_FIELDS))
+        if values[0] is None:
+            raise NotFoundError(f"agent '{agent_id}' not found")
+        return agent_of(agent_id, values)
+
+    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
+        """Return agents in creation order."""
+        rows = await self._page(
+            self._keys.global_(AGENTS), start_index, _count(limit), ("records", self._keys.base(AGENT)), AGENT_FIELDS
+        )
+        page, more = page_of(rows, limit)
+        return Page([agent_of(row[0], row[1:]) for row in page], more)
+
+    async def delete_agent(self, agent_id: str) -> None:
+        """Delete an agent with its sessions and everything under them, or raise NotFoundError."""
+        reply = await self._run("delete_agent", agent_id)
+        checked(reply, {"not_found": NotFoundError(f"agent '{agent_id}' not found")})
+
+    # ---- sessions --------------------------------------------------------
+
+    async def create_session(self, session: SessionRecord) -> None:
+        """Store a new session.
+
+        Raises:
+            NotFoundError: its agent does not exist.
+            ConflictError: a session with this id exists.
+        """
+        reply = await self._run(
+            "create_session",
+            session.session_id,
+            session.agent_id or "",
+            session.session_name,
+            codec.dump_time(session.started_at) or "",
+        )
+        checked(
+            reply,
+            {
+                "not_found": NotFoundError(f"agent '{session.agent_id}' not found"),
+                "conflict": ConflictError(f"session '{session.session_id}' already exists"),
+            },
+        )
+
+    async def get_session(self, agent_id: str, session_id: str) -> SessionRecord:
+        """Return a session of an agent or raise NotFoundError."""
+        values = cast(list[str | None], await self._db.hmget(self._keys.of(SESSION, session_id), SESSION_FIELDS))
+        if values[1] is None or values[0] != agent_id:
+            raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
+        return session_of(session_id, values)
+
+    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
+        """Return an agent's sessions in creation order."""
+        rows = await self._page(
+            self._keys.of(AGENT_SESSIONS, agent_id),
+            start_index,
+            _count(limit),
+            ("records", self._keys.base(SESSION)),
+            SESSION_FIELDS,
+        )
+        page, more = page_of(rows, limit)
+        return Page([session_of(row[0], row[1:]) for row in page], more)
+
+    async def delete_session(self, agent_id: str, session_id: str) -> None:
+        """Delete a session with its turns, or raise NotFoundError."""
+        reply = await self._run("delete_session", agent_id, session_id)
+        checked(reply, {"not_found": NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")})
+
+    # ---- models ----------------------------------------------------------
+
+    async def save_model(self, model: Model) -> None:
+        """Store (or replace, keeping its place) a registered model."""
+        checked(await self._run("save_model", model.identifier, model.model_dump_json()), {})
+
+    async def delete_model(self, model_id: str) -> bool:
+        """Forget a registered model; return whether it existed."""
+        async with self._db.pipeline(transaction=True) as pipe:
+            pipe.hdel(self._keys.global_(MODELS), model_id)
+            pipe.zrem(self._keys.global_(MODEL_ORDER), model_id)
+            deleted, _ = await pipe.execute()
+        return bool(deleted)
+
+    async def registered_models(self) -> list[Model]:
+        """Every registered model, in registration order."""
+        async with self._db.pipeline(transaction=True) as pipe:
+            pipe.zrange(self._keys.global_(MODEL_ORDER), 0, -1)
+            pipe.hgetall(self._keys.global_(MODELS))
+            order, bodies = await pipe.execute()
+        return [Model.model_validate_json(bodies[model_id]) for model_id in order if model_id in bodies]
+
+
+def _count(limit: int | None) -> int:
+    """How many rows a page fetches: one more than it shows, to tell whether more follow (-1: all)."""
+    return -1 if limit is None else limit + 1

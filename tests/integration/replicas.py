@@ -1,0 +1,94 @@
+"""Shared state for replica tests: a fresh PostgreSQL database, a Redis, and ferryman processes over them.
+
+The URLs come from ``FERRYMAN_TEST_POSTGRES_URL`` and ``FERRYMAN_TEST_REDIS_URL``;
+an unreachable server skips these tests, except under ``CI=true``, where it fails them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import asyncpg
+import redis
+from storage_backends import POSTGRES_URL, unavailable
+
+from support import Proc, ferryman_server
+
+REDIS_URL = os.environ.get("FERRYMAN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+LEASE_SECONDS = 2.0
+"""Short, so that a crashed replica's turn is failed quickly; the beat renews it every 2/3 s."""
+
+
+async def _admin(statement: str) -> None:
+    connection = await asyncpg.connect(POSTGRES_URL, timeout=5)
+    try:
+        await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """The URL of a new, empty database on the test server, dropped afterwards."""
+    name = f"ferryman_{uuid.uuid4().hex[:12]}"
+    try:
+        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError) as exc:
+        unavailable(f"PostgreSQL is unreachable at {POSTGRES_URL} (set FERRYMAN_TEST_POSTGRES_URL): {exc!r}")
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def redis_url() -> str:
+    """The test Redis, checked to answer."""
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        unavailable(f"Redis is unreachable at {REDIS_URL} (set FERRYMAN_TEST_REDIS_URL): {exc!r}")
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@contextmanager
+def redis_database() -> Iterator[str]:
+    """A ``redis://`` ``--db`` URL whose keys live under a new prefix, deleted afterwards."""
+    prefix = f"replicas_{uuid.uuid4().hex[:12]}:"
+    url = redis_url()
+    try:
+        yield f"{url}?prefix={prefix}"
+    finally:
+        client = redis.Redis.from_url(url)
+        try:
+            keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
+
+
+@contextmanager
+def shared_state(kind: str) -> Iterator[tuple[str, str]]:
+    """``--db`` and ``--redis`` URLs of a fresh deployment: records in PostgreSQL or in Redis."""
+    if kind == "postgres":
+        coordination = redis_url()
+        with postgres_database() as db_url:
+            yield db_url, coordination
+    else:
+        with redis_database() as db_url:
+            yield db_url, db_url
+
+
+def replica(tmp: Path, inference_root: str, db_url: str, coordination: str, *extra: str) -> tuple[Proc, str]:
+    """One ferryman replica over the shared state."""
+    return ferryman_server(
+        tmp, inference_root, db_url, "--redis", coordination, "--turn-lease", str(LEASE_SECONDS), *extra
+    )

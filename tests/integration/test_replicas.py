@@ -1,0 +1,243 @@
+"""Two real replicas over one PostgreSQL and one Redis behave as one server; the test hops between them."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from integration_helpers import (
+    assert_error,
+    gate_name,
+    iter_frames,
+    open_gate_finally,
+    resume,
+    run_turn,
+    session_url,
+    tool_response,
+    turn_url,
+    user,
+    wait_for_requests,
+    wait_for_status,
+)
+from replicas import LEASE_SECONDS, replica, shared_state
+
+from ferryman.testing import ScriptedReply, ScriptedServerClient
+from support import WEATHER_TOOL, Proc, create_agent, create_session
+
+
+class Pair:
+    """Replicas ``a`` and ``b`` (processes and clients) over one database and one Redis."""
+
+    def __init__(self, procs: list[Proc], clients: list[httpx.Client]) -> None:
+        self.procs = procs
+        self.a, self.b = clients
+
+
+@pytest.fixture(params=["postgres", "redis"])
+def pair(
+    request: pytest.FixtureRequest, tmp_path: Path, scripted_proc: tuple[Proc, str], model: ScriptedServerClient
+) -> Iterator[Pair]:
+    """Records in PostgreSQL with Redis for coordination, or everything in Redis."""
+    with shared_state(request.param) as (db_url, coordination):
+        procs: list[Proc] = []
+        clients: list[httpx.Client] = []
+        try:
+            for _ in range(2):
+                proc, base = replica(tmp_path, scripted_proc[1], db_url, coordination)
+                procs.append(proc)
+                clients.append(httpx.Client(base_url=base, timeout=30))
+            yield Pair(procs, clients)
+        finally:
+            for client in clients:
+                client.close()
+            for proc in procs:
+                proc.stop()
+
+
+def _events(http: httpx.Client, url: str, last_event_id: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+    with http.stream("GET", f"{url}/events", headers=headers) as response:
+        assert response.status_code == 200, response.read().decode()
+        yield from iter_frames(response)
+
+
+def _kind(data: dict[str, Any]) -> str:
+    return "error" if "error" in data else str(data["event"]["payload"]["event_type"])
+
+
+def test_records_made_on_one_replica_are_read_on_the_other(pair: Pair) -> None:
+    agent_id = create_agent(pair.a, toolgroups=["builtin::math"])
+    session_id = create_session(pair.b, agent_id, "made on b")
+    listed = pair.b.get("/v1/agents").json()["data"]
+    assert [agent["agent_id"] for agent in listed] == [agent_id]
+    sessions = pair.a.get(f"/v1/agents/{agent_id}/sessions").json()["data"]
+    assert [(s["session_id"], s["session_name"]) for s in sessions] == [(session_id, "made on b")]
+
+
+def test_a_turn_paused_on_one_replica_is_resumed_on_the_other(pair: Pair, model: ScriptedServerClient) -> None:
+    agent_id = create_agent(pair.a, client_tools=[WEATHER_TOOL])
+    session_id = create_session(pair.a, agent_id)
+    model.enqueue_tool_call("get_weather", {"city": "Lisbon"})
+    paused = run_turn(pair.a, agent_id, session_id, "weather in Lisbon?")
+    assert paused["status"] == "awaiting_input"
+    [call] = paused["output_message"]["tool_calls"]
+    model.enqueue_text("Sunny, 24 degrees.")
+    response = resume(pair.b, agent_id, session_id, paused["turn_id"], [tool_response(call, "sunny, 24C")])
+    assert response.status_code == 200, response.text
+    done = response.json()
+    assert done["status"] == "completed"
+    assert done["output_message"]["content"] == "Sunny, 24 degrees."
+    # One model call per inference step: one before the pause (on a), one after (on b).
+    assert len(model.requests()) == 2
+    seen_on_a = pair.a.get(turn_url(agent_id, session_id, paused["turn_id"])).json()
+    assert seen_on_a["status"] == "completed"
+    assert [s["step_type"] for s in seen_on_a["steps"]] == ["inference", "tool_execution", "inference"]
+    # Resuming it again, on either replica, is refused.
+    again = resume(pair.a, agent_id, session_id, paused["turn_id"], [tool_response(call, "twice")])
+    assert_error(again, 409)
+
+
+def test_a_turn_running_on_one_replica_refuses_a_second_turn_on_the_other(
+    pair: Pair, model: ScriptedServerClient
+) -> None:
+    agent_id = create_agent(pair.a)
+    session_id = create_session(pair.a, agent_id)
+    gate = gate_name()
+    model.enqueue(ScriptedReply(text="held", gate=gate))
+    with open_gate_finally(model, gate):
+        body = {"messages": [user("first")], "stream": True}
+        with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
+            frames = iter_frames(response)
+            turn_id = next(frames)[1]["event"]["payload"]["turn_id"]
+            wait_for_requests(model, 1)
+            refused = pair.b.post(turn_url(agent_id, session_id), json={"messages": [user("second")], "stream": False})
+            assert_error(refused, 409)
+            model.open_gate(gate)
+            assert _kind(list(frames)[-1][1]) == "turn_complete"
+    model.enqueue_text("second answer")
+    assert run_turn(pair.b, agent_id, session_id, "second")["status"] == "completed"
+    assert len(model.requests()) == 2
+    turns = pair.b.get(session_url(agent_id, session_id)).json()["turns"]
+    assert [(t["turn_id"] == turn_id, t["status"]) for t in turns] == [(True, "completed"), (False, "completed")]
+
+
+def test_a_client_reconnects_to_the_other_replica_and_misses_nothing(pair: Pair, model: ScriptedServerClient) -> None:
+    agent_id = create_agent(pair.a)
+    session_id = create_session(pair.a, agent_id)
+    gate = gate_name()
+    model.enqueue(ScriptedReply(text="an answer held at the gate", gate=gate))
+    with open_gate_finally(model, gate):
+        body = {"messages": [user("hi")], "stream": True}
+        with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
+            frames = iter_frames(response)
+            first = [next(frames), next(frames)]
+        wait_for_requests(model, 1)
+        turn_id = first[0][1]["event"]["payload"]["turn_id"]
+        url = turn_url(agent_id, session_id, turn_id)
+        # From b, ask for everything after the first event: the second one was never stored
+        # (the turn still runs on a), so b can only have it from a through Redis.
+        followed = _events(pair.b, url, first[0][0])
+        rest = [next(followed)]
+        assert rest == first[1:]
+        model.open_gate(gate)
+        rest.extend(followed)
+        first = first[:1]
+    ids = [frame_id for frame_id, _ in first + rest]
+    assert ids == list(range(len(ids)))
+    assert _kind(rest[-1][1]) == "turn_complete"
+    # Once finished, either replica replays the whole turn from storage, the same frames.
+    assert list(_events(pair.a, url)) == first + rest
+    assert list(_events(pair.b, url, 1)) == (first + rest)[2:]
+
+
+def test_a_response_stream_is_resumed_on_the_other_replica(pair: Pair, model: ScriptedServerClient) -> None:
+    gate = gate_name()
+    model.enqueue(ScriptedReply(text="streamed words arrive later", gate=gate))
+    with open_gate_finally(model, gate):
+        body = {"model": "scripted-model", "input": "hi", "stream": True}
+        with pair.a.stream("POST", "/v1/responses", json=body) as response:
+            lines = response.iter_lines()
+            head = _response_events(lines, 2)
+        response_id = head[0]["response"]["id"]
+        wait_for_requests(model, 1)
+        after = head[-1]["sequence_number"]
+        with pair.b.stream(
+            "GET", f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": after}
+        ) as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()
+            model.open_gate(gate)
+            tail = _response_events(lines, None)
+    numbers = [event["sequence_number"] for event in head + tail]
+    assert numbers == list(range(len(numbers)))
+    assert tail[-1]["type"] == "response.completed"
+    assert pair.b.get(f"/v1/responses/{response_id}").json()["status"] == "completed"
+
+
+def _response_events(lines: Iterator[str], count: int | None) -> list[dict[str, Any]]:
+    """The data of the next ``count`` Responses stream events (all of them when None)."""
+    events: list[dict[str, Any]] = []
+    for line in lines:
+        if line.startswith("data: "):
+            events.append(json.loads(line[len("data: ") :]))
+            if count is not None and len(events) == count:
+                break
+    return events
+
+
+def test_cancelling_a_background_response_reaches_the_replica_running_it(
+    pair: Pair, model: ScriptedServerClient
+) -> None:
+    gate = gate_name()
+    model.enqueue(ScriptedReply(text="never finished", gate=gate))
+    with open_gate_finally(model, gate):
+        started = pair.a.post("/v1/responses", json={"model": "scripted-model", "input": "hi", "background": True})
+        response_id = started.json()["id"]
+        wait_for_requests(model, 1)
+        cancelled = pair.b.post(f"/v1/responses/{response_id}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        assert cancelled.json()["status"] == "cancelled"
+    assert pair.a.get(f"/v1/responses/{response_id}").json()["status"] == "cancelled"
+
+
+def test_when_a_replica_is_killed_mid_turn_the_other_fails_the_turn_and_keeps_what_completed(
+    pair: Pair, model: ScriptedServerClient
+) -> None:
+    agent_id = create_agent(pair.a, toolgroups=["builtin::math"])
+    session_id = create_session(pair.a, agent_id)
+    model.enqueue_text("first answer")
+    earlier = run_turn(pair.a, agent_id, session_id, "first")
+    gate = gate_name()
+    model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
+    model.enqueue(ScriptedReply(text="never delivered", gate=gate))
+    with open_gate_finally(model, gate):
+        body = {"messages": [user("what is 6 times 7?")], "stream": True}
+        with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
+            frames = iter_frames(response)
+            turn_id = next(frames)[1]["event"]["payload"]["turn_id"]
+            wait_for_requests(model, 3)  # the earlier turn, the tool call, the held answer
+        follower = _events(pair.b, turn_url(agent_id, session_id, turn_id))
+        seen = [next(follower)]
+        killed_at = time.monotonic()
+        pair.procs[0].kill()
+        seen.extend(follower)  # ends once b has failed the turn, rather than hanging
+        failed = wait_for_status(pair.b, agent_id, session_id, turn_id, "failed")
+    # Bounded: the lease, plus one beat, plus slack for a loaded machine.
+    assert time.monotonic() - killed_at < LEASE_SECONDS * 4 + 5
+    assert failed["error"]["code"] == "interrupted"
+    assert [s["step_type"] for s in failed["steps"]] == ["inference", "tool_execution"]
+    assert [r["content"] for r in failed["steps"][1]["tool_responses"]] == ["42"]
+    ids = [frame_id for frame_id, _ in seen]
+    assert ids == list(range(len(ids)))
+    # The session takes new turns, and the completed one is intact.
+    model.enqueue_text("back again")
+    assert run_turn(pair.b, agent_id, session_id, "again")["status"] == "completed"
+    turns = pair.b.get(session_url(agent_id, session_id)).json()["turns"]
+    assert [t["status"] for t in turns] == ["completed", "failed", "completed"]
+    assert turns[0] == pair.b.get(turn_url(agent_id, session_id, earlier["turn_id"])).json()
+    assert turns[0]["output_message"]["content"] == "first answer"

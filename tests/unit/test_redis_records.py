@@ -1,0 +1,87 @@
+"""The Redis backend's pure parts: key naming, stored entry formats, record encoding."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from ferryman.api.agents import TurnError
+from ferryman.api.content import CompletionMessage, UserMessage
+from ferryman.api.responses import Response
+from ferryman.engine.ids import new_id, utcnow
+from ferryman.storage import codec, redis_keys
+from ferryman.storage.base import ResponseRecord, TurnRecord
+from ferryman.storage.redis_keys import Keys, event_frame, message_row
+from ferryman.storage.redis_records import lease_score, response_args, response_of, turn_args, turn_of
+from ferryman.storage.select import store_for
+
+
+def test_keys_end_with_the_id_so_no_id_makes_two_keys_collide() -> None:
+    keys = Keys("p:")
+    assert keys.of(redis_keys.AGENT, "x") == "p:agent:x"
+    assert keys.of(redis_keys.AGENT, "x:sessions") != keys.of(redis_keys.AGENT_SESSIONS, "x")
+    assert keys.base(redis_keys.RESPONSE) + "r1" == keys.of(redis_keys.RESPONSE, "r1")
+    assert keys.global_(redis_keys.LEASES) == "p:leases"
+
+
+def test_stored_entries_split_at_their_first_separator_only() -> None:
+    assert message_row('12 {"content": "a b"}') == (12, '{"content": "a b"}')
+    assert event_frame('3:event: x\ndata: {"a": 1}\n\n') == 'event: x\ndata: {"a": 1}\n\n'
+
+
+def test_a_turn_without_a_lease_scores_as_long_expired() -> None:
+    assert lease_score(None) == "-inf"
+    moment = utcnow() + timedelta(seconds=30)
+    assert float(lease_score(moment)) == moment.timestamp()
+
+
+def _stored_turn(record: TurnRecord) -> dict[str, str]:
+    """The hash the start and finish scripts leave for ``record``."""
+    status, infer_iters, output, code, message, completed_at = turn_args(record)
+    fields = {
+        "session_id": record.session_id,
+        "status": str(status),
+        "inputs": codec.dump_inputs(record.input_messages),
+        "overrides": "{}",
+        "started_at": codec.dump_time(record.started_at) or "",
+        "infer_iters": str(infer_iters),
+        "output": str(output),
+        "error_code": str(code),
+        "error_message": str(message),
+        "completed_at": str(completed_at),
+        "seq": "7",
+    }
+    return {name: value for name, value in fields.items() if value != ""}
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_a_finished_turn_reads_back_from_its_hash(failed: bool) -> None:
+    record = TurnRecord(new_id(), new_id(), None, "completed", [UserMessage(content="q")], utcnow())
+    record.infer_iters, record.completed_at = 2, utcnow()
+    if failed:
+        record.status, record.error = "failed", TurnError(code="upstream_error", message="")
+    else:
+        record.output_message = CompletionMessage(content="a", stop_reason="end_of_turn")
+    assert turn_of(record.turn_id, _stored_turn(record)) == record
+
+
+def test_an_interrupted_response_reads_back_failed_with_its_reason() -> None:
+    response = Response(id="resp_1", created_at=1, status="in_progress", model="m")
+    record = ResponseRecord(response, new_id(), new_id())
+    _, turn_id, session_id, conversation, previous, background, body = response_args(record)
+    stored = [turn_id, session_id, conversation, previous, background, body]
+    assert response_of([*stored, None]) == record
+    failed = response_of([*stored, "the replica stopped"]).response
+    assert failed.status == "failed"
+    assert failed.error is not None and (failed.error.code, failed.error.message) == (
+        "interrupted",
+        "the replica stopped",
+    )
+
+
+def test_redis_urls_select_the_redis_store() -> None:
+    from ferryman.storage.redis_store import RedisStore
+
+    assert isinstance(store_for("redis://127.0.0.1:6379/0"), RedisStore)
+    assert isinstance(store_for("rediss://cache.example:6380"), RedisStore)
