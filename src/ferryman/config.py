@@ -16,6 +16,8 @@ _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 
 
 EMBEDDED_TYPE = "inline::embedded"
+SHARED_DB_PREFIXES = ("postgresql://", "postgres://", "redis://", "rediss://")
+"""``--db`` URLs of databases that several processes can share."""
 
 
 class ProviderSettings(BaseModel):
@@ -93,8 +95,7 @@ class Settings(BaseModel):
 
     def shares_state(self) -> bool:
         """Whether several processes can serve this state as one server."""
-        shared_db = self.db_path().startswith(("postgresql://", "postgres://", "redis://", "rediss://"))
-        return shared_db and self.coordination_url() is not None
+        return self.db_path().startswith(SHARED_DB_PREFIXES) and self.coordination_url() is not None
 
 
 def substitute_env(text: str, environ: dict[str, str] | None = None) -> str:

