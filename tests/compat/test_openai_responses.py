@@ -969,6 +969,26 @@ def test_replay_of_a_finished_response(oai: openai.OpenAI, model: ScriptedServer
     assert [e.sequence_number for e in sdk_events] == list(range(5, len(original)))
 
 
+def test_every_stream_event_carries_its_number_as_sse_id_and_last_event_id_resumes(
+    model: ScriptedServerClient, http: httpx.Client
+) -> None:
+    model.enqueue(ScriptedReply(text="one two", chunks=2))
+    body = {"model": MODEL, "input": "go", "stream": True}
+    with http.stream("POST", "/v1/responses", json=body) as response:
+        lines = list(response.iter_lines())
+    ids = [int(line.removeprefix("id:").strip()) for line in lines if line.startswith("id:")]
+    numbers = [json.loads(line.removeprefix("data:"))["sequence_number"] for line in lines if line.startswith("data:")]
+    assert ids == numbers == list(range(len(numbers)))
+    first = json.loads(next(line for line in lines if line.startswith("data:")).removeprefix("data:"))
+    url = f"/v1/responses/{first['response']['id']}"
+    resumed = read_sse(http, "GET", url, params={"stream": "true"}, headers={"Last-Event-ID": "3"})
+    assert [event["sequence_number"] for event in resumed] == list(range(4, len(numbers)))
+    # An explicit starting_after wins over the header.
+    params = {"stream": "true", "starting_after": "5"}
+    resumed = read_sse(http, "GET", url, params=params, headers={"Last-Event-ID": "1"})
+    assert [event["sequence_number"] for event in resumed] == list(range(6, len(numbers)))
+
+
 def test_replay_of_a_running_response_then_live_events(
     oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client, gates: Callable[[], str]
 ) -> None:

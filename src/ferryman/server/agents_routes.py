@@ -19,10 +19,10 @@ from ferryman.api.agents import (
     StepResponse,
     Turn,
 )
-from ferryman.errors import InvalidRequestError, error_for_code
+from ferryman.errors import error_for_code
 from ferryman.services.agents import AgentService, LiveTurn
 
-from .http import JSONModelResponse, parse_body, provider_data, query_int, query_list, sse_response
+from .http import JSONModelResponse, last_event_id, parse_body, provider_data, query_int, query_list, sse_response
 
 
 async def _answer(live: LiveTurn, stream: bool | None) -> Response:
@@ -32,14 +32,6 @@ async def _answer(live: LiveTurn, stream: bool | None) -> Response:
     if turn.status == "failed" and turn.error is not None:
         raise error_for_code(turn.error.code, f"turn {turn.turn_id} failed: {turn.error.message}")
     return JSONModelResponse(turn)
-
-
-def _last_event_id(request: Request) -> int:
-    raw = request.headers.get("last-event-id", "-1").strip() or "-1"
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise InvalidRequestError("the Last-Event-ID header must be an event number", "Last-Event-ID") from exc
 
 
 def _page(request: Request) -> tuple[int, int | None]:
@@ -102,8 +94,9 @@ def agent_routes(service: AgentService) -> list[BaseRoute]:
 
     async def turn_events(request: Request) -> Response:
         p = request.path_params
-        after = _last_event_id(request)
-        return sse_response(await service.turn_events(p["agent_id"], p["session_id"], p["turn_id"], after))
+        after = last_event_id(request)
+        frames = await service.turn_events(p["agent_id"], p["session_id"], p["turn_id"], -1 if after is None else after)
+        return sse_response(frames)
 
     async def get_step(request: Request) -> Response:
         p = request.path_params

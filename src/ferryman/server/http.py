@@ -77,6 +77,17 @@ def provider_data(request: Request) -> dict[str, Any] | None:
     return data
 
 
+def last_event_id(request: Request) -> int | None:
+    """The ``Last-Event-ID`` header of a client resuming an SSE stream, if it sent one."""
+    raw = request.headers.get("last-event-id", "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise InvalidRequestError("the Last-Event-ID header must be an event number", "Last-Event-ID") from exc
+
+
 def query_bool(request: Request, name: str) -> bool:
     """A boolean query parameter (``true``/``1``)."""
     return request.query_params.get(name, "").lower() in ("1", "true", "yes")

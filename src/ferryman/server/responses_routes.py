@@ -24,7 +24,7 @@ from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.responses.service import ResponsesService
 from ferryman.storage.base import Page
 
-from .http import JSONModelResponse, parse_body, provider_data, query_bool, query_int, sse_response
+from .http import JSONModelResponse, last_event_id, parse_body, provider_data, query_bool, query_int, sse_response
 
 
 def _order(request: Request, default: Literal["asc", "desc"]) -> str:
@@ -67,7 +67,10 @@ def response_routes(responses: ResponsesService, conversations: ConversationServ
     async def retrieve(request: Request) -> Response:
         response_id = request.path_params["response_id"]
         if query_bool(request, "stream"):
-            after = query_int(request, "starting_after", -1, minimum=-1)
+            # ``starting_after`` is OpenAI's; ``Last-Event-ID`` is what SSE clients send on their own.
+            after = query_int(request, "starting_after", None, minimum=-1)
+            if after is None:
+                after = last_event_id(request)
             return sse_response(await responses.replay(response_id, -1 if after is None else after))
         return JSONModelResponse(await responses.get(response_id))
 

@@ -46,10 +46,14 @@ class ResponseRecorder:
         self._open: tuple[int, str, list[str]] | None = None
 
     async def emit(self, event_type: str, **fields: Any) -> None:
-        """Number, record and publish one event, as a complete SSE frame."""
+        """Number, record and publish one event, as a complete SSE frame.
+
+        The frame's ``id:`` is its sequence number, so that a client that lost
+        the stream can come back with ``Last-Event-ID`` as with ``starting_after``.
+        """
         seq = len(self.events)
         body = {"type": event_type, "sequence_number": seq, **fields}
-        frame = f"event: {event_type}\ndata: {json.dumps(body, default=_jsonable)}\n\n"
+        frame = f"id: {seq}\nevent: {event_type}\ndata: {json.dumps(body, default=_jsonable)}\n\n"
         self.events.append(frame)
         await self._publish(seq, frame)
 
