@@ -115,3 +115,14 @@ async def test_a_cancellation_request_reaches_every_replica(
     await a.request_cancel("session-1", "the session was deleted")
     assert await asyncio.wait_for(heard_b.heard.get(), 10) == ("session-1", "the session was deleted")
     assert await asyncio.wait_for(heard_a.heard.get(), 10) == ("session-1", "the session was deleted")
+
+
+async def test_what_a_replica_published_can_be_read_back_whole(replicas: Replicas) -> None:
+    a, b, _, _ = replicas
+    for seq in range(3):
+        a.publish("turn:t3", seq, f"frame {seq}")
+    a.end_run("turn:t3", 2)
+    await asyncio.wait_for(_take(b.follow("turn:t3", -1), 4), 10)  # all of it has reached Redis
+    assert await b.recorded("turn:t3", -1) == [LiveFrame(seq, f"frame {seq}") for seq in range(3)]
+    assert await b.recorded("turn:t3", 1) == [LiveFrame(2, "frame 2")]
+    assert await b.recorded("turn:unknown", -1) == []

@@ -234,6 +234,12 @@ def test_when_a_replica_is_killed_mid_turn_the_other_fails_the_turn_and_keeps_wh
     assert [r["content"] for r in failed["steps"][1]["tool_responses"]] == ["42"]
     ids = [frame_id for frame_id, _ in seen]
     assert ids == list(range(len(ids)))
+    # The follower's stream ends with the turn's failure, and what a streamed before it died is
+    # stored: a later replay, from either replica, gives the same frames.
+    assert seen[-1][1]["error"]["code"] == "interrupted"
+    assert [_kind(data) for _, data in seen].count("step_complete") == 2
+    url = turn_url(agent_id, session_id, turn_id)
+    assert list(_events(pair.b, url)) == seen
     # The session takes new turns, and the completed one is intact.
     model.enqueue_text("back again")
     assert run_turn(pair.b, agent_id, session_id, "again")["status"] == "completed"
@@ -264,3 +270,28 @@ def test_deleting_a_session_on_one_replica_cancels_its_turn_running_on_the_other
     model.enqueue_text("a new session works")
     fresh = create_session(pair.a, agent_id)
     assert run_turn(pair.b, agent_id, fresh, "hi")["status"] == "completed"
+
+
+def test_when_a_replica_is_killed_mid_response_the_other_fails_it_and_ends_its_stream(
+    pair: Pair, model: ScriptedServerClient
+) -> None:
+    gate = gate_name()
+    model.enqueue(ScriptedReply(text="never delivered", gate=gate))
+    with open_gate_finally(model, gate):
+        started = pair.a.post("/v1/responses", json={"model": "scripted-model", "input": "hi", "background": True})
+        response_id = started.json()["id"]
+        wait_for_requests(model, 1)
+        params = {"stream": "true"}
+        with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as followed:
+            lines = followed.iter_lines()
+            head = _response_events(lines, 2)
+            pair.procs[0].kill()
+            tail = _response_events(lines, None)
+    events = head + tail
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert [event["type"] for event in events] == ["response.created", "response.in_progress", "response.failed"]
+    assert events[-1]["response"]["error"]["code"] == "interrupted"
+    stored = pair.b.get(f"/v1/responses/{response_id}").json()
+    assert (stored["status"], stored["error"]["code"]) == ("failed", "interrupted")
+    with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as replayed:
+        assert _response_events(replayed.iter_lines(), None) == events

@@ -50,6 +50,7 @@ from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import (
     ConversationRecord,
+    ExpiredTurn,
     ResponseRecord,
     SessionRecord,
     StepWrite,
@@ -762,7 +763,7 @@ async def test_fail_expired_turns_fails_only_running_turns_whose_lease_ended(sto
     done.lease_until = lease(-1)
     await store.start_turn(done, [user("q")])
     await complete(store, done, "a")
-    assert await store.fail_expired_turns(utcnow(), "the replica running it stopped") == [expired.turn_id]
+    assert await store.fail_expired_turns(utcnow(), "the replica running it stopped") == [ExpiredTurn(expired.turn_id)]
     failed = await store.get_turn_record(sessions[0].session_id, expired.turn_id)
     assert failed.status == "failed"
     assert failed.error == TurnError(code="interrupted", message="the replica running it stopped")
@@ -782,7 +783,7 @@ async def test_a_renewed_lease_keeps_a_turn_running(store: Store) -> None:
     await store.start_turn(record, [user("q")])
     await store.renew_leases([record.turn_id, new_id()], lease(120))
     assert await store.fail_expired_turns(lease(60), "too late") == []
-    assert await store.fail_expired_turns(lease(180), "too late") == [record.turn_id]
+    assert await store.fail_expired_turns(lease(180), "too late") == [ExpiredTurn(record.turn_id)]
 
 
 async def test_renewing_does_not_revive_a_finished_turn(store: Store) -> None:
@@ -803,7 +804,7 @@ async def test_a_resumed_turn_runs_under_the_lease_it_was_claimed_with(store: St
     assert await store.fail_expired_turns(lease(600), "paused turns hold no lease") == []
     await store.claim_resume(session.session_id, record.turn_id, lease(30))
     assert await store.fail_expired_turns(lease(10), "early") == []
-    assert await store.fail_expired_turns(lease(60), "late") == [record.turn_id]
+    assert await store.fail_expired_turns(lease(60), "late") == [ExpiredTurn(record.turn_id)]
 
 
 # ---- models ------------------------------------------------------------------------
@@ -1120,7 +1121,8 @@ async def test_fail_expired_turns_also_fails_their_responses(store: Store) -> No
     await store.finish_response(finished(done, "answer"), [], [])
     turn.status, turn.completed_at = "completed", utcnow()
     await store.finish_turn(turn)
-    assert await store.fail_expired_turns(lease(600), "the replica running it stopped") == [running.turn_id]
+    expired = await store.fail_expired_turns(lease(600), "the replica running it stopped")
+    assert expired == [ExpiredTurn(running.turn_id, running.response.id)]
     failed = (await store.get_response(running.response.id)).response
     assert failed.status == "failed"
     assert failed.error is not None and failed.error.code == "interrupted"

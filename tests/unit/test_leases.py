@@ -14,7 +14,7 @@ from ferryman.api.content import UserMessage
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.services.leases import ABANDONED, TurnLeases
-from ferryman.storage.base import SessionRecord, TurnRecord
+from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +58,7 @@ async def test_a_beat_renews_this_replicas_turns_and_fails_the_abandoned_ones(st
 
     _, task = runner.start(mine.turn_id, hold)
     try:
-        assert await leases.beat_once() == [abandoned.turn_id]
+        assert await leases.beat_once() == [ExpiredTurn(abandoned.turn_id)]
     finally:
         release.set()
         await task
@@ -67,7 +67,7 @@ async def test_a_beat_renews_this_replicas_turns_and_fails_the_abandoned_ones(st
     assert failed.error is not None and (failed.error.code, failed.error.message) == ("interrupted", ABANDONED)
     assert (await store.get_turn_record(mine.session_id, mine.turn_id)).status == "in_progress"
     # Once this replica stops running it, nobody renews it: 30 s later it counts as abandoned.
-    assert await store.fail_expired_turns(utcnow() + timedelta(seconds=31), "gone") == [mine.turn_id]
+    assert await store.fail_expired_turns(utcnow() + timedelta(seconds=31), "gone") == [ExpiredTurn(mine.turn_id)]
 
 
 async def test_a_new_lease_lasts_the_configured_time() -> None:

@@ -12,7 +12,7 @@ from ferryman.api.agents import Agent, AgentConfig
 from ferryman.api.content import UserMessage
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import ConflictError, NotFoundError
-from ferryman.storage.base import SessionRecord, TurnRecord
+from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.codec import MessageCache
 from ferryman.storage.migrate import migrate_sqlite, migration_scripts
 from ferryman.storage.sqlite import SqliteStore
@@ -100,7 +100,7 @@ async def test_a_running_turn_without_a_lease_counts_as_expired(store: SqliteSto
     turn = _turn(agent_id, session_id)
     assert turn.lease_until is None
     await store.start_turn(turn, [])
-    assert await store.fail_expired_turns(utcnow(), "restarted") == [turn.turn_id]
+    assert await store.fail_expired_turns(utcnow(), "restarted") == [ExpiredTurn(turn.turn_id)]
     record = await store.get_turn_record(session_id, turn.turn_id)
     assert record.status == "failed" and record.error is not None and record.error.code == "interrupted"
 

@@ -67,6 +67,10 @@ class Fanout(Protocol):
         """Ask every replica to cancel the turns run for ``owner``."""
         ...
 
+    async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
+        """The frames published so far numbered above ``after``, in order (what a dead replica left)."""
+        ...
+
 
 class LocalFanout:
     """One process: nothing to publish, nobody else to follow or to ask."""
@@ -89,6 +93,10 @@ class LocalFanout:
 
     async def request_cancel(self, owner: str, reason: str) -> None:
         """The caller already cancelled this process's turns."""
+
+    async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
+        """Nothing was published."""
+        return []
 
 
 async def follow_elsewhere(

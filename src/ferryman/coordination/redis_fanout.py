@@ -123,6 +123,16 @@ class RedisFanout:
         """Tell every replica (this one too) to cancel the turns run for ``owner``."""
         await self._redis.publish(f"{self._prefix}cancel", json.dumps({"owner": owner, "reason": reason}))
 
+    async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
+        """The frames the stream holds numbered above ``after``."""
+        reply = await self._redis.xrange(self._key(stream), min=f"{after + 1}-0", max="+")
+        frames: list[LiveFrame] = []
+        for entry_id, fields in _entries([[stream, reply]]):
+            seq, kind = entry_id.split("-")
+            if kind == _FRAME:
+                frames.append(LiveFrame(int(seq), fields["f"]))
+        return frames
+
     async def _listen(self, pubsub: Any, on_cancel: CancelHandler) -> None:
         try:
             async for message in pubsub.listen():

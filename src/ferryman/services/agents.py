@@ -19,19 +19,19 @@ from ferryman.api.agents import (
 )
 from ferryman.coordination.base import Fanout, follow_elsewhere
 from ferryman.engine.channel import TurnChannel, TurnRunner
-from ferryman.engine.events import Emit
+from ferryman.engine.events import Emit, TurnFailed
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnEngine, TurnState, complete_pending_step
 from ferryman.engine.plan import TurnOverrides, build_plan
 from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import ShieldRegistry
-from ferryman.storage.base import Page, SessionRecord, Store, TurnRecord
+from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, Store, TurnRecord
 from ferryman.tools.registry import ToolRegistry
 
 from .documents import with_documents
-from .leases import TurnLeases
-from .turn_stream import TurnFrames, chained
+from .leases import ABANDONED, TurnLeases
+from .turn_stream import TurnFrames, chained, sse_frame
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ class AgentService:
         # database round trip on every turn. A delete drops the entry.
         self._agents: dict[str, Agent] = {}
         self._first_seq: dict[str, int] = {}
+        leases.on_abandoned(self._close_abandoned)
 
     # ---- agents ----------------------------------------------------------
 
@@ -255,6 +256,29 @@ class AgentService:
         stored = await self._store.turn_events_after(turn_id, after)
         earlier = stored[: max(0, first_seq - (after + 1))]
         return chained(earlier, channel.read(start=max(0, after + 1 - first_seq)))
+
+    async def _close_abandoned(self, turns: list[ExpiredTurn]) -> None:
+        """Store what a dead replica streamed of its turns, and end each stream with the turn's failure."""
+        for turn in turns:
+            if turn.response_id is None:
+                try:
+                    await self._close_abandoned_turn(turn.turn_id)
+                except FerrymanError as exc:
+                    log.warning("events of abandoned turn %s not closed: %s", turn.turn_id, exc.message)
+
+    async def _close_abandoned_turn(self, turn_id: str) -> None:
+        stream = _stream(turn_id)
+        stored = await self._store.turn_event_count(turn_id)
+        frames: list[str] = []
+        for live in await self._fanout.recorded(stream, stored - 1):
+            if live.seq != stored + len(frames):
+                break  # keep the numbering whole: a hole would be a lost event
+            frames.append(live.frame)
+        last = stored + len(frames)
+        frames.append(sse_frame(last, TurnFailed(turn_id, "interrupted", ABANDONED)))
+        await self._store.save_turn_events(turn_id, stored, frames)
+        self._fanout.publish(stream, last, frames[-1])
+        self._fanout.end_run(stream, last)
 
     def _events_elsewhere(self, session_id: str, turn_id: str, after: int) -> AsyncIterator[str]:
         """Events of a turn that does not run in this process: it finished, or another replica runs it."""

@@ -11,16 +11,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.ids import utcnow
 from ferryman.errors import FerrymanError
-from ferryman.storage.base import Store
+from ferryman.storage.base import ExpiredTurn, Store
 
 log = logging.getLogger(__name__)
 
 ABANDONED = "the replica running the turn stopped before it finished"
+
+AbandonedHandler = Callable[[list[ExpiredTurn]], Awaitable[None]]
+"""Told about the turns a beat failed, to finish their event streams."""
 
 
 class TurnLeases:
@@ -37,6 +41,11 @@ class TurnLeases:
         self._store = store
         self._runner = runner
         self._task: asyncio.Task[None] | None = None
+        self._handlers: list[AbandonedHandler] = []
+
+    def on_abandoned(self, handler: AbandonedHandler) -> None:
+        """Call ``handler`` with the turns each beat fails."""
+        self._handlers.append(handler)
 
     @property
     def beat(self) -> float:
@@ -59,14 +68,17 @@ class TurnLeases:
                 await self._task
             self._task = None
 
-    async def beat_once(self) -> list[str]:
-        """Renew this replica's leases, then fail the expired turns; return the failed turn ids."""
+    async def beat_once(self) -> list[ExpiredTurn]:
+        """Renew this replica's leases, then fail the expired turns and tell the handlers; return those."""
         running = self._runner.running()
         if running:
             await self._store.renew_leases(running, self.until())
         failed = await self._store.fail_expired_turns(utcnow(), ABANDONED)
         if failed:
-            log.warning("failed %d turn(s) whose replica stopped: %s", len(failed), ", ".join(failed))
+            ids = ", ".join(turn.turn_id for turn in failed)
+            log.warning("failed %d turn(s) whose replica stopped: %s", len(failed), ids)
+            for handler in self._handlers:
+                await handler(failed)
         return failed
 
     async def _beat_forever(self) -> None:

@@ -57,6 +57,14 @@ class TurnRecord:
 
 
 @dataclass(frozen=True)
+class ExpiredTurn:
+    """A running turn failed because its lease ran out, and the response it ran for (if any)."""
+
+    turn_id: str
+    response_id: str | None = None
+
+
+@dataclass(frozen=True)
 class StepWrite:
     """A step to store, with the history messages it adds, in one transaction."""
 
@@ -177,14 +185,14 @@ class TurnStore(Protocol):
         """Extend the leases of those of these turns that still run to ``until``."""
         ...
 
-    async def fail_expired_turns(self, now: datetime, message: str) -> list[str]:
+    async def fail_expired_turns(self, now: datetime, message: str) -> list[ExpiredTurn]:
         """Fail every running turn whose lease ended before ``now``, and the response it ran for.
 
         The turn gets the error code ``interrupted`` with ``message``; its
         session accepts new turns again.
 
         Returns:
-            The ids of the turns failed by this call.
+            The turns failed by this call (each is returned to one caller only).
         """
         ...
 

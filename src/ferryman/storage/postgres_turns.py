@@ -12,7 +12,7 @@ from ferryman.api.content import Message
 from ferryman.errors import ConflictError, NotFoundError
 
 from . import codec
-from .base import StepWrite, TurnRecord, turn_from_record
+from .base import ExpiredTurn, StepWrite, TurnRecord, turn_from_record
 from .rows import TURN_COLUMNS, turn_record
 
 # A turn's history: the messages of the session's completed turns that started before
@@ -218,15 +218,16 @@ class PgTurnTables:
                 until,
             )
 
-    async def fail_expired_turns(self, now: datetime, message: str) -> list[str]:
+    async def fail_expired_turns(self, now: datetime, message: str) -> list[ExpiredTurn]:
         """Fail the running turns whose lease ended before ``now``, and their responses.
 
         ``SKIP LOCKED`` lets replicas sweep at the same moment without waiting on each other.
         """
         async with self._pool.acquire() as c, c.transaction():
             rows = await c.fetch(
-                "SELECT turn_id FROM turns WHERE status = 'in_progress' AND (lease_until IS NULL OR lease_until < $1) "
-                "FOR UPDATE SKIP LOCKED",
+                "SELECT t.turn_id, r.response_id FROM turns t LEFT JOIN responses r ON r.turn_id = t.turn_id "
+                "WHERE t.status = 'in_progress' AND (t.lease_until IS NULL OR t.lease_until < $1) "
+                "FOR UPDATE OF t SKIP LOCKED",
                 now,
             )
             expired = [row[0] for row in rows]
@@ -246,4 +247,4 @@ class PgTurnTables:
                 message,
                 now,
             )
-        return expired
+        return [ExpiredTurn(row[0], row[1]) for row in rows]

@@ -178,7 +178,7 @@ for _, tid in ipairs(redis.call('ZRANGEBYSCORE', leases, '-inf', '(' .. ARGV[2])
     if f[3] and redis.call('EXISTS', key('response', f[3])) == 1 then
       redis.call('HSET', key('response', f[3]), 'interrupted', ARGV[3])
     end
-    failed[#failed + 1] = tid
+    failed[#failed + 1] = tid .. ' ' .. (f[3] or '')
   end
 end
 return failed

@@ -17,7 +17,7 @@ from ferryman.api.content import Message
 from ferryman.errors import ConflictError, NotFoundError
 
 from . import codec
-from .base import StepWrite, TurnRecord, turn_from_record
+from .base import ExpiredTurn, StepWrite, TurnRecord, turn_from_record
 from .redis_keys import STEP_BODIES, TURN, TURN_EVENTS, event_frame, message_row
 from .redis_records import lease_score, pairs, turn_args, turn_of
 from .redis_scripts import RedisBase, checked
@@ -149,14 +149,15 @@ class RedisTurns(RedisBase):
         if turn_ids:
             checked(await self._run("renew_leases", lease_score(until), *turn_ids), {})
 
-    async def fail_expired_turns(self, now: datetime, message: str) -> list[str]:
+    async def fail_expired_turns(self, now: datetime, message: str) -> list[ExpiredTurn]:
         """Fail every running turn whose lease ended before ``now``, and the response it ran for.
 
         Returns:
-            The ids of the turns failed by this call, soonest expired first.
+            The turns failed by this call, soonest expired first.
         """
         reply = await self._run("fail_expired_turns", lease_score(now), message, codec.dump_time(now) or "")
-        return cast(list[str], checked(reply, {}))
+        pairs = [entry.split(" ", 1) for entry in cast(list[str], checked(reply, {}))]
+        return [ExpiredTurn(turn_id, response_id or None) for turn_id, response_id in pairs]
 
     async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
         """Store a turn's stream events, numbered from ``first_seq`` (a number stored again is replaced).

@@ -12,7 +12,7 @@ from ferryman.api.content import Message
 from ferryman.errors import ConflictError, NotFoundError
 
 from . import codec
-from .base import StepWrite, TurnRecord, turn_from_record
+from .base import ExpiredTurn, StepWrite, TurnRecord, turn_from_record
 from .rows import TURN_COLUMNS, turn_record
 from .sqlite_conn import SqliteRunner
 
@@ -251,13 +251,14 @@ class TurnTables:
             )
         )
 
-    async def fail_expired_turns(self, now: datetime, message: str) -> list[str]:
+    async def fail_expired_turns(self, now: datetime, message: str) -> list[ExpiredTurn]:
         """Fail the running turns whose lease ended before ``now``, and their responses."""
         completed_at = codec.dump_time(now)
 
-        def work(c: sqlite3.Connection) -> list[str]:
+        def work(c: sqlite3.Connection) -> list[ExpiredTurn]:
             rows = c.execute(
-                "SELECT turn_id FROM turns WHERE status = 'in_progress' AND (lease_until IS NULL OR lease_until < ?)",
+                "SELECT t.turn_id, r.response_id FROM turns t LEFT JOIN responses r ON r.turn_id = t.turn_id "
+                "WHERE t.status = 'in_progress' AND (t.lease_until IS NULL OR t.lease_until < ?)",
                 (_epoch(now),),
             ).fetchall()
             expired = [row[0] for row in rows]
@@ -274,7 +275,7 @@ class TurnTables:
                 f"completed_at = ? WHERE turn_id IN ({marks})",
                 (message, completed_at, *expired),
             )
-            return expired
+            return [ExpiredTurn(turn_id, response_id) for turn_id, response_id in rows]
 
         return await self._db.write(work)
 

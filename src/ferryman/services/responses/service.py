@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -16,15 +17,17 @@ from ferryman.coordination.base import Fanout, follow_elsewhere
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnEngine, TurnState
-from ferryman.errors import ConflictError, ConversationLockedError, InvalidRequestError
+from ferryman.errors import ConflictError, ConversationLockedError, FerrymanError, InvalidRequestError
 from ferryman.inference.router import ModelRouter
-from ferryman.storage.base import Page, ResponseRecord, SessionRecord, Store, TurnRecord
+from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, Store, TurnRecord
 
-from ..leases import TurnLeases
+from ..leases import ABANDONED, TurnLeases
 from .history import HistoryCache
 from .items import input_items, items_to_messages, with_ids
 from .plan import response_plan
 from .stream import ResponseRecorder
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,6 +73,7 @@ class ResponsesService:
         self._models = models
         self._cache = cache
         self._live: dict[str, LiveResponse] = {}
+        leases.on_abandoned(self._close_abandoned)
 
     async def create(self, request: CreateResponseRequest, provider_data: dict[str, Any] | None) -> LiveResponse:
         """Start a response; it runs in the background whatever the caller does next."""
@@ -221,6 +225,32 @@ class ResponsesService:
             return (await self._store.get_response(response_id)).response.status in _RUNNING
 
         return follow_elsewhere(self._fanout, _stream(response_id), after, stored_after, is_running)
+
+    async def _close_abandoned(self, turns: list[ExpiredTurn]) -> None:
+        """Store what a dead replica streamed of its responses, ending each stream with ``response.failed``."""
+        for turn in turns:
+            if turn.response_id is not None:
+                try:
+                    await self._close_abandoned_response(turn.response_id)
+                except FerrymanError as exc:
+                    log.warning("events of abandoned response %s not closed: %s", turn.response_id, exc.message)
+
+    async def _close_abandoned_response(self, response_id: str) -> None:
+        record = await self._store.get_response(response_id)
+        stream = _stream(response_id)
+        recorded: list[str] = []
+        for live in await self._fanout.recorded(stream, -1):
+            if live.seq != len(recorded):
+                break  # keep the numbering whole: a hole would be a lost event
+            recorded.append(live.frame)
+
+        async def publish(seq: int, frame: str) -> None:
+            self._fanout.publish(stream, seq, frame)
+
+        recorder = ResponseRecorder(record.response, set(), publish)
+        await recorder.fail_abandoned(recorded, ABANDONED)
+        await self._store.finish_response(record, recorder.events, [])
+        self._fanout.end_run(stream, len(recorder.events) - 1)
 
     async def _stop_elsewhere(self, record: ResponseRecord, reason: str) -> None:
         """Ask the replica running a response to cancel it, and wait until it stored the outcome."""

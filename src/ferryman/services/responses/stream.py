@@ -157,6 +157,11 @@ class ResponseRecorder:
             self.response.status = "failed"
             await self.emit("response.failed", response=self._snapshot())
 
+    async def fail_abandoned(self, recorded: list[str], message: str) -> None:
+        """Continue the stream a dead replica left (its ``recorded`` frames) with the response's failure."""
+        self.events = list(recorded)
+        await self._fail(TurnFailed("", "interrupted", message))
+
     def _snapshot(self) -> dict[str, Any]:
         return self.response.model_dump(mode="json")
 
