@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import NoReturn
@@ -31,6 +31,20 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{reason} (CI=true: a backend may not be skipped)", pytrace=False)
     pytest.skip(reason)
+
+
+async def require_server(name: str, url: str, env_var: str, probe: Callable[[], Awaitable[None]]) -> None:
+    """Probe a server once per process; when it does not answer, skip (or, under CI, fail) the test."""
+    if url not in _unreachable:
+        try:
+            await probe()
+        except Exception as exc:  # whatever stops the connection, the backend cannot be tested
+            _unreachable[url] = repr(exc)
+        else:
+            _unreachable[url] = None
+    down = _unreachable[url]
+    if down is not None:
+        unavailable(f"{name} is unreachable at {url} (set {env_var}): {down}")
 
 
 @asynccontextmanager
@@ -57,17 +71,12 @@ async def postgres_store(tmp_path: Path) -> AsyncIterator[Store]:
         missing = ""
     if missing:
         unavailable(f"the PostgreSQL backend cannot be imported: {missing}")
-    if POSTGRES_URL not in _unreachable:
-        try:
-            probe = await asyncpg.connect(POSTGRES_URL, timeout=CONNECT_TIMEOUT)
-        except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-            _unreachable[POSTGRES_URL] = repr(exc)
-        else:
-            await probe.close()
-            _unreachable[POSTGRES_URL] = None
-    down = _unreachable[POSTGRES_URL]
-    if down is not None:
-        unavailable(f"PostgreSQL is unreachable at {POSTGRES_URL} (set FERRYMAN_TEST_POSTGRES_URL): {down}")
+
+    async def probe() -> None:
+        connection = await asyncpg.connect(POSTGRES_URL, timeout=CONNECT_TIMEOUT)
+        await connection.close()
+
+    await require_server("PostgreSQL", POSTGRES_URL, "FERRYMAN_TEST_POSTGRES_URL", probe)
     schema = f"contract_{uuid.uuid4().hex[:12]}"
     store = PostgresStore(POSTGRES_URL, schema=schema)
     try:
@@ -89,7 +98,6 @@ async def redis_store(tmp_path: Path) -> AsyncIterator[Store]:
     """A Redis store under a new key prefix, whose keys are deleted afterwards."""
     try:
         from redis.asyncio import Redis
-        from redis.exceptions import RedisError
 
         from ferryman.storage.redis_store import RedisStore
     except ImportError as exc:
@@ -98,19 +106,15 @@ async def redis_store(tmp_path: Path) -> AsyncIterator[Store]:
         missing = ""
     if missing:
         unavailable(f"the Redis backend cannot be imported: {missing}")
-    if REDIS_URL not in _unreachable:
-        probe = Redis.from_url(REDIS_URL, socket_connect_timeout=CONNECT_TIMEOUT)
+
+    async def probe() -> None:
+        client = Redis.from_url(REDIS_URL, socket_connect_timeout=CONNECT_TIMEOUT)
         try:
-            await probe.ping()
-        except (OSError, RedisError) as exc:
-            _unreachable[REDIS_URL] = repr(exc)
-        else:
-            _unreachable[REDIS_URL] = None
+            await client.ping()
         finally:
-            await probe.aclose()
-    down = _unreachable[REDIS_URL]
-    if down is not None:
-        unavailable(f"Redis is unreachable at {REDIS_URL} (set FERRYMAN_TEST_REDIS_URL): {down}")
+            await client.aclose()
+
+    await require_server("Redis", REDIS_URL, "FERRYMAN_TEST_REDIS_URL", probe)
     prefix = f"contract_{uuid.uuid4().hex[:12]}:"
     store = RedisStore(REDIS_URL, prefix=prefix)
     try:

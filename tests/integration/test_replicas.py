@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,32 @@ def _events(http: httpx.Client, url: str, last_event_id: int | None = None) -> I
         yield from iter_frames(response)
 
 
+@dataclass
+class HeldTurn:
+    """A streamed turn whose model answer is held at ``gate``; ``frames`` goes on after ``first``."""
+
+    turn_id: str
+    first: tuple[int, dict[str, Any]]
+    frames: Iterator[tuple[int, dict[str, Any]]]
+    gate: str
+
+
+@contextmanager
+def held_turn(http: httpx.Client, model: ScriptedServerClient, agent_id: str, session_id: str) -> Iterator[HeldTurn]:
+    """Start a streamed turn whose next model answer waits at a gate (opened on exit) until it was asked for."""
+    gate = gate_name()
+    asked = len(model.requests())
+    model.enqueue(ScriptedReply(text="held at the gate", gate=gate))
+    with open_gate_finally(model, gate):
+        body = {"messages": [user("question")], "stream": True}
+        with http.stream("POST", turn_url(agent_id, session_id), json=body) as response:
+            frames = iter_frames(response)
+            first = next(frames)
+            held = HeldTurn(first[1]["event"]["payload"]["turn_id"], first, frames, gate)
+            wait_for_requests(model, asked + 1)
+            yield held
+
+
 def _kind(data: dict[str, Any]) -> str:
     return "error" if "error" in data else str(data["event"]["payload"]["event_type"])
 
@@ -107,23 +135,17 @@ def test_a_turn_running_on_one_replica_refuses_a_second_turn_on_the_other(
 ) -> None:
     agent_id = create_agent(pair.a)
     session_id = create_session(pair.a, agent_id)
-    gate = gate_name()
-    model.enqueue(ScriptedReply(text="held", gate=gate))
-    with open_gate_finally(model, gate):
-        body = {"messages": [user("first")], "stream": True}
-        with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
-            frames = iter_frames(response)
-            turn_id = next(frames)[1]["event"]["payload"]["turn_id"]
-            wait_for_requests(model, 1)
-            refused = pair.b.post(turn_url(agent_id, session_id), json={"messages": [user("second")], "stream": False})
-            assert_error(refused, 409)
-            model.open_gate(gate)
-            assert _kind(list(frames)[-1][1]) == "turn_complete"
+    with held_turn(pair.a, model, agent_id, session_id) as held:
+        refused = pair.b.post(turn_url(agent_id, session_id), json={"messages": [user("second")], "stream": False})
+        assert_error(refused, 409)
+        model.open_gate(held.gate)
+        assert _kind(list(held.frames)[-1][1]) == "turn_complete"
     model.enqueue_text("second answer")
     assert run_turn(pair.b, agent_id, session_id, "second")["status"] == "completed"
     assert len(model.requests()) == 2
     turns = pair.b.get(session_url(agent_id, session_id)).json()["turns"]
-    assert [(t["turn_id"] == turn_id, t["status"]) for t in turns] == [(True, "completed"), (False, "completed")]
+    assert [t["status"] for t in turns] == ["completed", "completed"]
+    assert turns[0]["turn_id"] == held.turn_id
 
 
 def test_a_client_reconnects_to_the_other_replica_and_misses_nothing(pair: Pair, model: ScriptedServerClient) -> None:
@@ -212,15 +234,10 @@ def test_when_a_replica_is_killed_mid_turn_the_other_fails_the_turn_and_keeps_wh
     session_id = create_session(pair.a, agent_id)
     model.enqueue_text("first answer")
     earlier = run_turn(pair.a, agent_id, session_id, "first")
-    gate = gate_name()
     model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
-    model.enqueue(ScriptedReply(text="never delivered", gate=gate))
-    with open_gate_finally(model, gate):
-        body = {"messages": [user("what is 6 times 7?")], "stream": True}
-        with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
-            frames = iter_frames(response)
-            turn_id = next(frames)[1]["event"]["payload"]["turn_id"]
-            wait_for_requests(model, 3)  # the earlier turn, the tool call, the held answer
+    with held_turn(pair.a, model, agent_id, session_id) as held:
+        turn_id = held.turn_id
+        wait_for_requests(model, 3)  # the earlier turn, the tool call, the held answer
         follower = _events(pair.b, turn_url(agent_id, session_id, turn_id))
         seen = [next(follower)]
         killed_at = time.monotonic()
@@ -254,17 +271,10 @@ def test_deleting_a_session_on_one_replica_cancels_its_turn_running_on_the_other
 ) -> None:
     agent_id = create_agent(pair.a)
     session_id = create_session(pair.a, agent_id)
-    gate = gate_name()
-    model.enqueue(ScriptedReply(text="never delivered", gate=gate))
-    with open_gate_finally(model, gate):
-        body = {"messages": [user("hi")], "stream": True}
-        with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
-            frames = iter_frames(response)
-            next(frames)
-            wait_for_requests(model, 1)
-            assert pair.b.delete(session_url(agent_id, session_id)).status_code == 200
-            # a's stream ends, cancelled, while the model's answer is still held at the gate.
-            last = list(frames)[-1][1]
+    with held_turn(pair.a, model, agent_id, session_id) as held:
+        assert pair.b.delete(session_url(agent_id, session_id)).status_code == 200
+        # a's stream ends, cancelled, while the model's answer is still held at the gate.
+        last = list(held.frames)[-1][1]
     assert last["error"]["code"] == "cancelled", last
     assert_error(pair.a.get(session_url(agent_id, session_id)), 404)
     model.enqueue_text("a new session works")
