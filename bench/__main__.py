@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--db",
         help="passed to 'ferryman serve --db' as is (default: a SQLite file in a temporary folder); "
-        "a postgresql://... or redis://... URL once ferryman supports one",
+        "a postgresql://... or redis://... URL",
     )
     parser.add_argument(
         "--stub",

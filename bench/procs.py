@@ -151,7 +151,7 @@ def ferryman_process(
 
     Args:
         log_dir: Where its log goes.
-        db: Passed through as ``--db`` (a SQLite path today; a URL once ferryman supports one).
+        db: Passed through as ``--db`` (a SQLite path, or a postgresql:// or redis:// URL).
         inference_root: Root URL of the stub (``/v1`` is appended).
         wrapper: Command to prefix (e.g. a profiler); the server's PID is then the wrapper's child.
     """

@@ -1142,3 +1142,5 @@ async def test_turn_events_are_numbered_across_runs_and_replayed_after_a_number(
     assert await store.turn_events_after(turn.turn_id, 4) == []
     await store.delete_session(agent.agent_id, session.session_id)
     assert await store.turn_event_count(turn.turn_id) == 0
+    with pytest.raises(NotFoundError):
+        await store.save_turn_events(turn.turn_id, 5, ["late, from a replica that had not heard of the delete"])

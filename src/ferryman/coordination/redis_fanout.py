@@ -19,6 +19,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from ferryman.redis_url import connect
+
 from .base import CancelHandler, FanoutEntry, LiveFrame, Quiet, RunEnded
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,8 @@ class RedisFanout:
 
     async def open(self, on_cancel: CancelHandler) -> None:
         """Connect, start sending queued frames and start listening for cancellations."""
-        self._client = aioredis.from_url(self._url, decode_responses=True)
+        # Each follower holds a connection while it waits on its stream: a wide pool.
+        self._client = connect(self._url, max_connections=1024)
         await self._redis.ping()
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
         await pubsub.subscribe(f"{self._prefix}cancel")

@@ -232,7 +232,8 @@ class AgentService:
             finally:
                 # Stored before the live channel goes away, so a reader always finds them.
                 await asyncio.shield(self._store_frames(turn_id, frames))
-                self._fanout.end_run(stream, frames.last_seq)
+                if frames.frames:
+                    self._fanout.end_run(stream, frames.last_seq)
 
         owners = (record.agent_id or "", record.session_id)
         channel, task = self._runner.start(turn_id, body, owners)

@@ -191,12 +191,19 @@ class PgTurnTables:
         return codec.load_step(body)
 
     async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
-        """Store a turn's stream events, numbered from ``first_seq``."""
-        await self._pool.executemany(
-            "INSERT INTO turn_events (turn_id, seq, body) VALUES ($1, $2, $3) "
-            "ON CONFLICT (turn_id, seq) DO UPDATE SET body = excluded.body",
-            [(turn_id, first_seq + i, frame) for i, frame in enumerate(frames)],
-        )
+        """Store a turn's stream events, numbered from ``first_seq``.
+
+        Raises:
+            NotFoundError: the turn does not exist (it may have been deleted while it ran).
+        """
+        try:
+            await self._pool.executemany(
+                "INSERT INTO turn_events (turn_id, seq, body) VALUES ($1, $2, $3) "
+                "ON CONFLICT (turn_id, seq) DO UPDATE SET body = excluded.body",
+                [(turn_id, first_seq + i, frame) for i, frame in enumerate(frames)],
+            )
+        except asyncpg.ForeignKeyViolationError as exc:
+            raise NotFoundError(f"turn '{turn_id}' not found") from exc
 
     async def turn_events_after(self, turn_id: str, after: int) -> list[str]:
         """Stored events of a turn numbered above ``after``."""

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from ferryman.api.agents import Agent
 from ferryman.api.registry import Model
 from ferryman.errors import ConflictError, NotFoundError
-from ferryman.redis_url import DEFAULT_PREFIX
+from ferryman.redis_url import DEFAULT_PREFIX, connect
 
 from . import codec
 from .base import Page, SessionRecord
@@ -45,7 +45,7 @@ class RedisStore(RedisTurns, RedisResponses):
 
     async def open(self) -> None:
         """Connect (checking the server answers) and register the scripts; there is no schema to migrate."""
-        client = Redis.from_url(self._url, decode_responses=True)
+        client = connect(self._url, max_connections=64)
         try:
             await client.ping()
         except BaseException:

@@ -217,11 +217,20 @@ class TurnTables:
         return codec.load_step(row[0])
 
     async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
-        """Store a turn's stream events, numbered from ``first_seq``."""
+        """Store a turn's stream events, numbered from ``first_seq``.
+
+        Raises:
+            NotFoundError: the turn does not exist (it may have been deleted while it ran).
+        """
         rows = [(turn_id, first_seq + i, frame) for i, frame in enumerate(frames)]
-        await self._db.write(
-            lambda c: c.executemany("INSERT OR REPLACE INTO turn_events (turn_id, seq, body) VALUES (?, ?, ?)", rows)
-        )
+        try:
+            await self._db.write(
+                lambda c: c.executemany(
+                    "INSERT OR REPLACE INTO turn_events (turn_id, seq, body) VALUES (?, ?, ?)", rows
+                )
+            )
+        except sqlite3.IntegrityError as exc:
+            raise NotFoundError(f"turn '{turn_id}' not found") from exc
 
     async def turn_events_after(self, turn_id: str, after: int) -> list[str]:
         """Stored events of a turn numbered above ``after``."""

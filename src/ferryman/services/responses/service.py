@@ -194,7 +194,8 @@ class ResponsesService:
         finally:
             self._live.pop(response_id, None)
             live.stored.set()
-            self._fanout.end_run(_stream(response_id), len(live.recorder.events) - 1)
+            if live.recorder.events:
+                self._fanout.end_run(_stream(response_id), len(live.recorder.events) - 1)
 
     async def _stop(self, live: LiveResponse, reason: str) -> None:
         await self._runner.cancel_owned_by(live.record.response.id, reason)
