@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from replicas import redis_database
 
-from ferryman.coordination.base import FanoutEntry, LiveFrame, Quiet, RunEnded
+from ferryman.coordination.base import CancelTurns, FanoutEntry, LiveFrame, ModelsChanged, Notice, Quiet, RunEnded
 from ferryman.coordination.redis_fanout import RedisFanout
 from ferryman.redis_url import split_prefix
 
@@ -21,17 +21,17 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class Cancels:
-    """Cancellation requests one replica heard."""
+class Notices:
+    """The notices one replica heard."""
 
     def __init__(self) -> None:
-        self.heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self.heard: asyncio.Queue[Notice] = asyncio.Queue()
 
-    async def __call__(self, owner: str, reason: str) -> None:
-        await self.heard.put((owner, reason))
+    async def __call__(self, notice: Notice) -> None:
+        await self.heard.put(notice)
 
 
-Replicas = tuple[RedisFanout, RedisFanout, Cancels, Cancels]
+Replicas = tuple[RedisFanout, RedisFanout, Notices, Notices]
 
 
 @pytest.fixture()
@@ -45,7 +45,7 @@ async def replicas() -> AsyncIterator[Replicas]:
 @contextlib.asynccontextmanager
 async def _pair(url: str, prefix: str) -> AsyncIterator[Replicas]:
     a, b = RedisFanout(url, prefix, block_seconds=0.2), RedisFanout(url, prefix, block_seconds=0.2)
-    heard_a, heard_b = Cancels(), Cancels()
+    heard_a, heard_b = Notices(), Notices()
     await a.open(heard_a)
     await b.open(heard_b)
     try:
@@ -108,13 +108,15 @@ async def test_a_frame_published_twice_is_kept_once(replicas: Replicas) -> None:
     assert got == [LiveFrame(0, "first"), LiveFrame(1, "second")]
 
 
-async def test_a_cancellation_request_reaches_every_replica(
+async def test_a_notice_reaches_every_replica(
     replicas: Replicas,
 ) -> None:
     a, _, heard_a, heard_b = replicas
-    await a.request_cancel("session-1", "the session was deleted")
-    assert await asyncio.wait_for(heard_b.heard.get(), 10) == ("session-1", "the session was deleted")
-    assert await asyncio.wait_for(heard_a.heard.get(), 10) == ("session-1", "the session was deleted")
+    await a.notify(CancelTurns("session-1", "the session was deleted"))
+    await a.notify(ModelsChanged())
+    for heard in (heard_b, heard_a):
+        assert await asyncio.wait_for(heard.heard.get(), 10) == CancelTurns("session-1", "the session was deleted")
+        assert await asyncio.wait_for(heard.heard.get(), 10) == ModelsChanged()
 
 
 async def test_what_a_replica_published_can_be_read_back_whole(replicas: Replicas) -> None:

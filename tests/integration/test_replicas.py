@@ -23,6 +23,7 @@ from integration_helpers import (
     tool_response,
     turn_url,
     user,
+    wait_for,
     wait_for_requests,
     wait_for_status,
 )
@@ -305,3 +306,17 @@ def test_when_a_replica_is_killed_mid_response_the_other_fails_it_and_ends_its_s
     assert (stored["status"], stored["error"]["code"]) == ("failed", "interrupted")
     with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as replayed:
         assert _response_events(replayed.iter_lines(), None) == events
+
+
+def test_a_model_registered_on_one_replica_is_served_by_the_other(pair: Pair, model: ScriptedServerClient) -> None:
+    body = {"model_id": "team-alias", "provider_id": "remote", "provider_model_id": "scripted-model"}
+    assert pair.a.post("/v1/models", json=body).status_code == 200
+    # Every replica re-reads the registrations when told (through Redis) that they changed.
+    wait_for(lambda: pair.b.get("/v1/models/team-alias").status_code == 200 or None, what="b to know the alias")
+    agent_id = create_agent(pair.b, model="team-alias")
+    model.enqueue_text("answered through the alias")
+    turn = run_turn(pair.b, agent_id, create_session(pair.b, agent_id), "hi")
+    assert turn["output_message"]["content"] == "answered through the alias"
+    assert model.requests()[-1]["model"] == "scripted-model"
+    assert pair.a.delete("/v1/models/team-alias").status_code == 200
+    wait_for(lambda: pair.b.get("/v1/models/team-alias").status_code == 404 or None, what="b to forget the alias")

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ferryman.coordination.base import CancelHandler, FanoutEntry, LiveFrame, Quiet, RunEnded, follow_elsewhere
+from ferryman.coordination.base import FanoutEntry, LiveFrame, Notice, NoticeHandler, Quiet, RunEnded, follow_elsewhere
 from ferryman.redis_url import split_prefix
 
 pytestmark = pytest.mark.anyio
@@ -19,7 +19,7 @@ class ScriptedFanout:
         self.entries = list(entries)
         self.followed_after: list[int] = []
 
-    async def open(self, on_cancel: CancelHandler) -> None:
+    async def open(self, on_notice: NoticeHandler) -> None:
         """Unused here."""
 
     async def close(self) -> None:
@@ -36,8 +36,11 @@ class ScriptedFanout:
         for entry in self.entries:
             yield entry
 
-    async def request_cancel(self, owner: str, reason: str) -> None:
+    async def notify(self, notice: Notice) -> None:
         """Unused here."""
+
+    async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
+        return []
 
 
 class Turn:

@@ -36,15 +36,31 @@ class Quiet:
 
 FanoutEntry = LiveFrame | RunEnded | Quiet
 
-CancelHandler = Callable[[str, str], Awaitable[None]]
-"""Called with an owner id (agent, session or response) and a reason."""
+
+@dataclass(frozen=True)
+class CancelTurns:
+    """Every replica should cancel the turns it runs for ``owner`` (an agent, session or response id)."""
+
+    owner: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ModelsChanged:
+    """A model was registered or unregistered: every replica should re-read the registrations."""
+
+
+Notice = CancelTurns | ModelsChanged
+
+NoticeHandler = Callable[[Notice], Awaitable[None]]
+"""Called with each notice any replica (this one included) sends."""
 
 
 class Fanout(Protocol):
-    """Publishing and following streams of numbered frames, and asking every replica to cancel."""
+    """Publishing and following streams of numbered frames, and notices to every replica."""
 
-    async def open(self, on_cancel: CancelHandler) -> None:
-        """Connect; ``on_cancel`` runs when any replica asks for a cancellation."""
+    async def open(self, on_notice: NoticeHandler) -> None:
+        """Connect; ``on_notice`` runs for each notice any replica sends."""
         ...
 
     async def close(self) -> None:
@@ -63,8 +79,8 @@ class Fanout(Protocol):
         """Entries of the stream after frame ``after``, as they come; never ends by itself."""
         ...
 
-    async def request_cancel(self, owner: str, reason: str) -> None:
-        """Ask every replica to cancel the turns run for ``owner``."""
+    async def notify(self, notice: Notice) -> None:
+        """Send a notice to every other replica (and to this one)."""
         ...
 
     async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
@@ -73,9 +89,9 @@ class Fanout(Protocol):
 
 
 class LocalFanout:
-    """One process: nothing to publish, nobody else to follow or to ask."""
+    """One process: nothing to publish, nobody else to follow or to tell."""
 
-    async def open(self, on_cancel: CancelHandler) -> None:
+    async def open(self, on_notice: NoticeHandler) -> None:
         """Nothing to connect to."""
 
     async def close(self) -> None:
@@ -91,8 +107,8 @@ class LocalFanout:
         """No other replica publishes: the stream is unknown here."""
         yield Quiet(known=False)
 
-    async def request_cancel(self, owner: str, reason: str) -> None:
-        """The caller already cancelled this process's turns."""
+    async def notify(self, notice: Notice) -> None:
+        """The caller already acted on its own notice in this process."""
 
     async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
         """Nothing was published."""

@@ -1,4 +1,4 @@
-"""Fan-out over Redis: one stream per turn or response, and a channel for cancellations.
+"""Fan-out over Redis: one stream per turn or response, and a channel for notices.
 
 A frame numbered ``n`` is stream entry ``n-1`` and the end of a run after
 frame ``n`` is entry ``n-2``, so entry ids are the frame numbers themselves:
@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 
 from ferryman.redis_url import connect
 
-from .base import CancelHandler, FanoutEntry, LiveFrame, Quiet, RunEnded
+from .base import CancelTurns, FanoutEntry, LiveFrame, ModelsChanged, Notice, NoticeHandler, Quiet, RunEnded
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ _BATCH = 512
 
 
 class RedisFanout:
-    """Streams and cancellations shared by every replica that names the same Redis.
+    """Streams and notices shared by every replica that names the same Redis.
 
     Args:
         url: ``redis://…`` (or ``rediss://…``).
@@ -66,17 +66,21 @@ class RedisFanout:
     def _key(self, stream: str) -> str:
         return f"{self._prefix}stream:{stream}"
 
-    async def open(self, on_cancel: CancelHandler) -> None:
-        """Connect, start sending queued frames and start listening for cancellations."""
+    async def open(self, on_notice: NoticeHandler) -> None:
+        """Connect, start sending queued frames and start listening for notices."""
         # Each follower holds a connection while it waits on its stream: a wide pool.
         self._client = connect(self._url, max_connections=1024)
         await self._redis.ping()
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        await pubsub.subscribe(f"{self._prefix}cancel")
+        await pubsub.subscribe(self._channel)
         self._tasks = [
             asyncio.create_task(self._send_forever(), name="fanout-send"),
-            asyncio.create_task(self._listen(pubsub, on_cancel), name="fanout-cancel"),
+            asyncio.create_task(self._listen(pubsub, on_notice), name="fanout-notices"),
         ]
+
+    @property
+    def _channel(self) -> str:
+        return f"{self._prefix}notices"
 
     async def close(self) -> None:
         """Send what is still queued, stop listening and disconnect."""
@@ -122,9 +126,9 @@ class RedisFanout:
                 seq, kind = entry_id.split("-")
                 yield LiveFrame(int(seq), fields["f"]) if kind == _FRAME else RunEnded(int(seq))
 
-    async def request_cancel(self, owner: str, reason: str) -> None:
-        """Tell every replica (this one too) to cancel the turns run for ``owner``."""
-        await self._redis.publish(f"{self._prefix}cancel", json.dumps({"owner": owner, "reason": reason}))
+    async def notify(self, notice: Notice) -> None:
+        """Send a notice to every replica (this one too)."""
+        await self._redis.publish(self._channel, _encode(notice))
 
     async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
         """The frames the stream holds numbered above ``after``."""
@@ -136,14 +140,17 @@ class RedisFanout:
                 frames.append(LiveFrame(int(seq), fields["f"]))
         return frames
 
-    async def _listen(self, pubsub: Any, on_cancel: CancelHandler) -> None:
+    async def _listen(self, pubsub: Any, on_notice: NoticeHandler) -> None:
         try:
             async for message in pubsub.listen():
-                request = json.loads(message["data"])
+                notice = _decode(message["data"])
+                if notice is None:
+                    log.warning("ignored an unknown notice: %.200s", message["data"])
+                    continue
                 try:
-                    await on_cancel(str(request["owner"]), str(request["reason"]))
+                    await on_notice(notice)
                 except Exception:
-                    log.exception("cancelling the turns of %s failed", request.get("owner"))
+                    log.exception("acting on %s failed", notice)
         finally:
             with contextlib.suppress(RedisError, OSError):
                 await pubsub.aclose()
@@ -177,3 +184,22 @@ class RedisFanout:
 def _entries(reply: Any) -> list[tuple[str, dict[str, str]]]:
     """The entries of a one-stream XREAD reply (RESP2: ``[[key, entries]]``)."""
     return [(str(entry_id), dict(fields)) for entry_id, fields in reply[0][1]]
+
+
+def _encode(notice: Notice) -> str:
+    if isinstance(notice, CancelTurns):
+        return json.dumps({"kind": "cancel", "owner": notice.owner, "reason": notice.reason})
+    return json.dumps({"kind": "models"})
+
+
+def _decode(data: str) -> Notice | None:
+    """A notice, or None for one this version does not know (sent by a newer replica)."""
+    try:
+        body = json.loads(data)
+        if body["kind"] == "cancel":
+            return CancelTurns(str(body["owner"]), str(body["reason"]))
+        if body["kind"] == "models":
+            return ModelsChanged()
+    except (ValueError, KeyError, TypeError):
+        return None
+    return None

@@ -73,6 +73,18 @@ class ModelRouter:
         """Forget a declared model."""
         self._declared.pop(model_id, None)
 
+    def redeclare(self, models: list[Model]) -> list[tuple[Model, str]]:
+        """Make ``models`` the declared ones, replacing all; return those not routable, with why."""
+        declared: dict[str, Model] = {}
+        refused: list[tuple[Model, str]] = []
+        for model in models:
+            if model.provider_id in self._by_id:
+                declared[model.identifier] = model
+            else:
+                refused.append((model, f"unknown provider '{model.provider_id}'"))
+        self._declared = declared
+        return refused
+
     async def refresh(self) -> None:
         """Ask every provider for its models; a provider that fails is logged and skipped."""
         async with self._refresh_lock:

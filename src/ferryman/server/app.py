@@ -13,7 +13,7 @@ from starlette.routing import Mount
 
 from ferryman.api.registry import Model
 from ferryman.config import EMBEDDED_TYPE, ProviderSettings, Settings
-from ferryman.coordination.base import Fanout, LocalFanout
+from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice
 from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
@@ -76,11 +76,11 @@ def build_services(
     ``lease_seconds`` is how long a running turn's lease lasts unrenewed.
     """
     models = ModelRouter(providers, configured_models)
-    registry = ModelService(models, store, list(configured_models or []))
+    fanout = fanout or LocalFanout()
+    registry = ModelService(models, store, list(configured_models or []), fanout)
     tools = tools or builtin_tools()
     shields = shields or ShieldRegistry()
     runner = TurnRunner()
-    fanout = fanout or LocalFanout()
     leases = TurnLeases(store, runner, lease_seconds)
     engine = TurnEngine(store, models)
     agents = AgentService(store, engine, runner, models, tools, shields, leases, fanout)
@@ -148,13 +148,21 @@ def app_from_environment() -> Starlette:
     return create_app(services_from_settings(settings))
 
 
+async def _act_on(services: Services, notice: Notice) -> None:
+    """What this replica does when any replica sends a notice."""
+    if isinstance(notice, CancelTurns):
+        await services.runner.cancel_owned_by(notice.owner, notice.reason)
+    else:
+        await services.model_registry.reload()
+
+
 def create_app(services: Services) -> Starlette:
     """The ASGI app: routes under ``/v1`` (agents also under ``/v1alpha``) and one error handler."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.store.open()
-        await services.fanout.open(services.runner.cancel_owned_by)
+        await services.fanout.open(lambda notice: _act_on(services, notice))
         # The first beat fails what a stopped replica (or this one, before a restart) left running.
         await services.leases.beat_once()
         services.leases.start()

@@ -17,7 +17,7 @@ from ferryman.api.agents import (
     Step,
     Turn,
 )
-from ferryman.coordination.base import Fanout, follow_elsewhere
+from ferryman.coordination.base import CancelTurns, Fanout, follow_elsewhere
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.events import Emit, TurnFailed
 from ferryman.engine.ids import new_id, utcnow
@@ -123,7 +123,7 @@ class AgentService:
 
     async def _cancel(self, owner: str, reason: str) -> None:
         await self._runner.cancel_owned_by(owner, reason)
-        await self._fanout.request_cancel(owner, reason)
+        await self._fanout.notify(CancelTurns(owner, reason))
 
     # ---- sessions --------------------------------------------------------
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from ferryman.api.registry import Model, RegisterModelRequest
-from ferryman.errors import FerrymanError, InvalidRequestError
+from ferryman.coordination.base import Fanout, LocalFanout, ModelsChanged
+from ferryman.errors import InvalidRequestError
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import ModelStore
 
@@ -19,21 +20,27 @@ class ModelService:
         router: The router that serves requests by model id.
         store: Where run-time registrations persist.
         configured: Models declared in the config file (already declared on the router).
+        fanout: Tells the other replicas when registrations change.
     """
 
-    def __init__(self, router: ModelRouter, store: ModelStore, configured: list[Model]) -> None:
+    def __init__(
+        self, router: ModelRouter, store: ModelStore, configured: list[Model], fanout: Fanout | None = None
+    ) -> None:
         self._router = router
         self._store = store
         self._configured = {model.identifier: model for model in configured}
+        self._fanout = fanout or LocalFanout()
 
     async def load(self) -> None:
         """Declare the persisted registrations on the router and discover provider models."""
-        for model in await self._store.registered_models():
-            try:
-                self._router.declare(model)
-            except FerrymanError as exc:
-                log.warning("registered model %s is not routable: %s", model.identifier, exc.message)
+        await self.reload()
         await self._router.refresh()
+
+    async def reload(self) -> None:
+        """Declare the configured models and the stored registrations (which win), dropping any other."""
+        registered = await self._store.registered_models()
+        for model, why in self._router.redeclare([*self._configured.values(), *registered]):
+            log.warning("registered model %s is not routable: %s", model.identifier, why)
 
     async def list(self) -> list[Model]:
         """Every routable model."""
@@ -56,6 +63,7 @@ class ModelService:
         )
         self._router.declare(model)
         await self._store.save_model(model)
+        await self._fanout.notify(ModelsChanged())
         return model
 
     async def unregister(self, model_id: str) -> None:
@@ -64,6 +72,7 @@ class ModelService:
             self._router.undeclare(model_id)
             if model_id in self._configured:
                 self._router.declare(self._configured[model_id])
+            await self._fanout.notify(ModelsChanged())
             return
         if model_id in self._configured:
             raise InvalidRequestError(f"model '{model_id}' is declared in the config file; remove it there", "model_id")

@@ -13,7 +13,7 @@ from typing import Any
 from ferryman.api.agents import TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import ConversationRef, CreateResponseRequest, Item, Response, TextConfig
-from ferryman.coordination.base import Fanout, follow_elsewhere
+from ferryman.coordination.base import CancelTurns, Fanout, follow_elsewhere
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnEngine, TurnState
@@ -257,7 +257,7 @@ class ResponsesService:
         """Ask the replica running a response to cancel it, and wait until it stored the outcome."""
         if record.response.status not in _RUNNING:
             return
-        await self._fanout.request_cancel(record.response.id, reason)
+        await self._fanout.notify(CancelTurns(record.response.id, reason))
         async for _ in self._events_elsewhere(record.response.id, -1):
             pass
 
