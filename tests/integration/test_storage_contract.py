@@ -781,7 +781,8 @@ async def test_a_renewed_lease_keeps_a_turn_running(store: Store) -> None:
     record = turn_of(session, "q")
     record.lease_until = lease(5)
     await store.start_turn(record, [user("q")])
-    await store.renew_leases([record.turn_id, new_id()], lease(120))
+    unknown = new_id()
+    assert await store.renew_leases([record.turn_id, unknown], lease(120)) == [unknown]
     assert await store.fail_expired_turns(lease(60), "too late") == []
     assert await store.fail_expired_turns(lease(180), "too late") == [ExpiredTurn(record.turn_id)]
 
@@ -791,7 +792,7 @@ async def test_renewing_does_not_revive_a_finished_turn(store: Store) -> None:
     session = await new_session(store, agent.agent_id)
     record = await start(store, session, "q")
     await complete(store, record, "a")
-    await store.renew_leases([record.turn_id], lease(120))
+    assert await store.renew_leases([record.turn_id], lease(120)) == [record.turn_id]
     assert await store.fail_expired_turns(lease(600), "late") == []
     assert (await store.get_turn_record(session.session_id, record.turn_id)).status == "completed"
 

@@ -13,7 +13,7 @@ from ferryman.api.agents import Agent, AgentConfig
 from ferryman.api.content import UserMessage
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.ids import new_id, utcnow
-from ferryman.services.leases import ABANDONED, TurnLeases
+from ferryman.services.leases import ABANDONED, LEASE_LOST, TurnLeases
 from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.sqlite import SqliteStore
 
@@ -76,3 +76,27 @@ async def test_a_new_lease_lasts_the_configured_time() -> None:
     until = leases.until()
     assert timedelta(seconds=12) <= until - before < timedelta(seconds=13)
     assert leases.beat == 4
+
+
+async def test_a_turn_failed_elsewhere_while_this_replica_stalled_is_cancelled_here(store: SqliteStore) -> None:
+    runner = TurnRunner()
+    leases = TurnLeases(store, runner, seconds=30)
+    stalled = await _running_turn(store, lease_seconds=30)
+    cancelled = asyncio.Event()
+
+    async def hold(_: TurnChannel) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError as exc:
+            assert exc.args == (LEASE_LOST,)
+            cancelled.set()
+            raise
+
+    _, task = runner.start(stalled.turn_id, hold)
+    # Another replica saw the lease run out (as if this one had stalled for a minute).
+    assert await store.fail_expired_turns(utcnow() + timedelta(seconds=60), ABANDONED) == [ExpiredTurn(stalled.turn_id)]
+    await leases.beat_once()  # not yet: a turn that just finished looks the same for a moment
+    assert not task.done()
+    await leases.beat_once()
+    assert cancelled.is_set() and task.cancelled()
+    assert runner.running() == []

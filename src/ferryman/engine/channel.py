@@ -97,6 +97,12 @@ class TurnRunner:
         """The channel of a turn running in this process."""
         return self._channels.get(turn_id)
 
+    async def cancel(self, turn_id: str, reason: str) -> None:
+        """Cancel one running turn and wait until it recorded it (nothing if it does not run here)."""
+        task = self._tasks.get(turn_id)
+        if task is not None:
+            await self._cancel([task], reason)
+
     async def cancel_owned_by(self, owner: str, reason: str) -> None:
         """Cancel the running turns of an agent or session and wait until they recorded it."""
         turn_ids = [turn_id for turn_id, owners in self._owners.items() if owner in owners]

@@ -22,6 +22,7 @@ from ferryman.storage.base import ExpiredTurn, Store
 log = logging.getLogger(__name__)
 
 ABANDONED = "the replica running the turn stopped before it finished"
+LEASE_LOST = "this replica lost the turn's lease (it stalled too long), and another failed the turn"
 
 AbandonedHandler = Callable[[list[ExpiredTurn]], Awaitable[None]]
 """Told about the turns a beat failed, to finish their event streams."""
@@ -42,6 +43,7 @@ class TurnLeases:
         self._runner = runner
         self._task: asyncio.Task[None] | None = None
         self._handlers: list[AbandonedHandler] = []
+        self._unrenewed: set[str] = set()
 
     def on_abandoned(self, handler: AbandonedHandler) -> None:
         """Call ``handler`` with the turns each beat fails."""
@@ -72,7 +74,7 @@ class TurnLeases:
         """Renew this replica's leases, then fail the expired turns and tell the handlers; return those."""
         running = self._runner.running()
         if running:
-            await self._store.renew_leases(running, self.until())
+            await self._stop_lost(await self._store.renew_leases(running, self.until()))
         failed = await self._store.fail_expired_turns(utcnow(), ABANDONED)
         if failed:
             ids = ", ".join(turn.turn_id for turn in failed)
@@ -80,6 +82,19 @@ class TurnLeases:
             for handler in self._handlers:
                 await handler(failed)
         return failed
+
+    async def _stop_lost(self, unrenewed: list[str]) -> None:
+        """Cancel the turns this replica still runs although storage says they ended.
+
+        A turn that just finished is not renewed either, for the moment before its
+        task ends; one left unrenewed on two beats in a row was failed by another
+        replica while this one stalled past its lease, and must not go on writing.
+        """
+        lost = [turn_id for turn_id in unrenewed if turn_id in self._unrenewed]
+        self._unrenewed = set(unrenewed) - set(lost)
+        for turn_id in lost:
+            log.warning("turn %s lost its lease; cancelling it here", turn_id)
+            await self._runner.cancel(turn_id, LEASE_LOST)
 
     async def _beat_forever(self) -> None:
         while True:

@@ -181,8 +181,8 @@ class TurnStore(Protocol):
         """Return one step or raise NotFoundError."""
         ...
 
-    async def renew_leases(self, turn_ids: list[str], until: datetime) -> None:
-        """Extend the leases of those of these turns that still run to ``until``."""
+    async def renew_leases(self, turn_ids: list[str], until: datetime) -> list[str]:
+        """Extend the leases of those of these turns that still run to ``until``; return the others' ids."""
         ...
 
     async def fail_expired_turns(self, now: datetime, message: str) -> list[ExpiredTurn]:

@@ -216,14 +216,18 @@ class PgTurnTables:
         """How many events of a turn are stored."""
         return int(await self._pool.fetchval("SELECT count(*) FROM turn_events WHERE turn_id = $1", turn_id))
 
-    async def renew_leases(self, turn_ids: list[str], until: datetime) -> None:
-        """Extend the leases of those of these turns that still run."""
-        if turn_ids:
-            await self._pool.execute(
-                "UPDATE turns SET lease_until = $2 WHERE status = 'in_progress' AND turn_id = ANY($1::text[])",
-                turn_ids,
-                until,
-            )
+    async def renew_leases(self, turn_ids: list[str], until: datetime) -> list[str]:
+        """Extend the leases of those of these turns that still run; return the ids of the others."""
+        if not turn_ids:
+            return []
+        rows = await self._pool.fetch(
+            "UPDATE turns SET lease_until = $2 WHERE status = 'in_progress' AND turn_id = ANY($1::text[]) "
+            "RETURNING turn_id",
+            turn_ids,
+            until,
+        )
+        renewed = {row[0] for row in rows}
+        return [turn_id for turn_id in turn_ids if turn_id not in renewed]
 
     async def fail_expired_turns(self, now: datetime, message: str) -> list[ExpiredTurn]:
         """Fail the running turns whose lease ended before ``now``, and their responses.

@@ -154,13 +154,15 @@ return out
 
 # ARGV: prefix, lease score, turn ids...
 _RENEW = """
-local leases = global('leases')
+local leases, lost = global('leases'), {'ok'}
 for i = 3, #ARGV do
   if redis.call('HGET', key('turn', ARGV[i]), 'status') == 'in_progress' then
     redis.call('ZADD', leases, ARGV[2], ARGV[i])
+  else
+    lost[#lost + 1] = ARGV[i]
   end
 end
-return {'ok'}
+return lost
 """
 
 # ARGV: prefix, now (epoch seconds), message, completed_at. A turn without a lease

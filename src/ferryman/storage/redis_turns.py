@@ -144,10 +144,11 @@ class RedisTurns(RedisBase):
             raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
         return codec.load_step(body)
 
-    async def renew_leases(self, turn_ids: list[str], until: datetime) -> None:
-        """Extend the leases of those of these turns that still run to ``until``."""
-        if turn_ids:
-            checked(await self._run("renew_leases", lease_score(until), *turn_ids), {})
+    async def renew_leases(self, turn_ids: list[str], until: datetime) -> list[str]:
+        """Extend the leases of those of these turns that still run to ``until``; return the others' ids."""
+        if not turn_ids:
+            return []
+        return cast(list[str], checked(await self._run("renew_leases", lease_score(until), *turn_ids), {}))
 
     async def fail_expired_turns(self, now: datetime, message: str) -> list[ExpiredTurn]:
         """Fail every running turn whose lease ended before ``now``, and the response it ran for.

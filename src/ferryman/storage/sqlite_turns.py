@@ -248,17 +248,20 @@ class TurnTables:
         )
         return int(row[0])
 
-    async def renew_leases(self, turn_ids: list[str], until: datetime) -> None:
-        """Extend the leases of those of these turns that still run."""
+    async def renew_leases(self, turn_ids: list[str], until: datetime) -> list[str]:
+        """Extend the leases of those of these turns that still run; return the ids of the others."""
         if not turn_ids:
-            return
+            return []
         marks = _placeholders(len(turn_ids))
-        await self._db.write(
+        rows = await self._db.write(
             lambda c: c.execute(
-                f"UPDATE turns SET lease_until = ? WHERE status = 'in_progress' AND turn_id IN ({marks})",  # noqa: S608
+                f"UPDATE turns SET lease_until = ? WHERE status = 'in_progress' AND turn_id IN ({marks}) "  # noqa: S608
+                "RETURNING turn_id",
                 (_epoch(until), *turn_ids),
-            )
+            ).fetchall()
         )
+        renewed = {row[0] for row in rows}
+        return [turn_id for turn_id in turn_ids if turn_id not in renewed]
 
     async def fail_expired_turns(self, now: datetime, message: str) -> list[ExpiredTurn]:
         """Fail the running turns whose lease ended before ``now``, and their responses."""
