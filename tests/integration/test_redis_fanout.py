@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from redis.asyncio import Redis
 from replicas import redis_database
 
 from ferryman.coordination.base import CancelTurns, FanoutEntry, LiveFrame, ModelsChanged, Notice, Quiet, RunEnded
@@ -35,16 +37,22 @@ Replicas = tuple[RedisFanout, RedisFanout, Notices, Notices]
 
 
 @pytest.fixture()
-async def replicas() -> AsyncIterator[Replicas]:
+def redis_prefix() -> Iterator[tuple[str, str]]:
+    """The test Redis and a fresh key prefix, its keys deleted afterwards."""
     with redis_database() as prefixed:
-        url, prefix = split_prefix(prefixed)
-        async with _pair(url, prefix) as pair:
-            yield pair
+        yield split_prefix(prefixed)
+
+
+@pytest.fixture()
+async def replicas(redis_prefix: tuple[str, str]) -> AsyncIterator[Replicas]:
+    url, prefix = redis_prefix
+    async with _pair(url, url, prefix) as pair:
+        yield pair
 
 
 @contextlib.asynccontextmanager
-async def _pair(url: str, prefix: str) -> AsyncIterator[Replicas]:
-    a, b = RedisFanout(url, prefix, block_seconds=0.2), RedisFanout(url, prefix, block_seconds=0.2)
+async def _pair(url_a: str, url_b: str, prefix: str) -> AsyncIterator[Replicas]:
+    a, b = RedisFanout(url_a, prefix, block_seconds=0.2), RedisFanout(url_b, prefix, block_seconds=0.2)
     heard_a, heard_b = Notices(), Notices()
     await a.open(heard_a)
     await b.open(heard_b)
@@ -128,3 +136,31 @@ async def test_what_a_replica_published_can_be_read_back_whole(replicas: Replica
     assert await b.recorded("turn:t3", -1) == [LiveFrame(seq, f"frame {seq}") for seq in range(3)]
     assert await b.recorded("turn:t3", 1) == [LiveFrame(2, "frame 2")]
     assert await b.recorded("turn:unknown", -1) == []
+
+
+async def test_a_replica_that_lost_the_notice_channel_subscribes_again(redis_prefix: tuple[str, str]) -> None:
+    url, prefix = redis_prefix
+    name = f"fanout-test-{uuid.uuid4().hex[:8]}"
+    async with _pair(f"{url}?client_name={name}", url, prefix) as (_, b, heard_a, _):
+        await _kill_subscriptions_named(url, name)
+        # The lost channel is reported as a change of registrations, since notices may have been missed.
+        assert await asyncio.wait_for(heard_a.heard.get(), 10) == ModelsChanged()
+        await b.notify(CancelTurns("agent-9", "deleted"))
+        assert await asyncio.wait_for(heard_a.heard.get(), 10) == CancelTurns("agent-9", "deleted")
+
+
+async def _kill_subscriptions_named(url: str, name: str) -> None:
+    """Drop, server side, the subscribed connections of the clients called ``name`` (as a network cut would)."""
+    admin = Redis.from_url(url, decode_responses=True)
+    try:
+        listing = await admin.execute_command("CLIENT", "LIST", "TYPE", "pubsub")
+        ids = [
+            fields["id"]
+            for fields in (dict(part.split("=", 1) for part in line.split()) for line in listing.splitlines())
+            if fields.get("name") == name
+        ]
+        assert ids, f"no subscription of {name} found"
+        for client_id in ids:
+            await admin.execute_command("CLIENT", "KILL", "ID", client_id)
+    finally:
+        await admin.aclose()

@@ -320,3 +320,30 @@ def test_a_model_registered_on_one_replica_is_served_by_the_other(pair: Pair, mo
     assert model.requests()[-1]["model"] == "scripted-model"
     assert pair.a.delete("/v1/models/team-alias").status_code == 200
     wait_for(lambda: pair.b.get("/v1/models/team-alias").status_code == 404 or None, what="b to forget the alias")
+
+
+def test_a_resume_sent_the_moment_the_pause_arrives_continues_the_numbering(
+    pair: Pair, model: ScriptedServerClient
+) -> None:
+    agent_id = create_agent(pair.a, client_tools=[WEATHER_TOOL])
+    session_id = create_session(pair.a, agent_id)
+    model.enqueue_tool_call("get_weather", {"city": "Oslo"})
+    model.enqueue_text("Cold.")
+    body = {"messages": [user("weather in Oslo?")], "stream": True}
+    with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
+        first_run = []
+        for frame in iter_frames(response):
+            first_run.append(frame)
+            if _kind(frame[1]) == "turn_awaiting_input":
+                # Still inside a's stream: a may not have stored this run's events yet.
+                turn = frame[1]["event"]["payload"]["turn"]
+                [call] = turn["output_message"]["tool_calls"]
+                resumed = resume(pair.b, agent_id, session_id, turn["turn_id"], [tool_response(call, "-5C")])
+                assert resumed.status_code == 200, resumed.text
+                assert resumed.json()["status"] == "completed"
+    replay = list(_events(pair.a, turn_url(agent_id, session_id, turn["turn_id"])))
+    ids = [frame_id for frame_id, _ in replay]
+    assert ids == list(range(len(ids)))
+    assert replay[: len(first_run)] == first_run
+    kinds = [_kind(data) for _, data in replay]
+    assert kinds.count("turn_start") == 2 and kinds[-1] == "turn_complete"

@@ -797,6 +797,24 @@ async def test_renewing_does_not_revive_a_finished_turn(store: Store) -> None:
     assert (await store.get_turn_record(session.session_id, record.turn_id)).status == "completed"
 
 
+async def test_a_turn_failed_by_the_sweep_takes_no_more_writes_from_its_old_runner(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    stalled = await start(store, session, "q")
+    await store.fail_expired_turns(lease(600), "its replica stalled")
+    step = inference(stalled.turn_id, said("late answer"))
+    with pytest.raises(ConflictError):
+        await store.save_step(stalled.turn_id, StepWrite(step, messages=[step.model_response]), 1)
+    late = replace(stalled, status="completed", completed_at=utcnow(), output_message=said("late answer"))
+    await store.finish_turn(late, StepWrite(step, messages=[step.model_response]))
+    kept = await store.get_turn_record(session.session_id, stalled.turn_id)
+    assert (kept.status, kept.error) == ("failed", TurnError(code="interrupted", message="its replica stalled"))
+    [turn] = await store.list_turns([session.session_id])
+    assert turn.steps == []
+    nxt = await start(store, session, "next")
+    assert texts(await store.load_history(session.session_id, nxt.turn_id)) == ["user:next"]
+
+
 async def test_a_resumed_turn_runs_under_the_lease_it_was_claimed_with(store: Store) -> None:
     agent = await new_agent(store)
     session = await new_session(store, agent.agent_id)
@@ -1145,3 +1163,12 @@ async def test_turn_events_are_numbered_across_runs_and_replayed_after_a_number(
     assert await store.turn_event_count(turn.turn_id) == 0
     with pytest.raises(NotFoundError):
         await store.save_turn_events(turn.turn_id, 5, ["late, from a replica that had not heard of the delete"])
+
+
+async def test_a_stored_turn_event_keeps_its_first_version(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    turn = await start(store, session, "q")
+    await store.save_turn_events(turn.turn_id, 0, ["e0", "e1-closing"])
+    await store.save_turn_events(turn.turn_id, 1, ["e1-late", "e2-late"])
+    assert await store.turn_events_after(turn.turn_id, -1) == ["e0", "e1-closing", "e2-late"]

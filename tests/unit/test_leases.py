@@ -100,3 +100,15 @@ async def test_a_turn_failed_elsewhere_while_this_replica_stalled_is_cancelled_h
     await leases.beat_once()
     assert cancelled.is_set() and task.cancelled()
     assert runner.running() == []
+
+
+async def test_a_sole_process_fails_at_start_what_it_left_running_whatever_the_lease(store: SqliteStore) -> None:
+    left = await _running_turn(store, lease_seconds=300)
+    shared = TurnLeases(store, TurnRunner(), seconds=30)
+    await shared.start()
+    await shared.stop()
+    assert (await store.get_turn_record(left.session_id, left.turn_id)).status == "in_progress"
+    sole = TurnLeases(store, TurnRunner(), seconds=30, sole_process=True)
+    await sole.start()
+    await sole.stop()
+    assert (await store.get_turn_record(left.session_id, left.turn_id)).status == "failed"

@@ -87,6 +87,10 @@ class Fanout(Protocol):
         """The frames published so far numbered above ``after``, in order (what a dead replica left)."""
         ...
 
+    async def wait_run_end(self, stream: str) -> None:
+        """Return once the stream's latest run has ended (at once if it has, or if the stream is unknown)."""
+        ...
+
 
 class LocalFanout:
     """One process: nothing to publish, nobody else to follow or to tell."""
@@ -113,6 +117,9 @@ class LocalFanout:
     async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
         """Nothing was published."""
         return []
+
+    async def wait_run_end(self, stream: str) -> None:
+        """Runs of this process are awaited on their tasks."""
 
 
 async def follow_elsewhere(

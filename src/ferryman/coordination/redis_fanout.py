@@ -71,12 +71,20 @@ class RedisFanout:
         # Each follower holds a connection while it waits on its stream: a wide pool.
         self._client = connect(self._url, max_connections=1024)
         await self._redis.ping()
-        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        await pubsub.subscribe(self._channel)
+        pubsub = await self._subscribe()
         self._tasks = [
             asyncio.create_task(self._send_forever(), name="fanout-send"),
-            asyncio.create_task(self._listen(pubsub, on_notice), name="fanout-notices"),
+            asyncio.create_task(self._listen_forever(pubsub, on_notice), name="fanout-notices"),
         ]
+
+    async def _subscribe(self) -> Any:
+        pubsub: Any = self._redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(self._channel)
+        except BaseException:
+            await pubsub.aclose()
+            raise
+        return pubsub
 
     @property
     def _channel(self) -> str:
@@ -140,20 +148,52 @@ class RedisFanout:
                 frames.append(LiveFrame(int(seq), fields["f"]))
         return frames
 
+    async def wait_run_end(self, stream: str) -> None:
+        """Follow the stream from its latest entry until a run ends there."""
+        latest = await self._redis.xrevrange(self._key(stream), count=1)
+        if not latest:
+            return
+        entry_id = str(latest[0][0])
+        if entry_id.endswith(f"-{_END}"):
+            return
+        async for entry in self.follow(stream, int(entry_id.split("-")[0])):
+            if isinstance(entry, RunEnded):
+                return
+
+    async def _listen_forever(self, pubsub: Any, on_notice: NoticeHandler) -> None:
+        """Listen, and after losing the channel subscribe again (backing off while Redis is away)."""
+        while True:
+            await self._listen(pubsub, on_notice)
+            while True:
+                await asyncio.sleep(self._block_ms / 1000)  # back off before reconnecting
+                try:
+                    pubsub = await self._subscribe()
+                    break
+                except (RedisError, OSError) as exc:
+                    log.warning("notice channel still unreachable: %s", exc)
+            # What was said while this replica was away is lost: re-read what can be re-read.
+            await self._deliver(on_notice, ModelsChanged())
+
     async def _listen(self, pubsub: Any, on_notice: NoticeHandler) -> None:
         try:
             async for message in pubsub.listen():
                 notice = _decode(message["data"])
                 if notice is None:
                     log.warning("ignored an unknown notice: %.200s", message["data"])
-                    continue
-                try:
-                    await on_notice(notice)
-                except Exception:
-                    log.exception("acting on %s failed", notice)
+                else:
+                    await self._deliver(on_notice, notice)
+        except (RedisError, OSError) as exc:
+            log.warning("lost the notice channel: %s; subscribing again", exc)
         finally:
             with contextlib.suppress(RedisError, OSError):
                 await pubsub.aclose()
+
+    @staticmethod
+    async def _deliver(on_notice: NoticeHandler, notice: Notice) -> None:
+        try:
+            await on_notice(notice)
+        except Exception:
+            log.exception("acting on %s failed", notice)
 
     async def _send_forever(self) -> None:
         while True:

@@ -79,9 +79,9 @@ class TurnRunner:
                 return await body(channel)
             finally:
                 channel.close()
-                self._tasks.pop(turn_id, None)
-                self._channels.pop(turn_id, None)
-                self._owners.pop(turn_id, None)
+                # A resume may already have started the turn's next run under the same id.
+                if self._tasks.get(turn_id) is asyncio.current_task():
+                    del self._tasks[turn_id], self._channels[turn_id], self._owners[turn_id]
 
         task = asyncio.create_task(run(), name=f"turn-{turn_id}")
         self._tasks[turn_id] = task
@@ -96,6 +96,10 @@ class TurnRunner:
     def channel(self, turn_id: str) -> TurnChannel | None:
         """The channel of a turn running in this process."""
         return self._channels.get(turn_id)
+
+    def task(self, turn_id: str) -> asyncio.Task[Any] | None:
+        """The task of a turn running (or finishing) in this process."""
+        return self._tasks.get(turn_id)
 
     async def cancel(self, turn_id: str, reason: str) -> None:
         """Cancel one running turn and wait until it recorded it (nothing if it does not run here)."""

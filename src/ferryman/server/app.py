@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from ferryman.api.registry import Model
-from ferryman.config import EMBEDDED_TYPE, ProviderSettings, Settings
+from ferryman.config import EMBEDDED_TYPE, SHARED_DB_PREFIXES, ProviderSettings, Settings
 from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice
 from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
@@ -69,11 +69,13 @@ def build_services(
     shields: ShieldRegistry | None = None,
     fanout: Fanout | None = None,
     lease_seconds: float = 30.0,
+    sole_process: bool = False,
 ) -> Services:
     """Wire the services over a store and inference providers.
 
     ``fanout`` connects this process to the other replicas (none by default);
-    ``lease_seconds`` is how long a running turn's lease lasts unrenewed.
+    ``lease_seconds`` is how long a running turn's lease lasts unrenewed;
+    ``sole_process`` says no other process runs turns of this store (SQLite).
     """
     models = ModelRouter(providers, configured_models)
     fanout = fanout or LocalFanout()
@@ -81,7 +83,7 @@ def build_services(
     tools = tools or builtin_tools()
     shields = shields or ShieldRegistry()
     runner = TurnRunner()
-    leases = TurnLeases(store, runner, lease_seconds)
+    leases = TurnLeases(store, runner, lease_seconds, sole_process)
     engine = TurnEngine(store, models)
     agents = AgentService(store, engine, runner, models, tools, shields, leases, fanout)
     responses = ResponsesService(store, engine, runner, models, HistoryCache(), leases, fanout)
@@ -135,6 +137,7 @@ def services_from_settings(settings: Settings) -> Services:
         configured,
         fanout=fanout_for(settings.coordination_url()),
         lease_seconds=settings.storage.turn_lease_seconds,
+        sole_process=not settings.db_path().startswith(SHARED_DB_PREFIXES),
     )
 
 
@@ -163,9 +166,8 @@ def create_app(services: Services) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.store.open()
         await services.fanout.open(lambda notice: _act_on(services, notice))
-        # The first beat fails what a stopped replica (or this one, before a restart) left running.
-        await services.leases.beat_once()
-        services.leases.start()
+        # Fails first what a stopped replica (or this one, before a restart) left running.
+        await services.leases.start()
         await services.model_registry.load()
         try:
             yield

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -46,6 +47,8 @@ class LiveTurn:
 
 
 _AGENT_CACHE_SIZE = 4096
+RUN_END_WAIT_SECONDS = 5.0
+"""How long a resume waits for another replica to finish recording the run that paused."""
 
 
 class AgentService:
@@ -204,6 +207,7 @@ class AgentService:
         record = await self._store.get_turn_record(session_id, turn_id)
         if record.status != "awaiting_input":
             raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status})")
+        await self._previous_run_recorded(turn_id)
         step = complete_pending_step(await self._store.pending_step(turn_id), list(request.tool_responses))
         overrides = TurnOverrides.from_json(record.overrides)
         plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
@@ -214,6 +218,20 @@ class AgentService:
         state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [])
         first_seq = await self._store.turn_event_count(turn_id)
         return self._launch(record, first_seq, lambda emit: self._engine.resume(state, step, emit))
+
+    async def _previous_run_recorded(self, turn_id: str) -> None:
+        """Wait until the run that paused the turn has stored its events.
+
+        The pause is stored, and announced, a moment before that run's events are:
+        a client that resumes at once must not get event numbers that run used.
+        """
+        task = self._runner.task(turn_id)
+        if task is not None:
+            await asyncio.wait([task])  # its outcome is its own; a cancelled resume leaves it be
+        else:
+            with contextlib.suppress(TimeoutError):  # a replica that died mid-record: go on with what is stored
+                async with asyncio.timeout(RUN_END_WAIT_SECONDS):
+                    await self._fanout.wait_run_end(_stream(turn_id))
 
     def _launch(self, record: TurnRecord, first_seq: int, run: Callable[[Emit], Awaitable[Turn]]) -> LiveTurn:
         turn_id = record.turn_id
@@ -245,7 +263,8 @@ class AgentService:
         except FerrymanError as exc:
             log.warning("events of turn %s not stored: %s", turn_id, exc.message)
         finally:
-            self._first_seq.pop(turn_id, None)
+            if self._first_seq.get(turn_id) == frames.first_seq:
+                del self._first_seq[turn_id]
 
     async def turn_events(self, agent_id: str, session_id: str, turn_id: str, after: int) -> AsyncIterator[str]:
         """A turn's SSE frames numbered above ``after``: stored ones, then live ones until it ends."""
@@ -264,8 +283,8 @@ class AgentService:
             if turn.response_id is None:
                 try:
                     await self._close_abandoned_turn(turn.turn_id)
-                except FerrymanError as exc:
-                    log.warning("events of abandoned turn %s not closed: %s", turn.turn_id, exc.message)
+                except Exception:  # one turn's trouble must not keep the others open
+                    log.exception("events of abandoned turn %s not closed", turn.turn_id)
 
     async def _close_abandoned_turn(self, turn_id: str) -> None:
         stream = _stream(turn_id)
@@ -288,7 +307,10 @@ class AgentService:
             return await self._store.turn_events_after(turn_id, last)
 
         async def is_running() -> bool:
-            return (await self._store.get_turn_record(session_id, turn_id)).status == "in_progress"
+            try:
+                return (await self._store.get_turn_record(session_id, turn_id)).status == "in_progress"
+            except NotFoundError:  # deleted while followed: its stream just ends
+                return False
 
         return follow_elsewhere(self._fanout, _stream(turn_id), after, stored_after, is_running)
 

@@ -21,7 +21,7 @@ from ferryman.storage.base import ExpiredTurn, Store
 
 log = logging.getLogger(__name__)
 
-ABANDONED = "the replica running the turn stopped before it finished"
+ABANDONED = "the server running the turn stopped before it finished"
 LEASE_LOST = "this replica lost the turn's lease (it stalled too long), and another failed the turn"
 
 AbandonedHandler = Callable[[list[ExpiredTurn]], Awaitable[None]]
@@ -35,10 +35,14 @@ class TurnLeases:
         store: Where turns and their leases are stored.
         runner: The turns running in this process.
         seconds: How long a lease lasts without renewal.
+        sole_process: This process alone runs the store's turns (SQLite): at start,
+            every turn still marked running was left by an earlier run of it, so
+            it is failed at once rather than when its lease runs out.
     """
 
-    def __init__(self, store: Store, runner: TurnRunner, seconds: float = 30.0) -> None:
+    def __init__(self, store: Store, runner: TurnRunner, seconds: float = 30.0, sole_process: bool = False) -> None:
         self.seconds = seconds
+        self._sole_process = sole_process
         self._store = store
         self._runner = runner
         self._task: asyncio.Task[None] | None = None
@@ -58,8 +62,11 @@ class TurnLeases:
         """The end of a lease taken now."""
         return utcnow() + timedelta(seconds=self.seconds)
 
-    def start(self) -> None:
-        """Start beating in the background."""
+    async def start(self) -> None:
+        """Fail what an earlier process left running, then beat in the background."""
+        if self._sole_process:
+            await self._fail_and_close(utcnow() + timedelta(days=365 * 100))
+        await self.beat_once()
         self._task = asyncio.create_task(self._beat_forever(), name="turn-leases")
 
     async def stop(self) -> None:
@@ -75,12 +82,18 @@ class TurnLeases:
         running = self._runner.running()
         if running:
             await self._stop_lost(await self._store.renew_leases(running, self.until()))
-        failed = await self._store.fail_expired_turns(utcnow(), ABANDONED)
+        return await self._fail_and_close(utcnow())
+
+    async def _fail_and_close(self, now: datetime) -> list[ExpiredTurn]:
+        failed = await self._store.fail_expired_turns(now, ABANDONED)
         if failed:
             ids = ", ".join(turn.turn_id for turn in failed)
             log.warning("failed %d turn(s) whose replica stopped: %s", len(failed), ids)
             for handler in self._handlers:
-                await handler(failed)
+                try:
+                    await handler(failed)
+                except Exception:  # each handler gets its turn whatever the others do
+                    log.exception("closing abandoned turns failed")
         return failed
 
     async def _stop_lost(self, unrenewed: list[str]) -> None:

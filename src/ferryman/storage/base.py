@@ -197,7 +197,11 @@ class TurnStore(Protocol):
         ...
 
     async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
-        """Store a turn's stream events, numbered from ``first_seq``."""
+        """Store a turn's stream events, numbered from ``first_seq``; a number already stored keeps its event.
+
+        Raises:
+            NotFoundError: the turn does not exist.
+        """
         ...
 
     async def turn_events_after(self, turn_id: str, after: int) -> list[str]:

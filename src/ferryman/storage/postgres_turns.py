@@ -108,21 +108,27 @@ class PgTurnTables:
         """Store or replace a step, its messages and the inference count, atomically."""
         async with self._pool.acquire() as c, c.transaction():
             session_id = await c.fetchval(
-                "UPDATE turns SET infer_iters = $1 WHERE turn_id = $2 RETURNING session_id", infer_iters, turn_id
+                "UPDATE turns SET infer_iters = $1 WHERE turn_id = $2 AND status = 'in_progress' RETURNING session_id",
+                infer_iters,
+                turn_id,
             )
             if session_id is None:
+                exists = await c.fetchval("SELECT 1 FROM turns WHERE turn_id = $1", turn_id)
+                if exists:
+                    raise ConflictError(f"turn '{turn_id}' no longer runs (it was failed or finished elsewhere)")
                 raise NotFoundError(f"turn '{turn_id}' no longer exists")
             await _write_step(c, turn_id, session_id, write)
 
     async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
-        """Store a turn's status, output, error and completion time, with its last step if given."""
+        """Store a turn's status, output, error and completion time, with its last step if given.
+
+        Only a running turn is finished: one failed meanwhile (its lease ran out) keeps that end.
+        """
         error = record.error
         async with self._pool.acquire() as c, c.transaction():
-            if last is not None:
-                await _write_step(c, record.turn_id, record.session_id, last)
-            await c.execute(
+            status = await c.execute(
                 "UPDATE turns SET status = $1, output_message = $2, infer_iters = $3, error_code = $4, "
-                "error_message = $5, completed_at = $6 WHERE turn_id = $7",
+                "error_message = $5, completed_at = $6 WHERE turn_id = $7 AND status = 'in_progress'",
                 record.status,
                 record.output_message.model_dump_json() if record.output_message else None,
                 record.infer_iters,
@@ -131,6 +137,8 @@ class PgTurnTables:
                 record.completed_at,
                 record.turn_id,
             )
+            if last is not None and status.endswith(" 1"):
+                await _write_step(c, record.turn_id, record.session_id, last)
 
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
         """Return a turn's own columns or raise NotFoundError."""
@@ -199,7 +207,7 @@ class PgTurnTables:
         try:
             await self._pool.executemany(
                 "INSERT INTO turn_events (turn_id, seq, body) VALUES ($1, $2, $3) "
-                "ON CONFLICT (turn_id, seq) DO UPDATE SET body = excluded.body",
+                "ON CONFLICT (turn_id, seq) DO NOTHING",
                 [(turn_id, first_seq + i, frame) for i, frame in enumerate(frames)],
             )
         except asyncpg.ForeignKeyViolationError as exc:

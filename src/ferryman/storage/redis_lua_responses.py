@@ -42,7 +42,7 @@ local n = tonumber(ARGV[9])
 local first_item, conversation = 10 + n, ARGV[5]
 if conversation ~= '' and not items_ok(conversation, first_item, #ARGV) then return {'invalid'} end
 if not upsert_response() then return {'not_found'} end
-save_events(key('response_events', ARGV[2]), 0, 10, 9 + n)
+save_events(key('response_events', ARGV[2]), 0, 10, 9 + n, false)
 if conversation ~= '' then insert_items(conversation, first_item, #ARGV) end
 return {'ok'}
 """

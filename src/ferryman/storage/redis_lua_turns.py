@@ -73,6 +73,7 @@ _SAVE_STEP = """
 local tid = ARGV[2]
 local t = key('turn', tid)
 if redis.call('EXISTS', t) == 0 then return {'not_found'} end
+if redis.call('HGET', t, 'status') ~= 'in_progress' then return {'conflict'} end
 redis.call('HSET', t, 'infer_iters', ARGV[3])
 write_step(tid, ARGV[4], ARGV[5], ARGV[6])
 append_messages(tid, 7, #ARGV)
@@ -81,12 +82,13 @@ return {'ok'}
 
 # ARGV: prefix, turn, status, infer_iters, output, error code, error message,
 # completed_at ('' = none for the last four), has a last step ('1'), step id,
-# pending, step body, messages... A turn deleted meanwhile is left deleted.
+# pending, step body, messages... A turn deleted meanwhile is left deleted, and one
+# no longer running (failed when its lease ran out) keeps that end.
 _FINISH = """
 local tid, status = ARGV[2], ARGV[3]
 local t = key('turn', tid)
-local f = redis.call('HMGET', t, 'session_id', 'seq')
-if not f[1] then return {'ok'} end
+local f = redis.call('HMGET', t, 'session_id', 'seq', 'status')
+if not f[1] or f[3] ~= 'in_progress' then return {'ok'} end
 if ARGV[9] == '1' then
   write_step(tid, ARGV[10], ARGV[11], ARGV[12])
   append_messages(tid, 13, #ARGV)
@@ -189,7 +191,7 @@ return failed
 # ARGV: prefix, turn, first number, frames...
 _SAVE_EVENTS = """
 if redis.call('EXISTS', key('turn', ARGV[2])) == 0 then return {'not_found'} end
-save_events(key('turn_events', ARGV[2]), tonumber(ARGV[3]), 4, #ARGV)
+save_events(key('turn_events', ARGV[2]), tonumber(ARGV[3]), 4, #ARGV, true)
 return {'ok'}
 """
 

@@ -130,11 +130,13 @@ local function insert_items(owner, first, last)
 end
 
 -- ARGV[first..last] are frames numbered from first_seq; a number already stored is replaced.
-local function save_events(events, first_seq, first, last)
+local function save_events(events, first_seq, first, last, keep)
   for i = first, last do
     local seq = first_seq + i - first
-    redis.call('ZREMRANGEBYSCORE', events, seq, seq)
-    redis.call('ZADD', events, seq, seq .. ':' .. ARGV[i])
+    if not keep or redis.call('ZCOUNT', events, seq, seq) == 0 then
+      redis.call('ZREMRANGEBYSCORE', events, seq, seq)
+      redis.call('ZADD', events, seq, seq .. ':' .. ARGV[i])
+    end
   end
 end
 """

@@ -95,7 +95,13 @@ class RedisTurns(RedisBase):
     async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
         """Store or replace a step, its messages and the inference count, atomically."""
         reply = await self._run("save_step", turn_id, infer_iters, *_step_args(write))
-        checked(reply, {"not_found": NotFoundError(f"turn '{turn_id}' no longer exists")})
+        checked(
+            reply,
+            {
+                "not_found": NotFoundError(f"turn '{turn_id}' no longer exists"),
+                "conflict": ConflictError(f"turn '{turn_id}' no longer runs (it was failed or finished elsewhere)"),
+            },
+        )
 
     async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
         """Store a turn's final or awaiting state with its last step; a turn that left running frees its session.
@@ -161,7 +167,7 @@ class RedisTurns(RedisBase):
         return [ExpiredTurn(turn_id, response_id or None) for turn_id, response_id in pairs]
 
     async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
-        """Store a turn's stream events, numbered from ``first_seq`` (a number stored again is replaced).
+        """Store a turn's stream events, numbered from ``first_seq`` (a number already stored keeps its event).
 
         Raises:
             NotFoundError: the turn does not exist.

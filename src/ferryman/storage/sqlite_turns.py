@@ -9,7 +9,7 @@ from typing import Any
 
 from ferryman.api.agents import Step, Turn
 from ferryman.api.content import Message
-from ferryman.errors import ConflictError, NotFoundError
+from ferryman.errors import ConflictError, FerrymanError, NotFoundError
 
 from . import codec
 from .base import ExpiredTurn, StepWrite, TurnRecord, turn_from_record
@@ -114,16 +114,21 @@ class TurnTables:
 
         def work(c: sqlite3.Connection) -> None:
             found = c.execute(
-                "UPDATE turns SET infer_iters = ? WHERE turn_id = ? RETURNING session_id", (infer_iters, turn_id)
+                "UPDATE turns SET infer_iters = ? WHERE turn_id = ? AND status = 'in_progress' RETURNING session_id",
+                (infer_iters, turn_id),
             ).fetchone()
             if found is None:
-                raise NotFoundError(f"turn '{turn_id}' no longer exists")
+                exists = c.execute("SELECT 1 FROM turns WHERE turn_id = ?", (turn_id,)).fetchone()
+                raise _gone(turn_id, exists is not None)
             self._write_step(c, turn_id, found[0], write)
 
         await self._db.write(work)
 
     async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
-        """Store a turn's status, output, error and completion time, with its last step if given."""
+        """Store a turn's status, output, error and completion time, with its last step if given.
+
+        Only a running turn is finished: one failed meanwhile (its lease ran out) keeps that end.
+        """
         output = record.output_message.model_dump_json() if record.output_message else None
         error = record.error
         row = (
@@ -137,13 +142,13 @@ class TurnTables:
         )
 
         def work(c: sqlite3.Connection) -> None:
-            if last is not None:
-                self._write_step(c, record.turn_id, record.session_id, last)
-            c.execute(
+            finished = c.execute(
                 "UPDATE turns SET status = ?, output_message = ?, infer_iters = ?, error_code = ?, "
-                "error_message = ?, completed_at = ? WHERE turn_id = ?",
+                "error_message = ?, completed_at = ? WHERE turn_id = ? AND status = 'in_progress'",
                 row,
-            )
+            ).rowcount
+            if finished and last is not None:
+                self._write_step(c, record.turn_id, record.session_id, last)
 
         await self._db.write(work)
 
@@ -225,9 +230,7 @@ class TurnTables:
         rows = [(turn_id, first_seq + i, frame) for i, frame in enumerate(frames)]
         try:
             await self._db.write(
-                lambda c: c.executemany(
-                    "INSERT OR REPLACE INTO turn_events (turn_id, seq, body) VALUES (?, ?, ?)", rows
-                )
+                lambda c: c.executemany("INSERT OR IGNORE INTO turn_events (turn_id, seq, body) VALUES (?, ?, ?)", rows)
             )
         except sqlite3.IntegrityError as exc:
             raise NotFoundError(f"turn '{turn_id}' not found") from exc
@@ -290,6 +293,12 @@ class TurnTables:
             return [ExpiredTurn(turn_id, response_id) for turn_id, response_id in rows]
 
         return await self._db.write(work)
+
+
+def _gone(turn_id: str, exists: bool) -> FerrymanError:
+    if exists:
+        return ConflictError(f"turn '{turn_id}' no longer runs (it was failed or finished elsewhere)")
+    return NotFoundError(f"turn '{turn_id}' no longer exists")
 
 
 def _epoch(moment: datetime | None) -> float | None:

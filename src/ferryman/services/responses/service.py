@@ -17,7 +17,7 @@ from ferryman.coordination.base import CancelTurns, Fanout, follow_elsewhere
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnEngine, TurnState
-from ferryman.errors import ConflictError, ConversationLockedError, FerrymanError, InvalidRequestError
+from ferryman.errors import ConflictError, ConversationLockedError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, Store, TurnRecord
 
@@ -223,7 +223,15 @@ class ResponsesService:
             return await self._store.events_after(response_id, last)
 
         async def is_running() -> bool:
-            return (await self._store.get_response(response_id)).response.status in _RUNNING
+            # The turn's status too: a response whose final state failed to be stored would
+            # otherwise look as if it ran forever.
+            try:
+                record = await self._store.get_response(response_id)
+                if record.response.status not in _RUNNING:
+                    return False
+                return (await self._store.get_turn_record(record.session_id, record.turn_id)).status == "in_progress"
+            except NotFoundError:  # deleted while followed: its stream just ends
+                return False
 
         return follow_elsewhere(self._fanout, _stream(response_id), after, stored_after, is_running)
 
@@ -233,8 +241,8 @@ class ResponsesService:
             if turn.response_id is not None:
                 try:
                     await self._close_abandoned_response(turn.response_id)
-                except FerrymanError as exc:
-                    log.warning("events of abandoned response %s not closed: %s", turn.response_id, exc.message)
+                except Exception:  # one response's trouble must not keep the others open
+                    log.exception("events of abandoned response %s not closed", turn.response_id)
 
     async def _close_abandoned_response(self, response_id: str) -> None:
         record = await self._store.get_response(response_id)
