@@ -164,3 +164,16 @@ async def _kill_subscriptions_named(url: str, name: str) -> None:
             await admin.execute_command("CLIENT", "KILL", "ID", client_id)
     finally:
         await admin.aclose()
+
+
+async def test_closing_sends_what_is_still_queued(redis_prefix: tuple[str, str]) -> None:
+    url, prefix = redis_prefix
+    async with _pair(url, url, prefix) as (a, b, _, _):
+        closing = RedisFanout(url, prefix)
+        await closing.open(Notices())
+        for seq in range(300):
+            closing.publish("turn:t4", seq, f"frame {seq}")
+        closing.end_run("turn:t4", 299)
+        await closing.close()
+        frames = await b.recorded("turn:t4", -1)
+        assert [frame.seq for frame in frames] == list(range(300))

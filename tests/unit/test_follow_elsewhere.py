@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ferryman.coordination.base import FanoutEntry, LiveFrame, Notice, NoticeHandler, Quiet, RunEnded, follow_elsewhere
+from ferryman.coordination.base import FanoutEntry, LiveFrame, Notice, NoticeHandler, Quiet, RunEnded
+from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.redis_url import split_prefix
 
 pytestmark = pytest.mark.anyio
@@ -111,3 +112,10 @@ def test_a_redis_url_names_its_key_prefix() -> None:
         "redis://h:6379/0?socket_timeout=5",
         "team-a:",
     )
+
+
+def test_contiguous_frames_stop_at_the_first_missing_number() -> None:
+    recorded = [LiveFrame(3, "d"), LiveFrame(4, "e"), LiveFrame(6, "g")]
+    assert contiguous(recorded, 3) == ["d", "e"]
+    assert contiguous(recorded, 2) == []
+    assert contiguous([], 0) == []

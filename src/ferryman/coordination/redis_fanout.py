@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 _FRAME, _END = "1", "2"
 _BATCH = 512
+_CLOSE_SECONDS = 2.0
 
 
 class RedisFanout:
@@ -92,6 +93,9 @@ class RedisFanout:
 
     async def close(self) -> None:
         """Send what is still queued, stop listening and disconnect."""
+        with contextlib.suppress(TimeoutError):  # a Redis that went away must not hold the shutdown
+            async with asyncio.timeout(_CLOSE_SECONDS):
+                await self._queue.join()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -202,6 +206,9 @@ class RedisFanout:
                 await self._send(batch)
             except (RedisError, OSError) as exc:
                 log.warning("%d live event(s) not fanned out: %s", len(batch), exc)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
 
     def _drain(self, batch: list[tuple[str, str, int, str]]) -> list[tuple[str, str, int, str]]:
         while len(batch) < _BATCH and not self._queue.empty():

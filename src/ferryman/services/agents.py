@@ -18,7 +18,8 @@ from ferryman.api.agents import (
     Step,
     Turn,
 )
-from ferryman.coordination.base import CancelTurns, Fanout, follow_elsewhere
+from ferryman.coordination.base import CancelTurns, Fanout
+from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.events import Emit, TurnFailed
 from ferryman.engine.ids import new_id, utcnow
@@ -289,11 +290,7 @@ class AgentService:
     async def _close_abandoned_turn(self, turn_id: str) -> None:
         stream = _stream(turn_id)
         stored = await self._store.turn_event_count(turn_id)
-        frames: list[str] = []
-        for live in await self._fanout.recorded(stream, stored - 1):
-            if live.seq != stored + len(frames):
-                break  # keep the numbering whole: a hole would be a lost event
-            frames.append(live.frame)
+        frames = contiguous(await self._fanout.recorded(stream, stored - 1), stored)
         last = stored + len(frames)
         frames.append(sse_frame(last, TurnFailed(turn_id, "interrupted", ABANDONED)))
         await self._store.save_turn_events(turn_id, stored, frames)

@@ -13,7 +13,8 @@ from typing import Any
 from ferryman.api.agents import TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import ConversationRef, CreateResponseRequest, Item, Response, TextConfig
-from ferryman.coordination.base import CancelTurns, Fanout, follow_elsewhere
+from ferryman.coordination.base import CancelTurns, Fanout
+from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.engine.channel import TurnChannel, TurnRunner
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnEngine, TurnState
@@ -247,11 +248,7 @@ class ResponsesService:
     async def _close_abandoned_response(self, response_id: str) -> None:
         record = await self._store.get_response(response_id)
         stream = _stream(response_id)
-        recorded: list[str] = []
-        for live in await self._fanout.recorded(stream, -1):
-            if live.seq != len(recorded):
-                break  # keep the numbering whole: a hole would be a lost event
-            recorded.append(live.frame)
+        recorded = contiguous(await self._fanout.recorded(stream, -1), 0)
 
         async def publish(seq: int, frame: str) -> None:
             self._fanout.publish(stream, seq, frame)
