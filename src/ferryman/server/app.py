@@ -24,6 +24,7 @@ from ferryman.inference.provider_data import provider_kind
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import ShieldRegistry
 from ferryman.services.agents import AgentService
+from ferryman.services.host import TurnHost
 from ferryman.services.leases import TurnLeases
 from ferryman.services.models import ModelService
 from ferryman.services.openai_compat import OpenAICompatService
@@ -85,8 +86,9 @@ def build_services(
     runner = TurnRunner()
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
     engine = TurnEngine(store, models)
-    agents = AgentService(store, engine, runner, models, tools, shields, leases, fanout)
-    responses = ResponsesService(store, engine, runner, models, HistoryCache(), leases, fanout)
+    host = TurnHost(store, engine, runner, leases, fanout)
+    agents = AgentService(host, models, tools, shields)
+    responses = ResponsesService(host, models, HistoryCache())
     return Services(
         store,
         models,

@@ -18,21 +18,21 @@ from ferryman.api.agents import (
     Step,
     Turn,
 )
-from ferryman.coordination.base import CancelTurns, Fanout
 from ferryman.coordination.follow import contiguous, follow_elsewhere
-from ferryman.engine.channel import TurnChannel, TurnRunner
+from ferryman.engine.channel import TurnChannel
 from ferryman.engine.events import Emit, TurnFailed
 from ferryman.engine.ids import new_id, utcnow
-from ferryman.engine.loop import TurnEngine, TurnState, complete_pending_step
+from ferryman.engine.loop import TurnState, complete_pending_step
 from ferryman.engine.plan import TurnOverrides, build_plan
 from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import ShieldRegistry
-from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, Store, TurnRecord
+from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, TurnRecord
 from ferryman.tools.registry import ToolRegistry
 
 from .documents import with_documents
-from .leases import ABANDONED, TurnLeases
+from .host import TurnHost
+from .leases import ABANDONED
 from .turn_stream import TurnFrames, chained, sse_frame
 
 log = logging.getLogger(__name__)
@@ -56,32 +56,19 @@ class AgentService:
     """Agents, sessions and turns.
 
     Args:
-        store: The storage backend.
-        engine: The turn engine.
-        runner: Runs turns in the background.
+        host: Storage, the turn engine, the runner, leases and the fan-out (shared with the Responses API).
         models: The model router, to check an agent's model exists.
         tools: Server-side toolgroups.
         shields: Registered shields.
-        leases: Leases of running turns.
-        fanout: Live events and cancellations shared with other replicas.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        engine: TurnEngine,
-        runner: TurnRunner,
-        models: ModelRouter,
-        tools: ToolRegistry,
-        shields: ShieldRegistry,
-        leases: TurnLeases,
-        fanout: Fanout,
-    ) -> None:
-        self._store = store
-        self._leases = leases
-        self._fanout = fanout
-        self._engine = engine
-        self._runner = runner
+    def __init__(self, host: TurnHost, models: ModelRouter, tools: ToolRegistry, shields: ShieldRegistry) -> None:
+        self._host = host
+        self._store = host.store
+        self._leases = host.leases
+        self._fanout = host.fanout
+        self._engine = host.engine
+        self._runner = host.runner
         self._models = models
         self._tools = tools
         self._shields = shields
@@ -89,7 +76,7 @@ class AgentService:
         # database round trip on every turn. A delete drops the entry.
         self._agents: dict[str, Agent] = {}
         self._first_seq: dict[str, int] = {}
-        leases.on_abandoned(self._close_abandoned)
+        host.leases.on_abandoned(self._close_abandoned)
 
     # ---- agents ----------------------------------------------------------
 
@@ -126,8 +113,7 @@ class AgentService:
         await self._store.delete_agent(agent_id)
 
     async def _cancel(self, owner: str, reason: str) -> None:
-        await self._runner.cancel_owned_by(owner, reason)
-        await self._fanout.notify(CancelTurns(owner, reason))
+        await self._host.cancel_everywhere(owner, reason)
 
     # ---- sessions --------------------------------------------------------
 
@@ -241,11 +227,7 @@ class AgentService:
         stream = _stream(turn_id)
 
         async def body(channel: TurnChannel) -> Turn:
-            async def publish(seq: int, frame: str) -> None:
-                self._fanout.publish(stream, seq, frame)
-                await channel.publish(frame)
-
-            frames = TurnFrames(first_seq, publish)
+            frames = TurnFrames(first_seq, self._host.publisher(stream, channel))
             try:
                 return await run(frames.on_event)
             finally:

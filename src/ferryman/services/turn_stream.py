@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from ferryman.api.agents import TurnEvent, TurnStreamChunk
 from ferryman.engine.events import EngineEvent, TurnFailed
+
+from .host import Publish
 
 
 def sse_frame(seq: int, event: EngineEvent) -> str:
@@ -26,7 +28,7 @@ class TurnFrames:
         publish: Where each frame goes live, with its number.
     """
 
-    def __init__(self, first_seq: int, publish: Callable[[int, str], Awaitable[None]]) -> None:
+    def __init__(self, first_seq: int, publish: Publish) -> None:
         self.first_seq = first_seq
         self.frames: list[str] = []
         self._publish = publish

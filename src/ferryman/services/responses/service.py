@@ -13,16 +13,17 @@ from typing import Any
 from ferryman.api.agents import TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import ConversationRef, CreateResponseRequest, Item, Response, TextConfig
-from ferryman.coordination.base import CancelTurns, Fanout
+from ferryman.coordination.base import CancelTurns
 from ferryman.coordination.follow import contiguous, follow_elsewhere
-from ferryman.engine.channel import TurnChannel, TurnRunner
+from ferryman.engine.channel import TurnChannel
 from ferryman.engine.ids import new_id, utcnow
-from ferryman.engine.loop import TurnEngine, TurnState
+from ferryman.engine.loop import TurnState
 from ferryman.errors import ConflictError, ConversationLockedError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
-from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, Store, TurnRecord
+from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, TurnRecord
 
-from ..leases import ABANDONED, TurnLeases
+from ..host import TurnHost
+from ..leases import ABANDONED
 from .history import HistoryCache
 from .items import input_items, items_to_messages, with_ids
 from .plan import response_plan
@@ -47,34 +48,22 @@ class ResponsesService:
     """Create, read, replay, cancel, list and delete responses.
 
     Args:
-        store: The storage backend (the same as the Agents API's).
-        engine: The turn engine (the same as the Agents API's).
-        runner: Runs turns in the background.
+        host: Storage, the turn engine, the runner, leases and the fan-out (the same as the Agents API's).
         models: The model router, to check the model exists.
         cache: Finished responses' histories, so that chains are not re-read.
-        leases: Leases of running turns.
-        fanout: Live events and cancellations shared with other replicas.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        engine: TurnEngine,
-        runner: TurnRunner,
-        models: ModelRouter,
-        cache: HistoryCache,
-        leases: TurnLeases,
-        fanout: Fanout,
-    ) -> None:
-        self._store = store
-        self._leases = leases
-        self._fanout = fanout
-        self._engine = engine
-        self._runner = runner
+    def __init__(self, host: TurnHost, models: ModelRouter, cache: HistoryCache) -> None:
+        self._host = host
+        self._store = host.store
+        self._leases = host.leases
+        self._fanout = host.fanout
+        self._engine = host.engine
+        self._runner = host.runner
         self._models = models
         self._cache = cache
         self._live: dict[str, LiveResponse] = {}
-        leases.on_abandoned(self._close_abandoned)
+        host.leases.on_abandoned(self._close_abandoned)
 
     async def create(self, request: CreateResponseRequest, provider_data: dict[str, Any] | None) -> LiveResponse:
         """Start a response; it runs in the background whatever the caller does next."""
@@ -159,12 +148,7 @@ class ResponsesService:
 
     def _launch(self, record: ResponseRecord, state: TurnState, items: list[Item], store: bool) -> LiveResponse:
         channel = TurnChannel()
-        stream = _stream(record.response.id)
-
-        async def publish(seq: int, frame: str) -> None:
-            self._fanout.publish(stream, seq, frame)
-            await channel.publish(frame)
-
+        publish = self._host.publisher(_stream(record.response.id), channel)
         recorder = ResponseRecorder(record.response, set(state.plan.client_tools), publish)
         live = LiveResponse(record, recorder, channel)
         response_id = record.response.id

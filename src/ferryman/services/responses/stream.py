@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ferryman.api.agents import (
@@ -19,10 +18,8 @@ from ferryman.api.content import content_to_text
 from ferryman.api.responses import MessageItem, OutputText, Response, ResponseError, Usage
 from ferryman.engine.events import EngineEvent, TurnFailed
 
+from ..host import Publish
 from .items import call_item, message_item, new_item_id
-
-Publish = Callable[[int, str], Awaitable[None]]
-"""Where a numbered SSE frame goes live."""
 
 
 class ResponseRecorder:
