@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from ferryman.errors import InvalidRequestError
+from ferryman.errors import ConfigurationError
+from ferryman.safe_fetch import FetchPolicy
 
 _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 
@@ -71,13 +72,21 @@ class StorageSettings(BaseModel):
 
 
 class Settings(BaseModel):
-    """Everything ``ferryman serve`` needs."""
+    """Everything ``ferryman serve`` needs.
+
+    ``keep_alive`` (``server.keep_alive`` in the file) is how many seconds an idle
+    HTTP connection stays open: longer than client pools keep theirs (httpx: 5 s),
+    so that a client never reuses a connection the server is closing. ``fetch``
+    bounds the URLs a client may make the server fetch (a turn's documents).
+    """
 
     host: str = "127.0.0.1"
     port: int = 8321
+    keep_alive: float = Field(default=65.0, gt=0)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     providers: list[ProviderSettings] = Field(default_factory=list)
     models: list[ModelSettings] = Field(default_factory=list)
+    fetch: FetchPolicy = Field(default_factory=FetchPolicy)
 
     def db_path(self) -> str:
         """The database path: the configured one or ``$FERRYMAN_HOME/ferryman.db``."""
@@ -102,7 +111,7 @@ def substitute_env(text: str, environ: dict[str, str] | None = None) -> str:
     """Replace ``${env.NAME}`` and ``${env.NAME:=default}`` with environment values.
 
     Raises:
-        InvalidRequestError: a variable without default is not set.
+        ConfigurationError: a variable without default is not set.
     """
     env = os.environ if environ is None else environ
 
@@ -111,7 +120,7 @@ def substitute_env(text: str, environ: dict[str, str] | None = None) -> str:
         if name in env:
             return env[name]
         if default is None:
-            raise InvalidRequestError(f"environment variable {name} is not set and has no default")
+            raise ConfigurationError(f"environment variable {name} is not set and has no default")
         return default
 
     return _ENV_PATTERN.sub(replace, text)
@@ -127,7 +136,7 @@ def load_settings(path: str | None) -> Settings:
     try:
         return Settings.model_validate({**server, **data})
     except ValidationError as exc:
-        raise InvalidRequestError(f"invalid config file {path}: {exc}") from exc
+        raise ConfigurationError(f"invalid config file {path}: {exc}") from exc
 
 
 def providers_from_urls(

@@ -1,65 +1,147 @@
-"""Ferryman's own exception classes.
+"""Ferryman's own exception classes, and the one table of failure codes.
 
-Every layer raises these; only the HTTP layer knows which status code each
-one becomes. Nothing here knows about HTTP.
+Every layer raises these. Each exception class stands for one
+:class:`FailureCode` (the code a failed turn is stored with) and one HTTP
+status; :data:`FAILURES` is the only place that pairs them. The statuses are
+plain numbers here: only the HTTP layer answers with them.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import Any, ClassVar
+
+
+class FailureCode(StrEnum):
+    """Why a request or a turn failed: the ``code`` of an error body and of a stored turn failure."""
+
+    INVALID_REQUEST = "invalid_request"
+    PROVIDER_KEY_REJECTED = "provider_key_rejected"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    CONVERSATION_LOCKED = "conversation_locked"
+    CANCELLED = "cancelled"
+    UPSTREAM_ERROR = "upstream_error"
+    INTERRUPTED = "interrupted"
+    INTERNAL_ERROR = "internal_error"
+    TURN_FAILED = "turn_failed"
+    CONFIGURATION_ERROR = "configuration_error"
+
 
 class FerrymanError(Exception):
-    """Base class of every error ferryman raises on purpose."""
+    """Base class of every error ferryman raises on purpose.
 
-    code = "error"
+    Attributes:
+        code: What kind of failure this is.
+        message: What went wrong, for a person; never holds a secret.
+        fields: Structured details (``field`` names the request field at fault), sent in the error body.
+    """
 
-    def __init__(self, message: str) -> None:
+    code: ClassVar[FailureCode] = FailureCode.INTERNAL_ERROR
+
+    def __init__(self, message: str, **fields: Any) -> None:
         super().__init__(message)
         self.message = message
-
-
-class NotFoundError(FerrymanError):
-    """A named resource (agent, session, turn, step, model…) does not exist."""
-
-    code = "not_found"
+        self.fields = {key: value for key, value in fields.items() if value is not None}
 
 
 class InvalidRequestError(FerrymanError):
     """The request is well-formed JSON but asks for something invalid."""
 
-    code = "invalid_request"
+    code = FailureCode.INVALID_REQUEST
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, field: str | None = None, **fields: Any) -> None:
+        super().__init__(message, field=field, **fields)
         self.field = field
+
+
+class ProviderKeyRejectedError(InvalidRequestError):
+    """A model server rejected the API key the client sent in its provider data (the client's key, its fault)."""
+
+    code = FailureCode.PROVIDER_KEY_REJECTED
+
+
+class NotFoundError(FerrymanError):
+    """A named resource (agent, session, turn, step, model…) does not exist."""
+
+    code = FailureCode.NOT_FOUND
 
 
 class ConflictError(FerrymanError):
     """The request conflicts with the current state (busy session, wrong turn state)."""
 
-    code = "conflict"
-
-
-class UpstreamError(FerrymanError):
-    """An inference provider or another upstream service failed."""
-
-    code = "upstream_error"
+    code = FailureCode.CONFLICT
 
 
 class ConversationLockedError(ConflictError):
     """Another response is running on the same conversation."""
 
-    code = "conversation_locked"
+    code = FailureCode.CONVERSATION_LOCKED
+
+
+class TurnCancelledError(ConflictError):
+    """The turn was cancelled (by a client, a delete, or the server stopping) before it ended."""
+
+    code = FailureCode.CANCELLED
+
+
+class UpstreamError(FerrymanError):
+    """An inference provider or another upstream service failed (or refused the server's own key)."""
+
+    code = FailureCode.UPSTREAM_ERROR
+
+
+class TurnInterruptedError(FerrymanError):
+    """The replica running the turn stopped before the turn ended."""
+
+    code = FailureCode.INTERRUPTED
+
+
+class InternalError(FerrymanError):
+    """A bug or an unexpected condition inside ferryman."""
+
+    code = FailureCode.INTERNAL_ERROR
 
 
 class TurnFailedError(FerrymanError):
-    """A turn the client waited for ended in failure; the turn is stored as failed."""
+    """A turn the client waited for ended in a failure of a kind this version does not know."""
 
-    code = "turn_failed"
+    code = FailureCode.TURN_FAILED
+
+
+class ConfigurationError(FerrymanError):
+    """The server's own configuration (file, flags, installed extras) cannot be used; never a client's fault."""
+
+    code = FailureCode.CONFIGURATION_ERROR
+
+
+class MissingExtraError(ConfigurationError):
+    """An optional dependency that the configuration needs is not installed."""
+
+
+FAILURES: dict[FailureCode, tuple[type[FerrymanError], int]] = {
+    cls.code: (cls, status)
+    for cls, status in (
+        (InvalidRequestError, 400),
+        (ProviderKeyRejectedError, 400),
+        (NotFoundError, 404),
+        (ConflictError, 409),
+        (ConversationLockedError, 409),
+        (TurnCancelledError, 409),  # someone stopped it on purpose: not a server fault
+        (UpstreamError, 502),
+        (TurnInterruptedError, 503),  # its replica went away; a new turn may well succeed
+        (InternalError, 500),
+        (TurnFailedError, 500),
+        (ConfigurationError, 500),
+    )
+}
+"""Failure code → (exception class, HTTP status): the one table both directions are read from."""
 
 
 def error_for_code(code: str, message: str) -> FerrymanError:
-    """Rebuild the exception a stored failure code stands for (a turn failure otherwise)."""
-    for cls in (NotFoundError, InvalidRequestError, ConflictError, UpstreamError):
-        if cls.code == code:
-            return cls(message)
-    return TurnFailedError(message)
+    """Rebuild the exception a stored failure code stands for (a generic turn failure for an unknown code)."""
+    try:
+        cls, _ = FAILURES[FailureCode(code)]
+    except ValueError:
+        return TurnFailedError(message)
+    return cls(message)

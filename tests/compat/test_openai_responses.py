@@ -406,6 +406,29 @@ def test_streamed_function_call_events(oai: openai.OpenAI, model: ScriptedServer
     assert roles(model.requests()[1]["messages"]) == ["user", "assistant", "tool"]
 
 
+def test_item_and_content_part_events_carry_llama_stack_response_id(
+    model: ScriptedServerClient, http: httpx.Client
+) -> None:
+    """Llama Stack's item and content-part events also name their response; no other event changes.
+
+    llama-stack-client 0.7.5 drops such an event without ``response_id`` (its
+    ``Agent`` then never sees a function call: test_llama_stack_responses_agent.py).
+    """
+    model.enqueue(ScriptedReply(text="Checking.", tool_calls=weather_call("c8", "Oslo").tool_calls))
+    body = {"model": MODEL, "input": "Oslo?", "tools": [WEATHER_TOOL], "stream": True}
+    events = read_sse(http, "POST", "/v1/responses", json=body)
+
+    named = [e for e in events if "response_id" in e]
+    assert {e["type"] for e in named} == {
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.content_part.added",
+        "response.content_part.done",
+    }
+    assert len(named) == 6  # the message's item and part, the call's item
+    assert {e["response_id"] for e in named} == {events[0]["response"]["id"]}
+
+
 def test_text_and_parallel_calls_in_one_response(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
     """Text before two calls: one message item, two call items; the follow-up joins them in one assistant turn."""
     calls = [
@@ -948,6 +971,19 @@ def test_list_responses(oai: openai.OpenAI, model: ScriptedServerClient, http: h
     oai.responses.delete(ids[1])
     page = http.get("/v1/responses", params={"order": "asc", "after": ids[0]}).json()
     assert [r["id"] for r in page["data"]] == [ids[2]]
+
+
+def test_listed_responses_carry_their_input_items(
+    oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client
+) -> None:
+    """Llama Stack lists each response with its ``input`` items (its client's listing model requires them)."""
+    model.enqueue_text("ok")
+    created = oai.responses.create(model=MODEL, input=[user_message("first"), user_message("second")])
+
+    listed = newest_response(http)
+    assert listed["id"] == created.id
+    assert [(i["role"], i["content"][0]["text"]) for i in listed["input"]] == [("user", "first"), ("user", "second")]
+    assert [i["id"] for i in listed["input"]] == [i.id for i in oai.responses.input_items.list(created.id, order="asc")]
 
 
 # ---- stream replay --------------------------------------------------------------------

@@ -11,7 +11,16 @@ import pytest
 from redis.asyncio import Redis
 from replicas import redis_database
 
-from ferryman.coordination.base import CancelTurns, FanoutEntry, LiveFrame, ModelsChanged, Notice, Quiet, RunEnded
+from ferryman.coordination.base import (
+    CancelTurns,
+    FanoutEntry,
+    LiveFrame,
+    ModelsChanged,
+    Notice,
+    Quiet,
+    RecordDeleted,
+    RunEnded,
+)
 from ferryman.coordination.redis_fanout import RedisFanout
 from ferryman.redis_url import split_prefix
 
@@ -122,9 +131,11 @@ async def test_a_notice_reaches_every_replica(
     a, _, heard_a, heard_b = replicas
     await a.notify(CancelTurns("session-1", "the session was deleted"))
     await a.notify(ModelsChanged())
+    await a.notify(RecordDeleted("resp-1"))
     for heard in (heard_b, heard_a):
         assert await asyncio.wait_for(heard.heard.get(), 10) == CancelTurns("session-1", "the session was deleted")
         assert await asyncio.wait_for(heard.heard.get(), 10) == ModelsChanged()
+        assert await asyncio.wait_for(heard.heard.get(), 10) == RecordDeleted("resp-1")
 
 
 async def test_what_a_replica_published_can_be_read_back_whole(replicas: Replicas) -> None:
@@ -143,8 +154,10 @@ async def test_a_replica_that_lost_the_notice_channel_subscribes_again(redis_pre
     name = f"fanout-test-{uuid.uuid4().hex[:8]}"
     async with _pair(f"{url}?client_name={name}", url, prefix) as (_, b, heard_a, _):
         await _kill_subscriptions_named(url, name)
-        # The lost channel is reported as a change of registrations, since notices may have been missed.
+        # The lost channel is reported as a change of registrations and as deletions of anything,
+        # since notices may have been missed.
         assert await asyncio.wait_for(heard_a.heard.get(), 10) == ModelsChanged()
+        assert await asyncio.wait_for(heard_a.heard.get(), 10) == RecordDeleted(None)
         await b.notify(CancelTurns("agent-9", "deleted"))
         assert await asyncio.wait_for(heard_a.heard.get(), 10) == CancelTurns("agent-9", "deleted")
 

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from ferryman.config import load_settings, providers_from_urls, substitute_env
-from ferryman.errors import InvalidRequestError
+from ferryman.errors import ConfigurationError
 
 
 def test_env_substitution_with_defaults() -> None:
     env = {"HOST": "example"}
     text = "a: ${env.HOST}\nb: ${env.MISSING:=fallback}\nc: ${env.EMPTY:=}"
     assert substitute_env(text, env) == "a: example\nb: fallback\nc: "
-    with pytest.raises(InvalidRequestError, match="NOPE"):
+    with pytest.raises(ConfigurationError, match="NOPE"):
         substitute_env("${env.NOPE}", env)
 
 
@@ -42,3 +42,14 @@ def test_default_db_lives_in_ferryman_home(monkeypatch: pytest.MonkeyPatch) -> N
 def test_each_inference_url_is_a_provider() -> None:
     providers = providers_from_urls(["http://a/v1", "http://b/v1"])
     assert [(p.provider_id, p.url) for p in providers] == [("remote", "http://a/v1"), ("remote-2", "http://b/v1")]
+
+
+def test_the_fetch_allow_list_and_keep_alive_come_from_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "ferryman.yaml"
+    config.write_text(
+        "server:\n  keep_alive: 75\nfetch:\n  allowed_hosts: [docs.internal, 10.0.0.0/8]\n  max_bytes: 2048\n"
+    )
+    settings = load_settings(str(config))
+    assert settings.keep_alive == 75
+    assert settings.fetch.allowed_hosts == ["docs.internal", "10.0.0.0/8"] and settings.fetch.max_bytes == 2048
+    assert load_settings(None).fetch.allowed_hosts == []

@@ -287,6 +287,20 @@ class TurnStreamChunk(BaseModel):
     event: TurnEvent
 
 
+class TurnStreamFailure(BaseModel):
+    """Why a streamed turn failed."""
+
+    code: str
+    message: str
+    turn_id: str
+
+
+class TurnStreamError(BaseModel):
+    """The SSE ``data:`` line that ends the stream of a failed turn."""
+
+    error: TurnStreamFailure
+
+
 class StepResponse(BaseModel):
     """Body of ``get step``."""
 

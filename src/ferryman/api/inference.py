@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class GreedySamplingStrategy(BaseModel):
@@ -74,3 +74,20 @@ class GrammarResponseFormat(BaseModel):
 
 
 ResponseFormat = Annotated[JsonSchemaResponseFormat | GrammarResponseFormat, Field(discriminator="type")]
+
+
+class OpenAIRequest(BaseModel):
+    """Body of ``/chat/completions`` and ``/embeddings``: OpenAI's request, passed on as it is.
+
+    Only ``model`` is read here (to route the request); every other field goes to the provider.
+    """
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    model: str = Field(min_length=1)
+
+
+class OpenAIObject(BaseModel):
+    """An OpenAI answer (a completion, a chunk, embeddings) as the provider produced it."""
+
+    model_config = ConfigDict(extra="allow")

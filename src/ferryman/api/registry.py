@@ -79,3 +79,9 @@ class RegisterModelRequest(BaseModel):
     provider_model_id: str | None = None
     model_type: Literal["llm", "embedding"] = "llm"
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class HealthStatus(BaseModel):
+    """Answer to ``GET /health``."""
+
+    status: Literal["OK"] = "OK"

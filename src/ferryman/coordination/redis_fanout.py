@@ -21,7 +21,17 @@ from redis.exceptions import RedisError
 
 from ferryman.redis_url import connect
 
-from .base import CancelTurns, FanoutEntry, LiveFrame, ModelsChanged, Notice, NoticeHandler, Quiet, RunEnded
+from .base import (
+    CancelTurns,
+    FanoutEntry,
+    LiveFrame,
+    ModelsChanged,
+    Notice,
+    NoticeHandler,
+    Quiet,
+    RecordDeleted,
+    RunEnded,
+)
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +185,10 @@ class RedisFanout:
                     break
                 except (RedisError, OSError) as exc:
                     log.warning("notice channel still unreachable: %s", exc)
-            # What was said while this replica was away is lost: re-read what can be re-read.
+            # What was said while this replica was away is lost: re-read what can be re-read,
+            # and forget every cached record (one may have been deleted meanwhile).
             await self._deliver(on_notice, ModelsChanged())
+            await self._deliver(on_notice, RecordDeleted(None))
 
     async def _listen(self, pubsub: Any, on_notice: NoticeHandler) -> None:
         try:
@@ -236,6 +248,8 @@ def _entries(reply: Any) -> list[tuple[str, dict[str, str]]]:
 def _encode(notice: Notice) -> str:
     if isinstance(notice, CancelTurns):
         return json.dumps({"kind": "cancel", "owner": notice.owner, "reason": notice.reason})
+    if isinstance(notice, RecordDeleted):
+        return json.dumps({"kind": "deleted", "id": notice.record_id})
     return json.dumps({"kind": "models"})
 
 
@@ -247,6 +261,8 @@ def _decode(data: str) -> Notice | None:
             return CancelTurns(str(body["owner"]), str(body["reason"]))
         if body["kind"] == "models":
             return ModelsChanged()
+        if body["kind"] == "deleted":
+            return RecordDeleted(None if body["id"] is None else str(body["id"]))
     except (ValueError, KeyError, TypeError):
         return None
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ferryman.extras import require
 from ferryman.redis_url import split_prefix
 
 from .base import Fanout, LocalFanout
@@ -11,6 +12,7 @@ def fanout_for(url: str | None) -> Fanout:
     """Redis fan-out for a URL (needs the ``redis`` extra); none for a single process."""
     if url is None:
         return LocalFanout()
+    require("redis", "redis", "--redis (live events and notices between replicas)")
     from .redis_fanout import RedisFanout  # redis is an optional extra
 
     server, prefix = split_prefix(url)

@@ -24,7 +24,7 @@ from ferryman.api.agents import (
     TurnStartPayload,
 )
 from ferryman.api.content import CompletionMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
-from ferryman.errors import ConflictError, FerrymanError
+from ferryman.errors import ConflictError, FailureCode, FerrymanError
 from ferryman.safety.base import Shield
 from ferryman.storage.base import StepWrite, TurnRecord, TurnStore, turn_from_record
 
@@ -77,13 +77,17 @@ class TurnEngine:
             return await body
         except asyncio.CancelledError as exc:
             reason = str(exc.args[0]) if exc.args else "the turn was cancelled"
-            await asyncio.shield(self._fail(state, "cancelled", reason, emit))
-            raise
+            await asyncio.shield(self._fail(state, FailureCode.CANCELLED, reason, emit))
+            # A cancelled turn is a failed turn like any other: stored, announced, and returned
+            # to whoever waits for its outcome (a client's non-streamed call gets its status).
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
         except FerrymanError as exc:
             await self._fail(state, exc.code, exc.message, emit)
         except Exception:
             log.exception("turn %s failed", record.turn_id)
-            await self._fail(state, "internal_error", "the turn failed on an internal error", emit)
+            await self._fail(state, FailureCode.INTERNAL_ERROR, "the turn failed on an internal error", emit)
         return state.turn()
 
     async def _start(self, state: TurnState, emit: Emit) -> Turn:
@@ -256,7 +260,7 @@ class TurnEngine:
         await emit(TurnCompletePayload(turn=turn))
         return turn
 
-    async def _fail(self, state: TurnState, code: str, message: str, emit: Emit) -> None:
+    async def _fail(self, state: TurnState, code: FailureCode, message: str, emit: Emit) -> None:
         record = state.record
         record.status, record.completed_at = "failed", utcnow()
         record.error = TurnError(code=code, message=message)

@@ -8,13 +8,14 @@ from typing import Any
 import openai
 
 from ferryman.api.inference import GrammarResponseFormat
-from ferryman.errors import InvalidRequestError, UpstreamError
+from ferryman.errors import InvalidRequestError, ProviderKeyRejectedError, UpstreamError
 
 from .base import ChatChunk, ChatRequest, FinishChunk, ModelInfo, TextChunk, ToolCallChunk, Usage
 from .openai_wire import message_param, response_format_param, tool_choice_param, tool_schema
-from .provider_data import api_key_from, key_names, scrub
+from .provider_data import HEADER, api_key_from, key_names, scrub
 
 _FINISH_REASONS = {"length": "out_of_tokens", "tool_calls": "end_of_message"}
+_AUTH_STATUSES = (401, 403)
 _ChunkStream = openai.AsyncStream[dict[str, Any]]
 
 
@@ -43,6 +44,7 @@ class OpenAICompatibleProvider:
         self.provider_id = provider_id
         self.base_url = base_url
         self._key_names = key_names(provider_id, kind)
+        self._api_key = api_key
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or "none",
@@ -55,7 +57,7 @@ class OpenAICompatibleProvider:
         try:
             page = await self._client.models.list()
         except openai.OpenAIError as exc:
-            raise UpstreamError(f"provider {self.provider_id} at {self.base_url}: {exc}") from exc
+            raise self._failure(exc, None, f"provider {self.provider_id} at {self.base_url}") from exc
         return [ModelInfo(model_id=model.id) for model in page.data]
 
     def _client_for(self, provider_data: dict[str, Any] | None) -> tuple[openai.AsyncOpenAI, str | None]:
@@ -85,7 +87,7 @@ class OpenAICompatibleProvider:
                         yield piece
                     finish = choice.get("finish_reason") or finish
         except openai.OpenAIError as exc:
-            raise UpstreamError(scrub(f"model {request.model} failed upstream: {exc}", key)) from exc
+            raise self._failure(exc, key, f"model {request.model} failed upstream") from exc
         yield FinishChunk(stop_reason=_FINISH_REASONS.get(finish or "", "end_of_turn"), usage=usage)  # type: ignore[arg-type]
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
@@ -143,26 +145,47 @@ class OpenAICompatibleProvider:
             result = await client.post(path, cast_to=dict[str, Any], body=body)
             return result
         except openai.OpenAIError as exc:
-            raise _mapped(exc, key) from exc
+            raise self._failure(exc, key, "upstream", client_errors=True) from exc
 
-    @staticmethod
-    async def _relay(stream: openai.AsyncStream[dict[str, Any]], key: str | None) -> AsyncIterator[dict[str, Any]]:
+    async def _relay(
+        self, stream: openai.AsyncStream[dict[str, Any]], key: str | None
+    ) -> AsyncIterator[dict[str, Any]]:
         try:
             async for chunk in stream:
                 yield chunk
         except openai.OpenAIError as exc:
-            raise _mapped(exc, key) from exc
+            raise self._failure(exc, key, "upstream", client_errors=True) from exc
+
+    def _failure(
+        self, exc: openai.OpenAIError, client_key: str | None, context: str, client_errors: bool = False
+    ) -> InvalidRequestError | UpstreamError:
+        """Whose fault an upstream failure is, in a message that quotes no key.
+
+        A rejected key is the client's fault only when the client sent it (provider
+        data); the key ferryman is configured with is the operator's, so its rejection
+        is a server fault. With ``client_errors``, other 4xx answers (but 429) are
+        the client's too: the request was passed through as the client wrote it.
+        """
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        if status in _AUTH_STATUSES:
+            if client_key is not None:
+                return ProviderKeyRejectedError(
+                    f"the model server of provider '{self.provider_id}' rejected the API key sent in {HEADER} "
+                    f"(HTTP {status})",
+                    field=HEADER,
+                )
+            return UpstreamError(
+                f"the model server of provider '{self.provider_id}' rejected the API key ferryman is configured "
+                f"with (HTTP {status})"
+            )
+        message = scrub(scrub(f"{context}: {exc}", client_key), self._api_key)
+        if client_errors and status is not None and 400 <= status < 500 and status != 429:
+            return InvalidRequestError(message)
+        return UpstreamError(message)
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
         await self._client.close()
-
-
-def _mapped(exc: openai.OpenAIError, key: str | None) -> InvalidRequestError | UpstreamError:
-    message = scrub(f"upstream: {exc}", key)
-    if isinstance(exc, openai.APIStatusError) and 400 <= exc.status_code < 500 and exc.status_code != 429:
-        return InvalidRequestError(message)
-    return UpstreamError(message)
 
 
 def _chunks_of(delta: dict[str, Any]) -> list[ChatChunk]:

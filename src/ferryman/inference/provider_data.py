@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+HEADER = "X-LlamaStack-Provider-Data"
+"""The request header that carries provider data."""
+
 _KIND_KEYS: dict[str, tuple[str, ...]] = {
     "openai": ("openai_api_key",),
     "vllm": ("vllm_api_token", "vllm_api_key"),

@@ -6,23 +6,37 @@ import asyncio
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
 from ferryman.api.agents import (
+    Agent,
     AgentCreated,
     CreateAgentRequest,
     CreateSessionRequest,
     CreateTurnRequest,
     PaginatedResponse,
     ResumeTurnRequest,
+    Session,
     SessionCreated,
     StepResponse,
     Turn,
+    TurnStreamChunk,
+    TurnStreamError,
 )
 from ferryman.errors import error_for_code
-from ferryman.services.agents import AgentService, LiveTurn
+from ferryman.services.agents import LiveTurn
 
-from .http import JSONModelResponse, last_event_id, parse_body, provider_data, query_int, query_list, sse_response
+from .contract import LAST_EVENT_ID, PROVIDER_DATA, Endpoint, EventStream, NonNegative, Param, Positive
+from .http import (
+    JSONModelResponse,
+    last_event_id,
+    parse_body,
+    provider_data,
+    query_int,
+    query_list,
+    services,
+    sse_response,
+)
+from .idempotent_routes import turn_replay
 
 
 async def _answer(live: LiveTurn, stream: bool | None) -> Response:
@@ -38,85 +52,129 @@ def _page(request: Request) -> tuple[int, int | None]:
     return query_int(request, "start_index", 0) or 0, query_int(request, "limit", None, minimum=1)
 
 
-def agent_routes(service: AgentService) -> list[BaseRoute]:
-    """The Agents API routes over one service."""
+async def create_agent(request: Request) -> Response:
+    """Create an agent."""
+    body = await parse_body(request, CreateAgentRequest)
+    return JSONModelResponse(AgentCreated(agent_id=await services(request).agents.create_agent(body.agent_config)))
 
-    async def create_agent(request: Request) -> Response:
-        body = await parse_body(request, CreateAgentRequest)
-        return JSONModelResponse(AgentCreated(agent_id=await service.create_agent(body.agent_config)))
 
-    async def list_agents(request: Request) -> Response:
-        page = await service.list_agents(*_page(request))
-        data = [agent.model_dump(mode="json") for agent in page.items]
-        return JSONModelResponse(PaginatedResponse(data=data, has_more=page.has_more))
+async def list_agents(request: Request) -> Response:
+    """One page of agents."""
+    page = await services(request).agents.list_agents(*_page(request))
+    data = [agent.model_dump(mode="json") for agent in page.items]
+    return JSONModelResponse(PaginatedResponse(data=data, has_more=page.has_more))
 
-    async def get_agent(request: Request) -> Response:
-        return JSONModelResponse(await service.get_agent(request.path_params["agent_id"]))
 
-    async def delete_agent(request: Request) -> Response:
-        await service.delete_agent(request.path_params["agent_id"])
-        return Response(status_code=200)
+async def get_agent(request: Request) -> Response:
+    """One agent."""
+    return JSONModelResponse(await services(request).agents.get_agent(request.path_params["agent_id"]))
 
-    async def create_session(request: Request) -> Response:
-        body = await parse_body(request, CreateSessionRequest)
-        session_id = await service.create_session(request.path_params["agent_id"], body.session_name)
-        return JSONModelResponse(SessionCreated(session_id=session_id))
 
-    async def list_sessions(request: Request) -> Response:
-        page = await service.list_sessions(request.path_params["agent_id"], *_page(request))
-        data = [session.model_dump(mode="json") for session in page.items]
-        return JSONModelResponse(PaginatedResponse(data=data, has_more=page.has_more))
+async def delete_agent(request: Request) -> Response:
+    """Delete an agent with its sessions."""
+    await services(request).agents.delete_agent(request.path_params["agent_id"])
+    return Response(status_code=200)
 
-    async def get_session(request: Request) -> Response:
-        p = request.path_params
-        session = await service.get_session(p["agent_id"], p["session_id"], query_list(request, "turn_ids"))
-        return JSONModelResponse(session)
 
-    async def delete_session(request: Request) -> Response:
-        await service.delete_session(request.path_params["agent_id"], request.path_params["session_id"])
-        return Response(status_code=200)
+async def create_session(request: Request) -> Response:
+    """Open a session with an agent."""
+    body = await parse_body(request, CreateSessionRequest)
+    session_id = await services(request).agents.create_session(request.path_params["agent_id"], body.session_name)
+    return JSONModelResponse(SessionCreated(session_id=session_id))
 
-    async def create_turn(request: Request) -> Response:
-        body = await parse_body(request, CreateTurnRequest)
-        p = request.path_params
-        live = await service.start_turn(p["agent_id"], p["session_id"], body, provider_data(request))
-        return await _answer(live, body.stream)
 
-    async def resume_turn(request: Request) -> Response:
-        body = await parse_body(request, ResumeTurnRequest)
-        p = request.path_params
-        live = await service.resume_turn(p["agent_id"], p["session_id"], p["turn_id"], body, provider_data(request))
-        return await _answer(live, body.stream)
+async def list_sessions(request: Request) -> Response:
+    """One page of an agent's sessions."""
+    page = await services(request).agents.list_sessions(request.path_params["agent_id"], *_page(request))
+    data = [session.model_dump(mode="json") for session in page.items]
+    return JSONModelResponse(PaginatedResponse(data=data, has_more=page.has_more))
 
-    async def get_turn(request: Request) -> Response:
-        p = request.path_params
-        return JSONModelResponse(await service.get_turn(p["agent_id"], p["session_id"], p["turn_id"]))
 
-    async def turn_events(request: Request) -> Response:
-        p = request.path_params
-        after = last_event_id(request)
-        frames = await service.turn_events(p["agent_id"], p["session_id"], p["turn_id"], -1 if after is None else after)
-        return sse_response(frames)
+async def get_session(request: Request) -> Response:
+    """A session with its turns."""
+    p = request.path_params
+    agents = services(request).agents
+    return JSONModelResponse(await agents.get_session(p["agent_id"], p["session_id"], query_list(request, "turn_ids")))
 
-    async def get_step(request: Request) -> Response:
-        p = request.path_params
-        step = await service.get_step(p["agent_id"], p["session_id"], p["turn_id"], p["step_id"])
-        return JSONModelResponse(StepResponse(step=step))
 
-    session = "/agents/{agent_id}/session/{session_id}"
-    routes: list[BaseRoute] = [
-        Route("/agents", create_agent, methods=["POST"]),
-        Route("/agents", list_agents, methods=["GET"]),
-        Route("/agents/{agent_id}", get_agent, methods=["GET"]),
-        Route("/agents/{agent_id}", delete_agent, methods=["DELETE"]),
-        Route("/agents/{agent_id}/session", create_session, methods=["POST"]),
-        Route("/agents/{agent_id}/sessions", list_sessions, methods=["GET"]),
-        Route(session, get_session, methods=["GET"]),
-        Route(session, delete_session, methods=["DELETE"]),
-        Route(f"{session}/turn", create_turn, methods=["POST"]),
-        Route(f"{session}/turn/{{turn_id}}", get_turn, methods=["GET"]),
-        Route(f"{session}/turn/{{turn_id}}/resume", resume_turn, methods=["POST"]),
-        Route(f"{session}/turn/{{turn_id}}/step/{{step_id}}", get_step, methods=["GET"]),
-        Route(f"{session}/turn/{{turn_id}}/events", turn_events, methods=["GET"]),
-    ]
-    return routes
+async def delete_session(request: Request) -> Response:
+    """Delete a session."""
+    await services(request).agents.delete_session(request.path_params["agent_id"], request.path_params["session_id"])
+    return Response(status_code=200)
+
+
+async def create_turn(request: Request) -> Response:
+    """Run a turn: the ``Turn``, or its events as they happen."""
+    body = await parse_body(request, CreateTurnRequest)
+    p = request.path_params
+    live = await services(request).agents.start_turn(p["agent_id"], p["session_id"], body, provider_data(request))
+    return await _answer(live, body.stream)
+
+
+async def resume_turn(request: Request) -> Response:
+    """Continue a turn that waits for client tool results."""
+    body = await parse_body(request, ResumeTurnRequest)
+    p = request.path_params
+    agents = services(request).agents
+    live = await agents.resume_turn(p["agent_id"], p["session_id"], p["turn_id"], body, provider_data(request))
+    return await _answer(live, body.stream)
+
+
+async def get_turn(request: Request) -> Response:
+    """One turn."""
+    p = request.path_params
+    return JSONModelResponse(await services(request).agents.get_turn(p["agent_id"], p["session_id"], p["turn_id"]))
+
+
+async def turn_events(request: Request) -> Response:
+    """A turn's events from the start (or after ``Last-Event-ID``), live until it ends or pauses."""
+    p = request.path_params
+    after = last_event_id(request)
+    agents = services(request).agents
+    frames = await agents.turn_events(p["agent_id"], p["session_id"], p["turn_id"], -1 if after is None else after)
+    return sse_response(frames)
+
+
+async def get_step(request: Request) -> Response:
+    """One step of a turn."""
+    p = request.path_params
+    step = await services(request).agents.get_step(p["agent_id"], p["session_id"], p["turn_id"], p["step_id"])
+    return JSONModelResponse(StepResponse(step=step))
+
+
+_PAGE = (
+    Param("start_index", NonNegative, "Index of the first item of the page."),
+    Param("limit", Positive, "Most items on the page; all when absent."),
+)
+_TURN_EVENTS = EventStream(data=(TurnStreamChunk, TurnStreamError))
+_TURN_ERRORS = (400, 404, 409, 500, 502)
+_SESSION = "/agents/{agent_id}/session/{session_id}"
+_TAG = "Agents"
+
+ROUTES: tuple[Endpoint, ...] = (
+    Endpoint("POST", "/agents", create_agent, "Create an agent", _TAG, CreateAgentRequest, AgentCreated,
+             errors=(400,), creates=True),
+    Endpoint("GET", "/agents", list_agents, "List agents", _TAG, response=PaginatedResponse, query=_PAGE,
+             errors=(400,)),
+    Endpoint("GET", "/agents/{agent_id}", get_agent, "Get an agent", _TAG, response=Agent),
+    Endpoint("DELETE", "/agents/{agent_id}", delete_agent, "Delete an agent", _TAG),
+    Endpoint("POST", "/agents/{agent_id}/session", create_session, "Create a session", _TAG, CreateSessionRequest,
+             SessionCreated, creates=True),
+    Endpoint("GET", "/agents/{agent_id}/sessions", list_sessions, "List an agent's sessions", _TAG,
+             response=PaginatedResponse, query=_PAGE),
+    Endpoint("GET", _SESSION, get_session, "Get a session", _TAG, response=Session,
+             query=(Param("turn_ids", list[str], "Only these turns (repeated, or comma-separated)."),)),
+    Endpoint("DELETE", _SESSION, delete_session, "Delete a session", _TAG),
+    Endpoint("POST", f"{_SESSION}/turn", create_turn, "Create a turn", _TAG, CreateTurnRequest, Turn,
+             stream=_TURN_EVENTS, headers=(PROVIDER_DATA,), errors=_TURN_ERRORS, creates=True,
+             replay=turn_replay, example={"messages": [{"role": "user", "content": "What is 2+2?"}], "stream": True}),
+    Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}", get_turn, "Get a turn", _TAG, response=Turn),
+    Endpoint("POST", f"{_SESSION}/turn/{{turn_id}}/resume", resume_turn, "Resume a turn with tool results", _TAG,
+             ResumeTurnRequest, Turn, stream=_TURN_EVENTS, headers=(PROVIDER_DATA,), errors=_TURN_ERRORS,
+             creates=True, replay=turn_replay),
+    Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}/step/{{step_id}}", get_step, "Get a step", _TAG,
+             response=StepResponse),
+    Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}/events", turn_events, "Follow a turn's events", _TAG,
+             stream=EventStream(data=_TURN_EVENTS.data, only=True), headers=(LAST_EVENT_ID,)),
+)  # fmt: skip
+"""The Agents API: served under ``/v1`` and again under ``/v1alpha``."""

@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import Mount
 
 from ferryman.api.registry import Model
 from ferryman.config import EMBEDDED_TYPE, SHARED_DB_PREFIXES, ProviderSettings, Settings
-from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice
+from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice, RecordDeleted
 from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
@@ -22,6 +23,7 @@ from ferryman.inference.embedded import EmbeddedProvider
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.inference.provider_data import provider_kind
 from ferryman.inference.router import ModelRouter
+from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
 from ferryman.services.agents import AgentService
 from ferryman.services.host import TurnHost
@@ -35,11 +37,12 @@ from ferryman.storage.base import Store
 from ferryman.storage.select import store_for
 from ferryman.tools.registry import ToolRegistry, builtin_tools
 
-from .agents_routes import agent_routes
+from . import agents_routes, openai_routes, responses_routes, system_routes
+from .contract import starlette_routes
 from .errors import EXCEPTION_HANDLERS
-from .openai_routes import openai_routes
-from .responses_routes import response_routes
-from .system_routes import system_routes
+from .idempotency import IdempotencyMiddleware
+from .idempotent_routes import idempotent_routes
+from .openapi import docs_routes, openapi_document
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +74,14 @@ def build_services(
     fanout: Fanout | None = None,
     lease_seconds: float = 30.0,
     sole_process: bool = False,
+    fetch: FetchPolicy | None = None,
 ) -> Services:
     """Wire the services over a store and inference providers.
 
     ``fanout`` connects this process to the other replicas (none by default);
     ``lease_seconds`` is how long a running turn's lease lasts unrenewed;
-    ``sole_process`` says no other process runs turns of this store (SQLite).
+    ``sole_process`` says no other process runs turns of this store (SQLite);
+    ``fetch`` bounds what client-named URLs (a turn's documents) may reach.
     """
     models = ModelRouter(providers, configured_models)
     fanout = fanout or LocalFanout()
@@ -87,7 +92,7 @@ def build_services(
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
     engine = TurnEngine(store, models)
     host = TurnHost(store, engine, runner, leases, fanout)
-    agents = AgentService(host, models, tools, shields)
+    agents = AgentService(host, models, tools, shields, fetch)
     responses = ResponsesService(host, models, HistoryCache())
     return Services(
         store,
@@ -140,6 +145,7 @@ def services_from_settings(settings: Settings) -> Services:
         fanout=fanout_for(settings.coordination_url()),
         lease_seconds=settings.storage.turn_lease_seconds,
         sole_process=not settings.db_path().startswith(SHARED_DB_PREFIXES),
+        fetch=settings.fetch,
     )
 
 
@@ -157,12 +163,28 @@ async def _act_on(services: Services, notice: Notice) -> None:
     """What this replica does when any replica sends a notice."""
     if isinstance(notice, CancelTurns):
         await services.runner.cancel_owned_by(notice.owner, notice.reason)
+    elif isinstance(notice, RecordDeleted):
+        services.agents.forget(notice.record_id)
+        services.responses.forget(notice.record_id)
     else:
         await services.model_registry.reload()
 
 
+API_MOUNTS = (
+    ("/v1", (*agents_routes.ROUTES, *system_routes.ROUTES, *openai_routes.ROUTES, *responses_routes.ROUTES)),
+    ("/v1alpha", agents_routes.ROUTES),
+)
+"""Every route table under its prefix: the source of both the app's routes and its OpenAPI document."""
+
+OPENAPI = openapi_document(API_MOUNTS)
+IDEMPOTENT_ROUTES = idempotent_routes(API_MOUNTS)
+
+
 def create_app(services: Services) -> Starlette:
-    """The ASGI app: routes under ``/v1`` (agents also under ``/v1alpha``) and one error handler."""
+    """The ASGI app: routes under ``/v1`` (agents also under ``/v1alpha``), the OpenAPI document and its page.
+
+    The endpoints find ``services`` in the app's state.
+    """
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -180,9 +202,13 @@ def create_app(services: Services) -> Starlette:
             await services.models.aclose()
             await services.store.close()
 
-    agents = agent_routes(services.agents)
-    system = system_routes(services.model_registry, services.tools)
-    openai = openai_routes(services.openai)
-    responses = response_routes(services.responses, services.conversations)
-    routes = [Mount("/v1", routes=[*agents, *system, *openai, *responses]), Mount("/v1alpha", routes=agents)]
-    return Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    routes = [Mount(prefix, routes=starlette_routes(table)) for prefix, table in API_MOUNTS]
+    app = Starlette(
+        routes=[*routes, *docs_routes()],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=lifespan,
+        middleware=[Middleware(IdempotencyMiddleware, routes=IDEMPOTENT_ROUTES, store=services.store)],
+    )
+    app.state.services = services
+    app.state.openapi = OPENAPI
+    return app

@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ferryman.errors import (
-    ConflictError,
-    FerrymanError,
-    InvalidRequestError,
-    NotFoundError,
-    TurnFailedError,
-    UpstreamError,
-)
+from ferryman.errors import FAILURES, FerrymanError
 
 log = logging.getLogger(__name__)
 
-STATUS_OF: dict[type[FerrymanError], int] = {
-    InvalidRequestError: 400,
-    NotFoundError: 404,
-    ConflictError: 409,
-    UpstreamError: 502,
-    TurnFailedError: 500,
-}
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+STATUS_OF: dict[type[FerrymanError], int] = {cls: status for cls, status in FAILURES.values()}
+"""The HTTP status of each of our exception classes, from the one table in :mod:`ferryman.errors`."""
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -35,26 +26,21 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": error, "detail": message}
 
 
-def status_of(exc: FerrymanError) -> int:
-    """The HTTP status of one of our exceptions (the nearest mapped base class wins)."""
-    for cls in type(exc).__mro__:
-        if cls in STATUS_OF:
-            return STATUS_OF[cls]
-    return 500
-
-
 # Our errors are answers, not accidents: repeating the request cannot change them, and
 # repeating a failed turn would run (and bill) the model again. Stainless-generated clients
 # such as llama-stack-client retry 409 and 5xx unless told otherwise by this header.
 NO_RETRY = {"x-should-retry": "false"}
 
 
-async def ferryman_error(request: Request, exc: Exception) -> Response:
-    """Map our own exceptions to their status codes."""
-    assert isinstance(exc, FerrymanError)
-    field = exc.field if isinstance(exc, InvalidRequestError) else None
-    body = error_body(exc.code, exc.message, field=field)
-    return JSONResponse(body, status_code=status_of(exc), headers=NO_RETRY)
+def _answer_with(status: int) -> Handler:
+    """The handler of our exceptions of one status: the body carries the code, message and fields."""
+
+    async def answer(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, FerrymanError)
+        body = error_body(exc.code, exc.message, **exc.fields)
+        return JSONResponse(body, status_code=status, headers=NO_RETRY)
+
+    return answer
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -69,8 +55,10 @@ async def unexpected_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(error_body("internal_error", "internal server error"), status_code=500)
 
 
-EXCEPTION_HANDLERS = {
-    FerrymanError: ferryman_error,
+# One handler per class; Starlette picks the one of the nearest class in the exception's MRO.
+EXCEPTION_HANDLERS: dict[type[Exception], Handler] = {
+    FerrymanError: _answer_with(500),
+    **{cls: _answer_with(status) for cls, status in STATUS_OF.items()},
     HTTPException: http_error,
     Exception: unexpected_error,
 }

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ferryman.errors import InvalidRequestError
+from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
+
+if TYPE_CHECKING:
+    from .app import Services
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def services(request: Request) -> Services:
+    """The services of the app serving ``request`` (``create_app`` puts them in the app's state)."""
+    return cast("Services", request.app.state.services)
 
 
 async def parse_body(request: Request, model: type[M]) -> M:
@@ -34,6 +43,10 @@ def _invalid(exc: ValidationError) -> InvalidRequestError:
     return InvalidRequestError(f"invalid field '{field}': {first['msg']}{more}", field=field)
 
 
+LARGEST_INT = 2**62
+"""The largest integer a request may carry: every store keeps 64-bit integers, and a page reads one more row."""
+
+
 def query_int(request: Request, name: str, default: int | None, minimum: int = 0) -> int | None:
     """An integer query parameter; a bad value is a 400."""
     raw = request.query_params.get(name)
@@ -45,6 +58,8 @@ def query_int(request: Request, name: str, default: int | None, minimum: int = 0
         raise InvalidRequestError(f"query parameter '{name}' must be an integer", field=name) from exc
     if value < minimum:
         raise InvalidRequestError(f"query parameter '{name}' must be >= {minimum}", field=name)
+    if value > LARGEST_INT:
+        raise InvalidRequestError(f"query parameter '{name}' must be <= {LARGEST_INT}", field=name)
     return value
 
 
@@ -56,7 +71,6 @@ def query_list(request: Request, name: str) -> list[str] | None:
     return [item for value in values for item in value.split(",") if item]
 
 
-PROVIDER_DATA_HEADER = "X-LlamaStack-Provider-Data"
 
 
 def provider_data(request: Request) -> dict[str, Any] | None:
@@ -83,9 +97,12 @@ def last_event_id(request: Request) -> int | None:
     if not raw:
         return None
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError as exc:
         raise InvalidRequestError("the Last-Event-ID header must be an event number", "Last-Event-ID") from exc
+    if abs(value) > LARGEST_INT:
+        raise InvalidRequestError(f"the Last-Event-ID header must be within ±{LARGEST_INT}", "Last-Event-ID")
+    return value
 
 
 def query_bool(request: Request, name: str) -> bool:

@@ -8,22 +8,16 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
-from ferryman.errors import FerrymanError, InvalidRequestError
-from ferryman.services.openai_compat import OpenAICompatService
+from ferryman.api.inference import OpenAIObject, OpenAIRequest
+from ferryman.errors import FerrymanError
 
-from .http import JSONModelResponse, provider_data, sse_response
+from .contract import PROVIDER_DATA, Endpoint, EventStream
+from .http import JSONModelResponse, parse_body, provider_data, services, sse_response
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except json.JSONDecodeError as exc:
-        raise InvalidRequestError(f"request body is not valid JSON: {exc.msg}") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequestError("request body must be a JSON object")
-    return body
+    return (await parse_body(request, OpenAIRequest)).model_dump()
 
 
 async def _frames(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
@@ -36,19 +30,27 @@ async def _frames(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
     yield "data: [DONE]\n\n"
 
 
-def openai_routes(service: OpenAICompatService) -> list[BaseRoute]:
-    """The plain inference routes over one service."""
+async def chat_completions(request: Request) -> Response:
+    """A chat completion, or its chunks as a stream (``"stream": true``), from the model's provider."""
+    result = await services(request).openai.chat_completions(await _json_object(request), provider_data(request))
+    if isinstance(result, dict):
+        return JSONModelResponse(result)
+    return sse_response(_frames(result))
 
-    async def chat_completions(request: Request) -> Response:
-        result = await service.chat_completions(await _json_object(request), provider_data(request))
-        if isinstance(result, dict):
-            return JSONModelResponse(result)
-        return sse_response(_frames(result))
 
-    async def embeddings(request: Request) -> Response:
-        return JSONModelResponse(await service.embeddings(await _json_object(request), provider_data(request)))
+async def embeddings(request: Request) -> Response:
+    """Embeddings from the model's provider."""
+    body = await _json_object(request)
+    return JSONModelResponse(await services(request).openai.embeddings(body, provider_data(request)))
 
-    return [
-        Route("/chat/completions", chat_completions, methods=["POST"]),
-        Route("/embeddings", embeddings, methods=["POST"]),
-    ]
+
+_TAG = "Inference"
+
+ROUTES: tuple[Endpoint, ...] = (
+    Endpoint("POST", "/chat/completions", chat_completions, "Create a chat completion (OpenAI)", _TAG,
+             OpenAIRequest, OpenAIObject, stream=EventStream(), headers=(PROVIDER_DATA,), errors=(400, 404, 502),
+             example={"model": "my-model", "messages": [{"role": "user", "content": "Hello"}], "stream": True}),
+    Endpoint("POST", "/embeddings", embeddings, "Create embeddings (OpenAI)", _TAG, OpenAIRequest, OpenAIObject,
+             headers=(PROVIDER_DATA,), errors=(400, 404, 502)),
+)  # fmt: skip
+"""Plain inference, OpenAI's request and answer passed through."""

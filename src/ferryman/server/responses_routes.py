@@ -3,28 +3,41 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Annotated, Literal
 
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
 from ferryman.api.responses import (
     AddItemsRequest,
+    Conversation,
     CreateConversationRequest,
     CreateResponseRequest,
     DeletedObject,
     Item,
     ItemList,
     ResponseList,
+    ResponseStreamEvent,
     UpdateConversationRequest,
 )
+from ferryman.api.responses import Response as ResponseObject
 from ferryman.errors import InvalidRequestError, error_for_code
-from ferryman.services.responses.conversations import ConversationService
-from ferryman.services.responses.service import ResponsesService
 from ferryman.storage.base import Page
 
-from .http import JSONModelResponse, last_event_id, parse_body, provider_data, query_bool, query_int, sse_response
+from .contract import LAST_EVENT_ID, PROVIDER_DATA, Endpoint, EventStream, Param
+from .http import (
+    LARGEST_INT,
+    JSONModelResponse,
+    last_event_id,
+    parse_body,
+    provider_data,
+    query_bool,
+    query_int,
+    services,
+    sse_response,
+)
+from .idempotent_routes import response_replay
 
 
 def _order(request: Request, default: Literal["asc", "desc"]) -> str:
@@ -48,99 +61,159 @@ def _item_list(page: Page[Item]) -> ItemList:
     )
 
 
-def response_routes(responses: ResponsesService, conversations: ConversationService) -> list[BaseRoute]:
-    """Routes over the two services."""
+async def create_response(request: Request) -> Response:
+    """Create a response: the result, its events as they happen (``stream``), or at once (``background``)."""
+    body = await parse_body(request, CreateResponseRequest)
+    live = await services(request).responses.create(body, provider_data(request))
+    if body.stream:
+        return sse_response(live.channel.read())
+    if body.background:
+        return JSONModelResponse(live.recorder.response)
+    assert live.task is not None
+    result = await asyncio.shield(live.task)
+    if result.status == "failed" and result.error is not None:
+        raise error_for_code(result.error.code, f"response {result.id} failed: {result.error.message}")
+    return JSONModelResponse(result)
 
-    async def create(request: Request) -> Response:
-        body = await parse_body(request, CreateResponseRequest)
-        live = await responses.create(body, provider_data(request))
-        if body.stream:
-            return sse_response(live.channel.read())
-        if body.background:
-            return JSONModelResponse(live.recorder.response)
-        assert live.task is not None
-        result = await asyncio.shield(live.task)
-        if result.status == "failed" and result.error is not None:
-            raise error_for_code(result.error.code, f"response {result.id} failed: {result.error.message}")
-        return JSONModelResponse(result)
 
-    async def retrieve(request: Request) -> Response:
-        response_id = request.path_params["response_id"]
-        if query_bool(request, "stream"):
-            # ``starting_after`` is OpenAI's; ``Last-Event-ID`` is what SSE clients send on their own.
-            after = query_int(request, "starting_after", None, minimum=-1)
-            if after is None:
-                after = last_event_id(request)
-            return sse_response(await responses.replay(response_id, -1 if after is None else after))
-        return JSONModelResponse(await responses.get(response_id))
+async def retrieve_response(request: Request) -> Response:
+    """A response, or its events (``stream=true``) from the start or after a given event."""
+    response_id = request.path_params["response_id"]
+    responses = services(request).responses
+    if query_bool(request, "stream"):
+        # ``starting_after`` is OpenAI's; ``Last-Event-ID`` is what SSE clients send on their own.
+        after = query_int(request, "starting_after", None, minimum=-1)
+        if after is None:
+            after = last_event_id(request)
+        return sse_response(await responses.replay(response_id, -1 if after is None else after))
+    return JSONModelResponse(await responses.get(response_id))
 
-    async def delete(request: Request) -> Response:
-        response_id = request.path_params["response_id"]
-        await responses.delete(response_id)
-        return JSONModelResponse(DeletedObject(id=response_id, object="response"))
 
-    async def cancel(request: Request) -> Response:
-        return JSONModelResponse(await responses.cancel(request.path_params["response_id"]))
+async def delete_response(request: Request) -> Response:
+    """Delete a stored response."""
+    response_id = request.path_params["response_id"]
+    await services(request).responses.delete(response_id)
+    return JSONModelResponse(DeletedObject(id=response_id, object="response"))
 
-    async def input_items(request: Request) -> Response:
-        page = await responses.input_items(request.path_params["response_id"], *_paging(request, "desc"))
-        return JSONModelResponse(_item_list(page))
 
-    async def list_responses(request: Request) -> Response:
-        page = await responses.list(*_paging(request, "desc"))
-        ids = [r.id for r in page.items]
-        listing = ResponseList(
-            data=page.items, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=page.has_more
-        )
-        return JSONModelResponse(listing)
+async def cancel_response(request: Request) -> Response:
+    """Cancel a background response."""
+    return JSONModelResponse(await services(request).responses.cancel(request.path_params["response_id"]))
 
-    async def create_conversation(request: Request) -> Response:
-        body = await parse_body(request, CreateConversationRequest)
-        return JSONModelResponse(await conversations.create(body))
 
-    async def get_conversation(request: Request) -> Response:
-        return JSONModelResponse(await conversations.get(request.path_params["conversation_id"]))
+async def input_items(request: Request) -> Response:
+    """One page of the items a response was given."""
+    responses = services(request).responses
+    page = await responses.input_items(request.path_params["response_id"], *_paging(request, "desc"))
+    return JSONModelResponse(_item_list(page))
 
-    async def update_conversation(request: Request) -> Response:
-        body = await parse_body(request, UpdateConversationRequest)
-        return JSONModelResponse(await conversations.update(request.path_params["conversation_id"], body.metadata))
 
-    async def delete_conversation(request: Request) -> Response:
-        conversation_id = request.path_params["conversation_id"]
-        await conversations.delete(conversation_id)
-        return JSONModelResponse(DeletedObject(id=conversation_id, object="conversation.deleted"))
+async def list_responses(request: Request) -> Response:
+    """One page of stored responses."""
+    page = await services(request).responses.list(*_paging(request, "desc"))
+    ids = [r.id for r in page.items]
+    listing = ResponseList(
+        data=page.items, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=page.has_more
+    )
+    return JSONModelResponse(listing)
 
-    async def add_items(request: Request) -> Response:
-        body = await parse_body(request, AddItemsRequest)
-        stored = await conversations.add_items(request.path_params["conversation_id"], list(body.items))
-        return JSONModelResponse(_item_list(Page(stored, False)))
 
-    async def list_items(request: Request) -> Response:
-        page = await conversations.list_items(request.path_params["conversation_id"], *_paging(request, "desc"))
-        return JSONModelResponse(_item_list(page))
+async def create_conversation(request: Request) -> Response:
+    """Create a conversation, with items if given."""
+    body = await parse_body(request, CreateConversationRequest)
+    return JSONModelResponse(await services(request).conversations.create(body))
 
-    async def get_item(request: Request) -> Response:
-        p = request.path_params
-        return JSONModelResponse(await conversations.get_item(p["conversation_id"], p["item_id"]))
 
-    async def delete_item(request: Request) -> Response:
-        p = request.path_params
-        return JSONModelResponse(await conversations.delete_item(p["conversation_id"], p["item_id"]))
+async def get_conversation(request: Request) -> Response:
+    """One conversation."""
+    return JSONModelResponse(await services(request).conversations.get(request.path_params["conversation_id"]))
 
-    conv = "/conversations/{conversation_id}"
-    return [
-        Route("/responses", create, methods=["POST"]),
-        Route("/responses", list_responses, methods=["GET"]),
-        Route("/responses/{response_id}", retrieve, methods=["GET"]),
-        Route("/responses/{response_id}", delete, methods=["DELETE"]),
-        Route("/responses/{response_id}/cancel", cancel, methods=["POST"]),
-        Route("/responses/{response_id}/input_items", input_items, methods=["GET"]),
-        Route("/conversations", create_conversation, methods=["POST"]),
-        Route(conv, get_conversation, methods=["GET"]),
-        Route(conv, update_conversation, methods=["POST"]),
-        Route(conv, delete_conversation, methods=["DELETE"]),
-        Route(f"{conv}/items", add_items, methods=["POST"]),
-        Route(f"{conv}/items", list_items, methods=["GET"]),
-        Route(f"{conv}/items/{{item_id}}", get_item, methods=["GET"]),
-        Route(f"{conv}/items/{{item_id}}", delete_item, methods=["DELETE"]),
-    ]
+
+async def update_conversation(request: Request) -> Response:
+    """Replace a conversation's metadata."""
+    body = await parse_body(request, UpdateConversationRequest)
+    conversations = services(request).conversations
+    return JSONModelResponse(await conversations.update(request.path_params["conversation_id"], body.metadata))
+
+
+async def delete_conversation(request: Request) -> Response:
+    """Delete a conversation with its items."""
+    conversation_id = request.path_params["conversation_id"]
+    await services(request).conversations.delete(conversation_id)
+    return JSONModelResponse(DeletedObject(id=conversation_id, object="conversation.deleted"))
+
+
+async def add_items(request: Request) -> Response:
+    """Append items to a conversation."""
+    body = await parse_body(request, AddItemsRequest)
+    stored = await services(request).conversations.add_items(request.path_params["conversation_id"], list(body.items))
+    return JSONModelResponse(_item_list(Page(stored, False)))
+
+
+async def list_items(request: Request) -> Response:
+    """One page of a conversation's items."""
+    conversations = services(request).conversations
+    page = await conversations.list_items(request.path_params["conversation_id"], *_paging(request, "desc"))
+    return JSONModelResponse(_item_list(page))
+
+
+async def get_item(request: Request) -> Response:
+    """One item of a conversation."""
+    p = request.path_params
+    return JSONModelResponse(await services(request).conversations.get_item(p["conversation_id"], p["item_id"]))
+
+
+async def delete_item(request: Request) -> Response:
+    """Delete one item; the answer is the conversation."""
+    p = request.path_params
+    return JSONModelResponse(await services(request).conversations.delete_item(p["conversation_id"], p["item_id"]))
+
+
+_PAGING = (
+    Param("after", str, "The id after which the page starts."),
+    Param("limit", Annotated[int, Field(ge=1, le=100)], "Most items on the page (default 20)."),
+    Param("order", Literal["asc", "desc"], "Oldest (asc) or newest (desc, the default) first."),
+)
+_REPLAY = (
+    Param("stream", bool, "Answer with the response's events instead of the object."),
+    Param(
+        "starting_after",
+        Annotated[int, Field(ge=-1, le=LARGEST_INT)],
+        "With stream: the number of the last event the client has.",
+    ),
+)
+_EVENTS = EventStream(data=(ResponseStreamEvent,))
+_RESPONSES, _CONVERSATIONS = "Responses", "Conversations"
+_CONV = "/conversations/{conversation_id}"
+
+ROUTES: tuple[Endpoint, ...] = (
+    Endpoint("POST", "/responses", create_response, "Create a response", _RESPONSES, CreateResponseRequest,
+             ResponseObject, stream=_EVENTS, headers=(PROVIDER_DATA,), errors=(400, 404, 409, 500, 502),
+             creates=True, replay=response_replay,
+             example={"model": "my-model", "input": "What is 2+2?", "stream": True}),
+    Endpoint("GET", "/responses", list_responses, "List responses", _RESPONSES, response=ResponseList,
+             query=_PAGING),
+    Endpoint("GET", "/responses/{response_id}", retrieve_response, "Get a response, or replay its events",
+             _RESPONSES, response=ResponseObject, stream=_EVENTS, query=_REPLAY, headers=(LAST_EVENT_ID,)),
+    Endpoint("DELETE", "/responses/{response_id}", delete_response, "Delete a response", _RESPONSES,
+             response=DeletedObject),
+    Endpoint("POST", "/responses/{response_id}/cancel", cancel_response, "Cancel a background response",
+             _RESPONSES, response=ResponseObject, errors=(400, 404, 409)),
+    Endpoint("GET", "/responses/{response_id}/input_items", input_items, "List a response's input items",
+             _RESPONSES, response=ItemList, query=_PAGING),
+    Endpoint("POST", "/conversations", create_conversation, "Create a conversation", _CONVERSATIONS,
+             CreateConversationRequest, Conversation, errors=(400,), creates=True),
+    Endpoint("GET", _CONV, get_conversation, "Get a conversation", _CONVERSATIONS, response=Conversation),
+    Endpoint("POST", _CONV, update_conversation, "Update a conversation's metadata", _CONVERSATIONS,
+             UpdateConversationRequest, Conversation),
+    Endpoint("DELETE", _CONV, delete_conversation, "Delete a conversation", _CONVERSATIONS, response=DeletedObject),
+    Endpoint("POST", f"{_CONV}/items", add_items, "Add items to a conversation", _CONVERSATIONS, AddItemsRequest,
+             ItemList, creates=True),
+    Endpoint("GET", f"{_CONV}/items", list_items, "List a conversation's items", _CONVERSATIONS, response=ItemList,
+             query=_PAGING),
+    Endpoint("GET", f"{_CONV}/items/{{item_id}}", get_item, "Get an item", _CONVERSATIONS,
+             response=Item),
+    Endpoint("DELETE", f"{_CONV}/items/{{item_id}}", delete_item, "Delete an item", _CONVERSATIONS,
+             response=Conversation),
+)  # fmt: skip
+"""The OpenAI Responses and Conversations APIs."""

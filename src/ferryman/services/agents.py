@@ -18,14 +18,16 @@ from ferryman.api.agents import (
     Step,
     Turn,
 )
+from ferryman.coordination.base import RecordDeleted
 from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.engine.channel import TurnChannel
 from ferryman.engine.events import Emit, TurnFailed
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnState, complete_pending_step
 from ferryman.engine.plan import TurnOverrides, build_plan
-from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
+from ferryman.errors import ConflictError, FailureCode, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
+from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, TurnRecord
 from ferryman.tools.registry import ToolRegistry
@@ -60,9 +62,17 @@ class AgentService:
         models: The model router, to check an agent's model exists.
         tools: Server-side toolgroups.
         shields: Registered shields.
+        fetch: What a turn's document URLs may reach.
     """
 
-    def __init__(self, host: TurnHost, models: ModelRouter, tools: ToolRegistry, shields: ShieldRegistry) -> None:
+    def __init__(
+        self,
+        host: TurnHost,
+        models: ModelRouter,
+        tools: ToolRegistry,
+        shields: ShieldRegistry,
+        fetch: FetchPolicy | None = None,
+    ) -> None:
         self._host = host
         self._store = host.store
         self._leases = host.leases
@@ -72,8 +82,10 @@ class AgentService:
         self._models = models
         self._tools = tools
         self._shields = shields
-        # Agents never change once created, so their configs can be kept; this saves a
-        # database round trip on every turn. A delete drops the entry.
+        self._fetch = fetch or FetchPolicy()
+        # Agents never change once created, so turns use kept configs; this saves a database
+        # round trip on every turn. A delete drops the entry on every replica (RecordDeleted);
+        # reading an agent always asks the store, so a delete elsewhere is seen at once.
         self._agents: dict[str, Agent] = {}
         self._first_seq: dict[str, int] = {}
         host.leases.on_abandoned(self._close_abandoned)
@@ -92,7 +104,11 @@ class AgentService:
         return agent.agent_id
 
     async def get_agent(self, agent_id: str) -> Agent:
-        """One agent."""
+        """One agent, as stored now."""
+        return await self._store.get_agent(agent_id)
+
+    async def _agent(self, agent_id: str) -> Agent:
+        """One agent, kept for the turns that follow."""
         agent = self._agents.get(agent_id)
         if agent is None:
             agent = await self._store.get_agent(agent_id)
@@ -108,9 +124,17 @@ class AgentService:
     async def delete_agent(self, agent_id: str) -> None:
         """Delete an agent with everything under it, cancelling its running turns first."""
         await self._store.get_agent(agent_id)
-        self._agents.pop(agent_id, None)
+        self.forget(agent_id)
         await self._cancel(agent_id, "the agent was deleted")
         await self._store.delete_agent(agent_id)
+        await self._fanout.notify(RecordDeleted(agent_id))
+
+    def forget(self, agent_id: str | None) -> None:
+        """Drop what this replica kept of a deleted agent (None: of every agent)."""
+        if agent_id is None:
+            self._agents.clear()
+        else:
+            self._agents.pop(agent_id, None)
 
     async def _cancel(self, owner: str, reason: str) -> None:
         await self._host.cancel_everywhere(owner, reason)
@@ -161,11 +185,11 @@ class AgentService:
         ``provider_data`` (per-request provider settings such as API keys) is
         kept in memory for this run only, never stored.
         """
-        agent = await self.get_agent(agent_id)
+        agent = await self._agent(agent_id)
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
         plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
         plan = replace(plan, provider_data=provider_data)
-        history_inputs = await with_documents(list(request.messages), list(request.documents or []))
+        history_inputs = await with_documents(list(request.messages), list(request.documents or []), self._fetch)
         record = TurnRecord(
             turn_id=new_id(),
             session_id=session_id,
@@ -189,7 +213,7 @@ class AgentService:
         provider_data: dict[str, Any] | None = None,
     ) -> LiveTurn:
         """Continue a turn that awaits client tool results."""
-        agent = await self.get_agent(agent_id)
+        agent = await self._agent(agent_id)
         await self._store.get_session(agent_id, session_id)
         record = await self._store.get_turn_record(session_id, turn_id)
         if record.status != "awaiting_input":
@@ -274,7 +298,7 @@ class AgentService:
         stored = await self._store.turn_event_count(turn_id)
         frames = contiguous(await self._fanout.recorded(stream, stored - 1), stored)
         last = stored + len(frames)
-        frames.append(sse_frame(last, TurnFailed(turn_id, "interrupted", ABANDONED)))
+        frames.append(sse_frame(last, TurnFailed(turn_id, FailureCode.INTERRUPTED, ABANDONED)))
         await self._store.save_turn_events(turn_id, stored, frames)
         self._fanout.publish(stream, last, frames[-1])
         self._fanout.end_run(stream, last)

@@ -6,35 +6,27 @@ import base64
 import binascii
 from urllib.parse import unquote
 
-import httpx
-
 from ferryman.api.agents import Document
 from ferryman.api.content import URL, TurnInputMessage, UserMessage, content_to_text
 from ferryman.errors import InvalidRequestError
+from ferryman.safe_fetch import FetchPolicy, fetch
 
 _MAX_BYTES = 1_000_000
-_FETCH_TIMEOUT = 10.0
 
 
-async def document_text(document: Document) -> str:
-    """The text of a document: inline content, a ``data:`` URL, or an http(s) URL fetched once."""
+async def document_text(document: Document, policy: FetchPolicy) -> str:
+    """The text of a document: inline content, a ``data:`` URL, or an http(s) URL fetched once within ``policy``."""
     content = document.content
     if isinstance(content, URL):
-        return await _url_text(content.uri)
+        return await _url_text(content.uri, policy)
     return content_to_text(content)
 
 
-async def _url_text(uri: str) -> str:
+async def _url_text(uri: str, policy: FetchPolicy) -> str:
     if uri.startswith("data:"):
         return _data_url_text(uri)
     if uri.startswith(("http://", "https://")):
-        try:
-            async with httpx.AsyncClient(timeout=_FETCH_TIMEOUT, follow_redirects=True) as client:
-                response = await client.get(uri)
-                response.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise InvalidRequestError(f"could not fetch document {uri}: {exc}", "documents") from exc
-        return response.content[:_MAX_BYTES].decode("utf-8", errors="replace")
+        return (await fetch(uri, policy, "documents")).decode("utf-8", errors="replace")
     raise InvalidRequestError(f"unsupported document URL scheme: {uri}", "documents")
 
 
@@ -47,11 +39,13 @@ def _data_url_text(uri: str) -> str:
     return raw[:_MAX_BYTES].decode("utf-8", errors="replace")
 
 
-async def with_documents(messages: list[TurnInputMessage], documents: list[Document]) -> list[TurnInputMessage]:
-    """Attach the documents' text as context of the last user message."""
+async def with_documents(
+    messages: list[TurnInputMessage], documents: list[Document], policy: FetchPolicy
+) -> list[TurnInputMessage]:
+    """Attach the documents' text as context of the last user message (URLs fetched within ``policy``)."""
     if not documents:
         return messages
-    texts = [await document_text(document) for document in documents]
+    texts = [await document_text(document, policy) for document in documents]
     block = "\n\n".join(
         f"[document {i + 1} ({d.mime_type})]\n{t}" for i, (d, t) in enumerate(zip(documents, texts, strict=True))
     )

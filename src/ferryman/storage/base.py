@@ -319,7 +319,54 @@ class ResponseStore(Protocol):
         ...
 
 
-class Store(AgentStore, SessionStore, TurnStore, ModelStore, ResponseStore, Protocol):
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    """An idempotency key in use: whose, for which request, until when, and the first call's outcome.
+
+    ``token`` tells one claim of a key from a later one (after the first
+    expired or was released); ``result`` is what the HTTP layer stored of the
+    first call's answer, ``None`` while that call still runs. A record whose
+    ``expires_at`` has passed counts as absent.
+    """
+
+    owner: str
+    key: str
+    token: str
+    fingerprint: str
+    created_at: datetime
+    expires_at: datetime
+    result: str | None = None
+
+
+class IdempotencyStore(Protocol):
+    """Idempotency keys of requests, scoped by owner (the caller)."""
+
+    async def claim_idempotency_key(self, claim: IdempotencyRecord, now: datetime) -> IdempotencyRecord | None:
+        """Store ``claim`` (without result) unless a record unexpired at ``now`` holds its key, atomically.
+
+        Returns:
+            None when the key was claimed, else the record that holds it.
+        """
+        ...
+
+    async def renew_idempotency_key(self, claim: IdempotencyRecord, expires_at: datetime) -> bool:
+        """Move the expiry of this claim's record (same token) to ``expires_at`` while it has no result.
+
+        Returns:
+            False when the record is gone or has its result (its expiry stays).
+        """
+        ...
+
+    async def complete_idempotency_key(self, claim: IdempotencyRecord, result: str, expires_at: datetime) -> bool:
+        """Store the outcome of the claim's call and its new expiry; False if the claim no longer holds the key."""
+        ...
+
+    async def release_idempotency_key(self, claim: IdempotencyRecord) -> None:
+        """Delete the claim's record if it has no result yet, so that a retry may run."""
+        ...
+
+
+class Store(AgentStore, SessionStore, TurnStore, ModelStore, ResponseStore, IdempotencyStore, Protocol):
     """Everything one backend stores."""
 
     async def open(self) -> None:

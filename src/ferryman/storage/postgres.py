@@ -16,6 +16,7 @@ from ferryman.errors import InvalidRequestError, NotFoundError
 from . import codec
 from .base import Page, SessionRecord
 from .migrate import migration_scripts
+from .postgres_idempotency import PgIdempotencyTables
 from .postgres_responses import PgResponseTables
 from .postgres_turns import PgTurnTables
 from .rows import page_of
@@ -25,7 +26,7 @@ _MIGRATION_LOCK = 0x66657272  # "ferr"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class PostgresStore(PgTurnTables, PgResponseTables):
+class PostgresStore(PgTurnTables, PgResponseTables, PgIdempotencyTables):
     """Agents, sessions, turns, responses and models in PostgreSQL, over an asyncpg pool.
 
     Args:

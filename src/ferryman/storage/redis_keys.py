@@ -31,6 +31,8 @@ kind                type         holds
 ``responses``       sorted set   response ids by creation
 ``response``        hash         the response's columns, body, seq, interrupted
 ``response_events`` sorted set   ``"<seq>:<frame>"`` scored by seq
+``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
+                                 id ``<len(owner)>:<owner>:<key>``, expires itself
 ==================  ===========  ====================================================
 """
 

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from ferryman.api.agents import Agent, TurnError, TurnStatus
 from ferryman.api.responses import Response, ResponseError
+from ferryman.errors import FailureCode
 
 from . import codec
 from .base import ConversationRecord, ResponseRecord, SessionRecord, TurnRecord
@@ -117,7 +118,7 @@ def response_of(values: Sequence[str | None]) -> ResponseRecord:
         raise KeyError("response is incomplete")
     response = Response.model_validate_json(body)
     if interrupted is not None:
-        failure = ResponseError(code="interrupted", message=interrupted)
+        failure = ResponseError(code=FailureCode.INTERRUPTED, message=interrupted)
         response = response.model_copy(update={"status": "failed", "error": failure})
     return ResponseRecord(
         response=response,

@@ -22,6 +22,7 @@ from ferryman.errors import FerrymanError, NotFoundError
 
 from .codec import MessageCache
 from .redis_keys import LUA_KEYS, Keys
+from .redis_lua_idempotency import IDEMPOTENCY_SCRIPTS
 from .redis_lua_responses import RESPONSE_SCRIPTS
 from .redis_lua_turns import TURN_SCRIPTS
 
@@ -224,7 +225,7 @@ return {'ok'}
 """,
 }
 
-SOURCES: dict[str, str] = {**_STORE_SCRIPTS, **TURN_SCRIPTS, **RESPONSE_SCRIPTS}
+SOURCES: dict[str, str] = {**_STORE_SCRIPTS, **TURN_SCRIPTS, **RESPONSE_SCRIPTS, **IDEMPOTENCY_SCRIPTS}
 
 
 class Scripts:

@@ -19,6 +19,7 @@ from ferryman.redis_url import DEFAULT_PREFIX, connect
 
 from . import codec
 from .base import Page, SessionRecord
+from .redis_idempotency import RedisIdempotency
 from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, MODEL_ORDER, MODELS, SESSION, Keys
 from .redis_records import AGENT_FIELDS, SESSION_FIELDS, agent_of, session_of
 from .redis_responses import RedisResponses
@@ -27,7 +28,7 @@ from .redis_turns import RedisTurns
 from .rows import page_of
 
 
-class RedisStore(RedisTurns, RedisResponses):
+class RedisStore(RedisTurns, RedisResponses, RedisIdempotency):
     """Agents, sessions, turns, responses and models in one Redis database.
 
     Args:

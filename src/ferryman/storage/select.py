@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ferryman.extras import require
 from ferryman.redis_url import split_prefix
 
 from .base import Store
@@ -18,12 +19,17 @@ def store_for(db: str) -> Store:
     A plain path or ``sqlite:///PATH`` is SQLite; ``postgresql://…`` is
     PostgreSQL (needs the ``postgres`` extra); ``redis://…`` or ``rediss://…``
     is Redis (needs the ``redis`` extra; ``?prefix=`` sets the key prefix).
+
+    Raises:
+        MissingExtraError: the backend's extra is not installed.
     """
     if db.startswith(POSTGRES_PREFIXES):
+        require("postgres", "asyncpg", "a postgresql:// --db")
         from .postgres import PostgresStore  # asyncpg is an optional extra
 
         return PostgresStore(db)
     if db.startswith(REDIS_PREFIXES):
+        require("redis", "redis", "a redis:// --db")
         from .redis_store import RedisStore  # redis is an optional extra
 
         url, prefix = split_prefix(db)

@@ -14,6 +14,7 @@ from .base import Page, SessionRecord
 from .migrate import migrate_sqlite
 from .rows import page_of
 from .sqlite_conn import SqliteRunner
+from .sqlite_idempotency import IdempotencyTables
 from .sqlite_responses import ResponseTables
 from .sqlite_turns import TurnTables
 
@@ -23,7 +24,7 @@ def _window(start_index: int, limit: int | None) -> tuple[int, int]:
     return (-1 if limit is None else limit + 1), start_index
 
 
-class SqliteStore(TurnTables, ResponseTables):
+class SqliteStore(TurnTables, ResponseTables, IdempotencyTables):
     """Agents, sessions, turns, steps and history in one SQLite file.
 
     Args:

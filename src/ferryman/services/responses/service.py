@@ -12,8 +12,15 @@ from typing import Any
 
 from ferryman.api.agents import TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
-from ferryman.api.responses import ConversationRef, CreateResponseRequest, Item, Response, TextConfig
-from ferryman.coordination.base import CancelTurns
+from ferryman.api.responses import (
+    ConversationRef,
+    CreateResponseRequest,
+    Item,
+    ListedResponse,
+    Response,
+    TextConfig,
+)
+from ferryman.coordination.base import CancelTurns, RecordDeleted
 from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.engine.channel import TurnChannel
 from ferryman.engine.ids import new_id, utcnow
@@ -172,8 +179,8 @@ class ResponsesService:
             done = response.status in ("completed", "incomplete")
             conversation_items = [*items, *response.output] if done else []
             await self._store.finish_response(live.record, live.recorder.events, conversation_items)
-            if done:
-                self._cache.put(response_id, state.history)
+            if done and store:
+                self._cache.put(response_id, state.history, live.record.previous_response_id)
             if not store:
                 await self._store.delete_response(response_id)
         finally:
@@ -270,6 +277,11 @@ class ResponsesService:
         else:
             await self._stop_elsewhere(await self._store.get_response(response_id), "the response was deleted")
         await self._store.delete_response(response_id)
+        self.forget(response_id)
+        await self._fanout.notify(RecordDeleted(response_id))
+
+    def forget(self, response_id: str | None) -> None:
+        """Drop what this replica cached of a deleted response (None: of every response)."""
         self._cache.drop(response_id)
 
     async def input_items(self, response_id: str, after: str | None, limit: int, order: str) -> Page[Item]:
@@ -277,10 +289,14 @@ class ResponsesService:
         await self._store.get_response(response_id)
         return await self._store.list_items(response_id, after, limit, order)
 
-    async def list(self, after: str | None, limit: int, order: str) -> Page[Response]:
-        """A page of stored responses."""
+    async def list(self, after: str | None, limit: int, order: str) -> Page[ListedResponse]:
+        """A page of stored responses, each with its input items."""
         page = await self._store.list_responses(after, limit, order)
-        return Page([record.response for record in page.items], page.has_more)
+        listed = []
+        for record in page.items:
+            inputs = await self._store.all_items(record.response.id)
+            listed.append(ListedResponse.model_validate({**dict(record.response), "input": inputs}))
+        return Page(listed, page.has_more)
 
 
 _RUNNING = ("queued", "in_progress")

@@ -17,9 +17,22 @@ from ferryman.api.agents import (
 from ferryman.api.content import content_to_text
 from ferryman.api.responses import MessageItem, OutputText, Response, ResponseError, Usage
 from ferryman.engine.events import EngineEvent, TurnFailed
+from ferryman.errors import FailureCode
 
 from ..host import Publish
 from .items import call_item, message_item, new_item_id
+
+# Llama Stack's Responses stream carries the response's id on these events, and its
+# client (llama-stack-client 0.7.5) drops any event it cannot validate without it;
+# OpenAI's SDK ignores the extra field.
+_WITH_RESPONSE_ID = frozenset(
+    {
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.content_part.added",
+        "response.content_part.done",
+    }
+)
 
 
 class ResponseRecorder:
@@ -50,6 +63,8 @@ class ResponseRecorder:
         """
         seq = len(self.events)
         body = {"type": event_type, "sequence_number": seq, **fields}
+        if event_type in _WITH_RESPONSE_ID:
+            body["response_id"] = self.response.id
         frame = f"id: {seq}\nevent: {event_type}\ndata: {json.dumps(body, default=_jsonable)}\n\n"
         self.events.append(frame)
         await self._publish(seq, frame)
@@ -147,7 +162,7 @@ class ResponseRecorder:
     async def _fail(self, failure: TurnFailed) -> None:
         await self._close_text()
         self.response.error = ResponseError(code=failure.code, message=failure.message)
-        if failure.code == "cancelled":
+        if failure.code == FailureCode.CANCELLED:
             self.response.status = "cancelled"
             await self.emit("response.cancelled", response=self._snapshot())
         else:
@@ -157,7 +172,7 @@ class ResponseRecorder:
     async def fail_abandoned(self, recorded: list[str], message: str) -> None:
         """Continue the stream a dead replica left (its ``recorded`` frames) with the response's failure."""
         self.events = list(recorded)
-        await self._fail(TurnFailed("", "interrupted", message))
+        await self._fail(TurnFailed("", FailureCode.INTERRUPTED, message))
 
     def _snapshot(self) -> dict[str, Any]:
         return self.response.model_dump(mode="json")

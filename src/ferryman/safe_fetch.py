@@ -1,0 +1,162 @@
+"""Fetching a URL that a client named, without letting it reach what only the server can reach.
+
+A client-supplied URL fetched by the server is a server-side request forgery
+risk: ``http://169.254.169.254/`` (cloud metadata), ``http://127.0.0.1:6379/``
+or an intranet host. Every hop is checked after DNS resolution: the host's
+addresses must all be public unless the operator allow-listed the host (or a
+network holding the address). Redirects are followed here, one checked hop at
+a time, and each connection goes to the address that was checked (with the
+original ``Host`` header and TLS server name), so a DNS answer that changes
+between the check and the connection (rebinding) cannot redirect it.
+Environment proxies are ignored for the same reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Iterable
+
+import httpx
+from pydantic import BaseModel, Field
+
+from ferryman.errors import InvalidRequestError
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+class FetchPolicy(BaseModel):
+    """What a server-side fetch of a client's URL may reach (the ``fetch:`` section of the config).
+
+    Attributes:
+        allowed_hosts: Host names (exact, case-insensitive) or networks (``10.0.0.0/8``,
+            ``127.0.0.1``) that may be fetched even though they are not public.
+        max_bytes: Largest body accepted.
+        timeout_seconds: Time allowed for the whole fetch, redirects included.
+        max_redirects: Redirects followed at most.
+    """
+
+    allowed_hosts: list[str] = Field(default_factory=list)
+    max_bytes: int = Field(default=1_000_000, gt=0)
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    max_redirects: int = Field(default=5, ge=0)
+
+    def allows(self, host: str, address: IPAddress) -> bool:
+        """Whether ``host`` at ``address`` may be fetched: public, or allow-listed by name or network."""
+        name = host.lower().rstrip(".")
+        for entry in self.allowed_hosts:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                if entry.lower().rstrip(".") == name:
+                    return True
+        return is_public(address)
+
+
+def is_public(address: IPAddress) -> bool:
+    """Whether an address is on the public internet (not loopback, private, link-local, multicast, reserved…)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global and not (address.is_multicast or address.is_reserved or address.is_unspecified)
+
+
+async def fetch(url: str, policy: FetchPolicy, field: str | None = None) -> bytes:
+    """The body of ``url``, fetched within ``policy``.
+
+    Raises:
+        InvalidRequestError: the URL is refused, unreachable, too slow, too large or not a success
+            (``field`` names the request field that held it).
+    """
+    try:
+        async with asyncio.timeout(policy.timeout_seconds):
+            return await _fetch(url, policy, field)
+    except TimeoutError as exc:
+        raise InvalidRequestError(f"fetching {url} took longer than {policy.timeout_seconds:g} s", field) from exc
+
+
+async def _fetch(url: str, policy: FetchPolicy, field: str | None) -> bytes:
+    async with httpx.AsyncClient(timeout=policy.timeout_seconds, trust_env=False) as client:
+        for _ in range(policy.max_redirects + 1):
+            target = _parsed(url, field)
+            addresses = await _checked_addresses(target, policy, field)
+            response = await _send(client, target, addresses, field)
+            try:
+                location = response.headers.get("location")
+                if response.status_code in _REDIRECTS and location:
+                    url = str(target.join(location))
+                    continue
+                if not response.is_success:
+                    raise InvalidRequestError(f"could not fetch {target}: HTTP {response.status_code}", field)
+                return await _body(response, target, policy.max_bytes, field)
+            finally:
+                await response.aclose()
+    raise InvalidRequestError(f"could not fetch {url}: more than {policy.max_redirects} redirects", field)
+
+
+def _parsed(url: str, field: str | None) -> httpx.URL:
+    try:
+        target = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise InvalidRequestError(f"invalid URL {url!r}: {exc}", field) from exc
+    if target.scheme not in ("http", "https") or not target.host:
+        raise InvalidRequestError(f"only http(s) URLs with a host can be fetched, not {url!r}", field)
+    return target
+
+
+async def _checked_addresses(target: httpx.URL, policy: FetchPolicy, field: str | None) -> list[IPAddress]:
+    port = target.port or (443 if target.scheme == "https" else 80)
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(target.host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise InvalidRequestError(f"could not resolve {target.host}: {exc}", field) from exc
+    addresses = _unique(ipaddress.ip_address(info[4][0]) for info in infos)
+    refused = [address for address in addresses if not policy.allows(target.host, address)]
+    if refused:
+        raise InvalidRequestError(
+            f"refused to fetch {target}: {target.host} is at {refused[0]}, which is not a public address "
+            "(an operator can allow the host in the config's fetch.allowed_hosts)",
+            field,
+        )
+    return addresses
+
+
+def _unique(addresses: Iterable[IPAddress]) -> list[IPAddress]:
+    return list(dict.fromkeys(addresses))
+
+
+async def _send(
+    client: httpx.AsyncClient, target: httpx.URL, addresses: list[IPAddress], field: str | None
+) -> httpx.Response:
+    """Connect to the checked addresses in turn (never to a fresh DNS answer), naming the host as asked."""
+    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+    failure: Exception | None = None
+    for address in addresses:
+        request = client.build_request(
+            "GET", target.copy_with(host=str(address)), headers={"Host": target.netloc.decode()}, extensions=extensions
+        )
+        try:
+            return await client.send(request, stream=True)
+        except httpx.ConnectError as exc:
+            failure = exc
+        except httpx.HTTPError as exc:
+            raise InvalidRequestError(f"could not fetch {target}: {exc}", field) from exc
+    raise InvalidRequestError(f"could not fetch {target}: {failure}", field)
+
+
+async def _body(response: httpx.Response, target: httpx.URL, max_bytes: int, field: str | None) -> bytes:
+    too_large = f"{target} is larger than {max_bytes} bytes"
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise InvalidRequestError(too_large, field)
+    body = bytearray()
+    try:
+        async for piece in response.aiter_bytes():
+            body += piece
+            if len(body) > max_bytes:
+                raise InvalidRequestError(too_large, field)
+    except httpx.HTTPError as exc:
+        raise InvalidRequestError(f"could not read {target}: {exc}", field) from exc
+    return bytes(body)

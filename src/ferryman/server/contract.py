@@ -1,0 +1,141 @@
+"""The route tables: every endpoint with its typed contract, the one source of routes and OpenAPI document.
+
+Each API module declares a tuple of :class:`Endpoint`; :func:`starlette_routes` turns one
+into Starlette routes and :mod:`ferryman.server.openapi` into the document, so the two
+cannot drift. Path parameters are the names in the path template (described in
+:data:`PATH_PARAMS`); everything else an endpoint reads is named in its entry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from .http import LARGEST_INT
+
+if TYPE_CHECKING:
+    from .idempotent_routes import StreamReplay
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter or request header.
+
+    Attributes:
+        name: Its name on the wire.
+        annotation: Its type, with constraints (``Annotated[int, Field(ge=1)]``); its JSON schema is documented.
+        description: What it does.
+        required: Whether a request must carry it.
+    """
+
+    name: str
+    annotation: Any
+    description: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class EventStream:
+    """A ``text/event-stream`` answer.
+
+    Attributes:
+        data: The types one event's ``data:`` line holds as JSON (any of them); empty: any text.
+        only: True when the endpoint always streams; False when it streams on request (``stream``).
+    """
+
+    data: tuple[Any, ...] = ()
+    only: bool = False
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One route and its contract.
+
+    Attributes:
+        method: The HTTP method.
+        path: The path under its mount, in Starlette's syntax (``{id}``, ``{id:path}``).
+        handler: The module-level function that answers.
+        summary: One line for the document.
+        tag: The group it is listed under.
+        body: The type (a pydantic model) the JSON body is validated with; None: no body.
+        response: The type a 200 JSON answer is; None: an empty 200 (unless ``stream.only``).
+        stream: The event stream it answers with, if any.
+        query: Query parameters.
+        headers: Request headers it reads.
+        errors: Error statuses it can answer, each with the error body.
+        creates: True for a POST that creates or runs something (it accepts ``Idempotency-Key``).
+        replay: For such a POST that may stream: how the stream's first frame names where a repeat replays it.
+        example: An example body, for the document's readers (and the fuzzer's first cases).
+    """
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    tag: str
+    body: Any = None
+    response: Any = None
+    stream: EventStream | None = None
+    query: tuple[Param, ...] = ()
+    headers: tuple[Param, ...] = ()
+    errors: tuple[int, ...] = (400, 404)
+    creates: bool = False
+    replay: StreamReplay | None = None
+    example: dict[str, Any] | None = None
+
+    def path_params(self) -> list[str]:
+        """The names of the path parameters, in order."""
+        return [match.group(1) for match in _PATH_PARAM.finditer(self.path)]
+
+    def openapi_path(self) -> str:
+        """The path in OpenAPI's syntax: Starlette's converters (``:path``) dropped."""
+        return _PATH_PARAM.sub(lambda match: "{" + match.group(1) + "}", self.path)
+
+
+_PATH_PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")
+
+PATH_PARAMS: dict[str, str] = {
+    "agent_id": "The agent's id.",
+    "session_id": "The session's id.",
+    "turn_id": "The turn's id.",
+    "step_id": "The step's id.",
+    "model_id": "The model's identifier (it may contain slashes).",
+    "toolgroup_id": "The toolgroup's identifier (it may contain slashes).",
+    "tool_name": "The tool's name.",
+    "response_id": "The response's id.",
+    "conversation_id": "The conversation's id.",
+    "item_id": "The item's id.",
+}
+
+PROVIDER_DATA = Param(
+    "X-LlamaStack-Provider-Data",
+    str,
+    "A JSON object of per-request provider settings (such as an API key for the model server); never stored.",
+)
+LAST_EVENT_ID = Param(
+    "Last-Event-ID",
+    Annotated[int, Field(ge=-LARGEST_INT, le=LARGEST_INT)],
+    "The number of the last event the client has: the stream continues after it.",
+)
+IDEMPOTENCY_KEY = Param(
+    "Idempotency-Key",
+    Annotated[str, Field(min_length=1, max_length=255)],
+    "A key of the client's choosing: a repeat of the same request with the same key answers the first call's result.",
+)
+
+NonNegative = Annotated[int, Field(ge=0, le=LARGEST_INT)]
+Positive = Annotated[int, Field(ge=1, le=LARGEST_INT)]
+
+
+def starlette_routes(table: Sequence[Endpoint]) -> list[BaseRoute]:
+    """The Starlette routes of a table, one per entry."""
+    return [Route(entry.path, entry.handler, methods=[entry.method]) for entry in table]

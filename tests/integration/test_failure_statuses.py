@@ -1,0 +1,47 @@
+"""A turn that ended in a stored failure answers a non-streamed call with that failure's own status."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from inprocess import AskedModel, agent_and_session, serving
+
+from ferryman.server.app import build_services
+from ferryman.storage.sqlite import SqliteStore
+from ferryman.testing import ScriptedReply
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture()
+def model() -> AskedModel:
+    return AskedModel()
+
+
+@pytest.fixture()
+async def http(tmp_path: Path, model: AskedModel) -> AsyncIterator[httpx.AsyncClient]:
+    async with serving(build_services(SqliteStore(str(tmp_path / "f.db")), [model])) as client:
+        yield client
+
+
+@pytest.mark.anyio
+async def test_a_turn_cancelled_while_the_client_waits_is_a_409_cancelled(
+    http: httpx.AsyncClient, model: AskedModel
+) -> None:
+    agent_id, session_id = await agent_and_session(http)
+    model.enqueue(ScriptedReply(text="never sent", gate="held"))
+    body = {"messages": [{"role": "user", "content": "hi"}], "stream": False}
+    waiting = asyncio.create_task(http.post(f"/v1/agents/{agent_id}/session/{session_id}/turn", json=body))
+    await model.asked.wait()
+    deleted = await http.delete(f"/v1/agents/{agent_id}/session/{session_id}")
+    assert deleted.status_code == 200, deleted.text
+    answer = await waiting
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["error"]["code"] == "cancelled"

@@ -1,0 +1,334 @@
+"""``Idempotency-Key`` on every create and run, in process over the scripted model and a SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from ferryman.inference.base import ChatChunk, ChatRequest
+from ferryman.server.app import Services, build_services, create_app
+from ferryman.storage.base import IdempotencyRecord
+from ferryman.storage.sqlite import SqliteStore
+from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+
+pytestmark = pytest.mark.anyio
+
+KEY = "Idempotency-Key"
+REPLAYED = "idempotent-replayed"
+WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
+
+
+class WatchedModel(ScriptedModel):
+    """The scripted model (it fails a request it has no reply for), telling when it is asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = asyncio.Event()
+
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        self.asked.set()
+        async for chunk in super().stream_chat(request):
+            yield chunk
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture()
+def scripted() -> WatchedModel:
+    return WatchedModel()
+
+
+class WatchedStore(SqliteStore):
+    """SQLite, telling when a key's first call stored its outcome."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.completed = asyncio.Event()
+
+    async def complete_idempotency_key(self, claim: IdempotencyRecord, result: str, expires_at: datetime) -> bool:
+        done = await super().complete_idempotency_key(claim, result, expires_at)
+        self.completed.set()
+        return done
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> WatchedStore:
+    return WatchedStore(str(tmp_path / "idem.db"))
+
+
+@asynccontextmanager
+async def client_over(store: SqliteStore, model: ScriptedModel) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of one app instance (a replica) over ``store``."""
+    services: Services = build_services(store, [model])
+    await services.store.open()
+    await services.models.refresh()
+    try:
+        transport = httpx.ASGITransport(app=create_app(services))
+        async with httpx.AsyncClient(transport=transport, base_url="http://ferryman", timeout=30) as client:
+            yield client
+    finally:
+        await services.runner.shutdown()
+        await services.store.close()
+
+
+@pytest.fixture()
+async def http(store: WatchedStore, scripted: WatchedModel) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_over(store, scripted) as client:
+        yield client
+
+
+def frames_of(response: httpx.Response) -> list[str]:
+    assert response.headers["content-type"].startswith("text/event-stream"), response.text
+    return [frame for frame in response.text.replace("\r\n", "\n").split("\n\n") if frame.strip()]
+
+
+def data_of(frame: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(frame.split("data: ", 1)[1])
+    return data
+
+
+def kind(frame: str) -> str:
+    data = data_of(frame)
+    return "error" if "error" in data else str(data["event"]["payload"]["event_type"])
+
+
+async def post(http: httpx.AsyncClient, url: str, body: dict[str, Any], key: str) -> httpx.Response:
+    return await http.post(url, json=body, headers={KEY: key})
+
+
+async def twice(http: httpx.AsyncClient, url: str, body: dict[str, Any], key: str) -> httpx.Response:
+    """POST twice with one key; check the repeat is the first answer, replayed; return the first."""
+    first = await post(http, url, body, key)
+    again = await post(http, url, body, key)
+    assert first.status_code == 200, first.text
+    assert REPLAYED not in first.headers
+    assert (again.status_code, again.content, again.headers.get(REPLAYED)) == (200, first.content, "true")
+    return first
+
+
+async def new_agent(http: httpx.AsyncClient, **config: Any) -> str:
+    body = {"agent_config": {"model": "scripted-model", "instructions": "test", **config}}
+    response = await http.post("/v1/agents", json=body)
+    return str(response.json()["agent_id"])
+
+
+async def new_session(http: httpx.AsyncClient, agent_id: str) -> str:
+    response = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})
+    return str(response.json()["session_id"])
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+@pytest.mark.parametrize("prefix", ["/v1", "/v1alpha"])
+async def test_agent_and_session_creates_return_the_first_ids(http: httpx.AsyncClient, prefix: str) -> None:
+    body = {"agent_config": {"model": "scripted-model", "instructions": "test"}}
+    agent_id = (await twice(http, f"{prefix}/agents", body, "agent-key")).json()["agent_id"]
+    # The two prefixes are one API: the key means the same request under either.
+    other = "/v1alpha" if prefix == "/v1" else "/v1"
+    assert (await post(http, f"{other}/agents", body, "agent-key")).json()["agent_id"] == agent_id
+    assert len((await http.get("/v1/agents")).json()["data"]) == 1
+    await twice(http, f"{prefix}/agents/{agent_id}/session", {"session_name": "s"}, "session-key")
+    assert len((await http.get(f"/v1/agents/{agent_id}/sessions")).json()["data"]) == 1
+
+
+async def test_conversation_item_and_model_creates_return_the_first_result(http: httpx.AsyncClient) -> None:
+    items = [{"type": "message", "role": "user", "content": "hello"}]
+    conversation = (await twice(http, "/v1/conversations", {"items": items}, "conv-key")).json()
+    added = (await twice(http, f"/v1/conversations/{conversation['id']}/items", {"items": items}, "items-key")).json()
+    listed = (await http.get(f"/v1/conversations/{conversation['id']}/items")).json()["data"]
+    assert len(listed) == 2 and added["data"][0]["id"] in {item["id"] for item in listed}
+    body = {"model_id": "alias", "provider_id": "scripted", "provider_model_id": "scripted-model"}
+    await twice(http, "/v1/models", body, "model-key")
+
+
+async def test_a_repeated_turn_returns_the_first_turn_and_runs_the_model_once(
+    http: httpx.AsyncClient, scripted: WatchedModel
+) -> None:
+    agent_id = await new_agent(http)
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue_text("only once")
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    turn = (await twice(http, url, {"messages": user("hi"), "stream": False}, "turn-key")).json()
+    assert turn["output_message"]["content"] == "only once"
+    assert len(scripted.requests) == 1
+
+
+async def test_a_repeated_streamed_turn_replays_its_events_without_running_again(
+    http: httpx.AsyncClient, scripted: WatchedModel
+) -> None:
+    agent_id = await new_agent(http)
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue_text("streamed once")
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    body = {"messages": user("hi"), "stream": True}
+    first = await post(http, url, body, "stream-key")
+    again = await post(http, url, body, "stream-key")
+    assert frames_of(again) == frames_of(first) and kind(frames_of(first)[-1]) == "turn_complete"
+    assert again.headers[REPLAYED] == "true"
+    assert len(scripted.requests) == 1
+
+
+async def test_a_repeated_streamed_run_replays_only_that_run_of_its_turn(
+    http: httpx.AsyncClient, scripted: WatchedModel
+) -> None:
+    agent_id = await new_agent(http, client_tools=[WEATHER])
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    scripted.enqueue_text("sunny")
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    paused = frames_of(await post(http, url, {"messages": user("weather?"), "stream": True}, "start-key"))
+    turn_id = data_of(paused[0])["event"]["payload"]["turn_id"]
+    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": True}
+    resumed = frames_of(await post(http, f"{url}/{turn_id}/resume", resume, "resume-key"))
+    assert kind(paused[-1]) == "turn_awaiting_input" and kind(resumed[-1]) == "turn_complete"
+
+    assert frames_of(await post(http, f"{url}/{turn_id}/resume", resume, "resume-key")) == resumed
+    assert frames_of(await post(http, url, {"messages": user("weather?"), "stream": True}, "start-key")) == paused
+    assert len(scripted.requests) == 2
+
+
+async def test_a_repeated_non_streamed_resume_returns_the_first_turn(
+    http: httpx.AsyncClient, scripted: WatchedModel
+) -> None:
+    agent_id = await new_agent(http, client_tools=[WEATHER])
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    scripted.enqueue_text("sunny")
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    turn_id = (await http.post(url, json={"messages": user("weather?"), "stream": False})).json()["turn_id"]
+    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": False}
+    turn = (await twice(http, f"{url}/{turn_id}/resume", resume, "resume-key")).json()
+    assert turn["status"] == "completed" and len(scripted.requests) == 2
+
+
+async def test_repeated_responses_return_or_replay_the_first_one(
+    http: httpx.AsyncClient, scripted: WatchedModel
+) -> None:
+    scripted.enqueue_text("plain")
+    plain = (await twice(http, "/v1/responses", {"model": "scripted-model", "input": "hi"}, "resp-key")).json()
+    assert plain["status"] == "completed"
+    scripted.enqueue_text("streamed")
+    body = {"model": "scripted-model", "input": "hi", "stream": True}
+    first = frames_of(await post(http, "/v1/responses", body, "resp-stream-key"))
+    again = await post(http, "/v1/responses", body, "resp-stream-key")
+    assert frames_of(again) == first and again.headers[REPLAYED] == "true"
+    assert "response.created" in first[0] and "response.completed" in first[-1]
+    assert len(scripted.requests) == 2
+
+
+async def test_the_same_key_with_another_body_is_a_422(http: httpx.AsyncClient) -> None:
+    body = {"agent_config": {"model": "scripted-model", "instructions": "one"}}
+    await post(http, "/v1/agents", body, "reused")
+    other = await post(http, "/v1/agents", {"agent_config": {**body["agent_config"], "instructions": "two"}}, "reused")
+    assert other.status_code == 422 and other.json()["error"]["code"] == "idempotency_key_reused"
+    elsewhere = await post(http, "/v1/conversations", {}, "reused")
+    assert elsewhere.status_code == 422
+    # The same JSON written otherwise is the same request.
+    raw = json.dumps({"agent_config": {"instructions": "one", "model": "scripted-model"}}, indent=2)
+    same = await http.post("/v1/agents", content=raw, headers={KEY: "reused", "content-type": "application/json"})
+    assert same.status_code == 200 and same.headers[REPLAYED] == "true"
+
+
+async def test_a_repeat_while_the_first_call_runs_is_a_409_and_never_a_second_run(
+    http: httpx.AsyncClient, scripted: WatchedModel
+) -> None:
+    agent_id = await new_agent(http)
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue(ScriptedReply(text="held", gate="hold"))
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    body = {"messages": user("hi"), "stream": False}
+    first = asyncio.create_task(post(http, url, body, "held-key"))
+    await scripted.asked.wait()
+    busy = await post(http, url, body, "held-key")
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "idempotency_key_in_use"
+    assert busy.json()["detail"] == busy.json()["error"]["message"]
+    scripted.script.open_gate("hold")
+    assert (await first).status_code == 200
+    again = await post(http, url, body, "held-key")
+    assert again.content == (await first).content and len(scripted.requests) == 1
+
+
+async def test_a_repeat_of_a_running_stream_follows_the_same_run(
+    http: httpx.AsyncClient, scripted: WatchedModel, store: WatchedStore
+) -> None:
+    agent_id = await new_agent(http)
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue(ScriptedReply(text="held stream", gate="hold"))
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    body = {"messages": user("hi"), "stream": True}
+    first = asyncio.create_task(post(http, url, body, "live-key"))
+    await asyncio.wait_for(store.completed.wait(), 10)  # the first frame went out: the run is named
+    await scripted.asked.wait()
+    second = asyncio.create_task(post(http, url, body, "live-key"))
+    scripted.script.open_gate("hold")
+    frames = frames_of(await first)
+    assert frames_of(await second) == frames and kind(frames[-1]) == "turn_complete"
+    assert len(scripted.requests) == 1
+
+
+async def test_a_first_call_that_failed_on_the_server_gives_the_key_back(
+    http: httpx.AsyncClient, scripted: WatchedModel
+) -> None:
+    agent_id = await new_agent(http)
+    session_id = await new_session(http, agent_id)
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    body = {"messages": user("hi"), "stream": False}
+    failed = await post(http, url, body, "retry-key")  # no reply scripted: the model fails
+    assert failed.status_code >= 500
+    scripted.enqueue_text("second try")
+    retried = await post(http, url, body, "retry-key")
+    assert retried.status_code == 200 and REPLAYED not in retried.headers
+
+
+async def test_a_client_error_is_kept_and_replayed(http: httpx.AsyncClient) -> None:
+    missing = await post(http, "/v1/agents/nope/session", {"session_name": "s"}, "404-key")
+    again = await post(http, "/v1/agents/nope/session", {"session_name": "s"}, "404-key")
+    assert (missing.status_code, again.status_code) == (404, 404)
+    assert again.content == missing.content and again.headers[REPLAYED] == "true"
+
+
+@pytest.mark.parametrize(("key", "status"), [("k" * 255, 200), ("k" * 256, 400), ("", 400)])
+async def test_keys_are_one_to_255_characters(http: httpx.AsyncClient, key: str, status: int) -> None:
+    body = {"agent_config": {"model": "scripted-model", "instructions": "test"}}
+    response = await post(http, "/v1/agents", body, key)
+    assert response.status_code == status, response.text
+
+
+async def test_routes_that_create_nothing_ignore_the_key(http: httpx.AsyncClient) -> None:
+    agent_id = await new_agent(http)
+    answers = [await http.get(f"/v1/agents/{agent_id}", headers={KEY: "k"}) for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200] and REPLAYED not in answers[1].headers
+
+
+async def test_keys_hold_across_restarts_and_replicas(tmp_path: Path, scripted: WatchedModel) -> None:
+    db = str(tmp_path / "shared.db")
+    body = {"agent_config": {"model": "scripted-model", "instructions": "test"}}
+    async with client_over(SqliteStore(db), scripted) as first_replica:
+        created = await post(first_replica, "/v1/agents", body, "durable")
+        async with client_over(SqliteStore(db), scripted) as second_replica:
+            again = await post(second_replica, "/v1/agents", body, "durable")
+            assert again.content == created.content and again.headers[REPLAYED] == "true"
+    async with client_over(SqliteStore(db), scripted) as restarted:
+        after = await post(restarted, "/v1/agents", body, "durable")
+        assert after.content == created.content and len((await restarted.get("/v1/agents")).json()["data"]) == 1
+
+
+def test_the_app_starts_with_the_middleware_and_keys_work_in_it(tmp_path: Path) -> None:
+    services = build_services(SqliteStore(str(tmp_path / "lifespan.db")), [ScriptedModel()])
+    with TestClient(create_app(services)) as client:  # runs the lifespan, which opens the store
+        first, again = (client.post("/v1/conversations", json={}, headers={KEY: "k"}) for _ in range(2))
+        assert first.status_code == 200 and again.json() == first.json() and again.headers[REPLAYED] == "true"

@@ -1,0 +1,150 @@
+"""The storage contract of idempotency keys, on every backend of ``storage_backends.BACKENDS``."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from storage_backends import BACKENDS
+
+from ferryman.storage.base import IdempotencyRecord, Store
+
+pytestmark = pytest.mark.anyio
+
+DAY = timedelta(hours=24)
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(params=list(BACKENDS))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    async with BACKENDS[request.param](tmp_path) as opened:
+        yield opened
+
+
+def claim(
+    key: str = "key-1", owner: str = "", fingerprint: str = "fp-1", lifetime: timedelta = DAY
+) -> IdempotencyRecord:
+    now = datetime.now(UTC)
+    return IdempotencyRecord(owner, key, uuid.uuid4().hex, fingerprint, now, now + lifetime)
+
+
+def same_moment(a: datetime, b: datetime) -> bool:
+    return abs((a - b).total_seconds()) < 0.001
+
+
+async def test_a_free_key_is_claimed_and_a_second_claim_gets_the_pending_record(store: Store) -> None:
+    first = claim()
+    assert await store.claim_idempotency_key(first, first.created_at) is None
+    held = await store.claim_idempotency_key(claim(fingerprint="fp-2"), datetime.now(UTC))
+    assert held is not None
+    assert (held.owner, held.key, held.token, held.fingerprint, held.result) == ("", "key-1", first.token, "fp-1", None)
+    assert same_moment(held.created_at, first.created_at) and same_moment(held.expires_at, first.expires_at)
+
+
+async def test_a_completed_key_returns_its_result_and_new_expiry(store: Store) -> None:
+    first = claim(lifetime=timedelta(minutes=1))
+    await store.claim_idempotency_key(first, first.created_at)
+    assert await store.complete_idempotency_key(first, '{"status": 200}', first.created_at + DAY)
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.result == '{"status": 200}' and held.token == first.token
+    assert same_moment(held.expires_at, first.created_at + DAY)
+
+
+async def test_an_empty_result_is_a_result(store: Store) -> None:
+    first = claim()
+    await store.claim_idempotency_key(first, first.created_at)
+    assert await store.complete_idempotency_key(first, "", first.expires_at)
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.result == ""
+
+
+async def test_an_expired_key_counts_as_absent(store: Store) -> None:
+    first = claim()
+    await store.claim_idempotency_key(first, first.created_at)
+    await store.complete_idempotency_key(first, "done", first.expires_at)
+    later = claim(fingerprint="fp-2")
+    assert await store.claim_idempotency_key(later, first.expires_at + timedelta(seconds=1)) is None
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.token == later.token and held.result is None and held.fingerprint == "fp-2"
+
+
+async def test_keys_are_scoped_by_owner(store: Store) -> None:
+    assert await store.claim_idempotency_key(claim(owner="alice"), datetime.now(UTC)) is None
+    assert await store.claim_idempotency_key(claim(owner="bob"), datetime.now(UTC)) is None
+    # No owner and key can make another pair's record.
+    assert await store.claim_idempotency_key(claim(owner="a", key="b:c"), datetime.now(UTC)) is None
+    assert await store.claim_idempotency_key(claim(owner="a:b", key="c"), datetime.now(UTC)) is None
+    held = await store.claim_idempotency_key(claim(owner="alice"), datetime.now(UTC))
+    assert held is not None and held.owner == "alice"
+
+
+async def test_release_frees_a_pending_key_only(store: Store) -> None:
+    pending = claim("pending")
+    await store.claim_idempotency_key(pending, pending.created_at)
+    await store.release_idempotency_key(pending)
+    assert await store.claim_idempotency_key(claim("pending"), datetime.now(UTC)) is None
+
+    done = claim("done")
+    await store.claim_idempotency_key(done, done.created_at)
+    await store.complete_idempotency_key(done, "result", done.expires_at)
+    await store.release_idempotency_key(done)
+    held = await store.claim_idempotency_key(claim("done"), datetime.now(UTC))
+    assert held is not None and held.result == "result"
+
+
+async def test_an_old_claim_cannot_touch_the_claim_that_replaced_it(store: Store) -> None:
+    old = claim()
+    await store.claim_idempotency_key(old, old.created_at)
+    new = claim()
+    assert await store.claim_idempotency_key(new, old.expires_at + timedelta(seconds=1)) is None
+    assert not await store.complete_idempotency_key(old, "stale", new.expires_at)
+    assert not await store.renew_idempotency_key(old, new.expires_at + DAY)
+    await store.release_idempotency_key(old)
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.token == new.token and held.result is None
+    assert same_moment(held.expires_at, new.expires_at)
+
+
+async def test_renew_moves_the_expiry_of_a_pending_claim(store: Store) -> None:
+    first = claim(lifetime=timedelta(seconds=30))
+    await store.claim_idempotency_key(first, first.created_at)
+    assert await store.renew_idempotency_key(first, first.created_at + timedelta(minutes=5))
+    # Past the first expiry, the renewed claim still holds the key.
+    held = await store.claim_idempotency_key(claim(), first.created_at + timedelta(minutes=1))
+    assert held is not None and held.token == first.token
+    await store.release_idempotency_key(first)
+    assert not await store.renew_idempotency_key(first, first.expires_at)
+
+
+async def test_claims_racing_for_one_key_let_exactly_one_win(store: Store) -> None:
+    claims = [claim(fingerprint=f"fp-{i}") for i in range(8)]
+    now = datetime.now(UTC)
+    outcomes = await asyncio.gather(*(store.claim_idempotency_key(c, now) for c in claims))
+    winners = [c for c, outcome in zip(claims, outcomes, strict=True) if outcome is None]
+    assert len(winners) == 1
+    assert {o.token for o in outcomes if o is not None} == {winners[0].token}
+
+
+async def test_a_claim_is_stored_as_given(store: Store) -> None:
+    first = replace(claim(key="k" * 255, owner="owner-1"), fingerprint="f" * 64)
+    await store.claim_idempotency_key(first, first.created_at)
+    held = await store.claim_idempotency_key(replace(first, token="other"), first.created_at)
+    assert held is not None and (held.key, held.owner, held.fingerprint) == (first.key, "owner-1", "f" * 64)
+
+
+async def test_renew_leaves_a_completed_key_alone(store: Store) -> None:
+    first = claim(lifetime=timedelta(minutes=1))
+    await store.claim_idempotency_key(first, first.created_at)
+    await store.complete_idempotency_key(first, "done", first.created_at + DAY)
+    assert not await store.renew_idempotency_key(first, first.created_at + timedelta(minutes=2))
+    held = await store.claim_idempotency_key(claim(), first.created_at + timedelta(hours=1))
+    assert held is not None and held.result == "done" and same_moment(held.expires_at, first.created_at + DAY)

@@ -1,0 +1,153 @@
+"""The published contract: /openapi.json is valid OpenAPI 3.1 of exactly the routes served; /docs works offline."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from openapi_spec_validator import validate
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Mount, Route
+
+from ferryman.server.app import build_services, create_app
+from ferryman.storage.sqlite import SqliteStore
+from ferryman.testing import ScriptedModel
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture()
+def app(tmp_path: Path) -> Starlette:
+    return create_app(build_services(SqliteStore(str(tmp_path / "openapi.db")), [ScriptedModel()]))
+
+
+@pytest.fixture()
+async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as client:
+        yield client
+
+
+async def _document(http: httpx.AsyncClient) -> dict[str, Any]:
+    response = await http.get("/openapi.json")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    document: dict[str, Any] = response.json()
+    return document
+
+
+async def test_the_document_is_valid_openapi_3_1(http: httpx.AsyncClient) -> None:
+    document = await _document(http)
+    validate(document)
+    assert document["openapi"] == "3.1.0"
+    assert document["info"]["title"] == "ferryman" and document["info"]["version"]
+
+
+def _served(routes: list[BaseRoute], prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(path, method) of every Route under every Mount; Starlette's implicit HEAD left out."""
+    for route in routes:
+        if isinstance(route, Mount):
+            yield from _served(route.routes, prefix + route.path)
+        elif isinstance(route, Route) and prefix:
+            path = re.sub(r"\{(\w+):\w+\}", r"{\1}", prefix + route.path)
+            yield from ((path, method) for method in route.methods or () if method != "HEAD")
+
+
+async def test_the_document_describes_exactly_the_routes_served(app: Starlette, http: httpx.AsyncClient) -> None:
+    document = await _document(http)
+    documented = {(path, method.upper()) for path, item in document["paths"].items() for method in item}
+    served = set(_served(app.routes))
+    assert served == documented
+    assert ("/v1alpha/agents/{agent_id}/session/{session_id}/turn", "POST") in served
+    assert ("/v1/responses", "POST") in served
+
+
+async def test_streaming_routes_document_their_event_streams_and_headers(http: httpx.AsyncClient) -> None:
+    paths = (await _document(http))["paths"]
+    turn = "/v1/agents/{agent_id}/session/{session_id}/turn"
+    streaming = [
+        paths[turn]["post"],
+        paths[f"{turn}/{{turn_id}}/resume"]["post"],
+        paths[f"{turn}/{{turn_id}}/events"]["get"],
+        paths["/v1/responses"]["post"],
+        paths["/v1/responses/{response_id}"]["get"],
+        paths["/v1/chat/completions"]["post"],
+    ]
+    for operation in streaming:
+        assert "text/event-stream" in operation["responses"]["200"]["content"]
+    headers = {p["name"] for p in paths[turn]["post"]["parameters"] if p["in"] == "header"}
+    assert headers == {"X-LlamaStack-Provider-Data", "Idempotency-Key"}
+    events = {p["name"] for p in paths[f"{turn}/{{turn_id}}/events"]["get"]["parameters"] if p["in"] == "header"}
+    assert events == {"Last-Event-ID"}
+    error = paths[turn]["post"]["responses"]["404"]["content"]["application/json"]["schema"]
+    assert error == {"$ref": "#/components/schemas/ErrorResponse"}
+
+
+async def test_every_post_that_creates_or_runs_accepts_an_idempotency_key(http: httpx.AsyncClient) -> None:
+    paths = (await _document(http))["paths"]
+    creating = {
+        "/v1/agents",
+        "/v1/agents/{agent_id}/session",
+        "/v1/agents/{agent_id}/session/{session_id}/turn",
+        "/v1/agents/{agent_id}/session/{session_id}/turn/{turn_id}/resume",
+        "/v1/responses",
+        "/v1/conversations",
+        "/v1/conversations/{conversation_id}/items",
+        "/v1/models",
+    }
+    with_key = {
+        path
+        for path, item in paths.items()
+        if path.startswith("/v1/")
+        and any(p["name"] == "Idempotency-Key" for p in item.get("post", {}).get("parameters", []))
+    }
+    assert with_key == creating
+
+
+class _Assets(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.urls += [value for name, value in attrs if name in ("src", "href") and value]
+
+
+async def test_docs_page_loads_only_local_assets_which_are_served(http: httpx.AsyncClient) -> None:
+    page = await http.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    parser = _Assets()
+    parser.feed(page.text)
+    assert any(url.endswith("swagger-ui-bundle.js") for url in parser.urls)
+    assert any(url.endswith("swagger-ui.css") for url in parser.urls)
+    assert '"/openapi.json"' in page.text
+    for url in parser.urls:
+        assert url.startswith("/") and not url.startswith("//"), url
+        asset = await http.get(url)
+        assert asset.status_code == 200 and asset.content, url
+
+
+@pytest.mark.parametrize(
+    ("url", "headers"),
+    [
+        ("/v1/agents?limit=9223372036854775807", {}),
+        ("/v1/agents?start_index=99999999999999999999", {}),
+        ("/v1/responses/resp_x?stream=true&starting_after=9223372036854775808", {}),
+        ("/v1/agents/a/session/s/turn/t/events", {"Last-Event-ID": "-9223372036854775809"}),
+    ],
+)
+async def test_integers_beyond_what_the_stores_keep_are_400s_not_500s(
+    app: Starlette, http: httpx.AsyncClient, url: str, headers: dict[str, str]
+) -> None:
+    async with app.router.lifespan_context(app):
+        response = await http.get(url, headers=headers)
+    assert response.status_code == 400, response.text
