@@ -65,6 +65,14 @@ class ExpiredTurn:
 
 
 @dataclass(frozen=True)
+class StoredEvent:
+    """One stored stream event: its number and its JSON data (no SSE framing: that is the HTTP edge's)."""
+
+    seq: int
+    data: str
+
+
+@dataclass(frozen=True)
 class StepWrite:
     """A step to store, with the history messages it adds, in one transaction."""
 
@@ -196,15 +204,17 @@ class TurnStore(Protocol):
         """
         ...
 
-    async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
-        """Store a turn's stream events, numbered from ``first_seq``; a number already stored keeps its event.
+    async def save_turn_events(self, turn_id: str, first_seq: int, events: list[str]) -> None:
+        """Store a turn's stream events (each its JSON data), numbered from ``first_seq``.
+
+        A number already stored keeps its event.
 
         Raises:
             NotFoundError: the turn does not exist.
         """
         ...
 
-    async def turn_events_after(self, turn_id: str, after: int) -> list[str]:
+    async def turn_events_after(self, turn_id: str, after: int) -> list[StoredEvent]:
         """The stored stream events of a turn with a number above ``after``, in order."""
         ...
 
@@ -295,7 +305,8 @@ class ResponseStore(Protocol):
         ...
 
     async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
-        """Store a finished response with its stream events and its conversation's new items, atomically."""
+        """Store a finished response with its stream events (each its JSON data, numbered from 0) and its
+        conversation's new items, atomically."""
         ...
 
     async def get_response(self, response_id: str) -> ResponseRecord:
@@ -310,8 +321,8 @@ class ResponseStore(Protocol):
         """Delete a response (and the turn it ran as) or raise NotFoundError."""
         ...
 
-    async def events_after(self, response_id: str, after: int) -> list[str]:
-        """The stored stream events of a response with a sequence number above ``after``."""
+    async def events_after(self, response_id: str, after: int) -> list[StoredEvent]:
+        """The stored stream events of a response with a sequence number above ``after``, in order."""
         ...
 
     async def chain_history(self, response_id: str) -> list[Message]:
