@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource
 
 from .stub import call_marker
 
@@ -188,14 +189,12 @@ class StreamTurnScenario(TurnScenario):
             if response.status_code != 200:
                 await response.aread()
                 raise OpError(f"http_{response.status_code}", response.text[:200])
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
+            async for event in EventSource(response).aiter_sse():
                 if first is None:
                     first = ms_since(start)
-                if '"error"' in line[:16]:
-                    raise OpError("stream_error", line[:200])
-                if '"turn_complete"' in line:
+                if '"error"' in event.data[:10]:
+                    raise OpError("stream_error", event.data[:200])
+                if '"turn_complete"' in event.data:
                     done = ms_since(start)
         if first is None or done is None:
             raise OpError("shape", "stream ended without turn_complete")

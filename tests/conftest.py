@@ -1,4 +1,12 @@
-"""Fixtures shared by every test folder: a scripted model server and a ferryman server."""
+"""Fixtures shared by every test folder.
+
+Route behaviour runs in this process: ``http`` is a ``TestClient`` on one
+ferryman app per test worker, ``model`` the script its model answers from.
+Real processes (``scripted_proc``, ``server_proc``, ``served_model``) are for
+the tests where a process matters: restarts, kills, replicas, workers, real sockets.
+Either model fails the test at teardown if a scripted reply was left unused
+(unless the test is marked ``leaves_replies``) or a call found nothing scripted.
+"""
 
 from __future__ import annotations
 
@@ -8,31 +16,56 @@ import httpx
 import pytest
 
 from ferryman.testing import ScriptedServerClient
+from inprocess import Served, check_script, served
 from support import Proc, ferryman_server, scripted_server
 
 
 @pytest.fixture(scope="session")
+def inprocess_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One in-process ferryman per test worker, on its own database."""
+    with served(tmp_path_factory.mktemp("inprocess") / "ferryman.db") as server:
+        yield server
+
+
+@pytest.fixture()
+def model(inprocess_server: Served, request: pytest.FixtureRequest) -> Iterator[Served]:
+    """The in-process server's scripted model, emptied before each test and checked after it."""
+    inprocess_server.reset()
+    yield inprocess_server
+    check_script(request, inprocess_server.script)
+
+
+@pytest.fixture()
+def http(model: Served) -> httpx.Client:
+    """The client of the in-process server (the scripted model is reset for this test)."""
+    return model.http
+
+
+@pytest.fixture(scope="session")
 def scripted_proc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Proc, str]]:
-    """One scripted model server per test worker."""
+    """One scripted model server process per test worker."""
     proc, root = scripted_server(tmp_path_factory.mktemp("scripted"))
     yield proc, root
     proc.stop()
 
 
 @pytest.fixture()
-def model(scripted_proc: tuple[Proc, str]) -> Iterator[ScriptedServerClient]:
-    """The scripted model, emptied before each test."""
+def served_model(scripted_proc: tuple[Proc, str], request: pytest.FixtureRequest) -> Iterator[ScriptedServerClient]:
+    """The scripted model server, emptied before each test and checked after it."""
     client = ScriptedServerClient(scripted_proc[1])
     client.reset()
     yield client
-    client.close()
+    try:
+        client.check(allow_unused=request.node.get_closest_marker("leaves_replies") is not None)
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session")
 def server_proc(
     tmp_path_factory: pytest.TempPathFactory, scripted_proc: tuple[Proc, str]
 ) -> Iterator[tuple[Proc, str]]:
-    """One ferryman server per test worker, on its own database."""
+    """One ferryman server process per test worker, on its own database."""
     tmp = tmp_path_factory.mktemp("ferryman")
     proc, base = ferryman_server(tmp, scripted_proc[1], tmp / "ferryman.db")
     yield proc, base
@@ -40,13 +73,6 @@ def server_proc(
 
 
 @pytest.fixture()
-def base_url(server_proc: tuple[Proc, str], model: ScriptedServerClient) -> str:
-    """Base URL of the shared ferryman server (the scripted model is reset for this test)."""
+def served_base_url(server_proc: tuple[Proc, str], served_model: ScriptedServerClient) -> str:
+    """Base URL of the ferryman server process (its scripted model is reset for this test)."""
     return server_proc[1]
-
-
-@pytest.fixture()
-def http(base_url: str) -> Iterator[httpx.Client]:
-    """An HTTP client on the shared ferryman server."""
-    with httpx.Client(base_url=base_url, timeout=30) as client:
-        yield client

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 from collections.abc import Iterable
 
@@ -22,6 +23,8 @@ import httpx
 from pydantic import BaseModel, Field
 
 from ferryman.errors import InvalidRequestError
+
+log = logging.getLogger(__name__)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -56,11 +59,29 @@ class FetchPolicy(BaseModel):
         return is_public(address)
 
 
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
 def is_public(address: IPAddress) -> bool:
-    """Whether an address is on the public internet (not loopback, private, link-local, multicast, reserved…)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_global and not (address.is_multicast or address.is_reserved or address.is_unspecified)
+    """Whether an address is on the public internet (not loopback, private, link-local, multicast, reserved…).
+
+    An IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4, Teredo, IPv4-compatible) is public only if
+    the IPv4 address it leads to is: ``64:ff9b::a9fe:a9fe`` reaches 169.254.169.254 through a NAT64 gateway.
+    """
+    if not (address.is_global and not (address.is_multicast or address.is_reserved or address.is_unspecified)):
+        return False
+    return all(is_public(inner) for inner in _embedded_ipv4(address))
+
+
+def _embedded_ipv4(address: IPAddress) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to, by the standard embeddings."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return []
+    embedded = [address.ipv4_mapped, address.sixtofour, *(address.teredo or ())]
+    if any(address in network for network in (*_NAT64, _IPV4_COMPATIBLE)):
+        embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return [inner for inner in embedded if inner is not None]
 
 
 async def fetch(url: str, policy: FetchPolicy, field: str | None = None) -> bytes:
@@ -115,8 +136,10 @@ async def _checked_addresses(target: httpx.URL, policy: FetchPolicy, field: str 
     addresses = _unique(ipaddress.ip_address(info[4][0]) for info in infos)
     refused = [address for address in addresses if not policy.allows(target.host, address)]
     if refused:
+        # The address stays in the server's log: telling the client would map internal names for it.
+        log.warning("refused to fetch %s: %s resolves to non-public %s", target, target.host, refused[0])
         raise InvalidRequestError(
-            f"refused to fetch {target}: {target.host} is at {refused[0]}, which is not a public address "
+            f"refused to fetch {target}: {target.host} is not a public address "
             "(an operator can allow the host in the config's fetch.allowed_hosts)",
             field,
         )
@@ -135,7 +158,11 @@ async def _send(
     failure: Exception | None = None
     for address in addresses:
         request = client.build_request(
-            "GET", target.copy_with(host=str(address)), headers={"Host": target.netloc.decode()}, extensions=extensions
+            "GET",
+            target.copy_with(host=str(address)),
+            # Identity encoding: the size cap counts the bytes that arrive, not what they inflate to.
+            headers={"Host": target.netloc.decode(), "Accept-Encoding": "identity"},
+            extensions=extensions,
         )
         try:
             return await client.send(request, stream=True)
@@ -148,12 +175,15 @@ async def _send(
 
 async def _body(response: httpx.Response, target: httpx.URL, max_bytes: int, field: str | None) -> bytes:
     too_large = f"{target} is larger than {max_bytes} bytes"
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise InvalidRequestError(f"{target} answered {encoding}-encoded although asked for identity", field)
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise InvalidRequestError(too_large, field)
     body = bytearray()
     try:
-        async for piece in response.aiter_bytes():
+        async for piece in response.aiter_raw():
             body += piece
             if len(body) > max_bytes:
                 raise InvalidRequestError(too_large, field)

@@ -8,18 +8,19 @@ import pytest
 from compat_support import Conversation, open_conversation
 from llama_stack_client import LlamaStackClient
 
+from inprocess import BASE_URL, Served
 from support import WEATHER_TOOL
 
 
 @pytest.fixture()
-def client(base_url: str) -> Iterator[LlamaStackClient]:
+def client(model: Served) -> Iterator[LlamaStackClient]:
     """A client that never retries, so that every test sees exactly one request per call.
 
     The library's default (``max_retries=2``) re-sends requests answered 408, 409,
     429 or 5xx after a back-off; the tests that are about that behaviour build
     their own client.
     """
-    with LlamaStackClient(base_url=base_url, max_retries=0) as llama:
+    with LlamaStackClient(base_url=BASE_URL, http_client=model.http_client(), max_retries=0) as llama:
         yield llama
 
 

@@ -20,7 +20,8 @@ from llama_stack_client.lib.agents.client_tool import ClientTool, client_tool
 from llama_stack_client.lib.agents.event_logger import EventLogger
 from llama_stack_client.types.agents import AgentTurnResponseStreamChunk, Turn
 
-from ferryman.testing import ScriptedReply, ScriptedServerClient, ScriptedToolCall
+from ferryman.testing import ScriptedReply, ScriptedToolCall
+from inprocess import Served
 
 QUESTION = [{"role": "user", "content": "What is the weather in Paris?"}]
 
@@ -85,7 +86,7 @@ def math_agent(client: LlamaStackClient) -> AgentChat:
     return open_agent(client, ["builtin::math"])
 
 
-def script_weather_round_trip(model: ScriptedServerClient) -> None:
+def script_weather_round_trip(model: Served) -> None:
     """The model calls ``get_weather`` for Paris, then answers."""
     model.enqueue_tool_call("get_weather", {"city": "Paris"})
     model.enqueue_text("It is sunny in Paris.")
@@ -100,7 +101,7 @@ def event_types(chunks: list[AgentTurnResponseStreamChunk]) -> list[str]:
 
 
 def test_agent_runs_the_client_tool_with_the_model_arguments(
-    weather_agent: AgentChat, weather_tool: WeatherTool, model: ScriptedServerClient
+    weather_agent: AgentChat, weather_tool: WeatherTool, model: Served
 ) -> None:
     """The streamed turn pauses, the Agent runs the tool locally with the model's arguments, exactly once."""
     script_weather_round_trip(model)
@@ -108,7 +109,7 @@ def test_agent_runs_the_client_tool_with_the_model_arguments(
     assert weather_tool.runs == [{"city": "Paris"}]
 
 
-def test_agent_resumes_the_same_turn_to_the_answer(weather_agent: AgentChat, model: ScriptedServerClient) -> None:
+def test_agent_resumes_the_same_turn_to_the_answer(weather_agent: AgentChat, model: Served) -> None:
     """The Agent's stream goes through turn_awaiting_input to turn_complete of the same turn, with the answer."""
     script_weather_round_trip(model)
     chunks = list(weather_agent.stream())
@@ -122,7 +123,7 @@ def test_agent_resumes_the_same_turn_to_the_answer(weather_agent: AgentChat, mod
     assert [s.step_type for s in final.steps] == ["inference", "tool_execution", "inference"]
 
 
-def test_agent_sends_the_tool_result_to_the_model(weather_agent: AgentChat, model: ScriptedServerClient) -> None:
+def test_agent_sends_the_tool_result_to_the_model(weather_agent: AgentChat, model: Served) -> None:
     """The model's second request ends with the tool message carrying the tool's JSON result."""
     script_weather_round_trip(model)
     list(weather_agent.stream())
@@ -134,7 +135,7 @@ def test_agent_sends_the_tool_result_to_the_model(weather_agent: AgentChat, mode
     assert json.loads(tool_message["content"]) == {"city": "Paris", "forecast": "sunny"}
 
 
-def test_agent_offers_the_client_tool_to_the_model(weather_agent: AgentChat, model: ScriptedServerClient) -> None:
+def test_agent_offers_the_client_tool_to_the_model(weather_agent: AgentChat, model: Served) -> None:
     """The tool definition made by ``@client_tool`` reaches the model as an OpenAI function schema."""
     model.enqueue_text("Hello.")
     list(weather_agent.stream())
@@ -146,7 +147,7 @@ def test_agent_offers_the_client_tool_to_the_model(weather_agent: AgentChat, mod
 
 
 def test_agent_non_streamed_turn_returns_the_final_turn(
-    weather_agent: AgentChat, weather_tool: WeatherTool, model: ScriptedServerClient
+    weather_agent: AgentChat, weather_tool: WeatherTool, model: Served
 ) -> None:
     """``create_turn(stream=False)`` runs the client tool and returns the completed turn."""
     script_weather_round_trip(model)
@@ -167,9 +168,7 @@ def test_agent_with_builtin_math_lists_its_tools(math_agent: AgentChat) -> None:
     assert math_agent.agent.builtin_tools == {"calculator": {}}
 
 
-def test_agent_with_builtin_math_runs_the_calculator_on_the_server(
-    math_agent: AgentChat, model: ScriptedServerClient
-) -> None:
+def test_agent_with_builtin_math_runs_the_calculator_on_the_server(math_agent: AgentChat, model: Served) -> None:
     """A calculator call runs on the server in the same turn: no pause, the result goes to the model."""
     model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
     model.enqueue_text("The answer is 42.")
@@ -193,7 +192,7 @@ def test_agent_with_a_single_builtin_tool_initializes(client: LlamaStackClient) 
 
 
 def test_agent_runs_two_client_tool_calls_and_resumes_once(
-    weather_agent: AgentChat, weather_tool: WeatherTool, model: ScriptedServerClient
+    weather_agent: AgentChat, weather_tool: WeatherTool, model: Served
 ) -> None:
     """Two calls in one model message: the Agent runs both locally and answers both in one resume."""
     calls = [ScriptedToolCall(name="get_weather", arguments={"city": city}) for city in ("Paris", "Rome")]
@@ -208,7 +207,7 @@ def test_agent_runs_two_client_tool_calls_and_resumes_once(
 
 
 def test_event_logger_prints_a_streamed_text_turn(
-    weather_agent: AgentChat, model: ScriptedServerClient, capsys: pytest.CaptureFixture[str]
+    weather_agent: AgentChat, model: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``for log in EventLogger().log(stream): log.print()`` prints the inference text."""
     model.enqueue_text("It is sunny in Paris.")
@@ -220,7 +219,7 @@ def test_event_logger_prints_a_streamed_text_turn(
 
 
 def test_event_logger_prints_tool_calls_and_responses(
-    math_agent: AgentChat, model: ScriptedServerClient, capsys: pytest.CaptureFixture[str]
+    math_agent: AgentChat, model: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The tool_execution step is printed with the tool's arguments and its response."""
     model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
@@ -234,7 +233,7 @@ def test_event_logger_prints_tool_calls_and_responses(
 
 
 def test_event_logger_prints_a_client_tool_round_trip(
-    weather_agent: AgentChat, model: ScriptedServerClient, capsys: pytest.CaptureFixture[str]
+    weather_agent: AgentChat, model: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Across the pause and the resume, the logger prints the client tool step and the final answer."""
     script_weather_round_trip(model)
@@ -248,7 +247,7 @@ def test_event_logger_prints_a_client_tool_round_trip(
 # ---- upstream failures -------------------------------------------------------------
 
 
-def test_agent_stream_ends_with_the_error_chunk(weather_agent: AgentChat, model: ScriptedServerClient) -> None:
+def test_agent_stream_ends_with_the_error_chunk(weather_agent: AgentChat, model: Served) -> None:
     """An upstream failure reaches the Agent's stream as a last chunk with ``error``."""
     model.enqueue_error(400, "model exploded")
     chunks = list(weather_agent.stream())
@@ -256,9 +255,7 @@ def test_agent_stream_ends_with_the_error_chunk(weather_agent: AgentChat, model:
     assert "model exploded" in chunks[-1].error["message"]
 
 
-def test_agent_non_streamed_turn_raises_on_upstream_failure(
-    weather_agent: AgentChat, model: ScriptedServerClient
-) -> None:
+def test_agent_non_streamed_turn_raises_on_upstream_failure(weather_agent: AgentChat, model: Served) -> None:
     """``create_turn(stream=False)`` turns the error chunk into ``RuntimeError`` with the server's message."""
     model.enqueue_error(400, "model exploded")
     with pytest.raises(RuntimeError, match="Turn did not complete. Error: .*model exploded"):
@@ -266,7 +263,7 @@ def test_agent_non_streamed_turn_raises_on_upstream_failure(
 
 
 def test_event_logger_prints_the_error(
-    weather_agent: AgentChat, model: ScriptedServerClient, capsys: pytest.CaptureFixture[str]
+    weather_agent: AgentChat, model: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The EventLogger prints the error chunk's message."""
     model.enqueue_error(400, "model exploded")

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import httpx
 import llama_stack_client
 import pytest
 from compat_support import Conversation
 from llama_stack_client import LlamaStackClient
 from llama_stack_client.types.agents import AgentTurnResponseStreamChunk, Turn
 
-from ferryman.testing import ScriptedReply, ScriptedServerClient, ScriptedToolCall
+from ferryman.testing import ScriptedReply, ScriptedToolCall
+from inprocess import BASE_URL, Served
 
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
 
@@ -37,7 +37,7 @@ def event_types(chunks: Iterable[AgentTurnResponseStreamChunk]) -> list[str]:
     return [chunk.event.payload.event_type for chunk in chunks]
 
 
-def pause_on_weather(client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient) -> Turn:
+def pause_on_weather(client: LlamaStackClient, chat: Conversation, model: Served) -> Turn:
     """Run a turn in which the model calls ``get_weather``; return the paused turn."""
     model.enqueue_tool_call("get_weather", {"city": "Paris"})
     last = stream_turn(client, chat)[-1].event.payload
@@ -62,9 +62,7 @@ def test_create_agent_and_session_return_ids(client: LlamaStackClient) -> None:
     assert session.session_id
 
 
-def test_session_retrieve_returns_name_and_turns(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
-) -> None:
+def test_session_retrieve_returns_name_and_turns(client: LlamaStackClient, chat: Conversation, model: Served) -> None:
     """``agents.session.retrieve`` returns the session with its turns, parsed as ``Turn``."""
     model.enqueue_text("Sunny.")
     turn = create_turn(client, chat)
@@ -75,9 +73,7 @@ def test_session_retrieve_returns_name_and_turns(
     assert session.turns[0].output_message.content == "Sunny."
 
 
-def test_session_retrieve_filters_by_turn_ids(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
-) -> None:
+def test_session_retrieve_filters_by_turn_ids(client: LlamaStackClient, chat: Conversation, model: Served) -> None:
     """``turn_ids=[...]`` (sent comma-separated by the client) keeps only the named turns."""
     model.enqueue_text("one")
     model.enqueue_text("two")
@@ -108,7 +104,7 @@ def test_agent_delete_makes_it_not_found(client: LlamaStackClient, chat: Convers
 # ---- turns -----------------------------------------------------------------
 
 
-def test_streamed_turn_event_order(client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient) -> None:
+def test_streamed_turn_event_order(client: LlamaStackClient, chat: Conversation, model: Served) -> None:
     """A streamed text turn is turn_start, step_start, step_progress..., step_complete, turn_complete."""
     model.enqueue_text("It is sunny in Paris.")
     types = event_types(stream_turn(client, chat))
@@ -118,7 +114,7 @@ def test_streamed_turn_event_order(client: LlamaStackClient, chat: Conversation,
 
 
 def test_streamed_turn_text_deltas_add_up_to_the_answer(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, chat: Conversation, model: Served
 ) -> None:
     """The text deltas of the inference step concatenate to the final output message."""
     model.enqueue_text("It is sunny in Paris.")
@@ -129,9 +125,7 @@ def test_streamed_turn_text_deltas_add_up_to_the_answer(
     assert chunks[-1].event.payload.turn.output_message.content == "It is sunny in Paris."
 
 
-def test_streamed_turn_ids_are_consistent(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
-) -> None:
+def test_streamed_turn_ids_are_consistent(client: LlamaStackClient, chat: Conversation, model: Served) -> None:
     """turn_start names the final turn; every step event names the one inference step of it."""
     model.enqueue_text("Sunny.")
     chunks = stream_turn(client, chat)
@@ -143,9 +137,7 @@ def test_streamed_turn_ids_are_consistent(
     assert step_events[-1].step_details.turn_id == turn.turn_id
 
 
-def test_non_streamed_turn_returns_a_turn(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
-) -> None:
+def test_non_streamed_turn_returns_a_turn(client: LlamaStackClient, chat: Conversation, model: Served) -> None:
     """``turn.create(stream=False)`` returns a ``Turn`` with the answer and its inference step."""
     model.enqueue_text("Sunny.")
     turn = create_turn(client, chat)
@@ -159,9 +151,7 @@ def test_non_streamed_turn_returns_a_turn(
     assert turn.completed_at is not None
 
 
-def test_turn_retrieve_matches_the_created_turn(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
-) -> None:
+def test_turn_retrieve_matches_the_created_turn(client: LlamaStackClient, chat: Conversation, model: Served) -> None:
     """``turn.retrieve`` returns the same turn ``turn.create`` returned."""
     model.enqueue_text("Sunny.")
     created = create_turn(client, chat)
@@ -169,9 +159,7 @@ def test_turn_retrieve_matches_the_created_turn(
     assert fetched.to_dict() == created.to_dict()
 
 
-def test_steps_retrieve_returns_the_step(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
-) -> None:
+def test_steps_retrieve_returns_the_step(client: LlamaStackClient, chat: Conversation, model: Served) -> None:
     """``steps.retrieve`` returns ``{"step": ...}`` parsed as the inference step of the turn."""
     model.enqueue_text("Sunny.")
     turn = create_turn(client, chat)
@@ -187,9 +175,7 @@ def test_steps_retrieve_returns_the_step(
 # ---- client tools: pause and resume ----------------------------------------
 
 
-def test_client_tool_call_pauses_the_turn(
-    client: LlamaStackClient, weather_chat: Conversation, model: ScriptedServerClient
-) -> None:
+def test_client_tool_call_pauses_the_turn(client: LlamaStackClient, weather_chat: Conversation, model: Served) -> None:
     """A call of a client tool ends the stream with turn_awaiting_input carrying the call."""
     turn = pause_on_weather(client, weather_chat, model)
     message = turn.output_message
@@ -198,7 +184,7 @@ def test_client_tool_call_pauses_the_turn(
 
 
 def test_streamed_resume_completes_the_same_turn(
-    client: LlamaStackClient, weather_chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, weather_chat: Conversation, model: Served
 ) -> None:
     """``turn.resume(stream=True)`` streams the tool step and the answer, ending in turn_complete of the same turn."""
     paused = pause_on_weather(client, weather_chat, model)
@@ -222,7 +208,7 @@ def test_streamed_resume_completes_the_same_turn(
 
 
 def test_non_streamed_resume_returns_the_completed_turn(
-    client: LlamaStackClient, weather_chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, weather_chat: Conversation, model: Served
 ) -> None:
     """``turn.resume(stream=False)`` returns the whole turn: inference, tool_execution, inference."""
     paused = pause_on_weather(client, weather_chat, model)
@@ -241,7 +227,7 @@ def test_non_streamed_resume_returns_the_completed_turn(
 
 
 def test_resume_sends_the_tool_result_to_the_model(
-    client: LlamaStackClient, weather_chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, weather_chat: Conversation, model: Served
 ) -> None:
     """After a resume, the model's next request ends with the tool message answering the call."""
     paused = pause_on_weather(client, weather_chat, model)
@@ -259,7 +245,7 @@ def test_resume_sends_the_tool_result_to_the_model(
 
 
 def test_paused_tool_step_completes_with_the_same_step_id_on_resume(
-    client: LlamaStackClient, weather_chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, weather_chat: Conversation, model: Served
 ) -> None:
     """The tool_execution step started before the pause is the one step_complete names after the resume."""
     model.enqueue_tool_call("get_weather", {"city": "Paris"})
@@ -281,7 +267,7 @@ def test_paused_tool_step_completes_with_the_same_step_id_on_resume(
 
 
 def test_turn_retrieve_of_a_paused_turn_shows_the_pending_call(
-    client: LlamaStackClient, weather_chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, weather_chat: Conversation, model: Served
 ) -> None:
     """A turn awaiting input parses as ``Turn``: its output message holds the call, its status says it waits."""
     paused = pause_on_weather(client, weather_chat, model)
@@ -294,7 +280,7 @@ def test_turn_retrieve_of_a_paused_turn_shows_the_pending_call(
 
 
 def test_resume_answers_several_calls_at_once(
-    client: LlamaStackClient, weather_chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, weather_chat: Conversation, model: Served
 ) -> None:
     """Two client tool calls in one model message are answered by one resume; the model gets both results."""
     calls = [ScriptedToolCall(name="get_weather", arguments={"city": city}) for city in ("Paris", "Rome")]
@@ -317,7 +303,7 @@ def test_resume_answers_several_calls_at_once(
 
 
 def test_turn_toolgroups_add_server_tools_for_that_turn(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, chat: Conversation, model: Served
 ) -> None:
     """``turn.create(toolgroups=["builtin::math"])`` lets the model call the calculator, run by the server."""
     model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
@@ -329,9 +315,7 @@ def test_turn_toolgroups_add_server_tools_for_that_turn(
     assert turn.steps[1].tool_responses[0].content == "42"
 
 
-def test_turn_documents_reach_the_model(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
-) -> None:
+def test_turn_documents_reach_the_model(client: LlamaStackClient, chat: Conversation, model: Served) -> None:
     """``turn.create(documents=[...])`` gives the document's text to the model with the user's message."""
     model.enqueue_text("Noted.")
     client.agents.turn.create(
@@ -363,7 +347,7 @@ def test_unknown_turn_is_not_found(client: LlamaStackClient, chat: Conversation)
 
 
 def test_resume_of_a_completed_turn_is_a_conflict(
-    client: LlamaStackClient, weather_chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, weather_chat: Conversation, model: Served
 ) -> None:
     """Resuming a turn that is not awaiting input raises ``ConflictError`` (409)."""
     model.enqueue_text("No tools needed.")
@@ -379,19 +363,18 @@ def test_resume_of_a_completed_turn_is_a_conflict(
     assert caught.value.status_code == 409
 
 
-def counting_client(base_url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[LlamaStackClient, list[str]]:
+def counting_client(model: Served, monkeypatch: pytest.MonkeyPatch) -> tuple[LlamaStackClient, list[str]]:
     """A client with the library's default retries (back-off patched to zero) that records each request."""
     sent: list[str] = []
     hooks = {"request": [lambda request: sent.append(f"{request.method} {request.url.path}")]}
-    llama = LlamaStackClient(base_url=base_url, http_client=httpx.Client(event_hooks=hooks))
+    llama = LlamaStackClient(base_url=BASE_URL, http_client=model.http_client(event_hooks=hooks))
     monkeypatch.setattr(llama, "_calculate_retry_timeout", lambda *args, **kwargs: 0.0)
     return llama, sent
 
 
 def test_conflict_is_not_retried_by_a_default_client(
-    base_url: str,
     weather_chat: Conversation,
-    model: ScriptedServerClient,
+    model: Served,
     monkeypatch: pytest.MonkeyPatch,
     client: LlamaStackClient,
 ) -> None:
@@ -403,7 +386,7 @@ def test_conflict_is_not_retried_by_a_default_client(
     """
     model.enqueue_text("No tools needed.")
     turn = create_turn(client, weather_chat)
-    llama, sent = counting_client(base_url, monkeypatch)
+    llama, sent = counting_client(model, monkeypatch)
     with llama, pytest.raises(llama_stack_client.ConflictError):
         llama.agents.turn.resume(
             agent_id=weather_chat.agent_id,
@@ -418,13 +401,13 @@ def test_conflict_is_not_retried_by_a_default_client(
 # ---- upstream model failures -----------------------------------------------
 
 
-def fail_upstream(model: ScriptedServerClient) -> None:
+def fail_upstream(model: Served) -> None:
     """Make the next model call fail at once (a 4xx, which the server's OpenAI client does not retry)."""
     model.enqueue_error(400, "model exploded")
 
 
 def test_upstream_failure_ends_the_stream_with_an_error_chunk(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, chat: Conversation, model: Served
 ) -> None:
     """A model answering 500 to every try ends the stream with a chunk that has ``error`` and no event.
 
@@ -444,9 +427,7 @@ def test_upstream_failure_ends_the_stream_with_an_error_chunk(
     assert last.error["turn_id"] == events[0].event.payload.turn_id
 
 
-def test_failed_turn_is_stored_as_failed(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
-) -> None:
+def test_failed_turn_is_stored_as_failed(client: LlamaStackClient, chat: Conversation, model: Served) -> None:
     """After an upstream failure, ``turn.retrieve`` parses; the ferryman extras say it failed."""
     fail_upstream(model)
     turn_id = stream_turn(client, chat)[0].event.payload.turn_id
@@ -457,7 +438,7 @@ def test_failed_turn_is_stored_as_failed(
 
 
 def test_upstream_failure_of_a_non_streamed_turn_is_a_server_error(
-    client: LlamaStackClient, chat: Conversation, model: ScriptedServerClient
+    client: LlamaStackClient, chat: Conversation, model: Served
 ) -> None:
     """``turn.create(stream=False)`` whose model fails raises ``InternalServerError`` (502, upstream_error)."""
     fail_upstream(model)
@@ -468,9 +449,8 @@ def test_upstream_failure_of_a_non_streamed_turn_is_a_server_error(
 
 
 def test_failed_non_streamed_turn_is_not_rerun_by_a_default_client(
-    base_url: str,
     chat: Conversation,
-    model: ScriptedServerClient,
+    model: Served,
     monkeypatch: pytest.MonkeyPatch,
     client: LlamaStackClient,
 ) -> None:
@@ -480,9 +460,8 @@ def test_failed_non_streamed_turn_is_not_rerun_by_a_default_client(
     retries every 5xx unless told ``x-should-retry: false``, and each retry
     starts (and pays the model for) another turn.
     """
-    for _ in range(3):
-        fail_upstream(model)
-    llama, sent = counting_client(base_url, monkeypatch)
+    fail_upstream(model)  # a re-run would find no reply: the scripted model fails the test then too
+    llama, sent = counting_client(model, monkeypatch)
     with llama, pytest.raises(llama_stack_client.InternalServerError):
         create_turn(llama, chat)
     session = client.agents.session.retrieve(agent_id=chat.agent_id, session_id=chat.session_id)
@@ -490,9 +469,8 @@ def test_failed_non_streamed_turn_is_not_rerun_by_a_default_client(
 
 
 def test_failed_non_streamed_resume_reports_the_upstream_error_to_a_default_client(
-    base_url: str,
     weather_chat: Conversation,
-    model: ScriptedServerClient,
+    model: Served,
     monkeypatch: pytest.MonkeyPatch,
     client: LlamaStackClient,
 ) -> None:
@@ -504,7 +482,7 @@ def test_failed_non_streamed_resume_reports_the_upstream_error_to_a_default_clie
     """
     paused = pause_on_weather(client, weather_chat, model)
     fail_upstream(model)
-    llama, sent = counting_client(base_url, monkeypatch)
+    llama, sent = counting_client(model, monkeypatch)
     with llama, pytest.raises(llama_stack_client.APIStatusError) as caught:
         llama.agents.turn.resume(
             agent_id=weather_chat.agent_id,

@@ -118,19 +118,19 @@ def messages_sent(request: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_agent_runs_its_client_tool_and_the_next_turn_sees_the_first(
-    client_python: Path, base_url: str, model: ScriptedServerClient
+    client_python: Path, served_base_url: str, served_model: ScriptedServerClient
 ) -> None:
     """A streamed turn calls the ``@client_tool`` and answers from its result; a second turn has the first's history.
 
     Llama Stack's client drops an item event without ``response_id``, which
     made the ``Agent`` skip its tool and end the turn with empty text.
     """
-    model.enqueue(
+    served_model.enqueue(
         ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", arguments={"city": "Paris"})]),
         ScriptedReply(text=f"The tool says: {TOOL_OUTPUT}."),
         ScriptedReply(text="Tomorrow will be sunny too."),
     )
-    seen = run_agent_script(client_python, base_url)
+    seen = run_agent_script(client_python, served_base_url)
 
     assert seen["tool_runs"] == [{"city": "Paris"}]
     first, second = seen["turns"]
@@ -141,7 +141,7 @@ def test_agent_runs_its_client_tool_and_the_next_turn_sees_the_first(
     assert TOOL_OUTPUT in first[-1]["final_text"]
     assert shape(second)[0] == "TurnStarted" and second[-1]["final_text"] == "Tomorrow will be sunny too."
 
-    answer_request, second_turn_request = model.requests()[1:]
+    answer_request, second_turn_request = served_model.requests()[1:]
     assert any(role == "tool" and TOOL_OUTPUT in content for role, content in messages_sent(answer_request))
     history = messages_sent(second_turn_request)
     assert ("user", "What is the weather in Paris?") in history

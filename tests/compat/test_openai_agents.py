@@ -9,12 +9,12 @@ whole input (its default), by ``previous_response_id``
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 from agents import (
@@ -29,7 +29,8 @@ from agents import (
     set_tracing_disabled,
 )
 
-from ferryman.testing import ScriptedReply, ScriptedServerClient, ScriptedToolCall
+from ferryman.testing import ScriptedReply, ScriptedToolCall
+from inprocess import BASE_URL, Served
 
 MODEL = "scripted-model"
 QUESTION = "What is the weather in Paris?"
@@ -66,30 +67,34 @@ def no_tracing() -> None:
 
 
 @pytest.fixture()
-def sync_client(base_url: str) -> Iterator[openai.OpenAI]:
+def sync_client(model: Served) -> Iterator[openai.OpenAI]:
     """A plain SDK client on ferryman, to inspect what the agent left there."""
-    with openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=30) as client:
+    http = model.sdk_http_client()
+    with openai.OpenAI(
+        base_url=f"{BASE_URL}/v1", http_client=http, api_key="unused", max_retries=0, timeout=30
+    ) as client:
         yield client
 
 
-def script_weather_turn(model: ScriptedServerClient) -> None:
+def script_weather_turn(model: Served) -> None:
     """The model calls the tool, then answers."""
     call = ScriptedToolCall(name="get_weather", arguments={"city": "Paris"}, call_id="call_weather")
     model.enqueue(ScriptedReply(tool_calls=[call]))
     model.enqueue_text(ANSWER)
 
 
-def async_client(base_url: str) -> openai.AsyncOpenAI:
-    """The client the agent's model uses (built inside the running event loop)."""
-    return openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=30)
+def async_client(served: Served) -> openai.AsyncOpenAI:
+    """The client the agent's model uses, over ASGI to the app (so it runs on the app's event loop: ``served.call``)."""
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=served.http.app), base_url=BASE_URL)
+    return openai.AsyncOpenAI(base_url=f"{BASE_URL}/v1", http_client=http, api_key="unused", max_retries=0, timeout=30)
 
 
-def run_agent(base_url: str, tool: WeatherTool, **run_kwargs: Any) -> Any:
+def run_agent(served: Served, tool: WeatherTool, **run_kwargs: Any) -> Any:
     """Run the weather agent on ferryman; ``conversation=True`` creates a conversation for it first."""
     make_conversation = run_kwargs.pop("conversation", False)
 
     async def main() -> tuple[Any, str | None]:
-        async with async_client(base_url) as client:
+        async with async_client(served) as client:
             agent = Agent(
                 name="weather",
                 instructions=INSTRUCTIONS,
@@ -102,10 +107,10 @@ def run_agent(base_url: str, tool: WeatherTool, **run_kwargs: Any) -> Any:
                 run_kwargs["conversation_id"] = conversation_id
             return await Runner.run(agent, QUESTION, **run_kwargs), conversation_id
 
-    return asyncio.run(main())
+    return served.call(main)
 
 
-def assert_model_saw_the_tool_round_trip(model: ScriptedServerClient) -> None:
+def assert_model_saw_the_tool_round_trip(model: Served) -> None:
     """Two model requests; the second holds system, user, the call and its result, in order."""
     first, second = model.requests()
     assert [t["function"]["name"] for t in first["tools"]] == ["get_weather"]
@@ -122,13 +127,11 @@ def assert_model_saw_the_tool_round_trip(model: ScriptedServerClient) -> None:
     assert messages[3] == {"role": "tool", "tool_call_id": "call_weather", "content": "sunny, 21C in Paris"}
 
 
-def test_agent_runs_its_tool_resending_the_whole_input(
-    base_url: str, model: ScriptedServerClient, sync_client: openai.OpenAI
-) -> None:
+def test_agent_runs_its_tool_resending_the_whole_input(model: Served, sync_client: openai.OpenAI) -> None:
     """The SDK's default: every model call sends the full input, with no ``previous_response_id``."""
     script_weather_turn(model)
     tool = WeatherTool()
-    result, _ = run_agent(base_url, tool)
+    result, _ = run_agent(model, tool)
 
     assert tool.runs == [{"city": "Paris"}]
     assert result.final_output == ANSWER
@@ -144,13 +147,11 @@ def test_agent_runs_its_tool_resending_the_whole_input(
     assert items[1].call_id == items[2].call_id == "call_weather"
 
 
-def test_agent_chains_by_previous_response_id(
-    base_url: str, model: ScriptedServerClient, sync_client: openai.OpenAI
-) -> None:
+def test_agent_chains_by_previous_response_id(model: Served, sync_client: openai.OpenAI) -> None:
     """With ``auto_previous_response_id`` the SDK sends only the tool result and chains on the first response."""
     script_weather_turn(model)
     tool = WeatherTool()
-    result, _ = run_agent(base_url, tool, auto_previous_response_id=True)
+    result, _ = run_agent(model, tool, auto_previous_response_id=True)
 
     assert tool.runs == [{"city": "Paris"}]
     assert result.final_output == ANSWER
@@ -163,11 +164,11 @@ def test_agent_chains_by_previous_response_id(
     assert result.last_response_id == second_id
 
 
-def test_agent_in_a_conversation(base_url: str, model: ScriptedServerClient, sync_client: openai.OpenAI) -> None:
+def test_agent_in_a_conversation(model: Served, sync_client: openai.OpenAI) -> None:
     """With ``conversation_id`` ferryman keeps the history; the conversation ends up with the whole exchange."""
     script_weather_turn(model)
     tool = WeatherTool()
-    result, conversation_id = run_agent(base_url, tool, conversation=True)
+    result, conversation_id = run_agent(model, tool, conversation=True)
 
     assert tool.runs == [{"city": "Paris"}]
     assert result.final_output == ANSWER
@@ -180,13 +181,13 @@ def test_agent_in_a_conversation(base_url: str, model: ScriptedServerClient, syn
     assert items[2].output == "sunny, 21C in Paris"
 
 
-def test_agent_streamed(base_url: str, model: ScriptedServerClient) -> None:
+def test_agent_streamed(model: Served) -> None:
     """``Runner.run_streamed`` over ferryman's SSE: the tool call, its output and the answer come as run items."""
     script_weather_turn(model)
     tool = WeatherTool()
 
     async def main() -> tuple[Any, list[str]]:
-        async with async_client(base_url) as client:
+        async with async_client(model) as client:
             agent = Agent(
                 name="weather",
                 instructions=INSTRUCTIONS,
@@ -197,26 +198,26 @@ def test_agent_streamed(base_url: str, model: ScriptedServerClient) -> None:
             names = [event.name async for event in result.stream_events() if event.type == "run_item_stream_event"]
             return result, names
 
-    result, names = asyncio.run(main())
+    result, names = model.call(main)
     assert tool.runs == [{"city": "Paris"}]
     assert result.final_output == ANSWER
     assert names == ["tool_called", "tool_output", "message_output_created"]
     assert_model_saw_the_tool_round_trip(model)
 
 
-def test_agent_with_the_default_client(base_url: str, model: ScriptedServerClient) -> None:
+def test_agent_with_the_default_client(model: Served) -> None:
     """``set_default_openai_client`` + the Responses API by default, the model named by string."""
     script_weather_turn(model)
     tool = WeatherTool()
 
     async def main() -> Any:
-        async with async_client(base_url) as client:
+        async with async_client(model) as client:
             set_default_openai_client(client, use_for_tracing=False)
             set_default_openai_api("responses")
             agent = Agent(name="weather", instructions=INSTRUCTIONS, tools=[tool.build()], model=MODEL)
             return await Runner.run(agent, QUESTION, run_config=RunConfig(tracing_disabled=True))
 
-    result = asyncio.run(main())
+    result = model.call(main)
     assert tool.runs == [{"city": "Paris"}]
     assert result.final_output == ANSWER
     assert_model_saw_the_tool_round_trip(model)

@@ -20,7 +20,8 @@ import httpx
 import openai
 import pytest
 
-from ferryman.testing import ScriptedReply, ScriptedServerClient, ScriptedToolCall
+from ferryman.testing import ScriptedReply, ScriptedToolCall
+from inprocess import BASE_URL, Served
 
 MODEL = "scripted-model"
 WEATHER_TOOL: dict[str, Any] = {
@@ -62,14 +63,17 @@ T = TypeVar("T")
 
 
 @pytest.fixture()
-def oai(base_url: str) -> Iterator[openai.OpenAI]:
+def oai(model: Served) -> Iterator[openai.OpenAI]:
     """The real SDK on ferryman, never retrying, so each call is one request."""
-    with openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=30) as client:
+    http = model.sdk_http_client()
+    with openai.OpenAI(
+        base_url=f"{BASE_URL}/v1", http_client=http, api_key="unused", max_retries=0, timeout=30
+    ) as client:
         yield client
 
 
 @pytest.fixture()
-def gates(model: ScriptedServerClient) -> Iterator[Callable[[], str]]:
+def gates(model: Served) -> Iterator[Callable[[], str]]:
     """Makes unique gate names; every one is opened at teardown, so no model request stays held."""
     names: list[str] = []
 
@@ -94,14 +98,9 @@ def wait_until(probe: Callable[[], T], what: str, timeout: float = 10.0) -> T:
         time.sleep(0.02)
 
 
-def wait_for_requests(model: ScriptedServerClient, count: int) -> list[dict[str, Any]]:
+def wait_for_requests(model: Served, count: int) -> list[dict[str, Any]]:
     """Wait until the scripted model has received ``count`` requests (a gated one counts once it arrived)."""
-
-    def arrived() -> list[dict[str, Any]] | None:
-        requests = model.requests()
-        return requests if len(requests) >= count else None
-
-    return wait_until(arrived, f"{count} model request(s)")
+    return model.wait_for_requests(count)
 
 
 def wait_for_status(client: openai.OpenAI, response_id: str, *statuses: str) -> Any:
@@ -180,7 +179,7 @@ def assert_numbered(events: list[Any], first: int = 0) -> None:
 # ---- create: parameters and result ------------------------------------------
 
 
-def test_create_returns_a_completed_response(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_create_returns_a_completed_response(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue_text("Hello there, friend")
     response = oai.responses.create(model=MODEL, input="Say hello")
 
@@ -200,7 +199,7 @@ def test_create_returns_a_completed_response(oai: openai.OpenAI, model: Scripted
     assert response.error is None
 
 
-def test_instructions_become_the_system_message(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_instructions_become_the_system_message(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue_text("ok")
     response = oai.responses.create(model=MODEL, input="hi", instructions="You are terse.")
 
@@ -212,7 +211,7 @@ def test_instructions_become_the_system_message(oai: openai.OpenAI, model: Scrip
     ]
 
 
-def test_sampling_parameters_reach_the_model(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_sampling_parameters_reach_the_model(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue_text("ok")
     response = oai.responses.create(model=MODEL, input="hi", temperature=0.25, top_p=0.5, max_output_tokens=77)
 
@@ -233,9 +232,7 @@ SCHEMA: dict[str, Any] = {
 JSON_SCHEMA_FORMAT: dict[str, Any] = {"type": "json_schema", "name": "weather", "schema": SCHEMA, "strict": True}
 
 
-def test_json_schema_format_reaches_the_model_as_response_format(
-    oai: openai.OpenAI, model: ScriptedServerClient
-) -> None:
+def test_json_schema_format_reaches_the_model_as_response_format(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue_text('{"city": "Paris", "temperature": 21}')
     response = oai.responses.create(model=MODEL, input="weather?", text={"format": JSON_SCHEMA_FORMAT})
 
@@ -246,7 +243,7 @@ def test_json_schema_format_reaches_the_model_as_response_format(
     assert json.loads(response.output_text) == {"city": "Paris", "temperature": 21}
 
 
-def test_json_schema_name_and_strict_reach_the_model(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_json_schema_name_and_strict_reach_the_model(oai: openai.OpenAI, model: Served) -> None:
     """OpenAI's ``response_format.json_schema`` carries the format's ``name`` and ``strict`` too.
 
     Known bug: ferryman sends ``name: "response"`` and drops ``strict``.
@@ -259,7 +256,7 @@ def test_json_schema_name_and_strict_reach_the_model(oai: openai.OpenAI, model: 
     assert json_schema.get("strict") is True
 
 
-def test_json_schema_format_is_echoed_with_its_schema(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_json_schema_format_is_echoed_with_its_schema(oai: openai.OpenAI, model: Served) -> None:
     """The response echoes ``text.format`` as given, under the wire name ``schema``.
 
     Known bug: ferryman serialises the field under its Python name ``schema_``,
@@ -279,7 +276,7 @@ def test_json_schema_format_is_echoed_with_its_schema(oai: openai.OpenAI, model:
 # ---- streaming -----------------------------------------------------------------
 
 
-def test_stream_events_follow_openai_order(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_stream_events_follow_openai_order(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue(ScriptedReply(text="one two three", chunks=3))
     events = list(oai.responses.create(model=MODEL, input="count", stream=True))
 
@@ -306,7 +303,7 @@ def test_stream_events_follow_openai_order(oai: openai.OpenAI, model: ScriptedSe
     assert stored.status == "completed" and stored.output_text == "one two three"
 
 
-def test_stream_helper(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_stream_helper(oai: openai.OpenAI, model: Served) -> None:
     """``client.responses.stream(...)`` accumulates the events into the final response."""
     model.enqueue_text("streamed with the helper")
     with oai.responses.stream(model=MODEL, input="hi", instructions="Be brief.") as stream:
@@ -320,7 +317,7 @@ def test_stream_helper(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
 
 
 def test_stream_helper_resumes_a_background_response_by_id(
-    oai: openai.OpenAI, model: ScriptedServerClient, gates: Callable[[], str]
+    oai: openai.OpenAI, model: Served, gates: Callable[[], str]
 ) -> None:
     """``client.responses.stream(response_id=...)`` reads a running background response to its end."""
     gate = gates()
@@ -344,7 +341,7 @@ def test_stream_helper_resumes_a_background_response_by_id(
 # ---- function calls --------------------------------------------------------------
 
 
-def test_function_call_round_trip_via_previous_response_id(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_function_call_round_trip_via_previous_response_id(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue(weather_call("c1", "Paris"))
     model.enqueue_text("It is sunny in Paris.")
 
@@ -376,7 +373,7 @@ def test_function_call_round_trip_via_previous_response_id(oai: openai.OpenAI, m
     assert given.type == "function_call_output" and given.call_id == "c1" and given.output == "sunny, 21C"
 
 
-def test_streamed_function_call_events(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_streamed_function_call_events(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue(weather_call("c7", "Oslo"))
     model.enqueue_text("Cold in Oslo.")
 
@@ -406,9 +403,7 @@ def test_streamed_function_call_events(oai: openai.OpenAI, model: ScriptedServer
     assert roles(model.requests()[1]["messages"]) == ["user", "assistant", "tool"]
 
 
-def test_item_and_content_part_events_carry_llama_stack_response_id(
-    model: ScriptedServerClient, http: httpx.Client
-) -> None:
+def test_item_and_content_part_events_carry_llama_stack_response_id(model: Served, http: httpx.Client) -> None:
     """Llama Stack's item and content-part events also name their response; no other event changes.
 
     llama-stack-client 0.7.5 drops such an event without ``response_id`` (its
@@ -429,7 +424,7 @@ def test_item_and_content_part_events_carry_llama_stack_response_id(
     assert {e["response_id"] for e in named} == {events[0]["response"]["id"]}
 
 
-def test_text_and_parallel_calls_in_one_response(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_text_and_parallel_calls_in_one_response(oai: openai.OpenAI, model: Served) -> None:
     """Text before two calls: one message item, two call items; the follow-up joins them in one assistant turn."""
     calls = [
         ScriptedToolCall(name="get_weather", arguments={"city": "Paris"}, call_id="p1"),
@@ -452,7 +447,7 @@ def test_text_and_parallel_calls_in_one_response(oai: openai.OpenAI, model: Scri
     assert [(m["tool_call_id"], m["content"]) for m in messages[2:]] == [("p1", "sunny"), ("p2", "sunny too")]
 
 
-def test_function_call_round_trip_via_conversation(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_function_call_round_trip_via_conversation(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue(weather_call("c1", "Paris"))
     model.enqueue_text("It is sunny in Paris.")
     conversation = oai.conversations.create()
@@ -498,7 +493,7 @@ def responses_since(http: httpx.Client, response_id: str) -> list[dict[str, Any]
 
 
 def test_duplicate_item_ids_in_one_input_leave_the_conversation_usable(
-    oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client
+    oai: openai.OpenAI, model: Served, http: httpx.Client
 ) -> None:
     """Two input items with one id are refused (400), and the refusal leaves nothing behind.
 
@@ -526,9 +521,7 @@ def test_duplicate_item_ids_in_one_input_leave_the_conversation_usable(
     assert [r["status"] for r in left_behind if r["status"] == "in_progress"] == []
 
 
-def test_resending_an_item_already_in_the_conversation(
-    oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client
-) -> None:
+def test_resending_an_item_already_in_the_conversation(oai: openai.OpenAI, model: Served, http: httpx.Client) -> None:
     """A client that sends back the ``function_call`` item it got (same id) with its output.
 
     Either is fine: refusing it up front (400, before the model runs) or
@@ -565,7 +558,7 @@ def test_resending_an_item_already_in_the_conversation(
         assert roles(model.requests()[1]["messages"]) == ["user", "assistant", "tool"], "the call is in history once"
 
 
-def test_previous_response_id_with_conversation_is_rejected(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_previous_response_id_with_conversation_is_rejected(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue_text("first")
     first = oai.responses.create(model=MODEL, input="hi")
     conversation = oai.conversations.create()
@@ -577,7 +570,7 @@ def test_previous_response_id_with_conversation_is_rejected(oai: openai.OpenAI, 
 
 
 def test_previous_response_still_in_progress_is_not_chained_on(
-    oai: openai.OpenAI, model: ScriptedServerClient, gates: Callable[[], str]
+    oai: openai.OpenAI, model: Served, gates: Callable[[], str]
 ) -> None:
     """Chaining on a response that has no output yet cannot give the model the right history.
 
@@ -585,8 +578,7 @@ def test_previous_response_still_in_progress_is_not_chained_on(
     previous input without its (not yet written) answer: ``[user, user]``.
     """
     gate = gates()
-    model.enqueue_text("first answer", gate=gate)
-    model.enqueue_text("second answer")
+    model.enqueue_text("first answer", gate=gate)  # nothing for a second: it must not reach the model
     first = oai.responses.create(model=MODEL, input="first question", background=True)
     wait_for_requests(model, 1)
 
@@ -608,7 +600,7 @@ def five_messages() -> list[dict[str, Any]]:
     return [user_message(f"m{i}") for i in range(5)]
 
 
-def test_input_items_list_order_limit_after(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_input_items_list_order_limit_after(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue_text("ok")
     response = oai.responses.create(model=MODEL, input=five_messages())
     assert roles(model.requests()[0]["messages"]) == ["user"] * 5
@@ -633,9 +625,7 @@ def test_input_items_list_order_limit_after(oai: openai.OpenAI, model: ScriptedS
     assert [text_of(i) for i in every] == ["m0", "m1", "m2", "m3", "m4"]
 
 
-def test_input_items_pagination_of_a_response_in_a_conversation(
-    oai: openai.OpenAI, model: ScriptedServerClient
-) -> None:
+def test_input_items_pagination_of_a_response_in_a_conversation(oai: openai.OpenAI, model: Served) -> None:
     """Paging a response's input items with ``after`` works when the response ran in a conversation.
 
     Known bug: the ``after`` cursor is looked up by item id alone, and the
@@ -654,9 +644,7 @@ def test_input_items_pagination_of_a_response_in_a_conversation(
     assert [text_of(i) for i in every] == ["m0", "m1", "m2", "m3", "m4"]
 
 
-def test_message_content_given_as_a_string_is_returned_as_parts(
-    oai: openai.OpenAI, model: ScriptedServerClient
-) -> None:
+def test_message_content_given_as_a_string_is_returned_as_parts(oai: openai.OpenAI, model: Served) -> None:
     """OpenAI returns stored messages with a list of content parts (``input_text``), whatever form the input had.
 
     Known bug: ferryman stores and returns the string as given, which the SDK
@@ -756,7 +744,7 @@ def test_conversation_items_create_list_retrieve_delete(oai: openai.OpenAI) -> N
         oai.conversations.items.delete(ids[2], conversation_id=conversation.id)
 
 
-def test_responses_in_a_conversation_see_its_items(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_responses_in_a_conversation_see_its_items(oai: openai.OpenAI, model: Served) -> None:
     """Items added by hand are history; a deleted item is not."""
     conversation = oai.conversations.create(items=[{"type": "message", "role": "user", "content": "My name is Ada."}])
     model.enqueue_text("Nice to meet you, Ada.")
@@ -789,7 +777,7 @@ def assert_locked(oai: openai.OpenAI, conversation_id: str) -> None:
     assert isinstance(raised.value.body, dict) and raised.value.body["code"] == "conversation_locked"
 
 
-def assert_not_interleaved(oai: openai.OpenAI, model: ScriptedServerClient, conversation_id: str) -> None:
+def assert_not_interleaved(oai: openai.OpenAI, model: Served, conversation_id: str) -> None:
     """The refused request left no trace; the next response sees exactly the first exchange."""
     items = oai.conversations.items.list(conversation_id, order="asc").data
     assert [(i.role, text_of(i)) for i in items] == [("user", "first question"), ("assistant", "first answer")]
@@ -804,7 +792,7 @@ def assert_not_interleaved(oai: openai.OpenAI, model: ScriptedServerClient, conv
 
 
 def test_second_response_on_a_busy_conversation_gets_409_streamed(
-    oai: openai.OpenAI, model: ScriptedServerClient, gates: Callable[[], str]
+    oai: openai.OpenAI, model: Served, gates: Callable[[], str]
 ) -> None:
     gate = gates()
     model.enqueue_text("first answer", gate=gate)
@@ -823,7 +811,7 @@ def test_second_response_on_a_busy_conversation_gets_409_streamed(
 
 
 def test_second_response_on_a_busy_conversation_gets_409_threaded(
-    oai: openai.OpenAI, model: ScriptedServerClient, gates: Callable[[], str]
+    oai: openai.OpenAI, model: Served, gates: Callable[[], str]
 ) -> None:
     gate = gates()
     model.enqueue_text("first answer", gate=gate)
@@ -841,7 +829,7 @@ def test_second_response_on_a_busy_conversation_gets_409_threaded(
 # ---- background, cancel, retrieve, delete, list ------------------------------------------
 
 
-def test_background_response_completes(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_background_response_completes(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue_text("done in the background")
     started = oai.responses.create(model=MODEL, input="work", background=True)
     assert started.status in ("queued", "in_progress")
@@ -853,9 +841,7 @@ def test_background_response_completes(oai: openai.OpenAI, model: ScriptedServer
     assert finished.usage is not None and finished.usage.output_tokens > 0
 
 
-def test_cancel_a_background_response(
-    oai: openai.OpenAI, model: ScriptedServerClient, gates: Callable[[], str]
-) -> None:
+def test_cancel_a_background_response(oai: openai.OpenAI, model: Served, gates: Callable[[], str]) -> None:
     gate = gates()
     model.enqueue_text("never seen", gate=gate)
     started = oai.responses.create(model=MODEL, input="slow work", background=True)
@@ -872,7 +858,7 @@ def test_cancel_a_background_response(
     assert stored.output_text == ""
 
 
-def test_cancel_of_a_foreground_response_is_rejected(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_cancel_of_a_foreground_response_is_rejected(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue_text("ok")
     response = oai.responses.create(model=MODEL, input="hi")
     with pytest.raises(openai.BadRequestError):
@@ -883,7 +869,7 @@ def test_cancel_of_a_foreground_response_is_rejected(oai: openai.OpenAI, model: 
 
 
 def test_cancel_of_a_finished_background_response_changes_nothing(
-    oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client
+    oai: openai.OpenAI, model: Served, http: httpx.Client
 ) -> None:
     """Cancelling a completed background response returns it unchanged.
 
@@ -907,7 +893,7 @@ def test_cancel_of_a_finished_background_response_changes_nothing(
 
 
 def test_cancelled_response_unlocks_its_conversation(
-    oai: openai.OpenAI, model: ScriptedServerClient, gates: Callable[[], str]
+    oai: openai.OpenAI, model: Served, gates: Callable[[], str]
 ) -> None:
     gate = gates()
     model.enqueue_text("never seen", gate=gate)
@@ -924,7 +910,7 @@ def test_cancelled_response_unlocks_its_conversation(
     assert [text_of(i) for i in items] == ["again", "fresh answer"]
 
 
-def test_retrieve_while_in_progress(oai: openai.OpenAI, model: ScriptedServerClient, gates: Callable[[], str]) -> None:
+def test_retrieve_while_in_progress(oai: openai.OpenAI, model: Served, gates: Callable[[], str]) -> None:
     gate = gates()
     model.enqueue_text("eventually", gate=gate)
     with oai.responses.create(model=MODEL, input="hold on", stream=True) as stream:
@@ -938,7 +924,7 @@ def test_retrieve_while_in_progress(oai: openai.OpenAI, model: ScriptedServerCli
     assert oai.responses.retrieve(response_id).status == "completed"
 
 
-def test_delete_a_response(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_delete_a_response(oai: openai.OpenAI, model: Served) -> None:
     model.enqueue_text("to be deleted")
     response = oai.responses.create(model=MODEL, input="hi")
     oai.responses.delete(response.id)
@@ -950,7 +936,7 @@ def test_delete_a_response(oai: openai.OpenAI, model: ScriptedServerClient) -> N
         oai.responses.delete(response.id)
 
 
-def test_list_responses(oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client) -> None:
+def test_list_responses(oai: openai.OpenAI, model: Served, http: httpx.Client) -> None:
     """``GET /v1/responses``: newest first by default, cursor paging both ways (the SDK has no method for it)."""
     ids = []
     for n in range(3):
@@ -973,9 +959,7 @@ def test_list_responses(oai: openai.OpenAI, model: ScriptedServerClient, http: h
     assert [r["id"] for r in page["data"]] == [ids[2]]
 
 
-def test_listed_responses_carry_their_input_items(
-    oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client
-) -> None:
+def test_listed_responses_carry_their_input_items(oai: openai.OpenAI, model: Served, http: httpx.Client) -> None:
     """Llama Stack lists each response with its ``input`` items (its client's listing model requires them)."""
     model.enqueue_text("ok")
     created = oai.responses.create(model=MODEL, input=[user_message("first"), user_message("second")])
@@ -989,7 +973,7 @@ def test_listed_responses_carry_their_input_items(
 # ---- stream replay --------------------------------------------------------------------
 
 
-def test_replay_of_a_finished_response(oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client) -> None:
+def test_replay_of_a_finished_response(oai: openai.OpenAI, model: Served, http: httpx.Client) -> None:
     model.enqueue(ScriptedReply(text="alpha beta gamma", chunks=3))
     body = {"model": MODEL, "input": "go", "stream": True}
     original = read_sse(http, "POST", "/v1/responses", json=body)
@@ -1006,7 +990,7 @@ def test_replay_of_a_finished_response(oai: openai.OpenAI, model: ScriptedServer
 
 
 def test_every_stream_event_carries_its_number_as_sse_id_and_last_event_id_resumes(
-    model: ScriptedServerClient, http: httpx.Client
+    model: Served, http: httpx.Client
 ) -> None:
     model.enqueue(ScriptedReply(text="one two", chunks=2))
     body = {"model": MODEL, "input": "go", "stream": True}
@@ -1026,7 +1010,7 @@ def test_every_stream_event_carries_its_number_as_sse_id_and_last_event_id_resum
 
 
 def test_replay_of_a_running_response_then_live_events(
-    oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client, gates: Callable[[], str]
+    oai: openai.OpenAI, model: Served, http: httpx.Client, gates: Callable[[], str]
 ) -> None:
     gate = gates()
     model.enqueue(ScriptedReply(text="live one two", chunks=3, gate=gate))
@@ -1054,7 +1038,7 @@ def test_replay_of_a_running_response_then_live_events(
 
 
 def test_background_stream_resumed_after_a_disconnect(
-    oai: openai.OpenAI, model: ScriptedServerClient, gates: Callable[[], str]
+    oai: openai.OpenAI, model: Served, gates: Callable[[], str]
 ) -> None:
     """The OpenAI pattern: stream a background response, drop the connection, resume from the last number seen."""
     gate = gates()
@@ -1078,13 +1062,13 @@ def test_background_stream_resumed_after_a_disconnect(
 # ---- model failures -----------------------------------------------------------------------
 
 
-def fail_model(model: ScriptedServerClient) -> None:
+def fail_model(model: Served) -> None:
     """Make the next model request fail for good (ferryman's client retries a 5xx twice)."""
     for _ in range(3):
         model.enqueue_error(500)
 
 
-def test_model_failure_non_streamed(oai: openai.OpenAI, model: ScriptedServerClient, http: httpx.Client) -> None:
+def test_model_failure_non_streamed(oai: openai.OpenAI, model: Served, http: httpx.Client) -> None:
     fail_model(model)
     with pytest.raises(openai.APIStatusError) as raised:
         oai.responses.create(model=MODEL, input="hi")
@@ -1098,7 +1082,7 @@ def test_model_failure_non_streamed(oai: openai.OpenAI, model: ScriptedServerCli
     assert stored.error is not None and stored.error.code == "upstream_error"
 
 
-def test_model_failure_streamed(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_model_failure_streamed(oai: openai.OpenAI, model: Served) -> None:
     fail_model(model)
     events = list(oai.responses.create(model=MODEL, input="hi", stream=True))
 
@@ -1112,7 +1096,7 @@ def test_model_failure_streamed(oai: openai.OpenAI, model: ScriptedServerClient)
     assert stored.error is not None and stored.error.code == "upstream_error"
 
 
-def test_model_failure_in_background(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_model_failure_in_background(oai: openai.OpenAI, model: Served) -> None:
     fail_model(model)
     started = oai.responses.create(model=MODEL, input="hi", background=True)
     failed = wait_for_status(oai, started.id, "failed", "completed", "cancelled")
@@ -1120,7 +1104,7 @@ def test_model_failure_in_background(oai: openai.OpenAI, model: ScriptedServerCl
     assert failed.error is not None and failed.error.code == "upstream_error"
 
 
-def test_failed_response_leaves_its_conversation_usable(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_failed_response_leaves_its_conversation_usable(oai: openai.OpenAI, model: Served) -> None:
     conversation = oai.conversations.create()
     fail_model(model)
     with pytest.raises(openai.APIStatusError):
@@ -1135,7 +1119,7 @@ def test_failed_response_leaves_its_conversation_usable(oai: openai.OpenAI, mode
 # ---- chains ----------------------------------------------------------------------------
 
 
-def test_long_chain_carries_the_full_history(oai: openai.OpenAI, model: ScriptedServerClient) -> None:
+def test_long_chain_carries_the_full_history(oai: openai.OpenAI, model: Served) -> None:
     """Thirty responses chained by ``previous_response_id``: each model request holds every earlier turn."""
     length = 30
     previous: str | None = None

@@ -134,13 +134,9 @@ def wait_for_status(http: httpx.Client, agent_id: str, session_id: str, turn_id:
 
 
 def wait_for_requests(model: Any, count: int) -> list[dict[str, Any]]:
-    """Poll the scripted model until it has received ``count`` requests."""
-
-    def check() -> list[dict[str, Any]] | None:
-        seen: list[dict[str, Any]] = model.requests()
-        return seen if len(seen) >= count else None
-
-    return wait_for(check, what=f"{count} model request(s)")
+    """Wait until the scripted model (in process or a server) has received ``count`` requests; no polling."""
+    seen: list[dict[str, Any]] = model.wait_for_requests(count)
+    return seen
 
 
 @contextmanager

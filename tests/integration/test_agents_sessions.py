@@ -6,7 +6,7 @@ import httpx
 import pytest
 from integration_helpers import assert_error, run_turn, session_url, turn_url
 
-from ferryman.testing import ScriptedServerClient
+from inprocess import Served
 from support import create_agent, create_session
 
 PREFIXES = ["/v1", "/v1alpha"]
@@ -127,7 +127,7 @@ def test_list_sessions_pages_in_creation_order(http: httpx.Client) -> None:
     assert middle["has_more"] is True
 
 
-def test_list_sessions_includes_their_turns(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_list_sessions_includes_their_turns(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     model.enqueue_text("one")
@@ -141,7 +141,7 @@ def test_list_sessions_of_unknown_agent_is_404(http: httpx.Client) -> None:
     assert_error(http.get("/v1/agents/no-such-agent/sessions"), 404, "not_found")
 
 
-def _three_turns(http: httpx.Client, model: ScriptedServerClient, agent_id: str, session_id: str) -> list[str]:
+def _three_turns(http: httpx.Client, model: Served, agent_id: str, session_id: str) -> list[str]:
     ids = []
     for i in range(3):
         model.enqueue_text(f"answer {i}")
@@ -149,7 +149,7 @@ def _three_turns(http: httpx.Client, model: ScriptedServerClient, agent_id: str,
     return ids
 
 
-def test_get_session_filters_turns_with_comma_separated_ids(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_get_session_filters_turns_with_comma_separated_ids(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     ids = _three_turns(http, model, agent_id, session_id)
@@ -162,7 +162,7 @@ def test_get_session_filters_turns_with_comma_separated_ids(http: httpx.Client, 
     assert [t["turn_id"] for t in filtered.json()["turns"]] == [ids[0], ids[2]]
 
 
-def test_get_session_filters_turns_with_repeated_ids(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_get_session_filters_turns_with_repeated_ids(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     ids = _three_turns(http, model, agent_id, session_id)
@@ -186,7 +186,7 @@ def test_session_of_another_agent_is_404(http: httpx.Client) -> None:
     assert http.get(session_url(owner, session_id)).status_code == 200
 
 
-def test_deleting_an_agent_removes_its_sessions_and_turns(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_deleting_an_agent_removes_its_sessions_and_turns(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     model.enqueue_text("stored")
@@ -200,7 +200,7 @@ def test_deleting_an_agent_removes_its_sessions_and_turns(http: httpx.Client, mo
     assert agent_id not in [a["agent_id"] for a in http.get("/v1/agents").json()["data"]]
 
 
-def test_deleting_a_session_removes_its_turns(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_deleting_a_session_removes_its_turns(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     kept_session = create_session(http, agent_id)

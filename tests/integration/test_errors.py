@@ -21,11 +21,11 @@ from integration_helpers import (
     wait_for_requests,
 )
 
-from ferryman.testing import ScriptedServerClient
+from inprocess import Served
 from support import WEATHER_TOOL, create_agent, create_session
 
 
-def _paused_turn(http: httpx.Client, model: ScriptedServerClient) -> tuple[str, str, dict[str, Any]]:
+def _paused_turn(http: httpx.Client, model: Served) -> tuple[str, str, dict[str, Any]]:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Paris"})
@@ -51,7 +51,7 @@ def test_unknown_agent_is_404_everywhere(http: httpx.Client) -> None:
     assert_error(http.post(turn_url(missing, "s"), json={**body, "stream": True}), 404, "not_found")
 
 
-def test_unknown_session_turn_and_step_are_404(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_unknown_session_turn_and_step_are_404(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     error = assert_error(http.get(session_url(agent_id, "no-session")), 404, "not_found")
@@ -72,7 +72,7 @@ def test_unknown_session_turn_and_step_are_404(http: httpx.Client, model: Script
     assert_error(http.get(f"{turn_url(agent_id, session_id, 'no-turn')}/step/no-step"), 404, "not_found")
 
 
-def test_turn_of_another_session_is_404(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_turn_of_another_session_is_404(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     other_session = create_session(http, agent_id)
@@ -165,7 +165,7 @@ def test_turn_with_bad_role_is_400(http: httpx.Client) -> None:
     assert http.get(session_url(agent_id, session_id)).json()["turns"] == []
 
 
-def test_resume_with_no_tool_responses_is_400(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_resume_with_no_tool_responses_is_400(http: httpx.Client, model: Served) -> None:
     agent_id, session_id, paused = _paused_turn(http, model)
     error = assert_error(resume(http, agent_id, session_id, paused["turn_id"], []), 400, "invalid_request")
     assert error["field"] == "tool_responses"
@@ -188,7 +188,7 @@ def test_unknown_toolgroup_at_agent_creation_is_400(http: httpx.Client) -> None:
     assert "builtin::nope" in error["message"]
 
 
-def test_unknown_toolgroup_in_a_turn_is_400(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_unknown_toolgroup_in_a_turn_is_400(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     body = {"messages": [user("hi")], "toolgroups": ["builtin::nope"], "stream": False}
@@ -220,7 +220,7 @@ def test_tool_both_client_and_server_is_400(http: httpx.Client) -> None:
 # ---- conflicts ------------------------------------------------------------------
 
 
-def test_resume_of_a_completed_turn_is_409(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_resume_of_a_completed_turn_is_409(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_text("no tools needed")
@@ -232,7 +232,7 @@ def test_resume_of_a_completed_turn_is_409(http: httpx.Client, model: ScriptedSe
     assert_error(resume(http, agent_id, session_id, turn["turn_id"], responses, stream=True), 409, "conflict")
 
 
-def test_resume_twice_is_409(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_resume_twice_is_409(http: httpx.Client, model: Served) -> None:
     agent_id, session_id, paused = _paused_turn(http, model)
     [call] = paused["output_message"]["tool_calls"]
     model.enqueue_text("done")
@@ -242,7 +242,7 @@ def test_resume_twice_is_409(http: httpx.Client, model: ScriptedServerClient) ->
 
 
 def test_resume_with_wrong_call_ids_is_409_and_the_turn_stays_resumable(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id, session_id, paused = _paused_turn(http, model)
     turn_id = paused["turn_id"]
@@ -268,7 +268,7 @@ def test_resume_with_wrong_call_ids_is_409_and_the_turn_stays_resumable(
     assert turn["steps"][1]["tool_responses"][0]["content"] == "sun"
 
 
-def test_second_turn_while_one_runs_is_409(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_second_turn_while_one_runs_is_409(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     other_session = create_session(http, agent_id)
@@ -306,7 +306,7 @@ def test_second_turn_while_one_runs_is_409(http: httpx.Client, model: ScriptedSe
     assert run_turn(http, agent_id, session_id, "second")["status"] == "completed"
 
 
-def test_resume_while_another_turn_runs_is_409(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_resume_while_another_turn_runs_is_409(http: httpx.Client, model: Served) -> None:
     agent_id, session_id, paused = _paused_turn(http, model)
     [call] = paused["output_message"]["tool_calls"]
     gate = gate_name()
@@ -330,7 +330,7 @@ def test_resume_while_another_turn_runs_is_409(http: httpx.Client, model: Script
     assert response.json()["output_message"]["content"] == "resumed fine"
 
 
-def test_grammar_response_format_is_a_client_error_not_a_500(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_grammar_response_format_is_a_client_error_not_a_500(http: httpx.Client, model: Served) -> None:
     """The OpenAI-compatible provider cannot do grammars: say so with a 400, at creation or at the turn."""
     config = {
         "model": "scripted-model",
@@ -356,7 +356,7 @@ def test_grammar_response_format_is_a_client_error_not_a_500(http: httpx.Client,
         {"content": {"uri": "http://127.0.0.1:1/unreachable.txt"}, "mime_type": "text/plain"},
     ],
 )
-def test_unusable_documents_are_400(http: httpx.Client, model: ScriptedServerClient, document: dict[str, Any]) -> None:
+def test_unusable_documents_are_400(http: httpx.Client, model: Served, document: dict[str, Any]) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     body = {"messages": [user("read this")], "documents": [document], "stream": False}
@@ -367,7 +367,7 @@ def test_unusable_documents_are_400(http: httpx.Client, model: ScriptedServerCli
 
 
 def test_deleting_a_session_while_its_turn_runs_ends_the_turn_cleanly(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     """Either the delete is refused (409) or the live stream ends with a deliberate error, not an internal one."""
     agent_id = create_agent(http)

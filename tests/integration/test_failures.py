@@ -20,20 +20,20 @@ from integration_helpers import (
     wait_for_status,
 )
 
-from ferryman.testing import ScriptedServerClient
+from inprocess import Served
 from support import WEATHER_TOOL, create_agent, create_session
 
 # The server's OpenAI client makes one request and retries twice on a 5xx.
 ATTEMPTS = 3
 
 
-def _fail_upstream(model: ScriptedServerClient) -> None:
+def _fail_upstream(model: Served) -> None:
     for _ in range(ATTEMPTS):
         model.enqueue_error(500, "model exploded")
 
 
 def test_streamed_turn_ends_with_an_error_frame_when_the_model_fails(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
@@ -58,7 +58,7 @@ def test_streamed_turn_ends_with_an_error_frame_when_the_model_fails(
     assert stored["completed_at"]
 
 
-def test_non_streamed_turn_is_502_when_the_model_fails(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_non_streamed_turn_is_502_when_the_model_fails(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     _fail_upstream(model)
@@ -72,7 +72,7 @@ def test_non_streamed_turn_is_502_when_the_model_fails(http: httpx.Client, model
     assert turn["error"]["code"] == "upstream_error"
 
 
-def test_session_accepts_a_new_turn_after_a_failed_one(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_session_accepts_a_new_turn_after_a_failed_one(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     _fail_upstream(model)
@@ -86,7 +86,7 @@ def test_session_accepts_a_new_turn_after_a_failed_one(http: httpx.Client, model
     assert [t["status"] for t in turns] == ["failed", "completed"]
 
 
-def test_one_upstream_error_is_retried_transparently(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_one_upstream_error_is_retried_transparently(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     model.enqueue_error(503, "busy")
@@ -97,7 +97,7 @@ def test_one_upstream_error_is_retried_transparently(http: httpx.Client, model: 
     assert len(model.requests()) == 2
 
 
-def test_resumed_turn_that_fails_upstream_is_failed(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_resumed_turn_that_fails_upstream_is_failed(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Paris"})
@@ -120,7 +120,7 @@ def test_resumed_turn_that_fails_upstream_is_failed(http: httpx.Client, model: S
     assert run_turn(http, agent_id, session_id, "next")["status"] == "completed"
 
 
-def test_turn_finishes_after_the_client_disconnects(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_turn_finishes_after_the_client_disconnects(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     gate = gate_name()
@@ -150,7 +150,7 @@ def test_turn_finishes_after_the_client_disconnects(http: httpx.Client, model: S
     assert ("assistant", "finished without you") in roles
 
 
-def test_resumed_turn_finishes_after_the_client_disconnects(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_resumed_turn_finishes_after_the_client_disconnects(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Paris"})

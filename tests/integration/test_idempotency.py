@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -14,11 +14,11 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from ferryman.inference.base import ChatChunk, ChatRequest
 from ferryman.server.app import Services, build_services, create_app
 from ferryman.storage.base import IdempotencyRecord
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+from inprocess import AskedModel, check_script
 
 pytestmark = pytest.mark.anyio
 
@@ -27,27 +27,17 @@ REPLAYED = "idempotent-replayed"
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
 
 
-class WatchedModel(ScriptedModel):
-    """The scripted model (it fails a request it has no reply for), telling when it is asked."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.asked = asyncio.Event()
-
-    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        self.asked.set()
-        async for chunk in super().stream_chat(request):
-            yield chunk
-
-
 @pytest.fixture()
 def anyio_backend() -> str:
     return "asyncio"
 
 
 @pytest.fixture()
-def scripted() -> WatchedModel:
-    return WatchedModel()
+def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
+    """The scripted model (it fails a request it has no reply for), telling when it is asked; checked at teardown."""
+    model = AskedModel()
+    yield model
+    check_script(request, model.script)
 
 
 class WatchedStore(SqliteStore):
@@ -84,7 +74,7 @@ async def client_over(store: SqliteStore, model: ScriptedModel) -> AsyncIterator
 
 
 @pytest.fixture()
-async def http(store: WatchedStore, scripted: WatchedModel) -> AsyncIterator[httpx.AsyncClient]:
+async def http(store: WatchedStore, scripted: AskedModel) -> AsyncIterator[httpx.AsyncClient]:
     async with client_over(store, scripted) as client:
         yield client
 
@@ -156,7 +146,7 @@ async def test_conversation_item_and_model_creates_return_the_first_result(http:
 
 
 async def test_a_repeated_turn_returns_the_first_turn_and_runs_the_model_once(
-    http: httpx.AsyncClient, scripted: WatchedModel
+    http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
     agent_id = await new_agent(http)
     session_id = await new_session(http, agent_id)
@@ -168,7 +158,7 @@ async def test_a_repeated_turn_returns_the_first_turn_and_runs_the_model_once(
 
 
 async def test_a_repeated_streamed_turn_replays_its_events_without_running_again(
-    http: httpx.AsyncClient, scripted: WatchedModel
+    http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
     agent_id = await new_agent(http)
     session_id = await new_session(http, agent_id)
@@ -183,7 +173,7 @@ async def test_a_repeated_streamed_turn_replays_its_events_without_running_again
 
 
 async def test_a_repeated_streamed_run_replays_only_that_run_of_its_turn(
-    http: httpx.AsyncClient, scripted: WatchedModel
+    http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
     agent_id = await new_agent(http, client_tools=[WEATHER])
     session_id = await new_session(http, agent_id)
@@ -202,7 +192,7 @@ async def test_a_repeated_streamed_run_replays_only_that_run_of_its_turn(
 
 
 async def test_a_repeated_non_streamed_resume_returns_the_first_turn(
-    http: httpx.AsyncClient, scripted: WatchedModel
+    http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
     agent_id = await new_agent(http, client_tools=[WEATHER])
     session_id = await new_session(http, agent_id)
@@ -215,9 +205,7 @@ async def test_a_repeated_non_streamed_resume_returns_the_first_turn(
     assert turn["status"] == "completed" and len(scripted.requests) == 2
 
 
-async def test_repeated_responses_return_or_replay_the_first_one(
-    http: httpx.AsyncClient, scripted: WatchedModel
-) -> None:
+async def test_repeated_responses_return_or_replay_the_first_one(http: httpx.AsyncClient, scripted: AskedModel) -> None:
     scripted.enqueue_text("plain")
     plain = (await twice(http, "/v1/responses", {"model": "scripted-model", "input": "hi"}, "resp-key")).json()
     assert plain["status"] == "completed"
@@ -244,7 +232,7 @@ async def test_the_same_key_with_another_body_is_a_422(http: httpx.AsyncClient) 
 
 
 async def test_a_repeat_while_the_first_call_runs_is_a_409_and_never_a_second_run(
-    http: httpx.AsyncClient, scripted: WatchedModel
+    http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
     agent_id = await new_agent(http)
     session_id = await new_session(http, agent_id)
@@ -263,7 +251,7 @@ async def test_a_repeat_while_the_first_call_runs_is_a_409_and_never_a_second_ru
 
 
 async def test_a_repeat_of_a_running_stream_follows_the_same_run(
-    http: httpx.AsyncClient, scripted: WatchedModel, store: WatchedStore
+    http: httpx.AsyncClient, scripted: AskedModel, store: WatchedStore
 ) -> None:
     agent_id = await new_agent(http)
     session_id = await new_session(http, agent_id)
@@ -281,13 +269,14 @@ async def test_a_repeat_of_a_running_stream_follows_the_same_run(
 
 
 async def test_a_first_call_that_failed_on_the_server_gives_the_key_back(
-    http: httpx.AsyncClient, scripted: WatchedModel
+    http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
     agent_id = await new_agent(http)
     session_id = await new_session(http, agent_id)
     url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     body = {"messages": user("hi"), "stream": False}
-    failed = await post(http, url, body, "retry-key")  # no reply scripted: the model fails
+    scripted.enqueue_error()
+    failed = await post(http, url, body, "retry-key")
     assert failed.status_code >= 500
     scripted.enqueue_text("second try")
     retried = await post(http, url, body, "retry-key")
@@ -314,7 +303,7 @@ async def test_routes_that_create_nothing_ignore_the_key(http: httpx.AsyncClient
     assert [a.status_code for a in answers] == [200, 200] and REPLAYED not in answers[1].headers
 
 
-async def test_keys_hold_across_restarts_and_replicas(tmp_path: Path, scripted: WatchedModel) -> None:
+async def test_keys_hold_across_restarts_and_replicas(tmp_path: Path, scripted: AskedModel) -> None:
     db = str(tmp_path / "shared.db")
     body = {"agent_config": {"model": "scripted-model", "instructions": "test"}}
     async with client_over(SqliteStore(db), scripted) as first_replica:
@@ -332,3 +321,30 @@ def test_the_app_starts_with_the_middleware_and_keys_work_in_it(tmp_path: Path) 
     with TestClient(create_app(services)) as client:  # runs the lifespan, which opens the store
         first, again = (client.post("/v1/conversations", json={}, headers={KEY: "k"}) for _ in range(2))
         assert first.status_code == 200 and again.json() == first.json() and again.headers[REPLAYED] == "true"
+
+
+async def test_a_streamed_response_that_is_not_stored_runs_again_once_it_ended(
+    http: httpx.AsyncClient, scripted: AskedModel
+) -> None:
+    scripted.enqueue(ScriptedReply(text="unstored", gate="hold"))
+    body = {"model": "scripted-model", "input": "hi", "stream": True, "store": False}
+    first = asyncio.create_task(post(http, "/v1/responses", body, "unstored-key"))
+    await scripted.asked.wait()
+    busy = await post(http, "/v1/responses", body, "unstored-key")  # nothing to replay it from: not a 2nd run
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "idempotency_key_in_use"
+    scripted.script.open_gate("hold")
+    assert "response.completed" in frames_of(await first)[-1]
+    scripted.enqueue_text("again")
+    again = await post(http, "/v1/responses", body, "unstored-key")  # gone once it ended: it runs again
+    assert "response.completed" in frames_of(again)[-1] and REPLAYED not in again.headers
+    assert len(scripted.requests) == 2
+
+
+async def test_the_provider_data_header_is_part_of_the_request(http: httpx.AsyncClient) -> None:
+    body = {"agent_config": {"model": "scripted-model", "instructions": "one"}}
+    first = await http.post("/v1/agents", json=body, headers={KEY: "pd-key", "X-LlamaStack-Provider-Data": "{}"})
+    assert first.status_code == 200
+    other = await http.post(
+        "/v1/agents", json=body, headers={KEY: "pd-key", "X-LlamaStack-Provider-Data": '{"api_key": "k2"}'}
+    )
+    assert other.status_code == 422 and other.json()["error"]["code"] == "idempotency_key_reused"

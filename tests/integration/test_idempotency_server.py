@@ -7,7 +7,8 @@ from typing import Any
 import httpx
 from integration_helpers import iter_frames, turn_url, user
 
-from ferryman.testing import ScriptedReply, ScriptedServerClient, ScriptedToolCall
+from ferryman.testing import ScriptedReply, ScriptedToolCall
+from inprocess import Served
 from support import WEATHER_TOOL, create_agent, create_session
 
 
@@ -18,7 +19,7 @@ def _stream(http: httpx.Client, url: str, body: dict[str, Any], key: str) -> tup
 
 
 def test_a_paused_run_is_replayed_alone_after_its_turn_was_resumed(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)

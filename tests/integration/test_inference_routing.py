@@ -14,6 +14,7 @@ import pytest
 from integration_helpers import wait_for_requests
 
 from ferryman.testing import ScriptedReply, ScriptedServerClient
+from inprocess import BASE_URL, Served
 from support import create_session, ferryman_server, free_port, running, scripted_server
 
 HEADER = "X-LlamaStack-Provider-Data"
@@ -168,8 +169,10 @@ def _slow(text: str) -> ScriptedReply:
     return ScriptedReply(text=text, delay=2.0)
 
 
-def test_openai_sdk_chat_completions_pass_through(base_url: str, model: ScriptedServerClient) -> None:
-    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0)
+def test_openai_sdk_chat_completions_pass_through(model: Served) -> None:
+    client = openai.OpenAI(
+        base_url=f"{BASE_URL}/v1", http_client=model.sdk_http_client(), api_key="unused", max_retries=0
+    )
     model.enqueue_text("plain answer")
     completion = client.chat.completions.create(
         model="scripted-model", messages=[{"role": "user", "content": "hi"}], temperature=0.2
@@ -186,8 +189,10 @@ def test_openai_sdk_chat_completions_pass_through(base_url: str, model: Scripted
         client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
 
 
-def test_openai_sdk_embeddings_pass_through(base_url: str, model: ScriptedServerClient) -> None:
-    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0)
+def test_openai_sdk_embeddings_pass_through(model: Served) -> None:
+    client = openai.OpenAI(
+        base_url=f"{BASE_URL}/v1", http_client=model.sdk_http_client(), api_key="unused", max_retries=0
+    )
     result = client.embeddings.create(model="scripted-model", input=["alpha", "beta"])
     assert [len(item.embedding) for item in result.data] == [8, 8]
     assert result.data[0].embedding != result.data[1].embedding

@@ -14,7 +14,6 @@ from replicas import redis_database
 from ferryman.coordination.base import (
     CancelTurns,
     FanoutEntry,
-    LiveFrame,
     ModelsChanged,
     Notice,
     Quiet,
@@ -23,6 +22,7 @@ from ferryman.coordination.base import (
 )
 from ferryman.coordination.redis_fanout import RedisFanout
 from ferryman.redis_url import split_prefix
+from ferryman.storage.base import StoredEvent
 
 pytestmark = pytest.mark.anyio
 
@@ -90,11 +90,11 @@ async def test_frames_published_on_one_replica_are_followed_on_the_other_from_an
         a.publish("turn:t1", seq, f"frame {seq}")
     a.end_run("turn:t1", 2)
     everything = await asyncio.wait_for(_take(b.follow("turn:t1", -1), 4), 10)
-    assert everything == [LiveFrame(0, "frame 0"), LiveFrame(1, "frame 1"), LiveFrame(2, "frame 2"), RunEnded(2)]
-    assert await asyncio.wait_for(_take(b.follow("turn:t1", 1), 2), 10) == [LiveFrame(2, "frame 2"), RunEnded(2)]
+    assert everything == [StoredEvent(0, "frame 0"), StoredEvent(1, "frame 1"), StoredEvent(2, "frame 2"), RunEnded(2)]
+    assert await asyncio.wait_for(_take(b.follow("turn:t1", 1), 2), 10) == [StoredEvent(2, "frame 2"), RunEnded(2)]
     # A resumed run continues the numbering on the same stream.
     a.publish("turn:t1", 3, "frame 3")
-    assert await asyncio.wait_for(_take(b.follow("turn:t1", 2), 2), 10) == [RunEnded(2), LiveFrame(3, "frame 3")]
+    assert await asyncio.wait_for(_take(b.follow("turn:t1", 2), 2), 10) == [RunEnded(2), StoredEvent(3, "frame 3")]
 
 
 async def test_a_follower_waits_for_frames_published_later(
@@ -104,9 +104,9 @@ async def test_a_follower_waits_for_frames_published_later(
     a.publish("response:r1", 0, "created")
     following = asyncio.ensure_future(_take(b.follow("response:r1", -1), 2))
     first = await asyncio.wait_for(_take(b.follow("response:r1", -1), 1), 10)
-    assert first == [LiveFrame(0, "created")]
+    assert first == [StoredEvent(0, "created")]
     a.publish("response:r1", 1, "completed")
-    assert await asyncio.wait_for(following, 10) == [LiveFrame(0, "created"), LiveFrame(1, "completed")]
+    assert await asyncio.wait_for(following, 10) == [StoredEvent(0, "created"), StoredEvent(1, "completed")]
 
 
 async def test_an_unknown_stream_is_reported_at_once(replicas: Replicas) -> None:
@@ -122,7 +122,7 @@ async def test_a_frame_published_twice_is_kept_once(replicas: Replicas) -> None:
     a.publish("turn:t2", 0, "again")
     a.publish("turn:t2", 1, "second")
     got = await asyncio.wait_for(_take(b.follow("turn:t2", -1), 2), 10)
-    assert got == [LiveFrame(0, "first"), LiveFrame(1, "second")]
+    assert got == [StoredEvent(0, "first"), StoredEvent(1, "second")]
 
 
 async def test_a_notice_reaches_every_replica(
@@ -131,11 +131,11 @@ async def test_a_notice_reaches_every_replica(
     a, _, heard_a, heard_b = replicas
     await a.notify(CancelTurns("session-1", "the session was deleted"))
     await a.notify(ModelsChanged())
-    await a.notify(RecordDeleted("resp-1"))
+    await a.notify(RecordDeleted("resp-1", "response"))
     for heard in (heard_b, heard_a):
         assert await asyncio.wait_for(heard.heard.get(), 10) == CancelTurns("session-1", "the session was deleted")
         assert await asyncio.wait_for(heard.heard.get(), 10) == ModelsChanged()
-        assert await asyncio.wait_for(heard.heard.get(), 10) == RecordDeleted("resp-1")
+        assert await asyncio.wait_for(heard.heard.get(), 10) == RecordDeleted("resp-1", "response")
 
 
 async def test_what_a_replica_published_can_be_read_back_whole(replicas: Replicas) -> None:
@@ -144,8 +144,8 @@ async def test_what_a_replica_published_can_be_read_back_whole(replicas: Replica
         a.publish("turn:t3", seq, f"frame {seq}")
     a.end_run("turn:t3", 2)
     await asyncio.wait_for(_take(b.follow("turn:t3", -1), 4), 10)  # all of it has reached Redis
-    assert await b.recorded("turn:t3", -1) == [LiveFrame(seq, f"frame {seq}") for seq in range(3)]
-    assert await b.recorded("turn:t3", 1) == [LiveFrame(2, "frame 2")]
+    assert await b.recorded("turn:t3", -1) == [StoredEvent(seq, f"frame {seq}") for seq in range(3)]
+    assert await b.recorded("turn:t3", 1) == [StoredEvent(2, "frame 2")]
     assert await b.recorded("turn:unknown", -1) == []
 
 

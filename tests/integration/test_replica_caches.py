@@ -8,7 +8,6 @@ from contextlib import AsyncExitStack
 
 import httpx
 import pytest
-from inprocess import serving
 from replicas import postgres_database, redis_database
 
 from ferryman.coordination.base import Notice, NoticeHandler, RecordDeleted
@@ -17,6 +16,7 @@ from ferryman.redis_url import split_prefix
 from ferryman.server.app import build_services
 from ferryman.storage.postgres import PostgresStore
 from ferryman.testing import ScriptedModel
+from inprocess import check_script, serving
 
 
 @pytest.fixture()
@@ -69,8 +69,10 @@ async def replicas(shared: tuple[str, str], model: ScriptedModel) -> AsyncIterat
 
 
 @pytest.fixture()
-def model() -> ScriptedModel:
-    return ScriptedModel()
+def model(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
+    scripted = ScriptedModel()
+    yield scripted
+    check_script(request, scripted.script)
 
 
 @pytest.mark.anyio
@@ -106,7 +108,7 @@ async def test_a_response_deleted_on_one_replica_leaves_the_chains_the_other_kep
     first = await _respond(replicas.b, "the first secret")
     second = await _respond(replicas.b, "second question", first)  # b keeps the chain first → second
     assert (await replicas.a.delete(f"/v1/responses/{first}")).status_code == 200
-    await replicas.b_fanout.acted_on(RecordDeleted(first))
+    await replicas.b_fanout.acted_on(RecordDeleted(first, "response"))
     await _respond(replicas.b, "third question", second)
     sent = str(model.requests[-1]["messages"])
     # As the store has it now: the chain stops where the deleted response was.

@@ -43,7 +43,7 @@ class Pair:
 
 @pytest.fixture(params=["postgres", "redis"])
 def pair(
-    request: pytest.FixtureRequest, tmp_path: Path, scripted_proc: tuple[Proc, str], model: ScriptedServerClient
+    request: pytest.FixtureRequest, tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
 ) -> Iterator[Pair]:
     """Records in PostgreSQL with Redis for coordination, or everything in Redis."""
     with shared_state(request.param) as (db_url, coordination):
@@ -80,18 +80,20 @@ class HeldTurn:
 
 
 @contextmanager
-def held_turn(http: httpx.Client, model: ScriptedServerClient, agent_id: str, session_id: str) -> Iterator[HeldTurn]:
+def held_turn(
+    http: httpx.Client, served_model: ScriptedServerClient, agent_id: str, session_id: str
+) -> Iterator[HeldTurn]:
     """Start a streamed turn whose next model answer waits at a gate (opened on exit) until it was asked for."""
     gate = gate_name()
-    asked = len(model.requests())
-    model.enqueue(ScriptedReply(text="held at the gate", gate=gate))
-    with open_gate_finally(model, gate):
+    asked = len(served_model.requests())
+    served_model.enqueue(ScriptedReply(text="held at the gate", gate=gate))
+    with open_gate_finally(served_model, gate):
         body = {"messages": [user("question")], "stream": True}
         with http.stream("POST", turn_url(agent_id, session_id), json=body) as response:
             frames = iter_frames(response)
             first = next(frames)
             held = HeldTurn(first[1]["event"]["payload"]["turn_id"], first, frames, gate)
-            wait_for_requests(model, asked + 1)
+            wait_for_requests(served_model, asked + 1)
             yield held
 
 
@@ -108,21 +110,21 @@ def test_records_made_on_one_replica_are_read_on_the_other(pair: Pair) -> None:
     assert [(s["session_id"], s["session_name"]) for s in sessions] == [(session_id, "made on b")]
 
 
-def test_a_turn_paused_on_one_replica_is_resumed_on_the_other(pair: Pair, model: ScriptedServerClient) -> None:
+def test_a_turn_paused_on_one_replica_is_resumed_on_the_other(pair: Pair, served_model: ScriptedServerClient) -> None:
     agent_id = create_agent(pair.a, client_tools=[WEATHER_TOOL])
     session_id = create_session(pair.a, agent_id)
-    model.enqueue_tool_call("get_weather", {"city": "Lisbon"})
+    served_model.enqueue_tool_call("get_weather", {"city": "Lisbon"})
     paused = run_turn(pair.a, agent_id, session_id, "weather in Lisbon?")
     assert paused["status"] == "awaiting_input"
     [call] = paused["output_message"]["tool_calls"]
-    model.enqueue_text("Sunny, 24 degrees.")
+    served_model.enqueue_text("Sunny, 24 degrees.")
     response = resume(pair.b, agent_id, session_id, paused["turn_id"], [tool_response(call, "sunny, 24C")])
     assert response.status_code == 200, response.text
     done = response.json()
     assert done["status"] == "completed"
     assert done["output_message"]["content"] == "Sunny, 24 degrees."
     # One model call per inference step: one before the pause (on a), one after (on b).
-    assert len(model.requests()) == 2
+    assert len(served_model.requests()) == 2
     seen_on_a = pair.a.get(turn_url(agent_id, session_id, paused["turn_id"])).json()
     assert seen_on_a["status"] == "completed"
     assert [s["step_type"] for s in seen_on_a["steps"]] == ["inference", "tool_execution", "inference"]
@@ -132,34 +134,36 @@ def test_a_turn_paused_on_one_replica_is_resumed_on_the_other(pair: Pair, model:
 
 
 def test_a_turn_running_on_one_replica_refuses_a_second_turn_on_the_other(
-    pair: Pair, model: ScriptedServerClient
+    pair: Pair, served_model: ScriptedServerClient
 ) -> None:
     agent_id = create_agent(pair.a)
     session_id = create_session(pair.a, agent_id)
-    with held_turn(pair.a, model, agent_id, session_id) as held:
+    with held_turn(pair.a, served_model, agent_id, session_id) as held:
         refused = pair.b.post(turn_url(agent_id, session_id), json={"messages": [user("second")], "stream": False})
         assert_error(refused, 409)
-        model.open_gate(held.gate)
+        served_model.open_gate(held.gate)
         assert _kind(list(held.frames)[-1][1]) == "turn_complete"
-    model.enqueue_text("second answer")
+    served_model.enqueue_text("second answer")
     assert run_turn(pair.b, agent_id, session_id, "second")["status"] == "completed"
-    assert len(model.requests()) == 2
+    assert len(served_model.requests()) == 2
     turns = pair.b.get(session_url(agent_id, session_id)).json()["turns"]
     assert [t["status"] for t in turns] == ["completed", "completed"]
     assert turns[0]["turn_id"] == held.turn_id
 
 
-def test_a_client_reconnects_to_the_other_replica_and_misses_nothing(pair: Pair, model: ScriptedServerClient) -> None:
+def test_a_client_reconnects_to_the_other_replica_and_misses_nothing(
+    pair: Pair, served_model: ScriptedServerClient
+) -> None:
     agent_id = create_agent(pair.a)
     session_id = create_session(pair.a, agent_id)
     gate = gate_name()
-    model.enqueue(ScriptedReply(text="an answer held at the gate", gate=gate))
-    with open_gate_finally(model, gate):
+    served_model.enqueue(ScriptedReply(text="an answer held at the gate", gate=gate))
+    with open_gate_finally(served_model, gate):
         body = {"messages": [user("hi")], "stream": True}
         with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
             frames = iter_frames(response)
             first = [next(frames), next(frames)]
-        wait_for_requests(model, 1)
+        wait_for_requests(served_model, 1)
         turn_id = first[0][1]["event"]["payload"]["turn_id"]
         url = turn_url(agent_id, session_id, turn_id)
         # From b, ask for everything after the first event: the second one was never stored
@@ -167,7 +171,7 @@ def test_a_client_reconnects_to_the_other_replica_and_misses_nothing(pair: Pair,
         followed = _events(pair.b, url, first[0][0])
         rest = [next(followed)]
         assert rest == first[1:]
-        model.open_gate(gate)
+        served_model.open_gate(gate)
         rest.extend(followed)
         first = first[:1]
     ids = [frame_id for frame_id, _ in first + rest]
@@ -178,23 +182,23 @@ def test_a_client_reconnects_to_the_other_replica_and_misses_nothing(pair: Pair,
     assert list(_events(pair.b, url, 1)) == (first + rest)[2:]
 
 
-def test_a_response_stream_is_resumed_on_the_other_replica(pair: Pair, model: ScriptedServerClient) -> None:
+def test_a_response_stream_is_resumed_on_the_other_replica(pair: Pair, served_model: ScriptedServerClient) -> None:
     gate = gate_name()
-    model.enqueue(ScriptedReply(text="streamed words arrive later", gate=gate))
-    with open_gate_finally(model, gate):
+    served_model.enqueue(ScriptedReply(text="streamed words arrive later", gate=gate))
+    with open_gate_finally(served_model, gate):
         body = {"model": "scripted-model", "input": "hi", "stream": True}
         with pair.a.stream("POST", "/v1/responses", json=body) as response:
             lines = response.iter_lines()
             head = _response_events(lines, 2)
         response_id = head[0]["response"]["id"]
-        wait_for_requests(model, 1)
+        wait_for_requests(served_model, 1)
         after = head[-1]["sequence_number"]
         with pair.b.stream(
             "GET", f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": after}
         ) as r:
             assert r.status_code == 200
             lines = r.iter_lines()
-            model.open_gate(gate)
+            served_model.open_gate(gate)
             tail = _response_events(lines, None)
     numbers = [event["sequence_number"] for event in head + tail]
     assert numbers == list(range(len(numbers)))
@@ -214,14 +218,14 @@ def _response_events(lines: Iterator[str], count: int | None) -> list[dict[str, 
 
 
 def test_cancelling_a_background_response_reaches_the_replica_running_it(
-    pair: Pair, model: ScriptedServerClient
+    pair: Pair, served_model: ScriptedServerClient
 ) -> None:
     gate = gate_name()
-    model.enqueue(ScriptedReply(text="never finished", gate=gate))
-    with open_gate_finally(model, gate):
+    served_model.enqueue(ScriptedReply(text="never finished", gate=gate))
+    with open_gate_finally(served_model, gate):
         started = pair.a.post("/v1/responses", json={"model": "scripted-model", "input": "hi", "background": True})
         response_id = started.json()["id"]
-        wait_for_requests(model, 1)
+        wait_for_requests(served_model, 1)
         cancelled = pair.b.post(f"/v1/responses/{response_id}/cancel")
         assert cancelled.status_code == 200, cancelled.text
         assert cancelled.json()["status"] == "cancelled"
@@ -229,16 +233,16 @@ def test_cancelling_a_background_response_reaches_the_replica_running_it(
 
 
 def test_when_a_replica_is_killed_mid_turn_the_other_fails_the_turn_and_keeps_what_completed(
-    pair: Pair, model: ScriptedServerClient
+    pair: Pair, served_model: ScriptedServerClient
 ) -> None:
     agent_id = create_agent(pair.a, toolgroups=["builtin::math"])
     session_id = create_session(pair.a, agent_id)
-    model.enqueue_text("first answer")
+    served_model.enqueue_text("first answer")
     earlier = run_turn(pair.a, agent_id, session_id, "first")
-    model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
-    with held_turn(pair.a, model, agent_id, session_id) as held:
+    served_model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
+    with held_turn(pair.a, served_model, agent_id, session_id) as held:
         turn_id = held.turn_id
-        wait_for_requests(model, 3)  # the earlier turn, the tool call, the held answer
+        wait_for_requests(served_model, 3)  # the earlier turn, the tool call, the held answer
         follower = _events(pair.b, turn_url(agent_id, session_id, turn_id))
         seen = [next(follower)]
         killed_at = time.monotonic()
@@ -259,7 +263,7 @@ def test_when_a_replica_is_killed_mid_turn_the_other_fails_the_turn_and_keeps_wh
     url = turn_url(agent_id, session_id, turn_id)
     assert list(_events(pair.b, url)) == seen
     # The session takes new turns, and the completed one is intact.
-    model.enqueue_text("back again")
+    served_model.enqueue_text("back again")
     assert run_turn(pair.b, agent_id, session_id, "again")["status"] == "completed"
     turns = pair.b.get(session_url(agent_id, session_id)).json()["turns"]
     assert [t["status"] for t in turns] == ["completed", "failed", "completed"]
@@ -268,30 +272,30 @@ def test_when_a_replica_is_killed_mid_turn_the_other_fails_the_turn_and_keeps_wh
 
 
 def test_deleting_a_session_on_one_replica_cancels_its_turn_running_on_the_other(
-    pair: Pair, model: ScriptedServerClient
+    pair: Pair, served_model: ScriptedServerClient
 ) -> None:
     agent_id = create_agent(pair.a)
     session_id = create_session(pair.a, agent_id)
-    with held_turn(pair.a, model, agent_id, session_id) as held:
+    with held_turn(pair.a, served_model, agent_id, session_id) as held:
         assert pair.b.delete(session_url(agent_id, session_id)).status_code == 200
         # a's stream ends, cancelled, while the model's answer is still held at the gate.
         last = list(held.frames)[-1][1]
     assert last["error"]["code"] == "cancelled", last
     assert_error(pair.a.get(session_url(agent_id, session_id)), 404)
-    model.enqueue_text("a new session works")
+    served_model.enqueue_text("a new session works")
     fresh = create_session(pair.a, agent_id)
     assert run_turn(pair.b, agent_id, fresh, "hi")["status"] == "completed"
 
 
 def test_when_a_replica_is_killed_mid_response_the_other_fails_it_and_ends_its_stream(
-    pair: Pair, model: ScriptedServerClient
+    pair: Pair, served_model: ScriptedServerClient
 ) -> None:
     gate = gate_name()
-    model.enqueue(ScriptedReply(text="never delivered", gate=gate))
-    with open_gate_finally(model, gate):
+    served_model.enqueue(ScriptedReply(text="never delivered", gate=gate))
+    with open_gate_finally(served_model, gate):
         started = pair.a.post("/v1/responses", json={"model": "scripted-model", "input": "hi", "background": True})
         response_id = started.json()["id"]
-        wait_for_requests(model, 1)
+        wait_for_requests(served_model, 1)
         params = {"stream": "true"}
         with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as followed:
             lines = followed.iter_lines()
@@ -308,27 +312,29 @@ def test_when_a_replica_is_killed_mid_response_the_other_fails_it_and_ends_its_s
         assert _response_events(replayed.iter_lines(), None) == events
 
 
-def test_a_model_registered_on_one_replica_is_served_by_the_other(pair: Pair, model: ScriptedServerClient) -> None:
+def test_a_model_registered_on_one_replica_is_served_by_the_other(
+    pair: Pair, served_model: ScriptedServerClient
+) -> None:
     body = {"model_id": "team-alias", "provider_id": "remote", "provider_model_id": "scripted-model"}
     assert pair.a.post("/v1/models", json=body).status_code == 200
     # Every replica re-reads the registrations when told (through Redis) that they changed.
     wait_for(lambda: pair.b.get("/v1/models/team-alias").status_code == 200 or None, what="b to know the alias")
     agent_id = create_agent(pair.b, model="team-alias")
-    model.enqueue_text("answered through the alias")
+    served_model.enqueue_text("answered through the alias")
     turn = run_turn(pair.b, agent_id, create_session(pair.b, agent_id), "hi")
     assert turn["output_message"]["content"] == "answered through the alias"
-    assert model.requests()[-1]["model"] == "scripted-model"
+    assert served_model.requests()[-1]["model"] == "scripted-model"
     assert pair.a.delete("/v1/models/team-alias").status_code == 200
     wait_for(lambda: pair.b.get("/v1/models/team-alias").status_code == 404 or None, what="b to forget the alias")
 
 
 def test_a_resume_sent_the_moment_the_pause_arrives_continues_the_numbering(
-    pair: Pair, model: ScriptedServerClient
+    pair: Pair, served_model: ScriptedServerClient
 ) -> None:
     agent_id = create_agent(pair.a, client_tools=[WEATHER_TOOL])
     session_id = create_session(pair.a, agent_id)
-    model.enqueue_tool_call("get_weather", {"city": "Oslo"})
-    model.enqueue_text("Cold.")
+    served_model.enqueue_tool_call("get_weather", {"city": "Oslo"})
+    served_model.enqueue_text("Cold.")
     body = {"messages": [user("weather in Oslo?")], "stream": True}
     with pair.a.stream("POST", turn_url(agent_id, session_id), json=body) as response:
         first_run = []

@@ -37,7 +37,7 @@ def _snapshot(http: httpx.Client, agent_id: str, session_id: str, turn_ids: list
 
 
 def test_state_survives_a_restart_and_a_paused_turn_resumes_on_the_new_process(
-    tmp_path: Path, scripted_proc: tuple[Proc, str], model: ScriptedServerClient
+    tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
 ) -> None:
     db = tmp_path / "durable.db"
     proc, base = ferryman_server(tmp_path, scripted_proc[1], db)
@@ -45,9 +45,9 @@ def test_state_survives_a_restart_and_a_paused_turn_resumes_on_the_new_process(
         with httpx.Client(base_url=base, timeout=30) as http:
             agent_id = create_agent(http, client_tools=[WEATHER_TOOL], name="survivor")
             session_id = create_session(http, agent_id, "before restart")
-            model.enqueue_text("Hello Ada.")
+            served_model.enqueue_text("Hello Ada.")
             done = run_turn(http, agent_id, session_id, "I am Ada.")
-            model.enqueue_tool_call("get_weather", {"city": "Paris"})
+            served_model.enqueue_tool_call("get_weather", {"city": "Paris"})
             paused = run_turn(http, agent_id, session_id, "weather in Paris?")
             assert paused["status"] == "awaiting_input"
             before = _snapshot(http, agent_id, session_id, [done["turn_id"], paused["turn_id"]])
@@ -72,7 +72,7 @@ def test_state_survives_a_restart_and_a_paused_turn_resumes_on_the_new_process(
             assert steps_after == steps_before
 
             [call] = paused["output_message"]["tool_calls"]
-            model.enqueue_text("Sunny in Paris, Ada.")
+            served_model.enqueue_text("Sunny in Paris, Ada.")
             response = resume(http, agent_id, session_id, paused["turn_id"], [tool_response(call, "sunny")])
             assert response.status_code == 200, response.text
             turn = response.json()
@@ -82,7 +82,7 @@ def test_state_survives_a_restart_and_a_paused_turn_resumes_on_the_new_process(
             assert [s["step_type"] for s in turn["steps"]] == ["inference", "tool_execution", "inference"]
             assert turn["steps"][1]["tool_responses"][0]["content"] == "sunny"
 
-            last = model.requests()[-1]["messages"]
+            last = served_model.requests()[-1]["messages"]
             assert [(m["role"], message_text(m)) for m in last] == [
                 ("system", "You are a test agent."),
                 ("user", "I am Ada."),
@@ -93,32 +93,32 @@ def test_state_survives_a_restart_and_a_paused_turn_resumes_on_the_new_process(
             ]
             assert last[-1]["tool_call_id"] == call["call_id"]
 
-            model.enqueue_text("Bye.")
+            served_model.enqueue_text("Bye.")
             assert run_turn(http, agent_id, session_id, "bye")["status"] == "completed"
 
 
 def test_after_a_crash_the_running_turn_is_failed_and_the_paused_one_resumes(
-    tmp_path: Path, scripted_proc: tuple[Proc, str], model: ScriptedServerClient
+    tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
 ) -> None:
     db = tmp_path / "crash.db"
     proc, base = ferryman_server(tmp_path, scripted_proc[1], db)
     gate = gate_name()
-    with running(proc), open_gate_finally(model, gate):
+    with running(proc), open_gate_finally(served_model, gate):
         with httpx.Client(base_url=base, timeout=30) as http:
             agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
             paused_session = create_session(http, agent_id, "paused")
-            model.enqueue_tool_call("get_weather", {"city": "Lisbon"})
+            served_model.enqueue_tool_call("get_weather", {"city": "Lisbon"})
             paused = run_turn(http, agent_id, paused_session, "weather?")
             assert paused["status"] == "awaiting_input"
 
             session_id = create_session(http, agent_id, "running")
-            model.enqueue_text("never delivered", gate=gate)
+            served_model.enqueue_text("never delivered", gate=gate)
             body = {"messages": [user("doomed question")], "stream": True}
             with http.stream("POST", turn_url(agent_id, session_id), json=body) as response:
                 assert response.status_code == 200
                 _, first = next(iter_frames(response))
                 turn_id = first["event"]["payload"]["turn_id"]
-                wait_for_requests(model, 2)
+                wait_for_requests(served_model, 2)
             assert http.get(turn_url(agent_id, session_id, turn_id)).json()["status"] == "in_progress"
 
         proc.kill()
@@ -133,11 +133,11 @@ def test_after_a_crash_the_running_turn_is_failed_and_the_paused_one_resumes(
             assert turn["error"]["message"]
             assert turn["completed_at"]
 
-            model.enqueue_text("fresh start")
+            served_model.enqueue_text("fresh start")
             new_turn = run_turn(http, agent_id, session_id, "try again")
             assert new_turn["status"] == "completed"
             assert new_turn["output_message"]["content"] == "fresh start"
-            sent = [message_text(m) for m in model.requests()[-1]["messages"]]
+            sent = [message_text(m) for m in served_model.requests()[-1]["messages"]]
             assert "never delivered" not in sent
             turns = http.get(session_url(agent_id, session_id)).json()["turns"]
             assert [t["status"] for t in turns] == ["failed", "completed"]
@@ -147,7 +147,7 @@ def test_after_a_crash_the_running_turn_is_failed_and_the_paused_one_resumes(
             assert stored["status"] == "awaiting_input"
             assert stored["error"] is None
             [call] = stored["output_message"]["tool_calls"]
-            model.enqueue_text("Lisbon is bright.")
+            served_model.enqueue_text("Lisbon is bright.")
             response = resume(http, agent_id, paused_session, paused["turn_id"], [tool_response(call, "bright")])
             assert response.status_code == 200, response.text
             assert response.json()["status"] == "completed"
@@ -155,21 +155,21 @@ def test_after_a_crash_the_running_turn_is_failed_and_the_paused_one_resumes(
 
 
 def test_turn_running_at_a_graceful_stop_is_failed_after_restart(
-    tmp_path: Path, scripted_proc: tuple[Proc, str], model: ScriptedServerClient
+    tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
 ) -> None:
     db = tmp_path / "stop.db"
     proc, base = ferryman_server(tmp_path, scripted_proc[1], db)
     gate = gate_name()
-    with running(proc), open_gate_finally(model, gate):
+    with running(proc), open_gate_finally(served_model, gate):
         with httpx.Client(base_url=base, timeout=30) as http:
             agent_id = create_agent(http)
             session_id = create_session(http, agent_id)
-            model.enqueue_text("never delivered", gate=gate)
+            served_model.enqueue_text("never delivered", gate=gate)
             body = {"messages": [user("question")], "stream": True}
             with http.stream("POST", turn_url(agent_id, session_id), json=body) as response:
                 _, first = next(iter_frames(response))
                 turn_id = first["event"]["payload"]["turn_id"]
-                wait_for_requests(model, 1)
+                wait_for_requests(served_model, 1)
 
         proc.stop()
         assert proc.process is not None and proc.process.returncode is not None
@@ -181,5 +181,5 @@ def test_turn_running_at_a_graceful_stop_is_failed_after_restart(
             turn = http.get(turn_url(agent_id, session_id, turn_id)).json()
             assert turn["status"] == "failed"
             assert turn["error"]["code"] in ("cancelled", "interrupted")
-            model.enqueue_text("again")
+            served_model.enqueue_text("again")
             assert run_turn(http, agent_id, session_id, "retry")["status"] == "completed"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from ferryman.testing import ScriptedServerClient
+from inprocess import Served
 from support import create_agent, create_session
 
 
@@ -12,7 +12,7 @@ def test_health(http: httpx.Client) -> None:
     assert http.get("/v1/health").json() == {"status": "OK"}
 
 
-def test_non_streaming_turn_returns_the_answer(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_non_streaming_turn_returns_the_answer(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     model.enqueue_text("hello there")

@@ -55,6 +55,7 @@ from ferryman.storage.base import (
     SessionRecord,
     StepWrite,
     Store,
+    StoredEvent,
     TurnRecord,
 )
 
@@ -244,8 +245,13 @@ def finished(record: ResponseRecord, text: str) -> ResponseRecord:
 
 
 def event(kind: str, seq: int) -> str:
-    body = {"type": kind, "sequence_number": seq}
-    return f"event: {kind}\ndata: {json.dumps(body)}\n\n"
+    """A response event's JSON data, as the façade stores it (no SSE framing)."""
+    return json.dumps({"type": kind, "sequence_number": seq})
+
+
+def turn_event(seq: int) -> str:
+    """A turn event's JSON data."""
+    return json.dumps({"event": {"payload": {"event_type": "step_progress", "n": seq}}})
 
 
 # ---- agents ------------------------------------------------------------------
@@ -1032,8 +1038,8 @@ async def test_finish_response_stores_its_events_for_replay(store: Store) -> Non
     done = finished(record, "a")
     await store.finish_response(done, events, [])
     assert await store.get_response(record.response.id) == done
-    assert await store.events_after(record.response.id, -1) == events
-    assert await store.events_after(record.response.id, 0) == events[1:]
+    assert await store.events_after(record.response.id, -1) == [StoredEvent(i, data) for i, data in enumerate(events)]
+    assert await store.events_after(record.response.id, 0) == [StoredEvent(1, events[1]), StoredEvent(2, events[2])]
     assert await store.events_after(record.response.id, 2) == []
     assert await store.events_after("resp_unknown", -1) == []
 
@@ -1153,11 +1159,14 @@ async def test_turn_events_are_numbered_across_runs_and_replayed_after_a_number(
     agent = await new_agent(store)
     session = await new_session(store, agent.agent_id)
     turn = await start(store, session, "q")
-    await store.save_turn_events(turn.turn_id, 0, ["e0", "e1", "e2"])
+    events = [turn_event(seq) for seq in range(5)]
+    await store.save_turn_events(turn.turn_id, 0, events[:3])
     assert await store.turn_event_count(turn.turn_id) == 3
-    await store.save_turn_events(turn.turn_id, 3, ["e3", "e4"])
-    assert await store.turn_events_after(turn.turn_id, -1) == ["e0", "e1", "e2", "e3", "e4"]
-    assert await store.turn_events_after(turn.turn_id, 2) == ["e3", "e4"]
+    await store.save_turn_events(turn.turn_id, 3, events[3:])
+    assert await store.turn_events_after(turn.turn_id, -1) == [
+        StoredEvent(seq, data) for seq, data in enumerate(events)
+    ]
+    assert await store.turn_events_after(turn.turn_id, 2) == [StoredEvent(3, events[3]), StoredEvent(4, events[4])]
     assert await store.turn_events_after(turn.turn_id, 4) == []
     await store.delete_session(agent.agent_id, session.session_id)
     assert await store.turn_event_count(turn.turn_id) == 0
@@ -1169,6 +1178,11 @@ async def test_a_stored_turn_event_keeps_its_first_version(store: Store) -> None
     agent = await new_agent(store)
     session = await new_session(store, agent.agent_id)
     turn = await start(store, session, "q")
-    await store.save_turn_events(turn.turn_id, 0, ["e0", "e1-closing"])
-    await store.save_turn_events(turn.turn_id, 1, ["e1-late", "e2-late"])
-    assert await store.turn_events_after(turn.turn_id, -1) == ["e0", "e1-closing", "e2-late"]
+    e0, e1_closing, e1_late, e2_late = (json.dumps({"version": name}) for name in ("e0", "e1", "e1-late", "e2"))
+    await store.save_turn_events(turn.turn_id, 0, [e0, e1_closing])
+    await store.save_turn_events(turn.turn_id, 1, [e1_late, e2_late])
+    assert await store.turn_events_after(turn.turn_id, -1) == [
+        StoredEvent(0, e0),
+        StoredEvent(1, e1_closing),
+        StoredEvent(2, e2_late),
+    ]

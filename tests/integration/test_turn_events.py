@@ -7,7 +7,8 @@ from typing import Any
 import httpx
 from integration_helpers import gate_name, iter_frames, open_gate_finally, turn_url, user, wait_for_requests
 
-from ferryman.testing import ScriptedReply, ScriptedServerClient, ScriptedToolCall
+from ferryman.testing import ScriptedReply, ScriptedToolCall
+from inprocess import Served
 from support import WEATHER_TOOL, create_agent, create_session
 
 
@@ -27,7 +28,7 @@ def _kind(data: dict[str, Any]) -> str:
     return "error" if "error" in data else str(data["event"]["payload"]["event_type"])
 
 
-def test_a_finished_turn_replays_exactly_the_missed_events(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_a_finished_turn_replays_exactly_the_missed_events(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     model.enqueue_text("one two three")
@@ -40,7 +41,7 @@ def test_a_finished_turn_replays_exactly_the_missed_events(http: httpx.Client, m
 
 
 def test_a_client_reconnects_to_a_running_turn_and_misses_nothing(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
@@ -62,7 +63,7 @@ def test_a_client_reconnects_to_a_running_turn_and_misses_nothing(
     assert _replay(http, url) == first + rest
 
 
-def test_event_ids_run_on_across_a_pause_and_resume(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_event_ids_run_on_across_a_pause_and_resume(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue(

@@ -21,7 +21,8 @@ from integration_helpers import (
     user,
 )
 
-from ferryman.testing import ScriptedReply, ScriptedServerClient, ScriptedToolCall
+from ferryman.testing import ScriptedReply, ScriptedToolCall
+from inprocess import Served
 from support import WEATHER_TOOL, create_agent, create_session
 
 
@@ -37,7 +38,7 @@ def _roles(request: dict[str, Any]) -> list[str]:
 
 
 def test_streamed_turn_events_come_in_order_and_deltas_make_the_answer(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
@@ -84,7 +85,7 @@ def test_streamed_turn_events_come_in_order_and_deltas_make_the_answer(
 
 
 def test_server_tool_turn_runs_calculator_between_two_inferences(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"])
     session_id = create_session(http, agent_id)
@@ -118,7 +119,7 @@ def test_server_tool_turn_runs_calculator_between_two_inferences(
     assert_valid_openai_history(second["messages"])
 
 
-def test_client_tool_pauses_the_turn_awaiting_input(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_client_tool_pauses_the_turn_awaiting_input(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Paris"})
@@ -148,7 +149,7 @@ def test_client_tool_pauses_the_turn_awaiting_input(http: httpx.Client, model: S
 
 
 def test_resume_continues_the_same_turn_with_the_client_tool_result(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
@@ -191,7 +192,7 @@ def test_resume_continues_the_same_turn_with_the_client_tool_result(
     assert session["turns"][0]["steps"] == turn["steps"]
 
 
-def test_non_streamed_pause_and_resume(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_non_streamed_pause_and_resume(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Oslo"})
@@ -209,7 +210,7 @@ def test_non_streamed_pause_and_resume(http: httpx.Client, model: ScriptedServer
 
 
 def test_mixed_server_and_client_calls_pause_then_keep_both_responses(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"], client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
@@ -242,7 +243,7 @@ def test_mixed_server_and_client_calls_pause_then_keep_both_responses(
 # ---- several turns -----------------------------------------------------------
 
 
-def test_turns_are_listed_in_start_order(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_turns_are_listed_in_start_order(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     ids = []
@@ -259,7 +260,7 @@ def test_turns_are_listed_in_start_order(http: httpx.Client, model: ScriptedServ
     assert [t["input_messages"][0]["content"] for t in turns] == [f"q{i}" for i in range(4)]
 
 
-def test_second_turn_sees_the_first_turns_messages(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_second_turn_sees_the_first_turns_messages(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, instructions="Remember things.")
     session_id = create_session(http, agent_id)
     model.enqueue_text("Nice to meet you, Ada.")
@@ -276,7 +277,7 @@ def test_second_turn_sees_the_first_turns_messages(http: httpx.Client, model: Sc
     ]
 
 
-def test_history_includes_tool_round_trips_of_earlier_turns(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_history_includes_tool_round_trips_of_earlier_turns(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Lima"})
@@ -292,7 +293,7 @@ def test_history_includes_tool_round_trips_of_earlier_turns(http: httpx.Client, 
     assert_valid_openai_history(third["messages"])
 
 
-def test_get_step_returns_each_step_of_the_turn(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_get_step_returns_each_step_of_the_turn(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("calculator", {"expression": "1 + 1"})
@@ -310,7 +311,7 @@ def test_get_step_returns_each_step_of_the_turn(http: httpx.Client, model: Scrip
 # ---- limits and per-turn settings -------------------------------------------
 
 
-def _capped_turn(http: httpx.Client, model: ScriptedServerClient) -> tuple[str, str, dict[str, Any]]:
+def _capped_turn(http: httpx.Client, model: Served) -> tuple[str, str, dict[str, Any]]:
     """max_infer_iters=2 and a model that keeps calling the client tool: pause, resume, capped."""
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL], max_infer_iters=2)
     session_id = create_session(http, agent_id)
@@ -324,7 +325,7 @@ def _capped_turn(http: httpx.Client, model: ScriptedServerClient) -> tuple[str, 
     return agent_id, session_id, response.json()
 
 
-def test_max_infer_iters_counts_inferences_across_resumes(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_max_infer_iters_counts_inferences_across_resumes(http: httpx.Client, model: Served) -> None:
     agent_id, session_id, turn = _capped_turn(http, model)
     assert turn["status"] == "completed"
     assert turn["output_message"]["stop_reason"] == "out_of_tokens"
@@ -338,7 +339,7 @@ def test_max_infer_iters_counts_inferences_across_resumes(http: httpx.Client, mo
     assert stored["output_message"]["stop_reason"] == "out_of_tokens"
 
 
-def test_turn_after_a_capped_turn_sends_a_valid_history(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_turn_after_a_capped_turn_sends_a_valid_history(http: httpx.Client, model: Served) -> None:
     """A turn cut by max_infer_iters ends on unanswered tool calls; the next request must still be valid."""
     agent_id, session_id, _ = _capped_turn(http, model)
     model.enqueue_text("ok")
@@ -347,7 +348,7 @@ def test_turn_after_a_capped_turn_sends_a_valid_history(http: httpx.Client, mode
     assert_valid_openai_history(model.requests()[2]["messages"])
 
 
-def test_max_infer_iters_one_never_pauses(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_max_infer_iters_one_never_pauses(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL], max_infer_iters=1)
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Paris"})
@@ -357,7 +358,7 @@ def test_max_infer_iters_one_never_pauses(http: httpx.Client, model: ScriptedSer
     assert len(model.requests()) == 1
 
 
-def test_per_turn_toolgroups_make_calculator_available(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_per_turn_toolgroups_make_calculator_available(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
@@ -375,7 +376,7 @@ def test_per_turn_toolgroups_make_calculator_available(http: httpx.Client, model
     assert _tool_names(model.requests()[2]) == []
 
 
-def test_per_turn_toolgroups_survive_a_resume(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_per_turn_toolgroups_survive_a_resume(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Bern"})
@@ -391,7 +392,7 @@ def test_per_turn_toolgroups_survive_a_resume(http: httpx.Client, model: Scripte
     assert first["tool_choice"] == second["tool_choice"] == "required"
 
 
-def test_per_turn_tool_choice_reaches_the_model(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_per_turn_tool_choice_reaches_the_model(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"])
     session_id = create_session(http, agent_id)
     model.enqueue_text("a")
@@ -410,7 +411,7 @@ def test_per_turn_tool_choice_reaches_the_model(http: httpx.Client, model: Scrip
     assert "tools" not in none or not none["tools"]
 
 
-def test_agent_tool_choice_reaches_the_model(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_agent_tool_choice_reaches_the_model(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"], tool_config={"tool_choice": "required"})
     session_id = create_session(http, agent_id)
     model.enqueue_text("a")
@@ -418,7 +419,7 @@ def test_agent_tool_choice_reaches_the_model(http: httpx.Client, model: Scripted
     assert model.requests()[0]["tool_choice"] == "required"
 
 
-def test_sampling_params_and_response_format_reach_the_model(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_sampling_params_and_response_format_reach_the_model(http: httpx.Client, model: Served) -> None:
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
     agent_id = create_agent(
         http,
@@ -443,7 +444,7 @@ def test_sampling_params_and_response_format_reach_the_model(http: httpx.Client,
     assert request["stream"] is True
 
 
-def test_instructions_become_the_system_message(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_instructions_become_the_system_message(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, instructions="You are a pirate. Answer like one.")
     session_id = create_session(http, agent_id)
     model.enqueue_text("Arr.")
@@ -454,7 +455,7 @@ def test_instructions_become_the_system_message(http: httpx.Client, model: Scrip
     assert [m for m in request["messages"] if m["role"] == "system"] == [request["messages"][0]]
 
 
-def test_documents_reach_the_model_inside_the_user_message(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_documents_reach_the_model_inside_the_user_message(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     encoded = base64.b64encode(b"The vault code is 7391.").decode()
@@ -486,7 +487,7 @@ def test_documents_reach_the_model_inside_the_user_message(http: httpx.Client, m
     assert "The meeting is on Tuesday." in message_text(later[1])
 
 
-def test_history_keeps_each_turns_messages_together(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_history_keeps_each_turns_messages_together(http: httpx.Client, model: Served) -> None:
     """Turn A pauses, turn B runs meanwhile, A is resumed; turn C's history must not interleave A and B."""
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
@@ -509,7 +510,7 @@ def test_history_keeps_each_turns_messages_together(http: httpx.Client, model: S
     assert_valid_openai_history(last)
 
 
-def test_a_turn_can_pause_for_client_tools_several_times(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_a_turn_can_pause_for_client_tools_several_times(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Berlin"})
@@ -549,7 +550,7 @@ def test_a_turn_can_pause_for_client_tools_several_times(http: httpx.Client, mod
     assert_valid_openai_history(last)
 
 
-def test_length_finish_is_reported_as_out_of_tokens(http: httpx.Client, model: ScriptedServerClient) -> None:
+def test_length_finish_is_reported_as_out_of_tokens(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     model.enqueue(ScriptedReply(text="This answer was cut", finish="length"))
@@ -560,7 +561,7 @@ def test_length_finish_is_reported_as_out_of_tokens(http: httpx.Client, model: S
 
 
 def test_server_tool_call_with_bad_json_arguments_is_answered_with_an_error(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"])
     session_id = create_session(http, agent_id)
@@ -586,7 +587,7 @@ def test_server_tool_call_with_bad_json_arguments_is_answered_with_an_error(
 
 
 def test_unknown_tool_called_by_the_model_is_answered_with_an_error(
-    http: httpx.Client, model: ScriptedServerClient
+    http: httpx.Client, model: Served
 ) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"])
     session_id = create_session(http, agent_id)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from inprocess import agent_and_session, serving
 
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedServerClient
+from inprocess import agent_and_session, serving
 from support import Proc
 
 OPERATOR_KEY = "sk-operator-0123456789"
@@ -28,7 +28,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture()
 async def http(
-    tmp_path: Path, scripted_proc: tuple[Proc, str], model: ScriptedServerClient
+    tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
 ) -> AsyncIterator[httpx.AsyncClient]:
     """Ferryman in this process over the scripted model server, as provider ``upstream`` with the operator's key."""
     provider = OpenAICompatibleProvider("upstream", f"{scripted_proc[1]}/v1", api_key=OPERATOR_KEY, max_retries=0)
@@ -36,9 +36,9 @@ async def http(
         yield client
 
 
-def _rejects_keys(model: ScriptedServerClient, status: int) -> None:
+def _rejects_keys(served_model: ScriptedServerClient, status: int) -> None:
     # Upstream servers often quote the key they refused.
-    model.enqueue_error(status, f"Incorrect API key provided: {OPERATOR_KEY} / {CLIENT_KEY}")
+    served_model.enqueue_error(status, f"Incorrect API key provided: {OPERATOR_KEY} / {CLIENT_KEY}")
 
 
 def _assert_no_key(response: httpx.Response) -> None:
@@ -60,9 +60,9 @@ async def _chat(http: httpx.AsyncClient, headers: dict[str, str] | None = None) 
 @pytest.mark.parametrize("status", [401, 403])
 @pytest.mark.parametrize("call", [_turn, _chat], ids=["turn", "chat_completion"])
 async def test_the_configured_key_refused_upstream_is_a_502_naming_the_provider(
-    http: httpx.AsyncClient, model: ScriptedServerClient, status: int, call: object
+    http: httpx.AsyncClient, served_model: ScriptedServerClient, status: int, call: object
 ) -> None:
-    _rejects_keys(model, status)
+    _rejects_keys(served_model, status)
     response = await call(http)  # type: ignore[operator]
     assert response.status_code == 502, response.text
     error = response.json()["error"]
@@ -73,9 +73,9 @@ async def test_the_configured_key_refused_upstream_is_a_502_naming_the_provider(
 @pytest.mark.anyio
 @pytest.mark.parametrize("call", [_turn, _chat], ids=["turn", "chat_completion"])
 async def test_the_clients_own_key_refused_upstream_is_the_clients_error(
-    http: httpx.AsyncClient, model: ScriptedServerClient, call: object
+    http: httpx.AsyncClient, served_model: ScriptedServerClient, call: object
 ) -> None:
-    _rejects_keys(model, 401)
+    _rejects_keys(served_model, 401)
     response = await call(http, CLIENT_HEADERS)  # type: ignore[operator]
     assert response.status_code == 400, response.text
     error = response.json()["error"]
@@ -83,5 +83,5 @@ async def test_the_clients_own_key_refused_upstream_is_the_clients_error(
     if call is _chat:  # a turn's stored failure keeps its code and message only
         assert error["field"] == "X-LlamaStack-Provider-Data"
     _assert_no_key(response)
-    [request] = model.requests()
+    [request] = served_model.requests()
     assert request["headers"]["authorization"] == f"Bearer {CLIENT_KEY}"

@@ -37,7 +37,7 @@ def test_several_workers_on_postgresql_without_redis_are_refused(tmp_path: Path)
 
 @pytest.mark.parametrize("kind", ["postgres", "redis"])
 def test_two_workers_serve_one_port_as_one_server(
-    kind: str, tmp_path: Path, scripted_proc: tuple[Proc, str], model: ScriptedServerClient
+    kind: str, tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
 ) -> None:
     with shared_state(kind) as (db_url, coordination):
         proc, base = ferryman_server(tmp_path, scripted_proc[1], db_url, "--redis", coordination, "--workers", "2")
@@ -45,7 +45,7 @@ def test_two_workers_serve_one_port_as_one_server(
             agent_id = create_agent(http)
             sessions = [create_session(http, agent_id, f"s{i}") for i in range(8)]
             for i in range(8):
-                model.enqueue_text(f"answer {i}")
+                served_model.enqueue_text(f"answer {i}")
             with ThreadPoolExecutor(max_workers=8) as pool:
                 turns = list(pool.map(lambda s: run_turn(http, agent_id, s, "question"), sessions))
             assert [t["status"] for t in turns] == ["completed"] * 8

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,7 @@ import pytest
 from ferryman.server.app import Services, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
+from inprocess import check_script
 
 
 @pytest.fixture()
@@ -18,9 +19,11 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture()
-def scripted() -> ScriptedModel:
-    """A fresh scripted model."""
-    return ScriptedModel()
+def scripted(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
+    """A fresh scripted model, checked at teardown (no reply left unused, no call unscripted)."""
+    model = ScriptedModel()
+    yield model
+    check_script(request, model.script)
 
 
 @pytest.fixture()

@@ -10,6 +10,7 @@ import pytest
 from ferryman.api.agents import (
     AgentConfig,
     CreateTurnRequest,
+    EventPayload,
     ResumeTurnRequest,
     SafetyViolation,
     StepCompletePayload,
@@ -18,10 +19,11 @@ from ferryman.api.agents import (
     TurnStreamChunk,
 )
 from ferryman.api.content import Message, ToolDef, ToolParameter, ToolResponse, UserMessage, content_to_text
-from ferryman.engine.events import EngineEvent, TurnFailed
-from ferryman.errors import ConflictError, InvalidRequestError
+from ferryman.engine.events import TurnFailed
+from ferryman.errors import ConflictError, FailureCode, InvalidRequestError
 from ferryman.server.app import Services
 from ferryman.services.agents import LiveTurn
+from ferryman.storage.base import StoredEvent
 from ferryman.testing import ScriptedError, ScriptedModel, ScriptedReply, ScriptedToolCall
 
 pytestmark = pytest.mark.anyio
@@ -40,20 +42,20 @@ async def _agent(services: Services, **config: Any) -> tuple[str, str]:
     return agent_id, session_id
 
 
-def _decode(frame: str) -> EngineEvent:
-    """A live SSE frame back into the engine event it carries."""
-    data = json.loads(frame.split("data: ", 1)[1])
+def _decode(event: StoredEvent) -> EventPayload | TurnFailed:
+    """A live event's JSON back into the Agents API payload (or the failure) it carries."""
+    data = json.loads(event.data)
     if "error" in data:
         error = data["error"]
-        return TurnFailed(turn_id=error["turn_id"], code=error["code"], message=error["message"])
+        return TurnFailed(turn_id=error["turn_id"], code=FailureCode(error["code"]), message=error["message"])
     return TurnStreamChunk.model_validate(data).event.payload
 
 
-async def _events(live: LiveTurn) -> list[EngineEvent]:
-    return [_decode(frame) async for frame in live.channel.read()]
+async def _events(live: LiveTurn) -> list[EventPayload | TurnFailed]:
+    return [_decode(event) async for event in live.channel.read()]
 
 
-def _kinds(events: list[EngineEvent]) -> list[str]:
+def _kinds(events: list[EventPayload | TurnFailed]) -> list[str]:
     return ["failed" if isinstance(e, TurnFailed) else e.event_type for e in events]
 
 

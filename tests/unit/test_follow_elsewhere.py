@@ -6,9 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ferryman.coordination.base import FanoutEntry, LiveFrame, Notice, NoticeHandler, Quiet, RunEnded
+from ferryman.coordination.base import FanoutEntry, Notice, NoticeHandler, Quiet, RunEnded
 from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.redis_url import split_prefix
+from ferryman.storage.base import StoredEvent
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +27,7 @@ class ScriptedFanout:
     async def close(self) -> None:
         """Unused here."""
 
-    def publish(self, stream: str, seq: int, frame: str) -> None:
+    def publish(self, stream: str, seq: int, data: str) -> None:
         """Unused here."""
 
     def end_run(self, stream: str, seq: int) -> None:
@@ -40,7 +41,7 @@ class ScriptedFanout:
     async def notify(self, notice: Notice) -> None:
         """Unused here."""
 
-    async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
+    async def recorded(self, stream: str, after: int) -> list[StoredEvent]:
         return []
 
 
@@ -51,59 +52,65 @@ class Turn:
         self.stored = stored
         self.running = running  # one answer per question; the last one repeats
 
-    async def stored_after(self, last: int) -> list[str]:
-        return self.stored[last + 1 :]
+    async def stored_after(self, last: int) -> list[StoredEvent]:
+        return _numbered(self.stored)[last + 1 :]
 
     async def is_running(self) -> bool:
         return self.running.pop(0) if len(self.running) > 1 else self.running[0]
 
 
+def _numbered(data: list[str]) -> list[StoredEvent]:
+    return [StoredEvent(seq, item) for seq, item in enumerate(data)]
+
+
 async def collect(fanout: ScriptedFanout, turn: Turn, after: int) -> list[str]:
-    return [frame async for frame in follow_elsewhere(fanout, "s", after, turn.stored_after, turn.is_running)]
+    events = [event async for event in follow_elsewhere(fanout, "s", after, turn.stored_after, turn.is_running)]
+    assert [event.seq for event in events] == list(range(after + 1, after + 1 + len(events)))
+    return [event.data for event in events]
 
 
 async def test_stored_frames_come_first_then_live_ones_without_duplicates() -> None:
-    fanout = ScriptedFanout(LiveFrame(1, "f1"), LiveFrame(2, "f2"), LiveFrame(3, "f3"), RunEnded(3))
+    fanout = ScriptedFanout(StoredEvent(1, "f1"), StoredEvent(2, "f2"), StoredEvent(3, "f3"), RunEnded(3))
     turn = Turn(["f0", "f1"], running=[False])
     assert await collect(fanout, turn, -1) == ["f0", "f1", "f2", "f3"]
     assert fanout.followed_after == [1]
 
 
 async def test_a_run_end_followed_by_a_resumed_run_is_read_through() -> None:
-    fanout = ScriptedFanout(LiveFrame(0, "a"), RunEnded(0), LiveFrame(1, "b"), RunEnded(1))
+    fanout = ScriptedFanout(StoredEvent(0, "a"), RunEnded(0), StoredEvent(1, "b"), RunEnded(1))
     turn = Turn([], running=[True, False])
     assert await collect(fanout, turn, -1) == ["a", "b"]
 
 
 async def test_a_stream_quiet_twice_while_nothing_runs_ends_with_what_storage_holds() -> None:
-    fanout = ScriptedFanout(LiveFrame(0, "a"), Quiet(known=True), Quiet(known=True), LiveFrame(9, "never"))
+    fanout = ScriptedFanout(StoredEvent(0, "a"), Quiet(known=True), Quiet(known=True), StoredEvent(9, "never"))
     turn = Turn(["a", "b-stored-late"], running=[False])
     assert await collect(fanout, turn, -1) == ["a", "b-stored-late"]
 
 
 async def test_quiet_while_the_turn_runs_keeps_waiting() -> None:
-    fanout = ScriptedFanout(Quiet(known=True), Quiet(known=True), Quiet(known=True), LiveFrame(0, "a"), RunEnded(0))
+    fanout = ScriptedFanout(Quiet(known=True), Quiet(known=True), Quiet(known=True), StoredEvent(0, "a"), RunEnded(0))
     turn = Turn([], running=[True, True, True, False])
     assert await collect(fanout, turn, -1) == ["a"]
 
 
 async def test_an_unknown_stream_of_a_finished_turn_ends_at_once() -> None:
-    fanout = ScriptedFanout(Quiet(known=False), LiveFrame(5, "never"))
+    fanout = ScriptedFanout(Quiet(known=False), StoredEvent(5, "never"))
     turn = Turn(["a", "b"], running=[False])
     assert await collect(fanout, turn, 0) == ["b"]
 
 
 async def test_frames_missing_from_the_stream_are_taken_from_storage() -> None:
-    fanout = ScriptedFanout(LiveFrame(3, "d"), RunEnded(3))
+    fanout = ScriptedFanout(StoredEvent(3, "d"), RunEnded(3))
     turn = Turn(["a"], running=[False])
     turn_stored_later = ["a", "b", "c", "d"]
 
-    async def stored_after(last: int) -> list[str]:
-        frames = turn.stored if last < 0 else turn_stored_later
-        return frames[last + 1 :]
+    async def stored_after(last: int) -> list[StoredEvent]:
+        stored = turn.stored if last < 0 else turn_stored_later
+        return _numbered(stored)[last + 1 :]
 
-    frames = [frame async for frame in follow_elsewhere(fanout, "s", -1, stored_after, turn.is_running)]
-    assert frames == ["a", "b", "c", "d"]
+    events = [event async for event in follow_elsewhere(fanout, "s", -1, stored_after, turn.is_running)]
+    assert [(event.seq, event.data) for event in events] == [(0, "a"), (1, "b"), (2, "c"), (3, "d")]
 
 
 def test_a_redis_url_names_its_key_prefix() -> None:
@@ -115,7 +122,7 @@ def test_a_redis_url_names_its_key_prefix() -> None:
 
 
 def test_contiguous_frames_stop_at_the_first_missing_number() -> None:
-    recorded = [LiveFrame(3, "d"), LiveFrame(4, "e"), LiveFrame(6, "g")]
+    recorded = [StoredEvent(3, "d"), StoredEvent(4, "e"), StoredEvent(6, "g")]
     assert contiguous(recorded, 3) == ["d", "e"]
     assert contiguous(recorded, 2) == []
     assert contiguous([], 0) == []

@@ -11,8 +11,9 @@ import pytest
 
 from ferryman.api.agents import Agent, AgentConfig
 from ferryman.api.content import UserMessage
-from ferryman.engine.channel import TurnChannel, TurnRunner
+from ferryman.engine.channel import LiveRun, StopReason, TurnRunner
 from ferryman.engine.ids import new_id, utcnow
+from ferryman.errors import FailureCode
 from ferryman.services.leases import ABANDONED, LEASE_LOST, TurnLeases
 from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.sqlite import SqliteStore
@@ -53,10 +54,10 @@ async def test_a_beat_renews_this_replicas_turns_and_fails_the_abandoned_ones(st
     abandoned = await _running_turn(store, lease_seconds=-1)
     release = asyncio.Event()
 
-    async def hold(_: TurnChannel) -> None:
+    async def hold(_: LiveRun[None]) -> None:
         await release.wait()
 
-    _, task = runner.start(mine.turn_id, hold)
+    task = runner.start(mine.turn_id, hold).task
     try:
         assert await leases.beat_once() == [ExpiredTurn(abandoned.turn_id)]
     finally:
@@ -84,15 +85,15 @@ async def test_a_turn_failed_elsewhere_while_this_replica_stalled_is_cancelled_h
     stalled = await _running_turn(store, lease_seconds=30)
     cancelled = asyncio.Event()
 
-    async def hold(_: TurnChannel) -> None:
+    async def hold(_: LiveRun[None]) -> None:
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError as exc:
-            assert exc.args == (LEASE_LOST,)
+            assert exc.args == (StopReason(FailureCode.CANCELLED, LEASE_LOST),)
             cancelled.set()
             raise
 
-    _, task = runner.start(stalled.turn_id, hold)
+    task = runner.start(stalled.turn_id, hold).task
     # Another replica saw the lease run out (as if this one had stalled for a minute).
     assert await store.fail_expired_turns(utcnow() + timedelta(seconds=60), ABANDONED) == [ExpiredTurn(stalled.turn_id)]
     await leases.beat_once()  # not yet: a turn that just finished looks the same for a moment

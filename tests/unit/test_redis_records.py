@@ -11,9 +11,9 @@ from ferryman.api.content import CompletionMessage, UserMessage
 from ferryman.api.responses import Response
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.storage import codec, redis_keys
-from ferryman.storage.base import ResponseRecord, TurnRecord
-from ferryman.storage.redis_keys import Keys, event_frame, message_row
-from ferryman.storage.redis_records import lease_score, response_args, response_of, turn_args, turn_of
+from ferryman.storage.base import ResponseRecord, StoredEvent, TurnRecord
+from ferryman.storage.redis_keys import Keys, event_member, message_row, stored_event
+from ferryman.storage.redis_records import finish_args, lease_score, response_of, save_response_args, turn_of
 from ferryman.storage.select import store_for
 
 
@@ -27,32 +27,33 @@ def test_keys_end_with_the_id_so_no_id_makes_two_keys_collide() -> None:
 
 def test_stored_entries_split_at_their_first_separator_only() -> None:
     assert message_row('12 {"content": "a b"}') == (12, '{"content": "a b"}')
-    assert event_frame('3:event: x\ndata: {"a": 1}\n\n') == 'event: x\ndata: {"a": 1}\n\n'
+    assert stored_event('3:{"a": "b:c"}') == StoredEvent(3, '{"a": "b:c"}')
+    assert stored_event(event_member(12, '{"k": 1}')) == StoredEvent(12, '{"k": 1}')
 
 
 def test_a_turn_without_a_lease_scores_as_long_expired() -> None:
-    assert lease_score(None) == "-inf"
+    assert lease_score(None) == float("-inf")
     moment = utcnow() + timedelta(seconds=30)
-    assert float(lease_score(moment)) == moment.timestamp()
+    assert lease_score(moment) == moment.timestamp()
 
 
 def _stored_turn(record: TurnRecord) -> dict[str, str]:
     """The hash the start and finish scripts leave for ``record``."""
-    status, infer_iters, output, code, message, completed_at = turn_args(record)
+    finish = finish_args(record, None)
     fields = {
         "session_id": record.session_id,
-        "status": str(status),
+        "status": finish.status,
         "inputs": codec.dump_inputs(record.input_messages),
         "overrides": "{}",
-        "started_at": codec.dump_time(record.started_at) or "",
-        "infer_iters": str(infer_iters),
-        "output": str(output),
-        "error_code": str(code),
-        "error_message": str(message),
-        "completed_at": str(completed_at),
+        "started_at": codec.dump_time(record.started_at),
+        "infer_iters": str(finish.infer_iters),
+        "output": finish.output,
+        "error_code": finish.error_code,
+        "error_message": finish.error_message,
+        "completed_at": finish.completed_at,
         "seq": "7",
     }
-    return {name: value for name, value in fields.items() if value != ""}
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 @pytest.mark.parametrize("failed", [False, True])
@@ -69,8 +70,8 @@ def test_a_finished_turn_reads_back_from_its_hash(failed: bool) -> None:
 def test_an_interrupted_response_reads_back_failed_with_its_reason() -> None:
     response = Response(id="resp_1", created_at=1, status="in_progress", model="m")
     record = ResponseRecord(response, new_id(), new_id())
-    _, turn_id, session_id, conversation, previous, background, body = response_args(record)
-    stored = [turn_id, session_id, conversation, previous, background, body]
+    args = save_response_args(record)
+    stored = [args.turn_id, args.session_id, "", "", "1" if args.background else "0", args.body]
     assert response_of([*stored, None]) == record
     failed = response_of([*stored, "the replica stopped"]).response
     assert failed.status == "failed"

@@ -37,11 +37,11 @@ class SlowEventStore(SqliteStore):
         self.counted.set()
         return count
 
-    async def save_turn_events(self, turn_id: str, first_seq: int, frames: list[str]) -> None:
+    async def save_turn_events(self, turn_id: str, first_seq: int, events: list[str]) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(1.0):
                 await self.counted.wait()
-        await super().save_turn_events(turn_id, first_seq, frames)
+        await super().save_turn_events(turn_id, first_seq, events)
 
 
 @pytest.fixture()
@@ -53,10 +53,6 @@ async def slow(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[tuple[S
     yield built, store
     await built.runner.shutdown()
     await store.close()
-
-
-def _id(frame: str) -> int:
-    return int(frame.split("\n", 1)[0].removeprefix("id: "))
 
 
 async def test_the_resumed_run_numbers_its_events_after_the_paused_runs_and_stays_tracked(
@@ -74,7 +70,7 @@ async def test_the_resumed_run_numbers_its_events_after_the_paused_runs_and_stay
     first_run = []
     async for frame in paused.channel.read():
         first_run.append(frame)
-        if "turn_awaiting_input" in frame:
+        if "turn_awaiting_input" in frame.data:
             break  # the pause is announced; the run's events still wait to be stored
     assert not paused.task.done()
 
@@ -83,6 +79,6 @@ async def test_the_resumed_run_numbers_its_events_after_the_paused_runs_and_stay
     assert services.runner.task(paused.turn_id) is resumed.task
     second_run = [frame async for frame in resumed.channel.read()]
     await resumed.task
-    ids = [_id(frame) for frame in first_run + second_run]
+    ids = [event.seq for event in first_run + second_run]
     assert ids == list(range(len(ids)))
     assert await store.turn_events_after(paused.turn_id, -1) == first_run + second_run

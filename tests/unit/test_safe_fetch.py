@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import ipaddress
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ def anyio_backend() -> str:
 
 @dataclass
 class DocumentServer:
-    """A tiny HTTP/1.1 server on 127.0.0.1: ``/doc``, ``/to?url=…`` (302), ``/big``, ``/endless``, ``/slow``."""
+    """A tiny HTTP/1.1 server on 127.0.0.1: ``/doc``, ``/to?url=…`` (302), ``/big``, ``/endless``, ``/gzip``, ``/slow``.
+    """
 
     port: int = 0
     hits: list[str] = field(default_factory=list)
@@ -44,6 +46,9 @@ class DocumentServer:
             for _ in range(100):
                 writer.write(b"y" * 100)
                 await writer.drain()
+        elif path == "/gzip":  # ignores Accept-Encoding: identity; 2 kB inflating to 10 MB
+            bomb = gzip.compress(b"z" * 10_000_000)
+            writer.write(_response(200, bomb, "Content-Encoding: gzip\r\n"))
         elif path == "/slow":
             await self.release.wait()
         writer.close()
@@ -74,13 +79,18 @@ async def server() -> AsyncIterator[DocumentServer]:
     [
         "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.100.100.200", "0.0.0.0",
         "224.0.0.1", "240.0.0.1", "::1", "fe80::1", "fd00:ec2::254", "ff02::1", "::ffff:127.0.0.1", "::",
+        # IPv6 forms that lead to an IPv4 address: NAT64, 6to4, IPv4-compatible, Teredo (client 127.0.0.1)
+        "64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1", "2002:7f00:1::", "2002:a9fe:a9fe::1", "::7f00:1",
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",
     ],
 )  # fmt: skip
 def test_non_public_addresses_are_recognised(address: str) -> None:
     assert not is_public(ipaddress.ip_address(address))
 
 
-@pytest.mark.parametrize("address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111"])
+@pytest.mark.parametrize(
+    "address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "2002:808:808::1"]
+)
 def test_public_addresses_are_recognised(address: str) -> None:
     assert is_public(ipaddress.ip_address(address))
 
@@ -91,6 +101,20 @@ async def test_loopback_is_refused_by_default_without_connecting(server: Documen
         await fetch(f"{server.base}/doc", FetchPolicy(), "documents")
     assert refused.value.field == "documents"
     assert server.hits == []
+
+
+@pytest.mark.anyio
+async def test_a_refusal_does_not_tell_the_client_where_a_name_resolves(server: DocumentServer) -> None:
+    with pytest.raises(InvalidRequestError, match="not a public address") as refused:
+        await fetch(f"http://localhost:{server.port}/doc", FetchPolicy())
+    assert "127.0.0.1" not in refused.value.message and "::1" not in refused.value.message
+
+
+@pytest.mark.anyio
+async def test_a_compressed_answer_is_refused_rather_than_inflated(server: DocumentServer) -> None:
+    policy = FetchPolicy(allowed_hosts=["127.0.0.1"], max_bytes=1_000_000)
+    with pytest.raises(InvalidRequestError, match="gzip-encoded"):
+        await fetch(f"{server.base}/gzip", policy)
 
 
 @pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The SQLite store: paging, ordering, cascades, the one-running-turn rule, migrations."""
+"""The SQLite store: paging, ordering, cascades, the one-running-turn rule, its driver."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.codec import MessageCache
-from ferryman.storage.migrate import migrate_sqlite, migration_scripts
-from ferryman.storage.sqlite import SqliteStore
-from ferryman.storage.sqlite_conn import SqliteRunner
+from ferryman.storage.sql.seam import count, first
+from ferryman.storage.sqlite import SqliteDriver, SqliteStore
 
 pytestmark = pytest.mark.anyio
 
@@ -105,40 +104,6 @@ async def test_a_running_turn_without_a_lease_counts_as_expired(store: SqliteSto
     assert record.status == "failed" and record.error is not None and record.error.code == "interrupted"
 
 
-async def test_migrations_are_recorded_and_applied_once(tmp_path: Path) -> None:
-    path = str(tmp_path / "m.db")
-    for _ in range(2):
-        reopened = SqliteStore(path)
-        await reopened.open()
-        await reopened.close()
-    with sqlite3.connect(path) as raw:
-        versions = [row[0] for row in raw.execute("SELECT version FROM schema_migrations")]
-    assert versions == [version for version, _, _ in migration_scripts("sqlite")]
-    assert versions[:3] == [1, 2, 3]
-
-
-def test_table_rebuilds_keep_existing_rows(tmp_path: Path) -> None:
-    """Migration 3 rebuilds sessions and turns with foreign keys off: rows and cascades must survive."""
-    path = str(tmp_path / "old.db")
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA foreign_keys=ON")
-    migrate_sqlite(conn, up_to=2)
-    conn.execute("INSERT INTO agents (agent_id, config, created_at) VALUES ('a', '{}', 't')")
-    conn.execute("INSERT INTO sessions (session_id, agent_id, session_name, started_at) VALUES ('s', 'a', 'n', 't')")
-    conn.execute(
-        "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, started_at) "
-        "VALUES ('t', 's', 'a', 'completed', '[]', '{}', 't')"
-    )
-    conn.execute("INSERT INTO messages (session_id, turn_id, role, body) VALUES ('s', 't', 'user', '{}')")
-    assert migrate_sqlite(conn, up_to=3) == ["0003_responses.sql"]
-    assert conn.execute("SELECT agent_id FROM sessions").fetchall() == [("a",)]
-    assert conn.execute("SELECT count(*) FROM messages").fetchone() == (1,)
-    conn.execute("DELETE FROM agents WHERE agent_id = 'a'")
-    counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("sessions", "turns", "messages")]
-    assert counts == [0, 0, 0]
-    conn.close()
-
-
 def test_message_cache_decodes_each_row_once() -> None:
     cache = MessageCache(capacity=2)
     first = cache.load([(1, '{"role": "user", "content": "a"}'), (2, '{"role": "user", "content": "b"}')])
@@ -150,12 +115,12 @@ def test_message_cache_decodes_each_row_once() -> None:
 
 
 async def test_cursors_never_leave_their_connection_thread(tmp_path: Path) -> None:
-    """A unit of work that returns a cursor gets None: the cursor is closed on its own thread."""
-    runner = SqliteRunner(str(tmp_path / "r.db"))
-    runner.prepare()
+    """Queries hand back rows or counts, never a cursor: each is closed on its connection's own thread."""
+    driver = SqliteDriver(str(tmp_path / "r.db"))
+    await driver.open()
     try:
-        assert await runner.write(lambda c: c.execute("CREATE TABLE t (x)")) is None
-        assert await runner.write(lambda c: c.executemany("INSERT INTO t VALUES (?)", [(1,), (2,)])) is None
-        assert await runner.read(lambda c: c.execute("SELECT count(*) FROM t").fetchone()) == (2,)
+        assert await driver.write(count("CREATE TABLE t (x)")) == -1
+        assert await driver.write(count("INSERT INTO t VALUES (1), (2)")) == 2
+        assert await driver.read(first("SELECT count(*) FROM t")) == (2,)
     finally:
-        runner.close()
+        await driver.close()

@@ -202,15 +202,6 @@ class ListedResponse(Response):
     input: list[Item] = Field(default_factory=list)
 
 
-class ResponseStreamEvent(BaseModel):
-    """One event of a response stream; fields beyond ``type`` and ``sequence_number`` vary by type."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str
-    sequence_number: int
-
-
 class ItemList(BaseModel):
     """A page of items."""
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource
 
 DEFAULT_URL = "http://127.0.0.1:8321"
 
@@ -45,9 +45,8 @@ def _first_model(http: httpx.Client) -> str:
 
 
 def _events(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    for line in response.iter_lines():
-        if line.startswith("data: "):
-            yield json.loads(line[6:])
+    for event in EventSource(response).iter_sse():
+        yield event.json()
 
 
 def _show(event: dict[str, Any]) -> None:

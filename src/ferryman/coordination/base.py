@@ -9,20 +9,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
-
-@dataclass(frozen=True)
-class LiveFrame:
-    """One numbered SSE frame of a stream."""
-
-    seq: int
-    frame: str
+from ferryman.storage.base import StoredEvent
 
 
 @dataclass(frozen=True)
 class RunEnded:
-    """A run of the stream ended (a turn paused or finished) after the frame numbered ``seq``."""
+    """A run of the stream ended (a turn paused or finished) after the event numbered ``seq``."""
 
     seq: int
 
@@ -34,7 +28,7 @@ class Quiet:
     known: bool
 
 
-FanoutEntry = LiveFrame | RunEnded | Quiet
+FanoutEntry = StoredEvent | RunEnded | Quiet
 
 
 @dataclass(frozen=True)
@@ -50,12 +44,18 @@ class ModelsChanged:
     """A model was registered or unregistered: every replica should re-read the registrations."""
 
 
+DeletedKind = Literal["agent", "response"]
+"""The kinds of record replicas cache."""
+
+
 @dataclass(frozen=True)
 class RecordDeleted:
     """A record (an agent, a response…) was deleted: every replica should drop what it cached of it."""
 
     record_id: str | None
     """None: records may have been deleted unseen (notices were lost), so every cached one goes."""
+    kind: DeletedKind | None = None
+    """Which cache holds such records; None: every cache (with ``record_id`` None)."""
 
 
 Notice = CancelTurns | ModelsChanged | RecordDeleted
@@ -65,7 +65,7 @@ NoticeHandler = Callable[[Notice], Awaitable[None]]
 
 
 class Fanout(Protocol):
-    """Publishing and following streams of numbered frames, and notices to every replica."""
+    """Publishing and following streams of numbered events (JSON data), and notices to every replica."""
 
     async def open(self, on_notice: NoticeHandler) -> None:
         """Connect; ``on_notice`` runs for each notice any replica sends."""
@@ -75,24 +75,24 @@ class Fanout(Protocol):
         """Send what is queued and disconnect."""
         ...
 
-    def publish(self, stream: str, seq: int, frame: str) -> None:
-        """Queue a frame for the stream's followers (never blocks the turn)."""
+    def publish(self, stream: str, seq: int, data: str) -> None:
+        """Queue an event for the stream's followers (never blocks the turn)."""
         ...
 
     def end_run(self, stream: str, seq: int) -> None:
-        """Queue the end of a run whose last frame was numbered ``seq``."""
+        """Queue the end of a run whose last event was numbered ``seq``."""
         ...
 
     def follow(self, stream: str, after: int) -> AsyncIterator[FanoutEntry]:
-        """Entries of the stream after frame ``after``, as they come; never ends by itself."""
+        """Entries of the stream after event ``after``, as they come; never ends by itself."""
         ...
 
     async def notify(self, notice: Notice) -> None:
         """Send a notice to every other replica (and to this one)."""
         ...
 
-    async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
-        """The frames published so far numbered above ``after``, in order (what a dead replica left)."""
+    async def recorded(self, stream: str, after: int) -> list[StoredEvent]:
+        """The events published so far numbered above ``after``, in order (what a dead replica left)."""
         ...
 
     async def wait_run_end(self, stream: str) -> None:
@@ -109,7 +109,7 @@ class LocalFanout:
     async def close(self) -> None:
         """Nothing to release."""
 
-    def publish(self, stream: str, seq: int, frame: str) -> None:
+    def publish(self, stream: str, seq: int, data: str) -> None:
         """Local readers follow the turn's own channel."""
 
     def end_run(self, stream: str, seq: int) -> None:
@@ -122,7 +122,7 @@ class LocalFanout:
     async def notify(self, notice: Notice) -> None:
         """The caller already acted on its own notice in this process."""
 
-    async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
+    async def recorded(self, stream: str, after: int) -> list[StoredEvent]:
         """Nothing was published."""
         return []
 

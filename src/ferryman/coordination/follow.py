@@ -4,49 +4,53 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from .base import Fanout, LiveFrame, RunEnded
+from ferryman.storage.base import StoredEvent
+
+from .base import Fanout, RunEnded
 
 
-def contiguous(recorded: list[LiveFrame], first: int) -> list[str]:
-    """The frames numbered ``first``, ``first + 1``, … in ``recorded``, up to the first missing number."""
-    frames: list[str] = []
-    for live in recorded:
-        if live.seq != first + len(frames):
+def contiguous(recorded: list[StoredEvent], first: int) -> list[str]:
+    """The data of the events numbered ``first``, ``first + 1``, … in ``recorded``, up to the first missing number."""
+    events: list[str] = []
+    for event in recorded:
+        if event.seq != first + len(events):
             break
-        frames.append(live.frame)
-    return frames
+        events.append(event.data)
+    return events
 
 
 async def follow_elsewhere(
     fanout: Fanout,
     stream: str,
     after: int,
-    stored_after: Callable[[int], Awaitable[list[str]]],
+    stored_after: Callable[[int], Awaitable[list[StoredEvent]]],
     is_running: Callable[[], Awaitable[bool]],
-) -> AsyncIterator[str]:
-    """The frames of a stream numbered above ``after``: stored ones, then live ones from another replica.
+) -> AsyncIterator[StoredEvent]:
+    """The events of a stream numbered above ``after``: stored ones, then live ones from another replica.
 
-    Stored frames come first; the fan-out then brings the rest as they are
+    Stored events come first; the fan-out then brings the rest as they are
     made. The stream stops at the end of a run once the storage says nothing
     runs any more (a resumed turn starts a new run on the same stream), or
     when the stream stays quiet twice while nothing runs (its replica died,
     or no replica published it). Whatever the storage holds beyond the last
-    frame sent is sent at the end, so none is lost if the fan-out lost some.
+    event sent is sent at the end, so none is lost if the fan-out lost some.
     """
     last = after
-    for frame in await stored_after(last):
-        last += 1
-        yield frame
+    for event in await stored_after(last):
+        last = event.seq
+        yield event
     quiet_while_stopped = 0
     async for entry in fanout.follow(stream, last):
-        if isinstance(entry, LiveFrame):
+        if isinstance(entry, StoredEvent):
             if entry.seq > last + 1:  # the fan-out lost some (its stream expired): the storage may have them
-                for frame in (await stored_after(last))[: entry.seq - last - 1]:
-                    last += 1
-                    yield frame
+                for event in await stored_after(last):
+                    if event.seq >= entry.seq:
+                        break
+                    last = event.seq
+                    yield event
             if entry.seq > last:
                 last = entry.seq
-                yield entry.frame
+                yield entry
             continue
         if await is_running():
             quiet_while_stopped = 0
@@ -56,6 +60,6 @@ async def follow_elsewhere(
         quiet_while_stopped += 1
         if quiet_while_stopped >= 2:
             break
-    for frame in await stored_after(last):
-        last += 1
-        yield frame
+    for event in await stored_after(last):
+        last = event.seq
+        yield event

@@ -1,10 +1,10 @@
 """Fan-out over Redis: one stream per turn or response, and a channel for notices.
 
-A frame numbered ``n`` is stream entry ``n-1`` and the end of a run after
-frame ``n`` is entry ``n-2``, so entry ids are the frame numbers themselves:
-a follower resumes after frame ``n`` by reading after id ``n-1``, and a
-replica that publishes a frame twice is refused by Redis instead of
-duplicating it.
+An event numbered ``n`` is stream entry ``n-1`` (its JSON data in field
+``d``) and the end of a run after event ``n`` is entry ``n-2``, so entry ids
+are the event numbers themselves: a follower resumes after event ``n`` by
+reading after id ``n-1``, and a replica that publishes an event twice is
+refused by Redis instead of duplicating it.
 """
 
 from __future__ import annotations
@@ -14,17 +14,18 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, get_args
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from ferryman.redis_url import connect
+from ferryman.storage.base import StoredEvent
 
 from .base import (
     CancelTurns,
+    DeletedKind,
     FanoutEntry,
-    LiveFrame,
     ModelsChanged,
     Notice,
     NoticeHandler,
@@ -35,7 +36,7 @@ from .base import (
 
 log = logging.getLogger(__name__)
 
-_FRAME, _END = "1", "2"
+_EVENT, _END = "1", "2"
 _BATCH = 512
 _CLOSE_SECONDS = 2.0
 
@@ -47,7 +48,7 @@ class RedisFanout:
         url: ``redis://…`` (or ``rediss://…``).
         prefix: Namespace of every key and channel this uses.
         block_seconds: How long a follower waits for news before checking on the turn.
-        live_ttl: Seconds a stream is kept after its latest frame (bounds what a dead replica leaves).
+        live_ttl: Seconds a stream is kept after its latest event (bounds what a dead replica leaves).
         ended_ttl: Seconds a stream is kept after a run ended (finished turns replay from storage).
     """
 
@@ -78,7 +79,7 @@ class RedisFanout:
         return f"{self._prefix}stream:{stream}"
 
     async def open(self, on_notice: NoticeHandler) -> None:
-        """Connect, start sending queued frames and start listening for notices."""
+        """Connect, start sending queued events and start listening for notices."""
         # Each follower holds a connection while it waits on its stream: a wide pool.
         self._client = connect(self._url, max_connections=1024)
         await self._redis.ping()
@@ -118,17 +119,17 @@ class RedisFanout:
             await self._client.aclose()
             self._client = None
 
-    def publish(self, stream: str, seq: int, frame: str) -> None:
-        """Queue a frame; a background task sends queued frames in batches."""
-        self._queue.put_nowait((_FRAME, stream, seq, frame))
+    def publish(self, stream: str, seq: int, data: str) -> None:
+        """Queue an event; a background task sends queued events in batches."""
+        self._queue.put_nowait((_EVENT, stream, seq, data))
 
     def end_run(self, stream: str, seq: int) -> None:
-        """Queue the end of a run after frame ``seq``."""
+        """Queue the end of a run after event ``seq``."""
         self._queue.put_nowait((_END, stream, seq, ""))
 
     async def follow(self, stream: str, after: int) -> AsyncIterator[FanoutEntry]:
-        """Entries after frame ``after``: the first read does not wait, later ones wait up to ``block_seconds``."""
-        key, last_id = self._key(stream), f"{after}-{_FRAME}" if after >= 0 else "0-0"
+        """Entries after event ``after``: the first read does not wait, later ones wait up to ``block_seconds``."""
+        key, last_id = self._key(stream), f"{after}-{_EVENT}" if after >= 0 else "0-0"
         block: int | None = None
         while True:
             try:
@@ -146,21 +147,21 @@ class RedisFanout:
             for entry_id, fields in _entries(reply):
                 last_id = entry_id
                 seq, kind = entry_id.split("-")
-                yield LiveFrame(int(seq), fields["f"]) if kind == _FRAME else RunEnded(int(seq))
+                yield StoredEvent(int(seq), fields["d"]) if kind == _EVENT else RunEnded(int(seq))
 
     async def notify(self, notice: Notice) -> None:
         """Send a notice to every replica (this one too)."""
         await self._redis.publish(self._channel, _encode(notice))
 
-    async def recorded(self, stream: str, after: int) -> list[LiveFrame]:
-        """The frames the stream holds numbered above ``after``."""
+    async def recorded(self, stream: str, after: int) -> list[StoredEvent]:
+        """The events the stream holds numbered above ``after``."""
         reply = await self._redis.xrange(self._key(stream), min=f"{after + 1}-0", max="+")
-        frames: list[LiveFrame] = []
+        events: list[StoredEvent] = []
         for entry_id, fields in _entries([[stream, reply]]):
             seq, kind = entry_id.split("-")
-            if kind == _FRAME:
-                frames.append(LiveFrame(int(seq), fields["f"]))
-        return frames
+            if kind == _EVENT:
+                events.append(StoredEvent(int(seq), fields["d"]))
+        return events
 
     async def wait_run_end(self, stream: str) -> None:
         """Follow the stream from its latest entry until a run ends there."""
@@ -229,11 +230,11 @@ class RedisFanout:
 
     async def _send(self, batch: list[tuple[str, str, int, str]]) -> None:
         pipe = self._redis.pipeline(transaction=False)
-        for kind, stream, seq, frame in batch:
+        for kind, stream, seq, data in batch:
             key = self._key(stream)
-            fields = {"f": frame} if kind == _FRAME else {"end": "1"}
+            fields = {"d": data} if kind == _EVENT else {"end": "1"}
             pipe.xadd(key, fields, id=f"{seq}-{kind}")  # type: ignore[arg-type]
-            pipe.expire(key, self._live_ttl if kind == _FRAME else self._ended_ttl)
+            pipe.expire(key, self._live_ttl if kind == _EVENT else self._ended_ttl)
         results = await pipe.execute(raise_on_error=False)
         failures = [r for r in results if isinstance(r, Exception)]
         if failures:
@@ -249,7 +250,7 @@ def _encode(notice: Notice) -> str:
     if isinstance(notice, CancelTurns):
         return json.dumps({"kind": "cancel", "owner": notice.owner, "reason": notice.reason})
     if isinstance(notice, RecordDeleted):
-        return json.dumps({"kind": "deleted", "id": notice.record_id})
+        return json.dumps({"kind": "deleted", "id": notice.record_id, "of": notice.kind})
     return json.dumps({"kind": "models"})
 
 
@@ -262,7 +263,10 @@ def _decode(data: str) -> Notice | None:
         if body["kind"] == "models":
             return ModelsChanged()
         if body["kind"] == "deleted":
-            return RecordDeleted(None if body["id"] is None else str(body["id"]))
+            of = body.get("of")
+            return RecordDeleted(
+                None if body["id"] is None else str(body["id"]), of if of in get_args(DeletedKind) else None
+            )
     except (ValueError, KeyError, TypeError):
         return None
     return None

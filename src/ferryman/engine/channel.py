@@ -1,7 +1,6 @@
 """Live turns: each runs in its own task and publishes events to any number of readers.
 
-The events are the engine's own, or a façade's translation of them (the
-Responses API publishes its numbered stream events).
+The events are a façade's encoding of the engine's: numbered JSON data.
 
 A turn's task does not belong to the HTTP request that started it, so a
 client that disconnects leaves the turn to finish in the background.
@@ -12,20 +11,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ferryman.errors import FailureCode
+from ferryman.storage.base import StoredEvent
 
 log = logging.getLogger(__name__)
+
+S = TypeVar("S")
 
 
 class TurnChannel:
     """The events of one live turn, kept so a reader that arrives late misses none."""
 
     def __init__(self) -> None:
-        self.events: list[Any] = []
+        self.events: list[StoredEvent] = []
         self.closed = False
         self._changed = asyncio.Event()
 
-    async def publish(self, event: Any) -> None:
+    async def publish(self, event: StoredEvent) -> None:
         """Append an event and wake the readers."""
         self.events.append(event)
         self._wake()
@@ -39,7 +44,7 @@ class TurnChannel:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    async def read(self, start: int = 0) -> AsyncIterator[Any]:
+    async def read(self, start: int = 0) -> AsyncIterator[StoredEvent]:
         """Yield the events from index ``start`` on, then live ones until the turn ends."""
         index = start
         while True:
@@ -51,74 +56,131 @@ class TurnChannel:
             await self._changed.wait()
 
 
+@dataclass(frozen=True)
+class StopReason:
+    """Why a running turn's task was cancelled: what it fails with (the message of its ``CancelledError``)."""
+
+    code: FailureCode
+    message: str
+
+
+@dataclass(eq=False)
+class LiveRun(Generic[S]):
+    """One run of a turn in this process: its stream's events, its task, and what its façade keeps.
+
+    Attributes:
+        turn_id: The turn.
+        stream: The name of the turn's event stream (a turn's resumes continue the same stream).
+        owners: Agent, session or response ids that :meth:`TurnRunner.cancel_owned_by` finds it by.
+        first_seq: The number of the run's first event (a resume continues the numbering).
+        subject: What the façade keeps of the run (the Responses API: the response being built).
+        channel: The run's events, for the readers in this process.
+        task: The task running it.
+        settled: Set once the run's outcome and events are stored (a cancelled task may end before that).
+    """
+
+    turn_id: str
+    stream: str
+    owners: tuple[str, ...]
+    first_seq: int
+    subject: S
+    channel: TurnChannel
+    task: asyncio.Task[Any]
+    settled: asyncio.Event
+
+
 class TurnRunner:
-    """Runs turns as background tasks and keeps their channels while they live."""
+    """Runs turns as background tasks; the one registry of the runs live in this process."""
 
     def __init__(self) -> None:
-        self._tasks: dict[str, asyncio.Task[Any]] = {}
-        self._channels: dict[str, TurnChannel] = {}
-        self._owners: dict[str, tuple[str, ...]] = {}
+        self._runs: dict[str, LiveRun[Any]] = {}
+        self._streams: dict[str, LiveRun[Any]] = {}
 
     def start(
         self,
         turn_id: str,
-        body: Callable[[TurnChannel], Awaitable[Any]],
+        body: Callable[[LiveRun[S]], Awaitable[Any]],
+        *,
+        stream: str | None = None,
+        settle: Callable[[LiveRun[S]], Awaitable[None]] | None = None,
         owners: tuple[str, ...] = (),
-        channel: TurnChannel | None = None,
-    ) -> tuple[TurnChannel, asyncio.Task[Any]]:
-        """Run ``body(channel)`` in a task; the channel closes when it ends, however it ends.
+        first_seq: int = 0,
+        subject: S = None,  # type: ignore[assignment]
+    ) -> LiveRun[S]:
+        """Run ``body(run)`` in a task, then ``settle(run)`` (to store its outcome) however the body ends.
 
-        ``owners`` (agent, session or response ids) let :meth:`cancel_owned_by`
-        find the turn; ``channel`` may be made beforehand by a caller that
-        wires it up before the task starts.
+        ``stream`` names the run's event stream (the turn id if not given);
+        ``owners``, ``first_seq`` and ``subject`` are kept on the :class:`LiveRun`.
+
+        Settling is shielded from cancellation; the run stays registered, and its
+        channel open, until it is settled, so a reader always finds its events.
         """
-        channel = channel or TurnChannel()
 
-        async def run() -> Any:
+        async def main() -> Any:
             try:
-                return await body(channel)
+                return await body(run)
             finally:
-                channel.close()
-                # A resume may already have started the turn's next run under the same id.
-                if self._tasks.get(turn_id) is asyncio.current_task():
-                    del self._tasks[turn_id], self._channels[turn_id], self._owners[turn_id]
+                await asyncio.shield(finish())
 
-        task = asyncio.create_task(run(), name=f"turn-{turn_id}")
-        self._tasks[turn_id] = task
-        self._channels[turn_id] = channel
-        self._owners[turn_id] = owners
-        return channel, task
+        async def finish() -> None:
+            try:
+                if settle is not None:
+                    await settle(run)
+            finally:
+                run.settled.set()
+                run.channel.close()
+                # A resume may already have started the turn's next run under the same id.
+                if self._runs.get(turn_id) is run:
+                    del self._runs[turn_id], self._streams[run.stream]
+
+        # The task starts once this returns: ``run`` is bound by then.
+        task = asyncio.create_task(main(), name=f"turn-{turn_id}")
+        run = LiveRun(turn_id, stream or turn_id, owners, first_seq, subject, TurnChannel(), task, asyncio.Event())
+        self._runs[turn_id] = self._streams[run.stream] = run
+        return run
 
     def running(self) -> list[str]:
         """The ids of the turns running in this process."""
-        return list(self._tasks)
+        return list(self._runs)
 
-    def channel(self, turn_id: str) -> TurnChannel | None:
-        """The channel of a turn running in this process."""
-        return self._channels.get(turn_id)
+    def run(self, turn_id: str) -> LiveRun[Any] | None:
+        """The run of a turn live (or finishing) in this process."""
+        return self._runs.get(turn_id)
+
+    def on_stream(self, stream: str) -> LiveRun[Any] | None:
+        """The run live in this process on the stream ``stream``."""
+        return self._streams.get(stream)
 
     def task(self, turn_id: str) -> asyncio.Task[Any] | None:
         """The task of a turn running (or finishing) in this process."""
-        return self._tasks.get(turn_id)
+        run = self._runs.get(turn_id)
+        return run.task if run is not None else None
 
     async def cancel(self, turn_id: str, reason: str) -> None:
         """Cancel one running turn and wait until it recorded it (nothing if it does not run here)."""
-        task = self._tasks.get(turn_id)
-        if task is not None:
-            await self._cancel([task], reason)
+        run = self._runs.get(turn_id)
+        if run is not None:
+            await self._cancel([run], StopReason(FailureCode.CANCELLED, reason))
 
     async def cancel_owned_by(self, owner: str, reason: str) -> None:
-        """Cancel the running turns of an agent or session and wait until they recorded it."""
-        turn_ids = [turn_id for turn_id, owners in self._owners.items() if owner in owners]
-        await self._cancel([self._tasks[t] for t in turn_ids if t in self._tasks], reason)
+        """Cancel the running turns of an agent, session or response and wait until they recorded it."""
+        owned = [run for run in self._runs.values() if owner in run.owners]
+        await self._cancel(owned, StopReason(FailureCode.CANCELLED, reason))
 
     async def shutdown(self) -> None:
-        """Cancel running turns and wait for them to record their failure."""
-        await self._cancel(list(self._tasks.values()), "the server stopped while the turn ran")
+        """Cancel running turns and wait for them to record their failure.
+
+        They fail ``interrupted``, not ``cancelled``: nobody stopped them on purpose, and the same turn
+        may well succeed on a server that keeps running.
+        """
+        reason = StopReason(FailureCode.INTERRUPTED, "the server stopped while the turn ran")
+        await self._cancel(list(self._runs.values()), reason)
 
     @staticmethod
-    async def _cancel(tasks: list[asyncio.Task[Any]], reason: str) -> None:
-        for task in tasks:
-            task.cancel(reason)
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+    async def _cancel(runs: list[LiveRun[Any]], reason: StopReason) -> None:
+        for run in runs:
+            run.task.cancel(reason)
+        for run in runs:
+            # The task may end before its outcome is stored (cancelled again while storing it).
+            await asyncio.gather(run.task, return_exceptions=True)
+            await run.settled.wait()

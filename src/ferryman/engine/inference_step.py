@@ -6,12 +6,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ferryman.api.agents import StepProgressPayload, TextDelta, ToolCallDelta
 from ferryman.api.content import CompletionMessage, StopReason, ToolCall
 from ferryman.inference.base import ChatChunk, ChatRequest, FinishChunk, TextChunk, ToolCallChunk, Usage
 from ferryman.inference.openai_wire import parse_arguments
 
-from .events import Emit
+from .events import Emit, TextDelta, ToolCallArgumentsDelta, ToolCallDone, ToolCallStarted
 from .ids import new_id
 
 
@@ -33,7 +32,7 @@ class _PartialCall:
         text = "".join(self.arguments)
         arguments = parse_arguments(text)
         call = ToolCall(
-            call_id=self.call_id or new_id("call"),
+            call_id=self.call_id,
             tool_name=self.name,
             arguments=arguments,
             arguments_json=text or "{}",
@@ -58,7 +57,7 @@ async def run_inference(model: ChatModel, request: ChatRequest, step_id: str, em
     async for chunk in model.stream_chat(request):
         if isinstance(chunk, TextChunk):
             text.append(chunk.text)
-            await emit(_progress(step_id, TextDelta(text=chunk.text)))
+            await emit(TextDelta(step_id, chunk.text))
         elif isinstance(chunk, ToolCallChunk):
             await _on_tool_chunk(calls, chunk, step_id, emit)
         elif isinstance(chunk, FinishChunk):
@@ -67,8 +66,7 @@ async def run_inference(model: ChatModel, request: ChatRequest, step_id: str, em
     for index in sorted(calls):
         call, parsed = calls[index].finish()
         tool_calls.append(call)
-        status = "succeeded" if parsed else "failed"
-        await emit(_progress(step_id, ToolCallDelta(tool_call=call, parse_status=status)))
+        await emit(ToolCallDone(step_id, index, call, parsed))
     if tool_calls and stop_reason == "end_of_turn":
         stop_reason = "end_of_message"
     message = CompletionMessage(content="".join(text), stop_reason=stop_reason, tool_calls=tool_calls)
@@ -78,16 +76,11 @@ async def run_inference(model: ChatModel, request: ChatRequest, step_id: str, em
 async def _on_tool_chunk(calls: dict[int, _PartialCall], chunk: ToolCallChunk, step_id: str, emit: Emit) -> None:
     partial = calls.get(chunk.index)
     if partial is None:
-        partial = calls[chunk.index] = _PartialCall()
-        await emit(_progress(step_id, ToolCallDelta(tool_call="", parse_status="started")))
-    if chunk.call_id:
-        partial.call_id = chunk.call_id
-    if chunk.name:
+        # Providers name the call in its first chunk; its id is fixed now, so every event of the call carries it.
+        partial = calls[chunk.index] = _PartialCall(chunk.call_id or new_id("call"), chunk.name or "")
+        await emit(ToolCallStarted(step_id, chunk.index, partial.call_id, partial.name))
+    elif chunk.name:
         partial.name += chunk.name
     if chunk.arguments:
         partial.arguments.append(chunk.arguments)
-        await emit(_progress(step_id, ToolCallDelta(tool_call=chunk.arguments, parse_status="in_progress")))
-
-
-def _progress(step_id: str, delta: TextDelta | ToolCallDelta) -> StepProgressPayload:
-    return StepProgressPayload(step_type="inference", step_id=step_id, delta=delta)
+        await emit(ToolCallArgumentsDelta(step_id, chunk.index, partial.call_id, chunk.arguments))

@@ -13,22 +13,18 @@ from ferryman.api.agents import (
     SafetyViolation,
     ShieldCallStep,
     Step,
-    StepCompletePayload,
-    StepStartPayload,
     TokenUsage,
     ToolExecutionStep,
     Turn,
-    TurnAwaitingInputPayload,
-    TurnCompletePayload,
     TurnError,
-    TurnStartPayload,
 )
 from ferryman.api.content import CompletionMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
 from ferryman.errors import ConflictError, FailureCode, FerrymanError
 from ferryman.safety.base import Shield
 from ferryman.storage.base import StepWrite, TurnRecord, TurnStore, turn_from_record
 
-from .events import Emit, TurnFailed
+from .channel import StopReason
+from .events import Emit, StepCompleted, StepStarted, TurnAwaitingInput, TurnCompleted, TurnFailed, TurnStarted
 from .ids import new_id, utcnow
 from .inference_step import ChatModel, run_inference
 from .plan import TurnPlan
@@ -76,8 +72,10 @@ class TurnEngine:
         try:
             return await body
         except asyncio.CancelledError as exc:
-            reason = str(exc.args[0]) if exc.args else "the turn was cancelled"
-            await asyncio.shield(self._fail(state, FailureCode.CANCELLED, reason, emit))
+            reason = exc.args[0] if exc.args else None
+            if not isinstance(reason, StopReason):
+                reason = StopReason(FailureCode.CANCELLED, str(reason or "the turn was cancelled"))
+            await asyncio.shield(self._fail(state, reason.code, reason.message, emit))
             # A cancelled turn is a failed turn like any other: stored, announced, and returned
             # to whoever waits for its outcome (a client's non-streamed call gets its status).
             task = asyncio.current_task()
@@ -91,14 +89,14 @@ class TurnEngine:
         return state.turn()
 
     async def _start(self, state: TurnState, emit: Emit) -> Turn:
-        await emit(TurnStartPayload(turn_id=state.record.turn_id))
+        await emit(TurnStarted(state.record.turn_id))
         violation = await self._run_shields(state, state.plan.input_shields, emit)
         if violation is not None:
             return await self._complete(state, _refusal(violation), emit)
         return await self._loop(state, emit)
 
     async def _resume(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> Turn:
-        await emit(TurnStartPayload(turn_id=state.record.turn_id))
+        await emit(TurnStarted(state.record.turn_id))
         await self._save_tool_step(state, step, emit)
         return await self._loop(state, emit)
 
@@ -123,7 +121,7 @@ class TurnEngine:
     async def _infer(self, state: TurnState, emit: Emit) -> InferenceStep:
         """Run one inference, streaming its progress; the step is not stored yet."""
         step_id, started = new_id(), utcnow()
-        await emit(StepStartPayload(step_type="inference", step_id=step_id))
+        await emit(StepStarted("inference", step_id))
         result = await run_inference(self._model, state.plan.chat_request(state.history), step_id, emit)
         step = InferenceStep(
             turn_id=state.record.turn_id,
@@ -143,7 +141,7 @@ class TurnEngine:
         write = StepWrite(step, messages=[step.model_response])
         await self._store.save_step(state.record.turn_id, write, state.record.infer_iters)
         self._record_inference(state, step)
-        await emit(StepCompletePayload(step_type="inference", step_id=step.step_id, step_details=step))
+        await emit(StepCompleted(step))
 
     @staticmethod
     def _record_inference(state: TurnState, step: InferenceStep) -> None:
@@ -155,7 +153,7 @@ class TurnEngine:
         step_id, started = new_id(), utcnow()
         client_calls = [c.call_id for c in calls if c.tool_name in state.plan.client_tools]
         metadata = {"client_tool_call_ids": client_calls} if client_calls else {}
-        await emit(StepStartPayload(step_type="tool_execution", step_id=step_id, metadata=metadata))
+        await emit(StepStarted("tool_execution", step_id, metadata))
         server_calls = [c for c in calls if c.tool_name not in state.plan.client_tools]
         responses = await run_server_tools(server_calls, state.plan)
         step = ToolExecutionStep(
@@ -192,7 +190,7 @@ class TurnEngine:
         """
         calls = message.tool_calls or []
         step_id, started = new_id(), utcnow()
-        await emit(StepStartPayload(step_type="tool_execution", step_id=step_id))
+        await emit(StepStarted("tool_execution", step_id))
         note = f"not executed: the turn reached max_infer_iters ({state.plan.max_infer_iters})"
         responses = [ToolResponse(call_id=c.call_id, tool_name=c.tool_name, content=note) for c in calls]
         step = ToolExecutionStep(
@@ -213,7 +211,7 @@ class TurnEngine:
         await self._store.save_step(state.record.turn_id, StepWrite(step, messages=messages), state.record.infer_iters)
         state.steps.append(step)
         state.history.extend(messages)
-        await emit(StepCompletePayload(step_type="tool_execution", step_id=step.step_id, step_details=step))
+        await emit(StepCompleted(step))
 
     async def _pause(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> Turn:
         record = state.record
@@ -221,15 +219,13 @@ class TurnEngine:
         record.status = "awaiting_input"
         await self._store.finish_turn(record)
         turn = state.turn()
-        await emit(TurnAwaitingInputPayload(turn=turn))
+        await emit(TurnAwaitingInput(turn))
         return turn
 
     async def _run_shields(self, state: TurnState, shields: list[Shield], emit: Emit) -> SafetyViolation | None:
         for shield in shields:
             step_id, started = new_id(), utcnow()
-            await emit(
-                StepStartPayload(step_type="shield_call", step_id=step_id, metadata={"shield": shield.shield_id})
-            )
+            await emit(StepStarted("shield_call", step_id, {"shield": shield.shield_id}))
             violation = await shield.check(state.history)
             step = ShieldCallStep(
                 turn_id=state.record.turn_id,
@@ -240,7 +236,7 @@ class TurnEngine:
             )
             await self._store.save_step(state.record.turn_id, StepWrite(step), state.record.infer_iters)
             state.steps.append(step)
-            await emit(StepCompletePayload(step_type="shield_call", step_id=step_id, step_details=step))
+            await emit(StepCompleted(step))
             if violation is not None and violation.violation_level == "error":
                 return violation
         return None
@@ -255,9 +251,9 @@ class TurnEngine:
         else:
             await self._store.finish_turn(record, StepWrite(last, messages=[last.model_response]))
             self._record_inference(state, last)
-            await emit(StepCompletePayload(step_type="inference", step_id=last.step_id, step_details=last))
+            await emit(StepCompleted(last))
         turn = state.turn()
-        await emit(TurnCompletePayload(turn=turn))
+        await emit(TurnCompleted(turn))
         return turn
 
     async def _fail(self, state: TurnState, code: FailureCode, message: str, emit: Emit) -> None:
@@ -265,7 +261,7 @@ class TurnEngine:
         record.status, record.completed_at = "failed", utcnow()
         record.error = TurnError(code=code, message=message)
         await self._store.finish_turn(record)
-        await emit(TurnFailed(turn_id=record.turn_id, code=code, message=message))
+        await emit(TurnFailed(record.turn_id, code, message))
 
 
 def _refusal(violation: SafetyViolation) -> CompletionMessage:

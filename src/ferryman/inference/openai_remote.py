@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx2
 import openai
 
 from ferryman.api.inference import GrammarResponseFormat
@@ -30,6 +31,7 @@ class OpenAICompatibleProvider:
         max_retries: Retries, with exponential backoff, on connection errors, 429 and 5xx.
         kind: The kind of server (``openai``, ``vllm``, ``ollama``…), which names the
             per-request provider-data keys it accepts.
+        http_client: The HTTP client to reach the server with (tests serve one in process); the SDK's own by default.
     """
 
     def __init__(
@@ -40,6 +42,7 @@ class OpenAICompatibleProvider:
         timeout: float = 120.0,
         max_retries: int = 2,
         kind: str = "openai-compatible",
+        http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.base_url = base_url
@@ -50,6 +53,7 @@ class OpenAICompatibleProvider:
             api_key=api_key or "none",
             timeout=timeout,
             max_retries=max_retries,
+            http_client=http_client,
         )
 
     async def list_models(self) -> list[ModelInfo]:

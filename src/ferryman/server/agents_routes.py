@@ -28,20 +28,20 @@ from ferryman.services.agents import LiveTurn
 from .contract import LAST_EVENT_ID, PROVIDER_DATA, Endpoint, EventStream, NonNegative, Param, Positive
 from .http import (
     JSONModelResponse,
+    event_stream,
     last_event_id,
     parse_body,
     provider_data,
     query_int,
     query_list,
     services,
-    sse_response,
 )
 from .idempotent_routes import turn_replay
 
 
 async def _answer(live: LiveTurn, stream: bool | None) -> Response:
     if stream:
-        return sse_response(live.channel.read())
+        return event_stream(live.channel.read())
     turn: Turn = await asyncio.shield(live.task)
     if turn.status == "failed" and turn.error is not None:
         raise error_for_code(turn.error.code, f"turn {turn.turn_id} failed: {turn.error.message}")
@@ -131,8 +131,8 @@ async def turn_events(request: Request) -> Response:
     p = request.path_params
     after = last_event_id(request)
     agents = services(request).agents
-    frames = await agents.turn_events(p["agent_id"], p["session_id"], p["turn_id"], -1 if after is None else after)
-    return sse_response(frames)
+    events = await agents.turn_events(p["agent_id"], p["session_id"], p["turn_id"], -1 if after is None else after)
+    return event_stream(events)
 
 
 async def get_step(request: Request) -> Response:

@@ -164,8 +164,10 @@ async def _act_on(services: Services, notice: Notice) -> None:
     if isinstance(notice, CancelTurns):
         await services.runner.cancel_owned_by(notice.owner, notice.reason)
     elif isinstance(notice, RecordDeleted):
-        services.agents.forget(notice.record_id)
-        services.responses.forget(notice.record_id)
+        if notice.kind in (None, "agent"):
+            services.agents.forget(notice.record_id)
+        if notice.kind in (None, "response"):
+            services.responses.forget(notice.record_id)
     else:
         await services.model_registry.reload()
 

@@ -7,11 +7,13 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
+from ferryman.storage.base import StoredEvent
 
 if TYPE_CHECKING:
     from .app import Services
@@ -71,8 +73,6 @@ def query_list(request: Request, name: str) -> list[str] | None:
     return [item for value in values for item in value.split(",") if item]
 
 
-
-
 def provider_data(request: Request) -> dict[str, Any] | None:
     """The per-request provider settings of the ``X-LlamaStack-Provider-Data`` header.
 
@@ -128,7 +128,26 @@ def _default(value: Any) -> Any:
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
-def sse_response(frames: AsyncIterator[str]) -> StreamingResponse:
-    """A ``text/event-stream`` response of pre-framed SSE text."""
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+SSE_SEPARATOR = "\n"
+"""Ends each SSE line (the specification allows ``\\r\\n`` too, which sse-starlette writes by default)."""
+
+
+def sse_response(events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+    """A ``text/event-stream`` response (with ``X-Accel-Buffering: no``, so proxies pass each event on at once)."""
+    return EventSourceResponse(events, headers={"Cache-Control": "no-cache"}, ping=0, sep=SSE_SEPARATOR)
+
+
+def event_stream(events: AsyncIterator[StoredEvent], named: bool = False) -> EventSourceResponse:
+    """A stream of numbered events: ``id:`` each one's number, ``data:`` its JSON.
+
+    Args:
+        events: The events.
+        named: Each event's ``type`` (in its JSON) is also its SSE ``event:`` (the Responses API).
+    """
+    return sse_response(_numbered(events, named))
+
+
+async def _numbered(events: AsyncIterator[StoredEvent], named: bool) -> AsyncIterator[ServerSentEvent]:
+    async for event in events:
+        name = json.loads(event.data)["type"] if named else None
+        yield ServerSentEvent(event.data, id=str(event.seq), event=name, sep=SSE_SEPARATOR)

@@ -29,6 +29,8 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ferryman.errors import FailureCode
+from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
 from ferryman.storage.base import IdempotencyRecord, IdempotencyStore
 
 from .errors import error_body
@@ -47,11 +49,14 @@ log = logging.getLogger(__name__)
 
 KEY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = (b"idempotent-replayed", b"true")
+PROVIDER_DATA = PROVIDER_DATA_HEADER.lower().encode()
 MAX_KEY_LENGTH = 255
 KEY_LIFETIME = timedelta(hours=24)
 PENDING_LEASE = timedelta(seconds=60)
 # Answers a retry could change: the key goes back and the retry runs.
 _RETRYABLE = {409, 429}
+# Answers the client fixes by sending another header with the same request (its provider key).
+_FIXABLE_BY_RETRY = {FailureCode.PROVIDER_KEY_REJECTED}
 # A first frame longer than this names no run we know.
 _FIRST_FRAME_LIMIT = 64 * 1024
 
@@ -102,7 +107,12 @@ class IdempotencyMiddleware:
         body = await _read_body(receive)
         now = datetime.now(UTC)
         claim = IdempotencyRecord(
-            self.owner(scope), key, uuid.uuid4().hex, fingerprint(path, body), now, now + self.lease
+            self.owner(scope),
+            key,
+            uuid.uuid4().hex,
+            fingerprint(path, body, _header(scope, PROVIDER_DATA)),
+            now,
+            now + self.lease,
         )
         held = await self.store.claim_idempotency_key(claim, now)
         if held is None:
@@ -147,7 +157,9 @@ class IdempotencyMiddleware:
 
     async def complete(self, claim: IdempotencyRecord, result: dict[str, Any]) -> None:
         """Store a first call's outcome for the rest of the key's lifetime."""
-        await self.store.complete_idempotency_key(claim, json.dumps(result), claim.created_at + self.lifetime)
+        stored = await self.store.complete_idempotency_key(claim, json.dumps(result), claim.created_at + self.lifetime)
+        if not stored:  # the claim lapsed (this call outlived its lease) and another call took the key
+            log.warning("an idempotency key was taken over while its first call ran: both calls ran")
 
     async def _replay(self, scope: Scope, receive: Receive, send: Send, result: dict[str, Any]) -> None:
         if "replay" not in result:
@@ -184,6 +196,8 @@ class _FirstCall:
         self._headers: list[tuple[bytes, bytes]] = []
         self._body = bytearray()
         self._stream = False
+        self._watched = False
+        self._first_frame = FrameSplitter()
         self._settled = False
 
     async def send(self, message: Message) -> None:
@@ -200,19 +214,19 @@ class _FirstCall:
         await self._send(message)
 
     async def _watch_stream(self, chunk: bytes) -> None:
-        if self._settled or self._route.stream is None or self._status != 200:
+        if self._watched or self._route.stream is None or self._status != 200:
             return
-        self._body += chunk
-        end = self._body.find(b"\n\n")
-        if end < 0 and len(self._body) < _FIRST_FRAME_LIMIT:
+        frames = self._first_frame.feed(chunk)
+        if not frames and len(self._first_frame.pending) < _FIRST_FRAME_LIMIT:
             return
-        self._settled = True
-        first = parse_frame(bytes(self._body[: max(end, 0)]).decode("utf-8", "replace"))
+        self._watched = True
+        first = parse_frame((frames[0] if frames else self._first_frame.pending).decode("utf-8", "replace"))
         replay = self._route.stream(self._params, first)
         if replay is None:
-            log.warning("a streamed answer's first frame names no run: its idempotency key is given back")
-            await self._middleware.store.release_idempotency_key(self._claim)
+            # Nothing to replay from (a response not stored, or an unknown first frame): the key stays in use
+            # while this call runs, and is given back when it ends.
             return
+        self._settled = True
         await self._middleware.complete(self._claim, {"replay": replay.to_json()})
 
     async def settle(self) -> None:
@@ -221,7 +235,7 @@ class _FirstCall:
             return
         self._settled = True
         status = self._status
-        if status is not None and not self._stream and status < 500 and status not in _RETRYABLE:
+        if status is not None and not self._stream and _worth_keeping(status, self._body):
             try:
                 body = self._body.decode()
             except UnicodeDecodeError:
@@ -231,6 +245,17 @@ class _FirstCall:
                 await self._middleware.complete(self._claim, {"status": status, "headers": headers, "body": body})
                 return
         await self._middleware.store.release_idempotency_key(self._claim)
+
+
+def _worth_keeping(status: int, body: bytes | bytearray) -> bool:
+    """Whether a JSON answer is what every repeat should get: not one a retry could change."""
+    if status >= 500 or status in _RETRYABLE:
+        return False
+    try:
+        code = json.loads(body).get("error", {}).get("code")
+    except (ValueError, AttributeError):
+        return True
+    return code not in _FIXABLE_BY_RETRY
 
 
 class _ReplayEnded(Exception):

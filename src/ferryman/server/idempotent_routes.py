@@ -69,8 +69,8 @@ def turn_replay(params: dict[str, str], frame: Frame) -> Replay | None:
 
 
 def response_replay(params: dict[str, str], frame: Frame) -> Replay | None:
-    if frame.data.get("type") != "response.created":
-        return None
+    if frame.data.get("type") != "response.created" or frame.data["response"].get("store") is False:
+        return None  # a response not stored is gone once it ends: nothing to replay it from
     return Replay(f"/v1/responses/{frame.data['response']['id']}", int(frame.data["sequence_number"]) - 1, False)
 
 
@@ -113,13 +113,15 @@ def match(routes: Sequence[IdempotentRoute], path: str) -> tuple[IdempotentRoute
     return None
 
 
-def fingerprint(path: str, body: bytes) -> str:
-    """What makes two requests "the same": the normalised path and the body (JSON compared by value)."""
+def fingerprint(path: str, body: bytes, provider_data: str | None = None) -> str:
+    """What makes two requests "the same": the normalised path, the body (JSON compared by value) and the
+    provider data header (its keys change what runs; only this digest of them is kept)."""
     try:
         canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
     except ValueError:  # not JSON (or not UTF-8): the route answers 400, compared byte by byte
         canonical = body
-    return hashlib.sha256(f"POST {path}\n".encode() + canonical).hexdigest()
+    header = hashlib.sha256((provider_data or "").encode()).hexdigest()
+    return hashlib.sha256(f"POST {path}\n{header}\n".encode() + canonical).hexdigest()
 
 
 def parse_frame(text: str) -> Frame:

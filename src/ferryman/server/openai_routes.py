@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -13,21 +14,21 @@ from ferryman.api.inference import OpenAIObject, OpenAIRequest
 from ferryman.errors import FerrymanError
 
 from .contract import PROVIDER_DATA, Endpoint, EventStream
-from .http import JSONModelResponse, parse_body, provider_data, services, sse_response
+from .http import SSE_SEPARATOR, JSONModelResponse, parse_body, provider_data, services, sse_response
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
     return (await parse_body(request, OpenAIRequest)).model_dump()
 
 
-async def _frames(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+async def _events(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[ServerSentEvent]:
     try:
         async for chunk in chunks:
-            yield f"data: {json.dumps(chunk)}\n\n"
+            yield ServerSentEvent(json.dumps(chunk), sep=SSE_SEPARATOR)
     except FerrymanError as exc:
         # The status line is gone once streaming started: report in-band, as OpenAI does.
-        yield f"data: {json.dumps({'error': {'code': exc.code, 'message': exc.message}})}\n\n"
-    yield "data: [DONE]\n\n"
+        yield ServerSentEvent(json.dumps({"error": {"code": exc.code, "message": exc.message}}), sep=SSE_SEPARATOR)
+    yield ServerSentEvent("[DONE]", sep=SSE_SEPARATOR)
 
 
 async def chat_completions(request: Request) -> Response:
@@ -35,7 +36,7 @@ async def chat_completions(request: Request) -> Response:
     result = await services(request).openai.chat_completions(await _json_object(request), provider_data(request))
     if isinstance(result, dict):
         return JSONModelResponse(result)
-    return sse_response(_frames(result))
+    return sse_response(_events(result))
 
 
 async def embeddings(request: Request) -> Response:

@@ -9,6 +9,7 @@ from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ferryman.api.response_events import ResponseStreamEvent
 from ferryman.api.responses import (
     AddItemsRequest,
     Conversation,
@@ -18,7 +19,6 @@ from ferryman.api.responses import (
     Item,
     ItemList,
     ResponseList,
-    ResponseStreamEvent,
     UpdateConversationRequest,
 )
 from ferryman.api.responses import Response as ResponseObject
@@ -29,13 +29,13 @@ from .contract import LAST_EVENT_ID, PROVIDER_DATA, Endpoint, EventStream, Param
 from .http import (
     LARGEST_INT,
     JSONModelResponse,
+    event_stream,
     last_event_id,
     parse_body,
     provider_data,
     query_bool,
     query_int,
     services,
-    sse_response,
 )
 from .idempotent_routes import response_replay
 
@@ -66,9 +66,9 @@ async def create_response(request: Request) -> Response:
     body = await parse_body(request, CreateResponseRequest)
     live = await services(request).responses.create(body, provider_data(request))
     if body.stream:
-        return sse_response(live.channel.read())
+        return event_stream(live.channel.read(), named=True)
     if body.background:
-        return JSONModelResponse(live.recorder.response)
+        return JSONModelResponse(live.subject.encoder.response)
     assert live.task is not None
     result = await asyncio.shield(live.task)
     if result.status == "failed" and result.error is not None:
@@ -85,7 +85,7 @@ async def retrieve_response(request: Request) -> Response:
         after = query_int(request, "starting_after", None, minimum=-1)
         if after is None:
             after = last_event_id(request)
-        return sse_response(await responses.replay(response_id, -1 if after is None else after))
+        return event_stream(await responses.replay(response_id, -1 if after is None else after), named=True)
     return JSONModelResponse(await responses.get(response_id))
 
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ferryman.api.agents import (
@@ -19,8 +19,7 @@ from ferryman.api.agents import (
     Turn,
 )
 from ferryman.coordination.base import RecordDeleted
-from ferryman.coordination.follow import contiguous, follow_elsewhere
-from ferryman.engine.channel import TurnChannel
+from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit, TurnFailed
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnState, complete_pending_step
@@ -29,25 +28,19 @@ from ferryman.errors import ConflictError, FailureCode, FerrymanError, InvalidRe
 from ferryman.inference.router import ModelRouter
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
-from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, TurnRecord
+from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, StoredEvent, TurnRecord
 from ferryman.tools.registry import ToolRegistry
 
 from .documents import with_documents
 from .host import TurnHost
 from .leases import ABANDONED
-from .turn_stream import TurnFrames, chained, sse_frame
+from .turn_stream import turn_event_data
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class LiveTurn:
-    """A turn running in the background: its events and its final state."""
-
-    turn_id: str
-    channel: TurnChannel
-    task: asyncio.Task[Turn]
-
+LiveTurn = LiveRun[None]
+"""A turn running in the background: its events, and its task, whose result is the turn."""
 
 _AGENT_CACHE_SIZE = 4096
 RUN_END_WAIT_SECONDS = 5.0
@@ -87,8 +80,7 @@ class AgentService:
         # round trip on every turn. A delete drops the entry on every replica (RecordDeleted);
         # reading an agent always asks the store, so a delete elsewhere is seen at once.
         self._agents: dict[str, Agent] = {}
-        self._first_seq: dict[str, int] = {}
-        host.leases.on_abandoned(self._close_abandoned)
+        host.on_abandoned(lambda turn: turn.response_id is None, self._close_abandoned)
 
     # ---- agents ----------------------------------------------------------
 
@@ -127,7 +119,7 @@ class AgentService:
         self.forget(agent_id)
         await self._cancel(agent_id, "the agent was deleted")
         await self._store.delete_agent(agent_id)
-        await self._fanout.notify(RecordDeleted(agent_id))
+        await self._fanout.notify(RecordDeleted(agent_id, "agent"))
 
     def forget(self, agent_id: str | None) -> None:
         """Drop what this replica kept of a deleted agent (None: of every agent)."""
@@ -189,6 +181,8 @@ class AgentService:
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
         plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
         plan = replace(plan, provider_data=provider_data)
+        if request.documents:  # fetch nothing for a session that does not exist
+            await self._store.get_session(agent_id, session_id)
         history_inputs = await with_documents(list(request.messages), list(request.documents or []), self._fetch)
         record = TurnRecord(
             turn_id=new_id(),
@@ -246,67 +240,22 @@ class AgentService:
 
     def _launch(self, record: TurnRecord, first_seq: int, run: Callable[[Emit], Awaitable[Turn]]) -> LiveTurn:
         turn_id = record.turn_id
-        self._first_seq[turn_id] = first_seq
 
-        stream = _stream(turn_id)
-
-        async def body(channel: TurnChannel) -> Turn:
-            frames = TurnFrames(first_seq, self._host.publisher(stream, channel))
+        async def settle(events: list[str]) -> None:
             try:
-                return await run(frames.on_event)
-            finally:
-                # Stored before the live channel goes away, so a reader always finds them.
-                await asyncio.shield(self._store_frames(turn_id, frames))
-                if frames.frames:
-                    self._fanout.end_run(stream, frames.last_seq)
+                await self._store.save_turn_events(turn_id, first_seq, events)
+            except FerrymanError as exc:
+                log.warning("events of turn %s not stored: %s", turn_id, exc.message)
 
         owners = (record.agent_id or "", record.session_id)
-        channel, task = self._runner.start(turn_id, body, owners)
-        return LiveTurn(turn_id, channel, task)
+        return self._host.launch(turn_id, _stream(turn_id), run, turn_event_data, settle, owners, first_seq)
 
-    async def _store_frames(self, turn_id: str, frames: TurnFrames) -> None:
-        try:
-            await self._store.save_turn_events(turn_id, frames.first_seq, frames.frames)
-        except FerrymanError as exc:
-            log.warning("events of turn %s not stored: %s", turn_id, exc.message)
-        finally:
-            if self._first_seq.get(turn_id) == frames.first_seq:
-                del self._first_seq[turn_id]
-
-    async def turn_events(self, agent_id: str, session_id: str, turn_id: str, after: int) -> AsyncIterator[str]:
-        """A turn's SSE frames numbered above ``after``: stored ones, then live ones until it ends."""
+    async def turn_events(self, agent_id: str, session_id: str, turn_id: str, after: int) -> AsyncIterator[StoredEvent]:
+        """A turn's events numbered above ``after``: stored ones, then live ones until it ends."""
         await self._store.get_session(agent_id, session_id)
         await self._store.get_turn_record(session_id, turn_id)
-        channel, first_seq = self._runner.channel(turn_id), self._first_seq.get(turn_id)
-        if channel is None or first_seq is None:
-            return self._events_elsewhere(session_id, turn_id, after)
-        stored = await self._store.turn_events_after(turn_id, after)
-        earlier = stored[: max(0, first_seq - (after + 1))]
-        return chained(earlier, channel.read(start=max(0, after + 1 - first_seq)))
 
-    async def _close_abandoned(self, turns: list[ExpiredTurn]) -> None:
-        """Store what a dead replica streamed of its turns, and end each stream with the turn's failure."""
-        for turn in turns:
-            if turn.response_id is None:
-                try:
-                    await self._close_abandoned_turn(turn.turn_id)
-                except Exception:  # one turn's trouble must not keep the others open
-                    log.exception("events of abandoned turn %s not closed", turn.turn_id)
-
-    async def _close_abandoned_turn(self, turn_id: str) -> None:
-        stream = _stream(turn_id)
-        stored = await self._store.turn_event_count(turn_id)
-        frames = contiguous(await self._fanout.recorded(stream, stored - 1), stored)
-        last = stored + len(frames)
-        frames.append(sse_frame(last, TurnFailed(turn_id, FailureCode.INTERRUPTED, ABANDONED)))
-        await self._store.save_turn_events(turn_id, stored, frames)
-        self._fanout.publish(stream, last, frames[-1])
-        self._fanout.end_run(stream, last)
-
-    def _events_elsewhere(self, session_id: str, turn_id: str, after: int) -> AsyncIterator[str]:
-        """Events of a turn that does not run in this process: it finished, or another replica runs it."""
-
-        async def stored_after(last: int) -> list[str]:
+        async def stored_after(last: int) -> list[StoredEvent]:
             return await self._store.turn_events_after(turn_id, last)
 
         async def is_running() -> bool:
@@ -315,7 +264,20 @@ class AgentService:
             except NotFoundError:  # deleted while followed: its stream just ends
                 return False
 
-        return follow_elsewhere(self._fanout, _stream(turn_id), after, stored_after, is_running)
+        return await self._host.events(_stream(turn_id), after, stored_after, is_running)
+
+    async def _close_abandoned(self, turn: ExpiredTurn) -> None:
+        """Store what a dead replica streamed of a turn, and end the stream with the turn's failure."""
+        turn_id = turn.turn_id
+        stored = await self._store.turn_event_count(turn_id)
+
+        def failure(seq: int) -> list[str]:
+            return turn_event_data(TurnFailed(turn_id, FailureCode.INTERRUPTED, ABANDONED), seq)
+
+        async def save(events: list[str]) -> None:
+            await self._store.save_turn_events(turn_id, stored, events)
+
+        await self._host.close_abandoned(_stream(turn_id), stored, failure, save)
 
     async def get_turn(self, agent_id: str, session_id: str, turn_id: str) -> Turn:
         """One turn with its completed steps."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from urllib.parse import unquote
@@ -11,7 +12,8 @@ from ferryman.api.content import URL, TurnInputMessage, UserMessage, content_to_
 from ferryman.errors import InvalidRequestError
 from ferryman.safe_fetch import FetchPolicy, fetch
 
-_MAX_BYTES = 1_000_000
+MAX_DOCUMENTS = 20
+"""Documents one turn may carry: each may be a URL the server fetches."""
 
 
 async def document_text(document: Document, policy: FetchPolicy) -> str:
@@ -24,28 +26,40 @@ async def document_text(document: Document, policy: FetchPolicy) -> str:
 
 async def _url_text(uri: str, policy: FetchPolicy) -> str:
     if uri.startswith("data:"):
-        return _data_url_text(uri)
+        return _data_url_text(uri, policy.max_bytes)
     if uri.startswith(("http://", "https://")):
         return (await fetch(uri, policy, "documents")).decode("utf-8", errors="replace")
     raise InvalidRequestError(f"unsupported document URL scheme: {uri}", "documents")
 
 
-def _data_url_text(uri: str) -> str:
+def _data_url_text(uri: str, max_bytes: int) -> str:
     header, _, payload = uri.partition(",")
     try:
         raw = base64.b64decode(payload, validate=True) if header.endswith(";base64") else unquote(payload).encode()
     except binascii.Error as exc:
         raise InvalidRequestError("document data URL is not valid base64", "documents") from exc
-    return raw[:_MAX_BYTES].decode("utf-8", errors="replace")
+    if len(raw) > max_bytes:
+        raise InvalidRequestError(f"a document data URL is larger than {max_bytes} bytes", "documents")
+    return raw.decode("utf-8", errors="replace")
 
 
 async def with_documents(
     messages: list[TurnInputMessage], documents: list[Document], policy: FetchPolicy
 ) -> list[TurnInputMessage]:
-    """Attach the documents' text as context of the last user message (URLs fetched within ``policy``)."""
+    """Attach the documents' text as context of the last user message.
+
+    URLs are fetched within ``policy``, all of them together within its time budget.
+    """
     if not documents:
         return messages
-    texts = [await document_text(document, policy) for document in documents]
+    if len(documents) > MAX_DOCUMENTS:
+        raise InvalidRequestError(f"a turn may carry at most {MAX_DOCUMENTS} documents", "documents")
+    try:
+        async with asyncio.timeout(policy.timeout_seconds):
+            texts = [await document_text(document, policy) for document in documents]
+    except TimeoutError as exc:
+        too_slow = f"fetching the turn's documents took longer than {policy.timeout_seconds:g} s"
+        raise InvalidRequestError(too_slow, "documents") from exc
     block = "\n\n".join(
         f"[document {i + 1} ({d.mime_type})]\n{t}" for i, (d, t) in enumerate(zip(documents, texts, strict=True))
     )

@@ -1,54 +1,72 @@
-"""A turn's events as numbered SSE frames: published live, stored for replay by Last-Event-ID."""
+"""Engine events as the Agents API's turn stream: each event's JSON, as the ``data`` of one SSE event."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
+from ferryman.api.agents import (
+    EventPayload,
+    StepCompletePayload,
+    StepProgressPayload,
+    StepStartPayload,
+    ToolCallDelta,
+    TurnAwaitingInputPayload,
+    TurnCompletePayload,
+    TurnEvent,
+    TurnStartPayload,
+    TurnStreamChunk,
+    TurnStreamError,
+    TurnStreamFailure,
+)
+from ferryman.api.agents import TextDelta as TextContentDelta
+from ferryman.engine.events import (
+    EngineEvent,
+    StepCompleted,
+    StepStarted,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    TurnAwaitingInput,
+    TurnCompleted,
+    TurnFailed,
+    TurnStarted,
+)
 
-from ferryman.api.agents import TurnEvent, TurnStreamChunk
-from ferryman.engine.events import EngineEvent, TurnFailed
 
-from .host import Publish
+def turn_event_data(event: EngineEvent, seq: int = 0) -> list[str]:
+    """The stream events (JSON) one engine event becomes; a failure becomes an ``error`` object.
 
-
-def sse_frame(seq: int, event: EngineEvent) -> str:
-    """One SSE frame of a turn event; a failure becomes an ``error`` object."""
-    if isinstance(event, TurnFailed):
-        body = json.dumps({"error": {"code": event.code, "message": event.message, "turn_id": event.turn_id}})
-    else:
-        body = TurnStreamChunk(event=TurnEvent(payload=event)).model_dump_json()
-    return f"id: {seq}\ndata: {body}\n\n"
-
-
-class TurnFrames:
-    """Numbers one run of a turn's events, from ``first_seq`` (a resume continues the numbering).
-
-    Args:
-        first_seq: The number of the run's first event.
-        publish: Where each frame goes live, with its number.
+    ``seq`` (the event's number) is not part of the Agents API's JSON: the SSE ``id`` carries it.
     """
-
-    def __init__(self, first_seq: int, publish: Publish) -> None:
-        self.first_seq = first_seq
-        self.frames: list[str] = []
-        self._publish = publish
-
-    async def on_event(self, event: EngineEvent) -> None:
-        """Frame, keep and publish one engine event."""
-        seq = self.first_seq + len(self.frames)
-        frame = sse_frame(seq, event)
-        self.frames.append(frame)
-        await self._publish(seq, frame)
-
-    @property
-    def last_seq(self) -> int:
-        """The number of the latest event (``first_seq - 1`` before any)."""
-        return self.first_seq + len(self.frames) - 1
+    if isinstance(event, TurnFailed):
+        failure = TurnStreamFailure(code=event.code, message=event.message, turn_id=event.turn_id)
+        return [TurnStreamError(error=failure).model_dump_json()]
+    return [TurnStreamChunk(event=TurnEvent(payload=_payload(event))).model_dump_json()]
 
 
-async def chained(stored: list[str], live: AsyncIterator[str]) -> AsyncIterator[str]:
-    """Stored frames, then the live ones."""
-    for frame in stored:
-        yield frame
-    async for frame in live:
-        yield frame
+def _payload(event: EngineEvent) -> EventPayload:
+    # A new kind of engine event gets its Agents API form here.
+    match event:
+        case TextDelta(step_id=step_id, text=text):
+            return StepProgressPayload(step_type="inference", step_id=step_id, delta=TextContentDelta(text=text))
+        case ToolCallStarted(step_id=step_id):
+            return _tool_progress(step_id, ToolCallDelta(tool_call="", parse_status="started"))
+        case ToolCallArgumentsDelta(step_id=step_id, delta=delta):
+            return _tool_progress(step_id, ToolCallDelta(tool_call=delta, parse_status="in_progress"))
+        case ToolCallDone(step_id=step_id, call=call, parsed=parsed):
+            status = "succeeded" if parsed else "failed"
+            return _tool_progress(step_id, ToolCallDelta(tool_call=call, parse_status=status))
+        case TurnStarted(turn_id=turn_id):
+            return TurnStartPayload(turn_id=turn_id)
+        case StepStarted(step_type=step_type, step_id=step_id, metadata=metadata):
+            return StepStartPayload(step_type=step_type, step_id=step_id, metadata=metadata)
+        case StepCompleted(step=step):
+            return StepCompletePayload(step_type=step.step_type, step_id=step.step_id, step_details=step)
+        case TurnCompleted(turn=turn):
+            return TurnCompletePayload(turn=turn)
+        case TurnAwaitingInput(turn=turn):
+            return TurnAwaitingInputPayload(turn=turn)
+    raise TypeError(f"no Agents API form for {event!r}")
+
+
+def _tool_progress(step_id: str, delta: ToolCallDelta) -> StepProgressPayload:
+    return StepProgressPayload(step_type="inference", step_id=step_id, delta=delta)

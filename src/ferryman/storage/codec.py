@@ -92,3 +92,15 @@ class MessageCache:
                 del self._entries[next(iter(self._entries))]
         entries = self._entries
         return [entries[row_id] for row_id, _ in rows]
+
+
+def frame_data(stored: str) -> str:
+    """The JSON data of a stream event as an older version stored it, a whole SSE frame; data passes unchanged.
+
+    Frames were ``id: N\\ndata: {json}\\n\\n`` (turns) or ``id: N\\nevent: TYPE\\ndata: {json}\\n\\n``
+    (responses); data is a JSON object, so it never starts with a field name. For upgrades of stored data.
+    """
+    if stored.startswith("{"):
+        return stored
+    lines = [line for line in stored.split("\n") if line.startswith("data:")]
+    return "\n".join(line[len("data: ") :] if line.startswith("data: ") else line[len("data:") :] for line in lines)

@@ -1,33 +1,113 @@
-"""The PostgreSQL backend: one schema shared by any number of replicas."""
+"""The PostgreSQL backend (one schema shared by any number of replicas): its dialect and its asyncpg driver."""
 
 from __future__ import annotations
 
-import json
 import re
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, TypeVar, cast
 
 import asyncpg
 
-from ferryman.api.agents import Agent
-from ferryman.api.registry import Model
-from ferryman.errors import InvalidRequestError, NotFoundError
+from ferryman.errors import InvalidRequestError
 
-from . import codec
-from .base import Page, SessionRecord
-from .migrate import migration_scripts
-from .postgres_idempotency import PgIdempotencyTables
-from .postgres_responses import PgResponseTables
-from .postgres_turns import PgTurnTables
-from .rows import page_of
+from .sql.migrate import upgrade_postgres
+from .sql.seam import ForeignKeyViolation, Query, UniqueViolation, Work, run_unit_async
+from .sql.store import SqlStore
 
-# Every replica migrates at start-up; this advisory lock makes them take turns.
-_MIGRATION_LOCK = 0x66657272  # "ferr"
+T = TypeVar("T")
+
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# A named parameter; not the second colon of a ``::type`` cast.
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
-class PostgresStore(PgTurnTables, PgResponseTables, PgIdempotencyTables):
-    """Agents, sessions, turns, responses and models in PostgreSQL, over an asyncpg pool.
+class PostgresDialect:
+    """PostgreSQL's side of :class:`~ferryman.storage.sql.seam.Dialect`: native times, arrays and jsonb."""
+
+    # Replicas sweep at the same moment without waiting on each other.
+    skip_locked = " FOR UPDATE OF t SKIP LOCKED"
+    sweep_expired_keys = (
+        "DELETE FROM idempotency_keys WHERE ctid IN (SELECT ctid FROM idempotency_keys "
+        "WHERE expires_at <= :now LIMIT 100 FOR UPDATE SKIP LOCKED)"
+    )
+
+    def stamp(self, moment: datetime | None) -> Any:
+        """asyncpg takes aware datetimes as they are."""
+        return moment
+
+    def read_stamp(self, value: Any) -> datetime | None:
+        """asyncpg returns aware datetimes."""
+        return value  # type: ignore[no-any-return]
+
+    def epoch(self, moment: datetime | None) -> Any:
+        """A ``timestamptz``, as :meth:`stamp`."""
+        return moment
+
+    def read_epoch(self, value: Any) -> datetime:
+        """As :meth:`read_stamp`."""
+        return value  # type: ignore[no-any-return]
+
+    def array(self, values: Sequence[str]) -> Any:
+        """A ``text[]``."""
+        return list(values)
+
+    def any_of(self, column: str, param: str) -> str:
+        """``= ANY`` of a text array."""
+        return f"{column} = ANY(:{param}::text[])"
+
+    def failed_body(self, param: str) -> str:
+        """A jsonb merge of status and error."""
+        return (
+            "(body::jsonb || jsonb_build_object('status', 'failed', 'error', "
+            f"jsonb_build_object('code', 'interrupted', 'message', :{param}::text)))::text"
+        )
+
+
+@lru_cache(maxsize=1024)
+def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with ``$n`` for its named parameters, and their names in order."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    return _PARAM.sub(number, sql), tuple(names)
+
+
+async def _execute(conn: asyncpg.Connection, query: Query[Any]) -> Any:
+    sql, names = _positional(query.sql)
+    try:
+        if query.fetch == "many":
+            batch = cast(Sequence[Mapping[str, Any]], query.params)
+            if batch:
+                await conn.executemany(sql, [[params[name] for name in names] for params in batch])
+            return None
+        params = cast(Mapping[str, Any], query.params)
+        args = [params[name] for name in names]
+        if query.fetch == "all":
+            return await conn.fetch(sql, *args)
+        if query.fetch == "one":
+            return await conn.fetchrow(sql, *args)
+        status: str = await conn.execute(sql, *args)  # "UPDATE 3", "INSERT 0 1", ...
+        return int(status.rsplit(" ", 1)[-1])
+    except asyncpg.UniqueViolationError as exc:
+        raise UniqueViolation(str(exc)) from exc
+    except asyncpg.ForeignKeyViolationError as exc:
+        raise ForeignKeyViolation(str(exc)) from exc
+
+
+async def _run(conn: asyncpg.Connection, work: Query[T] | Work[T]) -> T:
+    if isinstance(work, Query):
+        return await _execute(conn, work)  # type: ignore[no-any-return]
+    return await run_unit_async(work, lambda query: _execute(conn, query))
+
+
+class PostgresDriver:
+    """An asyncpg pool on one database (and schema).
 
     Args:
         url: A ``postgresql://`` URL.
@@ -38,11 +118,11 @@ class PostgresStore(PgTurnTables, PgResponseTables, PgIdempotencyTables):
     def __init__(self, url: str, schema: str | None = None, pool_size: int = 10) -> None:
         if schema is not None and not _SCHEMA_NAME.match(schema):
             raise InvalidRequestError(f"invalid schema name {schema!r}")
+        self.dialect = PostgresDialect()
         self._url = url
         self._schema = schema
         self._pool_size = pool_size
         self._pool_or_none: asyncpg.Pool | None = None
-        self._messages = codec.MessageCache()
 
     @property
     def _pool(self) -> asyncpg.Pool:
@@ -51,37 +131,31 @@ class PostgresStore(PgTurnTables, PgResponseTables, PgIdempotencyTables):
         return self._pool_or_none
 
     async def open(self) -> None:
-        """Connect, create the schema if asked, and apply pending migrations."""
-        settings = {"search_path": self._schema} if self._schema else {}
+        """Create the schema if asked, bring it up to date, and open the pool."""
         if self._schema:
             connection = await asyncpg.connect(self._url)
             try:
                 await connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')
             finally:
                 await connection.close()
+        await upgrade_postgres(self._url, self._schema)
+        settings = {"search_path": self._schema} if self._schema else {}
         self._pool_or_none = await asyncpg.create_pool(
             self._url, min_size=1, max_size=self._pool_size, server_settings=settings
         )
-        await self._migrate()
 
-    async def _migrate(self) -> None:
-        async with self._pool.acquire() as c, c.transaction():
-            await c.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
-            await c.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
-            )
-            applied = {row[0] for row in await c.fetch("SELECT version FROM schema_migrations")}
-            for version, name, sql in migration_scripts("postgres"):
-                if version in applied:
-                    continue
-                await c.execute(sql)
-                await c.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
-                    version,
-                    name,
-                    datetime.now(UTC),
-                )
+    async def read(self, work: Query[T] | Work[T]) -> T:
+        """Run ``work`` on one pooled connection, outside a transaction."""
+        async with self._pool.acquire() as conn:
+            return await _run(conn, work)
+
+    async def write(self, work: Query[T] | Work[T]) -> T:
+        """Run a unit in one transaction (a lone statement is atomic as it is)."""
+        async with self._pool.acquire() as conn:
+            if isinstance(work, Query):
+                return await _run(conn, work)
+            async with conn.transaction():
+                return await _run(conn, work)
 
     async def close(self) -> None:
         """Close the pool."""
@@ -89,118 +163,15 @@ class PostgresStore(PgTurnTables, PgResponseTables, PgIdempotencyTables):
             await self._pool_or_none.close()
             self._pool_or_none = None
 
-    # ---- agents ----------------------------------------------------------
 
-    async def create_agent(self, agent: Agent) -> None:
-        """Store a new agent."""
-        await self._pool.execute(
-            "INSERT INTO agents (agent_id, config, created_at) VALUES ($1, $2, $3)",
-            agent.agent_id,
-            agent.agent_config.model_dump_json(),
-            agent.created_at,
-        )
+class PostgresStore(SqlStore):
+    """Everything in a PostgreSQL database, shared by replicas.
 
-    async def get_agent(self, agent_id: str) -> Agent:
-        """Return an agent or raise NotFoundError."""
-        row = await self._pool.fetchrow("SELECT agent_id, config, created_at FROM agents WHERE agent_id = $1", agent_id)
-        if row is None:
-            raise NotFoundError(f"agent '{agent_id}' not found")
-        return _agent(row)
+    Args:
+        url: A ``postgresql://`` URL.
+        schema: The schema to use (created if missing); default: the server's search path.
+        pool_size: Most connections the pool opens.
+    """
 
-    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
-        """Return agents in creation order."""
-        rows = await self._pool.fetch(
-            "SELECT agent_id, config, created_at FROM agents ORDER BY id LIMIT $1 OFFSET $2",
-            None if limit is None else limit + 1,
-            start_index,
-        )
-        page, more = page_of(list(rows), limit)
-        return Page([_agent(row) for row in page], more)
-
-    async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent and, by cascade, everything under it."""
-        status = await self._pool.execute("DELETE FROM agents WHERE agent_id = $1", agent_id)
-        if status.endswith(" 0"):
-            raise NotFoundError(f"agent '{agent_id}' not found")
-
-    # ---- models ----------------------------------------------------------
-
-    async def save_model(self, model: Model) -> None:
-        """Store (or replace) a registered model."""
-        await self._pool.execute(
-            "INSERT INTO models (model_id, provider_id, provider_resource_id, model_type, metadata, created_at) "
-            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (model_id) DO UPDATE SET provider_id = excluded.provider_id, "
-            "provider_resource_id = excluded.provider_resource_id, model_type = excluded.model_type, "
-            "metadata = excluded.metadata",
-            model.identifier,
-            model.provider_id,
-            model.provider_resource_id,
-            model.model_type,
-            json.dumps(model.metadata),
-            datetime.now(UTC),
-        )
-
-    async def delete_model(self, model_id: str) -> bool:
-        """Forget a registered model."""
-        status = await self._pool.execute("DELETE FROM models WHERE model_id = $1", model_id)
-        return not status.endswith(" 0")
-
-    async def registered_models(self) -> list[Model]:
-        """Every registered model, in registration order."""
-        rows = await self._pool.fetch(
-            "SELECT model_id, provider_id, provider_resource_id, model_type, metadata FROM models ORDER BY id"
-        )
-        return [
-            Model(
-                identifier=r[0], provider_id=r[1], provider_resource_id=r[2], model_type=r[3], metadata=json.loads(r[4])
-            )
-            for r in rows
-        ]
-
-    # ---- sessions --------------------------------------------------------
-
-    async def create_session(self, session: SessionRecord) -> None:
-        """Store a new session."""
-        await self._pool.execute(
-            "INSERT INTO sessions (session_id, agent_id, session_name, started_at) VALUES ($1, $2, $3, $4)",
-            session.session_id,
-            session.agent_id,
-            session.session_name,
-            session.started_at,
-        )
-
-    async def get_session(self, agent_id: str, session_id: str) -> SessionRecord:
-        """Return a session of an agent or raise NotFoundError."""
-        row = await self._pool.fetchrow(
-            "SELECT session_id, agent_id, session_name, started_at FROM sessions "
-            "WHERE session_id = $1 AND agent_id = $2",
-            session_id,
-            agent_id,
-        )
-        if row is None:
-            raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
-        return SessionRecord(row[0], row[1], row[2], row[3])
-
-    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
-        """Return an agent's sessions in creation order."""
-        rows = await self._pool.fetch(
-            "SELECT session_id, agent_id, session_name, started_at FROM sessions WHERE agent_id = $1 "
-            "ORDER BY id LIMIT $2 OFFSET $3",
-            agent_id,
-            None if limit is None else limit + 1,
-            start_index,
-        )
-        page, more = page_of(list(rows), limit)
-        return Page([SessionRecord(r[0], r[1], r[2], r[3]) for r in page], more)
-
-    async def delete_session(self, agent_id: str, session_id: str) -> None:
-        """Delete a session and, by cascade, its turns."""
-        status = await self._pool.execute(
-            "DELETE FROM sessions WHERE session_id = $1 AND agent_id = $2", session_id, agent_id
-        )
-        if status.endswith(" 0"):
-            raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
-
-
-def _agent(row: Any) -> Agent:
-    return Agent(agent_id=row[0], agent_config=codec.load_config(row[1]), created_at=row[2])
+    def __init__(self, url: str, schema: str | None = None, pool_size: int = 10) -> None:
+        super().__init__(PostgresDriver(url, schema, pool_size))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from .base import IdempotencyRecord
+from .redis_lua_idempotency import CLAIM, RELEASE, UPDATE, Claim, Release, Update
 from .redis_scripts import RedisBase
 
 
@@ -13,12 +14,8 @@ def record_id(owner: str, key: str) -> str:
     return f"{len(owner)}:{owner}:{key}"
 
 
-def _epoch(moment: datetime) -> str:
-    return repr(moment.timestamp())
-
-
-def _time(epoch: str) -> datetime:
-    return datetime.fromtimestamp(float(epoch), UTC)
+def _time(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
 
 
 class RedisIdempotency(RedisBase):
@@ -26,32 +23,38 @@ class RedisIdempotency(RedisBase):
 
     async def claim_idempotency_key(self, claim: IdempotencyRecord, now: datetime) -> IdempotencyRecord | None:
         """Store a pending claim unless a live record holds its key; return that record, or None."""
-        reply = await self._run(
-            "claim_idempotency_key",
-            record_id(claim.owner, claim.key),
-            _epoch(now),
-            claim.token,
-            claim.fingerprint,
-            _epoch(claim.created_at),
-            _epoch(claim.expires_at),
+        holder = await self._run(
+            CLAIM,
+            Claim(
+                record_id=record_id(claim.owner, claim.key),
+                now=now.timestamp(),
+                token=claim.token,
+                fingerprint=claim.fingerprint,
+                created_at=claim.created_at.timestamp(),
+                expires_at=claim.expires_at.timestamp(),
+            ),
         )
-        if reply[0] == "ok":
+        if holder is None:
             return None
-        token, fingerprint, created, expires, done, result = reply[1:]
         return IdempotencyRecord(
-            claim.owner, claim.key, token, fingerprint, _time(created), _time(expires), result if done == "1" else None
+            claim.owner,
+            claim.key,
+            holder.token,
+            holder.fingerprint,
+            _time(holder.created_at),
+            _time(holder.expires_at),
+            holder.result,
         )
 
     async def _update(self, claim: IdempotencyRecord, expires_at: datetime, result: str | None) -> bool:
-        reply = await self._run(
-            "update_idempotency_key",
-            record_id(claim.owner, claim.key),
-            claim.token,
-            _epoch(expires_at),
-            "0" if result is None else "1",
-            result or "",
+        update = Update(
+            record_id=record_id(claim.owner, claim.key),
+            token=claim.token,
+            expires_at=expires_at.timestamp(),
+            complete=result is not None,
+            result=result or "",
         )
-        return bool(reply[0] == "ok")
+        return await self._run(UPDATE, update)
 
     async def renew_idempotency_key(self, claim: IdempotencyRecord, expires_at: datetime) -> bool:
         """Move a pending claim's expiry; False if its record is gone or has its result."""
@@ -63,4 +66,4 @@ class RedisIdempotency(RedisBase):
 
     async def release_idempotency_key(self, claim: IdempotencyRecord) -> None:
         """Delete the claim's record if it has no result yet."""
-        await self._run("release_idempotency_key", record_id(claim.owner, claim.key), claim.token)
+        await self._run(RELEASE, Release(record_id=record_id(claim.owner, claim.key), token=claim.token))

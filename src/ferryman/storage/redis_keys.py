@@ -21,7 +21,7 @@ kind                type         holds
 ``step_bodies``     hash         step id -> step JSON
 ``pending``         sorted set   the step ids of a turn still pending (tool waits)
 ``messages``        list         a turn's history messages, ``"<id> <json>"``
-``turn_events``     sorted set   ``"<seq>:<frame>"`` scored by seq
+``turn_events``     sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``leases``          sorted set   running turn ids by lease end (epoch seconds)
 ``models``          hash         model id -> model JSON
 ``model_order``     sorted set   model ids by first registration
@@ -30,15 +30,19 @@ kind                type         holds
 ``item_bodies``     hash         item id -> item JSON
 ``responses``       sorted set   response ids by creation
 ``response``        hash         the response's columns, body, seq, interrupted
-``response_events`` sorted set   ``"<seq>:<frame>"`` scored by seq
+``response_events`` sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
                                  id ``<len(owner)>:<owner>:<key>``, expires itself
+``schema``          string       the layout version of the data (absent: 1)
+``schema_lock``     string       held by the replica that upgrades the layout
 ==================  ===========  ====================================================
 """
 
 from __future__ import annotations
 
 from ferryman.redis_url import DEFAULT_PREFIX
+
+from .base import StoredEvent
 
 SEQ = "seq"
 AGENTS = "agents"
@@ -47,7 +51,9 @@ AGENT_SESSIONS = "agent_sessions"
 SESSION = "session"
 SESSION_TURNS = "session_turns"
 TURN = "turn"
+STEPS = "steps"
 STEP_BODIES = "step_bodies"
+PENDING = "pending"
 TURN_EVENTS = "turn_events"
 LEASES = "leases"
 MODELS = "models"
@@ -58,6 +64,8 @@ ITEM_BODIES = "item_bodies"
 RESPONSES = "responses"
 RESPONSE = "response"
 RESPONSE_EVENTS = "response_events"
+SCHEMA = "schema"
+SCHEMA_LOCK = "schema_lock"
 
 # Prepended to every script: the same naming as :class:`Keys`, with the prefix
 # always passed as ARGV[1].
@@ -91,9 +99,15 @@ class Keys:
         return f"{self.prefix}{kind}:"
 
 
-def event_frame(member: str) -> str:
-    """The frame of a stored stream event, whose member is ``<seq>:<frame>`` (unique even if frames repeat)."""
-    return member.split(":", 1)[1]
+def event_member(seq: int, data: str) -> str:
+    """The member that stores a stream event: ``<seq>:<data>``, unique even if two events' data are the same."""
+    return f"{seq}:{data}"
+
+
+def stored_event(member: str) -> StoredEvent:
+    """The stream event a member of an events sorted set stores (see :func:`event_member`)."""
+    seq, data = member.split(":", 1)
+    return StoredEvent(int(seq), data)
 
 
 def message_row(entry: str) -> tuple[int, str]:

@@ -1,50 +1,114 @@
-"""The Lua scripts of idempotency keys: claim, renew, complete and release, each atomic.
+"""The Lua scripts of idempotency keys: claim, update and release, each a typed script.
 
-Each runs after the shared library of :mod:`ferryman.storage.redis_scripts`;
-ARGV[1] is always the key prefix and ARGV[2] the record's id (owner and key).
-A record is a hash (token, fingerprint, created_at, expires_at in epoch
-seconds, result once known) that Redis deletes itself when it expires.
+Each checks the record's token (or expiry) before it writes, atomically. A
+record is a hash (token, fingerprint, created_at, expires_at in epoch seconds,
+result once known) that Redis deletes itself when it expires.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .redis_script import Script, nothing
 
 _EXPIRE = """
 local function expire_at(k, seconds) redis.call('PEXPIREAT', k, math.ceil(tonumber(seconds) * 1000)) end
 """
 
-IDEMPOTENCY_SCRIPTS = {
-    # ARGV[3] = now, then token, fingerprint, created_at, expires_at of the claim.
-    "claim_idempotency_key": _EXPIRE
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of the record ``record_id`` at ``now`` (epoch seconds), unless a live record holds it."""
+
+    record_id: str
+    now: float
+    token: str
+    fingerprint: str
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class Update:
+    """A new expiry for the claim with ``token``; with ``complete``, its call's ``result`` too."""
+
+    record_id: str
+    token: str
+    expires_at: float
+    complete: bool
+    result: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """Forget the pending claim with ``token``."""
+
+    record_id: str
+    token: str
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The record that holds a key: token, fingerprint, creation and expiry (epoch seconds), result."""
+
+    token: str
+    fingerprint: str
+    created_at: float
+    expires_at: float
+    result: str | None
+
+
+def _holder(found: list[Any]) -> Holder | None:
+    if not found:
+        return None
+    token, fingerprint, created, expires, done, result = found
+    return Holder(token, fingerprint, float(created), float(expires), result if done == "1" else None)
+
+
+# Answers nothing when claimed, else the holder.
+CLAIM = Script(
+    Claim,
+    _EXPIRE
     + """
-local k = key('idempotency', ARGV[2])
+local k = key('idempotency', record_id)
 local f = redis.call('HMGET', k, 'token', 'fingerprint', 'created_at', 'expires_at', 'result')
-if f[1] and tonumber(f[4]) > tonumber(ARGV[3]) then
-  if f[5] then return {'held', f[1], f[2], f[3], f[4], '1', f[5]} end
-  return {'held', f[1], f[2], f[3], f[4], '0', ''}
+if f[1] and tonumber(f[4]) > tonumber(now) then
+  if f[5] then return {OK, f[1], f[2], f[3], f[4], '1', f[5]} end
+  return {OK, f[1], f[2], f[3], f[4], '0', ''}
 end
 redis.call('DEL', k)
-redis.call('HSET', k, 'token', ARGV[4], 'fingerprint', ARGV[5], 'created_at', ARGV[6], 'expires_at', ARGV[7])
-expire_at(k, ARGV[7])
-return {'ok'}
+redis.call('HSET', k, 'token', token, 'fingerprint', fingerprint, 'created_at', created_at, 'expires_at', expires_at)
+expire_at(k, expires_at)
+return {OK}
 """,
-    # ARGV[3] = token, ARGV[4] = new expiry, ARGV[5] = '1' to store the result ARGV[6]
-    # ('0': renew a pending claim only).
-    "update_idempotency_key": _EXPIRE
+    _holder,
+)
+
+# Answers 1 when updated; 0 when the claim no longer holds the key or, renewing, has its result.
+UPDATE = Script(
+    Update,
+    _EXPIRE
     + """
-local k = key('idempotency', ARGV[2])
-if redis.call('HGET', k, 'token') ~= ARGV[3] then return {'not_found'} end
-if ARGV[5] == '0' and redis.call('HEXISTS', k, 'result') == 1 then return {'done'} end
-redis.call('HSET', k, 'expires_at', ARGV[4])
-if ARGV[5] == '1' then redis.call('HSET', k, 'result', ARGV[6]) end
-expire_at(k, ARGV[4])
-return {'ok'}
+local k = key('idempotency', record_id)
+if redis.call('HGET', k, 'token') ~= token then return {OK, 0} end
+if not complete and redis.call('HEXISTS', k, 'result') == 1 then return {OK, 0} end
+redis.call('HSET', k, 'expires_at', expires_at)
+if complete then redis.call('HSET', k, 'result', result) end
+expire_at(k, expires_at)
+return {OK, 1}
 """,
-    # ARGV[3] = token.
-    "release_idempotency_key": """
-local k = key('idempotency', ARGV[2])
-if redis.call('HGET', k, 'token') == ARGV[3] and redis.call('HEXISTS', k, 'result') == 0 then
+    lambda found: bool(found[0]),
+)
+
+RELEASE = Script(
+    Release,
+    """
+local k = key('idempotency', record_id)
+if redis.call('HGET', k, 'token') == token and redis.call('HEXISTS', k, 'result') == 0 then
   redis.call('DEL', k)
 end
-return {'ok'}
+return {OK}
 """,
-}
+    nothing,
+)

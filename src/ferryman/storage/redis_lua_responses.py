@@ -1,119 +1,227 @@
-"""The Lua scripts of responses, conversations and their items.
+"""The Lua scripts of responses, conversations and their items, each a typed script.
 
-Each runs after the shared library of :mod:`ferryman.storage.redis_scripts`;
-ARGV[1] is always the key prefix.
+Kept in Lua because each checks before it writes several keys, atomically: a
+new response needs its turn; a finished response stores its body, events and
+conversation items all or nothing; items are added only if no id repeats; a
+conversation is created only once, updated only while it exists; deletes
+cascade through keys found as they go. The chain read walks
+``previous_response_id`` hop by hop, one snapshot in one round trip.
 """
 
 from __future__ import annotations
 
-# ARGV[2..8]: response, turn, session, conversation ('' = none), previous
-# response ('' = none), background ('1'), body. As in SQL, an update changes the
-# body only; it also drops a failure laid over it by fail_expired_turns. A new
-# response needs its turn, which it is deleted with.
+from dataclasses import dataclass
+
+from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+
+from .redis_script import Outcome, Script, nothing, values
+
+
+@dataclass(frozen=True)
+class SaveResponse:
+    """A response's columns and body (``None``: absent)."""
+
+    response_id: str
+    turn_id: str
+    session_id: str
+    conversation_id: str | None
+    previous_response_id: str | None
+    background: bool
+    body: str
+
+
+@dataclass(frozen=True)
+class FinishResponse(SaveResponse):
+    """A finished response, its event data (numbered from 0) and its conversation's new items."""
+
+    events: list[str]
+    item_ids: list[str]
+    item_bodies: list[str]
+
+
+@dataclass(frozen=True)
+class ResponseId:
+    """One response."""
+
+    response_id: str
+
+
+@dataclass(frozen=True)
+class CreateConversation:
+    """A conversation in a session, with its first items."""
+
+    conversation_id: str
+    session_id: str
+    metadata: str
+    created_at: int
+    item_ids: list[str]
+    item_bodies: list[str]
+
+
+@dataclass(frozen=True)
+class UpdateConversation:
+    """A conversation's new metadata."""
+
+    conversation_id: str
+    metadata: str
+
+
+@dataclass(frozen=True)
+class ConversationId:
+    """One conversation."""
+
+    conversation_id: str
+
+
+@dataclass(frozen=True)
+class AddItems:
+    """Items to append to an owner (a conversation, or a response's input)."""
+
+    owner: str
+    item_ids: list[str]
+    item_bodies: list[str]
+
+
+def repeated(owner: str) -> InvalidRequestError:
+    """The error of an item id used twice in one owner."""
+    return InvalidRequestError(f"an item id is already used in '{owner}'", "items")
+
+
+# As in SQL, an update changes the body only; it also drops a failure laid over
+# it by fail_expired_turns. A new response needs its turn, which it is deleted with.
 _UPSERT = """
 local function upsert_response()
-  local rid = ARGV[2]
-  local r = key('response', rid)
+  local r = key('response', response_id)
   if redis.call('EXISTS', r) == 1 then
-    redis.call('HSET', r, 'body', ARGV[8])
+    redis.call('HSET', r, 'body', body)
     redis.call('HDEL', r, 'interrupted')
     return true
   end
-  local t = key('turn', ARGV[3])
+  local t = key('turn', turn_id)
   if redis.call('EXISTS', t) == 0 then return false end
   local seq = next_seq(1)
-  redis.call('HSET', r, 'turn_id', ARGV[3], 'session_id', ARGV[4], 'conversation_id', ARGV[5],
-    'previous_response_id', ARGV[6], 'background', ARGV[7], 'body', ARGV[8], 'seq', seq)
-  redis.call('ZADD', global('responses'), seq, rid)
-  redis.call('HSET', t, 'response_id', rid)
+  redis.call('HSET', r, 'turn_id', turn_id, 'session_id', session_id, 'conversation_id', conversation_id,
+    'previous_response_id', previous_response_id, 'background', background and '1' or '0', 'body', body, 'seq', seq)
+  redis.call('ZADD', global('responses'), seq, response_id)
+  redis.call('HSET', t, 'response_id', response_id)
   return true
 end
 """
 
-_SAVE = """
-if not upsert_response() then return {'not_found'} end
-return {'ok'}
-"""
+SAVE_RESPONSE = Script(
+    SaveResponse,
+    _UPSERT
+    + """
+if not upsert_response() then return {NOT_FOUND} end
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found")},
+)
 
-# ARGV[2..8] as in upsert_response, then the event count n, the n events
-# (numbered from 0), then (item id, item JSON) pairs for the conversation.
-_FINISH = """
-local n = tonumber(ARGV[9])
-local first_item, conversation = 10 + n, ARGV[5]
-if conversation ~= '' and not items_ok(conversation, first_item, #ARGV) then return {'invalid'} end
-if not upsert_response() then return {'not_found'} end
-save_events(key('response_events', ARGV[2]), 0, 10, 9 + n, false)
-if conversation ~= '' then insert_items(conversation, first_item, #ARGV) end
-return {'ok'}
-"""
+FINISH_RESPONSE = Script(
+    FinishResponse,
+    _UPSERT
+    + """
+if conversation_id ~= '' and not items_ok(conversation_id, item_ids) then return {INVALID} end
+if not upsert_response() then return {NOT_FOUND} end
+save_events(key('response_events', response_id), 0, events, false)
+if conversation_id ~= '' then insert_items(conversation_id, item_ids, item_bodies) end
+return {OK}
+""",
+    nothing,
+    {
+        Outcome.INVALID: lambda a, _: repeated(a.conversation_id or ""),
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found"),
+    },
+)
 
 # Without a conversation, the response's session was its own: it goes too.
-_DELETE = """
-local f = redis.call('HMGET', key('response', ARGV[2]), 'turn_id', 'session_id', 'conversation_id')
-if not f[1] then return {'not_found'} end
-del_response(ARGV[2])
+DELETE_RESPONSE = Script(
+    ResponseId,
+    """
+local f = redis.call('HMGET', key('response', response_id), 'turn_id', 'session_id', 'conversation_id')
+if not f[1] then return {NOT_FOUND} end
+del_response(response_id)
 if f[3] == '' then del_session(f[2]) else del_turn(f[1]) end
-return {'ok'}
-"""
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"response '{a.response_id}' not found")},
+)
 
 # The messages of each response's turn along previous_response_id, oldest first.
 # The walk is bounded, so a cycle cannot keep the server busy.
-_CHAIN = """
-local turns, rid = {}, ARGV[2]
+CHAIN_HISTORY = Script(
+    ResponseId,
+    """
+local turns, rid = {}, response_id
 while rid and rid ~= '' and #turns < 100000 do
   local f = redis.call('HMGET', key('response', rid), 'turn_id', 'previous_response_id')
   if not f[1] then break end
   turns[#turns + 1] = f[1]
   rid = f[2]
 end
-local out = {'ok'}
+local out = {OK}
 for i = #turns, 1, -1 do
   for _, entry in ipairs(redis.call('LRANGE', key('messages', turns[i]), 0, -1)) do out[#out + 1] = entry end
 end
 return out
-"""
+""",
+    values,
+)
 
-# ARGV: prefix, conversation, session, metadata, created_at, item pairs...
-_CREATE_CONVERSATION = """
-local cid, sid = ARGV[2], ARGV[3]
-if redis.call('EXISTS', key('session', sid)) == 0 then return {'not_found'} end
-local c = key('conversation', cid)
-if redis.call('EXISTS', c) == 1 then return {'conflict'} end
-if not items_ok(cid, 6, #ARGV) then return {'invalid'} end
-redis.call('HSET', c, 'session_id', sid, 'metadata', ARGV[4], 'created_at', ARGV[5])
-redis.call('SADD', key('session_convs', sid), cid)
-insert_items(cid, 6, #ARGV)
-return {'ok'}
-"""
+CREATE_CONVERSATION = Script(
+    CreateConversation,
+    """
+if redis.call('EXISTS', key('session', session_id)) == 0 then return {NOT_FOUND} end
+local c = key('conversation', conversation_id)
+if redis.call('EXISTS', c) == 1 then return {CONFLICT} end
+if not items_ok(conversation_id, item_ids) then return {INVALID} end
+redis.call('HSET', c, 'session_id', session_id, 'metadata', metadata, 'created_at', created_at)
+redis.call('SADD', key('session_convs', session_id), conversation_id)
+insert_items(conversation_id, item_ids, item_bodies)
+return {OK}
+""",
+    nothing,
+    {
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' not found"),
+        Outcome.CONFLICT: lambda a, _: ConflictError(f"conversation '{a.conversation_id}' already exists"),
+        Outcome.INVALID: lambda a, _: repeated(a.conversation_id),
+    },
+)
 
-_UPDATE_CONVERSATION = """
-local c = key('conversation', ARGV[2])
-if redis.call('EXISTS', c) == 0 then return {'not_found'} end
-redis.call('HSET', c, 'metadata', ARGV[3])
-return {'ok', redis.call('HMGET', c, 'session_id', 'metadata', 'created_at')}
-"""
+# Answers the conversation's session id, metadata and creation time.
+UPDATE_CONVERSATION = Script(
+    UpdateConversation,
+    """
+local c = key('conversation', conversation_id)
+if redis.call('EXISTS', c) == 0 then return {NOT_FOUND} end
+redis.call('HSET', c, 'metadata', metadata)
+return {OK, redis.call('HMGET', c, 'session_id', 'metadata', 'created_at')}
+""",
+    values,
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"conversation '{a.conversation_id}' not found")},
+)
 
-_DELETE_CONVERSATION = """
-if redis.call('EXISTS', key('conversation', ARGV[2])) == 0 then return {'not_found'} end
-del_conversation(ARGV[2])
-return {'ok'}
-"""
+DELETE_CONVERSATION = Script(
+    ConversationId,
+    """
+if redis.call('EXISTS', key('conversation', conversation_id)) == 0 then return {NOT_FOUND} end
+del_conversation(conversation_id)
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"conversation '{a.conversation_id}' not found")},
+)
 
-# ARGV: prefix, owner, item pairs...
-_ADD_ITEMS = """
-if not items_ok(ARGV[2], 3, #ARGV) then return {'invalid'} end
-insert_items(ARGV[2], 3, #ARGV)
-return {'ok'}
-"""
-
-RESPONSE_SCRIPTS: dict[str, str] = {
-    "save_response": _UPSERT + _SAVE,
-    "finish_response": _UPSERT + _FINISH,
-    "delete_response": _DELETE,
-    "chain_history": _CHAIN,
-    "create_conversation": _CREATE_CONVERSATION,
-    "update_conversation": _UPDATE_CONVERSATION,
-    "delete_conversation": _DELETE_CONVERSATION,
-    "add_items": _ADD_ITEMS,
-}
-"""Response, conversation and item scripts by name."""
+ADD_ITEMS = Script(
+    AddItems,
+    """
+if not items_ok(owner, item_ids) then return {INVALID} end
+insert_items(owner, item_ids, item_bodies)
+return {OK}
+""",
+    nothing,
+    {Outcome.INVALID: lambda a, _: repeated(a.owner)},
+)

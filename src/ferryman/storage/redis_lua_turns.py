@@ -1,10 +1,24 @@
-"""The Lua scripts of turns: starting, resuming, steps, finishing, history and leases.
+"""The Lua scripts of turns, each a typed :class:`~ferryman.storage.redis_script.Script`.
 
-Each runs after the shared library of :mod:`ferryman.storage.redis_scripts`;
-ARGV[1] is always the key prefix.
+Kept in Lua because each reads state and writes on what it read, atomically:
+one running turn per session across replicas (start, resume), a step or end
+stored only while the turn still runs (save step, finish), a lease failure
+taken by one caller only (fail expired), and events stored only for a turn
+that exists (a late replica must not recreate a deleted turn's events). The
+history read is here because starting a turn reads it in the same transaction,
+and is written once for both.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ferryman.api.agents import TurnStatus
+from ferryman.errors import ConflictError, FailureCode, NotFoundError
+
+from .base import ExpiredTurn
+from .redis_script import Outcome, Script, nothing, values
 
 # History of a turn: the messages of the session's completed turns that started
 # before it (session_done holds only completed turns, scored by start), then its
@@ -12,7 +26,7 @@ from __future__ import annotations
 # older turn was resumed after newer ones ran.
 _HISTORY = """
 local function history(sid, tid, seq, own)
-  local out = {'ok'}
+  local out = {OK}
   for _, done in ipairs(redis.call('ZRANGEBYSCORE', key('session_done', sid), '-inf', '(' .. seq)) do
     for _, entry in ipairs(redis.call('LRANGE', key('messages', done), 0, -1)) do out[#out + 1] = entry end
   end
@@ -24,190 +38,255 @@ end
 
 -- A running marker whose turn no longer runs (it should not happen) must not lock the session for good.
 local function runs(tid)
-  return tid and redis.call('HGET', key('turn', tid), 'status') == 'in_progress'
+  return tid and redis.call('HGET', key('turn', tid), 'status') == IN_PROGRESS
 end
 """
 
-# ARGV: prefix, session, agent ('' = none), turn, status, inputs, overrides,
-# started_at, lease score, load history ('1'), history messages...
-_START = """
-local sid, aid, tid, status = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local s = key('session', sid)
+
+@dataclass(frozen=True)
+class StartTurn:
+    """A new turn, its input messages, and whether to answer its history."""
+
+    session_id: str
+    agent_id: str | None
+    turn_id: str
+    status: TurnStatus
+    inputs: str
+    overrides: str
+    started_at: str
+    lease: float
+    with_history: bool
+    messages: list[str]
+
+
+@dataclass(frozen=True)
+class ClaimResume:
+    """An awaiting turn to run again, under a lease."""
+
+    session_id: str
+    turn_id: str
+    lease: float
+
+
+@dataclass(frozen=True)
+class SaveStep:
+    """A step of a running turn, the history messages it adds and the turn's inference count."""
+
+    turn_id: str
+    infer_iters: int
+    step_id: str
+    pending: bool
+    step: str
+    messages: list[str]
+
+
+@dataclass(frozen=True)
+class FinishTurn:
+    """A turn's final or awaiting columns (``None``: absent), and its last step if ``step_id`` is set."""
+
+    turn_id: str
+    status: TurnStatus
+    infer_iters: int
+    output: str | None
+    error_code: str | None
+    error_message: str | None
+    completed_at: str | None
+    step_id: str | None
+    pending: bool
+    step: str | None
+    messages: list[str]
+
+
+@dataclass(frozen=True)
+class TurnOfSession:
+    """A turn, and the session it is looked up in."""
+
+    session_id: str
+    turn_id: str
+
+
+@dataclass(frozen=True)
+class FailExpired:
+    """Fail running turns whose lease ended before ``now`` with ``code`` and ``message``."""
+
+    now: float
+    code: FailureCode
+    message: str
+    completed_at: str
+
+
+@dataclass(frozen=True)
+class SaveTurnEvents:
+    """Event data of a turn, numbered from ``first_seq``."""
+
+    turn_id: str
+    first_seq: int
+    events: list[str]
+
+
+def _pairs(found: list[Any]) -> dict[str, str]:
+    """A hash from the flat ``field, value, …`` list of ``HGETALL`` in a script."""
+    [flat] = found
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _expired(found: list[Any]) -> list[ExpiredTurn]:
+    return [ExpiredTurn(turn_id, response_id or None) for turn_id, response_id in found]
+
+
+START_TURN = Script(
+    StartTurn,
+    _HISTORY
+    + """
+local s = key('session', session_id)
 local f = redis.call('HMGET', s, 'seq', 'agent_id', 'running')
-if not f[1] or (f[2] or '') ~= aid then return {'not_found'} end
-local t = key('turn', tid)
-if redis.call('EXISTS', t) == 1 then return {'conflict'} end
-if status == 'in_progress' then
-  if f[3] and f[3] ~= tid and runs(f[3]) then return {'conflict'} end
-  redis.call('HSET', s, 'running', tid)
-  redis.call('ZADD', global('leases'), ARGV[9], tid)
+if not f[1] or (f[2] or '') ~= agent_id then return {NOT_FOUND} end
+local t = key('turn', turn_id)
+if redis.call('EXISTS', t) == 1 then return {CONFLICT} end
+if status == IN_PROGRESS then
+  if f[3] and f[3] ~= turn_id and runs(f[3]) then return {CONFLICT} end
+  redis.call('HSET', s, 'running', turn_id)
+  redis.call('ZADD', global('leases'), lease, turn_id)
 end
 local seq = next_seq(1)
-redis.call('HSET', t, 'session_id', sid, 'status', status, 'inputs', ARGV[6], 'overrides', ARGV[7],
-  'started_at', ARGV[8], 'infer_iters', 0, 'seq', seq)
-if aid ~= '' then redis.call('HSET', t, 'agent_id', aid) end
-redis.call('ZADD', key('session_turns', sid), seq, tid)
-append_messages(tid, 11, #ARGV)
-if ARGV[10] ~= '1' then return {'ok'} end
-return history(sid, tid, seq, true)
-"""
+redis.call('HSET', t, 'session_id', session_id, 'status', status, 'inputs', inputs, 'overrides', overrides,
+  'started_at', started_at, 'infer_iters', 0, 'seq', seq)
+if agent_id ~= '' then redis.call('HSET', t, 'agent_id', agent_id) end
+redis.call('ZADD', key('session_turns', session_id), seq, turn_id)
+append_messages(turn_id, messages)
+if not with_history then return {OK} end
+return history(session_id, turn_id, seq, true)
+""",
+    values,
+    {
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' of agent '{a.agent_id}' not found"),
+        Outcome.CONFLICT: lambda a, _: ConflictError(
+            f"session '{a.session_id}' already has a turn in progress; wait for it to finish"
+        ),
+    },
+)
 
-# ARGV: prefix, session, turn, lease score. Answers the turn's hash as a flat list.
-_CLAIM = """
-local sid, tid = ARGV[2], ARGV[3]
-local t = key('turn', tid)
+# Answers the turn's hash.
+CLAIM_RESUME = Script(
+    ClaimResume,
+    _HISTORY
+    + """
+local t = key('turn', turn_id)
 local f = redis.call('HMGET', t, 'session_id', 'status')
-if f[1] ~= sid then return {'not_found'} end
-if f[2] ~= 'awaiting_input' then return {'not_awaiting', f[2]} end
-local s = key('session', sid)
+if f[1] ~= session_id then return {NOT_FOUND} end
+if f[2] ~= AWAITING_INPUT then return {NOT_AWAITING, f[2]} end
+local s = key('session', session_id)
 local running = redis.call('HGET', s, 'running')
-if running and running ~= tid and runs(running) then return {'busy'} end
-redis.call('HSET', t, 'status', 'in_progress')
-redis.call('HSET', s, 'running', tid)
-redis.call('ZADD', global('leases'), ARGV[4], tid)
-return {'ok', redis.call('HGETALL', t)}
-"""
+if running and running ~= turn_id and runs(running) then return {CONFLICT} end
+redis.call('HSET', t, 'status', IN_PROGRESS)
+redis.call('HSET', s, 'running', turn_id)
+redis.call('ZADD', global('leases'), lease, turn_id)
+return {OK, redis.call('HGETALL', t)}
+""",
+    _pairs,
+    {
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' of session '{a.session_id}' not found"),
+        Outcome.NOT_AWAITING: lambda a, found: ConflictError(
+            f"turn '{a.turn_id}' is not awaiting input (status: {found[0]}); nothing to resume"
+        ),
+        Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already has a turn in progress"),
+    },
+)
 
-# ARGV: prefix, turn, infer_iters, step id, pending ('1'), step body, messages...
-_SAVE_STEP = """
-local tid = ARGV[2]
-local t = key('turn', tid)
-if redis.call('EXISTS', t) == 0 then return {'not_found'} end
-if redis.call('HGET', t, 'status') ~= 'in_progress' then return {'conflict'} end
-redis.call('HSET', t, 'infer_iters', ARGV[3])
-write_step(tid, ARGV[4], ARGV[5], ARGV[6])
-append_messages(tid, 7, #ARGV)
-return {'ok'}
-"""
+SAVE_STEP = Script(
+    SaveStep,
+    """
+local t = key('turn', turn_id)
+if redis.call('EXISTS', t) == 0 then return {NOT_FOUND} end
+if redis.call('HGET', t, 'status') ~= IN_PROGRESS then return {CONFLICT} end
+redis.call('HSET', t, 'infer_iters', infer_iters)
+write_step(turn_id, step_id, pending, step)
+append_messages(turn_id, messages)
+return {OK}
+""",
+    nothing,
+    {
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' no longer exists"),
+        Outcome.CONFLICT: lambda a, _: ConflictError(
+            f"turn '{a.turn_id}' no longer runs (it was failed or finished elsewhere)"
+        ),
+    },
+)
 
-# ARGV: prefix, turn, status, infer_iters, output, error code, error message,
-# completed_at ('' = none for the last four), has a last step ('1'), step id,
-# pending, step body, messages... A turn deleted meanwhile is left deleted, and one
-# no longer running (failed when its lease ran out) keeps that end.
-_FINISH = """
-local tid, status = ARGV[2], ARGV[3]
-local t = key('turn', tid)
+# A turn deleted meanwhile is left deleted, and one no longer running (failed
+# when its lease ran out) keeps that end.
+FINISH_TURN = Script(
+    FinishTurn,
+    """
+local t = key('turn', turn_id)
 local f = redis.call('HMGET', t, 'session_id', 'seq', 'status')
-if not f[1] or f[3] ~= 'in_progress' then return {'ok'} end
-if ARGV[9] == '1' then
-  write_step(tid, ARGV[10], ARGV[11], ARGV[12])
-  append_messages(tid, 13, #ARGV)
+if not f[1] or f[3] ~= IN_PROGRESS then return {OK} end
+if step_id ~= '' then
+  write_step(turn_id, step_id, pending, step)
+  append_messages(turn_id, messages)
 end
-redis.call('HSET', t, 'status', status, 'infer_iters', ARGV[4])
-local optional = {'output', 'error_code', 'error_message', 'completed_at'}
-for i, field in ipairs(optional) do
-  local value = ARGV[4 + i]
+redis.call('HSET', t, 'status', status, 'infer_iters', infer_iters)
+local optional = {output = output, error_code = error_code, error_message = error_message,
+  completed_at = completed_at}
+for field, value in pairs(optional) do
   if value == '' then redis.call('HDEL', t, field) else redis.call('HSET', t, field, value) end
 end
-if status == 'completed' then
-  redis.call('ZADD', key('session_done', f[1]), f[2], tid)
+if status == COMPLETED then
+  redis.call('ZADD', key('session_done', f[1]), f[2], turn_id)
 else
-  redis.call('ZREM', key('session_done', f[1]), tid)
+  redis.call('ZREM', key('session_done', f[1]), turn_id)
 end
-if status ~= 'in_progress' then
-  redis.call('ZREM', global('leases'), tid)
-  release(f[1], tid)
+if status ~= IN_PROGRESS then
+  redis.call('ZREM', global('leases'), turn_id)
+  release(f[1], turn_id)
 end
-return {'ok'}
-"""
+return {OK}
+""",
+    nothing,
+)
 
-_PENDING = """
-local ids = redis.call('ZREVRANGE', key('pending', ARGV[2]), 0, 0)
-if #ids == 0 then return {'ok'} end
-return {'ok', redis.call('HGET', key('step_bodies', ARGV[2]), ids[1])}
-"""
+LOAD_HISTORY = Script(
+    TurnOfSession,
+    _HISTORY
+    + """
+local f = redis.call('HMGET', key('turn', turn_id), 'session_id', 'seq')
+if not f[2] then return {OK} end
+return history(session_id, turn_id, f[2], f[1] == session_id)
+""",
+    values,
+)
 
-# ARGV: prefix, session, turn.
-_LOAD_HISTORY = """
-local f = redis.call('HMGET', key('turn', ARGV[3]), 'session_id', 'seq')
-if not f[2] then return {'ok'} end
-return history(ARGV[2], ARGV[3], f[2], f[1] == ARGV[2])
-"""
-
-# ARGV: prefix, session count, sessions..., filter by turn ids ('1'), turn ids...
-# Answers {turn id, turn hash, completed step bodies in order} per turn, unsorted.
-_LIST_TURNS = """
-local n = tonumber(ARGV[2])
-local wanted, tids = {}, {}
-for i = 3, 2 + n do wanted[ARGV[i]] = true end
-if ARGV[3 + n] == '1' then
-  for i = 4 + n, #ARGV do tids[#tids + 1] = ARGV[i] end
-else
-  for i = 3, 2 + n do
-    for _, tid in ipairs(redis.call('ZRANGE', key('session_turns', ARGV[i]), 0, -1)) do tids[#tids + 1] = tid end
-  end
-end
-local out = {'ok'}
-for _, tid in ipairs(tids) do
-  local t = key('turn', tid)
-  local sid = redis.call('HGET', t, 'session_id')
-  if sid and wanted[sid] then
-    local pending, steps = {}, {}
-    for _, id in ipairs(redis.call('ZRANGE', key('pending', tid), 0, -1)) do pending[id] = true end
-    local bodies = key('step_bodies', tid)
-    for _, id in ipairs(redis.call('ZRANGE', key('steps', tid), 0, -1)) do
-      if not pending[id] then steps[#steps + 1] = redis.call('HGET', bodies, id) end
-    end
-    out[#out + 1] = {tid, redis.call('HGETALL', t), steps}
-  end
-end
-return out
-"""
-
-# ARGV: prefix, lease score, turn ids...
-_RENEW = """
-local leases, lost = global('leases'), {'ok'}
-for i = 3, #ARGV do
-  if redis.call('HGET', key('turn', ARGV[i]), 'status') == 'in_progress' then
-    redis.call('ZADD', leases, ARGV[2], ARGV[i])
-  else
-    lost[#lost + 1] = ARGV[i]
-  end
-end
-return lost
-"""
-
-# ARGV: prefix, now (epoch seconds), message, completed_at. A turn without a lease
-# is scored -inf, so it is always among the expired.
-_FAIL_EXPIRED = """
-local leases, failed = global('leases'), {'ok'}
-for _, tid in ipairs(redis.call('ZRANGEBYSCORE', leases, '-inf', '(' .. ARGV[2])) do
+# A turn without a lease is scored -inf, so it is always among the expired.
+FAIL_EXPIRED = Script(
+    FailExpired,
+    """
+local leases, failed = global('leases'), {OK}
+for _, tid in ipairs(redis.call('ZRANGEBYSCORE', leases, '-inf', '(' .. now)) do
   redis.call('ZREM', leases, tid)
   local t = key('turn', tid)
   local f = redis.call('HMGET', t, 'status', 'session_id', 'response_id')
-  if f[1] == 'in_progress' then
-    redis.call('HSET', t, 'status', 'failed', 'error_code', 'interrupted', 'error_message', ARGV[3],
-      'completed_at', ARGV[4])
+  if f[1] == IN_PROGRESS then
+    redis.call('HSET', t, 'status', FAILED, 'error_code', code, 'error_message', message,
+      'completed_at', completed_at)
     release(f[2], tid)
     if f[3] and redis.call('EXISTS', key('response', f[3])) == 1 then
-      redis.call('HSET', key('response', f[3]), 'interrupted', ARGV[3])
+      redis.call('HSET', key('response', f[3]), 'interrupted', message)
     end
-    failed[#failed + 1] = tid .. ' ' .. (f[3] or '')
+    failed[#failed + 1] = {tid, f[3] or ''}
   end
 end
 return failed
-"""
+""",
+    _expired,
+)
 
-# ARGV: prefix, turn, first number, frames...
-_SAVE_EVENTS = """
-if redis.call('EXISTS', key('turn', ARGV[2])) == 0 then return {'not_found'} end
-save_events(key('turn_events', ARGV[2]), tonumber(ARGV[3]), 4, #ARGV, true)
-return {'ok'}
-"""
-
-TURN_SCRIPTS: dict[str, str] = {
-    name: _HISTORY + body
-    for name, body in {
-        "start_turn": _START,
-        "claim_resume": _CLAIM,
-        "save_step": _SAVE_STEP,
-        "finish_turn": _FINISH,
-        "pending_step": _PENDING,
-        "load_history": _LOAD_HISTORY,
-        "list_turns": _LIST_TURNS,
-        "renew_leases": _RENEW,
-        "fail_expired_turns": _FAIL_EXPIRED,
-        "save_turn_events": _SAVE_EVENTS,
-    }.items()
-}
-"""Turn scripts by name, each with the history helpers in front."""
+SAVE_TURN_EVENTS = Script(
+    SaveTurnEvents,
+    """
+if redis.call('EXISTS', key('turn', turn_id)) == 0 then return {NOT_FOUND} end
+save_events(key('turn_events', turn_id), first_seq, events, true)
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found")},
+)

@@ -1,7 +1,7 @@
 """Records as the Redis backend stores them: hash fields in, records out.
 
-Absent optional values are absent hash fields (or ``''`` in script arguments,
-which no stored value can be: they are ids, JSON documents or timestamps).
+Absent optional values are absent hash fields (or ``''``, which no stored
+value can be: they are ids, JSON documents or timestamps).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from ferryman.api.responses import Response, ResponseError
 from ferryman.errors import FailureCode
 
 from . import codec
-from .base import ConversationRecord, ResponseRecord, SessionRecord, TurnRecord
+from .base import ConversationRecord, ResponseRecord, SessionRecord, StepWrite, TurnRecord
+from .redis_lua_responses import SaveResponse
+from .redis_lua_turns import FinishTurn, SaveStep
 
 AGENT_FIELDS = ("config", "created_at")
 SESSION_FIELDS = ("agent_id", "name", "started_at")
@@ -31,19 +33,9 @@ RESPONSE_FIELDS = (
 )
 
 
-def pairs(flat: Sequence[str]) -> dict[str, str]:
-    """A hash from the flat ``field, value, …`` list a script answers for ``HGETALL``."""
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def optional(value: str | None) -> str:
-    """A script argument for a value that may be absent."""
-    return value if value is not None else ""
-
-
-def lease_score(moment: datetime | None) -> str:
+def lease_score(moment: datetime | None) -> float:
     """The score of a running turn in the lease index: no lease counts as long expired."""
-    return repr(moment.timestamp()) if moment is not None else "-inf"
+    return moment.timestamp() if moment is not None else float("-inf")
 
 
 def agent_of(agent_id: str, values: Sequence[str | None]) -> Agent:
@@ -80,30 +72,48 @@ def turn_of(turn_id: str, fields: dict[str, str]) -> TurnRecord:
     )
 
 
-def turn_args(record: TurnRecord) -> list[str | int]:
-    """The status, inference count, output, error and completion time a finished turn stores."""
+def save_step_args(turn_id: str, write: StepWrite, infer_iters: int) -> SaveStep:
+    """The arguments that store a step, its history messages and the turn's inference count."""
+    return SaveStep(
+        turn_id=turn_id,
+        infer_iters=infer_iters,
+        step_id=write.step.step_id,
+        pending=write.pending,
+        step=codec.dump_step(write.step),
+        messages=[codec.dump_message(m) for m in write.messages],
+    )
+
+
+def finish_args(record: TurnRecord, last: StepWrite | None) -> FinishTurn:
+    """The status, inference count, output, error and completion time a finished turn stores, with its last step."""
     error = record.error
-    return [
-        record.status,
-        record.infer_iters,
-        record.output_message.model_dump_json() if record.output_message else "",
-        error.code if error else "",
-        error.message if error else "",
-        optional(codec.dump_time(record.completed_at)),
-    ]
+    step = save_step_args(record.turn_id, last, record.infer_iters) if last is not None else None
+    return FinishTurn(
+        turn_id=record.turn_id,
+        status=record.status,
+        infer_iters=record.infer_iters,
+        output=record.output_message.model_dump_json() if record.output_message else None,
+        error_code=error.code if error else None,
+        error_message=error.message if error else None,
+        completed_at=codec.dump_time(record.completed_at),
+        step_id=step.step_id if step else None,
+        pending=step.pending if step else False,
+        step=step.step if step else None,
+        messages=step.messages if step else [],
+    )
 
 
-def response_args(record: ResponseRecord) -> list[str]:
-    """The arguments of the ``upsert_response`` script function."""
-    return [
-        record.response.id,
-        record.turn_id,
-        record.session_id,
-        optional(record.conversation_id),
-        optional(record.previous_response_id),
-        "1" if record.background else "0",
-        record.response.model_dump_json(),
-    ]
+def save_response_args(record: ResponseRecord) -> SaveResponse:
+    """The arguments that store (or update) a response."""
+    return SaveResponse(
+        response_id=record.response.id,
+        turn_id=record.turn_id,
+        session_id=record.session_id,
+        conversation_id=record.conversation_id,
+        previous_response_id=record.previous_response_id,
+        background=record.background,
+        body=record.response.model_dump_json(),
+    )
 
 
 def response_of(values: Sequence[str | None]) -> ResponseRecord:

@@ -8,33 +8,55 @@ unique per owner and a page after a cursor is a score range.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import cast
 
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
-from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+from ferryman.errors import InvalidRequestError, NotFoundError
 
-from .base import ConversationRecord, Page, ResponseRecord
-from .redis_keys import CONVERSATION, ITEM_BODIES, ITEMS, RESPONSE, RESPONSE_EVENTS, RESPONSES, event_frame, message_row
-from .redis_records import RESPONSE_FIELDS, conversation_of, response_args, response_of
-from .redis_scripts import RedisBase, checked
+from .base import ConversationRecord, Page, ResponseRecord, StoredEvent
+from .redis_keys import (
+    CONVERSATION,
+    ITEM_BODIES,
+    ITEMS,
+    RESPONSE,
+    RESPONSE_EVENTS,
+    RESPONSES,
+    message_row,
+    stored_event,
+)
+from .redis_lua_responses import (
+    ADD_ITEMS,
+    CHAIN_HISTORY,
+    CREATE_CONVERSATION,
+    DELETE_CONVERSATION,
+    DELETE_RESPONSE,
+    FINISH_RESPONSE,
+    SAVE_RESPONSE,
+    UPDATE_CONVERSATION,
+    AddItems,
+    ConversationId,
+    CreateConversation,
+    FinishResponse,
+    ResponseId,
+    UpdateConversation,
+)
+from .redis_records import RESPONSE_FIELDS, conversation_of, response_of, save_response_args
+from .redis_scripts import RedisBase
 from .rows import ITEM
 
 _CONVERSATION_FIELDS = ("session_id", "metadata", "created_at")
 
 
-def _item_args(items: list[Item]) -> list[str]:
-    """``item id, item JSON`` pairs, flat."""
-    args: list[str] = []
+def _item_columns(items: list[Item]) -> tuple[list[str], list[str]]:
+    """The items' ids and JSON bodies."""
+    ids: list[str] = []
     for item in items:
         if item.id is None:
             raise InvalidRequestError("a stored item needs an id", "items")
-        args += [item.id, item.model_dump_json()]
-    return args
-
-
-def _repeated(owner: str) -> InvalidRequestError:
-    return InvalidRequestError(f"an item id is already used in '{owner}'", "items")
+        ids.append(item.id)
+    return ids, [item.model_dump_json() for item in items]
 
 
 class RedisResponses(RedisBase):
@@ -48,22 +70,16 @@ class RedisResponses(RedisBase):
             ConflictError: a conversation with this id exists.
             InvalidRequestError: an item id repeats.
         """
-        reply = await self._run(
-            "create_conversation",
-            record.conversation_id,
-            record.session_id,
-            json.dumps(record.metadata),
-            record.created_at,
-            *_item_args(items),
+        ids, bodies = _item_columns(items)
+        create = CreateConversation(
+            conversation_id=record.conversation_id,
+            session_id=record.session_id,
+            metadata=json.dumps(record.metadata),
+            created_at=record.created_at,
+            item_ids=ids,
+            item_bodies=bodies,
         )
-        checked(
-            reply,
-            {
-                "not_found": NotFoundError(f"session '{record.session_id}' not found"),
-                "conflict": ConflictError(f"conversation '{record.conversation_id}' already exists"),
-                "invalid": _repeated(record.conversation_id),
-            },
-        )
+        await self._run(CREATE_CONVERSATION, create)
 
     async def get_conversation(self, conversation_id: str) -> ConversationRecord:
         """Return a conversation or raise NotFoundError."""
@@ -75,31 +91,27 @@ class RedisResponses(RedisBase):
 
     async def update_conversation(self, conversation_id: str, metadata: dict[str, str]) -> ConversationRecord:
         """Replace a conversation's metadata and return the conversation."""
-        reply = await self._run("update_conversation", conversation_id, json.dumps(metadata))
-        [values] = checked(reply, {"not_found": NotFoundError(f"conversation '{conversation_id}' not found")})
+        update = UpdateConversation(conversation_id=conversation_id, metadata=json.dumps(metadata))
+        [values] = await self._run(UPDATE_CONVERSATION, update)
         return conversation_of(conversation_id, values)
 
     async def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation and its items; responses that used it stay."""
-        reply = await self._run("delete_conversation", conversation_id)
-        checked(reply, {"not_found": NotFoundError(f"conversation '{conversation_id}' not found")})
+        await self._run(DELETE_CONVERSATION, ConversationId(conversation_id=conversation_id))
 
     async def add_items(self, owner: str, items: list[Item]) -> None:
         """Append items to a conversation or a response's input; none if an id repeats (InvalidRequestError)."""
         if items:
-            reply = await self._run("add_items", owner, *_item_args(items))
-            checked(reply, {"invalid": _repeated(owner)})
+            ids, bodies = _item_columns(items)
+            await self._run(ADD_ITEMS, AddItems(owner=owner, item_ids=ids, item_bodies=bodies))
 
     async def _items(self, owner: str, after: str, count: int, descending: bool = False) -> list[Item]:
-        rows = await self._page(
-            self._keys.of(ITEMS, owner),
-            after,
-            count,
-            ("hash", self._keys.of(ITEM_BODIES, owner)),
-            descending=descending,
-            missing=NotFoundError(f"item '{after}' not found in '{owner}'"),
-        )
-        return [ITEM.validate_json(row[1]) for row in rows]
+        missing = NotFoundError(f"item '{after}' not found in '{owner}'")
+        ids = await self._ids(self._keys.of(ITEMS, owner), count, after=after, descending=descending, missing=missing)
+        if not ids:
+            return []
+        bodies = await self._db.hmget(self._keys.of(ITEM_BODIES, owner), ids)
+        return [ITEM.validate_json(body) for body in bodies if body is not None]
 
     async def list_items(self, owner: str, after: str | None, limit: int, order: str) -> Page[Item]:
         """Items of an owner in order ``asc`` or ``desc``, after the item ``after`` (of this owner)."""
@@ -132,20 +144,13 @@ class RedisResponses(RedisBase):
         Raises:
             NotFoundError: a new response's turn does not exist.
         """
-        reply = await self._run("save_response", *response_args(record))
-        checked(reply, {"not_found": NotFoundError(f"turn '{record.turn_id}' not found")})
+        await self._run(SAVE_RESPONSE, save_response_args(record))
 
     async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
-        """Store a finished response, its events and its conversation's new items, all or nothing."""
-        items = _item_args(conversation_items) if record.conversation_id else []
-        reply = await self._run("finish_response", *response_args(record), len(events), *events, *items)
-        checked(
-            reply,
-            {
-                "invalid": _repeated(record.conversation_id or ""),
-                "not_found": NotFoundError(f"turn '{record.turn_id}' not found"),
-            },
-        )
+        """Store a finished response, its events (JSON data) and its conversation's new items, all or nothing."""
+        ids, bodies = _item_columns(conversation_items) if record.conversation_id else ([], [])
+        finish = FinishResponse(**asdict(save_response_args(record)), events=events, item_ids=ids, item_bodies=bodies)
+        await self._run(FINISH_RESPONSE, finish)
 
     async def get_response(self, response_id: str) -> ResponseRecord:
         """Return a response or raise NotFoundError."""
@@ -156,28 +161,26 @@ class RedisResponses(RedisBase):
 
     async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
         """Responses in creation order ``asc`` or ``desc``, after the response ``after``."""
-        rows = await self._page(
+        ids = await self._ids(
             self._keys.global_(RESPONSES),
-            after or "",
             limit + 1,
-            ("records", self._keys.base(RESPONSE)),
-            RESPONSE_FIELDS,
+            after=after,
             descending=order == "desc",
             missing=NotFoundError(f"response '{after}' not found"),
         )
+        rows = await self._records(self._keys.base(RESPONSE), ids, RESPONSE_FIELDS)
         return Page([response_of(row[1:]) for row in rows[:limit]], len(rows) > limit)
 
     async def delete_response(self, response_id: str) -> None:
         """Delete a response, its items and events, and the turn (outside a conversation: the session) it ran as."""
-        reply = await self._run("delete_response", response_id)
-        checked(reply, {"not_found": NotFoundError(f"response '{response_id}' not found")})
+        await self._run(DELETE_RESPONSE, ResponseId(response_id=response_id))
 
-    async def events_after(self, response_id: str, after: int) -> list[str]:
+    async def events_after(self, response_id: str, after: int) -> list[StoredEvent]:
         """The stored stream events of a response with a sequence number above ``after``."""
         members = await self._db.zrangebyscore(self._keys.of(RESPONSE_EVENTS, response_id), f"({after}", "+inf")
-        return [event_frame(cast(str, member)) for member in members]
+        return [stored_event(cast(str, member)) for member in members]
 
     async def chain_history(self, response_id: str) -> list[Message]:
         """Messages of every response along the ``previous_response_id`` chain, oldest first."""
-        entries = checked(await self._run("chain_history", response_id), {})
+        entries = await self._run(CHAIN_HISTORY, ResponseId(response_id=response_id))
         return self._messages.load([message_row(entry) for entry in entries])

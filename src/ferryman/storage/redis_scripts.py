@@ -1,35 +1,41 @@
-"""How the Redis backend talks to the server: the Lua library and scripts, their registry, the client.
+"""The Lua the Redis backend keeps, its shared library, and the client side every part of the store uses.
 
-Each script runs atomically on the server, so a store call that must be one
-transaction in SQL is one script here (and one round trip). Scripts answer a
-table whose first element is ``ok`` or an error word (``not_found``,
-``conflict``, ``invalid``) that :func:`checked` turns into ferryman's errors.
+Lua is kept where a store call must be one transaction that reads before it
+writes (a check, then changes to several keys): Redis runs a script
+atomically. Reads and writes that need no such check are plain commands or
+pipelines. Each script is a typed :class:`~ferryman.storage.redis_script.Script`.
 
-Scripts build keys from the prefix (ARGV[1]) rather than receiving them all in
-KEYS, since a cascade only learns its keys as it goes: the backend targets a
-single Redis server (or a primary with replicas), not Redis Cluster.
+Scripts build keys from the prefix (``ARGV[1]``) rather than receiving them
+all in ``KEYS``, since a cascade only learns its keys as it goes: the backend
+targets a single Redis server (or a primary with replicas), not Redis Cluster.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast, get_args
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
-from ferryman.errors import FerrymanError, NotFoundError
+from ferryman.api.agents import TurnStatus
+from ferryman.errors import ConflictError, FerrymanError, NotFoundError
 
 from .codec import MessageCache
 from .redis_keys import LUA_KEYS, Keys
-from .redis_lua_idempotency import IDEMPOTENCY_SCRIPTS
-from .redis_lua_responses import RESPONSE_SCRIPTS
-from .redis_lua_turns import TURN_SCRIPTS
+from .redis_script import LUA_OUTCOMES, Outcome, Script, Scripts, nothing
+
+A = TypeVar("A")
+R = TypeVar("R")
+
+# Turn statuses as Lua constants (IN_PROGRESS = 'in_progress', ...), from the one Literal that lists them.
+LUA_STATUSES = "".join(f"local {status.upper()} = '{status}'\n" for status in get_args(TurnStatus))
 
 # Functions shared by the scripts: sequence numbers, cascading deletes (the
 # foreign keys of the SQL backends), steps, messages, items and stored events.
 LIBRARY = (
     LUA_KEYS
+    + LUA_OUTCOMES
+    + LUA_STATUSES
     + """
 local function next_seq(count) return redis.call('INCRBY', global('seq'), count) end
 
@@ -79,15 +85,14 @@ local function del_session(sid)
   redis.call('DEL', s, key('session_turns', sid), key('session_done', sid), key('session_convs', sid))
 end
 
--- ARGV[first..last] are message JSON bodies; each gets a unique id for the decode cache.
-local function append_messages(tid, first, last)
-  local count = last - first + 1
-  if count <= 0 then return end
-  local id = next_seq(count) - count
+-- Each message JSON body gets a unique id for the decode cache.
+local function append_messages(tid, bodies)
+  if #bodies == 0 then return end
+  local id = next_seq(#bodies) - #bodies
   local list = key('messages', tid)
-  for i = first, last do
+  for _, body in ipairs(bodies) do
     id = id + 1
-    redis.call('RPUSH', list, id .. ' ' .. ARGV[i])
+    redis.call('RPUSH', list, id .. ' ' .. body)
   end
 end
 
@@ -100,163 +105,144 @@ local function write_step(tid, step_id, pending, body)
     redis.call('ZADD', steps, score, step_id)
   end
   redis.call('HSET', key('step_bodies', tid), step_id, body)
-  if pending == '1' then
+  if pending then
     redis.call('ZADD', key('pending', tid), score, step_id)
   else
     redis.call('ZREM', key('pending', tid), step_id)
   end
 end
 
--- ARGV[first..last] are (item id, item JSON) pairs.
-local function items_ok(owner, first, last)
+-- Whether none of these item ids is used by the owner, nor repeats.
+local function items_ok(owner, ids)
   local bodies, seen = key('item_bodies', owner), {}
-  for i = first, last, 2 do
-    local id = ARGV[i]
+  for _, id in ipairs(ids) do
     if seen[id] or redis.call('HEXISTS', bodies, id) == 1 then return false end
     seen[id] = true
   end
   return true
 end
 
-local function insert_items(owner, first, last)
-  local count = (last - first + 1) / 2
-  if count <= 0 then return end
-  local seq = next_seq(count) - count
-  local order, bodies = key('items', owner), key('item_bodies', owner)
-  for i = first, last, 2 do
-    seq = seq + 1
-    redis.call('ZADD', order, seq, ARGV[i])
-    redis.call('HSET', bodies, ARGV[i], ARGV[i + 1])
+local function insert_items(owner, ids, bodies)
+  if #ids == 0 then return end
+  local seq = next_seq(#ids) - #ids
+  local order, item_bodies = key('items', owner), key('item_bodies', owner)
+  for i, id in ipairs(ids) do
+    redis.call('ZADD', order, seq + i, id)
+    redis.call('HSET', item_bodies, id, bodies[i])
   end
 end
 
--- ARGV[first..last] are frames numbered from first_seq; a number already stored is replaced.
-local function save_events(events, first_seq, first, last, keep)
-  for i = first, last do
-    local seq = first_seq + i - first
+-- Event data numbered from first_seq, each stored as '<seq>:<data>'; with keep, a number already stored
+-- keeps its event, else it is replaced.
+local function save_events(events, first_seq, data, keep)
+  for i, body in ipairs(data) do
+    local seq = first_seq + i - 1
     if not keep or redis.call('ZCOUNT', events, seq, seq) == 0 then
       redis.call('ZREMRANGEBYSCORE', events, seq, seq)
-      redis.call('ZADD', events, seq, seq .. ':' .. ARGV[i])
+      redis.call('ZADD', events, seq, seq .. ':' .. body)
     end
   end
 end
 """
 )
 
-# A page of an index: by rank (``rank``, ARGV[4] = first rank) or after a member
-# (``after``, ARGV[4] = the member, '' = from the start); ARGV[5] = how many (-1:
-# all). Each row is the id then its values: the fields ARGV[8..] of the hash
-# ARGV[7] .. id (``records``), or the id's field of the hash ARGV[7] (``hash``).
-_PAGE = """
-local index, mode, start, count, desc = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6] == 'desc'
-local ids
-if mode == 'after' and start ~= '' then
-  local score = redis.call('ZSCORE', index, start)
-  if not score then return {'not_found'} end
-  if desc then
-    ids = redis.call('ZREVRANGEBYSCORE', index, '(' .. score, '-inf', 'LIMIT', 0, count)
-  else
-    ids = redis.call('ZRANGEBYSCORE', index, '(' .. score, '+inf', 'LIMIT', 0, count)
-  end
-else
-  local first = 0
-  if mode == 'rank' then first = tonumber(start) end
-  local last = -1
-  if count >= 0 then last = first + count - 1 end
-  if desc then ids = redis.call('ZREVRANGE', index, first, last)
-  else ids = redis.call('ZRANGE', index, first, last) end
-end
-local rows = {'ok'}
-for _, id in ipairs(ids) do
-  local row
-  if ARGV[7] == 'hash' then
-    row = {id, redis.call('HGET', ARGV[8], id)}
-  else
-    row = redis.call('HMGET', ARGV[8] .. id, unpack(ARGV, 9))
-    table.insert(row, 1, id)
-  end
-  rows[#rows + 1] = row
-end
-return rows
-"""
 
-_STORE_SCRIPTS = {
-    "page": _PAGE,
-    "create_agent": """
-local a = key('agent', ARGV[2])
-if redis.call('EXISTS', a) == 1 then return {'conflict'} end
-local seq = next_seq(1)
-redis.call('HSET', a, 'config', ARGV[3], 'created_at', ARGV[4], 'seq', seq)
-redis.call('ZADD', global('agents'), seq, ARGV[2])
-return {'ok'}
-""",
-    "delete_agent": """
-local aid = ARGV[2]
-if redis.call('EXISTS', key('agent', aid)) == 0 then return {'not_found'} end
-for _, sid in ipairs(redis.call('ZRANGE', key('agent_sessions', aid), 0, -1)) do del_session(sid) end
-redis.call('DEL', key('agent', aid), key('agent_sessions', aid))
-redis.call('ZREM', global('agents'), aid)
-return {'ok'}
-""",
-    "create_session": """
-local sid, aid = ARGV[2], ARGV[3]
-local s = key('session', sid)
-if aid ~= '' and redis.call('EXISTS', key('agent', aid)) == 0 then return {'not_found'} end
-if redis.call('EXISTS', s) == 1 then return {'conflict'} end
-local seq = next_seq(1)
-redis.call('HSET', s, 'name', ARGV[4], 'started_at', ARGV[5], 'seq', seq)
-if aid ~= '' then
-  redis.call('HSET', s, 'agent_id', aid)
-  redis.call('ZADD', key('agent_sessions', aid), seq, sid)
-end
-return {'ok'}
-""",
-    "delete_session": """
-local aid, sid = ARGV[2], ARGV[3]
-if redis.call('HGET', key('session', sid), 'agent_id') ~= aid then return {'not_found'} end
-del_session(sid)
-return {'ok'}
-""",
-    "save_model": """
-local order = global('model_order')
-if not redis.call('ZSCORE', order, ARGV[2]) then redis.call('ZADD', order, next_seq(1), ARGV[2]) end
-redis.call('HSET', global('models'), ARGV[2], ARGV[3])
-return {'ok'}
-""",
-}
+@dataclass(frozen=True)
+class CreateAgent:
+    """Arguments of :data:`CREATE_AGENT`."""
 
-SOURCES: dict[str, str] = {**_STORE_SCRIPTS, **TURN_SCRIPTS, **RESPONSE_SCRIPTS, **IDEMPOTENCY_SCRIPTS}
+    agent_id: str
+    config: str
+    created_at: str
 
 
-class Scripts:
-    """Every script of the backend, registered on one client.
+@dataclass(frozen=True)
+class AgentId:
+    """Arguments of :data:`DELETE_AGENT`."""
 
-    Args:
-        client: The client the scripts run on (they load themselves on first use).
-        prefix: The key prefix, passed to every script as its first argument.
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class CreateSession:
+    """Arguments of :data:`CREATE_SESSION`."""
+
+    session_id: str
+    agent_id: str | None
+    name: str
+    started_at: str
+
+
+@dataclass(frozen=True)
+class SessionOfAgent:
+    """Arguments of :data:`DELETE_SESSION`."""
+
+    agent_id: str
+    session_id: str
+
+
+# Exists-check, then a counter, a hash and an index entry together.
+CREATE_AGENT = Script(
+    CreateAgent,
     """
+local a = key('agent', agent_id)
+if redis.call('EXISTS', a) == 1 then return {CONFLICT} end
+local seq = next_seq(1)
+redis.call('HSET', a, 'config', config, 'created_at', created_at, 'seq', seq)
+redis.call('ZADD', global('agents'), seq, agent_id)
+return {OK}
+""",
+    nothing,
+    {Outcome.CONFLICT: lambda a, _: ConflictError(f"agent '{a.agent_id}' already exists")},
+)
 
-    def __init__(self, client: Redis, prefix: str) -> None:
-        self._prefix = prefix
-        self._scripts: dict[str, AsyncScript] = {
-            name: client.register_script(LIBRARY + body) for name, body in SOURCES.items()
-        }
-
-    async def run(self, name: str, *args: str | int | float) -> Any:
-        """Run the script ``name`` with ``args`` after the prefix; return its raw reply."""
-        return await self._scripts[name](keys=[], args=[self._prefix, *args])
-
-
-def checked(reply: list[Any], errors: Mapping[str, FerrymanError]) -> list[Any]:
-    """The rest of a script's reply after ``ok``, or the error its first element names.
-
-    Raises:
-        FerrymanError: the error ``errors`` gives for the word the script answered.
+# A cascade: every key under the agent, found as it goes.
+DELETE_AGENT = Script(
+    AgentId,
     """
-    status = reply[0]
-    if status != "ok":
-        raise errors[status]
-    return reply[1:]
+if redis.call('EXISTS', key('agent', agent_id)) == 0 then return {NOT_FOUND} end
+for _, sid in ipairs(redis.call('ZRANGE', key('agent_sessions', agent_id), 0, -1)) do del_session(sid) end
+redis.call('DEL', key('agent', agent_id), key('agent_sessions', agent_id))
+redis.call('ZREM', global('agents'), agent_id)
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"agent '{a.agent_id}' not found")},
+)
+
+# The agent must exist and the session must not, when both are written.
+CREATE_SESSION = Script(
+    CreateSession,
+    """
+local s = key('session', session_id)
+if agent_id ~= '' and redis.call('EXISTS', key('agent', agent_id)) == 0 then return {NOT_FOUND} end
+if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
+local seq = next_seq(1)
+redis.call('HSET', s, 'name', name, 'started_at', started_at, 'seq', seq)
+if agent_id ~= '' then
+  redis.call('HSET', s, 'agent_id', agent_id)
+  redis.call('ZADD', key('agent_sessions', agent_id), seq, session_id)
+end
+return {OK}
+""",
+    nothing,
+    {
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"agent '{a.agent_id}' not found"),
+        Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already exists"),
+    },
+)
+
+# A cascade, after checking whose session it is.
+DELETE_SESSION = Script(
+    SessionOfAgent,
+    """
+if redis.call('HGET', key('session', session_id), 'agent_id') ~= agent_id then return {NOT_FOUND} end
+del_session(session_id)
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' of agent '{a.agent_id}' not found")},
+)
 
 
 class RedisBase:
@@ -273,31 +259,48 @@ class RedisBase:
             raise RuntimeError("the store is not open")
         return self._client
 
-    async def _run(self, name: str, *args: str | int | float) -> Any:
-        """Run a script with ``args`` after the prefix; return its raw reply."""
+    async def _run(self, script: Script[A, R], args: A) -> R:
+        """Run a script; return its typed result or raise the error its outcome means."""
         if self._scripts is None:
             raise RuntimeError("the store is not open")
-        return await self._scripts.run(name, *args)
+        return await self._scripts.run(script, args)
 
-    async def _page(
+    async def _ids(
         self,
         index: str,
-        start: int | str,
         count: int,
-        source: tuple[str, str],
-        fields: Sequence[str] = (),
+        *,
+        rank: int = 0,
+        after: str | None = None,
         descending: bool = False,
         missing: FerrymanError | None = None,
-    ) -> list[list[Any]]:
-        """Rows ``[id, values…]`` of a page of the sorted set ``index`` (see ``_PAGE``).
+    ) -> list[str]:
+        """Up to ``count`` (-1: all) members of the sorted set ``index``, from a rank or after a member.
 
-        ``start`` is a rank (an ``int``) or the member to continue after (a
-        ``str``, ``''`` for the beginning); ``count`` is the most rows (-1: all);
-        ``source`` is ``("records", key base)`` or ``("hash", hash key)``.
-        ``missing`` is raised when the member to continue after is not in the set.
+        Raises:
+            FerrymanError: ``missing`` (or NotFoundError), when ``after`` is not in the set.
         """
-        mode = "rank" if isinstance(start, int) else "after"
-        order = "desc" if descending else "asc"
-        reply = await self._run("page", index, mode, start, count, order, *source, *fields)
-        rows: list[list[Any]] = checked(reply, {"not_found": missing or NotFoundError(f"'{start}' not found")})
-        return rows
+        if count == 0:
+            return []
+        db = self._db
+        if not after:
+            last = -1 if count < 0 else rank + count - 1
+            return cast(list[str], await db.zrange(index, rank, last, desc=descending))
+        score = await db.zscore(index, after)
+        if score is None:
+            raise missing or NotFoundError(f"'{after}' not found")
+        bound = f"({score!r}"
+        limit: dict[str, Any] = {} if count < 0 else {"start": 0, "num": count}
+        if descending:
+            return cast(list[str], await db.zrevrangebyscore(index, bound, "-inf", **limit))
+        return cast(list[str], await db.zrangebyscore(index, bound, "+inf", **limit))
+
+    async def _records(self, base: str, ids: list[str], fields: tuple[str, ...]) -> list[list[Any]]:
+        """The ``fields`` of the hashes ``base + id``, read at one moment; a record deleted meanwhile is left out."""
+        if not ids:
+            return []
+        async with self._db.pipeline(transaction=True) as pipe:
+            for record_id in ids:
+                pipe.hmget(base + record_id, fields)
+            rows: list[list[Any]] = await pipe.execute()
+        return [[record_id, *row] for record_id, row in zip(ids, rows, strict=True) if any(v is not None for v in row)]

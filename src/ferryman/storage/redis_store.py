@@ -14,17 +14,29 @@ from redis.asyncio import Redis
 
 from ferryman.api.agents import Agent
 from ferryman.api.registry import Model
-from ferryman.errors import ConflictError, NotFoundError
+from ferryman.errors import NotFoundError
 from ferryman.redis_url import DEFAULT_PREFIX, connect
 
 from . import codec
 from .base import Page, SessionRecord
 from .redis_idempotency import RedisIdempotency
-from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, MODEL_ORDER, MODELS, SESSION, Keys
+from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, MODEL_ORDER, MODELS, SEQ, SESSION, Keys
 from .redis_records import AGENT_FIELDS, SESSION_FIELDS, agent_of, session_of
 from .redis_responses import RedisResponses
-from .redis_scripts import Scripts, checked
+from .redis_script import Scripts
+from .redis_scripts import (
+    CREATE_AGENT,
+    CREATE_SESSION,
+    DELETE_AGENT,
+    DELETE_SESSION,
+    LIBRARY,
+    AgentId,
+    CreateAgent,
+    CreateSession,
+    SessionOfAgent,
+)
 from .redis_turns import RedisTurns
+from .redis_upgrade import upgrade
 from .rows import page_of
 
 
@@ -45,15 +57,16 @@ class RedisStore(RedisTurns, RedisResponses, RedisIdempotency):
         self._messages = codec.MessageCache()
 
     async def open(self) -> None:
-        """Connect (checking the server answers) and register the scripts; there is no schema to migrate."""
+        """Connect (checking the server answers), bring older data up to this layout, and register the scripts."""
         client = connect(self._url, max_connections=64)
         try:
             await client.ping()
+            await upgrade(client, self._keys)
         except BaseException:
             await client.aclose()
             raise
         self._client = client
-        self._scripts = Scripts(client, self._keys.prefix)
+        self._scripts = Scripts(client, self._keys.prefix, LIBRARY)
 
     async def close(self) -> None:
         """Close the connection pool."""
@@ -69,13 +82,12 @@ class RedisStore(RedisTurns, RedisResponses, RedisIdempotency):
         Raises:
             ConflictError: an agent with this id exists.
         """
-        reply = await self._run(
-            "create_agent",
-            agent.agent_id,
-            agent.agent_config.model_dump_json(),
-            codec.dump_time(agent.created_at) or "",
+        create = CreateAgent(
+            agent_id=agent.agent_id,
+            config=agent.agent_config.model_dump_json(),
+            created_at=codec.dump_time(agent.created_at) or "",
         )
-        checked(reply, {"conflict": ConflictError(f"agent '{agent.agent_id}' already exists")})
+        await self._run(CREATE_AGENT, create)
 
     async def get_agent(self, agent_id: str) -> Agent:
         """Return an agent or raise NotFoundError."""
@@ -86,16 +98,14 @@ class RedisStore(RedisTurns, RedisResponses, RedisIdempotency):
 
     async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
         """Return agents in creation order."""
-        rows = await self._page(
-            self._keys.global_(AGENTS), start_index, _count(limit), ("records", self._keys.base(AGENT)), AGENT_FIELDS
-        )
+        ids = await self._ids(self._keys.global_(AGENTS), _count(limit), rank=start_index)
+        rows = await self._records(self._keys.base(AGENT), ids, AGENT_FIELDS)
         page, more = page_of(rows, limit)
         return Page([agent_of(row[0], row[1:]) for row in page], more)
 
     async def delete_agent(self, agent_id: str) -> None:
         """Delete an agent with its sessions and everything under them, or raise NotFoundError."""
-        reply = await self._run("delete_agent", agent_id)
-        checked(reply, {"not_found": NotFoundError(f"agent '{agent_id}' not found")})
+        await self._run(DELETE_AGENT, AgentId(agent_id=agent_id))
 
     # ---- sessions --------------------------------------------------------
 
@@ -106,20 +116,13 @@ class RedisStore(RedisTurns, RedisResponses, RedisIdempotency):
             NotFoundError: its agent does not exist.
             ConflictError: a session with this id exists.
         """
-        reply = await self._run(
-            "create_session",
-            session.session_id,
-            session.agent_id or "",
-            session.session_name,
-            codec.dump_time(session.started_at) or "",
+        create = CreateSession(
+            session_id=session.session_id,
+            agent_id=session.agent_id,
+            name=session.session_name,
+            started_at=codec.dump_time(session.started_at) or "",
         )
-        checked(
-            reply,
-            {
-                "not_found": NotFoundError(f"agent '{session.agent_id}' not found"),
-                "conflict": ConflictError(f"session '{session.session_id}' already exists"),
-            },
-        )
+        await self._run(CREATE_SESSION, create)
 
     async def get_session(self, agent_id: str, session_id: str) -> SessionRecord:
         """Return a session of an agent or raise NotFoundError."""
@@ -130,26 +133,28 @@ class RedisStore(RedisTurns, RedisResponses, RedisIdempotency):
 
     async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
         """Return an agent's sessions in creation order."""
-        rows = await self._page(
-            self._keys.of(AGENT_SESSIONS, agent_id),
-            start_index,
-            _count(limit),
-            ("records", self._keys.base(SESSION)),
-            SESSION_FIELDS,
-        )
+        ids = await self._ids(self._keys.of(AGENT_SESSIONS, agent_id), _count(limit), rank=start_index)
+        rows = await self._records(self._keys.base(SESSION), ids, SESSION_FIELDS)
         page, more = page_of(rows, limit)
         return Page([session_of(row[0], row[1:]) for row in page], more)
 
     async def delete_session(self, agent_id: str, session_id: str) -> None:
         """Delete a session with its turns, or raise NotFoundError."""
-        reply = await self._run("delete_session", agent_id, session_id)
-        checked(reply, {"not_found": NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")})
+        await self._run(DELETE_SESSION, SessionOfAgent(agent_id=agent_id, session_id=session_id))
 
     # ---- models ----------------------------------------------------------
 
     async def save_model(self, model: Model) -> None:
-        """Store (or replace, keeping its place) a registered model."""
-        checked(await self._run("save_model", model.identifier, model.model_dump_json()), {})
+        """Store (or replace, keeping its place) a registered model.
+
+        The place is taken only by the first registration (``ZADD NX``); a number
+        drawn for a later one is left unused, which only leaves a gap in the order.
+        """
+        seq = await self._db.incr(self._keys.global_(SEQ))
+        async with self._db.pipeline(transaction=True) as pipe:
+            pipe.zadd(self._keys.global_(MODEL_ORDER), {model.identifier: seq}, nx=True)
+            pipe.hset(self._keys.global_(MODELS), model.identifier, model.model_dump_json())
+            await pipe.execute()
 
     async def delete_model(self, model_id: str) -> bool:
         """Forget a registered model; return whether it existed."""

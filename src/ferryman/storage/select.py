@@ -25,6 +25,7 @@ def store_for(db: str) -> Store:
     """
     if db.startswith(POSTGRES_PREFIXES):
         require("postgres", "asyncpg", "a postgresql:// --db")
+        require("postgres", "greenlet", "a postgresql:// --db")  # SQLAlchemy's asyncio, for its migrations
         from .postgres import PostgresStore  # asyncpg is an optional extra
 
         return PostgresStore(db)

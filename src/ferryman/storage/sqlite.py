@@ -1,31 +1,175 @@
-"""The SQLite backend: the default, no set-up."""
+"""The SQLite backend, the default (no set-up): its dialect and its driver, under the one SQL store.
+
+Each call hands a whole unit of work to a thread, so a transaction of several
+statements costs one hop, and the single writer serialises writes without
+"database is locked" between them; readers have their own connections (WAL).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-
-from ferryman.api.agents import Agent
-from ferryman.api.registry import Model
-from ferryman.errors import NotFoundError
+from pathlib import Path
+from typing import Any, TypeVar
 
 from . import codec
-from .base import Page, SessionRecord
-from .migrate import migrate_sqlite
-from .rows import page_of
-from .sqlite_conn import SqliteRunner
-from .sqlite_idempotency import IdempotencyTables
-from .sqlite_responses import ResponseTables
-from .sqlite_turns import TurnTables
+from .sql.migrate import upgrade_sqlite
+from .sql.seam import ForeignKeyViolation, IntegrityViolation, Query, UniqueViolation, Work, run_unit
+from .sql.store import SqlStore
+
+T = TypeVar("T")
 
 
-def _window(start_index: int, limit: int | None) -> tuple[int, int]:
-    """``LIMIT ? OFFSET ?`` arguments fetching one row more than the page (-1: no limit)."""
-    return (-1 if limit is None else limit + 1), start_index
+class SqliteDialect:
+    """SQLite's side of :class:`~ferryman.storage.sql.seam.Dialect`: times as ISO text or epoch seconds."""
+
+    skip_locked = ""
+    # The writer is alone: the whole sweep costs nothing to wait for (the expiry index keeps it cheap).
+    sweep_expired_keys = "DELETE FROM idempotency_keys WHERE expires_at <= :now"
+
+    def stamp(self, moment: datetime | None) -> Any:
+        """ISO 8601 text in UTC."""
+        return codec.dump_time(moment)
+
+    def read_stamp(self, value: Any) -> datetime | None:
+        """Decode ISO 8601 text."""
+        return codec.load_time(value)
+
+    def epoch(self, moment: datetime | None) -> Any:
+        """Seconds since the epoch."""
+        return moment.timestamp() if moment is not None else None
+
+    def read_epoch(self, value: Any) -> datetime:
+        """An aware datetime of epoch seconds."""
+        return datetime.fromtimestamp(value, UTC)
+
+    def array(self, values: Sequence[str]) -> Any:
+        """A JSON array, read back by ``json_each``."""
+        return json.dumps(list(values))
+
+    def any_of(self, column: str, param: str) -> str:
+        """Membership in a JSON array parameter."""
+        return f"{column} IN (SELECT value FROM json_each(:{param}))"  # noqa: S608
+
+    def failed_body(self, param: str) -> str:
+        """``json_set`` of status and error."""
+        return (
+            f"json_set(body, '$.status', 'failed', '$.error', json_object('code', 'interrupted', 'message', :{param}))"
+        )
 
 
-class SqliteStore(TurnTables, ResponseTables, IdempotencyTables):
-    """Agents, sessions, turns, steps and history in one SQLite file.
+def _connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+def _violation(exc: sqlite3.IntegrityError) -> IntegrityViolation:
+    name = getattr(exc, "sqlite_errorname", "")
+    if name == "SQLITE_CONSTRAINT_FOREIGNKEY":
+        return ForeignKeyViolation(str(exc))
+    if name in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"):
+        return UniqueViolation(str(exc))
+    return IntegrityViolation(str(exc))
+
+
+def _execute(conn: sqlite3.Connection, query: Query[Any]) -> Any:
+    # Cursors are closed here, on the connection's own thread: one finalised on the
+    # event loop while its connection works elsewhere makes SQLite answer "API misuse".
+    try:
+        if query.fetch == "many":
+            conn.executemany(query.sql, query.params).close()
+            return None
+        cursor = conn.execute(query.sql, query.params)
+    except sqlite3.IntegrityError as exc:
+        raise _violation(exc) from exc
+    try:
+        if query.fetch == "all":
+            return cursor.fetchall()
+        if query.fetch == "one":
+            return cursor.fetchone()
+        return cursor.rowcount
+    finally:
+        cursor.close()
+
+
+def _run(conn: sqlite3.Connection, work: Query[T] | Work[T]) -> T:
+    if isinstance(work, Query):
+        return _execute(conn, work)  # type: ignore[no-any-return]
+    return run_unit(work, lambda query: _execute(conn, query))
+
+
+class SqliteDriver:
+    """Owns the connections to one database file: one writer thread, a few reader threads.
+
+    Args:
+        path: The database file; its folder is created if missing.
+        readers: Number of reader threads.
+    """
+
+    def __init__(self, path: str, readers: int = 2) -> None:
+        self.path = path
+        self.dialect = SqliteDialect()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-w")
+        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="sqlite-r")
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+
+    async def open(self) -> None:
+        """Create the folder and the file if needed, and bring the schema up to date."""
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.get_running_loop().run_in_executor(self._writer, upgrade_sqlite, self.path)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _connect(self.path)
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    def _in_transaction(self, work: Query[T] | Work[T]) -> T:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = _run(conn, work)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    async def write(self, work: Query[T] | Work[T]) -> T:
+        """Run ``work`` in one write transaction on the writer thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._writer, self._in_transaction, work)
+
+    async def read(self, work: Query[T] | Work[T]) -> T:
+        """Run ``work`` on a reader thread (it sees committed data only)."""
+        return await asyncio.get_running_loop().run_in_executor(self._readers, lambda: _run(self._conn(), work))
+
+    async def close(self) -> None:
+        """Stop the threads and close every connection."""
+        self._writer.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
+        with self._all_lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+
+
+class SqliteStore(SqlStore):
+    """Everything in one SQLite file.
 
     Args:
         path: Path of the database file (``:memory:`` is not supported: readers
@@ -33,141 +177,4 @@ class SqliteStore(TurnTables, ResponseTables, IdempotencyTables):
     """
 
     def __init__(self, path: str) -> None:
-        self._db = SqliteRunner(path)
-        self._messages = codec.MessageCache()
-
-    async def open(self) -> None:
-        """Create the file if needed and apply migrations."""
-        self._db.prepare()
-        await self._db.raw(migrate_sqlite)
-
-    async def close(self) -> None:
-        """Close the connections."""
-        self._db.close()
-
-    # ---- agents ----------------------------------------------------------
-
-    async def create_agent(self, agent: Agent) -> None:
-        """Store a new agent."""
-        row = (agent.agent_id, agent.agent_config.model_dump_json(), codec.dump_time(agent.created_at))
-        await self._db.write(
-            lambda c: c.execute("INSERT INTO agents (agent_id, config, created_at) VALUES (?, ?, ?)", row)
-        )
-
-    async def get_agent(self, agent_id: str) -> Agent:
-        """Return an agent or raise NotFoundError."""
-        row = await self._db.read(
-            lambda c: c.execute(
-                "SELECT agent_id, config, created_at FROM agents WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-        )
-        if row is None:
-            raise NotFoundError(f"agent '{agent_id}' not found")
-        return self._agent(row)
-
-    @staticmethod
-    def _agent(row: tuple[str, str, str]) -> Agent:
-        return Agent(agent_id=row[0], agent_config=codec.load_config(row[1]), created_at=codec.require_time(row[2]))
-
-    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
-        """Return agents in creation order."""
-        sql = "SELECT agent_id, config, created_at FROM agents ORDER BY id LIMIT ? OFFSET ?"
-        rows = await self._db.read(lambda c: c.execute(sql, _window(start_index, limit)).fetchall())
-        page, more = page_of(rows, limit)
-        return Page([self._agent(row) for row in page], more)
-
-    async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent and, by cascade, everything under it."""
-        deleted = await self._db.write(
-            lambda c: c.execute("DELETE FROM agents WHERE agent_id = ?", (agent_id,)).rowcount
-        )
-        if not deleted:
-            raise NotFoundError(f"agent '{agent_id}' not found")
-
-    # ---- models ----------------------------------------------------------
-
-    async def save_model(self, model: Model) -> None:
-        """Store (or replace) a registered model."""
-        row = (
-            model.identifier,
-            model.provider_id,
-            model.provider_resource_id,
-            model.model_type,
-            json.dumps(model.metadata),
-            codec.dump_time(datetime.now(UTC)),
-        )
-        await self._db.write(
-            lambda c: c.execute(
-                "INSERT INTO models (model_id, provider_id, provider_resource_id, model_type, metadata, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(model_id) DO UPDATE SET provider_id = excluded.provider_id, "
-                "provider_resource_id = excluded.provider_resource_id, model_type = excluded.model_type, "
-                "metadata = excluded.metadata",
-                row,
-            )
-        )
-
-    async def delete_model(self, model_id: str) -> bool:
-        """Forget a registered model."""
-        deleted: int = await self._db.write(
-            lambda c: c.execute("DELETE FROM models WHERE model_id = ?", (model_id,)).rowcount
-        )
-        return deleted > 0
-
-    async def registered_models(self) -> list[Model]:
-        """Every registered model, in registration order."""
-        rows = await self._db.read(
-            lambda c: c.execute(
-                "SELECT model_id, provider_id, provider_resource_id, model_type, metadata FROM models ORDER BY id"
-            ).fetchall()
-        )
-        return [
-            Model(
-                identifier=r[0], provider_id=r[1], provider_resource_id=r[2], model_type=r[3], metadata=json.loads(r[4])
-            )
-            for r in rows
-        ]
-
-    # ---- sessions --------------------------------------------------------
-
-    async def create_session(self, session: SessionRecord) -> None:
-        """Store a new session."""
-        row = (session.session_id, session.agent_id, session.session_name, codec.dump_time(session.started_at))
-        await self._db.write(
-            lambda c: c.execute(
-                "INSERT INTO sessions (session_id, agent_id, session_name, started_at) VALUES (?, ?, ?, ?)",
-                row,
-            )
-        )
-
-    async def get_session(self, agent_id: str, session_id: str) -> SessionRecord:
-        """Return a session of an agent or raise NotFoundError."""
-        row = await self._db.read(
-            lambda c: c.execute(
-                "SELECT session_id, agent_id, session_name, started_at FROM sessions "
-                "WHERE session_id = ? AND agent_id = ?",
-                (session_id, agent_id),
-            ).fetchone()
-        )
-        if row is None:
-            raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
-        return SessionRecord(row[0], row[1], row[2], codec.require_time(row[3]))
-
-    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
-        """Return an agent's sessions in creation order."""
-        sql = (
-            "SELECT session_id, agent_id, session_name, started_at FROM sessions "
-            "WHERE agent_id = ? ORDER BY id LIMIT ? OFFSET ?"
-        )
-        rows = await self._db.read(lambda c: c.execute(sql, (agent_id, *_window(start_index, limit))).fetchall())
-        page, more = page_of(rows, limit)
-        return Page([SessionRecord(r[0], r[1], r[2], codec.require_time(r[3])) for r in page], more)
-
-    async def delete_session(self, agent_id: str, session_id: str) -> None:
-        """Delete a session and, by cascade, its turns."""
-        deleted = await self._db.write(
-            lambda c: (
-                c.execute("DELETE FROM sessions WHERE session_id = ? AND agent_id = ?", (session_id, agent_id)).rowcount
-            )
-        )
-        if not deleted:
-            raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
+        super().__init__(SqliteDriver(path))

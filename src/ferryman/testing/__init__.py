@@ -6,10 +6,12 @@ HTTP API, and :class:`ScriptedServerClient` enqueues into it. Neither is ever
 a default: a server only uses them when told to.
 """
 
-from .scripted import ScriptedError, ScriptedModel, ScriptedReply, ScriptedToolCall
+from .scripted import Script, ScriptedError, ScriptedModel, ScriptedReply, ScriptedToolCall, ScriptMismatchError
 from .server_client import ScriptedServerClient
 
 __all__ = [
+    "Script",
+    "ScriptMismatchError",
     "ScriptedError",
     "ScriptedModel",
     "ScriptedReply",

@@ -77,14 +77,24 @@ class ScriptedReply(BaseModel):
         return [self.text[i : i + size] for i in range(0, len(self.text), size)]
 
 
+class ScriptMismatchError(AssertionError):
+    """A test left scripted replies unused, or the model got a call nothing was scripted for."""
+
+
 class Script:
-    """The queue of replies, the requests seen, and the gates; shared by model and server."""
+    """The queue of replies, the requests seen, and the gates; shared by model and server.
+
+    A script is strict: :meth:`check` fails when replies are left or a request
+    came with nothing queued (and no ``default_reply``).
+    """
 
     def __init__(self, default_reply: ScriptedReply | None = None) -> None:
         self.replies: deque[ScriptedReply] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.unexpected: list[dict[str, Any]] = []
         self.default_reply = default_reply
         self._gates: dict[str, asyncio.Event] = {}
+        self._arrived = asyncio.Condition()
 
     def enqueue(self, *replies: ScriptedReply) -> None:
         """Append replies to the queue."""
@@ -100,25 +110,78 @@ class Script:
 
     async def next_reply(self, request_record: dict[str, Any]) -> ScriptedReply:
         """Record a request and return the reply it gets, after its gate opens."""
-        self.requests.append(request_record)
+        await self.record(request_record)
         if self.replies:
             reply = self.replies.popleft()
         elif self.default_reply is not None:
             reply = self.default_reply
         else:
+            self.unexpected.append(request_record)
             raise LookupError("the scripted model has no reply queued")
         if reply.gate:
             await self.gate(reply.gate).wait()
         return reply
 
+    async def record(self, request_record: dict[str, Any]) -> None:
+        """Record a request, waking those waiting for it."""
+        async with self._arrived:
+            self.requests.append(request_record)
+            self._arrived.notify_all()
+
+    async def wait_for_requests(self, count: int) -> list[dict[str, Any]]:
+        """Every request so far, once at least ``count`` arrived (a gated one counts once it arrived)."""
+        async with self._arrived:
+            await self._arrived.wait_for(lambda: len(self.requests) >= count)
+        return list(self.requests)
+
+    def problems(self, allow_unused: bool = False) -> list[str]:
+        """What is wrong with how the script was used: replies left (unless allowed), calls nothing answered."""
+        found = (
+            [] if allow_unused else [f"unused reply: {r.model_dump_json(exclude_defaults=True)}" for r in self.replies]
+        )
+        return found + [
+            f"unexpected call (no reply scripted): {json.dumps(r, default=str)[:500]}" for r in self.unexpected
+        ]
+
+    def check(self, allow_unused: bool = False) -> None:
+        """Fail if replies are left (unless ``allow_unused``) or a call found nothing scripted.
+
+        Raises:
+            ScriptMismatchError: listing each unused reply and unexpected call.
+        """
+        found = self.problems(allow_unused)
+        if found:
+            raise ScriptMismatchError("the scripted model was not used as scripted:\n" + "\n".join(found))
+
     def reset(self) -> None:
-        """Forget replies, requests and gates."""
+        """Forget replies, requests, unexpected calls and gates."""
         self.replies.clear()
         self.requests.clear()
+        self.unexpected.clear()
         self._gates.clear()
 
 
-class ScriptedModel:
+class Enqueuing:
+    """The ways to script replies, over one :meth:`enqueue`."""
+
+    def enqueue(self, *replies: ScriptedReply) -> None:
+        """Queue replies for the next requests."""
+        raise NotImplementedError
+
+    def enqueue_text(self, text: str, gate: str | None = None) -> None:
+        """Queue a plain text answer, optionally held until ``gate`` opens."""
+        self.enqueue(ScriptedReply(text=text, gate=gate))
+
+    def enqueue_tool_call(self, name: str, arguments: dict[str, Any] | None = None) -> None:
+        """Queue an answer that calls one tool."""
+        self.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name=name, arguments=arguments or {})]))
+
+    def enqueue_error(self, status_code: int = 500, message: str = "scripted failure") -> None:
+        """Queue an upstream failure."""
+        self.enqueue(ScriptedReply(error=ScriptedError(status_code=status_code, message=message)))
+
+
+class ScriptedModel(Enqueuing):
     """An in-process inference provider that answers from a :class:`Script`.
 
     Example:
@@ -140,13 +203,9 @@ class ScriptedModel:
         """Queue replies for the next requests."""
         self.script.enqueue(*replies)
 
-    def enqueue_text(self, text: str) -> None:
-        """Queue a plain text answer."""
-        self.enqueue(ScriptedReply(text=text))
-
-    def enqueue_tool_call(self, name: str, arguments: dict[str, Any] | None = None) -> None:
-        """Queue an answer that calls one tool."""
-        self.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name=name, arguments=arguments or {})]))
+    def check(self, allow_unused: bool = False) -> None:
+        """Fail if replies are left (unless ``allow_unused``) or a request found none (:meth:`Script.check`)."""
+        self.script.check(allow_unused)
 
     @property
     def requests(self) -> list[dict[str, Any]]:

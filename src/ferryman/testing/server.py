@@ -25,6 +25,9 @@ from starlette.routing import Route
 
 from .scripted import Script, ScriptedReply, ScriptedToolCall
 
+WAIT_SECONDS = 15.0
+"""How long ``GET /scripted/requests?at_least=N`` waits for the Nth request."""
+
 
 def _tool_call_json(call: ScriptedToolCall, index: int, request_no: int) -> dict[str, Any]:
     return {
@@ -129,7 +132,14 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
         return JSONResponse({"queued": len(script.replies)})
 
     async def requests_seen(request: Request) -> Response:
-        return JSONResponse({"data": script.requests, "queued": len(script.replies)})
+        # ``at_least=N`` answers once N requests arrived: tests wait on that instead of polling.
+        at_least = int(request.query_params.get("at_least", "0"))
+        try:
+            async with asyncio.timeout(WAIT_SECONDS):
+                seen = await script.wait_for_requests(at_least)
+        except TimeoutError:
+            return JSONResponse({"error": {"message": f"fewer than {at_least} requests arrived"}}, status_code=504)
+        return JSONResponse({"data": seen, "queued": len(script.replies)})
 
     async def open_gate(request: Request) -> Response:
         script.open_gate(request.path_params["name"])
@@ -137,7 +147,7 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
 
     async def embeddings(request: Request) -> Response:
         body = await request.json()
-        script.requests.append(
+        await script.record(
             {"embeddings": body, "headers": {"authorization": request.headers.get("authorization", "")}}
         )
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
@@ -147,6 +157,10 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
             "total_tokens": sum(len(t.split()) for t in texts),
         }
         return JSONResponse({"object": "list", "data": data, "model": body.get("model", ""), "usage": usage})
+
+    async def problems(request: Request) -> Response:
+        allow_unused = request.query_params.get("allow_unused", "false").lower() == "true"
+        return JSONResponse({"problems": script.problems(allow_unused)})
 
     async def reset(request: Request) -> Response:
         script.reset()
@@ -160,6 +174,7 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
             Route("/scripted/replies", enqueue, methods=["POST"]),
             Route("/scripted/requests", requests_seen),
             Route("/scripted/gates/{name}/open", open_gate, methods=["POST"]),
+            Route("/scripted/problems", problems),
             Route("/scripted/reset", reset, methods=["POST"]),
         ]
     )

@@ -6,10 +6,10 @@ from typing import Any
 
 import httpx
 
-from .scripted import ScriptedError, ScriptedReply, ScriptedToolCall
+from .scripted import Enqueuing, ScriptedReply, ScriptMismatchError
 
 
-class ScriptedServerClient:
+class ScriptedServerClient(Enqueuing):
     """Enqueue replies into a running ``ferryman.testing.server`` and read what it received.
 
     Args:
@@ -24,19 +24,6 @@ class ScriptedServerClient:
         body = [reply.model_dump(mode="json") for reply in replies]
         self._http.post("/scripted/replies", json=body).raise_for_status()
 
-    def enqueue_text(self, text: str, gate: str | None = None) -> None:
-        """Queue a plain text answer, optionally held until ``gate`` opens."""
-        self.enqueue(ScriptedReply(text=text, gate=gate))
-
-    def enqueue_tool_call(self, name: str, arguments: dict[str, Any] | None = None) -> None:
-        """Queue an answer that calls one tool."""
-        call = ScriptedToolCall(name=name, arguments=arguments or {})
-        self.enqueue(ScriptedReply(tool_calls=[call]))
-
-    def enqueue_error(self, status_code: int = 500, message: str = "scripted failure") -> None:
-        """Queue an upstream failure."""
-        self.enqueue(ScriptedReply(error=ScriptedError(status_code=status_code, message=message)))
-
     def open_gate(self, name: str) -> None:
         """Release replies held on ``name``."""
         self._http.post(f"/scripted/gates/{name}/open").raise_for_status()
@@ -45,6 +32,25 @@ class ScriptedServerClient:
         """The chat-completion bodies received so far."""
         data: list[dict[str, Any]] = self._http.get("/scripted/requests").json()["data"]
         return data
+
+    def wait_for_requests(self, count: int) -> list[dict[str, Any]]:
+        """The chat-completion bodies received, once at least ``count`` arrived (the server waits, no polling)."""
+        response = self._http.get("/scripted/requests", params={"at_least": count}, timeout=30)
+        response.raise_for_status()
+        data: list[dict[str, Any]] = response.json()["data"]
+        return data
+
+    def check(self, allow_unused: bool = False) -> None:
+        """Fail if scripted replies are left (unless ``allow_unused``) or a request found none.
+
+        Raises:
+            ScriptMismatchError: listing what the server reports.
+        """
+        found: list[str] = self._http.get("/scripted/problems", params={"allow_unused": allow_unused}).json()[
+            "problems"
+        ]
+        if found:
+            raise ScriptMismatchError("the scripted model server was not used as scripted:\n" + "\n".join(found))
 
     def reset(self) -> None:
         """Forget queued replies, requests and gates."""

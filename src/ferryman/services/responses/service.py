@@ -7,7 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ferryman.api.agents import TurnError
@@ -21,34 +21,34 @@ from ferryman.api.responses import (
     TextConfig,
 )
 from ferryman.coordination.base import CancelTurns, RecordDeleted
-from ferryman.coordination.follow import contiguous, follow_elsewhere
-from ferryman.engine.channel import TurnChannel
+from ferryman.engine.channel import LiveRun
+from ferryman.engine.events import Emit
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnState
-from ferryman.errors import ConflictError, ConversationLockedError, InvalidRequestError, NotFoundError
+from ferryman.errors import ConflictError, ConversationLockedError, FailureCode, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
-from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, TurnRecord
+from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 
 from ..host import TurnHost
 from ..leases import ABANDONED
 from .history import HistoryCache
 from .items import input_items, items_to_messages, with_ids
 from .plan import response_plan
-from .stream import ResponseRecorder
+from .stream import ResponseEncoder
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class LiveResponse:
-    """A response running in this process."""
+@dataclass(frozen=True)
+class ResponseRun:
+    """What the Responses API keeps of a response running in this process."""
 
     record: ResponseRecord
-    recorder: ResponseRecorder
-    channel: TurnChannel
-    task: asyncio.Task[Any] | None = None
-    stored: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set once the final state is in the store (a cancelled task may end before that)."""
+    encoder: ResponseEncoder
+
+
+LiveResponse = LiveRun[ResponseRun]
+"""A response running in this process: its events, its task, and the response as it stands."""
 
 
 class ResponsesService:
@@ -66,11 +66,9 @@ class ResponsesService:
         self._leases = host.leases
         self._fanout = host.fanout
         self._engine = host.engine
-        self._runner = host.runner
         self._models = models
         self._cache = cache
-        self._live: dict[str, LiveResponse] = {}
-        host.leases.on_abandoned(self._close_abandoned)
+        host.on_abandoned(lambda turn: turn.response_id is not None, self._close_abandoned)
 
     async def create(self, request: CreateResponseRequest, provider_data: dict[str, Any] | None) -> LiveResponse:
         """Start a response; it runs in the background whatever the caller does next."""
@@ -112,7 +110,7 @@ class ResponsesService:
         except BaseException:
             # Never leave the turn running (and its conversation locked) behind a failed start.
             turn.status, turn.completed_at = "failed", utcnow()
-            turn.error = TurnError(code="internal_error", message="the response could not be stored")
+            turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
             await asyncio.shield(self._store.finish_turn(turn))
             raise
         plan = response_plan(request, provider_data)
@@ -154,64 +152,54 @@ class ResponsesService:
             ) from exc
 
     def _launch(self, record: ResponseRecord, state: TurnState, items: list[Item], store: bool) -> LiveResponse:
-        channel = TurnChannel()
-        publish = self._host.publisher(_stream(record.response.id), channel)
-        recorder = ResponseRecorder(record.response, set(state.plan.client_tools), publish)
-        live = LiveResponse(record, recorder, channel)
         response_id = record.response.id
-        self._live[response_id] = live
+        encoder = ResponseEncoder(record.response, set(state.plan.client_tools))
 
-        async def run(_: TurnChannel) -> Response:
-            try:
-                await self._engine.run(state, recorder.on_event)
-            finally:
-                await asyncio.shield(self._finish(live, state, items, store))
-            return recorder.response
-
-        owners = (response_id, record.session_id)
-        _, live.task = self._runner.start(state.record.turn_id, run, owners, channel)
-        return live
-
-    async def _finish(self, live: LiveResponse, state: TurnState, items: list[Item], store: bool) -> None:
-        response = live.recorder.response
-        response_id = response.id
-        try:
+        async def settle(events: list[str]) -> None:
+            response = encoder.response
             done = response.status in ("completed", "incomplete")
             conversation_items = [*items, *response.output] if done else []
-            await self._store.finish_response(live.record, live.recorder.events, conversation_items)
+            await self._store.finish_response(record, events, conversation_items)
             if done and store:
-                self._cache.put(response_id, state.history, live.record.previous_response_id)
+                self._cache.put(response_id, state.history, record.previous_response_id)
             if not store:
                 await self._store.delete_response(response_id)
-        finally:
-            self._live.pop(response_id, None)
-            live.stored.set()
-            if live.recorder.events:
-                self._fanout.end_run(_stream(response_id), len(live.recorder.events) - 1)
 
-    async def _stop(self, live: LiveResponse, reason: str) -> None:
-        await self._runner.cancel_owned_by(live.record.response.id, reason)
-        await live.stored.wait()
+        async def run(emit: Emit) -> Response:
+            await self._engine.run(state, emit)
+            return encoder.response
+
+        return self._host.launch(
+            state.record.turn_id,
+            _stream(response_id),
+            run,
+            encoder.encode,
+            settle,
+            (response_id, record.session_id),
+            subject=ResponseRun(record, encoder),
+        )
+
+    def _live(self, response_id: str) -> LiveResponse | None:
+        return self._host.live(_stream(response_id))
 
     async def get(self, response_id: str) -> Response:
         """A response, live or stored."""
-        live = self._live.get(response_id)
+        live = self._live(response_id)
         if live is not None:
-            return live.recorder.response.model_copy(deep=True)
+            return live.subject.encoder.response.model_copy(deep=True)
         return (await self._store.get_response(response_id)).response
 
-    async def replay(self, response_id: str, starting_after: int) -> AsyncIterator[str]:
+    async def replay(self, response_id: str, starting_after: int) -> AsyncIterator[StoredEvent]:
         """The stream events after ``starting_after``, then live ones until the response ends."""
-        live = self._live.get(response_id)
-        if live is not None:
-            return live.channel.read(start=starting_after + 1)
-        if (await self._store.get_response(response_id)).response.status not in _RUNNING:
-            # The final state and the events are stored together: nothing is still on its way.
-            return _iterate(await self._store.events_after(response_id, starting_after))
-        return self._events_elsewhere(response_id, starting_after)
+        if self._live(response_id) is None:
+            record = await self._store.get_response(response_id)
+            if record.response.status not in _RUNNING:
+                # The final state and the events are stored together: nothing is still on its way.
+                return _iterate(await self._store.events_after(response_id, starting_after))
+        return await self._events(response_id, starting_after)
 
-    def _events_elsewhere(self, response_id: str, after: int) -> AsyncIterator[str]:
-        async def stored_after(last: int) -> list[str]:
+    async def _events(self, response_id: str, after: int) -> AsyncIterator[StoredEvent]:
+        async def stored_after(last: int) -> list[StoredEvent]:
             return await self._store.events_after(response_id, last)
 
         async def is_running() -> bool:
@@ -225,60 +213,53 @@ class ResponsesService:
             except NotFoundError:  # deleted while followed: its stream just ends
                 return False
 
-        return follow_elsewhere(self._fanout, _stream(response_id), after, stored_after, is_running)
+        return await self._host.events(_stream(response_id), after, stored_after, is_running)
 
-    async def _close_abandoned(self, turns: list[ExpiredTurn]) -> None:
-        """Store what a dead replica streamed of its responses, ending each stream with ``response.failed``."""
-        for turn in turns:
-            if turn.response_id is not None:
-                try:
-                    await self._close_abandoned_response(turn.response_id)
-                except Exception:  # one response's trouble must not keep the others open
-                    log.exception("events of abandoned response %s not closed", turn.response_id)
+    async def _close_abandoned(self, turn: ExpiredTurn) -> None:
+        """Store what a dead replica streamed of a response, ending the stream with ``response.failed``."""
+        assert turn.response_id is not None
+        record = await self._store.get_response(turn.response_id)
+        encoder = ResponseEncoder(record.response, set())
 
-    async def _close_abandoned_response(self, response_id: str) -> None:
-        record = await self._store.get_response(response_id)
-        stream = _stream(response_id)
-        recorded = contiguous(await self._fanout.recorded(stream, -1), 0)
+        def failure(seq: int) -> list[str]:
+            return encoder.fail_abandoned(seq, ABANDONED)
 
-        async def publish(seq: int, frame: str) -> None:
-            self._fanout.publish(stream, seq, frame)
+        async def save(events: list[str]) -> None:
+            await self._store.finish_response(record, events, [])
 
-        recorder = ResponseRecorder(record.response, set(), publish)
-        await recorder.fail_abandoned(recorded, ABANDONED)
-        await self._store.finish_response(record, recorder.events, [])
-        self._fanout.end_run(stream, len(recorder.events) - 1)
+        # Responses store their events when they end: none is stored yet.
+        await self._host.close_abandoned(_stream(turn.response_id), 0, failure, save)
 
     async def _stop_elsewhere(self, record: ResponseRecord, reason: str) -> None:
         """Ask the replica running a response to cancel it, and wait until it stored the outcome."""
         if record.response.status not in _RUNNING:
             return
         await self._fanout.notify(CancelTurns(record.response.id, reason))
-        async for _ in self._events_elsewhere(record.response.id, -1):
+        async for _ in await self._events(record.response.id, -1):
             pass
 
     async def cancel(self, response_id: str) -> Response:
         """Cancel a background response; cancelling a finished one changes nothing."""
-        live = self._live.get(response_id)
-        record = live.record if live is not None else await self._store.get_response(response_id)
+        live = self._live(response_id)
+        record = live.subject.record if live is not None else await self._store.get_response(response_id)
         if not record.background:
             raise InvalidRequestError("only background responses can be cancelled", "response_id")
         if live is not None:
-            await self._stop(live, "cancelled by the client")
+            await self._host.stop(live, "cancelled by the client")
         else:
             await self._stop_elsewhere(record, "cancelled by the client")
         return (await self._store.get_response(response_id)).response
 
     async def delete(self, response_id: str) -> None:
         """Delete a response (cancelling it first if it still runs)."""
-        live = self._live.get(response_id)
+        live = self._live(response_id)
         if live is not None:
-            await self._stop(live, "the response was deleted")
+            await self._host.stop(live, "the response was deleted")
         else:
             await self._stop_elsewhere(await self._store.get_response(response_id), "the response was deleted")
         await self._store.delete_response(response_id)
         self.forget(response_id)
-        await self._fanout.notify(RecordDeleted(response_id))
+        await self._fanout.notify(RecordDeleted(response_id, "response"))
 
     def forget(self, response_id: str | None) -> None:
         """Drop what this replica cached of a deleted response (None: of every response)."""
@@ -336,6 +317,6 @@ def _initial(response_id: str, request: CreateResponseRequest, conversation_id: 
     )
 
 
-async def _iterate(frames: list[str]) -> AsyncIterator[str]:
-    for frame in frames:
-        yield frame
+async def _iterate(events: list[StoredEvent]) -> AsyncIterator[StoredEvent]:
+    for event in events:
+        yield event

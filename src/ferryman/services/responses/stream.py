@@ -1,184 +1,248 @@
-"""Engine events as an OpenAI Responses stream, numbered, recorded for replay."""
+"""Engine events as an OpenAI Responses stream: typed events, numbered, each serialised once."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from dataclasses import dataclass
 
-from ferryman.api.agents import (
-    EventPayload,
-    InferenceStep,
-    StepCompletePayload,
-    StepProgressPayload,
-    TextDelta,
-    TurnCompletePayload,
-    TurnStartPayload,
+from ferryman.api.agents import InferenceStep
+from ferryman.api.content import CompletionMessage, ToolCall, content_to_text
+from ferryman.api.response_events import (
+    ContentPartAdded,
+    ContentPartDone,
+    FunctionCallArgumentsDelta,
+    FunctionCallArgumentsDone,
+    OutputItemAdded,
+    OutputItemDone,
+    OutputTextDelta,
+    OutputTextDone,
+    ResponseCancelled,
+    ResponseCompleted,
+    ResponseCreated,
+    ResponseFailed,
+    ResponseIncomplete,
+    ResponseInProgress,
+    ResponseStreamEvent,
 )
-from ferryman.api.content import content_to_text
-from ferryman.api.responses import MessageItem, OutputText, Response, ResponseError, Usage
-from ferryman.engine.events import EngineEvent, TurnFailed
+from ferryman.api.responses import FunctionCallItem, MessageItem, OutputText, Response, ResponseError, Usage
+from ferryman.engine.events import (
+    EngineEvent,
+    StepCompleted,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+    TurnStarted,
+)
 from ferryman.errors import FailureCode
 
-from ..host import Publish
 from .items import call_item, message_item, new_item_id
 
-# Llama Stack's Responses stream carries the response's id on these events, and its
-# client (llama-stack-client 0.7.5) drops any event it cannot validate without it;
-# OpenAI's SDK ignores the extra field.
-_WITH_RESPONSE_ID = frozenset(
-    {
-        "response.output_item.added",
-        "response.output_item.done",
-        "response.content_part.added",
-        "response.content_part.done",
-    }
-)
+
+@dataclass
+class _OpenText:
+    output_index: int
+    item_id: str
+    parts: list[str]
 
 
-class ResponseRecorder:
-    """Builds a response from engine events and publishes its stream events.
+@dataclass(frozen=True)
+class _OpenCall:
+    output_index: int
+    item_id: str
 
-    Every event gets the next ``sequence_number`` and is kept, serialised, so
-    that a client can replay the stream from any point.
+
+class ResponseEncoder:
+    """Builds a response from engine events, and encodes them as the response's stream events.
 
     Args:
-        response: The response as created (status ``in_progress`` or ``queued``).
+        response: The response as created (status ``in_progress`` or ``queued``); kept up to date.
         client_tools: Names of the function tools, whose calls become output items.
-        publish: Where each serialised event goes (the live channel).
     """
 
-    def __init__(self, response: Response, client_tools: set[str], publish: Publish) -> None:
+    def __init__(self, response: Response, client_tools: set[str]) -> None:
         self.response = response
-        self.events: list[str] = []
         self._client_tools = client_tools
-        self._publish = publish
         self._started = False
-        self._open: tuple[int, str, list[str]] | None = None
+        self._text: _OpenText | None = None
+        self._calls: dict[str, _OpenCall] = {}
+        self._seq = 0
+        self._out: list[str] = []
 
-    async def emit(self, event_type: str, **fields: Any) -> None:
-        """Number, record and publish one event, as a complete SSE frame.
+    def encode(self, event: EngineEvent, seq: int) -> list[str]:
+        """The stream events (JSON) one engine event becomes, numbered from ``seq``."""
+        self._seq, self._out = seq, []
+        # A new kind of engine event gets its Responses form here (most need none).
+        match event:
+            case TextDelta(text=text):
+                self._on_text(text)
+            case ToolCallStarted(call_id=call_id, name=name) if name in self._client_tools:
+                self._open_call(call_id, name)
+            case ToolCallArgumentsDelta(call_id=call_id, delta=delta) if call_id in self._calls:
+                opened = self._calls[call_id]
+                self._emit(
+                    FunctionCallArgumentsDelta(
+                        sequence_number=self._seq, output_index=opened.output_index, item_id=opened.item_id, delta=delta
+                    )
+                )
+            case ToolCallDone(call=call):
+                self._close_call(call)
+            case StepCompleted(step=InferenceStep() as step):
+                self._inference_done(step)
+            case TurnStarted() if not self._started:
+                self._start()
+            case TurnCompleted(turn=turn):
+                self._finish(turn.output_message)
+            case TurnFailed(code=code, message=message):
+                self._fail(code, message)
+        return self._out
 
-        The frame's ``id:`` is its sequence number, so that a client that lost
-        the stream can come back with ``Last-Event-ID`` as with ``starting_after``.
-        """
-        seq = len(self.events)
-        body = {"type": event_type, "sequence_number": seq, **fields}
-        if event_type in _WITH_RESPONSE_ID:
-            body["response_id"] = self.response.id
-        frame = f"id: {seq}\nevent: {event_type}\ndata: {json.dumps(body, default=_jsonable)}\n\n"
-        self.events.append(frame)
-        await self._publish(seq, frame)
+    def fail_abandoned(self, seq: int, message: str) -> list[str]:
+        """The event that ends the stream a dead replica left after its event ``seq - 1``."""
+        self._seq, self._out = seq, []
+        self._fail(FailureCode.INTERRUPTED, message)
+        return self._out
 
-    async def on_event(self, event: EngineEvent) -> None:
-        """Translate one engine event."""
-        if isinstance(event, TurnFailed):
-            await self._fail(event)
-        else:
-            await self._on_payload(event)
+    def _emit(self, event: ResponseStreamEvent) -> None:
+        self._out.append(event.model_dump_json())
+        self._seq += 1
 
-    async def _on_payload(self, payload: EventPayload) -> None:
-        if isinstance(payload, TurnStartPayload) and not self._started:
-            self._started = True
-            await self.emit("response.created", response=self._snapshot())
-            self.response.status = "in_progress"
-            await self.emit("response.in_progress", response=self._snapshot())
-        elif isinstance(payload, StepProgressPayload) and isinstance(payload.delta, TextDelta):
-            await self._text(payload.delta.text)
-        elif isinstance(payload, StepCompletePayload) and isinstance(payload.step_details, InferenceStep):
-            await self._inference_done(payload.step_details)
-        elif isinstance(payload, TurnCompletePayload):
-            await self._finish(payload)
+    def _start(self) -> None:
+        self._started = True
+        self._emit(ResponseCreated(sequence_number=self._seq, response=self.response))
+        self.response.status = "in_progress"
+        self._emit(ResponseInProgress(sequence_number=self._seq, response=self.response))
 
-    async def _text(self, delta: str) -> None:
-        if self._open is None:
-            item_id, index = new_item_id("message"), len(self.response.output)
-            item = MessageItem(id=item_id, role="assistant", content=[], status="in_progress")
+    def _on_text(self, delta: str) -> None:
+        opened = self._text
+        if opened is None:
+            opened = self._text = _OpenText(len(self.response.output), new_item_id("message"), [])
+            item = MessageItem(id=opened.item_id, role="assistant", content=[], status="in_progress")
             self.response.output.append(item)
-            self._open = (index, item_id, [])
-            await self.emit("response.output_item.added", output_index=index, item=item)
-            part = OutputText(text="")
-            await self.emit(
-                "response.content_part.added", item_id=item_id, output_index=index, content_index=0, part=part
+            self._emit(
+                OutputItemAdded(
+                    sequence_number=self._seq, output_index=opened.output_index, response_id=self.response.id, item=item
+                )
             )
-        index, item_id, parts = self._open
-        parts.append(delta)
-        await self.emit(
-            "response.output_text.delta",
-            item_id=item_id,
-            output_index=index,
-            content_index=0,
-            delta=delta,
-            logprobs=[],
+            self._emit(
+                ContentPartAdded(
+                    sequence_number=self._seq,
+                    output_index=opened.output_index,
+                    response_id=self.response.id,
+                    item_id=opened.item_id,
+                    content_index=0,
+                    part=OutputText(text=""),
+                )
+            )
+        opened.parts.append(delta)
+        self._emit(
+            OutputTextDelta(
+                sequence_number=self._seq,
+                output_index=opened.output_index,
+                item_id=opened.item_id,
+                content_index=0,
+                delta=delta,
+            )
         )
 
-    async def _close_text(self) -> None:
-        if self._open is None:
+    def _close_text(self) -> None:
+        opened, self._text = self._text, None
+        if opened is None:
             return
-        index, item_id, parts = self._open
-        self._open = None
-        text = "".join(parts)
-        ids = {"item_id": item_id, "output_index": index, "content_index": 0}
-        await self.emit("response.output_text.done", text=text, logprobs=[], **ids)
-        await self.emit("response.content_part.done", part=OutputText(text=text), **ids)
+        text, item_id = "".join(opened.parts), opened.item_id
+        self._emit(
+            OutputTextDone(
+                sequence_number=self._seq, output_index=opened.output_index, item_id=item_id, content_index=0, text=text
+            )
+        )
+        self._emit(
+            ContentPartDone(
+                sequence_number=self._seq,
+                output_index=opened.output_index,
+                response_id=self.response.id,
+                item_id=item_id,
+                content_index=0,
+                part=OutputText(text=text),
+            )
+        )
         item = message_item(text, item_id)
-        self.response.output[index] = item
-        await self.emit("response.output_item.done", output_index=index, item=item)
+        self.response.output[opened.output_index] = item
+        self._emit(
+            OutputItemDone(
+                sequence_number=self._seq, output_index=opened.output_index, response_id=self.response.id, item=item
+            )
+        )
 
-    async def _inference_done(self, step: InferenceStep) -> None:
-        await self._close_text()
+    def _open_call(self, call_id: str, name: str) -> None:
+        self._close_text()
+        opened = self._calls[call_id] = _OpenCall(len(self.response.output), new_item_id("function_call"))
+        item = FunctionCallItem(id=opened.item_id, call_id=call_id, name=name, arguments="", status="in_progress")
+        self.response.output.append(item)
+        self._emit(
+            OutputItemAdded(
+                sequence_number=self._seq, output_index=opened.output_index, response_id=self.response.id, item=item
+            )
+        )
+
+    def _close_call(self, call: ToolCall) -> None:
+        opened = self._calls.pop(call.call_id, None)
+        if opened is None:
+            if call.tool_name not in self._client_tools:
+                return
+            # Named only after its first chunk: the call streams at once, its arguments as one delta.
+            self._open_call(call.call_id, call.tool_name)
+            opened = self._calls.pop(call.call_id)
+            delta = call.arguments_json or "{}"
+            self._emit(
+                FunctionCallArgumentsDelta(
+                    sequence_number=self._seq, output_index=opened.output_index, item_id=opened.item_id, delta=delta
+                )
+            )
+        item = call_item(call, opened.item_id)
+        self.response.output[opened.output_index] = item
+        done = FunctionCallArgumentsDone(
+            sequence_number=self._seq,
+            output_index=opened.output_index,
+            item_id=opened.item_id,
+            arguments=item.arguments,
+            name=item.name,
+        )
+        self._emit(done)
+        self._emit(
+            OutputItemDone(
+                sequence_number=self._seq, output_index=opened.output_index, response_id=self.response.id, item=item
+            )
+        )
+
+    def _inference_done(self, step: InferenceStep) -> None:
+        self._close_text()
         if step.usage is not None:
             usage = self.response.usage or Usage()
             usage.input_tokens += step.usage.input_tokens
             usage.output_tokens += step.usage.output_tokens
             usage.total_tokens = usage.input_tokens + usage.output_tokens
             self.response.usage = usage
-        for call in step.model_response.tool_calls or []:
-            if call.tool_name in self._client_tools:
-                await self._function_call(call_item(call))
 
-    async def _function_call(self, item: Any) -> None:
-        index = len(self.response.output)
-        self.response.output.append(item)
-        pending = item.model_copy(update={"arguments": "", "status": "in_progress"})
-        await self.emit("response.output_item.added", output_index=index, item=pending)
-        ids = {"item_id": item.id, "output_index": index}
-        await self.emit("response.function_call_arguments.delta", delta=item.arguments, **ids)
-        await self.emit("response.function_call_arguments.done", arguments=item.arguments, name=item.name, **ids)
-        await self.emit("response.output_item.done", output_index=index, item=item)
-
-    async def _finish(self, payload: TurnCompletePayload) -> None:
-        await self._close_text()
-        message = payload.turn.output_message
+    def _finish(self, message: CompletionMessage) -> None:
+        self._close_text()
         if message.stop_reason == "out_of_tokens":
             reason = "max_iterations" if message.tool_calls else "max_output_tokens"
             self.response.status, self.response.incomplete_details = "incomplete", {"reason": reason}
-            await self.emit("response.incomplete", response=self._snapshot())
+            self._emit(ResponseIncomplete(sequence_number=self._seq, response=self.response))
             return
-        if not self.response.output and content_to_text(message.content):
-            self.response.output.append(message_item(content_to_text(message.content)))
+        text = content_to_text(message.content)
+        if not self.response.output and text:
+            self.response.output.append(message_item(text))
         self.response.status = "completed"
-        await self.emit("response.completed", response=self._snapshot())
+        self._emit(ResponseCompleted(sequence_number=self._seq, response=self.response))
 
-    async def _fail(self, failure: TurnFailed) -> None:
-        await self._close_text()
-        self.response.error = ResponseError(code=failure.code, message=failure.message)
-        if failure.code == FailureCode.CANCELLED:
+    def _fail(self, code: FailureCode, message: str) -> None:
+        self._close_text()
+        self.response.error = ResponseError(code=code, message=message)
+        if code == FailureCode.CANCELLED:
             self.response.status = "cancelled"
-            await self.emit("response.cancelled", response=self._snapshot())
+            self._emit(ResponseCancelled(sequence_number=self._seq, response=self.response))
         else:
             self.response.status = "failed"
-            await self.emit("response.failed", response=self._snapshot())
-
-    async def fail_abandoned(self, recorded: list[str], message: str) -> None:
-        """Continue the stream a dead replica left (its ``recorded`` frames) with the response's failure."""
-        self.events = list(recorded)
-        await self._fail(TurnFailed("", FailureCode.INTERRUPTED, message))
-
-    def _snapshot(self) -> dict[str, Any]:
-        return self.response.model_dump(mode="json")
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    raise TypeError(f"cannot serialise {type(value).__name__}")
+            self._emit(ResponseFailed(sequence_number=self._seq, response=self.response))

@@ -1,0 +1,157 @@
+"""The events of an OpenAI Responses stream, one model per ``type``.
+
+Llama Stack's Responses stream carries the response's id (``response_id``) on
+the output-item and content-part events, and its client (llama-stack-client
+0.7.5) drops any such event it cannot validate without it; OpenAI's SDK
+ignores the extra field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .responses import Item, OutputText, Response
+
+
+class _Event(BaseModel):
+    sequence_number: int
+
+
+class _ResponseEvent(_Event):
+    response: Response
+
+
+class ResponseCreated(_ResponseEvent):
+    """The response was created."""
+
+    type: Literal["response.created"] = "response.created"
+
+
+class ResponseInProgress(_ResponseEvent):
+    """The response runs."""
+
+    type: Literal["response.in_progress"] = "response.in_progress"
+
+
+class ResponseCompleted(_ResponseEvent):
+    """The response finished."""
+
+    type: Literal["response.completed"] = "response.completed"
+
+
+class ResponseIncomplete(_ResponseEvent):
+    """The response stopped before it finished (a limit was reached)."""
+
+    type: Literal["response.incomplete"] = "response.incomplete"
+
+
+class ResponseFailed(_ResponseEvent):
+    """The response failed; ``response.error`` says why."""
+
+    type: Literal["response.failed"] = "response.failed"
+
+
+class ResponseCancelled(_ResponseEvent):
+    """The response was cancelled."""
+
+    type: Literal["response.cancelled"] = "response.cancelled"
+
+
+class _ItemEvent(_Event):
+    response_id: str
+    output_index: int
+    item: Item
+
+
+class OutputItemAdded(_ItemEvent):
+    """An output item began."""
+
+    type: Literal["response.output_item.added"] = "response.output_item.added"
+
+
+class OutputItemDone(_ItemEvent):
+    """An output item is complete."""
+
+    type: Literal["response.output_item.done"] = "response.output_item.done"
+
+
+class _PartEvent(_Event):
+    response_id: str
+    item_id: str
+    output_index: int
+    content_index: int
+    part: OutputText
+
+
+class ContentPartAdded(_PartEvent):
+    """A content part of a message began."""
+
+    type: Literal["response.content_part.added"] = "response.content_part.added"
+
+
+class ContentPartDone(_PartEvent):
+    """A content part of a message is complete."""
+
+    type: Literal["response.content_part.done"] = "response.content_part.done"
+
+
+class _TextEvent(_Event):
+    item_id: str
+    output_index: int
+    content_index: int
+    logprobs: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class OutputTextDelta(_TextEvent):
+    """Text the model produced since the last event."""
+
+    type: Literal["response.output_text.delta"] = "response.output_text.delta"
+    delta: str
+
+
+class OutputTextDone(_TextEvent):
+    """The whole text of a content part."""
+
+    type: Literal["response.output_text.done"] = "response.output_text.done"
+    text: str
+
+
+class FunctionCallArgumentsDelta(_Event):
+    """Argument text of a function call, as the model produced it."""
+
+    type: Literal["response.function_call_arguments.delta"] = "response.function_call_arguments.delta"
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class FunctionCallArgumentsDone(_Event):
+    """The whole arguments of a function call."""
+
+    type: Literal["response.function_call_arguments.done"] = "response.function_call_arguments.done"
+    item_id: str
+    output_index: int
+    arguments: str
+    name: str
+
+
+ResponseStreamEvent = Annotated[
+    ResponseCreated
+    | ResponseInProgress
+    | ResponseCompleted
+    | ResponseIncomplete
+    | ResponseFailed
+    | ResponseCancelled
+    | OutputItemAdded
+    | OutputItemDone
+    | ContentPartAdded
+    | ContentPartDone
+    | OutputTextDelta
+    | OutputTextDone
+    | FunctionCallArgumentsDelta
+    | FunctionCallArgumentsDone,
+    Field(discriminator="type"),
+]
+"""One event of a response stream (the JSON ``data`` of one SSE event, whose ``event`` is its ``type``)."""

@@ -1,0 +1,96 @@
+"""Idempotency keys of requests, scoped by owner."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..base import IdempotencyRecord
+from .seam import Driver, Row, Work, count, first
+
+_KEY = "owner = :owner AND idempotency_key = :key"
+
+
+class IdempotencyTables:
+    """Idempotency keys, over a :class:`Driver`."""
+
+    _db: Driver
+
+    def _record(self, row: Row) -> IdempotencyRecord:
+        d = self._db.dialect
+        return IdempotencyRecord(row[0], row[1], row[2], row[3], d.read_epoch(row[4]), d.read_epoch(row[5]), row[6])
+
+    async def claim_idempotency_key(self, claim: IdempotencyRecord, now: datetime) -> IdempotencyRecord | None:
+        """Store a pending claim unless a live record holds its key; return that record, or None."""
+        d = self._db.dialect
+        where = {"owner": claim.owner, "key": claim.key}
+
+        def work() -> Work[tuple[bool, Row | None]]:
+            # Expired records count as absent. This key's own goes first: a unit that waits
+            # (here or on the insert) holds no row another one sweeps, so none deadlock.
+            yield count(f"DELETE FROM idempotency_keys WHERE {_KEY} AND expires_at <= :now", now=d.epoch(now), **where)  # noqa: S608
+            yield count(d.sweep_expired_keys, now=d.epoch(now))
+            # A claim racing this one waits for it here, then inserts nothing.
+            inserted = yield first(
+                "INSERT INTO idempotency_keys (owner, idempotency_key, token, fingerprint, created_at, expires_at) "
+                "VALUES (:owner, :key, :token, :fingerprint, :created_at, :expires_at) "
+                "ON CONFLICT (owner, idempotency_key) DO NOTHING RETURNING 1",
+                token=claim.token,
+                fingerprint=claim.fingerprint,
+                created_at=d.epoch(claim.created_at),
+                expires_at=d.epoch(claim.expires_at),
+                **where,
+            )
+            if inserted:
+                return True, None
+            held: Row | None = yield first(
+                "SELECT owner, idempotency_key, token, fingerprint, created_at, expires_at, result "  # noqa: S608
+                f"FROM idempotency_keys WHERE {_KEY}",
+                **where,
+            )
+            return False, held
+
+        inserted, held = await self._db.write(work())
+        if inserted:
+            return None
+        # Released by its claimer between the insert and the select: the key is free again.
+        return self._record(held) if held is not None else await self.claim_idempotency_key(claim, now)
+
+    async def renew_idempotency_key(self, claim: IdempotencyRecord, expires_at: datetime) -> bool:
+        """Move a pending claim's expiry; False if its record is gone or has its result."""
+        updated = await self._db.write(
+            count(
+                f"UPDATE idempotency_keys SET expires_at = :expires_at WHERE {_KEY} "  # noqa: S608
+                "AND token = :token AND result IS NULL",
+                expires_at=self._db.dialect.epoch(expires_at),
+                owner=claim.owner,
+                key=claim.key,
+                token=claim.token,
+            )
+        )
+        return updated > 0
+
+    async def complete_idempotency_key(self, claim: IdempotencyRecord, result: str, expires_at: datetime) -> bool:
+        """Store the claim's outcome and new expiry; False if the claim no longer holds the key."""
+        updated = await self._db.write(
+            count(
+                f"UPDATE idempotency_keys SET result = :result, expires_at = :expires_at WHERE {_KEY} "  # noqa: S608
+                "AND token = :token",
+                result=result,
+                expires_at=self._db.dialect.epoch(expires_at),
+                owner=claim.owner,
+                key=claim.key,
+                token=claim.token,
+            )
+        )
+        return updated > 0
+
+    async def release_idempotency_key(self, claim: IdempotencyRecord) -> None:
+        """Delete the claim's record if it has no result yet."""
+        await self._db.write(
+            count(
+                f"DELETE FROM idempotency_keys WHERE {_KEY} AND token = :token AND result IS NULL",  # noqa: S608
+                owner=claim.owner,
+                key=claim.key,
+                token=claim.token,
+            )
+        )

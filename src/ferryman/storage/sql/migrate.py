@@ -1,0 +1,113 @@
+"""Bringing a SQL schema up to date with Alembic at store open; databases of the earlier runner are adopted.
+
+The earlier, home-made runner recorded its versions in ``schema_migrations``.
+Such a database (without ``alembic_version``) is stamped with the revision its
+last version matches, then upgraded like any other, in the same transaction.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.pool import NullPool
+
+from ferryman.errors import ConfigurationError
+
+# The earlier runner's last version -> the revision whose schema it had built.
+LEGACY: dict[str, dict[int, str]] = {
+    "sqlite": {5: "0001_baseline", 6: "0002_idempotency_keys"},
+    "postgresql": {3: "0001_baseline", 4: "0002_idempotency_keys"},
+}
+# Every replica migrates at start-up; this advisory lock makes them take turns.
+MIGRATION_LOCK = 0x66657272  # "ferr"
+_SCRIPTS = Path(__file__).parent / "migrations"
+
+
+def legacy_revision(conn: sa.Connection) -> str | None:
+    """The revision to stamp a database of the earlier runner with, or None for any other database.
+
+    Raises:
+        ConfigurationError: the database is at a version of the earlier runner too old to adopt.
+    """
+    tables = set(sa.inspect(conn).get_table_names())
+    if "alembic_version" in tables or "schema_migrations" not in tables:
+        return None
+    version = conn.execute(sa.text("SELECT max(version) FROM schema_migrations")).scalar()
+    known = LEGACY[conn.dialect.name]
+    if version not in known:
+        raise ConfigurationError(
+            f"the database is at schema version {version} of an early ferryman, too old to upgrade here "
+            f"(versions {min(known)}-{max(known)} are): open it once with a release from before Alembic first"
+        )
+    return known[version]
+
+
+def alembic_config(conn: sa.Connection) -> Config:
+    """Alembic's configuration for running commands (``alembic.command``) on ``conn``."""
+    config = Config()
+    config.set_main_option("script_location", str(_SCRIPTS))
+    config.attributes["connection"] = conn
+    return config
+
+
+def upgrade(conn: sa.Connection, target: str = "head") -> None:
+    """Adopt a database of the earlier runner, then upgrade to ``target``, all in ``conn``'s transaction."""
+    config = alembic_config(conn)
+    legacy = legacy_revision(conn)
+    if legacy is not None:
+        command.stamp(config, legacy)
+        conn.execute(sa.text("DROP TABLE schema_migrations"))
+    command.upgrade(config, target)
+
+
+def sqlite_engine(path: str) -> sa.Engine:
+    """An engine on a SQLite file whose transactions cover DDL and lock out other writers from the start."""
+    engine = sa.create_engine(f"sqlite:///{path}", poolclass=NullPool)
+
+    # pysqlite opens transactions late and never around DDL: take over (SQLAlchemy's recipe).
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(connection: sa.Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def upgrade_sqlite(path: str, target: str = "head") -> None:
+    """Bring a SQLite file's schema to ``target`` (blocking: run it off the event loop)."""
+    engine = sqlite_engine(path)
+    try:
+        with engine.begin() as conn:
+            upgrade(conn, target)
+    finally:
+        engine.dispose()
+
+
+def asyncpg_url(url: str) -> str:
+    """A ``postgresql://`` (or ``postgres://``) URL for SQLAlchemy's asyncpg dialect."""
+    return "postgresql+asyncpg://" + url.split("://", 1)[1]
+
+
+async def upgrade_postgres(url: str, schema: str | None, target: str = "head") -> None:
+    """Bring a PostgreSQL schema to ``target``, one replica at a time (an advisory lock)."""
+    from sqlalchemy.ext.asyncio import create_async_engine  # needs greenlet: the postgres extra
+
+    settings = {"server_settings": {"search_path": schema}} if schema else {}
+    engine = create_async_engine(asyncpg_url(url), poolclass=NullPool, connect_args=settings)
+
+    def locked(conn: sa.Connection) -> None:
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        upgrade(conn, target)
+
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(locked)
+    finally:
+        await engine.dispose()

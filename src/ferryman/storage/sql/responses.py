@@ -1,0 +1,266 @@
+"""The Responses and Conversations APIs' records: conversations, items, responses and their events."""
+
+from __future__ import annotations
+
+import json
+
+from ferryman.api.content import Message
+from ferryman.api.responses import Item
+from ferryman.errors import InvalidRequestError, NotFoundError
+
+from .. import codec
+from ..base import ConversationRecord, Page, ResponseRecord, StoredEvent
+from ..rows import ITEM, RESPONSE_COLUMNS, response_record
+from .seam import Driver, Row, UniqueViolation, Work, count, each, first, rows
+
+_CHAIN = """
+WITH RECURSIVE chain(turn_id, previous_response_id, depth) AS (
+    SELECT turn_id, previous_response_id, 0 FROM responses WHERE response_id = :response_id
+    UNION ALL
+    SELECT r.turn_id, r.previous_response_id, chain.depth + 1
+    FROM responses r JOIN chain ON r.response_id = chain.previous_response_id
+)
+SELECT m.id, m.body FROM chain JOIN messages m ON m.turn_id = chain.turn_id ORDER BY chain.depth DESC, m.id
+"""
+
+
+def _insert_items(owner: str, items: list[Item]) -> Work[None]:
+    try:
+        yield each(
+            "INSERT INTO items (item_id, owner, body) VALUES (:item_id, :owner, :body)",
+            [{"item_id": item.id, "owner": owner, "body": item.model_dump_json()} for item in items],
+        )
+    except UniqueViolation as exc:
+        raise InvalidRequestError(f"an item id is already used in '{owner}'", "items") from exc
+
+
+def _upsert_response(record: ResponseRecord) -> Work[None]:
+    response = record.response
+    yield count(
+        "INSERT INTO responses (response_id, turn_id, session_id, conversation_id, previous_response_id, status, "
+        "background, body, created_at) VALUES (:response_id, :turn_id, :session_id, :conversation_id, "
+        ":previous_response_id, :status, :background, :body, :created_at) "
+        "ON CONFLICT (response_id) DO UPDATE SET status = excluded.status, body = excluded.body",
+        response_id=response.id,
+        turn_id=record.turn_id,
+        session_id=record.session_id,
+        conversation_id=record.conversation_id,
+        previous_response_id=record.previous_response_id,
+        status=response.status,
+        background=record.background,
+        body=response.model_dump_json(),
+        created_at=response.created_at,
+    )
+
+
+def _row_id(sql: str, missing: str, **params: str) -> Work[int]:
+    # The same item id can stand under several owners (a response's input and its conversation).
+    row = yield first(sql, **params)
+    if row is None:
+        raise NotFoundError(missing)
+    return int(row[0])
+
+
+def _page(cursor_id: int | None, descending: bool) -> tuple[str, str]:
+    """The bound after a cursor row (if any) and the order of a page."""
+    sign, direction = ("<", "DESC") if descending else (">", "ASC")
+    return (f" AND id {sign} :cursor" if cursor_id is not None else ""), direction
+
+
+class ResponseTables:
+    """Responses, their events, conversations and items, over a :class:`Driver`."""
+
+    _db: Driver
+    _messages: codec.MessageCache
+
+    async def create_conversation(self, record: ConversationRecord, items: list[Item]) -> None:
+        """Store a conversation with its first items."""
+
+        def work() -> Work[None]:
+            yield count(
+                "INSERT INTO conversations (conversation_id, session_id, metadata, created_at) "
+                "VALUES (:conversation_id, :session_id, :metadata, :created_at)",
+                conversation_id=record.conversation_id,
+                session_id=record.session_id,
+                metadata=json.dumps(record.metadata),
+                created_at=record.created_at,
+            )
+            yield from _insert_items(record.conversation_id, items)
+
+        await self._db.write(work())
+
+    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
+        """Return a conversation or raise NotFoundError."""
+        row = await self._db.read(
+            first(
+                "SELECT conversation_id, session_id, metadata, created_at FROM conversations "
+                "WHERE conversation_id = :conversation_id",
+                conversation_id=conversation_id,
+            )
+        )
+        if row is None:
+            raise NotFoundError(f"conversation '{conversation_id}' not found")
+        return ConversationRecord(row[0], row[1], json.loads(row[2]), row[3])
+
+    async def update_conversation(self, conversation_id: str, metadata: dict[str, str]) -> ConversationRecord:
+        """Replace a conversation's metadata."""
+        updated = await self._db.write(
+            count(
+                "UPDATE conversations SET metadata = :metadata WHERE conversation_id = :conversation_id",
+                metadata=json.dumps(metadata),
+                conversation_id=conversation_id,
+            )
+        )
+        if not updated:
+            raise NotFoundError(f"conversation '{conversation_id}' not found")
+        return await self.get_conversation(conversation_id)
+
+    async def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation and its items; responses that used it stay."""
+
+        def work() -> Work[int]:
+            deleted: int = yield count(
+                "DELETE FROM conversations WHERE conversation_id = :owner", owner=conversation_id
+            )
+            yield count("DELETE FROM items WHERE owner = :owner", owner=conversation_id)
+            return deleted
+
+        if not await self._db.write(work()):
+            raise NotFoundError(f"conversation '{conversation_id}' not found")
+
+    async def add_items(self, owner: str, items: list[Item]) -> None:
+        """Append items to a conversation or a response's input."""
+        await self._db.write(_insert_items(owner, items))
+
+    async def list_items(self, owner: str, after: str | None, limit: int, order: str) -> Page[Item]:
+        """A page of an owner's items."""
+
+        def work() -> Work[list[Row]]:
+            cursor_id = None
+            if after:
+                sql = "SELECT id FROM items WHERE owner = :owner AND item_id = :item_id"
+                cursor_id = yield from _row_id(
+                    sql, f"item '{after}' not found in '{owner}'", owner=owner, item_id=after
+                )
+            bound, direction = _page(cursor_id, order == "desc")
+            found: list[Row] = yield rows(
+                f"SELECT body FROM items WHERE owner = :owner{bound} ORDER BY id {direction} LIMIT :limit",  # noqa: S608
+                owner=owner,
+                cursor=cursor_id,
+                limit=limit + 1,
+            )
+            return found
+
+        found = await self._db.read(work())
+        return Page([ITEM.validate_json(r[0]) for r in found[:limit]], len(found) > limit)
+
+    async def all_items(self, owner: str) -> list[Item]:
+        """Every item of an owner, oldest first."""
+        found = await self._db.read(rows("SELECT body FROM items WHERE owner = :owner ORDER BY id", owner=owner))
+        return [ITEM.validate_json(r[0]) for r in found]
+
+    async def get_item(self, owner: str, item_id: str) -> Item:
+        """One item of an owner."""
+        row = await self._db.read(
+            first("SELECT body FROM items WHERE owner = :owner AND item_id = :item_id", owner=owner, item_id=item_id)
+        )
+        if row is None:
+            raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
+        return ITEM.validate_json(row[0])
+
+    async def delete_item(self, owner: str, item_id: str) -> None:
+        """Delete one item of an owner."""
+        deleted = await self._db.write(
+            count("DELETE FROM items WHERE owner = :owner AND item_id = :item_id", owner=owner, item_id=item_id)
+        )
+        if not deleted:
+            raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
+
+    async def save_response(self, record: ResponseRecord) -> None:
+        """Store or update a response."""
+        await self._db.write(_upsert_response(record))
+
+    async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
+        """Store a finished response, its events (JSON data, numbered from 0) and its conversation's new items."""
+        response_id = record.response.id
+
+        def work() -> Work[None]:
+            yield from _upsert_response(record)
+            yield each(
+                "INSERT INTO response_events (response_id, seq, body) VALUES (:response_id, :seq, :body) "
+                "ON CONFLICT (response_id, seq) DO UPDATE SET body = excluded.body",
+                [{"response_id": response_id, "seq": seq, "body": data} for seq, data in enumerate(events)],
+            )
+            if record.conversation_id and conversation_items:
+                yield from _insert_items(record.conversation_id, conversation_items)
+
+        await self._db.write(work())
+
+    async def get_response(self, response_id: str) -> ResponseRecord:
+        """Return a response or raise NotFoundError."""
+        row = await self._db.read(
+            first(
+                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE response_id = :response_id",  # noqa: S608
+                response_id=response_id,
+            )
+        )
+        if row is None:
+            raise NotFoundError(f"response '{response_id}' not found")
+        return response_record(row)
+
+    async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
+        """A page of responses."""
+
+        def work() -> Work[list[Row]]:
+            cursor_id = None
+            if after:
+                sql = "SELECT id FROM responses WHERE response_id = :response_id"
+                cursor_id = yield from _row_id(sql, f"'{after}' not found", response_id=after)
+            bound, direction = _page(cursor_id, order == "desc")
+            found: list[Row] = yield rows(
+                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE TRUE{bound} "  # noqa: S608
+                f"ORDER BY id {direction} LIMIT :limit",
+                cursor=cursor_id,
+                limit=limit + 1,
+            )
+            return found
+
+        found = await self._db.read(work())
+        return Page([response_record(r) for r in found[:limit]], len(found) > limit)
+
+    async def delete_response(self, response_id: str) -> None:
+        """Delete a response, its input items and the turn (and session) it ran as."""
+
+        def work() -> Work[bool]:
+            row = yield first(
+                "SELECT turn_id, session_id, conversation_id FROM responses WHERE response_id = :response_id",
+                response_id=response_id,
+            )
+            if row is None:
+                return False
+            yield count("DELETE FROM items WHERE owner = :response_id", response_id=response_id)
+            yield count("DELETE FROM responses WHERE response_id = :response_id", response_id=response_id)
+            if row[2] is None:
+                yield count("DELETE FROM sessions WHERE session_id = :session_id", session_id=row[1])
+            else:
+                yield count("DELETE FROM turns WHERE turn_id = :turn_id", turn_id=row[0])
+            return True
+
+        if not await self._db.write(work()):
+            raise NotFoundError(f"response '{response_id}' not found")
+
+    async def events_after(self, response_id: str, after: int) -> list[StoredEvent]:
+        """Stored events with a sequence number above ``after``."""
+        found = await self._db.read(
+            rows(
+                "SELECT seq, body FROM response_events WHERE response_id = :response_id AND seq > :after ORDER BY seq",
+                response_id=response_id,
+                after=after,
+            )
+        )
+        return [StoredEvent(r[0], r[1]) for r in found]
+
+    async def chain_history(self, response_id: str) -> list[Message]:
+        """Messages of every response along the ``previous_response_id`` chain, oldest first."""
+        found = await self._db.read(rows(_CHAIN, response_id=response_id))
+        return self._messages.load([(r[0], r[1]) for r in found])

@@ -1,0 +1,35 @@
+"""The SQL store: every record kind's tables, over one driver.
+
+A new kind of record is one more module beside these (its statements, written
+once with named parameters, as a mixin over ``self._db``), one more base class
+here, and one Alembic revision under ``migrations/versions``.
+"""
+
+from __future__ import annotations
+
+from .. import codec
+from .agents import AgentTables
+from .idempotency import IdempotencyTables
+from .responses import ResponseTables
+from .seam import Driver
+from .turns import TurnTables
+
+
+class SqlStore(AgentTables, TurnTables, ResponseTables, IdempotencyTables):
+    """Agents, sessions, turns, responses, models and idempotency keys in a SQL database.
+
+    Args:
+        driver: The database's driver (SQLite or PostgreSQL), not yet open.
+    """
+
+    def __init__(self, driver: Driver) -> None:
+        self._db = driver
+        self._messages = codec.MessageCache()
+
+    async def open(self) -> None:
+        """Connect and bring the schema up to date."""
+        await self._db.open()
+
+    async def close(self) -> None:
+        """Release the connections."""
+        await self._db.close()

@@ -1,0 +1,316 @@
+"""Turns, their steps, the history they build, their stream events and their leases."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from ferryman.api.agents import Step, Turn
+from ferryman.api.content import Message
+from ferryman.errors import ConflictError, FerrymanError, NotFoundError
+
+from .. import codec
+from ..base import ExpiredTurn, StepWrite, StoredEvent, TurnRecord, turn_from_record
+from ..rows import TURN_COLUMNS, turn_record
+from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
+
+# A turn's history: the messages of the session's completed turns that started before
+# it, then its own, each turn's messages kept together.
+_HISTORY = (
+    "SELECT m.id, m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
+    "WHERE m.session_id = :session_id AND (m.turn_id = :turn_id OR (t.status = 'completed' "
+    "AND t.id < (SELECT id FROM turns WHERE turn_id = :turn_id))) ORDER BY t.id, m.id"
+)
+
+
+def _append(session_id: str, turn_id: str, messages: list[Message]) -> Work[None]:
+    yield each(
+        "INSERT INTO messages (session_id, turn_id, role, body) VALUES (:session_id, :turn_id, :role, :body)",
+        [
+            {"session_id": session_id, "turn_id": turn_id, "role": m.role, "body": codec.dump_message(m)}
+            for m in messages
+        ],
+    )
+
+
+def _write_step(turn_id: str, session_id: str, write: StepWrite) -> Work[None]:
+    step = write.step
+    yield count(
+        "INSERT INTO steps (step_id, turn_id, step_type, pending, body) "
+        "VALUES (:step_id, :turn_id, :step_type, :pending, :body) "
+        "ON CONFLICT (step_id) DO UPDATE SET pending = excluded.pending, body = excluded.body",
+        step_id=step.step_id,
+        turn_id=turn_id,
+        step_type=step.step_type,
+        pending=write.pending,
+        body=codec.dump_step(step),
+    )
+    yield from _append(session_id, turn_id, write.messages)
+
+
+def _gone(turn_id: str, exists: bool) -> FerrymanError:
+    if exists:
+        return ConflictError(f"turn '{turn_id}' no longer runs (it was failed or finished elsewhere)")
+    return NotFoundError(f"turn '{turn_id}' no longer exists")
+
+
+class TurnTables:
+    """Turns, steps, history messages and turn events, over a :class:`Driver`."""
+
+    _db: Driver
+    _messages: codec.MessageCache
+
+    async def start_turn(self, record: TurnRecord, history: list[Message], load_history: bool = True) -> list[Message]:
+        """Store a new running turn and its input messages; return the history it continues."""
+        d = self._db.dialect
+
+        def work() -> Work[list[Row]]:
+            known = yield first(
+                "SELECT 1 FROM sessions WHERE session_id = :session_id "
+                "AND (agent_id = :agent_id OR (agent_id IS NULL AND :agent_id IS NULL))",
+                session_id=record.session_id,
+                agent_id=record.agent_id,
+            )
+            if known is None:
+                raise NotFoundError(f"session '{record.session_id}' of agent '{record.agent_id}' not found")
+            try:
+                yield count(
+                    "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
+                    "started_at, lease_until) VALUES (:turn_id, :session_id, :agent_id, :status, :inputs, "
+                    ":overrides, :started_at, :lease_until)",
+                    turn_id=record.turn_id,
+                    session_id=record.session_id,
+                    agent_id=record.agent_id,
+                    status=record.status,
+                    inputs=codec.dump_inputs(record.input_messages),
+                    overrides=json.dumps(record.overrides),
+                    started_at=d.stamp(record.started_at),
+                    lease_until=d.epoch(record.lease_until),
+                )
+            except UniqueViolation as exc:
+                raise ConflictError(
+                    f"session '{record.session_id}' already has a turn in progress; wait for it to finish"
+                ) from exc
+            yield from _append(record.session_id, record.turn_id, history)
+            if not load_history:
+                return []
+            found: list[Row] = yield rows(_HISTORY, session_id=record.session_id, turn_id=record.turn_id)
+            return found
+
+        found = await self._db.write(work())
+        return self._messages.load([(r[0], r[1]) for r in found])
+
+    async def claim_resume(self, session_id: str, turn_id: str, lease_until: datetime) -> TurnRecord:
+        """Move an awaiting turn back to running, under a lease, and return it."""
+        record = await self.get_turn_record(session_id, turn_id)
+
+        def work() -> Work[int]:
+            try:
+                claimed: int = yield count(
+                    "UPDATE turns SET status = 'in_progress', lease_until = :lease_until "
+                    "WHERE turn_id = :turn_id AND status = 'awaiting_input'",
+                    lease_until=self._db.dialect.epoch(lease_until),
+                    turn_id=turn_id,
+                )
+            except UniqueViolation as exc:
+                raise ConflictError(f"session '{session_id}' already has a turn in progress") from exc
+            return claimed
+
+        if not await self._db.write(work()):
+            raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status}); nothing to resume")
+        record.status, record.lease_until = "in_progress", lease_until
+        return record
+
+    async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
+        """Store or replace a step, its messages and the inference count, atomically."""
+
+        def work() -> Work[None]:
+            found = yield first(
+                "UPDATE turns SET infer_iters = :infer_iters WHERE turn_id = :turn_id AND status = 'in_progress' "
+                "RETURNING session_id",
+                infer_iters=infer_iters,
+                turn_id=turn_id,
+            )
+            if found is None:
+                exists = yield first("SELECT 1 FROM turns WHERE turn_id = :turn_id", turn_id=turn_id)
+                raise _gone(turn_id, exists is not None)
+            yield from _write_step(turn_id, found[0], write)
+
+        await self._db.write(work())
+
+    async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
+        """Store a turn's status, output, error and completion time, with its last step if given.
+
+        Only a running turn is finished: one failed meanwhile (its lease ran out) keeps that end.
+        """
+        error = record.error
+
+        def work() -> Work[None]:
+            finished = yield count(
+                "UPDATE turns SET status = :status, output_message = :output, infer_iters = :infer_iters, "
+                "error_code = :code, error_message = :message, completed_at = :completed_at "
+                "WHERE turn_id = :turn_id AND status = 'in_progress'",
+                status=record.status,
+                output=record.output_message.model_dump_json() if record.output_message else None,
+                infer_iters=record.infer_iters,
+                code=error.code if error else None,
+                message=error.message if error else None,
+                completed_at=self._db.dialect.stamp(record.completed_at),
+                turn_id=record.turn_id,
+            )
+            if finished and last is not None:
+                yield from _write_step(record.turn_id, record.session_id, last)
+
+        await self._db.write(work())
+
+    async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
+        """Return a turn's own columns or raise NotFoundError."""
+        row = await self._db.read(
+            first(
+                f"SELECT {TURN_COLUMNS} FROM turns WHERE turn_id = :turn_id AND session_id = :session_id",  # noqa: S608
+                turn_id=turn_id,
+                session_id=session_id,
+            )
+        )
+        if row is None:
+            raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
+        return turn_record(row, self._db.dialect.read_stamp)
+
+    async def pending_step(self, turn_id: str) -> Step | None:
+        """Return the tool-execution step a paused turn waits on."""
+        row = await self._db.read(
+            first(
+                "SELECT body FROM steps WHERE turn_id = :turn_id AND pending ORDER BY id DESC LIMIT 1", turn_id=turn_id
+            )
+        )
+        return codec.load_step(row[0]) if row else None
+
+    async def load_history(self, session_id: str, turn_id: str) -> list[Message]:
+        """Messages of completed earlier turns, then this turn's own, each turn's kept together.
+
+        Ordering by turn first matters: a turn resumed after later turns ran
+        appends its messages late, yet its tool calls and their answers must
+        stay adjacent.
+        """
+        found = await self._db.read(rows(_HISTORY, session_id=session_id, turn_id=turn_id))
+        return self._messages.load([(r[0], r[1]) for r in found])
+
+    async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
+        """Full turns of the given sessions, in the order they started."""
+        if not session_ids:
+            return []
+        d = self._db.dialect
+        where = d.any_of("t.session_id", "sessions")
+        params = {"sessions": d.array(session_ids)}
+        if turn_ids is not None:
+            where += " AND " + d.any_of("t.turn_id", "turns")
+            params["turns"] = d.array(turn_ids)
+        turn_sql = f"SELECT {TURN_COLUMNS} FROM turns t WHERE {where} ORDER BY t.id"  # noqa: S608
+        step_sql = (
+            f"SELECT s.turn_id, s.body FROM steps s JOIN turns t ON t.turn_id = s.turn_id "  # noqa: S608
+            f"WHERE {where} AND NOT s.pending ORDER BY s.id"
+        )
+
+        def work() -> Work[tuple[list[Row], list[Row]]]:
+            turn_rows = yield rows(turn_sql, **params)
+            step_rows = yield rows(step_sql, **params)
+            return turn_rows, step_rows
+
+        turn_rows, step_rows = await self._db.read(work())
+        steps: dict[str, list[Step]] = {}
+        for turn_id, body in step_rows:
+            steps.setdefault(turn_id, []).append(codec.load_step(body))
+        return [turn_from_record(turn_record(row, d.read_stamp), steps.get(row[0], [])) for row in turn_rows]
+
+    async def get_step(self, session_id: str, turn_id: str, step_id: str) -> Step:
+        """Return one completed or pending step of a turn."""
+        row = await self._db.read(
+            first(
+                "SELECT s.body FROM steps s JOIN turns t ON t.turn_id = s.turn_id "
+                "WHERE s.step_id = :step_id AND s.turn_id = :turn_id AND t.session_id = :session_id",
+                step_id=step_id,
+                turn_id=turn_id,
+                session_id=session_id,
+            )
+        )
+        if row is None:
+            raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
+        return codec.load_step(row[0])
+
+    async def save_turn_events(self, turn_id: str, first_seq: int, events: list[str]) -> None:
+        """Store a turn's stream events (JSON data), numbered from ``first_seq``; a stored number keeps its event.
+
+        Raises:
+            NotFoundError: the turn does not exist (it may have been deleted while it ran).
+        """
+        query = each(
+            "INSERT INTO turn_events (turn_id, seq, body) VALUES (:turn_id, :seq, :body) "
+            "ON CONFLICT (turn_id, seq) DO NOTHING",
+            [{"turn_id": turn_id, "seq": first_seq + i, "body": data} for i, data in enumerate(events)],
+        )
+        try:
+            await self._db.write(query)
+        except ForeignKeyViolation as exc:
+            raise NotFoundError(f"turn '{turn_id}' not found") from exc
+
+    async def turn_events_after(self, turn_id: str, after: int) -> list[StoredEvent]:
+        """Stored events of a turn numbered above ``after``."""
+        found = await self._db.read(
+            rows(
+                "SELECT seq, body FROM turn_events WHERE turn_id = :turn_id AND seq > :after ORDER BY seq",
+                turn_id=turn_id,
+                after=after,
+            )
+        )
+        return [StoredEvent(row[0], row[1]) for row in found]
+
+    async def turn_event_count(self, turn_id: str) -> int:
+        """How many events of a turn are stored."""
+        row = await self._db.read(first("SELECT count(*) FROM turn_events WHERE turn_id = :turn_id", turn_id=turn_id))
+        return int(row[0]) if row else 0
+
+    async def renew_leases(self, turn_ids: list[str], until: datetime) -> list[str]:
+        """Extend the leases of those of these turns that still run; return the ids of the others."""
+        if not turn_ids:
+            return []
+        d = self._db.dialect
+        found = await self._db.write(
+            rows(
+                f"UPDATE turns SET lease_until = :until WHERE status = 'in_progress' AND {d.any_of('turn_id', 'ids')} "  # noqa: S608
+                "RETURNING turn_id",
+                until=d.epoch(until),
+                ids=d.array(turn_ids),
+            )
+        )
+        renewed = {row[0] for row in found}
+        return [turn_id for turn_id in turn_ids if turn_id not in renewed]
+
+    async def fail_expired_turns(self, now: datetime, message: str) -> list[ExpiredTurn]:
+        """Fail the running turns whose lease ended before ``now``, and their responses."""
+        d = self._db.dialect
+
+        def work() -> Work[list[ExpiredTurn]]:
+            found: list[Row] = yield rows(
+                "SELECT t.turn_id, r.response_id FROM turns t LEFT JOIN responses r ON r.turn_id = t.turn_id "  # noqa: S608
+                f"WHERE t.status = 'in_progress' AND (t.lease_until IS NULL OR t.lease_until < :now){d.skip_locked}",
+                now=d.epoch(now),
+            )
+            if not found:
+                return []
+            expired = d.array([row[0] for row in found])
+            yield count(
+                f"UPDATE responses SET status = 'failed', body = {d.failed_body('message')} "  # noqa: S608
+                f"WHERE {d.any_of('turn_id', 'expired')}",
+                message=message,
+                expired=expired,
+            )
+            yield count(
+                "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = :message, "  # noqa: S608
+                f"completed_at = :completed_at WHERE {d.any_of('turn_id', 'expired')}",
+                message=message,
+                completed_at=d.stamp(now),
+                expired=expired,
+            )
+            return [ExpiredTurn(row[0], row[1]) for row in found]
+
+        return await self._db.write(work())

@@ -1,0 +1,316 @@
+"""The SQL schema's one history (Alembic), on SQLite and PostgreSQL: from an empty database, and from the
+databases the earlier, home-made runner left (upgraded in place, nothing lost, stored frames become data)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import anyio
+import asyncpg
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from legacy_schema import build_postgres, build_sqlite
+from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, postgres_store
+
+from ferryman.api.agents import Agent, AgentConfig
+from ferryman.api.content import CompletionMessage, UserMessage
+from ferryman.api.responses import Response
+from ferryman.errors import ConfigurationError
+from ferryman.storage.base import IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.postgres import PostgresStore
+from ferryman.storage.sql.migrate import alembic_config, sqlite_engine
+from ferryman.storage.sql.store import SqlStore
+from ferryman.storage.sqlite import SqliteStore
+
+pytestmark = pytest.mark.anyio
+
+HEAD = "0003_events_as_data"
+# What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
+LATEST = {"sqlite": 6, "postgres": 4}
+BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
+TOO_OLD = {"sqlite": 4, "postgres": 2}
+
+WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+AGENT = Agent(agent_id="agent_old", agent_config=AgentConfig(model="m", instructions="be brief"), created_at=WHEN)
+QUESTION, ANSWER = UserMessage(content="hi"), CompletionMessage(content="hello", stop_reason="end_of_turn")
+RESPONSE = Response(id="resp_old", created_at=1740830400, status="completed", model="m", metadata={"k": "v"})
+TURN_DATA = [
+    json.dumps({"event": {"payload": {"event_type": "turn_start", "turn_id": "turn_old"}}}),
+    # Data that reads like framing inside a JSON string must come through whole.
+    json.dumps({"event": {"payload": {"event_type": "step_progress", "delta": "id: 9\ndata: not a frame"}}}),
+]
+RESPONSE_DATA = [
+    json.dumps({"type": "response.created", "sequence_number": 0, "response_id": "resp_old"}),
+    json.dumps({"type": "response.completed", "sequence_number": 1, "response_id": "resp_old"}),
+]
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _insert(table: str, **literals: object) -> str:
+    """An INSERT of SQL literals (strings are quoted here), the same text on both dialects."""
+    values = ", ".join(_q(v) if isinstance(v, str) else "NULL" if v is None else str(v) for v in literals.values())
+    return f"INSERT INTO {table} ({', '.join(literals)}) VALUES ({values})"  # noqa: S608
+
+
+def legacy_rows(dialect: str, with_keys: bool) -> list[str]:
+    """Rows of every kind, stream events as whole SSE frames, as the earlier versions wrote them."""
+    stamp = WHEN.isoformat()
+    inputs = json.dumps([QUESTION.model_dump(mode="json")])
+    turn = {"input_messages": inputs, "overrides": "{}", "started_at": stamp, "completed_at": stamp}
+    found = [
+        _insert("agents", agent_id="agent_old", config=AGENT.agent_config.model_dump_json(), created_at=stamp),
+        _insert("sessions", session_id="sess_old", agent_id="agent_old", session_name="n", started_at=stamp),
+        _insert("sessions", session_id="sess_resp", agent_id=None, session_name="r", started_at=stamp),
+        _insert(
+            "turns",
+            turn_id="turn_old",
+            session_id="sess_old",
+            agent_id="agent_old",
+            status="completed",
+            output_message=ANSWER.model_dump_json(),
+            infer_iters=1,
+            **turn,
+        ),
+        _insert("turns", turn_id="turn_resp", session_id="sess_resp", agent_id=None, status="completed", **turn),
+        *(
+            _insert("messages", session_id="sess_old", turn_id="turn_old", role=m.role, body=m.model_dump_json())
+            for m in (QUESTION, ANSWER)
+        ),
+        _insert(
+            "models",
+            model_id="extra",
+            provider_id="openai",
+            provider_resource_id="gpt",
+            model_type="llm",
+            metadata="{}",
+            created_at=stamp,
+        ),
+        _insert(
+            "responses",
+            response_id="resp_old",
+            turn_id="turn_resp",
+            session_id="sess_resp",
+            status="completed",
+            body=RESPONSE.model_dump_json(),
+            created_at=RESPONSE.created_at,
+        ),
+        *(
+            _insert("turn_events", turn_id="turn_old", seq=seq, body=f"id: {seq}\ndata: {data}\n\n")
+            for seq, data in enumerate(TURN_DATA)
+        ),
+        *(
+            _insert(
+                "response_events",
+                response_id="resp_old",
+                seq=seq,
+                body=f"id: {seq}\nevent: {json.loads(data)['type']}\ndata: {data}\n\n",
+            )
+            for seq, data in enumerate(RESPONSE_DATA)
+        ),
+    ]
+    if with_keys:
+        sqlite = dialect == "sqlite"
+        found.append(
+            _insert(
+                "idempotency_keys",
+                owner="",
+                idempotency_key="key-1",
+                token="tok",
+                fingerprint="fp",
+                result='{"status": 200}',
+                created_at=WHEN.timestamp() if sqlite else stamp,
+                expires_at=4102444800.0 if sqlite else "2100-01-01T00:00:00+00:00",
+            )
+        )
+    return found
+
+
+@dataclass
+class Database:
+    """One throwaway database of a dialect: build it as the earlier runner did, open the store on it."""
+
+    dialect: str
+    legacy: Callable[[int, list[str]], Awaitable[None]]
+    store: Callable[[], SqlStore]
+    tables: Callable[[], Awaitable[set[str]]]
+    revision: Callable[[], Awaitable[list[str]]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
+    if request.param == "sqlite":
+        path = tmp_path / "legacy.db"
+
+        async def legacy_sqlite(up_to: int, rows: list[str]) -> None:
+            conn = build_sqlite(path, up_to)
+            for row in rows:
+                conn.execute(row)
+            conn.close()
+
+        def query(sql: str) -> list[tuple[str, ...]]:
+            with sqlite3.connect(path) as conn:
+                return conn.execute(sql).fetchall()
+
+        async def sqlite_tables() -> set[str]:
+            return {row[0] for row in query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+        async def sqlite_revision() -> list[str]:
+            return [row[0] for row in query("SELECT version_num FROM alembic_version")]
+
+        yield Database("sqlite", legacy_sqlite, lambda: SqliteStore(str(path)), sqlite_tables, sqlite_revision)
+        return
+    async with postgres_store(tmp_path):  # skips (or, under CI, fails) when PostgreSQL is unreachable
+        pass
+    schema = f"migr_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(POSTGRES_URL, timeout=CONNECT_TIMEOUT)
+    await admin.execute(f'CREATE SCHEMA "{schema}"')
+    await admin.execute(f'SET search_path TO "{schema}"')
+
+    async def legacy_postgres(up_to: int, rows: list[str]) -> None:
+        await build_postgres(admin, up_to)
+        for row in rows:
+            await admin.execute(row)
+
+    async def postgres_tables() -> set[str]:
+        found = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+        return {row[0] for row in found}
+
+    async def postgres_revision() -> list[str]:
+        return [row[0] for row in await admin.fetch("SELECT version_num FROM alembic_version")]
+
+    try:
+        yield Database(
+            "postgres",
+            legacy_postgres,
+            lambda: PostgresStore(POSTGRES_URL, schema=schema),
+            postgres_tables,
+            postgres_revision,
+        )
+    finally:
+        await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        await admin.close()
+
+
+async def test_an_empty_database_gets_every_revision(database: Database) -> None:
+    store = database.store()
+    await store.open()
+    try:
+        await store.create_agent(AGENT)
+        assert await store.get_agent(AGENT.agent_id) == AGENT
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    assert "schema_migrations" not in await database.tables()
+
+
+async def test_reopening_applies_nothing_again(database: Database) -> None:
+    for _ in range(2):
+        store = database.store()
+        await store.open()
+        await store.close()
+    assert await database.revision() == [HEAD]
+
+
+async def test_the_schema_on_main_upgrades_in_place_with_its_rows_and_frames_become_data(database: Database) -> None:
+    await database.legacy(LATEST[database.dialect], legacy_rows(database.dialect, with_keys=True))
+    store = database.store()
+    await store.open()
+    try:
+        assert await store.get_agent(AGENT.agent_id) == AGENT
+        [turn] = await store.list_turns(["sess_old"])
+        assert (turn.turn_id, turn.status, turn.output_message, turn.input_messages) == (
+            "turn_old",
+            "completed",
+            ANSWER,
+            [QUESTION],
+        )
+        assert await store.load_history("sess_old", "turn_old") == [QUESTION, ANSWER]
+        assert await store.turn_events_after("turn_old", -1) == [StoredEvent(i, d) for i, d in enumerate(TURN_DATA)]
+        assert await store.events_after("resp_old", 0) == [StoredEvent(1, RESPONSE_DATA[1])]
+        assert (await store.get_response("resp_old")).response == RESPONSE
+        assert [m.identifier for m in await store.registered_models()] == ["extra"]
+        claim = IdempotencyRecord("", "key-1", "new", "fp", WHEN, WHEN + timedelta(days=1))
+        held = await store.claim_idempotency_key(claim, datetime.now(UTC))
+        assert held is not None and (held.token, held.result) == ("tok", '{"status": 200}')
+        # and the upgraded database takes new work as any other
+        await store.save_turn_events("turn_old", 2, ['{"late": true}'])
+        assert await store.turn_event_count("turn_old") == 3
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    assert "schema_migrations" not in await database.tables()
+
+
+async def test_a_database_from_before_idempotency_keys_gets_them(database: Database) -> None:
+    await database.legacy(BEFORE_IDEMPOTENCY[database.dialect], legacy_rows(database.dialect, with_keys=False))
+    store = database.store()
+    await store.open()
+    try:
+        assert await store.turn_events_after("turn_old", 0) == [StoredEvent(1, TURN_DATA[1])]
+        claim = IdempotencyRecord("", "k", "t", "fp", WHEN, WHEN + timedelta(days=1))
+        assert await store.claim_idempotency_key(claim, WHEN) is None
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+
+
+async def test_an_older_legacy_database_is_refused_in_one_line_and_left_as_it_was(database: Database) -> None:
+    await database.legacy(TOO_OLD[database.dialect], [])
+    before = await database.tables()
+    store = database.store()
+    with pytest.raises(ConfigurationError, match=r"schema version \d of an early ferryman, too old") as refused:
+        await store.open()
+    await store.close()
+    assert "\n" not in str(refused.value)
+    assert await database.tables() == before
+
+
+async def test_replicas_opening_together_migrate_once(database: Database) -> None:
+    stores = [database.store() for _ in range(3)] if database.dialect == "postgres" else [database.store()]
+    with anyio.fail_after(60):  # without the lock they wait on each other's tables
+        await asyncio.gather(*(store.open() for store in stores))
+    for store in stores:
+        await store.close()
+    assert await database.revision() == [HEAD]
+
+
+async def test_the_data_revision_goes_down_to_the_frames_earlier_versions_read(tmp_path: Path) -> None:
+    path = tmp_path / "down.db"
+    store = SqliteStore(str(path))
+    await store.open()
+    await store.create_agent(AGENT)
+    await store.create_session(SessionRecord("sess", AGENT.agent_id, "n", WHEN))
+    turn = TurnRecord("turn", "sess", AGENT.agent_id, "in_progress", [QUESTION], WHEN)
+    await store.start_turn(turn, [QUESTION])
+    await store.save_turn_events("turn", 0, TURN_DATA)
+    await store.close()
+    engine = sqlite_engine(str(path))
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0002_idempotency_keys")
+            frames = [row[0] for row in conn.execute(sa.text("SELECT body FROM turn_events ORDER BY seq"))]
+    finally:
+        engine.dispose()
+    assert frames == [f"id: {seq}\ndata: {data}\n\n" for seq, data in enumerate(TURN_DATA)]
+    store = SqliteStore(str(path))
+    await store.open()
+    try:
+        assert await store.turn_events_after("turn", -1) == [StoredEvent(i, d) for i, d in enumerate(TURN_DATA)]
+    finally:
+        await store.close()
