@@ -16,6 +16,8 @@ class FailureCode(StrEnum):
     """Why a request or a turn failed: the ``code`` of an error body and of a stored turn failure."""
 
     INVALID_REQUEST = "invalid_request"
+    UNAUTHENTICATED = "unauthenticated"
+    RATE_LIMITED = "rate_limited"
     PROVIDER_KEY_REJECTED = "provider_key_rejected"
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
@@ -59,6 +61,25 @@ class ProviderKeyRejectedError(InvalidRequestError):
     """A model server rejected the API key the client sent in its provider data (the client's key, its fault)."""
 
     code = FailureCode.PROVIDER_KEY_REJECTED
+
+
+class AuthenticationError(FerrymanError):
+    """The request carries no valid credential. Its message never says why (that is logged)."""
+
+    code = FailureCode.UNAUTHENTICATED
+
+    def __init__(self, message: str = "authentication required", **fields: Any) -> None:
+        super().__init__(message, **fields)
+
+
+class RateLimitedError(FerrymanError):
+    """The caller used up a quota; ``retry_after`` says in how many seconds it may try again."""
+
+    code = FailureCode.RATE_LIMITED
+
+    def __init__(self, message: str, retry_after: int, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.retry_after = retry_after
 
 
 class NotFoundError(FerrymanError):
@@ -124,6 +145,8 @@ FAILURES: dict[FailureCode, tuple[type[FerrymanError], int]] = {
     for cls, status in (
         (InvalidRequestError, 400),
         (ProviderKeyRejectedError, 400),
+        (AuthenticationError, 401),
+        (RateLimitedError, 429),
         (NotFoundError, 404),
         (ConflictError, 409),
         (ConversationLockedError, 409),

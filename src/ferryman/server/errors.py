@@ -10,7 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ferryman.errors import FAILURES, FerrymanError
+from ferryman.errors import FAILURES, AuthenticationError, FerrymanError, RateLimitedError
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,17 @@ def _answer_with(status: int) -> Handler:
     async def answer(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, FerrymanError)
         body = error_body(exc.code, exc.message, **exc.fields)
-        return JSONResponse(body, status_code=status, headers=NO_RETRY)
+        return JSONResponse(body, status_code=status, headers=_headers_of(exc))
 
     return answer
+
+
+def _headers_of(exc: FerrymanError) -> dict[str, str]:
+    if isinstance(exc, RateLimitedError):  # a later retry may pass: say when, and let clients retry
+        return {"Retry-After": str(exc.retry_after)}
+    if isinstance(exc, AuthenticationError):
+        return {**NO_RETRY, "WWW-Authenticate": 'Bearer realm="ferryman"'}
+    return NO_RETRY
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

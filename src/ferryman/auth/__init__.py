@@ -1,0 +1,1 @@
+"""Who is calling: principals, how requests prove who they are, and what each may do."""
