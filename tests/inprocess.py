@@ -14,6 +14,10 @@ upstream stays under test, as it was with a scripted server process.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -27,6 +31,7 @@ from starlette.testclient import TestClient
 from ferryman.inference.base import ChatChunk, ChatRequest
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.server.app import Services, build_services, create_app
+from ferryman.storage.sql.migrate import upgrade_sqlite
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedModel, ScriptedReply
 from ferryman.testing.scripted import Enqueuing
@@ -58,11 +63,33 @@ class AskedModel(ScriptedModel):
             yield chunk
 
 
-def scripted_provider(script: Script, model_ids: tuple[str, ...] = ("scripted-model",)) -> OpenAICompatibleProvider:
-    """The provider ``ferryman serve --inference-url`` makes (id ``remote``), on the scripted server's app over ASGI."""
+def scripted_provider(
+    script: Script, model_ids: tuple[str, ...] = ("scripted-model",), provider_id: str = "remote"
+) -> OpenAICompatibleProvider:
+    """What ``ferryman serve --inference-url`` makes (``remote``, ``remote-2``…), on a scripted app over ASGI."""
     transport = httpx2.ASGITransport(app=build_app(script, list(model_ids)))
     client = httpx2.AsyncClient(transport=transport, base_url="http://scripted/v1")
-    return OpenAICompatibleProvider("remote", "http://scripted/v1", http_client=client)
+    return OpenAICompatibleProvider(provider_id, "http://scripted/v1", http_client=client)
+
+
+@functools.cache
+def _migrated_template() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="ferryman-template-"))
+    atexit.register(shutil.rmtree, folder, True)
+    upgrade_sqlite(str(folder / "head.db"))
+    return folder / "head.db"
+
+
+def migrated_sqlite(path: Path) -> str:
+    """``path`` made a new SQLite file at the head of the migrations; returned as a string, as stores take it.
+
+    It is a copy of a file this test process migrated once: migrating each
+    test's database costs Alembic 20-30 ms. The store's ``open`` still runs
+    on the copy (and finds nothing to do).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_migrated_template(), path)
+    return str(path)
 
 
 def served_services(db: Path, script: Script) -> Services:
@@ -89,8 +116,8 @@ class Served(Enqueuing):
     :class:`~ferryman.testing.ScriptedServerClient`); ``http`` is the client.
     """
 
-    def __init__(self, http: TestClient, script: Script) -> None:
-        self.http, self.script = http, script
+    def __init__(self, http: TestClient, script: Script, services: Services) -> None:
+        self.http, self.script, self.services = http, script, services
         assert http.portal is not None, "the TestClient must be entered"
         self.portal = http.portal
 
@@ -118,6 +145,17 @@ class Served(Enqueuing):
                 return await self.script.wait_for_requests(count)
 
         return self.portal.call(arrived)
+
+    def wait_settled(self) -> None:
+        """Return once no run is live in the app: each ended and stored its outcome (woken by the runs, no polling)."""
+
+        async def settled() -> None:
+            runner = self.services.runner
+            async with asyncio.timeout(REQUEST_WAIT_SECONDS):
+                while live := [run for turn_id in runner.running() if (run := runner.run(turn_id))]:
+                    await asyncio.gather(*(run.settled.wait() for run in live))
+
+        self.portal.call(settled)
 
     def reset(self) -> None:
         """Forget queued replies, requests and gates."""
@@ -154,7 +192,9 @@ class _Body(httpx.SyncByteStream):
         self._response = response
 
     def __iter__(self) -> Iterator[bytes]:
-        yield from self._response.iter_raw()
+        # Not ``iter_raw()``: that generator closes the response when it is collected, which can happen on
+        # the app's event-loop thread, where the TestClient cannot close it (a flaky unraisable error).
+        return iter(self._response.stream)  # type: ignore[arg-type]
 
     def close(self) -> None:
         self._response.close()
@@ -164,8 +204,9 @@ class _Body(httpx.SyncByteStream):
 def served(db: Path) -> Iterator[Served]:
     """Ferryman on a SQLite file at ``db`` and a fresh script, served in this process until exit."""
     script = Script()
-    with TestClient(create_app(served_services(db, script)), base_url=BASE_URL) as http:
-        yield Served(http, script)
+    services = served_services(db, script)
+    with TestClient(create_app(services), base_url=BASE_URL) as http:
+        yield Served(http, script, services)
 
 
 async def agent_and_session(http: httpx.AsyncClient, model: str = "scripted-model") -> tuple[str, str]:

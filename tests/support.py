@@ -47,13 +47,22 @@ class Proc:
         self.args, self.health_url, self.log = args, health_url, log
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> Proc:
-        """Start and wait until healthy."""
+    def launch(self) -> Proc:
+        """Start, without waiting until healthy (see :meth:`wait_healthy`)."""
         with self.log.open("ab") as out:
             env = {**os.environ, "PYTHONUNBUFFERED": "1"}
             self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=env)
+        return self
+
+    def wait_healthy(self) -> Proc:
+        """Wait until the launched process answers its health URL."""
+        assert self.process is not None, "launch() first"
         wait_until_healthy(self.health_url, self.process, self.log)
         return self
+
+    def start(self) -> Proc:
+        """Start and wait until healthy."""
+        return self.launch().wait_healthy()
 
     def stop(self) -> None:
         """Terminate gracefully (SIGTERM), then kill if needed."""
@@ -89,6 +98,12 @@ def ferryman_server(tmp: Path, inference_root: str | None, db: Path | str, *extr
     ``inference_root`` is a scripted server's root URL, or None when ``extra``
     configures the providers itself (``--config``).
     """
+    proc, base = ferryman_proc(tmp, inference_root, db, *extra)
+    return proc.start(), base
+
+
+def ferryman_proc(tmp: Path, inference_root: str | None, db: Path | str, *extra: str) -> tuple[Proc, str]:
+    """``ferryman serve`` on a free port, not launched yet, and its base URL (see :func:`ferryman_server`)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     inference = ["--inference-url", f"{inference_root}/v1"] if inference_root else []
@@ -100,7 +115,7 @@ def ferryman_server(tmp: Path, inference_root: str | None, db: Path | str, *extr
         "--log-level", "warning",
         *extra,
     ]  # fmt: skip
-    return Proc(args, f"{base}/v1/health", tmp / f"ferryman-{port}.log").start(), base
+    return Proc(args, f"{base}/v1/health", tmp / f"ferryman-{port}.log"), base
 
 
 @contextmanager

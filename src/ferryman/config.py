@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from ferryman.auth.quotas import QuotaSettings
+from ferryman.auth.settings import AuthSettings
 from ferryman.errors import ConfigurationError
 from ferryman.safe_fetch import FetchPolicy
 
@@ -77,7 +79,9 @@ class Settings(BaseModel):
     ``keep_alive`` (``server.keep_alive`` in the file) is how many seconds an idle
     HTTP connection stays open: longer than client pools keep theirs (httpx: 5 s),
     so that a client never reuses a connection the server is closing. ``fetch``
-    bounds the URLs a client may make the server fetch (a turn's documents).
+    bounds the URLs a client may make the server fetch (a turn's documents);
+    ``quotas`` limits each authenticated principal's requests and running turns;
+    ``auth`` (``server.auth``) is how callers authenticate, None: not at all.
     """
 
     host: str = "127.0.0.1"
@@ -87,6 +91,8 @@ class Settings(BaseModel):
     providers: list[ProviderSettings] = Field(default_factory=list)
     models: list[ModelSettings] = Field(default_factory=list)
     fetch: FetchPolicy = Field(default_factory=FetchPolicy)
+    quotas: QuotaSettings = Field(default_factory=QuotaSettings)
+    auth: AuthSettings | None = None
 
     def db_path(self) -> str:
         """The database path: the configured one or ``$FERRYMAN_HOME/ferryman.db``."""

@@ -18,6 +18,7 @@ class FailureCode(StrEnum):
     INVALID_REQUEST = "invalid_request"
     UNAUTHENTICATED = "unauthenticated"
     RATE_LIMITED = "rate_limited"
+    FORBIDDEN = "forbidden"
     PROVIDER_KEY_REJECTED = "provider_key_rejected"
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
@@ -80,6 +81,12 @@ class RateLimitedError(FerrymanError):
     def __init__(self, message: str, retry_after: int, **fields: Any) -> None:
         super().__init__(message, **fields)
         self.retry_after = retry_after
+
+
+class ForbiddenError(FerrymanError):
+    """The caller may see the record but the access policy forbids this action on it (or this create)."""
+
+    code = FailureCode.FORBIDDEN
 
 
 class NotFoundError(FerrymanError):
@@ -147,6 +154,7 @@ FAILURES: dict[FailureCode, tuple[type[FerrymanError], int]] = {
         (ProviderKeyRejectedError, 400),
         (AuthenticationError, 401),
         (RateLimitedError, 429),
+        (ForbiddenError, 403),
         (NotFoundError, 404),
         (ConflictError, 409),
         (ConversationLockedError, 409),

@@ -3,18 +3,17 @@
 The scripted model answers every model request; ``model.requests()`` shows the
 chat-completion bodies ferryman sent it. Gated replies hold a response in
 progress until the test opens the gate, so nothing here depends on timing:
-waits poll observable state (a request reaching the model, a status) within a
-bound. Stream replay is read with ``httpx`` directly, as raw SSE.
+tests wait on events of the app (a request reaching the model, the live runs
+settling), never by polling. Stream replay is read with ``httpx`` directly, as SSE (``httpx-sse``).
 """
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import openai
@@ -22,6 +21,7 @@ import pytest
 
 from ferryman.testing import ScriptedReply, ScriptedToolCall
 from inprocess import BASE_URL, Served
+from sse import frames
 
 MODEL = "scripted-model"
 WEATHER_TOOL: dict[str, Any] = {
@@ -56,9 +56,6 @@ CALL_EVENTS = [
     "response.completed",
 ]
 
-T = TypeVar("T")
-
-
 # ---- fixtures and helpers ---------------------------------------------------
 
 
@@ -86,31 +83,10 @@ def gates(model: Served) -> Iterator[Callable[[], str]]:
         model.open_gate(name)
 
 
-def wait_until(probe: Callable[[], T], what: str, timeout: float = 10.0) -> T:
-    """Poll ``probe`` until it returns something truthy (bounded)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def wait_for_requests(model: Served, count: int) -> list[dict[str, Any]]:
-    """Wait until the scripted model has received ``count`` requests (a gated one counts once it arrived)."""
-    return model.wait_for_requests(count)
-
-
-def wait_for_status(client: openai.OpenAI, response_id: str, *statuses: str) -> Any:
-    """Poll ``responses.retrieve`` until the response has one of ``statuses``."""
-
-    def reached() -> Any:
-        response = client.responses.retrieve(response_id)
-        return response if response.status in statuses else None
-
-    return wait_until(reached, f"response {response_id} to be {'/'.join(statuses)}")
+def settled(oai: openai.OpenAI, model: Served, response_id: str) -> Any:
+    """The response, once every run live in the app (a background one) has ended and stored its outcome."""
+    model.wait_settled()
+    return oai.responses.retrieve(response_id)
 
 
 def weather_call(call_id: str = "c1", city: str = "Paris", gate: str | None = None) -> ScriptedReply:
@@ -144,16 +120,11 @@ def roles(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def iter_sse(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    """The JSON ``data`` of each SSE event of a streamed ``httpx`` response; checks ``event:`` matches ``type``."""
-    event_name: str | None = None
-    for line in response.iter_lines():
-        if line.startswith("event:"):
-            event_name = line.removeprefix("event:").strip()
-        elif line.startswith("data:"):
-            data = json.loads(line.removeprefix("data:").strip())
-            assert event_name in (None, data["type"]), (event_name, data["type"])
-            yield data
-            event_name = None
+    """The JSON ``data`` of each SSE event of a streamed response; checks ``event:`` names its ``type``."""
+    for frame in frames(response):
+        data = frame.json()
+        assert frame.event == data["type"], (frame.event, data["type"])
+        yield data
 
 
 def read_sse(http: httpx.Client, method: str, path: str, **kwargs: Any) -> list[dict[str, Any]]:
@@ -323,7 +294,7 @@ def test_stream_helper_resumes_a_background_response_by_id(
     gate = gates()
     model.enqueue_text("resumed to the end", gate=gate)
     started = oai.responses.create(model=MODEL, input="hi", background=True)
-    wait_for_requests(model, 1)
+    model.wait_for_requests(1)
 
     with oai.responses.stream(response_id=started.id) as stream:
         types = []
@@ -580,7 +551,7 @@ def test_previous_response_still_in_progress_is_not_chained_on(
     gate = gates()
     model.enqueue_text("first answer", gate=gate)  # nothing for a second: it must not reach the model
     first = oai.responses.create(model=MODEL, input="first question", background=True)
-    wait_for_requests(model, 1)
+    model.wait_for_requests(1)
 
     with pytest.raises(openai.APIStatusError) as raised:
         oai.responses.create(model=MODEL, input="second question", previous_response_id=first.id)
@@ -801,7 +772,7 @@ def test_second_response_on_a_busy_conversation_gets_409_streamed(
     with oai.responses.create(model=MODEL, input="first question", conversation=conversation.id, stream=True) as stream:
         events = iter(stream)
         assert next(events).type == "response.created"
-        wait_for_requests(model, 1)
+        model.wait_for_requests(1)
         assert_locked(oai, conversation.id)
         model.open_gate(gate)
         rest = list(events)
@@ -819,7 +790,7 @@ def test_second_response_on_a_busy_conversation_gets_409_threaded(
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         first = pool.submit(oai.responses.create, model=MODEL, input="first question", conversation=conversation.id)
-        wait_for_requests(model, 1)
+        model.wait_for_requests(1)
         assert_locked(oai, conversation.id)
         model.open_gate(gate)
         assert first.result(timeout=30).output_text == "first answer"
@@ -835,7 +806,7 @@ def test_background_response_completes(oai: openai.OpenAI, model: Served) -> Non
     assert started.status in ("queued", "in_progress")
     assert started.background is True
 
-    finished = wait_for_status(oai, started.id, "completed", "failed", "cancelled", "incomplete")
+    finished = settled(oai, model, started.id)
     assert finished.status == "completed"
     assert finished.output_text == "done in the background"
     assert finished.usage is not None and finished.usage.output_tokens > 0
@@ -845,7 +816,7 @@ def test_cancel_a_background_response(oai: openai.OpenAI, model: Served, gates: 
     gate = gates()
     model.enqueue_text("never seen", gate=gate)
     started = oai.responses.create(model=MODEL, input="slow work", background=True)
-    wait_for_requests(model, 1)
+    model.wait_for_requests(1)
     assert oai.responses.retrieve(started.id).status == "in_progress"
 
     cancelled = oai.responses.cancel(started.id)
@@ -873,21 +844,18 @@ def test_cancel_of_a_finished_background_response_changes_nothing(
 ) -> None:
     """Cancelling a completed background response returns it unchanged.
 
-    The test waits until the *stored* response (which ``GET /v1/responses``
-    lists) is completed, not only the live one ``retrieve`` shows: known race,
-    ferryman's ``cancel`` of a response that ``retrieve`` already shows as
-    completed but that is still writing itself to the store cancels its task
-    and answers the stale stored copy (status ``queued``), about once in 300 tries.
+    The test waits until the run settled, so that the *stored* response (which
+    ``GET /v1/responses`` lists) is completed, not only the live one ``retrieve``
+    shows: known race, ferryman's ``cancel`` of a response that ``retrieve``
+    already shows as completed but that is still writing itself to the store
+    cancels its task and answers the stale stored copy (status ``queued``),
+    about once in 300 tries.
     """
     model.enqueue_text("finished")
     started = oai.responses.create(model=MODEL, input="hi", background=True)
-    wait_for_status(oai, started.id, "completed")
-
-    def stored_status() -> str | None:
-        listed = http.get("/v1/responses", params={"limit": 20}).json()["data"]
-        return next((r["status"] for r in listed if r["id"] == started.id and r["status"] == "completed"), None)
-
-    wait_until(stored_status, "the stored response to be completed")
+    assert settled(oai, model, started.id).status == "completed"
+    listed = http.get("/v1/responses", params={"limit": 20}).json()["data"]
+    assert [r["status"] for r in listed if r["id"] == started.id] == ["completed"]
     assert oai.responses.cancel(started.id).status == "completed"
     assert oai.responses.retrieve(started.id).output_text == "finished"
 
@@ -899,7 +867,7 @@ def test_cancelled_response_unlocks_its_conversation(
     model.enqueue_text("never seen", gate=gate)
     conversation = oai.conversations.create()
     started = oai.responses.create(model=MODEL, input="slow", conversation=conversation.id, background=True)
-    wait_for_requests(model, 1)
+    model.wait_for_requests(1)
     assert oai.responses.cancel(started.id).status == "cancelled"
     model.open_gate(gate)
 
@@ -916,7 +884,7 @@ def test_retrieve_while_in_progress(oai: openai.OpenAI, model: Served, gates: Ca
     with oai.responses.create(model=MODEL, input="hold on", stream=True) as stream:
         events = iter(stream)
         response_id = next(events).response.id
-        wait_for_requests(model, 1)
+        model.wait_for_requests(1)
         live = oai.responses.retrieve(response_id)
         assert live.status == "in_progress" and live.output == []
         model.open_gate(gate)
@@ -995,11 +963,11 @@ def test_every_stream_event_carries_its_number_as_sse_id_and_last_event_id_resum
     model.enqueue(ScriptedReply(text="one two", chunks=2))
     body = {"model": MODEL, "input": "go", "stream": True}
     with http.stream("POST", "/v1/responses", json=body) as response:
-        lines = list(response.iter_lines())
-    ids = [int(line.removeprefix("id:").strip()) for line in lines if line.startswith("id:")]
-    numbers = [json.loads(line.removeprefix("data:"))["sequence_number"] for line in lines if line.startswith("data:")]
+        streamed = list(frames(response))
+    ids = [int(frame.id) for frame in streamed]
+    numbers = [frame.json()["sequence_number"] for frame in streamed]
     assert ids == numbers == list(range(len(numbers)))
-    first = json.loads(next(line for line in lines if line.startswith("data:")).removeprefix("data:"))
+    first = streamed[0].json()
     url = f"/v1/responses/{first['response']['id']}"
     resumed = read_sse(http, "GET", url, params={"stream": "true"}, headers={"Last-Event-ID": "3"})
     assert [event["sequence_number"] for event in resumed] == list(range(4, len(numbers)))
@@ -1015,8 +983,8 @@ def test_replay_of_a_running_response_then_live_events(
     gate = gates()
     model.enqueue(ScriptedReply(text="live one two", chunks=3, gate=gate))
     started = oai.responses.create(model=MODEL, input="go", background=True)
-    wait_for_requests(model, 1)
-    wait_for_status(oai, started.id, "in_progress")
+    model.wait_for_requests(1)
+    assert oai.responses.retrieve(started.id).status == "in_progress"
 
     params = {"stream": "true", "starting_after": "0"}
     events = []
@@ -1050,7 +1018,7 @@ def test_background_stream_resumed_after_a_disconnect(
     assert (created.type, in_progress.type) == ("response.created", "response.in_progress")
 
     response_id, last_seen = created.response.id, in_progress.sequence_number
-    wait_for_requests(model, 1)
+    model.wait_for_requests(1)
     model.open_gate(gate)
     rest = list(oai.responses.retrieve(response_id, stream=True, starting_after=last_seen))
     assert [e.sequence_number for e in rest] == list(range(last_seen + 1, last_seen + 1 + len(rest)))
@@ -1099,7 +1067,7 @@ def test_model_failure_streamed(oai: openai.OpenAI, model: Served) -> None:
 def test_model_failure_in_background(oai: openai.OpenAI, model: Served) -> None:
     fail_model(model)
     started = oai.responses.create(model=MODEL, input="hi", background=True)
-    failed = wait_for_status(oai, started.id, "failed", "completed", "cancelled")
+    failed = settled(oai, model, started.id)
     assert failed.status == "failed"
     assert failed.error is not None and failed.error.code == "upstream_error"
 

@@ -1,8 +1,7 @@
-"""Helpers shared by the integration tests: URLs, SSE parsing, polling on turn state."""
+"""Helpers shared by the integration tests: URLs, SSE frames, waiting on turn state."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -10,6 +9,8 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import httpx
+
+from sse import frames
 
 T = TypeVar("T")
 
@@ -39,20 +40,9 @@ def turn_url(agent_id: str, session_id: str, turn_id: str | None = None, prefix:
 
 def iter_frames(response: httpx.Response) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(id, data)`` for each SSE frame of a streaming response, as it arrives."""
-    frame_id: int | None = None
-    data: list[str] = []
-    for line in response.iter_lines():
-        if line.startswith("id:"):
-            frame_id = int(line[3:].strip())
-        elif line.startswith("data:"):
-            data.append(line[5:].strip())
-        elif line == "" and data:
-            assert frame_id is not None, "SSE frame without id"
-            yield frame_id, json.loads("\n".join(data))
-            frame_id, data = None, []
-    if data:
-        assert frame_id is not None, "SSE frame without id"
-        yield frame_id, json.loads("\n".join(data))
+    for frame in frames(response):
+        assert frame.id, f"SSE frame without id: {frame}"
+        yield int(frame.id), frame.json()
 
 
 def post_stream(http: httpx.Client, url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -110,7 +100,11 @@ def tool_response(call: dict[str, Any], content: str) -> dict[str, Any]:
 
 
 def wait_for(check: Callable[[], T | None], timeout: float = POLL_TIMEOUT, what: str = "condition") -> T:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds.
+
+    Only for a server in another process (replicas, restarts): in process, wait on
+    the app's events instead (``Served.wait_settled``, ``wait_for_requests``).
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = check()

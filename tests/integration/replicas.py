@@ -17,7 +17,7 @@ import asyncpg
 import redis
 from storage_backends import POSTGRES_URL, unavailable
 
-from support import Proc, ferryman_server
+from support import Proc, ferryman_proc
 
 REDIS_URL = os.environ.get("FERRYMAN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 LEASE_SECONDS = 2.0
@@ -86,8 +86,19 @@ def shared_state(kind: str) -> Iterator[tuple[str, str]]:
             yield redis_db, redis_db
 
 
-def replica(tmp: Path, inference_root: str, db_url: str, coordination: str, *extra: str) -> tuple[Proc, str]:
-    """One ferryman replica over the shared state."""
-    return ferryman_server(
-        tmp, inference_root, db_url, "--redis", coordination, "--turn-lease", str(LEASE_SECONDS), *extra
-    )
+def replicas(
+    count: int, tmp: Path, inference_root: str, db_url: str, coordination: str, *extra: str
+) -> list[tuple[Proc, str]]:
+    """``count`` ferryman replicas over the shared state, started at once (each start takes seconds)."""
+    options = ("--redis", coordination, "--turn-lease", str(LEASE_SECONDS), *extra)
+    started = [ferryman_proc(tmp, inference_root, db_url, *options) for _ in range(count)]
+    try:
+        for proc, _ in started:
+            proc.launch()
+        for proc, _ in started:
+            proc.wait_healthy()
+    except BaseException:
+        for proc, _ in started:
+            proc.stop()
+        raise
+    return started

@@ -11,7 +11,7 @@ import pytest
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
-from inprocess import AskedModel, agent_and_session, serving
+from inprocess import AskedModel, agent_and_session, migrated_sqlite, serving
 from support import Proc
 
 
@@ -23,7 +23,7 @@ def anyio_backend() -> str:
 async def _turn_with_document(tmp_path: Path, url: str, policy: FetchPolicy) -> tuple[int, dict[str, object], str]:
     model = AskedModel()
     model.enqueue_text("Read it.")
-    services = build_services(SqliteStore(str(tmp_path / "docs.db")), [model], fetch=policy)
+    services = build_services(SqliteStore(migrated_sqlite(tmp_path / "docs.db")), [model], fetch=policy)
     async with serving(services) as http:
         agent_id, session_id = await agent_and_session(http)
         body = {
@@ -61,7 +61,7 @@ async def _turn_without_model(
     """A turn that must be refused before the model is asked (no reply scripted: asking it fails the test)."""
     model = AskedModel()
     policy = FetchPolicy(allowed_hosts=["127.0.0.1"])
-    services = build_services(SqliteStore(str(tmp_path / "refused.db")), [model], fetch=policy)
+    services = build_services(SqliteStore(migrated_sqlite(tmp_path / "refused.db")), [model], fetch=policy)
     async with serving(services) as http:
         agent_id, session_id = await agent_and_session(http)
         body = {"messages": [{"role": "user", "content": "Read these."}], "documents": documents, "stream": False}

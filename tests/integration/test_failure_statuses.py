@@ -12,7 +12,7 @@ import pytest
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedReply
-from inprocess import AskedModel, agent_and_session, check_script, serving
+from inprocess import AskedModel, agent_and_session, check_script, migrated_sqlite, serving
 
 
 @pytest.fixture()
@@ -29,7 +29,7 @@ def model(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
 
 @pytest.fixture()
 async def http(tmp_path: Path, model: AskedModel) -> AsyncIterator[httpx.AsyncClient]:
-    async with serving(build_services(SqliteStore(str(tmp_path / "f.db")), [model])) as client:
+    async with serving(build_services(SqliteStore(migrated_sqlite(tmp_path / "f.db")), [model])) as client:
         yield client
 
 
@@ -51,7 +51,7 @@ async def test_a_turn_cancelled_while_the_client_waits_is_a_409_cancelled(
 
 @pytest.mark.anyio
 async def test_a_turn_cut_off_by_the_server_stopping_is_a_503_interrupted(tmp_path: Path, model: AskedModel) -> None:
-    services = build_services(SqliteStore(str(tmp_path / "stop.db")), [model])
+    services = build_services(SqliteStore(migrated_sqlite(tmp_path / "stop.db")), [model])
     async with serving(services) as http:
         agent_id, session_id = await agent_and_session(http)
         model.enqueue(ScriptedReply(text="never sent", gate="held"))

@@ -18,7 +18,8 @@ from ferryman.server.app import Services, build_services, create_app
 from ferryman.storage.base import IdempotencyRecord
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
-from inprocess import AskedModel, check_script
+from inprocess import AskedModel, check_script, migrated_sqlite
+from sse import Frame, frames
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +56,7 @@ class WatchedStore(SqliteStore):
 
 @pytest.fixture()
 def store(tmp_path: Path) -> WatchedStore:
-    return WatchedStore(str(tmp_path / "idem.db"))
+    return WatchedStore(migrated_sqlite(tmp_path / "idem.db"))
 
 
 @asynccontextmanager
@@ -79,18 +80,12 @@ async def http(store: WatchedStore, scripted: AskedModel) -> AsyncIterator[httpx
         yield client
 
 
-def frames_of(response: httpx.Response) -> list[str]:
-    assert response.headers["content-type"].startswith("text/event-stream"), response.text
-    return [frame for frame in response.text.replace("\r\n", "\n").split("\n\n") if frame.strip()]
+def frames_of(response: httpx.Response) -> list[Frame]:
+    return list(frames(response))
 
 
-def data_of(frame: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(frame.split("data: ", 1)[1])
-    return data
-
-
-def kind(frame: str) -> str:
-    data = data_of(frame)
+def kind(frame: Frame) -> str:
+    data = frame.json()
     return "error" if "error" in data else str(data["event"]["payload"]["event_type"])
 
 
@@ -181,7 +176,7 @@ async def test_a_repeated_streamed_run_replays_only_that_run_of_its_turn(
     scripted.enqueue_text("sunny")
     url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     paused = frames_of(await post(http, url, {"messages": user("weather?"), "stream": True}, "start-key"))
-    turn_id = data_of(paused[0])["event"]["payload"]["turn_id"]
+    turn_id = paused[0].json()["event"]["payload"]["turn_id"]
     resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": True}
     resumed = frames_of(await post(http, f"{url}/{turn_id}/resume", resume, "resume-key"))
     assert kind(paused[-1]) == "turn_awaiting_input" and kind(resumed[-1]) == "turn_complete"
@@ -214,7 +209,7 @@ async def test_repeated_responses_return_or_replay_the_first_one(http: httpx.Asy
     first = frames_of(await post(http, "/v1/responses", body, "resp-stream-key"))
     again = await post(http, "/v1/responses", body, "resp-stream-key")
     assert frames_of(again) == first and again.headers[REPLAYED] == "true"
-    assert "response.created" in first[0] and "response.completed" in first[-1]
+    assert (first[0].event, first[-1].event) == ("response.created", "response.completed")
     assert len(scripted.requests) == 2
 
 
@@ -333,10 +328,10 @@ async def test_a_streamed_response_that_is_not_stored_runs_again_once_it_ended(
     busy = await post(http, "/v1/responses", body, "unstored-key")  # nothing to replay it from: not a 2nd run
     assert busy.status_code == 409 and busy.json()["error"]["code"] == "idempotency_key_in_use"
     scripted.script.open_gate("hold")
-    assert "response.completed" in frames_of(await first)[-1]
+    assert frames_of(await first)[-1].event == "response.completed"
     scripted.enqueue_text("again")
     again = await post(http, "/v1/responses", body, "unstored-key")  # gone once it ended: it runs again
-    assert "response.completed" in frames_of(again)[-1] and REPLAYED not in again.headers
+    assert frames_of(again)[-1].event == "response.completed" and REPLAYED not in again.headers
     assert len(scripted.requests) == 2
 
 

@@ -1,166 +1,161 @@
-"""Routing models to their providers, per-request provider data, upstream faults, plain OpenAI inference."""
+"""Routing models to their providers, per-request provider data, upstream faults, plain OpenAI inference.
+
+Ferryman runs in this process; only the slow upstream is a real server (a socket, for the client's timeout).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
-from integration_helpers import wait_for_requests
 
-from ferryman.testing import ScriptedReply, ScriptedServerClient
-from inprocess import BASE_URL, Served
-from support import create_session, ferryman_server, free_port, running, scripted_server
+from ferryman.config import Settings, StorageSettings, load_settings, providers_from_urls
+from ferryman.server.app import build_services, services_from_settings
+from ferryman.storage.sqlite import SqliteStore
+from ferryman.testing import Script, ScriptedReply, ScriptedServerClient
+from inprocess import BASE_URL, Served, agent_and_session, check_script, migrated_sqlite, scripted_provider, serving
+from support import Proc, free_port
 
 HEADER = "X-LlamaStack-Provider-Data"
 
+pytestmark = pytest.mark.anyio
+
 
 @pytest.fixture()
-def two_providers(tmp_path: Path) -> Iterator[tuple[str, ScriptedServerClient, ScriptedServerClient, Path]]:
-    """Ferryman over two scripted servers: ``alpha`` served by the first, ``beta`` by the second."""
-    first, first_url = scripted_server(tmp_path, "alpha")
-    second, second_url = scripted_server(tmp_path, "beta")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Routed:
+    """Ferryman in this process over two scripted upstreams: ``alpha`` on ``remote``, ``beta`` on ``remote-2``."""
+
+    http: httpx.AsyncClient
+    alpha: Script
+    beta: Script
+    db: Path
+
+
+@pytest.fixture()
+async def two_providers(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Routed]:
+    """The providers ``ferryman serve --inference-url A/v1 --inference-url B/v1`` makes, over a SQLite file."""
+    alpha, beta = Script(), Script()
+    providers = [scripted_provider(alpha, ("alpha",)), scripted_provider(beta, ("beta",), "remote-2")]
     db = tmp_path / "routing.db"
-    with running(first), running(second):
-        server, base = ferryman_server(tmp_path, first_url, db, "--inference-url", f"{second_url}/v1")
-        alpha, beta = ScriptedServerClient(first_url), ScriptedServerClient(second_url)
-        with running(server):
-            yield base, alpha, beta, tmp_path
-        alpha.close()
-        beta.close()
+    async with serving(build_services(SqliteStore(migrated_sqlite(db)), providers, sole_process=True)) as http:
+        yield Routed(http, alpha, beta, db)
+    check_script(request, alpha)
+    check_script(request, beta)
 
 
-def _turn(http: httpx.Client, model: str, text: str = "hi", headers: dict[str, str] | None = None) -> httpx.Response:
-    agent = http.post("/v1/agents", json={"agent_config": {"model": model, "instructions": "x"}}).json()["agent_id"]
-    session = create_session(http, agent)
+async def _turn(
+    http: httpx.AsyncClient, model: str, text: str = "hi", headers: dict[str, str] | None = None
+) -> httpx.Response:
+    agent_id, session_id = await agent_and_session(http, model)
     body = {"messages": [{"role": "user", "content": text}], "stream": False}
-    return http.post(f"/v1/agents/{agent}/session/{session}/turn", json=body, headers=headers or {})
+    return await http.post(f"/v1/agents/{agent_id}/session/{session_id}/turn", json=body, headers=headers or {})
 
 
-def test_each_model_goes_to_its_own_provider(
-    two_providers: tuple[str, ScriptedServerClient, ScriptedServerClient, Path],
-) -> None:
-    base, alpha, beta, _ = two_providers
-    alpha.enqueue_text("from alpha")
-    beta.enqueue_text("from beta")
-    with httpx.Client(base_url=base, timeout=30) as http:
-        listed = {m["identifier"]: m["provider_id"] for m in http.get("/v1/models").json()["data"]}
-        assert listed == {"alpha": "remote", "beta": "remote-2"}
-        assert _turn(http, "beta").json()["output_message"]["content"] == "from beta"
-        assert _turn(http, "alpha").json()["output_message"]["content"] == "from alpha"
-    assert [r["model"] for r in alpha.requests()] == ["alpha"]
-    assert [r["model"] for r in beta.requests()] == ["beta"]
+async def test_each_model_goes_to_its_own_provider(two_providers: Routed) -> None:
+    http, alpha, beta = two_providers.http, two_providers.alpha, two_providers.beta
+    alpha.enqueue(ScriptedReply(text="from alpha"))
+    beta.enqueue(ScriptedReply(text="from beta"))
+    listed = {m["identifier"]: m["provider_id"] for m in (await http.get("/v1/models")).json()["data"]}
+    assert listed == {"alpha": "remote", "beta": "remote-2"}
+    assert (await _turn(http, "beta")).json()["output_message"]["content"] == "from beta"
+    assert (await _turn(http, "alpha")).json()["output_message"]["content"] == "from alpha"
+    assert [r["model"] for r in alpha.requests] == ["alpha"]
+    assert [r["model"] for r in beta.requests] == ["beta"]
 
 
-def test_unknown_model_is_a_404_naming_the_models(
-    two_providers: tuple[str, ScriptedServerClient, ScriptedServerClient, Path],
-) -> None:
-    with httpx.Client(base_url=two_providers[0], timeout=30) as http:
-        response = http.get("/v1/models/gamma")
+async def test_unknown_model_is_a_404_naming_the_models(two_providers: Routed) -> None:
+    response = await two_providers.http.get("/v1/models/gamma")
     assert response.status_code == 404
     assert "alpha" in response.json()["error"]["message"] and "beta" in response.json()["error"]["message"]
 
 
-def test_registered_models_route_and_persist(
-    two_providers: tuple[str, ScriptedServerClient, ScriptedServerClient, Path],
-) -> None:
-    base, _, beta, tmp = two_providers
-    with httpx.Client(base_url=base, timeout=30) as http:
-        body = {
-            "model_id": "fast",
-            "provider_id": "remote-2",
-            "provider_model_id": "beta",
-            "metadata": {"context_length": 4096},
-        }
-        registered = http.post("/v1/models", json=body)
-        assert registered.status_code == 200, registered.text
-        assert registered.json()["provider_resource_id"] == "beta"
-        beta.enqueue_text("aliased")
-        assert _turn(http, "fast").json()["output_message"]["content"] == "aliased"
-        assert beta.requests()[-1]["model"] == "beta"
-        missing_provider = http.post("/v1/models", json={"model_id": "x", "provider_id": "nope"})
-        assert missing_provider.status_code == 400
-    with sqlite3.connect(tmp / "routing.db") as db:
+async def test_registered_models_route_and_persist(two_providers: Routed) -> None:
+    http, beta = two_providers.http, two_providers.beta
+    body = {
+        "model_id": "fast",
+        "provider_id": "remote-2",
+        "provider_model_id": "beta",
+        "metadata": {"context_length": 4096},
+    }
+    registered = await http.post("/v1/models", json=body)
+    assert registered.status_code == 200, registered.text
+    assert registered.json()["provider_resource_id"] == "beta"
+    beta.enqueue(ScriptedReply(text="aliased"))
+    assert (await _turn(http, "fast")).json()["output_message"]["content"] == "aliased"
+    assert beta.requests[-1]["model"] == "beta"
+    missing_provider = await http.post("/v1/models", json={"model_id": "x", "provider_id": "nope"})
+    assert missing_provider.status_code == 400
+    with sqlite3.connect(two_providers.db) as db:
         assert db.execute("SELECT provider_resource_id FROM models WHERE model_id = 'fast'").fetchone() == ("beta",)
-    with httpx.Client(base_url=base, timeout=30) as http:
-        assert http.delete("/v1/models/fast").status_code == 200
-        assert http.get("/v1/models/fast").status_code == 404
-        assert http.delete("/v1/models/alpha").status_code == 400
+    assert (await http.delete("/v1/models/fast")).status_code == 200
+    assert (await http.get("/v1/models/fast")).status_code == 404
+    assert (await http.delete("/v1/models/alpha")).status_code == 400
 
 
-def test_provider_data_key_is_sent_upstream_per_request_and_never_stored(
-    two_providers: tuple[str, ScriptedServerClient, ScriptedServerClient, Path],
+async def test_provider_data_key_is_sent_upstream_per_request_and_never_stored(
+    two_providers: Routed, caplog: pytest.LogCaptureFixture
 ) -> None:
-    base, alpha, _, tmp = two_providers
-    alpha.enqueue_text("one", gate="both")
-    alpha.enqueue_text("two", gate="both")
+    http, alpha = two_providers.http, two_providers.alpha
+    alpha.enqueue(ScriptedReply(text="one", gate="both"), ScriptedReply(text="two", gate="both"))
     keys = ["sk-first-secret-111", "sk-second-secret-222"]
-
-    def run(key: str) -> int:
-        with httpx.Client(base_url=base, timeout=30) as http:
-            return _turn(http, "alpha", headers={HEADER: json.dumps({"api_key": key})}).status_code
-
-    with ThreadPoolExecutor(2) as pool:
-        futures = [pool.submit(run, key) for key in keys]
-        wait_for_requests(alpha, 2)
-        alpha.open_gate("both")
-        assert [f.result() for f in futures] == [200, 200]
-    sent = sorted(r["headers"]["authorization"] for r in alpha.requests())
+    turns = [asyncio.create_task(_turn(http, "alpha", headers={HEADER: json.dumps({"api_key": key})})) for key in keys]
+    async with asyncio.timeout(15):
+        await alpha.wait_for_requests(2)  # both are in flight at once
+    alpha.open_gate("both")
+    assert [(await turn).status_code for turn in turns] == [200, 200]
+    sent = sorted(r["headers"]["authorization"] for r in alpha.requests)
     assert sent == [f"Bearer {key}" for key in keys]
-    stored = b"".join(p.read_bytes() for p in tmp.glob("routing.db*"))
-    logs = b"".join(p.read_bytes() for p in tmp.glob("*.log"))
+    stored = b"".join(p.read_bytes() for p in two_providers.db.parent.glob("routing.db*"))
     for key in keys:
-        assert key.encode() not in stored and key.encode() not in logs
+        assert key.encode() not in stored and key not in caplog.text
 
 
-def test_per_kind_key_names_do_not_leak_to_other_providers(
-    two_providers: tuple[str, ScriptedServerClient, ScriptedServerClient, Path],
-) -> None:
-    base, alpha, _, _ = two_providers
-    alpha.enqueue_text("ok")
-    with httpx.Client(base_url=base, timeout=30) as http:
-        data = {"openai_api_key": "sk-only-for-openai", "remote_api_key": "sk-for-remote"}
-        assert _turn(http, "alpha", headers={HEADER: json.dumps(data)}).status_code == 200
-    assert alpha.requests()[0]["headers"]["authorization"] == "Bearer sk-for-remote"
+async def test_per_kind_key_names_do_not_leak_to_other_providers(two_providers: Routed) -> None:
+    two_providers.alpha.enqueue(ScriptedReply(text="ok"))
+    data = {"openai_api_key": "sk-only-for-openai", "remote_api_key": "sk-for-remote"}
+    assert (await _turn(two_providers.http, "alpha", headers={HEADER: json.dumps(data)})).status_code == 200
+    assert two_providers.alpha.requests[0]["headers"]["authorization"] == "Bearer sk-for-remote"
 
 
-def test_malformed_provider_data_is_a_400(
-    two_providers: tuple[str, ScriptedServerClient, ScriptedServerClient, Path],
-) -> None:
-    with httpx.Client(base_url=two_providers[0], timeout=30) as http:
-        response = _turn(http, "alpha", headers={HEADER: "not json"})
+async def test_malformed_provider_data_is_a_400(two_providers: Routed) -> None:
+    response = await _turn(two_providers.http, "alpha", headers={HEADER: "not json"})
     assert response.status_code == 400 and HEADER in response.json()["error"]["message"]
 
 
-def test_slow_upstream_hits_the_timeout_and_fails_the_turn_clearly(tmp_path: Path) -> None:
-    scripted, root = scripted_server(tmp_path)
-    with running(scripted):
-        model = ScriptedServerClient(root)
-        model.enqueue(*[_slow("too late") for _ in range(2)])
-        limits = ("--inference-timeout", "0.3", "--inference-retries", "1")
-        server, base = ferryman_server(tmp_path, root, tmp_path / "slow.db", *limits)
-        with running(server), httpx.Client(base_url=base, timeout=30) as http:
-            response = _turn(http, "scripted-model")
-            assert response.status_code == 502
-            assert "timed out" in response.json()["error"]["message"].lower()
-            assert len(model.requests()) == 2
-        model.close()
+async def test_slow_upstream_hits_the_timeout_and_fails_the_turn_clearly(
+    tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
+) -> None:
+    # A real socket: the client's timeout is what is under test, and ASGI transports have none.
+    served_model.enqueue(*[_slow("too late") for _ in range(2)])
+    limits = Settings(providers=providers_from_urls([f"{scripted_proc[1]}/v1"], 0.3, 1))  # --inference-timeout/-retries
+    settings = limits.model_copy(update={"storage": StorageSettings(db=str(tmp_path / "slow.db"))})
+    async with serving(services_from_settings(settings)) as http:
+        response = await _turn(http, "scripted-model")
+    assert response.status_code == 502
+    assert "timed out" in response.json()["error"]["message"].lower()
+    assert len(served_model.requests()) == 2
 
 
-def test_unreachable_provider_fails_the_turn_after_bounded_retries(tmp_path: Path) -> None:
+async def test_unreachable_provider_fails_the_turn_after_bounded_retries(tmp_path: Path) -> None:
     config = tmp_path / "dead.yaml"
     config.write_text(
         f"providers:\n  - provider_id: dead\n    url: http://127.0.0.1:{free_port()}/v1\n    max_retries: 1\n"
-        "models:\n  - model_id: ghost\n    provider_id: dead\n"
+        f"models:\n  - model_id: ghost\n    provider_id: dead\nstorage:\n  db: {tmp_path / 'dead.db'}\n"
     )
-    server, base = ferryman_server(tmp_path, None, tmp_path / "dead.db", "--config", str(config))
-    with running(server), httpx.Client(base_url=base, timeout=30) as http:
-        response = _turn(http, "ghost")
+    async with serving(services_from_settings(load_settings(str(config)))) as http:
+        response = await _turn(http, "ghost")
     assert response.status_code == 502
     assert "connection" in response.json()["error"]["message"].lower()
 

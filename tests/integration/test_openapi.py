@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from ferryman.server.app import build_services, create_app
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
+from inprocess import migrated_sqlite
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +29,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture()
 def app(tmp_path: Path) -> Starlette:
-    return create_app(build_services(SqliteStore(str(tmp_path / "openapi.db")), [ScriptedModel()]))
+    return create_app(build_services(SqliteStore(migrated_sqlite(tmp_path / "openapi.db")), [ScriptedModel()]))
 
 
 @pytest.fixture()

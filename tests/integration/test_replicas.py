@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,9 +26,10 @@ from integration_helpers import (
     wait_for_requests,
     wait_for_status,
 )
-from replicas import LEASE_SECONDS, replica, shared_state
+from replicas import LEASE_SECONDS, replicas, shared_state
 
 from ferryman.testing import ScriptedReply, ScriptedServerClient
+from sse import Frame, frames
 from support import WEATHER_TOOL, Proc, create_agent, create_session
 
 
@@ -47,13 +47,10 @@ def pair(
 ) -> Iterator[Pair]:
     """Records in PostgreSQL with Redis for coordination, or everything in Redis."""
     with shared_state(request.param) as (db_url, coordination):
-        procs: list[Proc] = []
-        clients: list[httpx.Client] = []
+        started = replicas(2, tmp_path, scripted_proc[1], db_url, coordination)
+        procs = [proc for proc, _ in started]
+        clients = [httpx.Client(base_url=base, timeout=30) for _, base in started]
         try:
-            for _ in range(2):
-                proc, base = replica(tmp_path, scripted_proc[1], db_url, coordination)
-                procs.append(proc)
-                clients.append(httpx.Client(base_url=base, timeout=30))
             yield Pair(procs, clients)
         finally:
             for client in clients:
@@ -188,8 +185,7 @@ def test_a_response_stream_is_resumed_on_the_other_replica(pair: Pair, served_mo
     with open_gate_finally(served_model, gate):
         body = {"model": "scripted-model", "input": "hi", "stream": True}
         with pair.a.stream("POST", "/v1/responses", json=body) as response:
-            lines = response.iter_lines()
-            head = _response_events(lines, 2)
+            head = _response_events(frames(response), 2)
         response_id = head[0]["response"]["id"]
         wait_for_requests(served_model, 1)
         after = head[-1]["sequence_number"]
@@ -197,24 +193,25 @@ def test_a_response_stream_is_resumed_on_the_other_replica(pair: Pair, served_mo
             "GET", f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": after}
         ) as r:
             assert r.status_code == 200
-            lines = r.iter_lines()
+            events = frames(r)
             served_model.open_gate(gate)
-            tail = _response_events(lines, None)
+            tail = _response_events(events, None)
     numbers = [event["sequence_number"] for event in head + tail]
     assert numbers == list(range(len(numbers)))
     assert tail[-1]["type"] == "response.completed"
     assert pair.b.get(f"/v1/responses/{response_id}").json()["status"] == "completed"
 
 
-def _response_events(lines: Iterator[str], count: int | None) -> list[dict[str, Any]]:
-    """The data of the next ``count`` Responses stream events (all of them when None)."""
-    events: list[dict[str, Any]] = []
-    for line in lines:
-        if line.startswith("data: "):
-            events.append(json.loads(line[len("data: ") :]))
-            if count is not None and len(events) == count:
-                break
-    return events
+def _response_events(events: Iterator[Frame], count: int | None) -> list[dict[str, Any]]:
+    """The data of the next ``count`` Responses stream events (all of them when None), each named by its type."""
+    taken: list[dict[str, Any]] = []
+    for frame in events:
+        data = frame.json()
+        assert frame.event == data["type"], frame
+        taken.append(data)
+        if count is not None and len(taken) == count:
+            break
+    return taken
 
 
 def test_cancelling_a_background_response_reaches_the_replica_running_it(
@@ -298,10 +295,10 @@ def test_when_a_replica_is_killed_mid_response_the_other_fails_it_and_ends_its_s
         wait_for_requests(served_model, 1)
         params = {"stream": "true"}
         with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as followed:
-            lines = followed.iter_lines()
-            head = _response_events(lines, 2)
+            stream = frames(followed)
+            head = _response_events(stream, 2)
             pair.procs[0].kill()
-            tail = _response_events(lines, None)
+            tail = _response_events(stream, None)
     events = head + tail
     assert [event["sequence_number"] for event in events] == list(range(len(events)))
     assert [event["type"] for event in events] == ["response.created", "response.in_progress", "response.failed"]
@@ -309,7 +306,7 @@ def test_when_a_replica_is_killed_mid_response_the_other_fails_it_and_ends_its_s
     stored = pair.b.get(f"/v1/responses/{response_id}").json()
     assert (stored["status"], stored["error"]["code"]) == ("failed", "interrupted")
     with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as replayed:
-        assert _response_events(replayed.iter_lines(), None) == events
+        assert _response_events(frames(replayed), None) == events
 
 
 def test_a_model_registered_on_one_replica_is_served_by_the_other(

@@ -13,7 +13,7 @@ from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedServerClient
-from inprocess import agent_and_session, serving
+from inprocess import agent_and_session, migrated_sqlite, serving
 from support import Proc
 
 OPERATOR_KEY = "sk-operator-0123456789"
@@ -32,7 +32,7 @@ async def http(
 ) -> AsyncIterator[httpx.AsyncClient]:
     """Ferryman in this process over the scripted model server, as provider ``upstream`` with the operator's key."""
     provider = OpenAICompatibleProvider("upstream", f"{scripted_proc[1]}/v1", api_key=OPERATOR_KEY, max_retries=0)
-    async with serving(build_services(SqliteStore(str(tmp_path / "auth.db")), [provider])) as client:
+    async with serving(build_services(SqliteStore(migrated_sqlite(tmp_path / "auth.db")), [provider])) as client:
         yield client
 
 

@@ -10,7 +10,7 @@ import pytest
 from ferryman.server.app import Services, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
-from inprocess import check_script
+from inprocess import check_script, migrated_sqlite
 
 
 @pytest.fixture()
@@ -29,7 +29,7 @@ def scripted(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
 @pytest.fixture()
 async def services(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[Services]:
     """Services wired over a temporary database and the scripted model."""
-    built = build_services(SqliteStore(str(tmp_path / "unit.db")), [scripted])
+    built = build_services(SqliteStore(migrated_sqlite(tmp_path / "unit.db")), [scripted])
     await built.store.open()
     await built.models.refresh()
     yield built

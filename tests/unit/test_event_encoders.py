@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from httpx_sse import EventSource
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -30,6 +29,7 @@ from ferryman.server.http import event_stream
 from ferryman.services.responses.stream import ResponseEncoder
 from ferryman.services.turn_stream import turn_event_data
 from ferryman.storage.base import StoredEvent
+from sse import Frame, aframes
 
 pytestmark = pytest.mark.anyio
 
@@ -147,5 +147,5 @@ async def test_sse_frames_carry_the_number_and_for_responses_the_type() -> None:
         answer = await http.get("/response")
         assert answer.text == f"id: 0\nevent: response.created\ndata: {response[0].data}\n\n"
         async with http.stream("GET", "/response") as streamed:
-            read = [(sse.id, sse.event, sse.data) async for sse in EventSource(streamed).aiter_sse()]
-        assert read == [("0", "response.created", response[0].data)]
+            read = [frame async for frame in aframes(streamed)]
+        assert read == [Frame("0", "response.created", response[0].data)]

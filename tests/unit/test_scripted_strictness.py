@@ -8,6 +8,7 @@ from starlette.testclient import TestClient
 from ferryman.api.content import UserMessage
 from ferryman.inference.base import ChatRequest
 from ferryman.testing import Script, ScriptedModel, ScriptedReply, ScriptMismatchError
+from ferryman.testing.scripted import ScriptedError
 from ferryman.testing.server import build_app
 
 
@@ -56,3 +57,17 @@ def test_the_server_reports_both_to_its_client() -> None:
         script.enqueue(ScriptedReply(text="unused"))
         assert len(http.get("/scripted/problems").json()["problems"]) == 2
         assert len(http.get("/scripted/problems", params={"allow_unused": "true"}).json()["problems"]) == 1
+
+
+def test_a_scripted_upstream_error_asks_clients_to_retry_at_once_unless_told_otherwise() -> None:
+    """``retry-after-ms`` spares tests of retried failures the client's back-off (about 1.5 s each)."""
+    script = Script()
+    script.enqueue(
+        ScriptedReply(error=ScriptedError(status_code=503)),
+        ScriptedReply(error=ScriptedError(status_code=500, retry_after_ms=None)),
+    )
+    body = {"model": "scripted-model", "messages": [{"role": "user", "content": "hi"}]}
+    with TestClient(build_app(script, ["scripted-model"])) as http:
+        soon, plain = (http.post("/v1/chat/completions", json=body) for _ in range(2))
+    assert (soon.status_code, soon.headers["retry-after-ms"]) == (503, "1.0")
+    assert plain.status_code == 500 and "retry-after-ms" not in plain.headers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import sys
@@ -25,7 +26,7 @@ from ferryman.inference.embedded import INSTALL_HINT, embedded_available
 from ferryman.server.app import SETTINGS_ENV, create_app, services_from_settings
 from ferryman.storage.select import store_for
 
-from . import chat
+from . import chat, keys
 
 log = logging.getLogger("ferryman")
 
@@ -80,7 +81,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--inference-timeout", type=float, help="seconds allowed per upstream request (default 120)")
     serve.add_argument("--inference-retries", type=int, help="retries on connection errors, 429 and 5xx (default 2)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve a non-loopback address without authentication (anyone who reaches it can do anything)",
+    )
     chat.add_parser(commands)
+    keys.add_parser(commands)
     return parser
 
 
@@ -103,8 +110,22 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings.model_copy(update=updates)
 
 
-def _refusal(settings: Settings, workers: int) -> str | None:
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def _refusal(settings: Settings, workers: int, insecure_no_auth: bool = False) -> str | None:
     """Why these settings cannot be served as asked, if they cannot."""
+    if settings.auth is None and not insecure_no_auth and not _is_loopback(settings.host):
+        return (
+            f"refusing to serve {settings.host} without authentication: configure server.auth "
+            "(see 'Authentication' in the README) or pass --insecure-no-auth"
+        )
     if workers > 1 and not settings.shares_state():
         return (
             f"--workers {workers} needs state that several processes can share: a PostgreSQL "
@@ -148,7 +169,7 @@ def _configure_logging(level: str) -> None:
 def serve(args: argparse.Namespace) -> int:
     """Run the server until interrupted."""
     settings = _settings(args)
-    refusal = _refusal(settings, args.workers)
+    refusal = _refusal(settings, args.workers, args.insecure_no_auth)
     if refusal:
         print(f"ferryman: {refusal}", file=sys.stderr)
         return 2
@@ -191,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "chat":
         return chat.run(args)
     try:
-        return serve(args)
+        return keys.run(args) if args.command == "keys" else serve(args)
     except FerrymanError as exc:
         print(f"ferryman: {exc.message}", file=sys.stderr)
         return 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from ferryman.api.registry import Model
@@ -33,6 +33,14 @@ def _discovered(provider: InferenceProvider, info: ModelInfo) -> Model:
     )
 
 
+HiddenModels = Callable[[str], Awaitable[set[str]]]
+"""Given the model id asked for, the ids the current caller may not use (at least that one, if hidden)."""
+
+
+async def _nothing_hidden(model_id: str) -> set[str]:
+    return set()
+
+
 class ModelRouter:
     """Routes each request to the provider of its model.
 
@@ -50,6 +58,8 @@ class ModelRouter:
             self.declare(model)
         self._discovered: dict[str, Route] = {}
         self._refresh_lock = asyncio.Lock()
+        self.hidden: HiddenModels = _nothing_hidden
+        """The model ids the current caller may not use (registrations of others, under the access policy)."""
 
     @property
     def providers(self) -> list[InferenceProvider]:
@@ -104,6 +114,10 @@ class ModelRouter:
         found = [route.model for mid, route in self._discovered.items() if mid not in self._declared]
         return [*self._declared.values(), *found]
 
+    def knows(self, model_id: str) -> bool:
+        """Whether the model id routes somewhere now (without refreshing the providers' listings)."""
+        return self._lookup(model_id) is not None
+
     def _lookup(self, model_id: str) -> Route | None:
         declared = self._declared.get(model_id)
         if declared is not None:
@@ -116,8 +130,9 @@ class ModelRouter:
         if route is None:
             await self.refresh()
             route = self._lookup(model_id)
-        if route is None:
-            known = ", ".join(sorted(m.identifier for m in self.models())) or "none"
+        hidden = await self.hidden(model_id)
+        if route is None or model_id in hidden:
+            known = ", ".join(sorted(m.identifier for m in self.models() if m.identifier not in hidden)) or "none"
             raise NotFoundError(f"model '{model_id}' not found; available models: {known}")
         return route
 

@@ -13,6 +13,10 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount
 
 from ferryman.api.registry import Model
+from ferryman.auth.bearer import authenticator_for
+from ferryman.auth.policy import AccessPolicy, parse_policy
+from ferryman.auth.principal import Authenticator
+from ferryman.auth.quotas import Quotas, quotas_for
 from ferryman.config import EMBEDDED_TYPE, SHARED_DB_PREFIXES, ProviderSettings, Settings
 from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice, RecordDeleted
 from ferryman.coordination.select import fanout_for
@@ -34,15 +38,18 @@ from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.responses.history import HistoryCache
 from ferryman.services.responses.service import ResponsesService
 from ferryman.storage.base import Store
+from ferryman.storage.owned import owned
 from ferryman.storage.select import store_for
 from ferryman.tools.registry import ToolRegistry, builtin_tools
 
 from . import agents_routes, openai_routes, responses_routes, system_routes
+from .authn import AuthenticationMiddleware
 from .contract import starlette_routes
 from .errors import EXCEPTION_HANDLERS
 from .idempotency import IdempotencyMiddleware
 from .idempotent_routes import idempotent_routes
 from .openapi import docs_routes, openapi_document
+from .ratelimit import RateLimitMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,8 @@ class Services:
     openai: OpenAICompatService
     responses: ResponsesService
     conversations: ConversationService
+    quotas: Quotas
+    authenticator: Authenticator | None = None
 
 
 def build_services(
@@ -75,14 +84,21 @@ def build_services(
     lease_seconds: float = 30.0,
     sole_process: bool = False,
     fetch: FetchPolicy | None = None,
+    quotas: Quotas | None = None,
+    policy: AccessPolicy | None = None,
+    authenticator: Authenticator | None = None,
 ) -> Services:
     """Wire the services over a store and inference providers.
 
     ``fanout`` connects this process to the other replicas (none by default);
     ``lease_seconds`` is how long a running turn's lease lasts unrenewed;
     ``sole_process`` says no other process runs turns of this store (SQLite);
-    ``fetch`` bounds what client-named URLs (a turn's documents) may reach.
+    ``fetch`` bounds what client-named URLs (a turn's documents) may reach;
+    ``quotas`` limits each caller's requests and running turns (none by default);
+    ``policy`` says who may do what with whose records (default: each caller its own);
+    ``authenticator`` proves who calls (None: authentication off, every request runs as the server).
     """
+    store = owned(store, policy)
     models = ModelRouter(providers, configured_models)
     fanout = fanout or LocalFanout()
     registry = ModelService(models, store, list(configured_models or []), fanout)
@@ -91,7 +107,8 @@ def build_services(
     runner = TurnRunner()
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
     engine = TurnEngine(store, models)
-    host = TurnHost(store, engine, runner, leases, fanout)
+    quotas = quotas or Quotas()
+    host = TurnHost(store, engine, runner, leases, fanout, quotas)
     agents = AgentService(host, models, tools, shields, fetch)
     responses = ResponsesService(host, models, HistoryCache())
     return Services(
@@ -107,6 +124,8 @@ def build_services(
         OpenAICompatService(models),
         responses,
         ConversationService(store),
+        quotas,
+        authenticator,
     )
 
 
@@ -138,14 +157,18 @@ def services_from_settings(settings: Settings) -> Services:
         )
         for m in settings.models
     ]
+    store = store_for(settings.db_path())
     return build_services(
-        store_for(settings.db_path()),
+        store,
         providers,
         configured,
         fanout=fanout_for(settings.coordination_url()),
         lease_seconds=settings.storage.turn_lease_seconds,
         sole_process=not settings.db_path().startswith(SHARED_DB_PREFIXES),
         fetch=settings.fetch,
+        authenticator=authenticator_for(settings.auth, store),
+        policy=parse_policy(settings.auth.access_policy) if settings.auth is not None else None,
+        quotas=quotas_for(settings.quotas, settings.coordination_url(), settings.storage.turn_lease_seconds),
     )
 
 
@@ -192,6 +215,7 @@ def create_app(services: Services) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.store.open()
         await services.fanout.open(lambda notice: _act_on(services, notice))
+        await services.quotas.open()
         # Fails first what a stopped replica (or this one, before a restart) left running.
         await services.leases.start()
         await services.model_registry.load()
@@ -200,6 +224,7 @@ def create_app(services: Services) -> Starlette:
         finally:
             await services.runner.shutdown()
             await services.leases.stop()
+            await services.quotas.close()
             await services.fanout.close()
             await services.models.aclose()
             await services.store.close()
@@ -209,7 +234,13 @@ def create_app(services: Services) -> Starlette:
         routes=[*routes, *docs_routes()],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
-        middleware=[Middleware(IdempotencyMiddleware, routes=IDEMPOTENT_ROUTES, store=services.store)],
+        middleware=[
+            # Outermost: everything inside runs as the caller it names.
+            Middleware(AuthenticationMiddleware, authenticator=services.authenticator),
+            # After authentication named the caller; before anything a refused request should not touch.
+            Middleware(RateLimitMiddleware, quotas=services.quotas),
+            Middleware(IdempotencyMiddleware, routes=IDEMPOTENT_ROUTES, store=services.store),
+        ],
     )
     app.state.services = services
     app.state.openapi = OPENAPI

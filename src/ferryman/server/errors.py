@@ -37,10 +37,21 @@ def _answer_with(status: int) -> Handler:
 
     async def answer(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, FerrymanError)
-        body = error_body(exc.code, exc.message, **exc.fields)
-        return JSONResponse(body, status_code=status, headers=_headers_of(exc))
+        return error_response(exc, status)
 
     return answer
+
+
+def error_response(exc: FerrymanError, status: int | None = None) -> JSONResponse:
+    """The answer to one of our exceptions (for middleware, which runs outside the exception handlers).
+
+    Args:
+        exc: The exception.
+        status: Its HTTP status; by default the one the failure table gives its class.
+    """
+    body = error_body(exc.code, exc.message, **exc.fields)
+    code = status if status is not None else STATUS_OF.get(type(exc), 500)
+    return JSONResponse(body, status_code=code, headers=_headers_of(exc))
 
 
 def _headers_of(exc: FerrymanError) -> dict[str, str]:

@@ -29,6 +29,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ferryman.auth.principal import current_principal
 from ferryman.errors import FailureCode
 from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
 from ferryman.storage.base import IdempotencyRecord, IdempotencyStore
@@ -61,9 +62,13 @@ _FIXABLE_BY_RETRY = {FailureCode.PROVIDER_KEY_REJECTED}
 _FIRST_FRAME_LIMIT = 64 * 1024
 
 
-def no_owner(scope: Scope) -> str:
-    """The owner of every key while the server has no authentication: one shared space."""
-    return ""
+def principal_owner(scope: Scope) -> str:
+    """The owner of a request's key: its principal's id ('' without authentication: one shared space).
+
+    The authentication middleware runs outside this one, so the principal is known here.
+    """
+    principal = current_principal.get()
+    return "" if principal is None else principal.id
 
 
 class IdempotencyMiddleware:
@@ -83,7 +88,7 @@ class IdempotencyMiddleware:
         app: ASGIApp,
         routes: Sequence[IdempotentRoute],
         store: IdempotencyStore,
-        owner: Callable[[Scope], str] = no_owner,
+        owner: Callable[[Scope], str] = principal_owner,
         lifetime: timedelta = KEY_LIFETIME,
         lease: timedelta = PENDING_LEASE,
     ) -> None:

@@ -29,6 +29,7 @@ from ferryman.inference.router import ModelRouter
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.owned import authorize
 from ferryman.tools.registry import ToolRegistry
 
 from .documents import with_documents
@@ -116,6 +117,7 @@ class AgentService:
     async def delete_agent(self, agent_id: str) -> None:
         """Delete an agent with everything under it, cancelling its running turns first."""
         await self._store.get_agent(agent_id)
+        await authorize(self._store, "delete", "agent", agent_id)  # before stopping its turns
         self.forget(agent_id)
         await self._cancel(agent_id, "the agent was deleted")
         await self._store.delete_agent(agent_id)
@@ -160,6 +162,7 @@ class AgentService:
     async def delete_session(self, agent_id: str, session_id: str) -> None:
         """Delete a session with its turns, cancelling its running turn first."""
         await self._store.get_session(agent_id, session_id)
+        await authorize(self._store, "delete", "session", session_id)  # before stopping its turn
         await self._cancel(session_id, "the session was deleted")
         await self._store.delete_session(agent_id, session_id)
 
@@ -194,9 +197,10 @@ class AgentService:
             overrides=overrides.to_json(),
             lease_until=self._leases.until(),
         )
-        history = await self._store.start_turn(record, list(history_inputs))
-        state = TurnState(record, plan, history)
-        return self._launch(record, 0, lambda emit: self._engine.run(state, emit))
+        async with self._host.admitting(record.turn_id):
+            history = await self._store.start_turn(record, list(history_inputs))
+            state = TurnState(record, plan, history)
+            return self._launch(record, 0, lambda emit: self._engine.run(state, emit))
 
     async def resume_turn(
         self,
@@ -217,12 +221,13 @@ class AgentService:
         overrides = TurnOverrides.from_json(record.overrides)
         plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
         plan = replace(plan, provider_data=provider_data)
-        record = await self._store.claim_resume(session_id, turn_id, self._leases.until())
-        history = await self._store.load_history(session_id, turn_id)
-        done = await self._store.list_turns([session_id], [turn_id])
-        state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [])
-        first_seq = await self._store.turn_event_count(turn_id)
-        return self._launch(record, first_seq, lambda emit: self._engine.resume(state, step, emit))
+        async with self._host.admitting(turn_id):
+            record = await self._store.claim_resume(session_id, turn_id, self._leases.until())
+            history = await self._store.load_history(session_id, turn_id)
+            done = await self._store.list_turns([session_id], [turn_id])
+            state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [])
+            first_seq = await self._store.turn_event_count(turn_id)
+            return self._launch(record, first_seq, lambda emit: self._engine.resume(state, step, emit))
 
     async def _previous_run_recorded(self, turn_id: str) -> None:
         """Wait until the run that paused the turn has stored its events.

@@ -10,11 +10,14 @@ replica left.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ferryman.auth.quotas import Quotas
 from ferryman.coordination.base import CancelTurns, Fanout
 from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.engine.channel import LiveRun, TurnRunner
@@ -45,6 +48,7 @@ class TurnHost:
         runner: The turns running in this process (the one registry of live runs).
         leases: Leases of running turns.
         fanout: Live events and notices shared with other replicas.
+        quotas: The callers' quotas of running turns (none by default).
     """
 
     store: Store
@@ -52,6 +56,29 @@ class TurnHost:
     runner: TurnRunner
     leases: TurnLeases
     fanout: Fanout
+    quotas: Quotas = field(default_factory=Quotas)
+
+    @contextlib.asynccontextmanager
+    async def admitting(self, turn_id: str) -> AsyncIterator[None]:
+        """Hold one of the caller's running-turn slots for ``turn_id`` while the block stores and launches it.
+
+        The run the block launches frees the slot when it ends; a block that fails frees it at once.
+
+        Raises:
+            RateLimitedError: the caller runs as many turns as its quota allows.
+        """
+        await self.quotas.admit_turn(turn_id)
+        try:
+            yield
+        except BaseException:
+            await asyncio.shield(self._free_slot(turn_id))
+            raise
+
+    async def _free_slot(self, turn_id: str) -> None:
+        try:
+            await self.quotas.turn_ended(turn_id)
+        except Exception:  # the slot's lease frees it later; the turn's outcome matters more
+            log.exception("running-turn slot of %s not freed", turn_id)
 
     def launch(
         self,
@@ -94,6 +121,7 @@ class TurnHost:
             finally:
                 if events:
                     self.fanout.end_run(stream, first_seq + len(events) - 1)
+                await self._free_slot(turn_id)
 
         return self.runner.start(
             turn_id, body, stream=stream, settle=finish, owners=owners, first_seq=first_seq, subject=subject

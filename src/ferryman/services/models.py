@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 
 from ferryman.api.registry import Model, RegisterModelRequest
+from ferryman.auth.principal import acting_as, current_principal
 from ferryman.coordination.base import Fanout, LocalFanout, ModelsChanged
-from ferryman.errors import InvalidRequestError
+from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import ModelStore
 
@@ -30,6 +31,8 @@ class ModelService:
         self._store = store
         self._configured = {model.identifier: model for model in configured}
         self._fanout = fanout or LocalFanout()
+        self._registered: set[str] = set()
+        router.hidden = self.hidden_from_caller
 
     async def load(self) -> None:
         """Declare the persisted registrations on the router and discover provider models."""
@@ -38,19 +41,39 @@ class ModelService:
 
     async def reload(self) -> None:
         """Declare the configured models and the stored registrations (which win), dropping any other."""
-        registered = await self._store.registered_models()
+        with acting_as(None):  # the router serves everyone: it knows every registration, whoever asks
+            registered = await self._store.registered_models()
+        self._registered = {model.identifier for model in registered}
         for model, why in self._router.redeclare([*self._configured.values(), *registered]):
             log.warning("registered model %s is not routable: %s", model.identifier, why)
 
     async def list(self) -> list[Model]:
-        """Every routable model."""
+        """Every routable model the caller may see (registrations follow the access policy)."""
         if not self._router.models():
             await self._router.refresh()
-        return self._router.models()
+        hidden = await self._hidden()
+        return [model for model in self._router.models() if model.identifier not in hidden]
 
     async def get(self, model_id: str) -> Model:
         """One model, or NotFoundError naming the models that exist."""
+        if model_id in await self._hidden():
+            raise NotFoundError(f"model '{model_id}' not found")
         return (await self._router.route(model_id)).model
+
+    async def hidden_from_caller(self, model_id: str) -> set[str]:
+        """What the router hides from the current caller; free unless ``model_id`` is a run-time registration."""
+        if current_principal.get() is None or (model_id not in self._registered and self._router.knows(model_id)):
+            return set()  # configured and provider-listed models serve everyone
+        return await self._hidden()
+
+    async def _hidden(self) -> set[str]:
+        """The registrations the caller may not see (none when the server itself asks)."""
+        if current_principal.get() is None:
+            return set()
+        with acting_as(None):
+            every = await self._store.registered_models()
+        visible = {model.identifier for model in await self._store.registered_models()}
+        return {model.identifier for model in every} - visible
 
     async def register(self, request: RegisterModelRequest) -> Model:
         """Route a model id to a provider from now on, across restarts."""
@@ -61,14 +84,20 @@ class ModelService:
             model_type=request.model_type,
             metadata=request.metadata,
         )
+        shared = model.identifier not in self._registered and self._router.knows(model.identifier)
+        if shared and current_principal.get() is not None:
+            # A configured or provider-listed id serves every caller: one caller may not redirect it.
+            raise ConflictError(f"model '{model.identifier}' is served to everyone; register it under another id")
+        await self._store.save_model(model)  # checks the caller may (re)place it before anything routes there
         self._router.declare(model)
-        await self._store.save_model(model)
+        self._registered.add(model.identifier)
         await self._fanout.notify(ModelsChanged())
         return model
 
     async def unregister(self, model_id: str) -> None:
         """Forget a model registered at run time (a configured one of the same id comes back)."""
         if await self._store.delete_model(model_id):
+            self._registered.discard(model_id)
             self._router.undeclare(model_id)
             if model_id in self._configured:
                 self._router.declare(self._configured[model_id])

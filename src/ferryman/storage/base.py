@@ -10,6 +10,7 @@ from ferryman.api.agents import Agent, Step, Turn, TurnError, TurnStatus
 from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
 from ferryman.api.registry import Model
 from ferryman.api.responses import Item, Response
+from ferryman.auth.principal import Principal
 
 T = TypeVar("T")
 
@@ -377,7 +378,75 @@ class IdempotencyStore(Protocol):
         ...
 
 
-class Store(AgentStore, SessionStore, TurnStore, ModelStore, ResponseStore, IdempotencyStore, Protocol):
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    """An API key as stored: its hash (never the key), its name, what it grants, and whether it was revoked.
+
+    ``attributes`` are the principal's (``roles``, ``teams``…); the key acts as
+    the principal named ``name``.
+    """
+
+    name: str
+    key_hash: str
+    attributes: dict[str, tuple[str, ...]]
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class ApiKeyStore(Protocol):
+    """API keys, found by their hash on every request (so a revocation holds on every replica at once)."""
+
+    async def create_api_key(self, key: ApiKeyRecord) -> None:
+        """Store a new key.
+
+        Raises:
+            ConflictError: a key with this name (revoked or not) or this hash exists.
+        """
+        ...
+
+    async def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None:
+        """The key with this hash, revoked or not; None if there is none."""
+        ...
+
+    async def list_api_keys(self) -> list[ApiKeyRecord]:
+        """Every key, revoked ones too, by name."""
+        ...
+
+    async def revoke_api_key(self, name: str, at: datetime) -> bool:
+        """Mark the named key revoked (a revoked one keeps its first revocation time); False if there is none."""
+        ...
+
+
+class OwnershipStore(Protocol):
+    """Who owns each record: one ``(kind, id) -> owner`` map for every kind, so a new kind needs no schema.
+
+    Written and read by :mod:`ferryman.storage.owned`, which stamps and checks owners for every backend.
+    """
+
+    async def set_owner(self, kind: str, record_id: str, owner: Principal) -> None:
+        """Record (or replace) the owner of a record."""
+        ...
+
+    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Principal]:
+        """The owners of those of these records that have one."""
+        ...
+
+    async def forget_owner(self, kind: str, record_id: str) -> None:
+        """Drop a deleted record's owner."""
+        ...
+
+
+class Store(
+    AgentStore,
+    SessionStore,
+    TurnStore,
+    ModelStore,
+    ResponseStore,
+    IdempotencyStore,
+    ApiKeyStore,
+    OwnershipStore,
+    Protocol,
+):
     """Everything one backend stores."""
 
     async def open(self) -> None:

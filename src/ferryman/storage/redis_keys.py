@@ -31,6 +31,9 @@ kind                type         holds
 ``responses``       sorted set   response ids by creation
 ``response``        hash         the response's columns, body, seq, interrupted
 ``response_events`` sorted set   ``"<seq>:<event JSON>"`` scored by seq
+``owners``          hash         id: a kind of record; record id -> owner JSON
+``api_keys``        hash         API key name -> record JSON (key_hash, attributes, times)
+``api_key_hashes``  hash         API key hash (SHA-256) -> name
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
                                  id ``<len(owner)>:<owner>:<key>``, expires itself
 ``schema``          string       the layout version of the data (absent: 1)
@@ -64,6 +67,8 @@ ITEM_BODIES = "item_bodies"
 RESPONSES = "responses"
 RESPONSE = "response"
 RESPONSE_EVENTS = "response_events"
+API_KEYS = "api_keys"
+API_KEY_HASHES = "api_key_hashes"
 SCHEMA = "schema"
 SCHEMA_LOCK = "schema_lock"
 

@@ -19,8 +19,10 @@ from ferryman.redis_url import DEFAULT_PREFIX, connect
 
 from . import codec
 from .base import Page, SessionRecord
+from .redis_api_keys import RedisApiKeys
 from .redis_idempotency import RedisIdempotency
 from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, MODEL_ORDER, MODELS, SEQ, SESSION, Keys
+from .redis_owners import RedisOwners
 from .redis_records import AGENT_FIELDS, SESSION_FIELDS, agent_of, session_of
 from .redis_responses import RedisResponses
 from .redis_script import Scripts
@@ -40,7 +42,7 @@ from .redis_upgrade import upgrade
 from .rows import page_of
 
 
-class RedisStore(RedisTurns, RedisResponses, RedisIdempotency):
+class RedisStore(RedisTurns, RedisResponses, RedisIdempotency, RedisOwners, RedisApiKeys):
     """Agents, sessions, turns, responses and models in one Redis database.
 
     Args:

@@ -37,10 +37,18 @@ class ScriptedToolCall(BaseModel):
 
 
 class ScriptedError(BaseModel):
-    """An upstream failure the scripted model will simulate."""
+    """An upstream failure the scripted model will simulate.
+
+    Attributes:
+        status_code: The HTTP status the server answers with.
+        message: The error's message.
+        retry_after_ms: The ``retry-after-ms`` header the HTTP server sends with it (as OpenAI does), or None
+            for none. Clients honour it instead of their own back-off: a test of retried failures stays fast.
+    """
 
     status_code: int = 500
     message: str = "scripted failure"
+    retry_after_ms: float | None = Field(default=1.0, ge=0)
 
 
 class ScriptedReply(BaseModel):

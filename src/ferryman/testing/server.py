@@ -120,7 +120,9 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
             await asyncio.sleep(reply.delay)
         if reply.error is not None:
             error = {"error": {"message": reply.error.message, "type": "scripted"}}
-            return JSONResponse(error, status_code=reply.error.status_code)
+            wait = reply.error.retry_after_ms
+            headers = None if wait is None else {"retry-after-ms": str(wait)}
+            return JSONResponse(error, status_code=reply.error.status_code, headers=headers)
         request_no = len(script.requests)
         if body.get("stream"):
             return StreamingResponse(_stream(body, reply, request_no), media_type="text/event-stream")

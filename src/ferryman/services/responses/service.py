@@ -28,6 +28,7 @@ from ferryman.engine.loop import TurnState
 from ferryman.errors import ConflictError, ConversationLockedError, FailureCode, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.owned import authorize
 
 from ..host import TurnHost
 from ..leases import ABANDONED
@@ -95,27 +96,28 @@ class ResponsesService:
             started_at=utcnow(),
             lease_until=self._leases.until(),
         )
-        await self._start_turn(turn, new_messages, conversation_id)
-        record = ResponseRecord(
-            response=_initial(response_id, request, conversation_id),
-            turn_id=turn.turn_id,
-            session_id=session_id,
-            conversation_id=conversation_id,
-            previous_response_id=request.previous_response_id,
-            background=bool(request.background),
-        )
-        try:
-            await self._store.save_response(record)
-            await self._store.add_items(response_id, items)
-        except BaseException:
-            # Never leave the turn running (and its conversation locked) behind a failed start.
-            turn.status, turn.completed_at = "failed", utcnow()
-            turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
-            await asyncio.shield(self._store.finish_turn(turn))
-            raise
-        plan = response_plan(request, provider_data)
-        state = TurnState(turn, plan, [*prior, *new_messages])
-        return self._launch(record, state, items, store=request.store is not False)
+        async with self._host.admitting(turn.turn_id):
+            await self._start_turn(turn, new_messages, conversation_id)
+            record = ResponseRecord(
+                response=_initial(response_id, request, conversation_id),
+                turn_id=turn.turn_id,
+                session_id=session_id,
+                conversation_id=conversation_id,
+                previous_response_id=request.previous_response_id,
+                background=bool(request.background),
+            )
+            try:
+                await self._store.save_response(record)
+                await self._store.add_items(response_id, items)
+            except BaseException:
+                # Never leave the turn running (and its conversation locked) behind a failed start.
+                turn.status, turn.completed_at = "failed", utcnow()
+                turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
+                await asyncio.shield(self._store.finish_turn(turn))
+                raise
+            plan = response_plan(request, provider_data)
+            state = TurnState(turn, plan, [*prior, *new_messages])
+            return self._launch(record, state, items, store=request.store is not False)
 
     async def _context(
         self, request: CreateResponseRequest, conversation_id: str | None
@@ -183,16 +185,17 @@ class ResponsesService:
         return self._host.live(_stream(response_id))
 
     async def get(self, response_id: str) -> Response:
-        """A response, live or stored."""
+        """A response, live or stored (the store is asked either way: it says whether the caller may see it)."""
+        stored = await self._store.get_response(response_id)
         live = self._live(response_id)
         if live is not None:
             return live.subject.encoder.response.model_copy(deep=True)
-        return (await self._store.get_response(response_id)).response
+        return stored.response
 
     async def replay(self, response_id: str, starting_after: int) -> AsyncIterator[StoredEvent]:
         """The stream events after ``starting_after``, then live ones until the response ends."""
+        record = await self._store.get_response(response_id)  # also when live: the caller may not see it
         if self._live(response_id) is None:
-            record = await self._store.get_response(response_id)
             if record.response.status not in _RUNNING:
                 # The final state and the events are stored together: nothing is still on its way.
                 return _iterate(await self._store.events_after(response_id, starting_after))
@@ -240,8 +243,10 @@ class ResponsesService:
 
     async def cancel(self, response_id: str) -> Response:
         """Cancel a background response; cancelling a finished one changes nothing."""
+        stored = await self._store.get_response(response_id)  # also when live: the caller may not see it
+        await authorize(self._store, "update", "response", response_id)  # before stopping anything
         live = self._live(response_id)
-        record = live.subject.record if live is not None else await self._store.get_response(response_id)
+        record = live.subject.record if live is not None else stored
         if not record.background:
             raise InvalidRequestError("only background responses can be cancelled", "response_id")
         if live is not None:
@@ -252,11 +257,13 @@ class ResponsesService:
 
     async def delete(self, response_id: str) -> None:
         """Delete a response (cancelling it first if it still runs)."""
+        stored = await self._store.get_response(response_id)  # also when live: the caller may not see it
+        await authorize(self._store, "delete", "response", response_id)  # before stopping anything
         live = self._live(response_id)
         if live is not None:
             await self._host.stop(live, "the response was deleted")
         else:
-            await self._stop_elsewhere(await self._store.get_response(response_id), "the response was deleted")
+            await self._stop_elsewhere(stored, "the response was deleted")
         await self._store.delete_response(response_id)
         self.forget(response_id)
         await self._fanout.notify(RecordDeleted(response_id, "response"))

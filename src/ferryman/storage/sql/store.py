@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from .. import codec
 from .agents import AgentTables
+from .api_keys import ApiKeyTables
 from .idempotency import IdempotencyTables
+from .owners import OwnerTables
 from .responses import ResponseTables
 from .seam import Driver
 from .turns import TurnTables
 
 
-class SqlStore(AgentTables, TurnTables, ResponseTables, IdempotencyTables):
-    """Agents, sessions, turns, responses, models and idempotency keys in a SQL database.
+class SqlStore(AgentTables, TurnTables, ResponseTables, IdempotencyTables, OwnerTables, ApiKeyTables):
+    """Agents, sessions, turns, responses, models, idempotency keys and API keys in a SQL database.
 
     Args:
         driver: The database's driver (SQLite or PostgreSQL), not yet open.

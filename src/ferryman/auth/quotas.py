@@ -1,0 +1,212 @@
+"""Quotas per principal: requests per minute, and turns running at once.
+
+Requests are counted in a sliding window (the ``limits`` library's sliding
+window counter); running turns hold a slot each from the moment they are
+admitted until their run ends (a turn paused for client tools holds none).
+In one process both are counted in memory; replicas sharing a Redis count
+them there (:mod:`ferryman.coordination.redis_quotas`), so a principal's quota
+is one across every replica.
+
+Quotas apply to authenticated principals only: with no principal (no
+authentication configured, or the server's own work) nothing is counted, so a
+loopback server without auth behaves as it always did.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from typing import Protocol
+
+from limits import RateLimitItemPerMinute
+from limits.aio.storage import MemoryStorage, Storage
+from limits.aio.strategies import SlidingWindowCounterRateLimiter
+from pydantic import BaseModel, Field
+
+from ferryman.errors import RateLimitedError
+from ferryman.extras import require
+from ferryman.redis_url import split_prefix
+
+from .principal import Principal, current_principal
+
+TURN_RETRY_SECONDS = 2
+"""``Retry-After`` of a turn refused for the running-turn quota: nobody knows when a turn ends."""
+
+
+class QuotaLimits(BaseModel):
+    """Limits of one principal; None: unlimited."""
+
+    requests_per_minute: int | None = Field(default=None, gt=0)
+    max_running_turns: int | None = Field(default=None, gt=0)
+
+
+class QuotaSettings(QuotaLimits):
+    """``quotas:`` in the config file: the limits of every principal, and per-role overrides.
+
+    A field a role sets replaces the default for principals with that role (an
+    explicit ``null`` lifts the limit); a principal with several such roles gets
+    the most generous of their values.
+    """
+
+    roles: dict[str, QuotaLimits] = Field(default_factory=dict)
+
+    def limits_for(self, principal: Principal) -> QuotaLimits:
+        """The limits that apply to ``principal``."""
+        overrides = [self.roles[role] for role in principal.values("roles") if role in self.roles]
+        return QuotaLimits(
+            requests_per_minute=_most_generous(self, overrides, "requests_per_minute"),
+            max_running_turns=_most_generous(self, overrides, "max_running_turns"),
+        )
+
+    def limits_anything(self) -> bool:
+        """Whether any principal has any limit."""
+        every = [self, *self.roles.values()]
+        return any(limits.requests_per_minute or limits.max_running_turns for limits in every)
+
+
+def _most_generous(default: QuotaLimits, overrides: list[QuotaLimits], name: str) -> int | None:
+    values: list[int | None] = [getattr(o, name) for o in overrides if name in o.model_fields_set]
+    if not values:
+        return getattr(default, name)  # type: ignore[no-any-return]
+    return None if None in values else max(v for v in values if v is not None)
+
+
+class TurnSlots(Protocol):
+    """Slots of running turns per principal, counted wherever the turns run."""
+
+    async def open(self) -> None:
+        """Connect (and start renewing the slots this process holds, where they expire)."""
+        ...
+
+    async def close(self) -> None:
+        """Stop and disconnect."""
+        ...
+
+    async def take(self, principal_id: str, turn_id: str, limit: int) -> bool:
+        """Take a slot for ``turn_id`` unless the principal holds ``limit`` already; whether it was taken."""
+        ...
+
+    async def give_back(self, principal_id: str, turn_id: str) -> None:
+        """Free the slot of ``turn_id``."""
+        ...
+
+
+class MemoryTurnSlots:
+    """Slots counted in this process: all of its turns run here."""
+
+    def __init__(self) -> None:
+        self._held: defaultdict[str, set[str]] = defaultdict(set)
+
+    async def open(self) -> None:
+        """Nothing to connect to."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    async def take(self, principal_id: str, turn_id: str, limit: int) -> bool:
+        """Take a slot if fewer than ``limit`` are held."""
+        held = self._held[principal_id]
+        if turn_id not in held and len(held) >= limit:
+            return False
+        held.add(turn_id)
+        return True
+
+    async def give_back(self, principal_id: str, turn_id: str) -> None:
+        """Free the slot."""
+        held = self._held.get(principal_id)
+        if held is not None:
+            held.discard(turn_id)
+            if not held:
+                del self._held[principal_id]
+
+
+class Quotas:
+    """The quotas of every principal, enforced on the caller of the current request.
+
+    Args:
+        settings: The limits.
+        windows: Where request counts live (``limits`` storage: memory, or Redis).
+        slots: Where running turns are counted.
+    """
+
+    def __init__(
+        self,
+        settings: QuotaSettings | None = None,
+        windows: Storage | None = None,
+        slots: TurnSlots | None = None,
+    ) -> None:
+        self.settings = settings or QuotaSettings()
+        self._windows = windows or MemoryStorage()
+        self._limiter = SlidingWindowCounterRateLimiter(self._windows)
+        self._slots = slots or MemoryTurnSlots()
+        self._held: dict[str, str] = {}  # turn id -> principal id, for the slots this process took
+
+    async def open(self) -> None:
+        """Connect the counters."""
+        await self._slots.open()
+
+    async def close(self) -> None:
+        """Disconnect the counters."""
+        await self._slots.close()
+
+    def _caller(self) -> tuple[Principal, QuotaLimits] | None:
+        principal = current_principal.get()
+        if principal is None:
+            return None
+        return principal, self.settings.limits_for(principal)
+
+    async def count_request(self) -> None:
+        """Count a request of the current caller.
+
+        Raises:
+            RateLimitedError: the caller used up its requests of the minute.
+        """
+        caller = self._caller()
+        if caller is None or caller[1].requests_per_minute is None:
+            return
+        principal = caller[0]
+        per_minute = caller[1].requests_per_minute
+        item = RateLimitItemPerMinute(per_minute)
+        if await self._limiter.hit(item, "requests", principal.id):
+            return
+        reset_at, _ = await self._limiter.get_window_stats(item, "requests", principal.id)
+        retry_after = max(1, math.ceil(reset_at - time.time()))
+        raise RateLimitedError(f"rate limit reached: {per_minute} requests per minute", retry_after=retry_after)
+
+    async def admit_turn(self, turn_id: str) -> None:
+        """Take one of the current caller's running-turn slots for ``turn_id`` (free it with :meth:`turn_ended`).
+
+        Raises:
+            RateLimitedError: the caller runs as many turns as it may.
+        """
+        caller = self._caller()
+        if caller is None or caller[1].max_running_turns is None:
+            return
+        principal, most = caller[0], caller[1].max_running_turns
+        if not await self._slots.take(principal.id, turn_id, most):
+            raise RateLimitedError(
+                f"too many running turns: at most {most} at once; retry when one ends",
+                retry_after=TURN_RETRY_SECONDS,
+            )
+        self._held[turn_id] = principal.id
+
+    async def turn_ended(self, turn_id: str) -> None:
+        """Free the slot :meth:`admit_turn` took for ``turn_id`` (nothing if it took none)."""
+        principal_id = self._held.pop(turn_id, None)
+        if principal_id is not None:
+            await self._slots.give_back(principal_id, turn_id)
+
+
+def quotas_for(settings: QuotaSettings, url: str | None, lease_seconds: float = 30.0) -> Quotas:
+    """Quotas counted in Redis when replicas share one (``url``; needs the ``redis`` extra), else in memory.
+
+    ``lease_seconds`` bounds how long the slots of a replica that died stay taken.
+    """
+    if url is None or not settings.limits_anything():
+        return Quotas(settings)
+    require("redis", "redis", "--redis (quotas shared by replicas)")
+    from ferryman.coordination.redis_quotas import redis_counters  # redis is an optional extra
+
+    windows, slots = redis_counters(*split_prefix(url), lease_seconds=lease_seconds)
+    return Quotas(settings, windows, slots)

@@ -1,0 +1,92 @@
+"""``ferryman keys create|list|revoke``: API keys, written straight to the server's database.
+
+A key is printed once, at creation; only its hash is stored. The server reads
+the store on every request, so a revocation holds on every replica at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from ferryman.auth.api_keys import key_record, new_key
+from ferryman.config import StorageSettings, load_settings
+from ferryman.errors import ConflictError
+from ferryman.storage.base import Store
+from ferryman.storage.select import store_for
+
+T = TypeVar("T")
+
+_GRANTS = (("role", "roles"), ("team", "teams"), ("project", "projects"), ("namespace", "namespaces"))
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``keys`` and its subcommands to the ``ferryman`` parser."""
+    keys = commands.add_parser("keys", help="manage API keys (create, list, revoke)")
+    actions = keys.add_subparsers(dest="keys_command", required=True)
+    create = actions.add_parser("create", help="make a key and print it (once)")
+    create.add_argument("--name", required=True, help="the key's name: the principal it acts as")
+    for flag, kind in _GRANTS:
+        create.add_argument(f"--{flag}", action="append", default=[], dest=kind, help=f"grant a {flag} (repeatable)")
+    listing = actions.add_parser("list", help="list keys (names, grants, times; never the key)")
+    revoke = actions.add_parser("revoke", help="revoke a key by name")
+    revoke.add_argument("name")
+    for action in (create, listing, revoke):
+        action.add_argument("--config", help="YAML config file (its storage section names the database)")
+        action.add_argument("--db", help="the database, as for 'ferryman serve --db'")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a ``keys`` subcommand against the configured database."""
+    settings = load_settings(args.config)
+    if args.db:
+        storage = StorageSettings.model_validate(settings.storage.model_dump() | {"db": args.db})
+        settings = settings.model_copy(update={"storage": storage})
+    store = store_for(settings.db_path())
+    command: dict[str, Callable[[Store, argparse.Namespace], Awaitable[int]]] = {
+        "create": _create,
+        "list": _list,
+        "revoke": _revoke,
+    }
+    return asyncio.run(_with_store(store, lambda: command[args.keys_command](store, args)))
+
+
+async def _with_store(store: Store, work: Callable[[], Awaitable[T]]) -> T:
+    await store.open()
+    try:
+        return await work()
+    finally:
+        await store.close()
+
+
+async def _create(store: Store, args: argparse.Namespace) -> int:
+    key = new_key()
+    try:
+        record = key_record(args.name, key, {kind: getattr(args, kind) for _, kind in _GRANTS})
+        await store.create_api_key(record)
+    except (ValueError, ConflictError) as exc:
+        print(f"ferryman: {exc}", file=sys.stderr)
+        return 2
+    print(key)
+    print(f"API key '{args.name}' created; it is shown only now: keep it.", file=sys.stderr)
+    return 0
+
+
+async def _list(store: Store, args: argparse.Namespace) -> int:
+    for record in await store.list_api_keys():
+        grants = " ".join(f"{kind}={','.join(values)}" for kind, values in sorted(record.attributes.items()))
+        revoked = f"revoked {record.revoked_at.isoformat()}" if record.revoked_at else "active"
+        print(f"{record.name}\tcreated {record.created_at.isoformat()}\t{revoked}\t{grants}".rstrip())
+    return 0
+
+
+async def _revoke(store: Store, args: argparse.Namespace) -> int:
+    if not await store.revoke_api_key(args.name, datetime.now(UTC)):
+        print(f"ferryman: no API key named '{args.name}'", file=sys.stderr)
+        return 1
+    print(f"API key '{args.name}' revoked", file=sys.stderr)
+    return 0

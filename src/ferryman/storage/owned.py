@@ -1,0 +1,340 @@
+"""Owners and the access policy, enforced once over every backend: :func:`owned` wraps a :class:`Store`.
+
+Every method of the storage protocol has an entry in :data:`RULES` saying what
+it does to which record: creates stamp the caller (``current_principal``) as
+the record's owner in the backend's :class:`OwnershipStore`; reads, updates
+and deletes check the policy against that owner; lists keep only what the
+caller may read. A record the caller may not read is reported missing
+(``NotFoundError``), whatever the call; one it may read but not change is a
+``ForbiddenError`` (403), and so is a create the policy forbids (Llama Stack's
+answer). Child records follow their parent: a session's turns, steps and
+events are checked on the session (or on the turn, which is owned like its
+session), items on their conversation or response.
+
+A new kind of record is owned by being written through the store: its create
+method gets a :class:`Create` entry (its owner goes in the same ``(kind, id)``
+map, no schema change), its other methods an entry each. The module refuses
+to load while a protocol method has no entry, so a new method cannot be left
+unchecked. No principal (the server itself, or no authentication) skips every
+check and stamps nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from ferryman.api.agents import Agent, Turn
+from ferryman.api.registry import Model
+from ferryman.auth.audit import audit
+from ferryman.auth.policy import AccessPolicy, Action
+from ferryman.auth.principal import Principal, current_principal
+from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
+
+from .base import Page, ResponseRecord, SessionRecord, Store
+
+T = TypeVar("T")
+Args = dict[str, Any]
+Target = Callable[[Args], "tuple[str, str] | None"]
+"""The ``(kind, id)`` of the record a call touches, from its arguments by name (None: no record)."""
+
+_PAGE_BATCH = 100
+
+
+def _arg(kind: str, name: str, attr: str | None = None) -> Target:
+    def target(args: Args) -> tuple[str, str] | None:
+        value = args[name] if attr is None else getattr(args[name], attr)
+        return None if value is None else (kind, value)
+
+    return target
+
+
+def _items_parent(args: Args) -> tuple[str, str]:
+    owner: str = args["owner"]
+    return ("conversation", owner) if owner.startswith("conv_") else ("response", owner)
+
+
+def _response_of(args: Args) -> tuple[str, str]:
+    return "response", args["record"].response.id
+
+
+@dataclass(frozen=True)
+class Act:
+    """The call reads, updates or deletes the record ``target`` names (delete: its owner goes too)."""
+
+    action: Action
+    target: Target
+
+
+@dataclass(frozen=True)
+class Create:
+    """The call creates the record ``target`` names, under ``parent`` (checked for ``parent_action``)."""
+
+    target: Target
+    parent: Target | None = None
+    parent_action: Action = "read"
+    replaces: bool = False
+    """The id may be the caller's choice (a model): an existing record is updated, if the caller may."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """Server machinery (leases, sweeps, keys scoped by caller already, owners): passed through."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A list, filtered by :class:`OwnedStore`'s method of the same name."""
+
+
+Rule = Act | Create | Server | Listing
+
+_session = _arg("session", "session_id")
+_turn = _arg("turn", "turn_id")
+_response = _arg("response", "response_id")
+_conversation = _arg("conversation", "conversation_id")
+
+RULES: dict[str, Rule] = {
+    "create_agent": Create(_arg("agent", "agent", "agent_id")),
+    "get_agent": Act("read", _arg("agent", "agent_id")),
+    "list_agents": Listing(),
+    "delete_agent": Act("delete", _arg("agent", "agent_id")),
+    "create_session": Create(_arg("session", "session", "session_id"), _arg("agent", "session", "agent_id")),
+    "get_session": Act("read", _session),
+    "list_sessions": Listing(),
+    "delete_session": Act("delete", _session),
+    "start_turn": Create(_arg("turn", "record", "turn_id"), _arg("session", "record", "session_id"), "update"),
+    "claim_resume": Act("update", _session),
+    "save_step": Act("update", _turn),
+    "finish_turn": Act("update", _arg("turn", "record", "turn_id")),
+    "get_turn_record": Act("read", _session),
+    "pending_step": Act("read", _turn),
+    "load_history": Act("read", _session),
+    "list_turns": Listing(),
+    "get_step": Act("read", _session),
+    "renew_leases": Server(),
+    "fail_expired_turns": Server(),
+    "save_turn_events": Act("update", _turn),
+    "turn_events_after": Act("read", _turn),
+    "turn_event_count": Act("read", _turn),
+    "save_model": Create(_arg("model", "model", "identifier"), replaces=True),
+    "delete_model": Act("delete", _arg("model", "model_id")),
+    "registered_models": Listing(),
+    "create_conversation": Create(_arg("conversation", "record", "conversation_id"), _arg("session", "record", "session_id")),  # noqa: E501
+    "get_conversation": Act("read", _conversation),
+    "update_conversation": Act("update", _conversation),
+    "delete_conversation": Act("delete", _conversation),
+    "add_items": Act("update", _items_parent),
+    "list_items": Act("read", _items_parent),
+    "all_items": Act("read", _items_parent),
+    "get_item": Act("read", _items_parent),
+    "delete_item": Act("update", _items_parent),
+    "save_response": Create(_response_of, _arg("session", "record", "session_id"), "update", replaces=True),
+    "finish_response": Act("update", _response_of),
+    "get_response": Act("read", _response),
+    "list_responses": Listing(),
+    "delete_response": Act("delete", _response),
+    "events_after": Act("read", _response),
+    "chain_history": Act("read", _response),
+    "claim_idempotency_key": Server(),
+    "renew_idempotency_key": Server(),
+    "complete_idempotency_key": Server(),
+    "release_idempotency_key": Server(),
+    "create_api_key": Server(),
+    "api_key_by_hash": Server(),
+    "list_api_keys": Server(),
+    "revoke_api_key": Server(),
+    "set_owner": Server(),
+    "owners_of": Server(),
+    "forget_owner": Server(),
+    "open": Server(),
+    "close": Server(),
+}  # fmt: skip
+"""What each storage method does to which record; every method of :class:`Store` has one."""
+
+
+def _protocol_methods() -> set[str]:
+    return {name for name, value in inspect.getmembers(Store, inspect.isfunction) if not name.startswith("_")}
+
+
+_UNCHECKED = _protocol_methods() ^ set(RULES)
+if _UNCHECKED:  # a storage method without an access rule would be a hole in every backend
+    raise TypeError(f"storage methods without an access rule (or rules without a method): {sorted(_UNCHECKED)}")
+
+
+def _resource(kind: str, record_id: str) -> str:
+    return f"{kind}::{record_id}"
+
+
+class OwnedStore:
+    """A store whose records are owned by their creators and guarded by an access policy.
+
+    Args:
+        inner: The backend.
+        policy: Who may do what.
+    """
+
+    def __init__(self, inner: Store, policy: AccessPolicy) -> None:
+        self.inner = inner
+        self.policy = policy
+        self._signatures = {name: inspect.signature(getattr(Store, name)) for name in RULES}
+
+    def __getattr__(self, name: str) -> Any:
+        rule = RULES.get(name)
+        if rule is None or isinstance(rule, Listing):
+            raise AttributeError(name)
+        method = getattr(self.inner, name)
+        if isinstance(rule, Server):
+            return method
+        signature = self._signatures[name]
+
+        async def guarded(*args: Any, **kwargs: Any) -> Any:
+            user = current_principal.get()
+            if user is None:
+                return await method(*args, **kwargs)
+            bound = signature.bind(None, *args, **kwargs).arguments
+            if isinstance(rule, Create):
+                return await self._create(user, rule, bound, method, args, kwargs)
+            target = rule.target(bound)
+            if target is not None:
+                await self.check(rule.action, *target)
+            result = await method(*args, **kwargs)
+            if rule.action == "delete" and target is not None and result is not False:
+                await self.inner.forget_owner(*target)
+                audit("delete", "delete", _resource(*target))
+            return result
+
+        return guarded
+
+    async def owner_of(self, kind: str, record_id: str) -> Principal | None:
+        """The owner of a record (None: unowned)."""
+        return (await self.inner.owners_of(kind, [record_id])).get(record_id)
+
+    async def check(self, action: Action, kind: str, record_id: str) -> None:
+        """Raise unless the current principal may do ``action`` on the record.
+
+        Raises:
+            NotFoundError: it may not read it (the record looks missing).
+            ForbiddenError: it may read it but not do ``action``.
+        """
+        user = current_principal.get()
+        if user is None:
+            return
+        owner = await self.owner_of(kind, record_id)
+        resource = _resource(kind, record_id)
+        if not self.policy.allows(user, "read", resource, owner):
+            audit("denied", action, resource)
+            raise NotFoundError(f"{kind} '{record_id}' not found")
+        if action != "read" and not self.policy.allows(user, action, resource, owner):
+            audit("denied", action, resource)
+            raise ForbiddenError(f"not allowed to {action} {kind} '{record_id}'")
+
+    async def _create(
+        self, user: Principal, rule: Create, bound: Args, method: Callable[..., Any], args: Any, kwargs: Any
+    ) -> Any:
+        target = rule.target(bound)
+        assert target is not None
+        parent = rule.parent(bound) if rule.parent is not None else None
+        if parent is not None:
+            await self.check(rule.parent_action, *parent)
+        if rule.replaces and (existing := await self.owner_of(*target)) is not None:
+            if existing.id == user.id or self.policy.allows(user, "update", _resource(*target), existing):
+                return await method(*args, **kwargs)
+            audit("denied", "update", _resource(*target))
+            raise ConflictError(f"{target[0]} '{target[1]}' already exists")
+        if not self.policy.allows(user, "create", _resource(*target), user):
+            audit("denied", "create", _resource(*target))
+            raise ForbiddenError(f"not allowed to create {target[0]} '{target[1]}'")
+        # The owner first: a crash between the two leaves an owner of nothing, never a record of no one.
+        await self.inner.set_owner(*target, user)
+        result = await method(*args, **kwargs)
+        audit("create", "create", _resource(*target))
+        return result
+
+    async def _readable(self, kind: str, ids: list[str]) -> set[str]:
+        user = current_principal.get()
+        if user is None:
+            return set(ids)
+        owners = await self.inner.owners_of(kind, ids)
+        return {i for i in ids if self.policy.allows(user, "read", _resource(kind, i), owners.get(i))}
+
+    async def _offset_page(
+        self, kind: str, fetch: Callable[[int, int], Any], key: Callable[[T], str], start: int, limit: int | None
+    ) -> Page[T]:
+        """A page by offset among the readable records, fetching backend pages until it is full (honest has_more)."""
+        if current_principal.get() is None:
+            return cast(Page[T], await fetch(start, limit))  # type: ignore[arg-type]
+        wanted = None if limit is None else start + limit + 1
+        kept: list[T] = []
+        offset = 0
+        while wanted is None or len(kept) < wanted:
+            page: Page[T] = await fetch(offset, _PAGE_BATCH)
+            readable = await self._readable(kind, [key(item) for item in page.items])
+            kept.extend(item for item in page.items if key(item) in readable)
+            offset += len(page.items)
+            if not page.has_more:
+                break
+        end = None if limit is None else start + limit
+        return Page(kept[start:end], wanted is not None and len(kept) >= wanted)
+
+    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
+        """Readable agents in creation order."""
+        return await self._offset_page("agent", self.inner.list_agents, lambda a: a.agent_id, start_index, limit)
+
+    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
+        """An agent's readable sessions in creation order."""
+        await self.check("read", "agent", agent_id)
+
+        async def fetch(offset: int, count: int) -> Page[SessionRecord]:
+            return await self.inner.list_sessions(agent_id, offset, count)
+
+        return await self._offset_page("session", fetch, lambda s: s.session_id, start_index, limit)
+
+    async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
+        """Full turns of those of the sessions that are readable."""
+        readable = await self._readable("session", session_ids)
+        return await self.inner.list_turns([s for s in session_ids if s in readable], turn_ids)
+
+    async def registered_models(self) -> list[Model]:
+        """The readable registered models."""
+        models = await self.inner.registered_models()
+        readable = await self._readable("model", [m.identifier for m in models])
+        return [m for m in models if m.identifier in readable]
+
+    async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
+        """Readable responses after the cursor, fetching more when filtering thins a page (honest has_more)."""
+        if current_principal.get() is None:
+            return await self.inner.list_responses(after, limit, order)
+        if after:
+            await self.check("read", "response", after)
+        kept: list[ResponseRecord] = []
+        cursor = after
+        while True:
+            page = await self.inner.list_responses(cursor, max(limit + 1, _PAGE_BATCH), order)
+            readable = await self._readable("response", [r.response.id for r in page.items])
+            kept.extend(r for r in page.items if r.response.id in readable)
+            if len(kept) > limit or not page.has_more or not page.items:
+                return Page(kept[:limit], len(kept) > limit)
+            cursor = page.items[-1].response.id
+
+
+async def authorize(store: Store, action: Action, kind: str, record_id: str) -> None:
+    """Check the caller may do ``action`` on a record before a side effect outside storage (stopping its runs).
+
+    A store without owners (no access control wired) allows everything.
+
+    Raises:
+        NotFoundError: the caller may not read the record.
+        ForbiddenError: it may read it but not do ``action``.
+    """
+    if isinstance(store, OwnedStore):
+        await store.check(action, kind, record_id)
+
+
+def owned(store: Store, policy: AccessPolicy | None = None) -> Store:
+    """``store`` with owners stamped and the policy (default: each caller acts on what it owns) enforced."""
+    if isinstance(store, OwnedStore):
+        return cast(Store, store)
+    return cast(Store, OwnedStore(store, policy or AccessPolicy()))

@@ -1,0 +1,54 @@
+"""Owners of records: one row per ``(kind, id)``, for every kind of record."""
+
+from __future__ import annotations
+
+from ferryman.auth.principal import Principal
+
+from ..owners import dump_owner, load_owner
+from .seam import Driver, Work, count, rows
+
+
+class OwnerTables:
+    """Record owners, over a :class:`Driver`."""
+
+    _db: Driver
+
+    async def set_owner(self, kind: str, record_id: str, owner: Principal) -> None:
+        """Record (or replace) the owner of a record."""
+        params = {"kind": kind, "record_id": record_id, "principal": owner.id, "owner": dump_owner(owner)}
+
+        def work() -> Work[None]:
+            # Portable upsert: the row is the unit's own once deleted (PostgreSQL locks, SQLite is serial).
+            yield count("DELETE FROM record_owners WHERE kind = :kind AND record_id = :record_id", **params)
+            yield count(
+                "INSERT INTO record_owners (kind, record_id, principal, owner) "
+                "VALUES (:kind, :record_id, :principal, :owner)",
+                **params,
+            )
+
+        await self._db.write(work())
+
+    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Principal]:
+        """The owners of those of these records that have one."""
+        if not record_ids:
+            return {}
+        d = self._db.dialect
+        found = await self._db.read(
+            rows(
+                "SELECT record_id, owner FROM record_owners "  # noqa: S608
+                f"WHERE kind = :kind AND {d.any_of('record_id', 'ids')}",
+                kind=kind,
+                ids=d.array(sorted(set(record_ids))),
+            )
+        )
+        return {row[0]: load_owner(row[1]) for row in found}
+
+    async def forget_owner(self, kind: str, record_id: str) -> None:
+        """Drop a deleted record's owner."""
+        await self._db.write(
+            count(
+                "DELETE FROM record_owners WHERE kind = :kind AND record_id = :record_id",
+                kind=kind,
+                record_id=record_id,
+            )
+        )

@@ -1,0 +1,307 @@
+"""Two principals against every route of every API: no one touches another's records.
+
+The cases are keyed by the route table (``API_MOUNTS``): a route without a case
+fails :func:`test_every_route_has_a_case`, so a new route cannot go unchecked.
+Principal A creates one of everything; B then calls every route with A's ids
+and gets a 404 (or a list without A's records); A still can do everything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.inprocess import scripted_provider, serving
+
+from ferryman.auth.principal import Principal
+from ferryman.errors import AuthenticationError
+from ferryman.server.app import API_MOUNTS, build_services
+from ferryman.storage.sqlite import SqliteStore
+from ferryman.testing import Script, ScriptedReply
+from ferryman.testing.scripted import ScriptedToolCall
+
+TOKENS = {"token-a": Principal("alice", {"teams": ("red",)}), "token-b": Principal("bob", {"teams": ("blue",)})}
+A, B = {"Authorization": "Bearer token-a"}, {"Authorization": "Bearer token-b"}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather",
+    "parameters": [{"name": "city", "parameter_type": "string", "description": "City", "required": True}],
+}
+
+
+class StaticTokens:
+    """A test authenticator: fixed tokens, fixed principals."""
+
+    async def authenticate(self, credential: str) -> Principal:
+        try:
+            return TOKENS[credential]
+        except KeyError:
+            raise AuthenticationError() from None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request B makes with A's ids, and what it must get."""
+
+    body: dict[str, Any] | None = None
+    query: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    expect: str = "missing"
+    """``missing``: 404; ``list``: 200 naming none of A's ids; ``own``: B's own create, 200; ``open``: 200;
+    ``taken``: 409 (a name A holds is not B's to replace); ``stateless``: touches no record, not called;
+    ``absent``: the same answer as the same call naming ``alice-model``'s id replaced by one nobody has."""
+
+
+@dataclass
+class Owned:
+    """A's records: path parameter -> id."""
+
+    ids: dict[str, str]
+
+    def fill(self, path: str) -> str:
+        return path.replace("{model_id:path}", self.ids["model_id"]).format(**self.ids)
+
+
+_SESSION = "/agents/{agent_id}/session/{session_id}"
+_TURN = f"{_SESSION}/turn/{{turn_id}}"
+_CONV = "/conversations/{conversation_id}"
+MESSAGE = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+CASES: dict[tuple[str, str], list[Call]] = {
+    ("POST", "/agents"): [
+        Call({"agent_config": {"model": "scripted-model", "instructions": "b"}}, expect="own"),
+        # A's registration is not B's to use: it answers as a model that does not exist.
+        Call({"agent_config": {"model": "alice-model", "instructions": "b"}}, expect="absent"),
+    ],
+    ("GET", "/agents"): [Call(expect="list")],
+    ("GET", "/agents/{agent_id}"): [Call()],
+    ("DELETE", "/agents/{agent_id}"): [Call()],
+    ("POST", "/agents/{agent_id}/session"): [Call({"session_name": "b"})],
+    ("GET", "/agents/{agent_id}/sessions"): [Call()],
+    ("GET", _SESSION): [Call()],
+    ("DELETE", _SESSION): [Call()],
+    ("POST", f"{_SESSION}/turn"): [Call(MESSAGE), Call({**MESSAGE, "stream": False})],
+    ("GET", _TURN): [Call()],
+    ("POST", f"{_TURN}/resume"): [
+        Call({"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "x"}], "stream": True})
+    ],
+    ("GET", f"{_TURN}/step/{{step_id}}"): [Call()],
+    ("GET", f"{_TURN}/events"): [Call(), Call(headers={"Last-Event-ID": "0"})],
+    ("GET", "/health"): [Call(expect="open")],
+    ("GET", "/models"): [Call(expect="list")],
+    ("POST", "/models"): [
+        Call({"model_id": "alice-model", "provider_id": "remote", "provider_model_id": "other"}, expect="taken"),
+        # A model every caller is served (configured or listed by its provider) is not one caller's to redirect.
+        Call({"model_id": "scripted-model", "provider_id": "remote", "provider_model_id": "other"}, expect="taken"),
+    ],
+    ("GET", "/models/{model_id:path}"): [Call()],
+    ("DELETE", "/models/{model_id:path}"): [Call()],
+    ("GET", "/toolgroups"): [Call(expect="open")],
+    ("GET", "/toolgroups/{toolgroup_id:path}"): [Call(expect="stateless")],
+    ("GET", "/tools"): [Call(expect="open")],
+    ("GET", "/tools/{tool_name}"): [Call(expect="stateless")],
+    ("POST", "/tool-runtime/invoke"): [Call(expect="stateless")],
+    ("POST", "/chat/completions"): [
+        Call({"model": "alice-model", "messages": [{"role": "user", "content": "x"}]}, expect="absent")
+    ],
+    ("POST", "/embeddings"): [Call({"model": "alice-model", "input": "x"}, expect="absent")],
+    ("POST", "/responses"): [
+        Call({"model": "alice-model", "input": "x"}, expect="absent"),
+        Call({"model": "scripted-model", "input": "x", "previous_response_id": "{response_id}"}),
+        Call({"model": "scripted-model", "input": "x", "conversation": "{conversation_id}", "stream": True}),
+    ],
+    ("GET", "/responses"): [Call(expect="list")],
+    ("GET", "/responses/{response_id}"): [
+        Call(),
+        Call(query={"stream": "true"}),
+        Call(query={"stream": "true"}, headers={"Last-Event-ID": "0"}),
+    ],
+    ("DELETE", "/responses/{response_id}"): [Call()],
+    ("POST", "/responses/{response_id}/cancel"): [Call()],
+    ("GET", "/responses/{response_id}/input_items"): [Call()],
+    ("POST", "/conversations"): [Call({}, expect="own")],
+    ("GET", _CONV): [Call()],
+    ("POST", _CONV): [Call({"metadata": {"k": "v"}})],
+    ("DELETE", _CONV): [Call()],
+    ("POST", f"{_CONV}/items"): [Call({"items": [{"type": "message", "role": "user", "content": "x"}]})],
+    ("GET", f"{_CONV}/items"): [Call()],
+    ("GET", f"{_CONV}/items/{{item_id}}"): [Call()],
+    ("DELETE", f"{_CONV}/items/{{item_id}}"): [Call()],
+}
+"""Every route of every API (keyed by method and path under its mount), with B's calls on A's records."""
+
+ROUTES = [(prefix, entry.method, entry.path) for prefix, table in API_MOUNTS for entry in table]
+
+
+def test_every_route_has_a_case() -> None:
+    missing = sorted({(m, p) for _, m, p in ROUTES} - set(CASES))
+    assert not missing, f"routes without an access-control case: {missing}"
+    assert set(CASES) <= {(m, p) for _, m, p in ROUTES}, "cases for routes that no longer exist"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    script = Script(default_reply=ScriptedReply(text="ok"))
+    script.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", arguments={"city": "Paris"})]))
+    services = build_services(
+        SqliteStore(str(tmp_path / "acl.db")),
+        [scripted_provider(script)],
+        sole_process=True,
+        authenticator=StaticTokens(),
+    )
+    async with serving(services) as http:
+        yield http
+
+
+async def _ok(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    return response.json() if response.content else {}  # type: ignore[no-any-return]
+
+
+async def _alice_makes_one_of_everything(http: httpx.AsyncClient) -> Owned:
+    agent = {"agent_config": {"model": "scripted-model", "instructions": "a", "client_tools": [WEATHER]}}
+    agent_id = (await _ok(await http.post("/v1/agents", json=agent, headers=A)))["agent_id"]
+    session_id = (await _ok(await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "a"}, headers=A)))[
+        "session_id"
+    ]
+    turn_url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    paused = await _ok(await http.post(turn_url, json={**MESSAGE, "stream": False}, headers=A))
+    assert paused["status"] == "awaiting_input"
+    second = (await _ok(await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "b"}, headers=A)))[
+        "session_id"
+    ]
+    finished = await _ok(
+        await http.post(f"/v1/agents/{agent_id}/session/{second}/turn", json={**MESSAGE, "stream": False}, headers=A)
+    )
+    assert finished["status"] == "completed"
+    response = await _ok(await http.post("/v1/responses", json={"model": "scripted-model", "input": "hi"}, headers=A))
+    conversation = await _ok(
+        await http.post(
+            "/v1/conversations", json={"items": [{"type": "message", "role": "user", "content": "hi"}]}, headers=A
+        )
+    )
+    items = await _ok(await http.get(f"/v1/conversations/{conversation['id']}/items", headers=A))
+    await _ok(
+        await http.post(
+            "/v1/models",
+            json={"model_id": "alice-model", "provider_id": "remote", "provider_model_id": "scripted-model"},
+            headers=A,
+        )
+    )
+    return Owned(
+        {
+            "agent_id": agent_id,
+            "session_id": session_id,
+            "turn_id": paused["turn_id"],
+            "step_id": finished["steps"][0]["step_id"],
+            "finished_session": second,
+            "response_id": response["id"],
+            "conversation_id": conversation["id"],
+            "item_id": items["data"][0]["id"],
+            "model_id": "alice-model",
+            "toolgroup_id": "builtin::math",
+            "tool_name": "calculator",
+        }
+    )
+
+
+def _fill(value: Any, owned: Owned) -> Any:
+    if isinstance(value, str):
+        return value.format(**owned.ids)
+    if isinstance(value, dict):
+        return {k: _fill(v, owned) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.anyio
+async def test_no_principal_touches_another_principals_records_through_any_route(served: httpx.AsyncClient) -> None:
+    http = served
+    owned = await _alice_makes_one_of_everything(http)
+    # The step lives in A's finished session: its route is called with that session.
+    step_ids = {**owned.ids, "session_id": owned.ids["finished_session"]}
+    checked = 0
+    for prefix, method, path in ROUTES:
+        for call in CASES[(method, path)]:
+            if call.expect == "stateless":
+                continue
+            ids = Owned(step_ids) if "step_id" in path else owned
+            url = prefix + ids.fill(path)
+            body = _fill(call.body, owned) if call.body is not None else None
+            answer = await http.request(
+                method, url, json=body, params=call.query, headers={**B, **call.headers}, timeout=10
+            )
+            where = f"B {method} {url} {call}"
+            if call.expect == "absent":
+                nobody = json.loads(json.dumps(body).replace("alice-model", "nobodys-model"))
+                unknown = await http.request(method, url, json=nobody, headers=B, timeout=10)
+                seen = answer.text.replace("alice-model", "nobodys-model")
+                assert (answer.status_code, seen) == (unknown.status_code, unknown.text), where
+                assert answer.status_code in (400, 404), where
+            elif call.expect == "missing":
+                assert answer.status_code == 404, f"{where}: {answer.status_code} {answer.text[:200]}"
+            elif call.expect == "taken":
+                assert answer.status_code == 409, f"{where}: {answer.status_code} {answer.text[:200]}"
+            else:
+                assert answer.status_code == 200, f"{where}: {answer.status_code} {answer.text[:200]}"
+            if call.expect == "list":
+                assert not set(owned.ids.values()) & _ids_in(answer.json()), f"{where} lists A's records"
+            checked += 1
+    assert checked == sum(c.expect != "stateless" for _, m, p in ROUTES for c in CASES[(m, p)])
+    await _alice_still_can_do_everything(http, owned)
+
+
+def _ids_in(listing: Any) -> set[str]:
+    found: set[str] = set()
+    for entry in listing.get("data", []):
+        found |= {v for k, v in entry.items() if k in ("agent_id", "session_id", "id", "identifier")}
+    return found
+
+
+async def _alice_still_can_do_everything(http: httpx.AsyncClient, owned: Owned) -> None:
+    ids = owned.ids
+    agent, session, turn = ids["agent_id"], ids["session_id"], ids["turn_id"]
+    assert ids["agent_id"] in _ids_in(await _ok(await http.get("/v1/agents", headers=A)))
+    assert "alice-model" in _ids_in(await _ok(await http.get("/v1/models", headers=A)))
+    mine = await _ok(await http.get("/v1/models/alice-model", headers=A))
+    assert mine["provider_resource_id"] == "scripted-model", "B's refused registration must not re-route A's model"
+    assert ids["response_id"] in _ids_in(await _ok(await http.get("/v1/responses", headers=A)))
+    for url in (
+        f"/v1/agents/{agent}",
+        f"/v1/agents/{agent}/session/{session}",
+        f"/v1/agents/{agent}/session/{session}/turn/{turn}",
+        f"/v1/responses/{ids['response_id']}",
+        f"/v1/responses/{ids['response_id']}/input_items",
+        f"/v1/conversations/{ids['conversation_id']}/items/{ids['item_id']}",
+        "/v1/models/alice-model",
+    ):
+        await _ok(await http.get(url, headers=A))
+    events = await http.get(f"/v1/agents/{agent}/session/{session}/turn/{turn}/events", headers=A)
+    assert events.status_code == 200 and "turn_awaiting_input" in events.text
+    paused = await _ok(await http.get(f"/v1/agents/{agent}/session/{session}/turn/{turn}", headers=A))
+    assert paused["status"] == "awaiting_input", "B's resume must not have run"
+    call = paused["output_message"]["tool_calls"][0]
+    resumed = await _ok(
+        await http.post(
+            f"/v1/agents/{agent}/session/{session}/turn/{turn}/resume",
+            json={"tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": "sunny"}]},
+            headers=A,
+        )
+    )
+    assert resumed["status"] == "completed"
+    await _ok(await http.delete(f"/v1/agents/{agent}", headers=A))
+    assert (await http.get(f"/v1/agents/{agent}", headers=A)).status_code == 404
+
+
+@pytest.mark.anyio
+async def test_a_request_without_a_valid_token_is_refused(served: httpx.AsyncClient) -> None:
+    assert (await served.get("/v1/agents")).status_code == 401
+    assert (await served.get("/v1/agents", headers={"Authorization": "Bearer nope"})).status_code == 401
