@@ -41,6 +41,12 @@ def http(model: Served) -> httpx.Client:
     return model.http
 
 
+@pytest.fixture()
+def anyio_backend() -> str:
+    """Async tests run on asyncio (the server's loop), not on every backend anyio knows."""
+    return "asyncio"
+
+
 @pytest.fixture(scope="session")
 def scripted_proc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Proc, str]]:
     """One scripted model server process per test worker."""

@@ -144,11 +144,6 @@ def test_every_route_has_a_case() -> None:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     script = Script(default_reply=ScriptedReply(text="ok"))
     script.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", arguments={"city": "Paris"})]))

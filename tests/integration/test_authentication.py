@@ -27,10 +27,6 @@ pytestmark = pytest.mark.anyio
 PROTECTED = "/v1/agents"
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture()
 def idp() -> Iterator[Provider]:

@@ -15,11 +15,6 @@ from inprocess import AskedModel, agent_and_session, migrated_sqlite, serving
 from support import Proc
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def _turn_with_document(tmp_path: Path, url: str, policy: FetchPolicy) -> tuple[int, dict[str, object], str]:
     model = AskedModel()
     model.enqueue_text("Read it.")

@@ -16,11 +16,6 @@ from inprocess import AskedModel, agent_and_session, check_script, migrated_sqli
 
 
 @pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture()
 def model(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
     asked = AskedModel()
     yield asked

@@ -28,10 +28,6 @@ REPLAYED = "idempotent-replayed"
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture()
 def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:

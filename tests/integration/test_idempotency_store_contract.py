@@ -19,10 +19,6 @@ pytestmark = pytest.mark.anyio
 DAY = timedelta(hours=24)
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture(params=list(BACKENDS))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:

@@ -28,10 +28,6 @@ HEADER = "X-LlamaStack-Provider-Data"
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @dataclass
 class Routed:

@@ -22,10 +22,6 @@ from inprocess import migrated_sqlite
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture()
 def app(tmp_path: Path) -> Starlette:

@@ -28,10 +28,6 @@ BOB = Principal("bob")
 ADMIN = Principal("root", {"roles": ("admin",)})
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture()
 def model(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:

@@ -27,10 +27,6 @@ from ferryman.storage.base import StoredEvent
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 class Notices:
     """The notices one replica heard."""

@@ -16,10 +16,6 @@ from ferryman.storage.redis_script import LUA_OUTCOMES, Outcome, Script, Scripts
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture()
 def deployment() -> Iterator[tuple[str, str]]:

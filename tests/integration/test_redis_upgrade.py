@@ -22,10 +22,6 @@ from ferryman.storage.redis_upgrade import SCHEMA_VERSION
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture()
 def deployment() -> Iterator[tuple[str, str]]:

@@ -19,11 +19,6 @@ from ferryman.testing import ScriptedModel
 from inprocess import check_script, serving
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class WatchedFanout(RedisFanout):
     """The Redis fan-out, telling each notice after this replica acted on it."""
 

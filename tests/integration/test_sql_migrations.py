@@ -53,10 +53,6 @@ RESPONSE_DATA = [
 ]
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 def _q(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"

@@ -21,10 +21,6 @@ CLIENT_KEY = "sk-client-9876543210"
 CLIENT_HEADERS = {"X-LlamaStack-Provider-Data": json.dumps({"api_key": CLIENT_KEY})}
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture()
 async def http(

@@ -14,11 +14,6 @@ from inprocess import check_script, migrated_sqlite
 
 
 @pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture()
 def scripted(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
     """A fresh scripted model, checked at teardown (no reply left unused, no call unscripted)."""
     model = ScriptedModel()

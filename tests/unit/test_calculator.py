@@ -28,7 +28,3 @@ async def test_tool_reports_errors_in_its_result() -> None:
     missing = await Calculator().invoke({})
     assert missing.error_message == "missing string argument 'expression'"
 
-
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"

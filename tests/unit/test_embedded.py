@@ -40,10 +40,6 @@ WEATHER = ToolDef(
 )
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 class ScriptedSource:
     """Yields fixed pieces instead of running a model."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from ferryman.auth.principal import Principal
-from ferryman.auth.quotas import QuotaLimits, QuotaSettings
+import pytest
+
+from ferryman.auth.principal import Principal, acting_as
+from ferryman.auth.quotas import QuotaLimits, Quotas, QuotaSettings
 from ferryman.config import Settings
+from ferryman.errors import RateLimitedError
 
 
 def test_a_role_replaces_only_what_it_sets_and_the_most_generous_role_wins() -> None:
@@ -31,3 +34,15 @@ def test_a_role_replaces_only_what_it_sets_and_the_most_generous_role_wins() -> 
 def test_no_quotas_by_default() -> None:
     assert not Settings().quotas.limits_anything()
     assert QuotaSettings(roles={"x": QuotaLimits(max_running_turns=1)}).limits_anything()
+
+
+@pytest.mark.anyio
+async def test_a_second_admission_of_a_turn_already_running_here_takes_and_frees_nothing() -> None:
+    quotas = Quotas(QuotaSettings(max_running_turns=1))
+    with acting_as(Principal("u")):
+        assert await quotas.admit_turn("t1") is True
+        assert await quotas.admit_turn("t1") is False  # a racing resume of the same turn: not its slot to free
+        with pytest.raises(RateLimitedError):
+            await quotas.admit_turn("t2")  # t1 still holds the only slot
+        await quotas.turn_ended("t1")
+        assert await quotas.admit_turn("t2") is True

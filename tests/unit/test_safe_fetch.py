@@ -15,11 +15,6 @@ from ferryman.errors import InvalidRequestError
 from ferryman.safe_fetch import FetchPolicy, fetch, is_public
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class DocumentServer:
     """A tiny HTTP/1.1 server on 127.0.0.1: ``/doc``, ``/to?url=…`` (302), ``/big``, ``/endless``, ``/gzip``, ``/slow``.

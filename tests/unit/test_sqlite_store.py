@@ -20,10 +20,6 @@ from ferryman.storage.sqlite import SqliteDriver, SqliteStore
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture()
 async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:

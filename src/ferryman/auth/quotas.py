@@ -174,15 +174,19 @@ class Quotas:
         retry_after = max(1, math.ceil(reset_at - time.time()))
         raise RateLimitedError(f"rate limit reached: {per_minute} requests per minute", retry_after=retry_after)
 
-    async def admit_turn(self, turn_id: str) -> None:
+    async def admit_turn(self, turn_id: str) -> bool:
         """Take one of the current caller's running-turn slots for ``turn_id`` (free it with :meth:`turn_ended`).
+
+        Returns:
+            Whether this call took the slot: False when nothing is counted, or when ``turn_id`` already holds
+            one here (a second resume racing the first must not free the first one's slot when it fails).
 
         Raises:
             RateLimitedError: the caller runs as many turns as it may.
         """
         caller = self._caller()
-        if caller is None or caller[1].max_running_turns is None:
-            return
+        if caller is None or caller[1].max_running_turns is None or turn_id in self._held:
+            return False
         principal, most = caller[0], caller[1].max_running_turns
         if not await self._slots.take(principal.id, turn_id, most):
             raise RateLimitedError(
@@ -190,6 +194,7 @@ class Quotas:
                 retry_after=TURN_RETRY_SECONDS,
             )
         self._held[turn_id] = principal.id
+        return True
 
     async def turn_ended(self, turn_id: str) -> None:
         """Free the slot :meth:`admit_turn` took for ``turn_id`` (nothing if it took none)."""

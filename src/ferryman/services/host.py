@@ -67,11 +67,12 @@ class TurnHost:
         Raises:
             RateLimitedError: the caller runs as many turns as its quota allows.
         """
-        await self.quotas.admit_turn(turn_id)
+        took = await self.quotas.admit_turn(turn_id)
         try:
             yield
         except BaseException:
-            await asyncio.shield(self._free_slot(turn_id))
+            if took:
+                await asyncio.shield(self._free_slot(turn_id))
             raise
 
     async def _free_slot(self, turn_id: str) -> None:
