@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
@@ -132,12 +132,26 @@ SSE_SEPARATOR = "\n"
 """Ends each SSE line (the specification allows ``\\r\\n`` too, which sse-starlette writes by default)."""
 
 
-def sse_response(events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
-    """A ``text/event-stream`` response (with ``X-Accel-Buffering: no``, so proxies pass each event on at once)."""
-    return EventSourceResponse(events, headers={"Cache-Control": "no-cache"}, ping=0, sep=SSE_SEPARATOR)
+def sse_response(events: AsyncIterator[ServerSentEvent]) -> StreamingResponse:
+    """A ``text/event-stream`` response (with ``X-Accel-Buffering: no``, so proxies pass each event on at once).
+
+    sse-starlette encodes each event; Starlette's own streaming response sends them. Its
+    ``EventSourceResponse`` runs a task group of pings and signal watchers per response, which cost
+    about 0.3 ms per streamed turn here and do nothing for us (no pings; Starlette already stops
+    the stream when the client goes).
+    """
+    return StreamingResponse(_encoded(events), media_type="text/event-stream", headers=_SSE_HEADERS)
 
 
-def event_stream(events: AsyncIterator[StoredEvent], named: bool = False) -> EventSourceResponse:
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def _encoded(events: AsyncIterator[ServerSentEvent]) -> AsyncIterator[bytes]:
+    async for event in events:
+        yield event.encode()
+
+
+def event_stream(events: AsyncIterator[StoredEvent], named: bool = False) -> StreamingResponse:
     """A stream of numbered events: ``id:`` each one's number, ``data:`` its JSON.
 
     Args:
