@@ -7,6 +7,8 @@ middleware does); counted in memory for one app, in Redis for two sharing it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -40,6 +42,12 @@ def _services(tmp: Path, model: ScriptedModel, settings: QuotaSettings, url: str
     return build_services(
         SqliteStore(str(tmp / "ferryman.db")), [model], sole_process=True, quotas=quotas_for(settings, url)
     )
+
+
+def _session_count(tmp: Path) -> int:
+    with contextlib.closing(sqlite3.connect(tmp / "ferryman.db")) as db:
+        count: int = db.execute("SELECT count(*) FROM sessions").fetchone()[0]
+    return count
 
 
 def assert_limited(response: httpx.Response, retry_after: int | None = None) -> None:
@@ -93,6 +101,7 @@ async def test_running_turns_past_the_quota_are_429_and_a_finished_turn_frees_it
             first = await start_response(http)
             assert first.status_code == 200, first.text
             assert_limited(await start_response(http), TURN_RETRY_SECONDS)
+            assert _session_count(tmp_path) == 1  # the refused response stored nothing, not even a session
             model.script.open_gate("first")
             assert (await finished(http, first.json()["id"]))["status"] == "completed"
             second = await start_response(http)

@@ -78,25 +78,27 @@ class ResponsesService:
         items = with_ids(input_items(request.input))
         if not items:
             raise InvalidRequestError("input must hold at least one item", "input")
-        conversation_id = request.conversation_id()
-        prior, session_id, known = await self._context(request, conversation_id)
-        # Items the client sends back (say, the function call it answers) already stand
-        # in the conversation; they are part of the history once, not twice.
-        items = [item for item in items if item.id not in known]
-        if not items:
-            raise InvalidRequestError("input holds no item that is not already in the conversation", "input")
-        new_messages = items_to_messages(items)
-        response_id = f"resp_{uuid.uuid4().hex}"
-        turn = TurnRecord(
-            turn_id=new_id(),
-            session_id=session_id,
-            agent_id=None,
-            status="in_progress",
-            input_messages=[m for m in new_messages if isinstance(m, UserMessage | ToolResponseMessage)],
-            started_at=utcnow(),
-            lease_until=self._leases.until(),
-        )
-        async with self._host.admitting(turn.turn_id):
+        turn_id = new_id()
+        # Admitted before anything is stored: a caller over its quota leaves no session behind.
+        async with self._host.admitting(turn_id):
+            conversation_id = request.conversation_id()
+            prior, session_id, known = await self._context(request, conversation_id)
+            # Items the client sends back (say, the function call it answers) already stand
+            # in the conversation; they are part of the history once, not twice.
+            items = [item for item in items if item.id not in known]
+            if not items:
+                raise InvalidRequestError("input holds no item that is not already in the conversation", "input")
+            new_messages = items_to_messages(items)
+            response_id = f"resp_{uuid.uuid4().hex}"
+            turn = TurnRecord(
+                turn_id=turn_id,
+                session_id=session_id,
+                agent_id=None,
+                status="in_progress",
+                input_messages=[m for m in new_messages if isinstance(m, UserMessage | ToolResponseMessage)],
+                started_at=utcnow(),
+                lease_until=self._leases.until(),
+            )
             await self._start_turn(turn, new_messages, conversation_id)
             record = ResponseRecord(
                 response=_initial(response_id, request, conversation_id),
