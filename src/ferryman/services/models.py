@@ -70,10 +70,10 @@ class ModelService:
         """The registrations the caller may not see (none when the server itself asks)."""
         if current_principal.get() is None:
             return set()
-        with acting_as(None):
-            every = await self._store.registered_models()
+        # Every registration the router knows is already here (kept by reload, register, unregister):
+        # only the caller's view needs a read.
         visible = {model.identifier for model in await self._store.registered_models()}
-        return {model.identifier for model in every} - visible
+        return self._registered - visible
 
     async def register(self, request: RegisterModelRequest) -> Model:
         """Route a model id to a provider from now on, across restarts."""
