@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 from ferryman.api.agents import Agent, Step, Turn, TurnError, TurnStatus
 from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
@@ -12,15 +12,8 @@ from ferryman.api.registry import Model
 from ferryman.api.responses import Item, Response
 from ferryman.auth.principal import Principal
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    """One page of a list and whether more follow."""
-
-    items: list[T]
-    has_more: bool
+from .knowledge import KnowledgeStore
+from .page import Page
 
 
 @dataclass(frozen=True)
@@ -445,6 +438,7 @@ class Store(
     IdempotencyStore,
     ApiKeyStore,
     OwnershipStore,
+    KnowledgeStore,
     Protocol,
 ):
     """Everything one backend stores."""

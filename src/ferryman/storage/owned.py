@@ -95,6 +95,9 @@ _session = _arg("session", "session_id")
 _turn = _arg("turn", "turn_id")
 _response = _arg("response", "response_id")
 _conversation = _arg("conversation", "conversation_id")
+_file = _arg("file", "file_id")
+_vector_store = _arg("vector_store", "vector_store_id")
+_vector_store_of = _arg("vector_store", "record", "vector_store_id")
 
 RULES: dict[str, Rule] = {
     "create_agent": Create(_arg("agent", "agent", "agent_id")),
@@ -138,6 +141,32 @@ RULES: dict[str, Rule] = {
     "delete_response": Act("delete", _response),
     "events_after": Act("read", _response),
     "chain_history": Act("read", _response),
+    "create_file": Create(_arg("file", "record", "file_id")),
+    "get_file": Act("read", _file),
+    "list_files": Listing(),
+    "delete_file": Act("delete", _file),
+    "create_vector_store": Create(_vector_store_of),
+    "get_vector_store": Act("read", _vector_store),
+    "list_vector_stores": Listing(),
+    "update_vector_store": Act("update", _vector_store_of),
+    "delete_vector_store": Act("delete", _vector_store),
+    "file_counts": Act("read", _vector_store),
+    "add_vector_store_files": Act("update", _vector_store),
+    "get_vector_store_file": Act("read", _vector_store),
+    "list_vector_store_files": Act("read", _vector_store),
+    "all_vector_store_files": Act("read", _vector_store),
+    "update_vector_store_file": Act("update", _vector_store),
+    "delete_vector_store_file": Act("update", _vector_store),
+    "create_file_batch": Act("update", _vector_store_of),
+    "get_file_batch": Act("read", _vector_store),
+    "cancel_file_batch": Act("update", _vector_store),
+    "claim_ingestion": Server(),
+    "renew_ingestion": Server(),
+    "finish_ingestion": Server(),
+    "add_chunks": Act("update", _vector_store),
+    "list_chunks": Act("read", _vector_store),
+    "keyword_search": Act("read", _vector_store),
+    "vector_search": Act("read", _vector_store),
     "claim_idempotency_key": Server(),
     "renew_idempotency_key": Server(),
     "complete_idempotency_key": Server(),

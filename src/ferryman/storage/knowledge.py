@@ -1,0 +1,281 @@
+"""The storage seam for knowledge: files, vector stores, their files and batches, and the chunk index.
+
+A *vector store* is the one record behind OpenAI's ``/v1/vector_stores`` and
+Llama Stack's ``/v1/vector-dbs``. Files attached to it are ingested in the
+background: a :class:`VectorStoreFileRecord` in ``in_progress`` is a job that a
+replica claims with a lease (:meth:`IngestionStore.claim_ingestion`), so a
+restart or a dead replica loses no job and two replicas never run one twice;
+the chunks it makes are written with its final status in one transaction, and
+only while the claim is still the claimer's.
+
+Each backend keeps the chunk index itself: text for keyword search (BM25 over
+SQLite FTS5, PostgreSQL full-text, or in process over Redis) and embeddings
+(unit-length float32, little-endian) for vector search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from .page import Page
+
+IngestionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
+Attributes = dict[str, str | float | bool]
+
+
+@dataclass
+class FileRecord:
+    """An uploaded file's metadata (its bytes live in a blob store under ``file_id``)."""
+
+    file_id: str
+    filename: str
+    purpose: str
+    bytes: int
+    created_at: int
+    """Unix seconds."""
+    mime_type: str = "application/octet-stream"
+    expires_at: int | None = None
+
+
+@dataclass
+class VectorStoreRecord:
+    """A vector store: its settings; its files' counts are computed, not stored."""
+
+    vector_store_id: str
+    name: str
+    created_at: int
+    embedding_model: str
+    embedding_dimension: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    chunking_strategy: dict[str, Any] = field(default_factory=dict)
+    """The store's default, as the wire shows it (``{"type": "static", "static": {...}}``)."""
+    expires_after: dict[str, Any] | None = None
+    """``{"anchor": "last_active_at", "days": N}`` or None."""
+    last_active_at: int = 0
+    provider_id: str | None = None
+    """Llama Stack's ``provider_id`` of a vector DB registered through ``/v1/vector-dbs``."""
+    provider_vector_db_id: str | None = None
+
+
+@dataclass
+class LastError:
+    """Why a file's ingestion failed."""
+
+    code: Literal["server_error", "unsupported_file", "invalid_file"]
+    message: str
+
+
+@dataclass
+class VectorStoreFileRecord:
+    """A file attached to a vector store: an ingestion job until its status is final."""
+
+    vector_store_id: str
+    file_id: str
+    created_at: int
+    status: IngestionStatus = "in_progress"
+    attributes: Attributes = field(default_factory=dict)
+    chunking_strategy: dict[str, Any] = field(default_factory=dict)
+    usage_bytes: int = 0
+    last_error: LastError | None = None
+    batch_id: str | None = None
+    lease_until: datetime | None = field(default=None, compare=False)
+    """While claimed: when the claim lapses unless renewed (written by the store, read by nobody else)."""
+
+
+@dataclass
+class FileCounts:
+    """How many of a vector store's (or a batch's) files are in each status."""
+
+    in_progress: int = 0
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+    @property
+    def total(self) -> int:
+        """All of them."""
+        return self.in_progress + self.completed + self.failed + self.cancelled
+
+
+@dataclass
+class FileBatchRecord:
+    """A batch of files attached together; its status and counts come from its files."""
+
+    batch_id: str
+    vector_store_id: str
+    created_at: int
+    cancelled: bool = False
+
+
+@dataclass
+class ChunkRecord:
+    """One chunk of a document in a vector store."""
+
+    chunk_id: str
+    vector_store_id: str
+    file_id: str
+    """The file it came from, or the ``document_id`` of chunks inserted directly (Llama Stack's vector-io)."""
+    position: int
+    """Its order within the file."""
+    text: str
+    embedding: bytes
+    """Unit-length float32 vector, little-endian (``numpy.ndarray.tobytes()``)."""
+    token_count: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    """A chunk found by a search, with the backend's score (higher is better; scales differ by kind)."""
+
+    chunk: ChunkRecord
+    score: float
+
+
+class FileStore(Protocol):
+    """Uploaded files' metadata."""
+
+    async def create_file(self, record: FileRecord) -> None:
+        """Store a new file's metadata."""
+        ...
+
+    async def get_file(self, file_id: str) -> FileRecord:
+        """One file, or NotFoundError."""
+        ...
+
+    async def list_files(self, purpose: str | None, after: str | None, limit: int, order: str) -> Page[FileRecord]:
+        """Files by creation (``order`` "asc" or "desc"), after the cursor's file, optionally of one purpose."""
+        ...
+
+    async def delete_file(self, file_id: str) -> None:
+        """Forget a file (NotFoundError if unknown); its chunks in vector stores go with it."""
+        ...
+
+
+class VectorStoreStore(Protocol):
+    """Vector stores, their files and their batches."""
+
+    async def create_vector_store(self, record: VectorStoreRecord, files: list[VectorStoreFileRecord]) -> None:
+        """Store a new vector store with its first files (ConflictError if the id exists)."""
+        ...
+
+    async def get_vector_store(self, vector_store_id: str) -> VectorStoreRecord:
+        """One vector store, or NotFoundError."""
+        ...
+
+    async def list_vector_stores(self, after: str | None, limit: int, order: str) -> Page[VectorStoreRecord]:
+        """Vector stores by creation, after the cursor's store."""
+        ...
+
+    async def update_vector_store(self, record: VectorStoreRecord) -> None:
+        """Replace a vector store's settings (name, metadata, expiry, last activity); NotFoundError if gone."""
+        ...
+
+    async def delete_vector_store(self, vector_store_id: str) -> None:
+        """Delete a vector store with its files' attachments, batches and chunks (NotFoundError if unknown)."""
+        ...
+
+    async def file_counts(self, vector_store_id: str, batch_id: str | None = None) -> FileCounts:
+        """Its files (or one batch's) by status."""
+        ...
+
+    async def add_vector_store_files(self, vector_store_id: str, files: list[VectorStoreFileRecord]) -> None:
+        """Attach files as new ingestion jobs; a file attached already is attached again (its chunks dropped)."""
+        ...
+
+    async def get_vector_store_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
+        """One attachment, or NotFoundError."""
+        ...
+
+    async def list_vector_store_files(
+        self,
+        vector_store_id: str,
+        after: str | None,
+        limit: int,
+        order: str,
+        status: IngestionStatus | None = None,
+        batch_id: str | None = None,
+    ) -> Page[VectorStoreFileRecord]:
+        """A store's attachments by creation, optionally of one status or batch."""
+        ...
+
+    async def all_vector_store_files(self, vector_store_id: str) -> list[VectorStoreFileRecord]:
+        """Every attachment of a store (for attribute filters)."""
+        ...
+
+    async def update_vector_store_file(self, vector_store_id: str, file_id: str, attributes: Attributes) -> None:
+        """Replace an attachment's attributes; NotFoundError if gone."""
+        ...
+
+    async def delete_vector_store_file(self, vector_store_id: str, file_id: str) -> None:
+        """Detach a file and drop its chunks (NotFoundError if not attached)."""
+        ...
+
+    async def create_file_batch(self, record: FileBatchRecord, files: list[VectorStoreFileRecord]) -> None:
+        """Store a batch and attach its files (each carrying ``batch_id``)."""
+        ...
+
+    async def get_file_batch(self, vector_store_id: str, batch_id: str) -> FileBatchRecord:
+        """One batch, or NotFoundError."""
+        ...
+
+    async def cancel_file_batch(self, vector_store_id: str, batch_id: str) -> None:
+        """Mark a batch cancelled and its files still in progress ``cancelled`` (their claims then fail)."""
+        ...
+
+
+class IngestionStore(Protocol):
+    """Ingestion jobs, claimed by one replica at a time (server machinery: no caller's access applies)."""
+
+    async def claim_ingestion(self, now: datetime, until: datetime, limit: int) -> list[VectorStoreFileRecord]:
+        """Claim up to ``limit`` in-progress files whose claim is absent or lapsed, leasing them ``until``."""
+        ...
+
+    async def renew_ingestion(self, jobs: list[tuple[str, str]], until: datetime) -> None:
+        """Extend the claims on these ``(vector_store_id, file_id)`` jobs."""
+        ...
+
+    async def finish_ingestion(
+        self, job: VectorStoreFileRecord, chunks: list[ChunkRecord], claimed_until: datetime
+    ) -> bool:
+        """Store a job's outcome (``job.status``, ``last_error``, ``usage_bytes``) and its chunks, in one transaction.
+
+        Only if the job is still in progress under the claim that leased it ``claimed_until`` (a cancelled,
+        detached or re-claimed job writes nothing). Returns whether it wrote.
+        """
+        ...
+
+
+class ChunkIndex(Protocol):
+    """A vector store's chunks, searchable by keyword and by vector."""
+
+    async def add_chunks(self, vector_store_id: str, chunks: list[ChunkRecord]) -> None:
+        """Insert chunks directly (Llama Stack's vector-io insert and RAG tool), replacing same ids."""
+        ...
+
+    async def list_chunks(
+        self, vector_store_id: str, file_id: str, after: int | None, limit: int
+    ) -> Page[ChunkRecord]:
+        """A file's chunks in order, after the given ``position``."""
+        ...
+
+    async def keyword_search(
+        self, vector_store_id: str, query: str, file_ids: list[str] | None, limit: int
+    ) -> list[ChunkHit]:
+        """The best chunks for a keyword query (BM25 or the database's full-text rank), best first.
+
+        ``file_ids`` restricts to those files (None: all). An empty query finds nothing.
+        """
+        ...
+
+    async def vector_search(
+        self, vector_store_id: str, embedding: list[float], file_ids: list[str] | None, limit: int
+    ) -> list[ChunkHit]:
+        """The chunks nearest a unit-length query vector by cosine similarity, best first."""
+        ...
+
+
+class KnowledgeStore(FileStore, VectorStoreStore, IngestionStore, ChunkIndex, Protocol):
+    """Everything knowledge keeps."""
