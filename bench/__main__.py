@@ -6,6 +6,7 @@ Examples::
     python -m bench                         # full run, < ~10 minutes
     python -m bench --quick --profile       # then sample the server under load with py-spy
     python -m bench --smoke --out /tmp/b.json   # seconds; what the smoke test runs
+    python -m bench --knowledge --postgres postgresql://... --redis redis://...   # the chunk index, per backend
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from . import knowledge
 from .modes import Mode, select
 from .procs import ManagedProcess, ferryman_process, stub_process
 from .profiling import PySpy, summarise
@@ -54,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--window", type=float, help="override the mode's seconds per timed window")
     parser.add_argument("--profile", action="store_true", help="sample the server with py-spy under load at the end")
     parser.add_argument("--profile-seconds", type=float, default=8.0, help="seconds of load per profiled workload")
+    parser.add_argument(
+        "--knowledge",
+        action="store_true",
+        help="instead of the server run: the chunk index's ingestion and search figures (bench/knowledge.py)",
+    )
+    parser.add_argument("--postgres", help="with --knowledge: also measure PostgreSQL at this postgresql:// URL")
+    parser.add_argument("--redis", help="with --knowledge: also measure Redis at this redis:// URL")
     return parser
 
 
@@ -101,9 +110,30 @@ def _profile(suite: Suite, server: ManagedProcess, out: Path, seconds: float) ->
     return summary
 
 
+def run_knowledge(args: argparse.Namespace, name: str) -> int:
+    """Measure the chunk index (``--knowledge``): no server, the stores called in process."""
+    began = time.monotonic()
+    meta = _meta(select(name, args.repeats, args.window), args, args.db or "sqlite")
+    meta.update(knowledge.describe())
+    meta["knowledge.backends"] = [
+        "sqlite",
+        *(["postgres"] if args.postgres else []),
+        *(["redis"] if args.redis else []),
+    ]
+    with tempfile.TemporaryDirectory(prefix="ferryman-bench-") as tmp_name:
+        figures = knowledge.run_knowledge(name, Path(tmp_name), args.postgres, args.redis)
+    meta["duration_s"] = round(time.monotonic() - began, 1)
+    write_table(figures, meta)
+    write_json(args.out, figures, meta, None)
+    note(f"done in {meta['duration_s']}s; results in {args.out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by the parsed arguments; return the exit status."""
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
+    if args.knowledge:
+        return run_knowledge(args, name)
     mode = select(name, args.repeats, args.window)
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ferryman-bench-") as tmp_name:

@@ -26,6 +26,7 @@ GROUP_TITLES = {
     "history": "Growth with history",
     "listing": "Listing",
     "memory": "Server memory",
+    "knowledge": "Knowledge: chunk index ingestion and search (in process, no server)",
 }
 
 

@@ -73,6 +73,30 @@ class StorageSettings(BaseModel):
     turn_lease_seconds: float = Field(default=30.0, gt=0)
 
 
+class FileSettings(BaseModel):
+    """Uploaded files: where their bytes go (``dir``; default ``$FERRYMAN_HOME/files``, shared by replicas),
+    the largest accepted (``max_bytes``), and how long an ingestion job's claim lasts unrenewed."""
+
+    dir: str | None = None
+    max_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
+    ingestion_lease_seconds: float = Field(default=60.0, gt=0)
+
+    def directory(self) -> Path:
+        """The blob directory: the configured one or ``$FERRYMAN_HOME/files``."""
+        if self.dir:
+            return Path(self.dir)
+        home = os.environ.get("FERRYMAN_HOME") or str(Path.home() / ".ferryman")
+        return Path(home) / "files"
+
+
+class EmbeddingSettings(BaseModel):
+    """Embeddings: ``local`` serves the offline all-MiniLM-L6-v2 when its package is installed;
+    ``default_model`` is the embedding model of vector stores created without one (None: the local one)."""
+
+    local: bool = True
+    default_model: str | None = None
+
+
 class Settings(BaseModel):
     """Everything ``ferryman serve`` needs.
 
@@ -93,6 +117,8 @@ class Settings(BaseModel):
     fetch: FetchPolicy = Field(default_factory=FetchPolicy)
     quotas: QuotaSettings = Field(default_factory=QuotaSettings)
     auth: AuthSettings | None = None
+    files: FileSettings = Field(default_factory=FileSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
 
     def db_path(self) -> str:
         """The database path: the configured one or ``$FERRYMAN_HOME/ferryman.db``."""

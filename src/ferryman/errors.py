@@ -29,6 +29,7 @@ class FailureCode(StrEnum):
     INTERNAL_ERROR = "internal_error"
     TURN_FAILED = "turn_failed"
     CONFIGURATION_ERROR = "configuration_error"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
 
 
 class FerrymanError(Exception):
@@ -56,6 +57,12 @@ class InvalidRequestError(FerrymanError):
     def __init__(self, message: str, field: str | None = None, **fields: Any) -> None:
         super().__init__(message, field=field, **fields)
         self.field = field
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    """The request's body (an upload) is larger than the server accepts."""
+
+    code = FailureCode.PAYLOAD_TOO_LARGE
 
 
 class ProviderKeyRejectedError(InvalidRequestError):
@@ -152,6 +159,7 @@ FAILURES: dict[FailureCode, tuple[type[FerrymanError], int]] = {
     for cls, status in (
         (InvalidRequestError, 400),
         (ProviderKeyRejectedError, 400),
+        (PayloadTooLargeError, 413),
         (AuthenticationError, 401),
         (RateLimitedError, 429),
         (ForbiddenError, 403),

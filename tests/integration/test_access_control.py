@@ -20,6 +20,7 @@ from tests.inprocess import scripted_provider, serving
 
 from ferryman.auth.principal import Principal
 from ferryman.errors import AuthenticationError
+from ferryman.inference.local_embeddings import LocalEmbeddingProvider
 from ferryman.server.app import API_MOUNTS, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
@@ -50,6 +51,8 @@ class Call:
 
     body: dict[str, Any] | None = None
     query: dict[str, Any] = field(default_factory=dict)
+    form: dict[str, Any] | None = None
+    """A multipart form (an upload: ``{"purpose": ..., "file": (name, bytes, type)}``) instead of a JSON body."""
     headers: dict[str, str] = field(default_factory=dict)
     expect: str = "missing"
     """``missing``: 404; ``list``: 200 naming none of A's ids; ``own``: B's own create, 200; ``open``: 200;
@@ -70,6 +73,7 @@ class Owned:
 _SESSION = "/agents/{agent_id}/session/{session_id}"
 _TURN = f"{_SESSION}/turn/{{turn_id}}"
 _CONV = "/conversations/{conversation_id}"
+_VS_OPENAI = "/vector_stores/{vector_store_id}"
 MESSAGE = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
 CASES: dict[tuple[str, str], list[Call]] = {
     ("POST", "/agents"): [
@@ -131,6 +135,42 @@ CASES: dict[tuple[str, str], list[Call]] = {
     ("GET", f"{_CONV}/items"): [Call()],
     ("GET", f"{_CONV}/items/{{item_id}}"): [Call()],
     ("DELETE", f"{_CONV}/items/{{item_id}}"): [Call()],
+    ("POST", "/files"): [Call(form={"purpose": "assistants", "file": ("b.txt", b"bob", "text/plain")}, expect="own")],
+    ("GET", "/files"): [Call(expect="list"), Call(query={"purpose": "assistants"}, expect="list")],
+    ("GET", "/files/{file_id}"): [Call()],
+    ("GET", "/files/{file_id}/content"): [Call()],
+    ("DELETE", "/files/{file_id}"): [Call()],
+    ("POST", "/vector_stores"): [Call({"name": "b"}, expect="own"), Call({"file_ids": ["{file_id}"]})],
+    ("GET", "/vector_stores"): [Call(expect="list")],
+    ("GET", _VS_OPENAI): [Call()],
+    ("POST", _VS_OPENAI): [Call({"name": "b"})],
+    ("DELETE", _VS_OPENAI): [Call()],
+    ("POST", f"{_VS_OPENAI}/search"): [Call({"query": "river"})],
+    ("POST", f"{_VS_OPENAI}/files"): [Call({"file_id": "{file_id}"})],
+    ("GET", f"{_VS_OPENAI}/files"): [Call()],
+    ("GET", f"{_VS_OPENAI}/files/{{file_id}}"): [Call()],
+    ("POST", f"{_VS_OPENAI}/files/{{file_id}}"): [Call({"attributes": {"k": "v"}})],
+    ("DELETE", f"{_VS_OPENAI}/files/{{file_id}}"): [Call()],
+    ("GET", f"{_VS_OPENAI}/files/{{file_id}}/content"): [Call()],
+    ("POST", f"{_VS_OPENAI}/file_batches"): [Call({"file_ids": ["{file_id}"]})],
+    ("GET", f"{_VS_OPENAI}/file_batches/{{batch_id}}"): [Call()],
+    ("POST", f"{_VS_OPENAI}/file_batches/{{batch_id}}/cancel"): [Call()],
+    ("GET", f"{_VS_OPENAI}/file_batches/{{batch_id}}/files"): [Call()],
+    ("POST", "/vector-dbs"): [
+        Call({"vector_db_id": "bobs-db", "embedding_model": "all-MiniLM-L6-v2"}, expect="own"),
+        Call({"vector_db_id": "{vector_db_id}", "embedding_model": "all-MiniLM-L6-v2"}, expect="taken"),
+    ],
+    ("GET", "/vector-dbs"): [Call(expect="list")],
+    ("GET", "/vector-dbs/{vector_db_id}"): [Call()],
+    ("DELETE", "/vector-dbs/{vector_db_id}"): [Call()],
+    ("POST", "/vector-io/insert"): [
+        Call({"vector_db_id": "{vector_db_id}", "chunks": [{"content": "x", "metadata": {"document_id": "d"}}]})
+    ],
+    ("POST", "/vector-io/query"): [Call({"vector_db_id": "{vector_db_id}", "query": "river"})],
+    ("POST", "/tool-runtime/rag-tool/insert"): [
+        Call({"vector_db_id": "{vector_db_id}", "documents": [{"document_id": "d", "content": "x"}]})
+    ],
+    ("POST", "/tool-runtime/rag-tool/query"): [Call({"content": "river", "vector_db_ids": ["{vector_db_id}"]})],
 }
 """Every route of every API (keyed by method and path under its mount), with B's calls on A's records."""
 
@@ -149,7 +189,7 @@ async def served(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     script.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", arguments={"city": "Paris"})]))
     services = build_services(
         SqliteStore(str(tmp_path / "acl.db")),
-        [scripted_provider(script)],
+        [scripted_provider(script), LocalEmbeddingProvider()],
         sole_process=True,
         authenticator=StaticTokens(),
     )
@@ -205,6 +245,7 @@ async def _alice_makes_one_of_everything(http: httpx.AsyncClient) -> Owned:
             "model_id": "alice-model",
             "toolgroup_id": "builtin::math",
             "tool_name": "calculator",
+            **await _alice_makes_knowledge(http),
         }
     )
 
@@ -214,6 +255,8 @@ def _fill(value: Any, owned: Owned) -> Any:
         return value.format(**owned.ids)
     if isinstance(value, dict):
         return {k: _fill(v, owned) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, owned) for v in value]
     return value
 
 
@@ -231,9 +274,7 @@ async def test_no_principal_touches_another_principals_records_through_any_route
             ids = Owned(step_ids) if "step_id" in path else owned
             url = prefix + ids.fill(path)
             body = _fill(call.body, owned) if call.body is not None else None
-            answer = await http.request(
-                method, url, json=body, params=call.query, headers={**B, **call.headers}, timeout=10
-            )
+            answer = await _call(http, method, url, body, call)
             where = f"B {method} {url} {call}"
             if call.expect == "absent":
                 nobody = json.loads(json.dumps(body).replace("alice-model", "nobodys-model"))
@@ -252,6 +293,35 @@ async def test_no_principal_touches_another_principals_records_through_any_route
             checked += 1
     assert checked == sum(c.expect != "stateless" for _, m, p in ROUTES for c in CASES[(m, p)])
     await _alice_still_can_do_everything(http, owned)
+
+
+async def _call(http: httpx.AsyncClient, method: str, url: str, body: Any, call: Call) -> httpx.Response:
+    headers = {**B, **call.headers}
+    if call.form is not None:
+        data = {k: v for k, v in call.form.items() if isinstance(v, str)}
+        files = {k: v for k, v in call.form.items() if not isinstance(v, str)}
+        return await http.request(method, url, data=data, files=files, headers=headers, timeout=10)
+    return await http.request(method, url, json=body, params=call.query, headers=headers, timeout=10)
+
+
+async def _alice_makes_knowledge(http: httpx.AsyncClient) -> dict[str, str]:
+    """A file, a vector store holding it, and a batch (of a second file), all A's."""
+
+    async def upload(name: str) -> str:
+        form = {"purpose": "assistants"}
+        sent = await http.post("/v1/files", data=form, files={"file": (name, b"a river", "text/plain")}, headers=A)
+        return str((await _ok(sent))["id"])
+
+    file_id = await upload("a.txt")
+    store = await _ok(await http.post("/v1/vector_stores", json={"file_ids": [file_id]}, headers=A))
+    batch_url = f"/v1/vector_stores/{store['id']}/file_batches"
+    batch = await _ok(await http.post(batch_url, json={"file_ids": [await upload("b.txt")]}, headers=A))
+    vector_db = {"vector_db_id": "alice-db", "embedding_model": "all-MiniLM-L6-v2"}
+    await _ok(await http.post("/v1/vector-dbs", json=vector_db, headers=A))
+    chunks = {"vector_db_id": "alice-db", "chunks": [{"content": "a river", "metadata": {"document_id": "a"}}]}
+    await _ok(await http.post("/v1/vector-io/insert", json=chunks, headers=A))
+    ids = {"file_id": file_id, "vector_store_id": store["id"], "batch_id": batch["id"]}
+    return {**ids, "vector_db_id": "alice-db"}
 
 
 def _ids_in(listing: Any) -> set[str]:
@@ -277,6 +347,9 @@ async def _alice_still_can_do_everything(http: httpx.AsyncClient, owned: Owned) 
         f"/v1/responses/{ids['response_id']}/input_items",
         f"/v1/conversations/{ids['conversation_id']}/items/{ids['item_id']}",
         "/v1/models/alice-model",
+        f"/v1/files/{ids['file_id']}",
+        f"/v1/vector_stores/{ids['vector_store_id']}/files/{ids['file_id']}",
+        f"/v1/vector_stores/{ids['vector_store_id']}/file_batches/{ids['batch_id']}",
     ):
         await _ok(await http.get(url, headers=A))
     events = await http.get(f"/v1/agents/{agent}/session/{session}/turn/{turn}/events", headers=A)

@@ -14,6 +14,7 @@ import pytest
 from integration_helpers import event_types, last_turn, post_stream, turn_url
 
 from ferryman.inference.embedded import DEFAULT_MODEL_ID
+from ferryman.inference.local_embeddings import local_embeddings_available
 from support import create_session, ferryman_server, running
 
 
@@ -28,7 +29,10 @@ def embedded_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_the_embedded_model_is_the_default(embedded_base: str) -> None:
     models = httpx.get(f"{embedded_base}/v1/models", timeout=30).json()["data"]
-    assert [(m["identifier"], m["provider_id"]) for m in models] == [(DEFAULT_MODEL_ID, "embedded")]
+    chat = [(m["identifier"], m["provider_id"]) for m in models if m["model_type"] == "llm"]
+    assert chat == [(DEFAULT_MODEL_ID, "embedded")]
+    if local_embeddings_available():
+        assert {m["identifier"] for m in models if m["model_type"] == "embedding"} == {"all-MiniLM-L6-v2"}
 
 
 def test_a_streamed_turn_is_answered_by_the_embedded_model(embedded_base: str) -> None:

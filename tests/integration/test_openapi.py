@@ -100,6 +100,13 @@ async def test_every_post_that_creates_or_runs_accepts_an_idempotency_key(http: 
         "/v1/conversations",
         "/v1/conversations/{conversation_id}/items",
         "/v1/models",
+        "/v1/files",
+        "/v1/vector_stores",
+        "/v1/vector_stores/{vector_store_id}/files",
+        "/v1/vector_stores/{vector_store_id}/file_batches",
+        "/v1/vector-dbs",
+        "/v1/vector-io/insert",
+        "/v1/tool-runtime/rag-tool/insert",
     }
     with_key = {
         path

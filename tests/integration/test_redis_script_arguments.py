@@ -16,7 +16,6 @@ from ferryman.storage.redis_script import LUA_OUTCOMES, Outcome, Script, Scripts
 pytestmark = pytest.mark.anyio
 
 
-
 @pytest.fixture()
 def deployment() -> Iterator[tuple[str, str]]:
     with redis_database() as prefixed:
@@ -52,5 +51,32 @@ async def test_named_arguments_reach_lua_and_replies_come_back_typed(deployment:
         assert reply == [prefix, "", 42, "yes", 2, "a,b:c", ""]
         with pytest.raises(InvalidRequestError, match="negative: -1"):
             await scripts.run(ECHO, Echo(first=[], name="n", count=-1, flag=False, second=["x"]))
+    finally:
+        await client.aclose()
+
+
+@dataclass(frozen=True)
+class Blobs:
+    blobs: list[bytes]
+
+
+# Each blob's length in bytes and its first byte: binary arguments arrive unchanged.
+BLOBS = Script(
+    Blobs,
+    """
+local out = {OK}
+for _, blob in ipairs(blobs) do out[#out + 1] = #blob .. ':' .. string.byte(blob, 1) end
+return out
+""",
+    values,
+)
+
+
+async def test_bytes_arguments_reach_lua_unchanged(deployment: tuple[str, str]) -> None:
+    url, prefix = deployment
+    client = Redis.from_url(url, decode_responses=True)
+    try:
+        scripts = Scripts(client, prefix, "local P = ARGV[1]\n" + LUA_OUTCOMES)
+        assert await scripts.run(BLOBS, Blobs(blobs=[b"\x80\x00\xff", b"\xfe"])) == ["3:128", "1:254"]
     finally:
         await client.aclose()

@@ -39,6 +39,7 @@ def test_every_failure_code_has_one_exception_class_that_carries_it() -> None:
         ("not_found", 404),
         ("invalid_request", 400),
         ("provider_key_rejected", 400),
+        ("payload_too_large", 413),
     ],
 )
 def test_a_stored_failure_comes_back_with_its_own_code_and_status(code: str, status: int) -> None:

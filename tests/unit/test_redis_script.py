@@ -8,7 +8,14 @@ import pytest
 from redis.asyncio import Redis
 
 from ferryman.errors import FailureCode, InternalError, NotFoundError
-from ferryman.storage import redis_lua_idempotency, redis_lua_responses, redis_lua_turns, redis_scripts
+from ferryman.storage import (
+    redis_lua_chunks,
+    redis_lua_idempotency,
+    redis_lua_knowledge,
+    redis_lua_responses,
+    redis_lua_turns,
+    redis_scripts,
+)
 from ferryman.storage.redis_script import Outcome, Script, Scripts, nothing, values
 
 
@@ -31,9 +38,18 @@ SAMPLE = Script(
 )
 
 
+@dataclass(frozen=True)
+class Blobs:
+    blobs: list[bytes]
+
+
+BLOBS = Script(Blobs, "return {OK, #blobs}", values)
+
+
 def test_arguments_travel_in_field_order_lists_with_their_length() -> None:
     args = Sample("n", None, 3, float("-inf"), True, FailureCode.INTERRUPTED, ["a", "b"])
     assert SAMPLE.argv(args) == ["n", "", "3", "-inf", "1", "interrupted", "2", "a", "b"]
+    assert BLOBS.argv(Blobs([b"\x80", b""])) == ["2", b"\x80", b""]
     assert "local items = {}" in SAMPLE.prologue and "local flag = ARGV[_at] == '1'" in SAMPLE.prologue
 
 
@@ -59,7 +75,14 @@ def test_an_argument_type_lua_cannot_read_is_refused_at_definition() -> None:
 
 def test_every_script_of_the_backend_registers_without_shadowing_the_library() -> None:
     scripts = Scripts(Redis(), "p:", redis_scripts.LIBRARY)
-    modules = (redis_scripts, redis_lua_turns, redis_lua_responses, redis_lua_idempotency)
+    modules = (
+        redis_scripts,
+        redis_lua_turns,
+        redis_lua_responses,
+        redis_lua_idempotency,
+        redis_lua_knowledge,
+        redis_lua_chunks,
+    )
     found = [value for module in modules for value in vars(module).values() if isinstance(value, Script)]
     assert len(found) >= 20
     for script in found:

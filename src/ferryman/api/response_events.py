@@ -137,6 +137,40 @@ class FunctionCallArgumentsDone(_Event):
     name: str
 
 
+class OutputTextAnnotationAdded(_Event):
+    """An annotation (a file citation) of a content part's text."""
+
+    type: Literal["response.output_text.annotation.added"] = "response.output_text.annotation.added"
+    item_id: str
+    output_index: int
+    content_index: int
+    annotation_index: int
+    annotation: dict[str, Any]
+
+
+class _FileSearchEvent(_Event):
+    item_id: str
+    output_index: int
+
+
+class FileSearchCallInProgress(_FileSearchEvent):
+    """A file search call began."""
+
+    type: Literal["response.file_search_call.in_progress"] = "response.file_search_call.in_progress"
+
+
+class FileSearchCallSearching(_FileSearchEvent):
+    """A file search call is searching."""
+
+    type: Literal["response.file_search_call.searching"] = "response.file_search_call.searching"
+
+
+class FileSearchCallCompleted(_FileSearchEvent):
+    """A file search call finished searching."""
+
+    type: Literal["response.file_search_call.completed"] = "response.file_search_call.completed"
+
+
 ResponseStreamEvent = Annotated[
     ResponseCreated
     | ResponseInProgress
@@ -151,7 +185,11 @@ ResponseStreamEvent = Annotated[
     | OutputTextDelta
     | OutputTextDone
     | FunctionCallArgumentsDelta
-    | FunctionCallArgumentsDone,
+    | FunctionCallArgumentsDone
+    | OutputTextAnnotationAdded
+    | FileSearchCallInProgress
+    | FileSearchCallSearching
+    | FileSearchCallCompleted,
     Field(discriminator="type"),
 ]
 """One event of a response stream (the JSON ``data`` of one SSE event, whose ``event`` is its ``type``)."""

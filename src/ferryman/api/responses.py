@@ -65,7 +65,29 @@ class FunctionCallOutputItem(BaseModel):
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
-Item = Annotated[MessageItem | FunctionCallItem | FunctionCallOutputItem, Field(discriminator="type")]
+class FileSearchResult(BaseModel):
+    """One passage a file search found."""
+
+    file_id: str
+    filename: str
+    score: float
+    text: str
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class FileSearchCallItem(BaseModel):
+    """A search the server ran with the ``file_search`` tool; ``results`` only when the request included them."""
+
+    type: Literal["file_search_call"] = "file_search_call"
+    id: str | None = None
+    status: Literal["in_progress", "searching", "completed", "incomplete", "failed"] = "completed"
+    queries: list[str] = Field(default_factory=list)
+    results: list[FileSearchResult] | None = None
+
+
+Item = Annotated[
+    MessageItem | FunctionCallItem | FunctionCallOutputItem | FileSearchCallItem, Field(discriminator="type")
+]
 
 
 def _typed_items(value: Any) -> Any:
@@ -89,6 +111,32 @@ class FunctionTool(BaseModel):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+
+
+class FileSearchRanking(BaseModel):
+    """``ranking_options`` of a ``file_search`` tool; Llama Stack's rankers add fields of their own."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ranker: str | None = None
+    score_threshold: float | None = Field(default=None, ge=0, le=1)
+
+
+class FileSearchTool(BaseModel):
+    """The server-side search of vector stores, offered to the model as the ``file_search`` tool."""
+
+    type: Literal["file_search"] = "file_search"
+    vector_store_ids: list[str] = Field(min_length=1)
+    filters: dict[str, Any] | None = None
+    max_num_results: int | None = Field(default=None, ge=1, le=50)
+    ranking_options: FileSearchRanking | None = None
+
+
+ResponseTool = FunctionTool | FileSearchTool
+"""A tool of a response (a function tool may omit its ``type``, so the union is told apart by its fields)."""
+
+FILE_SEARCH_RESULTS = "file_search_call.results"
+"""The ``include`` value that keeps a file search's results in its output item."""
 
 
 class TextFormat(BaseModel):
@@ -123,8 +171,9 @@ class CreateResponseRequest(BaseModel):
     model: str = Field(min_length=1)
     input: str | ItemsInput = ""
     instructions: str | None = None
-    tools: list[FunctionTool] = Field(default_factory=list)
+    tools: list[ResponseTool] = Field(default_factory=list)
     tool_choice: str | dict[str, Any] | None = "auto"
+    include: list[str] | None = None
     parallel_tool_calls: bool | None = True
     max_tool_calls: int | None = Field(default=None, ge=1)
     max_output_tokens: int | None = Field(default=None, ge=1)
@@ -175,7 +224,7 @@ class Response(BaseModel):
     model: str
     output: list[Item] = Field(default_factory=list)
     instructions: str | None = None
-    tools: list[FunctionTool] = Field(default_factory=list)
+    tools: list[ResponseTool] = Field(default_factory=list)
     tool_choice: str | dict[str, Any] | None = "auto"
     parallel_tool_calls: bool = True
     max_tool_calls: int | None = None

@@ -10,6 +10,7 @@ from typing import Any
 
 from ferryman.api.agents import (
     InferenceStep,
+    MemoryRetrievalStep,
     SafetyViolation,
     ShieldCallStep,
     Step,
@@ -27,6 +28,7 @@ from .channel import StopReason
 from .events import Emit, StepCompleted, StepStarted, TurnAwaitingInput, TurnCompleted, TurnFailed, TurnStarted
 from .ids import new_id, utcnow
 from .inference_step import ChatModel, run_inference
+from .memory import MemoryDocument, Retriever, recalled_context, user_query, with_context
 from .plan import TurnPlan
 from .tool_step import run_server_tools
 
@@ -41,6 +43,8 @@ class TurnState:
     plan: TurnPlan
     history: list[Message]
     steps: list[Step] = field(default_factory=list)
+    documents: list[MemoryDocument] = field(default_factory=list)
+    """Documents too large to inline: indexed and searched by a memory_retrieval step before inference."""
 
     def turn(self) -> Turn:
         """The wire form of the turn as it stands."""
@@ -53,11 +57,13 @@ class TurnEngine:
     Args:
         store: Where turns, steps and history are kept.
         model: Where inference goes (a router over providers).
+        retriever: Indexes and searches a turn's large documents (None: turns carry none).
     """
 
-    def __init__(self, store: TurnStore, model: ChatModel) -> None:
+    def __init__(self, store: TurnStore, model: ChatModel, retriever: Retriever | None = None) -> None:
         self._store = store
         self._model = model
+        self._retriever = retriever
 
     async def run(self, state: TurnState, emit: Emit) -> Turn:
         """Run a new turn from its input messages to an answer or a pause."""
@@ -93,10 +99,33 @@ class TurnEngine:
         violation = await self._run_shields(state, state.plan.input_shields, emit)
         if violation is not None:
             return await self._complete(state, _refusal(violation), emit)
+        if state.documents:
+            await self._retrieve(state, emit)
         return await self._loop(state, emit)
+
+    async def _retrieve(self, state: TurnState, emit: Emit) -> None:
+        """The memory_retrieval step: index the turn's documents, put the best chunks in the user message."""
+        if self._retriever is None:
+            raise ConflictError("this server cannot index a turn's documents")
+        step_id, started = new_id(), utcnow()
+        await emit(StepStarted("memory_retrieval", step_id))
+        found = await self._retriever.recall(state.record.session_id, state.documents, user_query(state.history))
+        step = MemoryRetrievalStep(
+            turn_id=state.record.turn_id,
+            step_id=step_id,
+            started_at=started,
+            completed_at=utcnow(),
+            vector_db_ids=found.vector_db_id,
+            inserted_context=found.context,
+        )
+        await self._store.save_step(state.record.turn_id, StepWrite(step), state.record.infer_iters)
+        state.steps.append(step)
+        state.history = with_context(state.history, found.context)
+        await emit(StepCompleted(step))
 
     async def _resume(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> Turn:
         await emit(TurnStarted(state.record.turn_id))
+        state.history = recalled_context(state.history, state.steps)
         await self._save_tool_step(state, step, emit)
         return await self._loop(state, emit)
 

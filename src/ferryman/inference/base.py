@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ferryman.api.content import Message, ToolDef
 from ferryman.api.inference import ResponseFormat
@@ -102,4 +102,15 @@ class InferenceProvider(Protocol):
 
     async def aclose(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """A provider that embeds texts itself (the router sends ``embed`` calls to it)."""
+
+    provider_id: str
+
+    async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order, from ``model`` (the provider's own id of it)."""
         ...

@@ -17,6 +17,8 @@ from .provider_data import HEADER, api_key_from, key_names, scrub
 
 _FINISH_REASONS = {"length": "out_of_tokens", "tool_calls": "end_of_message"}
 _AUTH_STATUSES = (401, 403)
+_EMBED_BATCH = 256
+"""Inputs per ``/embeddings`` request (OpenAI takes at most 2048, local servers often fewer)."""
 _ChunkStream = openai.AsyncStream[dict[str, Any]]
 
 
@@ -93,6 +95,23 @@ class OpenAICompatibleProvider:
         except openai.OpenAIError as exc:
             raise self._failure(exc, key, f"model {request.model} failed upstream") from exc
         yield FinishChunk(stop_reason=_FINISH_REASONS.get(finish or "", "end_of_turn"), usage=usage)  # type: ignore[arg-type]
+
+    async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
+        """Vectors of ``texts`` from the server's ``/embeddings``, in order, a batch of inputs per request.
+
+        Raises:
+            UpstreamError: the server failed, could not be reached, or answered in another shape.
+        """
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), _EMBED_BATCH):
+            batch = texts[start : start + _EMBED_BATCH]
+            body = {"model": model, "input": batch, "encoding_format": "float"}
+            try:
+                answer = await self._client.post("/embeddings", cast_to=dict[str, Any], body=body)
+            except openai.OpenAIError as exc:
+                raise self._failure(exc, None, f"embedding model {model} failed upstream") from exc
+            vectors.extend(_vectors_of(answer, len(batch), model))
+        return vectors
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         sampling = request.sampling
@@ -190,6 +209,17 @@ class OpenAICompatibleProvider:
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
         await self._client.close()
+
+
+def _vectors_of(answer: dict[str, Any], count: int, model: str) -> list[list[float]]:
+    data = answer.get("data")
+    if not isinstance(data, list) or len(data) != count:
+        raise UpstreamError(f"embedding model {model} answered {count} inputs with no list of {count} embeddings")
+    ordered = sorted(data, key=lambda item: item.get("index", 0) if isinstance(item, dict) else 0)
+    vectors = [item.get("embedding") if isinstance(item, dict) else None for item in ordered]
+    if not all(isinstance(vector, list) for vector in vectors):
+        raise UpstreamError(f"embedding model {model} answered without float embeddings")
+    return vectors  # type: ignore[return-value]
 
 
 def _chunks_of(delta: dict[str, Any]) -> list[ChatChunk]:

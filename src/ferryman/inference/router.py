@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from ferryman.api.registry import Model
 from ferryman.errors import InvalidRequestError, NotFoundError, UpstreamError
 
-from .base import ChatChunk, ChatRequest, InferenceProvider, ModelInfo
+from .base import ChatChunk, ChatRequest, EmbeddingProvider, InferenceProvider, ModelInfo
+from .local_embeddings import MODEL_ID as LOCAL_EMBEDDING_MODEL
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class ModelRouter:
         self._refresh_lock = asyncio.Lock()
         self.hidden: HiddenModels = _nothing_hidden
         """The model ids the current caller may not use (registrations of others, under the access policy)."""
+        self.default_embedding_model: str | None = None
+        """The embedding model of a vector store created without one (the config's ``embeddings.default_model``)."""
 
     @property
     def providers(self) -> list[InferenceProvider]:
@@ -144,6 +147,45 @@ class ModelRouter:
             provider_request = replace(request, model=route.model.provider_resource_id)
         async for chunk in route.provider.stream_chat(provider_request):
             yield chunk
+
+    def embedding_model(self, model_id: str | None) -> Model:
+        """The embedding model named ``model_id``, or the default one when None.
+
+        The default is the configured one, else the local all-MiniLM-L6-v2 if it
+        is served, else the first embedding model listed. Looks at the current
+        listing (refreshed at start-up and on any routing miss).
+
+        Raises:
+            InvalidRequestError: no such model, it is not an embedding model, or there is none at all.
+        """
+        embedding = [model for model in self.models() if model.model_type == "embedding"]
+        if model_id is None:
+            model_id = self.default_embedding_model
+            if model_id is None:
+                ids = [model.identifier for model in embedding]
+                model_id = LOCAL_EMBEDDING_MODEL if LOCAL_EMBEDDING_MODEL in ids else next(iter(ids), None)
+            if model_id is None:
+                raise InvalidRequestError("no embedding model is configured on this server", "embedding_model")
+        route = self._lookup(model_id)
+        if route is None or route.model.model_type != "embedding":
+            known = ", ".join(model.identifier for model in embedding) or "none"
+            raise InvalidRequestError(
+                f"'{model_id}' is not an embedding model of this server; embedding models: {known}", "embedding_model"
+            )
+        return route.model
+
+    async def embed(self, model_id: str, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order, from the provider of ``model_id``.
+
+        Raises:
+            NotFoundError: no such model.
+            InvalidRequestError: its provider does not embed.
+            UpstreamError: the provider failed.
+        """
+        route = await self.route(model_id)
+        if not isinstance(route.provider, EmbeddingProvider):
+            raise InvalidRequestError(f"provider '{route.model.provider_id}' does not serve embeddings", "model")
+        return await route.provider.embed(route.model.provider_resource_id, texts)
 
     async def aclose(self) -> None:
         """Close every provider."""

@@ -17,19 +17,25 @@ from ferryman.auth.bearer import authenticator_for
 from ferryman.auth.policy import AccessPolicy, parse_policy
 from ferryman.auth.principal import Authenticator
 from ferryman.auth.quotas import Quotas, quotas_for
-from ferryman.config import EMBEDDED_TYPE, SHARED_DB_PREFIXES, ProviderSettings, Settings
+from ferryman.config import EMBEDDED_TYPE, SHARED_DB_PREFIXES, FileSettings, ProviderSettings, Settings
 from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice, RecordDeleted
 from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
 from ferryman.inference.base import InferenceProvider
 from ferryman.inference.embedded import EmbeddedProvider
+from ferryman.inference.local_embeddings import PROVIDER_ID as LOCAL_EMBEDDINGS
+from ferryman.inference.local_embeddings import LocalEmbeddingProvider, local_embeddings_available
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.inference.provider_data import provider_kind
 from ferryman.inference.router import ModelRouter
+from ferryman.knowledge.blobs import BlobStore, LocalBlobStore, MemoryBlobStore
+from ferryman.knowledge.ingest import IngestionWorker
+from ferryman.knowledge.search import SearchService
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
 from ferryman.services.agents import AgentService
+from ferryman.services.files import FileService
 from ferryman.services.host import TurnHost
 from ferryman.services.leases import TurnLeases
 from ferryman.services.models import ModelService
@@ -37,12 +43,23 @@ from ferryman.services.openai_compat import OpenAICompatService
 from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.responses.history import HistoryCache
 from ferryman.services.responses.service import ResponsesService
+from ferryman.services.session_memory import SessionMemory
+from ferryman.services.vector_dbs import VectorDbService
+from ferryman.services.vector_stores import VectorStoreService
 from ferryman.storage.base import Store
 from ferryman.storage.owned import owned
 from ferryman.storage.select import store_for
 from ferryman.tools.registry import ToolRegistry, builtin_tools
 
-from . import agents_routes, openai_routes, responses_routes, system_routes
+from . import (
+    agents_routes,
+    files_routes,
+    openai_routes,
+    responses_routes,
+    system_routes,
+    vector_io_routes,
+    vector_store_routes,
+)
 from .authn import AuthenticationMiddleware
 from .contract import starlette_routes
 from .errors import EXCEPTION_HANDLERS
@@ -70,6 +87,11 @@ class Services:
     openai: OpenAICompatService
     responses: ResponsesService
     conversations: ConversationService
+    vector_dbs: VectorDbService
+    files: FileService
+    vector_stores: VectorStoreService
+    search: SearchService
+    ingestion: IngestionWorker
     quotas: Quotas
     authenticator: Authenticator | None = None
 
@@ -87,6 +109,8 @@ def build_services(
     quotas: Quotas | None = None,
     policy: AccessPolicy | None = None,
     authenticator: Authenticator | None = None,
+    blobs: BlobStore | None = None,
+    files: FileSettings | None = None,
 ) -> Services:
     """Wire the services over a store and inference providers.
 
@@ -96,21 +120,29 @@ def build_services(
     ``fetch`` bounds what client-named URLs (a turn's documents) may reach;
     ``quotas`` limits each caller's requests and running turns (none by default);
     ``policy`` says who may do what with whose records (default: each caller its own);
-    ``authenticator`` proves who calls (None: authentication off, every request runs as the server).
+    ``authenticator`` proves who calls (None: authentication off, every request runs as the server);
+    ``blobs`` holds uploaded files' bytes (default: in this process's memory), ``files`` their limits.
     """
     store = owned(store, policy)
     models = ModelRouter(providers, configured_models)
     fanout = fanout or LocalFanout()
     registry = ModelService(models, store, list(configured_models or []), fanout)
-    tools = tools or builtin_tools()
+    search = SearchService(store, models)
+    files = files or FileSettings()
+    blobs = blobs or MemoryBlobStore()
+    ingestion = IngestionWorker(
+        store, blobs, models, lease_seconds=files.ingestion_lease_seconds, sole_process=sole_process
+    )
+    vector_stores = VectorStoreService(store, models, ingestion.wake)
+    tools = tools or builtin_tools(search)
     shields = shields or ShieldRegistry()
     runner = TurnRunner()
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
-    engine = TurnEngine(store, models)
+    engine = TurnEngine(store, models, SessionMemory(vector_stores, search))
     quotas = quotas or Quotas()
     host = TurnHost(store, engine, runner, leases, fanout, quotas)
-    agents = AgentService(host, models, tools, shields, fetch)
-    responses = ResponsesService(host, models, HistoryCache())
+    agents = AgentService(host, models, tools, shields, fetch, SessionMemory(vector_stores, search))
+    responses = ResponsesService(host, models, HistoryCache(), search)
     return Services(
         store,
         models,
@@ -124,6 +156,11 @@ def build_services(
         OpenAICompatService(models),
         responses,
         ConversationService(store),
+        VectorDbService(store, models, vector_stores, search, fetch),
+        FileService(store, blobs, files.max_bytes),
+        vector_stores,
+        search,
+        ingestion,
         quotas,
         authenticator,
     )
@@ -147,6 +184,9 @@ def _provider(settings: ProviderSettings) -> InferenceProvider:
 def services_from_settings(settings: Settings) -> Services:
     """Build the services a ``ferryman serve`` process runs."""
     providers = [_provider(p) for p in settings.providers]
+    if settings.embeddings.local and local_embeddings_available():
+        if all(provider.provider_id != LOCAL_EMBEDDINGS for provider in providers):
+            providers.append(LocalEmbeddingProvider())
     configured = [
         Model(
             identifier=m.model_id,
@@ -158,7 +198,7 @@ def services_from_settings(settings: Settings) -> Services:
         for m in settings.models
     ]
     store = store_for(settings.db_path())
-    return build_services(
+    services = build_services(
         store,
         providers,
         configured,
@@ -169,7 +209,11 @@ def services_from_settings(settings: Settings) -> Services:
         authenticator=authenticator_for(settings.auth, store),
         policy=parse_policy(settings.auth.access_policy) if settings.auth is not None else None,
         quotas=quotas_for(settings.quotas, settings.coordination_url(), settings.storage.turn_lease_seconds),
+        blobs=LocalBlobStore(settings.files.directory()),
+        files=settings.files,
     )
+    services.models.default_embedding_model = settings.embeddings.default_model
+    return services
 
 
 SETTINGS_ENV = "FERRYMAN_SERVE_SETTINGS"
@@ -196,7 +240,18 @@ async def _act_on(services: Services, notice: Notice) -> None:
 
 
 API_MOUNTS = (
-    ("/v1", (*agents_routes.ROUTES, *system_routes.ROUTES, *openai_routes.ROUTES, *responses_routes.ROUTES)),
+    (
+        "/v1",
+        (
+            *agents_routes.ROUTES,
+            *system_routes.ROUTES,
+            *openai_routes.ROUTES,
+            *responses_routes.ROUTES,
+            *files_routes.ROUTES,
+            *vector_store_routes.ROUTES,
+            *vector_io_routes.ROUTES,
+        ),
+    ),
     ("/v1alpha", agents_routes.ROUTES),
 )
 """Every route table under its prefix: the source of both the app's routes and its OpenAPI document."""
@@ -219,9 +274,11 @@ def create_app(services: Services) -> Starlette:
         # Fails first what a stopped replica (or this one, before a restart) left running.
         await services.leases.start()
         await services.model_registry.load()
+        await services.ingestion.start()
         try:
             yield
         finally:
+            await services.ingestion.stop()
             await services.runner.shutdown()
             await services.leases.stop()
             await services.quotas.close()

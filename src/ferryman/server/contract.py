@@ -75,6 +75,7 @@ class Endpoint:
         creates: True for a POST that creates or runs something (it accepts ``Idempotency-Key``).
         replay: For such a POST that may stream: how the stream's first frame names where a repeat replays it.
         example: An example body, for the document's readers (and the fuzzer's first cases).
+        body_media_type: How the body is sent: JSON, or ``multipart/form-data`` (an upload; ``body`` documents it).
     """
 
     method: str
@@ -91,6 +92,7 @@ class Endpoint:
     creates: bool = False
     replay: StreamReplay | None = None
     example: dict[str, Any] | None = None
+    body_media_type: str = "application/json"
 
     def path_params(self) -> list[str]:
         """The names of the path parameters, in order."""
@@ -114,6 +116,10 @@ PATH_PARAMS: dict[str, str] = {
     "response_id": "The response's id.",
     "conversation_id": "The conversation's id.",
     "item_id": "The item's id.",
+    "file_id": "The file's id.",
+    "vector_store_id": "The vector store's id.",
+    "batch_id": "The file batch's id.",
+    "vector_db_id": "The vector DB's id (the caller chose it when registering).",
 }
 
 PROVIDER_DATA = Param(

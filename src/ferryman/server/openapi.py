@@ -146,9 +146,9 @@ def _operation(prefix: str, entry: Endpoint, schemas: _Schemas) -> dict[str, Any
     if parameters:
         operation["parameters"] = parameters
     if entry.body is not None:
-        body: dict[str, Any] = {"application/json": {"schema": schemas.of(entry.body, "validation")}}
+        body: dict[str, Any] = {entry.body_media_type: {"schema": schemas.of(entry.body, "validation")}}
         if entry.example is not None:
-            body["application/json"]["example"] = entry.example
+            body[entry.body_media_type]["example"] = entry.example
         operation["requestBody"] = {"required": True, "content": body}
     return operation
 

@@ -18,11 +18,13 @@ from ferryman.api.agents import (
     Step,
     Turn,
 )
+from ferryman.api.content import TurnInputMessage, UserMessage
 from ferryman.coordination.base import RecordDeleted
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit, TurnFailed
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnState, complete_pending_step
+from ferryman.engine.memory import MemoryDocument
 from ferryman.engine.plan import TurnOverrides, build_plan
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
@@ -32,9 +34,10 @@ from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, StoredEvent,
 from ferryman.storage.owned import authorize
 from ferryman.tools.registry import ToolRegistry
 
-from .documents import with_documents
+from .documents import attach_documents, document_texts
 from .host import TurnHost
 from .leases import ABANDONED
+from .session_memory import SessionMemory
 from .turn_stream import turn_event_data
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,9 @@ LiveTurn = LiveRun[None]
 
 _AGENT_CACHE_SIZE = 4096
 RUN_END_WAIT_SECONDS = 5.0
+INLINE_DOCUMENT_TOKENS = 2000
+"""Documents of a turn up to this many tokens (together) go into the prompt whole; larger ones are retrieved from."""
+_CHARS_PER_TOKEN = 4
 """How long a resume waits for another replica to finish recording the run that paused."""
 
 
@@ -57,6 +63,8 @@ class AgentService:
         tools: Server-side toolgroups.
         shields: Registered shields.
         fetch: What a turn's document URLs may reach.
+        memory: Indexes a turn's documents too large to inline in its session's vector store (None: all inline).
+        inline_document_tokens: The documents' size (estimated tokens) above which they are retrieved from.
     """
 
     def __init__(
@@ -66,6 +74,8 @@ class AgentService:
         tools: ToolRegistry,
         shields: ShieldRegistry,
         fetch: FetchPolicy | None = None,
+        memory: SessionMemory | None = None,
+        inline_document_tokens: int = INLINE_DOCUMENT_TOKENS,
     ) -> None:
         self._host = host
         self._store = host.store
@@ -77,6 +87,8 @@ class AgentService:
         self._tools = tools
         self._shields = shields
         self._fetch = fetch or FetchPolicy()
+        self._memory = memory
+        self._inline_document_tokens = inline_document_tokens
         # Agents never change once created, so turns use kept configs; this saves a database
         # round trip on every turn. A delete drops the entry on every replica (RecordDeleted);
         # reading an agent always asks the store, so a delete elsewhere is seen at once.
@@ -120,7 +132,10 @@ class AgentService:
         await authorize(self._store, "delete", "agent", agent_id)  # before stopping its turns
         self.forget(agent_id)
         await self._cancel(agent_id, "the agent was deleted")
+        sessions = (await self._store.list_sessions(agent_id, 0, None)).items if self._memory is not None else []
         await self._store.delete_agent(agent_id)
+        for session in sessions:
+            await self._forget_memory(session.session_id)
         await self._fanout.notify(RecordDeleted(agent_id, "agent"))
 
     def forget(self, agent_id: str | None) -> None:
@@ -165,6 +180,12 @@ class AgentService:
         await authorize(self._store, "delete", "session", session_id)  # before stopping its turn
         await self._cancel(session_id, "the session was deleted")
         await self._store.delete_session(agent_id, session_id)
+        await self._forget_memory(session_id)
+
+    async def _forget_memory(self, session_id: str) -> None:
+        """Delete the session's own vector store (its turns' large documents), if it has one."""
+        if self._memory is not None:
+            await self._memory.forget(session_id)
 
     # ---- turns -----------------------------------------------------------
 
@@ -186,7 +207,7 @@ class AgentService:
         plan = replace(plan, provider_data=provider_data)
         if request.documents:  # fetch nothing for a session that does not exist
             await self._store.get_session(agent_id, session_id)
-        history_inputs = await with_documents(list(request.messages), list(request.documents or []), self._fetch)
+        history_inputs, memorized = await self._documents(request)
         record = TurnRecord(
             turn_id=new_id(),
             session_id=session_id,
@@ -199,8 +220,25 @@ class AgentService:
         )
         async with self._host.admitting(record.turn_id):
             history = await self._store.start_turn(record, list(history_inputs))
-            state = TurnState(record, plan, history)
+            state = TurnState(record, plan, history, documents=memorized)
             return self._launch(record, 0, lambda emit: self._engine.run(state, emit))
+
+    async def _documents(self, request: CreateTurnRequest) -> tuple[list[TurnInputMessage], list[MemoryDocument]]:
+        """The turn's input messages, with its documents inlined, or the documents to retrieve from if too large."""
+        messages, documents = list(request.messages), list(request.documents or [])
+        if not documents:
+            return messages, []
+        texts = await document_texts(documents, self._fetch)
+        size = sum(len(text) for text in texts) // _CHARS_PER_TOKEN
+        if self._memory is None or size <= self._inline_document_tokens:
+            return attach_documents(messages, documents, texts), []
+        if not any(isinstance(m, UserMessage) for m in messages):
+            raise InvalidRequestError("documents need a user message to attach to", "documents")
+        memorized = [
+            MemoryDocument(new_id(), text, {"mime_type": document.mime_type})
+            for document, text in zip(documents, texts, strict=True)
+        ]
+        return messages, memorized
 
     async def resume_turn(
         self,

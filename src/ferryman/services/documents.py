@@ -43,23 +43,22 @@ def _data_url_text(uri: str, max_bytes: int) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-async def with_documents(
-    messages: list[TurnInputMessage], documents: list[Document], policy: FetchPolicy
-) -> list[TurnInputMessage]:
-    """Attach the documents' text as context of the last user message.
-
-    URLs are fetched within ``policy``, all of them together within its time budget.
-    """
-    if not documents:
-        return messages
+async def document_texts(documents: list[Document], policy: FetchPolicy) -> list[str]:
+    """The text of each document; URLs are fetched within ``policy``, all of them within its time budget."""
     if len(documents) > MAX_DOCUMENTS:
         raise InvalidRequestError(f"a turn may carry at most {MAX_DOCUMENTS} documents", "documents")
     try:
         async with asyncio.timeout(policy.timeout_seconds):
-            texts = [await document_text(document, policy) for document in documents]
+            return [await document_text(document, policy) for document in documents]
     except TimeoutError as exc:
         too_slow = f"fetching the turn's documents took longer than {policy.timeout_seconds:g} s"
         raise InvalidRequestError(too_slow, "documents") from exc
+
+
+def attach_documents(
+    messages: list[TurnInputMessage], documents: list[Document], texts: list[str]
+) -> list[TurnInputMessage]:
+    """Attach the documents' text as context of the last user message."""
     block = "\n\n".join(
         f"[document {i + 1} ({d.mime_type})]\n{t}" for i, (d, t) in enumerate(zip(documents, texts, strict=True))
     )

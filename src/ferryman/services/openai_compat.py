@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from ferryman.errors import InvalidRequestError
+from ferryman.inference.base import EmbeddingProvider
 from ferryman.inference.openai_adapter import chat_request_from_body, completion, completion_chunks
 from ferryman.inference.router import ModelRouter
+from ferryman.knowledge.chunking import count_tokens
 
 OpenAIResult = dict[str, Any] | AsyncIterator[dict[str, Any]]
+MAX_EMBEDDING_INPUTS = 2048
+"""OpenAI's limit on the inputs of one embeddings request."""
 
 
 @runtime_checkable
@@ -39,15 +46,59 @@ class OpenAICompatService:
         return await completion(chunks, route.model.identifier)
 
     async def embeddings(self, body: dict[str, Any], provider_data: dict[str, Any] | None) -> dict[str, Any]:
-        """Embeddings from the model's provider."""
+        """Embeddings from the model's provider, in OpenAI's shape.
+
+        An OpenAI-compatible provider gets the request as it is; one that embeds
+        itself (the local model) gets the texts, and the answer is built here.
+        """
         route = await self._router.route(_model_of(body))
-        if not isinstance(route.provider, Passthrough):
+        if isinstance(route.provider, Passthrough):
+            upstream = {**body, "model": route.model.provider_resource_id}
+            result = await route.provider.passthrough("/embeddings", upstream, provider_data)
+            if not isinstance(result, dict):
+                raise InvalidRequestError("embeddings cannot be streamed", "stream")
+            return result
+        if not isinstance(route.provider, EmbeddingProvider):
             raise InvalidRequestError(f"provider '{route.model.provider_id}' does not serve embeddings", "model")
-        upstream = {**body, "model": route.model.provider_resource_id}
-        result = await route.provider.passthrough("/embeddings", upstream, provider_data)
-        if not isinstance(result, dict):
-            raise InvalidRequestError("embeddings cannot be streamed", "stream")
-        return result
+        texts = _inputs(body.get("input"))
+        encoding = body.get("encoding_format") or "float"
+        if encoding not in ("float", "base64"):
+            raise InvalidRequestError("encoding_format must be 'float' or 'base64'", "encoding_format")
+        dimension = route.model.metadata.get("embedding_dimension")
+        if body.get("dimensions") is not None and body["dimensions"] != dimension:
+            raise InvalidRequestError(
+                f"model '{route.model.identifier}' makes {dimension} dimensions only", "dimensions"
+            )
+        vectors = await self._router.embed(route.model.identifier, texts)
+        tokens = sum(count_tokens(text) for text in texts)
+        return {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": i, "embedding": _encoded(vector, encoding)}
+                for i, vector in enumerate(vectors)
+            ],
+            "model": route.model.identifier,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+
+def _inputs(raw: Any) -> list[str]:
+    """The texts of an embeddings request's ``input``: a string or a list of strings, none empty."""
+    texts = [raw] if isinstance(raw, str) else raw
+    if not isinstance(texts, list) or not texts or not all(isinstance(text, str) for text in texts):
+        raise InvalidRequestError("input must be a string or a non-empty list of strings", "input")
+    if len(texts) > MAX_EMBEDDING_INPUTS:
+        raise InvalidRequestError(f"input holds more than {MAX_EMBEDDING_INPUTS} texts", "input")
+    if not all(texts):
+        raise InvalidRequestError("input must not hold empty strings", "input")
+    return texts
+
+
+def _encoded(vector: list[float], encoding: str) -> list[float] | str:
+    """A vector as floats, or as OpenAI's base64: its float32 values, little-endian."""
+    if encoding == "float":
+        return vector
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
 
 
 def _model_of(body: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from ferryman.api.responses import Item, Response
 from ferryman.auth.principal import Principal
 
 from .knowledge import KnowledgeStore
-from .page import Page
+from .page import Page as Page
 
 
 @dataclass(frozen=True)

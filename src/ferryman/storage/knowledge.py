@@ -255,9 +255,7 @@ class ChunkIndex(Protocol):
         """Insert chunks directly (Llama Stack's vector-io insert and RAG tool), replacing same ids."""
         ...
 
-    async def list_chunks(
-        self, vector_store_id: str, file_id: str, after: int | None, limit: int
-    ) -> Page[ChunkRecord]:
+    async def list_chunks(self, vector_store_id: str, file_id: str, after: int | None, limit: int) -> Page[ChunkRecord]:
         """A file's chunks in order, after the given ``position``."""
         ...
 

@@ -22,7 +22,7 @@ check and stamps nothing.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -34,6 +34,7 @@ from ferryman.auth.principal import Principal, current_principal
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 
 from .base import Page, ResponseRecord, SessionRecord, Store
+from .knowledge import FileRecord, VectorStoreRecord
 
 T = TypeVar("T")
 Args = dict[str, Any]
@@ -77,6 +78,8 @@ class Create:
     parent_action: Action = "read"
     replaces: bool = False
     """The id may be the caller's choice (a model): an existing record is updated, if the caller may."""
+    named: bool = False
+    """The id may be the caller's choice (a vector DB) and an existing record is never replaced: a ConflictError."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ RULES: dict[str, Rule] = {
     "get_file": Act("read", _file),
     "list_files": Listing(),
     "delete_file": Act("delete", _file),
-    "create_vector_store": Create(_vector_store_of),
+    "create_vector_store": Create(_vector_store_of, named=True),
     "get_vector_store": Act("read", _vector_store),
     "list_vector_stores": Listing(),
     "update_vector_store": Act("update", _vector_store_of),
@@ -273,6 +276,9 @@ class OwnedStore:
                 return await method(*args, **kwargs)
             audit("denied", "update", _resource(*target))
             raise ConflictError(f"{target[0]} '{target[1]}' already exists")
+        if rule.named and await self.owner_of(*target) is not None:
+            # Checked before the owner is stamped, which would hand the existing record to this caller.
+            raise ConflictError(f"{target[0]} '{target[1]}' already exists")
         if not self.policy.allows(user, "create", _resource(*target), user):
             audit("denied", "create", _resource(*target))
             raise ForbiddenError(f"not allowed to create {target[0]} '{target[1]}'")
@@ -347,6 +353,44 @@ class OwnedStore:
             if len(kept) > limit or not page.has_more or not page.items:
                 return Page(kept[:limit], len(kept) > limit)
             cursor = page.items[-1].response.id
+
+    async def list_files(self, purpose: str | None, after: str | None, limit: int, order: str) -> Page[FileRecord]:
+        """Readable files after the cursor, fetching more when filtering thins a page (honest has_more)."""
+
+        async def fetch(cursor: str | None, count: int) -> Page[FileRecord]:
+            return await self.inner.list_files(purpose, cursor, count, order)
+
+        return await self._cursor_page("file", fetch, lambda f: f.file_id, after, limit)
+
+    async def list_vector_stores(self, after: str | None, limit: int, order: str) -> Page[VectorStoreRecord]:
+        """Readable vector stores after the cursor, fetching more when filtering thins a page (honest has_more)."""
+
+        async def fetch(cursor: str | None, count: int) -> Page[VectorStoreRecord]:
+            return await self.inner.list_vector_stores(cursor, count, order)
+
+        return await self._cursor_page("vector_store", fetch, lambda v: v.vector_store_id, after, limit)
+
+    async def _cursor_page(
+        self,
+        kind: str,
+        fetch: Callable[[str | None, int], Awaitable[Page[T]]],
+        key: Callable[[T], str],
+        after: str | None,
+        limit: int,
+    ) -> Page[T]:
+        if current_principal.get() is None:
+            return await fetch(after, limit)
+        if after:
+            await self.check("read", kind, after)
+        kept: list[T] = []
+        cursor = after
+        while True:
+            page = await fetch(cursor, max(limit + 1, _PAGE_BATCH))
+            readable = await self._readable(kind, [key(item) for item in page.items])
+            kept.extend(item for item in page.items if key(item) in readable)
+            if len(kept) > limit or not page.has_more or not page.items:
+                return Page(kept[:limit], len(kept) > limit)
+            cursor = key(page.items[-1])
 
 
 async def authorize(store: Store, action: Action, kind: str, record_id: str) -> None:

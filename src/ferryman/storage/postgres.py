@@ -12,9 +12,12 @@ import asyncpg
 
 from ferryman.errors import InvalidRequestError
 
+from .pgvector import EXTENSION_SCHEMA, register_codec, require_pgvector
+from .sql.keywords import TsvectorKeywords
 from .sql.migrate import upgrade_postgres
 from .sql.seam import ForeignKeyViolation, Query, UniqueViolation, Work, run_unit_async
 from .sql.store import SqlStore
+from .sql.vectors import PgvectorIndex
 
 T = TypeVar("T")
 
@@ -24,14 +27,19 @@ _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
 class PostgresDialect:
-    """PostgreSQL's side of :class:`~ferryman.storage.sql.seam.Dialect`: native times, arrays and jsonb."""
+    """PostgreSQL's side of :class:`~ferryman.storage.sql.seam.Dialect`: native times, arrays, jsonb and pgvector."""
 
     # Replicas sweep at the same moment without waiting on each other.
     skip_locked = " FOR UPDATE OF t SKIP LOCKED"
+    keywords = TsvectorKeywords()
     sweep_expired_keys = (
         "DELETE FROM idempotency_keys WHERE ctid IN (SELECT ctid FROM idempotency_keys "
         "WHERE expires_at <= :now LIMIT 100 FOR UPDATE SKIP LOCKED)"
     )
+
+    def __init__(self) -> None:
+        # Where the migration creates the extension; ``open()`` reads where it really is.
+        self.vectors = PgvectorIndex("public")
 
     def stamp(self, moment: datetime | None) -> Any:
         """asyncpg takes aware datetimes as they are."""
@@ -131,17 +139,27 @@ class PostgresDriver:
         return self._pool_or_none
 
     async def open(self) -> None:
-        """Create the schema if asked, bring it up to date, and open the pool."""
-        if self._schema:
-            connection = await asyncpg.connect(self._url)
-            try:
+        """Check for pgvector, create the schema if asked, bring it up to date, and open the pool.
+
+        Raises:
+            ConfigurationError: The server has no pgvector extension to create.
+        """
+        connection = await asyncpg.connect(self._url)
+        try:
+            await require_pgvector(connection, self._url)
+            if self._schema:
                 await connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')
-            finally:
-                await connection.close()
-        await upgrade_postgres(self._url, self._schema)
+            await upgrade_postgres(self._url, self._schema)
+            self.dialect.vectors = PgvectorIndex(await connection.fetchval(EXTENSION_SCHEMA))
+        finally:
+            await connection.close()
         settings = {"search_path": self._schema} if self._schema else {}
         self._pool_or_none = await asyncpg.create_pool(
-            self._url, min_size=1, max_size=self._pool_size, server_settings=settings
+            self._url,
+            min_size=1,
+            max_size=self._pool_size,
+            server_settings=settings,
+            init=lambda conn: register_codec(conn, self.dialect.vectors.schema),
         )
 
     async def read(self, work: Query[T] | Work[T]) -> T:

@@ -36,6 +36,26 @@ kind                type         holds
 ``api_key_hashes``  hash         API key hash (SHA-256) -> name
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
                                  id ``<len(owner)>:<owner>:<key>``, expires itself
+``files``           sorted set   file ids by creation
+``purpose_files``   sorted set   one purpose's file ids (id: the purpose), scored as in files
+``file``            hash         filename, purpose, bytes, created_at, mime_type, expires_at, seq
+``file_stores``     set          the vector stores a file is attached to
+``vector_stores``   sorted set   vector store ids by creation
+``vector_store``    hash         record (JSON), seq, version (a fresh seq at every chunk change)
+``vs_files``        sorted set   a vector store's attached file ids by attachment
+``vs_<status>``     sorted set   those of them in one ingestion status, scored as in vs_files
+``vs_file``         hash         an attachment (id ``<len(store id)>:<store id>:<file id>``):
+                                 created_at, status, attributes, chunking_strategy,
+                                 usage_bytes, last_error, batch_id, seq
+``vs_batches``      set          a vector store's batch ids
+``batch``           hash         vector_store_id, created_at, cancelled
+``batch_files``     sorted set   a batch's file ids, scored as in vs_files
+``ingestion``       sorted set   in-progress attachments (``<len>:<store>:<file>``) by lease
+                                 end (epoch seconds; ``-inf``: unclaimed)
+``chunks``          hash         a vector store's chunk id -> chunk JSON (file_id, text, ...)
+``chunk_vectors``   hash         chunk id -> embedding (float32 bytes)
+``chunk_files``     hash         chunk id -> file id
+``file_chunks``     sorted set   one file's chunk ids in a store by position (id as vs_file)
 ``schema``          string       the layout version of the data (absent: 1)
 ``schema_lock``     string       held by the replica that upgrades the layout
 ==================  ===========  ====================================================
@@ -69,6 +89,20 @@ RESPONSE = "response"
 RESPONSE_EVENTS = "response_events"
 API_KEYS = "api_keys"
 API_KEY_HASHES = "api_key_hashes"
+FILES = "files"
+PURPOSE_FILES = "purpose_files"
+FILE = "file"
+VECTOR_STORES = "vector_stores"
+VECTOR_STORE = "vector_store"
+VS_FILES = "vs_files"
+VS_FILE = "vs_file"
+BATCH = "batch"
+BATCH_FILES = "batch_files"
+INGESTION = "ingestion"
+CHUNKS = "chunks"
+CHUNK_VECTORS = "chunk_vectors"
+CHUNK_FILES = "chunk_files"
+FILE_CHUNKS = "file_chunks"
 SCHEMA = "schema"
 SCHEMA_LOCK = "schema_lock"
 
@@ -99,9 +133,18 @@ class Keys:
         """A key that belongs to no record (an index of all agents, say)."""
         return f"{self.prefix}{kind}"
 
+    def pair(self, kind: str, first: str, second: str) -> str:
+        """The key of kind ``kind`` that belongs to a record named by two ids (a vector store's file, say)."""
+        return f"{self.prefix}{kind}:{pair_id(first, second)}"
+
     def base(self, kind: str) -> str:
         """The key of kind ``kind`` without its id, for scripts that append ids themselves."""
         return f"{self.prefix}{kind}:"
+
+
+def pair_id(first: str, second: str) -> str:
+    """One id made of two, ``<byte length of first>:<first>:<second>``, which no other two ids can make."""
+    return f"{len(first.encode())}:{first}:{second}"
 
 
 def event_member(seq: int, data: str) -> str:

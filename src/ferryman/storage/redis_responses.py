@@ -15,7 +15,8 @@ from ferryman.api.content import Message
 from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
-from .base import ConversationRecord, Page, ResponseRecord, StoredEvent
+from .base import ConversationRecord, ResponseRecord, StoredEvent
+from .page import Page
 from .redis_keys import (
     CONVERSATION,
     ITEM_BODIES,

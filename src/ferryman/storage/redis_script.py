@@ -12,7 +12,7 @@ field type                           in Lua
 ``int``                              a number
 ``float``                            the number as Redis reads a score (``-inf`` too)
 ``bool``                             ``true`` or ``false``
-``list[str]``                        a table of strings
+``list[str]``, ``list[bytes]``       a table of strings (bytes passed as they are)
 ===================================  ===============================================
 
 A script answers ``{OUTCOME, values...}``, ``OUTCOME`` one of the
@@ -39,7 +39,7 @@ from ferryman.errors import FerrymanError, InternalError
 A = TypeVar("A")
 R = TypeVar("R")
 
-Encoder = Callable[[Any], list[str]]
+Encoder = Callable[[Any], list[str | bytes]]
 
 _LUA_KEYWORDS = frozenset(
     "and break do else elseif end false for function if in local nil not or repeat return then true until while".split()
@@ -107,11 +107,11 @@ class Script(Generic[A, R]):
         """The name of the script's arguments' class, for messages."""
         return self.args.__name__
 
-    def argv(self, args: A) -> list[str]:
+    def argv(self, args: A) -> list[str | bytes]:
         """The ``ARGV`` after the prefix that carries ``args``."""
         if not isinstance(args, self.args):
             raise TypeError(f"{self.name} takes {self.args.__name__}, not {type(args).__name__}")
-        out: list[str] = []
+        out: list[str | bytes] = []
         for name, encode in self._encoders:
             out += encode(getattr(args, name))
         return out
@@ -145,7 +145,7 @@ def _field(kind: Any) -> tuple[Encoder, str]:
         return (lambda value: [str(value)]), scalar
     if get_origin(kind) in (Union, types.UnionType) and set(get_args(kind)) == {str, type(None)}:
         return (lambda value: ["" if value is None else value]), scalar
-    if get_origin(kind) is list and get_args(kind) == (str,):
+    if get_origin(kind) is list and get_args(kind) in ((str,), (bytes,)):
         lua = "local NAME = {}; for _i = 1, tonumber(ARGV[_at]) do NAME[_i] = ARGV[_at + _i] end; _at = _at + #NAME + 1"
         return (lambda value: [str(len(value)), *value]), lua
     raise TypeError(f"a script argument cannot be of type {kind!r}")

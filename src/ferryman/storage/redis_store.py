@@ -18,8 +18,11 @@ from ferryman.errors import NotFoundError
 from ferryman.redis_url import DEFAULT_PREFIX, connect
 
 from . import codec
-from .base import Page, SessionRecord
+from .base import SessionRecord
+from .keyword_cache import KeywordCache
+from .page import Page
 from .redis_api_keys import RedisApiKeys
+from .redis_chunks import RedisChunks
 from .redis_idempotency import RedisIdempotency
 from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, MODEL_ORDER, MODELS, SEQ, SESSION, Keys
 from .redis_owners import RedisOwners
@@ -40,10 +43,11 @@ from .redis_scripts import (
 from .redis_turns import RedisTurns
 from .redis_upgrade import upgrade
 from .rows import page_of
+from .vector_cache import VectorCache
 
 
-class RedisStore(RedisTurns, RedisResponses, RedisIdempotency, RedisOwners, RedisApiKeys):
-    """Agents, sessions, turns, responses and models in one Redis database.
+class RedisStore(RedisTurns, RedisResponses, RedisChunks, RedisIdempotency, RedisOwners, RedisApiKeys):
+    """Agents, sessions, turns, responses, models and knowledge in one Redis database.
 
     Args:
         url: A ``redis://`` or ``rediss://`` URL (a database number may follow the host).
@@ -57,6 +61,8 @@ class RedisStore(RedisTurns, RedisResponses, RedisIdempotency, RedisOwners, Redi
         self._client: Redis | None = None
         self._scripts: Scripts | None = None
         self._messages = codec.MessageCache()
+        self._vectors = VectorCache()
+        self._keywords = KeywordCache()
 
     async def open(self) -> None:
         """Connect (checking the server answers), bring older data up to this layout, and register the scripts."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import codec
+from .sql.keywords import Fts5Keywords
 from .sql.migrate import upgrade_sqlite
 from .sql.seam import ForeignKeyViolation, IntegrityViolation, Query, UniqueViolation, Work, run_unit
 from .sql.store import SqlStore
@@ -29,6 +30,8 @@ class SqliteDialect:
     """SQLite's side of :class:`~ferryman.storage.sql.seam.Dialect`: times as ISO text or epoch seconds."""
 
     skip_locked = ""
+    keywords = Fts5Keywords()
+    vectors = None  # Python's sqlite3 cannot load an extension as shipped: exact search in process.
     # The writer is alone: the whole sweep costs nothing to wait for (the expiry index keeps it cheap).
     sweep_expired_keys = "DELETE FROM idempotency_keys WHERE expires_at <= :now"
 

@@ -5,7 +5,9 @@ Run it with ``python -m ferryman.testing.server --port 9000`` and point
 enqueue replies over ``POST /scripted/replies`` (see
 :class:`~ferryman.testing.ScriptedServerClient`). With ``--default-reply`` it
 answers every request that finds the queue empty, which makes it a fast,
-deterministic inference stub for benchmarks.
+deterministic inference stub for benchmarks. An embeddings request whose input
+holds ``[[hold:NAME]]`` is answered once gate ``NAME`` opens (a test holds a
+server's work mid-way with it, as a gated reply holds a chat request).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,6 +30,8 @@ from .scripted import Script, ScriptedReply, ScriptedToolCall
 
 WAIT_SECONDS = 15.0
 """How long ``GET /scripted/requests?at_least=N`` waits for the Nth request."""
+HOLD = re.compile(r"\[\[hold:([\w-]+)\]\]")
+"""Marks an embedding input that waits for the gate it names."""
 
 
 def _tool_call_json(call: ScriptedToolCall, index: int, request_no: int) -> dict[str, Any]:
@@ -153,6 +158,8 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
             {"embeddings": body, "headers": {"authorization": request.headers.get("authorization", "")}}
         )
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        for gate in sorted({name for text in texts for name in HOLD.findall(str(text))}):
+            await script.gate(gate).wait()
         data = [{"object": "embedding", "index": i, "embedding": _vector(text)} for i, text in enumerate(texts)]
         usage = {
             "prompt_tokens": sum(len(t.split()) for t in texts),

@@ -9,9 +9,12 @@ from ferryman.api.agents import ToolGroupRef, ToolGroupWithArgs
 from ferryman.api.content import ToolDef
 from ferryman.api.registry import Tool, ToolGroup, ToolInvocationResult
 from ferryman.errors import InvalidRequestError, NotFoundError
+from ferryman.knowledge.rag import Searcher
 
 from .base import ServerTool
 from .calculator import Calculator
+from .knowledge_search import TOOLGROUP_ID as RAG_TOOLGROUP
+from .knowledge_search import KnowledgeSearch
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,13 @@ class ToolRegistry:
         return ", ".join(sorted(self._groups)) or "none"
 
 
-def builtin_tools() -> ToolRegistry:
-    """The registry of tools that ship with ferryman and need no network."""
+def builtin_tools(search: Searcher | None = None) -> ToolRegistry:
+    """The registry of tools that ship with ferryman and need no network.
+
+    ``search`` (the knowledge search service) adds ``builtin::rag``.
+    """
     registry = ToolRegistry()
     registry.register("builtin::math", [Calculator()])
+    if search is not None:
+        registry.register(RAG_TOOLGROUP, [KnowledgeSearch(search)])
     return registry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from ferryman.api.content import (
     URL,
@@ -29,11 +30,11 @@ from ferryman.api.responses import (
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.openai_wire import parse_arguments
 
-_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco"}
+_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "file_search_call": "fs"}
 
 
 def new_item_id(kind: str) -> str:
-    """An OpenAI-style id: ``msg_…``, ``fc_…``, ``fco_…``."""
+    """An OpenAI-style id: ``msg_…``, ``fc_…``, ``fco_…``, ``fs_…``."""
     return f"{_PREFIX[kind]}_{uuid.uuid4().hex}"
 
 
@@ -92,14 +93,18 @@ def _message(item: MessageItem) -> Message:
 
 
 def items_to_messages(items: list[Item]) -> list[Message]:
-    """Our messages for a run of items; consecutive calls join one assistant message, as models expect."""
+    """Our messages for a run of items; consecutive calls join one assistant message, as models expect.
+
+    A ``file_search_call`` item adds nothing: the assistant message after it holds
+    what the model took from the search, and its results are kept only when asked for.
+    """
     messages: list[Message] = []
     for item in items:
         if isinstance(item, MessageItem):
             messages.append(_message(item))
         elif isinstance(item, FunctionCallOutputItem):
             messages.append(ToolResponseMessage(call_id=item.call_id, content=item.output))
-        else:
+        elif isinstance(item, FunctionCallItem):
             _append_call(messages, item)
     return messages
 
@@ -119,12 +124,12 @@ def _append_call(messages: list[Message], item: FunctionCallItem) -> None:
         messages.append(CompletionMessage(content="", stop_reason="end_of_message", tool_calls=[call]))
 
 
-def message_item(text: str, item_id: str | None = None) -> MessageItem:
+def message_item(text: str, item_id: str | None = None, annotations: list[dict[str, Any]] | None = None) -> MessageItem:
     """A completed assistant message item."""
     return MessageItem(
         id=item_id or new_item_id("message"),
         role="assistant",
-        content=[OutputText(text=text)],
+        content=[OutputText(text=text, annotations=annotations or [])],
         status="completed",
     )
 

@@ -13,8 +13,11 @@ from typing import Any
 from ferryman.api.agents import TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import (
+    FILE_SEARCH_RESULTS,
     ConversationRef,
     CreateResponseRequest,
+    FileSearchTool,
+    FunctionTool,
     Item,
     ListedResponse,
     Response,
@@ -27,14 +30,19 @@ from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnState
 from ferryman.errors import ConflictError, ConversationLockedError, FailureCode, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
+from ferryman.knowledge.filters import parse_filter
+from ferryman.knowledge.rag import Searcher
+from ferryman.knowledge.results import RankingOptions, SearchQuery
+from ferryman.knowledge.search import search_mode
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.owned import authorize
+from ferryman.tools.file_search import TOOL_NAME
 
 from ..host import TurnHost
 from ..leases import ABANDONED
 from .history import HistoryCache
 from .items import input_items, items_to_messages, with_ids
-from .plan import response_plan
+from .plan import file_search_tool, response_plan
 from .stream import ResponseEncoder
 
 log = logging.getLogger(__name__)
@@ -59,9 +67,10 @@ class ResponsesService:
         host: Storage, the turn engine, the runner, leases and the fan-out (the same as the Agents API's).
         models: The model router, to check the model exists.
         cache: Finished responses' histories, so that chains are not re-read.
+        search: The search of vector stores behind the ``file_search`` tool.
     """
 
-    def __init__(self, host: TurnHost, models: ModelRouter, cache: HistoryCache) -> None:
+    def __init__(self, host: TurnHost, models: ModelRouter, cache: HistoryCache, search: Searcher) -> None:
         self._host = host
         self._store = host.store
         self._leases = host.leases
@@ -69,11 +78,13 @@ class ResponsesService:
         self._engine = host.engine
         self._models = models
         self._cache = cache
+        self._search = search
         host.on_abandoned(lambda turn: turn.response_id is not None, self._close_abandoned)
 
     async def create(self, request: CreateResponseRequest, provider_data: dict[str, Any] | None) -> LiveResponse:
         """Start a response; it runs in the background whatever the caller does next."""
         _validate(request)
+        await self._check_vector_stores(request)
         await self._models.route(request.model)
         items = with_ids(input_items(request.input))
         if not items:
@@ -117,9 +128,32 @@ class ResponsesService:
                 turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
                 await asyncio.shield(self._store.finish_turn(turn))
                 raise
-            plan = response_plan(request, provider_data)
+            plan = response_plan(request, provider_data, self._search)
             state = TurnState(turn, plan, [*prior, *new_messages])
-            return self._launch(record, state, items, store=request.store is not False)
+            encoder = ResponseEncoder(
+                record.response,
+                set(plan.client_tools),
+                file_search=TOOL_NAME in plan.server_tools,
+                include_results=FILE_SEARCH_RESULTS in (request.include or []),
+            )
+            return self._launch(record, state, items, encoder, store=request.store is not False)
+
+    async def _check_vector_stores(self, request: CreateResponseRequest) -> None:
+        """A ``file_search`` the turn could not run fails the request, not the turn.
+
+        Raises:
+            InvalidRequestError: an unknown ranker, or a malformed filter.
+            NotFoundError: a vector store does not exist, or the caller may not read it.
+        """
+        tool = file_search_tool(request.tools)
+        if tool is None:
+            return
+        ranker = (tool.ranking_options.ranker if tool.ranking_options else None) or "auto"
+        search_mode(SearchQuery(tool.vector_store_ids, "", ranking=RankingOptions(ranker=ranker)))
+        if tool.filters is not None:
+            parse_filter(tool.filters)
+        for vector_store_id in tool.vector_store_ids:
+            await self._store.get_vector_store(vector_store_id)
 
     async def _context(
         self, request: CreateResponseRequest, conversation_id: str | None
@@ -155,9 +189,10 @@ class ResponsesService:
                 f"conversation '{conversation_id}' has a response in progress; retry when it is done"
             ) from exc
 
-    def _launch(self, record: ResponseRecord, state: TurnState, items: list[Item], store: bool) -> LiveResponse:
+    def _launch(
+        self, record: ResponseRecord, state: TurnState, items: list[Item], encoder: ResponseEncoder, store: bool
+    ) -> LiveResponse:
         response_id = record.response.id
-        encoder = ResponseEncoder(record.response, set(state.plan.client_tools))
 
         async def settle(events: list[str]) -> None:
             response = encoder.response
@@ -301,6 +336,12 @@ def _validate(request: CreateResponseRequest) -> None:
         raise InvalidRequestError("previous_response_id and conversation cannot be used together", "conversation")
     if request.background and request.store is False:
         raise InvalidRequestError("a background response must be stored (store: true)", "store")
+    if sum(isinstance(tool, FileSearchTool) for tool in request.tools) > 1:
+        raise InvalidRequestError("at most one file_search tool per response", "tools")
+    if any(isinstance(tool, FileSearchTool) for tool in request.tools) and any(
+        isinstance(tool, FunctionTool) and tool.name == TOOL_NAME for tool in request.tools
+    ):
+        raise InvalidRequestError(f"a function tool cannot be named '{TOOL_NAME}' beside the file_search tool", "tools")
 
 
 def _initial(response_id: str, request: CreateResponseRequest, conversation_id: str | None) -> Response:

@@ -71,6 +71,26 @@ class ForeignKeyViolation(IntegrityViolation):
     """A referenced row is missing."""
 
 
+class KeywordSearch(Protocol):
+    """A database's full-text search over chunks (see ``sql/keywords.py``)."""
+
+    def match(self, terms: list[str]) -> str:
+        """The value of ``:query`` finding chunks with any of these words."""
+        ...
+
+    def search(self, condition: str) -> str:
+        """A ``SELECT`` of chunk columns and a score (higher is better), ``condition`` added to its ``WHERE``."""
+        ...
+
+
+class VectorIndex(Protocol):
+    """A database's own vector search over chunks (see ``sql/vectors.py``)."""
+
+    def nearest(self, condition: str) -> str:
+        """A ``SELECT`` of chunk columns and cosine similarity nearest ``:embedding``, plus ``condition``."""
+        ...
+
+
 class Dialect(Protocol):
     """What differs between the databases, in one place per database."""
 
@@ -100,6 +120,16 @@ class Dialect(Protocol):
 
     def failed_body(self, param: str) -> str:
         """An expression: the JSON ``body`` column with status ``failed`` and error ``interrupted``/``param``."""
+        ...
+
+    @property
+    def keywords(self) -> KeywordSearch:
+        """The database's full-text search over chunks."""
+        ...
+
+    @property
+    def vectors(self) -> VectorIndex | None:
+        """The database's vector search over chunks; None: exact search in process (``storage/vector_cache.py``)."""
         ...
 
     @property

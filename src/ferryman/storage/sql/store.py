@@ -8,17 +8,33 @@ here, and one Alembic revision under ``migrations/versions``.
 from __future__ import annotations
 
 from .. import codec
+from ..vector_cache import VectorCache
 from .agents import AgentTables
 from .api_keys import ApiKeyTables
+from .chunks import ChunkTables
+from .files import FileTables
 from .idempotency import IdempotencyTables
+from .ingestion import IngestionTables
 from .owners import OwnerTables
 from .responses import ResponseTables
 from .seam import Driver
 from .turns import TurnTables
+from .vector_stores import VectorStoreTables
 
 
-class SqlStore(AgentTables, TurnTables, ResponseTables, IdempotencyTables, OwnerTables, ApiKeyTables):
-    """Agents, sessions, turns, responses, models, idempotency keys and API keys in a SQL database.
+class SqlStore(
+    AgentTables,
+    TurnTables,
+    ResponseTables,
+    IdempotencyTables,
+    OwnerTables,
+    ApiKeyTables,
+    FileTables,
+    VectorStoreTables,
+    IngestionTables,
+    ChunkTables,
+):
+    """Agents, sessions, turns, responses, idempotency keys, API keys and knowledge in a SQL database.
 
     Args:
         driver: The database's driver (SQLite or PostgreSQL), not yet open.
@@ -27,6 +43,7 @@ class SqlStore(AgentTables, TurnTables, ResponseTables, IdempotencyTables, Owner
     def __init__(self, driver: Driver) -> None:
         self._db = driver
         self._messages = codec.MessageCache()
+        self._vectors = VectorCache()
 
     async def open(self) -> None:
         """Connect and bring the schema up to date."""

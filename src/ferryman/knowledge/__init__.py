@@ -1,0 +1,1 @@
+"""Knowledge: files, vector stores, ingestion and retrieval, under both APIs."""

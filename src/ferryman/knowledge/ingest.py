@@ -1,0 +1,231 @@
+"""The ingestion worker: turns attached files into searchable chunks, in the background, once.
+
+An attached file is a job in storage. Each process runs one worker that claims
+jobs with a lease (renewed on every third of it while it works), reads the file's
+bytes, extracts its text, chunks it with the attachment's strategy, embeds the
+chunks with the store's model, and stores them with the job's outcome in one
+write that succeeds only while the claim is still its own (a cancelled, detached
+or deleted job writes nothing). A job of a replica that died is claimed again
+once its lease lapses; a process alone on its database (SQLite) takes over every
+unfinished job at start. The worker wakes at once when a job is added here, and
+on a beat for jobs added by other replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timedelta
+
+from ferryman.engine.ids import new_id, utcnow
+from ferryman.errors import FerrymanError, NotFoundError
+from ferryman.inference.router import ModelRouter
+from ferryman.storage.base import Store
+from ferryman.storage.knowledge import ChunkRecord, LastError, VectorStoreFileRecord
+
+from .blobs import BlobStore
+from .chunking import chunk_text
+from .embedding import embed_chunks
+from .extract import UnreadableFile, extract_text
+from .views import now
+
+log = logging.getLogger(__name__)
+
+_FAR_PAST_LAPSE = timedelta(days=365 * 100)
+DEFAULT_STRATEGY = {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}
+
+Key = tuple[str, str]
+
+
+class IngestionWorker:
+    """Claims and runs ingestion jobs.
+
+    Args:
+        store: The store (the worker runs as the server: no caller's access applies).
+        blobs: Where files' bytes are.
+        models: Embeds chunks.
+        lease_seconds: How long a claim lasts unrenewed.
+        beat_seconds: How often it looks for jobs it was not told about.
+        concurrency: Jobs run at once.
+        sole_process: This process alone serves the store: at start, every claim is a dead run's.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        blobs: BlobStore,
+        models: ModelRouter,
+        lease_seconds: float = 60.0,
+        beat_seconds: float = 3.0,
+        concurrency: int = 2,
+        sole_process: bool = False,
+    ) -> None:
+        self._store = store
+        self._blobs = blobs
+        self._models = models
+        self.lease_seconds = lease_seconds
+        self.beat_seconds = beat_seconds
+        self.concurrency = concurrency
+        self._sole_process = sole_process
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._jobs: dict[Key, asyncio.Task[None]] = {}
+        self._until: dict[Key, datetime] = {}
+        self._claims = asyncio.Lock()
+        self._renewed_at = utcnow()
+        self.idle = asyncio.Event()
+        """Set while no job runs here and the last look found none to claim (cleared by :meth:`wake`)."""
+
+    def wake(self) -> None:
+        """Look for jobs now (one was just added)."""
+        self.idle.clear()
+        self._wake.set()
+
+    async def start(self) -> None:
+        """Run in the background."""
+        self._task = asyncio.create_task(self._run(), name="ingestion")
+
+    async def stop(self) -> None:
+        """Stop claiming and cancel the jobs running here (their claims lapse; another run takes them)."""
+        tasks = [t for t in (self._task, *self._jobs.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._task = None
+        self._jobs.clear()
+
+    def running(self) -> list[Key]:
+        """The ``(vector_store_id, file_id)`` of the jobs running here."""
+        return list(self._jobs)
+
+    def _lease(self) -> datetime:
+        return utcnow() + timedelta(seconds=self.lease_seconds)
+
+    async def _run(self) -> None:
+        first = True
+        while True:
+            self._wake.clear()
+            try:
+                await self._renew_if_due()
+                await self._claim(takeover=first and self._sole_process)
+                first = False
+                if not self._jobs and not self._wake.is_set():  # a wake since this look started: look again
+                    self.idle.set()
+            except (FerrymanError, OSError) as exc:
+                log.warning("ingestion: claiming jobs failed: %s", exc)
+            except Exception:
+                log.exception("ingestion: claiming jobs failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.beat_seconds)
+
+    async def _claim(self, takeover: bool) -> None:
+        free = self.concurrency - len(self._jobs)
+        if free <= 0:
+            return
+        until = self._lease()
+        # At a sole process's start, "now" is far ahead: every claim, however fresh, was a dead run's.
+        at = utcnow() + (_FAR_PAST_LAPSE if takeover else timedelta())
+        async with self._claims:
+            jobs = await self._store.claim_ingestion(at, until, free)
+            for job in jobs:
+                key = (job.vector_store_id, job.file_id)
+                self._until[key] = until
+                self._jobs[key] = asyncio.create_task(self._job(job), name=f"ingest {job.file_id}")
+
+    async def _renew_if_due(self) -> None:
+        if not self._jobs or utcnow() - self._renewed_at < timedelta(seconds=self.lease_seconds / 3):
+            return
+        until = self._lease()
+        async with self._claims:
+            keys = list(self._jobs)
+            await self._store.renew_ingestion(keys, until)
+            for key in keys:
+                self._until[key] = until
+            self._renewed_at = utcnow()
+
+    async def _job(self, job: VectorStoreFileRecord) -> None:
+        key = (job.vector_store_id, job.file_id)
+        try:
+            chunks = await self._ingest(job)
+        except UnreadableFile as exc:
+            chunks = _failed(job, exc.code, exc.message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug in one job fails that job, never the worker
+            log.exception("ingestion of file %s failed", job.file_id)
+            chunks = _failed(job, "server_error", "the server failed to process the file")
+        try:
+            async with self._claims:
+                wrote = await self._store.finish_ingestion(job, chunks, self._until[key])
+            if wrote:
+                log.info(
+                    "ingested file %s into vector store %s: %s, %d chunks",
+                    job.file_id,
+                    job.vector_store_id,
+                    job.status,
+                    len(chunks),
+                )
+                await self._touch(job.vector_store_id)
+        except (FerrymanError, OSError) as exc:
+            log.warning("ingestion of file %s not stored (its lease will lapse): %s", job.file_id, exc)
+        finally:
+            self._jobs.pop(key, None)
+            self._until.pop(key, None)
+            self._wake.set()
+
+    async def _ingest(self, job: VectorStoreFileRecord) -> list[ChunkRecord]:
+        """The job's chunks (``job`` then completed), or none (``job`` then failed)."""
+        try:
+            store = await self._store.get_vector_store(job.vector_store_id)
+            file = await self._store.get_file(job.file_id)
+            data = await self._blobs.get(job.file_id)
+        except NotFoundError:
+            return _failed(job, "invalid_file", "the file was deleted before it was processed")
+        text = await asyncio.to_thread(extract_text, data, file.filename, file.mime_type)
+        static = (job.chunking_strategy or store.chunking_strategy).get("static", DEFAULT_STRATEGY)
+        spans = await asyncio.to_thread(
+            chunk_text, text, int(static["max_chunk_size_tokens"]), int(static["chunk_overlap_tokens"])
+        )
+        if not spans:
+            return _failed(job, "invalid_file", "the file holds no text")
+        drafts = [
+            ChunkRecord(
+                chunk_id=new_id("chunk"),
+                vector_store_id=job.vector_store_id,
+                file_id=job.file_id,
+                position=position,
+                text=span.text,
+                embedding=b"",
+                token_count=span.token_count,
+                metadata={"filename": file.filename, "start": span.start, "end": span.end},
+            )
+            for position, span in enumerate(spans)
+        ]
+        try:
+            chunks = await embed_chunks(self._models, store, drafts)
+        except FerrymanError as exc:
+            log.warning("embedding file %s failed: %s", job.file_id, exc)
+            return _failed(job, "server_error", f"embedding with model '{store.embedding_model}' failed")
+        job.status = "completed"
+        job.last_error = None
+        job.usage_bytes = sum(len(c.text.encode()) + len(c.embedding) for c in chunks)
+        return chunks
+
+    async def _touch(self, vector_store_id: str) -> None:
+        """The store was just active: its expiry counts from now."""
+        try:
+            record = await self._store.get_vector_store(vector_store_id)
+            record.last_active_at = now()
+            await self._store.update_vector_store(record)
+        except NotFoundError:
+            pass  # deleted meanwhile: nothing to keep alive
+
+
+def _failed(job: VectorStoreFileRecord, code: str, message: str) -> list[ChunkRecord]:
+    job.status = "failed"
+    job.last_error = LastError(code=code, message=message)  # type: ignore[arg-type]
+    job.usage_bytes = 0
+    return []

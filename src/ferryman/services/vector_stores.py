@@ -1,0 +1,297 @@
+"""Vector stores under both APIs: stores, their files and batches, and direct chunk inserts.
+
+Attaching a file only records an ingestion job; the :class:`~ferryman.knowledge.ingest.IngestionWorker`
+(woken through ``wake``) reads, chunks and embeds it in the background. Llama Stack's vector-io and
+RAG tool insert text synchronously instead (:meth:`VectorStoreService.insert_chunks`,
+:meth:`VectorStoreService.insert_texts`). Every read and write goes through the owned store, so a
+store the caller may not read looks missing.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import Any
+
+from ferryman.api.vector_stores import (
+    AttachFileRequest,
+    ChunkingStrategy,
+    CreateFileBatchRequest,
+    CreateVectorStoreRequest,
+    FileContentPage,
+    TextContent,
+    UpdateVectorStoreRequest,
+    VectorStore,
+    VectorStoreDeleted,
+    VectorStoreFile,
+    VectorStoreFileBatch,
+    VectorStoreFileDeleted,
+    VectorStoreFileList,
+    VectorStoreList,
+)
+from ferryman.engine.ids import new_id
+from ferryman.errors import InvalidRequestError
+from ferryman.inference.router import ModelRouter
+from ferryman.knowledge.chunking import chunk_text, resolve_strategy
+from ferryman.knowledge.embedding import embed_chunks
+from ferryman.knowledge.views import batch_object, file_object, now, store_object
+from ferryman.storage.base import Store
+from ferryman.storage.knowledge import (
+    Attributes,
+    ChunkRecord,
+    FileBatchRecord,
+    IngestionStatus,
+    VectorStoreFileRecord,
+    VectorStoreRecord,
+)
+from ferryman.storage.page import Page
+
+_CONTENT_PAGE = 500
+
+
+def _strategy(raw: ChunkingStrategy | None) -> dict[str, Any]:
+    strategy: dict[str, Any] = resolve_strategy(raw.model_dump() if raw is not None else None)
+    return strategy
+
+
+def _page_ids(ids: list[str]) -> tuple[str | None, str | None]:
+    return (ids[0], ids[-1]) if ids else (None, None)
+
+
+class VectorStoreService:
+    """Vector stores as the current caller.
+
+    Args:
+        store: The (owned) store.
+        models: Validates embedding models and embeds directly inserted text.
+        wake: Called when ingestion jobs were added, so the worker starts at once.
+    """
+
+    def __init__(self, store: Store, models: ModelRouter, wake: Callable[[], None] = lambda: None) -> None:
+        self._store = store
+        self._models = models
+        self._wake = wake
+
+    async def create(
+        self,
+        body: CreateVectorStoreRequest,
+        vector_store_id: str | None = None,
+        provider_vector_db_id: str | None = None,
+    ) -> VectorStore:
+        """Create a store (its id the caller's, for Llama Stack's vector DBs) and attach its first files.
+
+        Raises:
+            InvalidRequestError: an unknown or non-embedding model, or a dimension it does not have.
+            NotFoundError: a file is unknown (or not the caller's to read).
+            ConflictError: the id is taken.
+        """
+        model = self._models.embedding_model(body.embedding_model)
+        dimension = _dimension(model.metadata.get("embedding_dimension"), body.embedding_dimension)
+        strategy = _strategy(body.chunking_strategy)
+        created = now()
+        record = VectorStoreRecord(
+            vector_store_id=vector_store_id or new_id("vs"),
+            name=body.name or "",
+            created_at=created,
+            embedding_model=model.identifier,
+            embedding_dimension=dimension,
+            metadata=dict(body.metadata or {}),
+            chunking_strategy=strategy,
+            expires_after=body.expires_after.model_dump() if body.expires_after else None,
+            last_active_at=created,
+            provider_id=body.provider_id,
+            provider_vector_db_id=provider_vector_db_id,
+        )
+        files = [await self._attachment(record.vector_store_id, file_id, {}, strategy) for file_id in body.file_ids]
+        await self._store.create_vector_store(record, files)
+        if files:
+            self._wake()
+        return await self._view(record)
+
+    async def record(self, vector_store_id: str) -> VectorStoreRecord:
+        """A store's record (NotFoundError if unknown or unreadable)."""
+        return await self._store.get_vector_store(vector_store_id)
+
+    async def get(self, vector_store_id: str) -> VectorStore:
+        """A store with its file counts, usage and status."""
+        return await self._view(await self._store.get_vector_store(vector_store_id))
+
+    async def list(self, after: str | None, limit: int, order: str) -> VectorStoreList:
+        """One page of the caller's stores."""
+        page = await self._store.list_vector_stores(after, limit, order)
+        data = [await self._view(record) for record in page.items]
+        first, last = _page_ids([s.id for s in data])
+        return VectorStoreList(data=data, first_id=first, last_id=last, has_more=page.has_more)
+
+    async def update(self, vector_store_id: str, body: UpdateVectorStoreRequest) -> VectorStore:
+        """Change the fields the body sets (``expires_after: null`` clears the expiry)."""
+        record = await self._store.get_vector_store(vector_store_id)
+        given = body.model_fields_set
+        if "name" in given and body.name is not None:
+            record.name = body.name
+        if "metadata" in given:
+            record.metadata = dict(body.metadata or {})
+        if "expires_after" in given:
+            record.expires_after = body.expires_after.model_dump() if body.expires_after else None
+        record.last_active_at = now()
+        await self._store.update_vector_store(record)
+        return await self._view(record)
+
+    async def delete(self, vector_store_id: str) -> VectorStoreDeleted:
+        """Delete a store with its attachments, batches and chunks (the files themselves stay)."""
+        await self._store.delete_vector_store(vector_store_id)
+        return VectorStoreDeleted(id=vector_store_id)
+
+    async def attach(self, vector_store_id: str, body: AttachFileRequest) -> VectorStoreFile:
+        """Attach a file (ingested in the background); attaching it again re-ingests it."""
+        record = await self._store.get_vector_store(vector_store_id)
+        strategy = _strategy(body.chunking_strategy) if body.chunking_strategy else record.chunking_strategy
+        attachment = await self._attachment(vector_store_id, body.file_id, body.attributes or {}, strategy)
+        await self._store.add_vector_store_files(vector_store_id, [attachment])
+        self._wake()
+        return file_object(attachment)
+
+    async def list_files(
+        self,
+        vector_store_id: str,
+        after: str | None,
+        limit: int,
+        order: str,
+        status: IngestionStatus | None = None,
+        batch_id: str | None = None,
+    ) -> VectorStoreFileList:
+        """One page of a store's (or a batch's) files, optionally of one status."""
+        page = await self._store.list_vector_store_files(vector_store_id, after, limit, order, status, batch_id)
+        data = [file_object(record) for record in page.items]
+        first, last = _page_ids([f.id for f in data])
+        return VectorStoreFileList(data=data, first_id=first, last_id=last, has_more=page.has_more)
+
+    async def get_file(self, vector_store_id: str, file_id: str) -> VectorStoreFile:
+        """One attached file with its status."""
+        return file_object(await self._store.get_vector_store_file(vector_store_id, file_id))
+
+    async def update_file(self, vector_store_id: str, file_id: str, attributes: Attributes) -> VectorStoreFile:
+        """Replace an attached file's attributes."""
+        await self._store.update_vector_store_file(vector_store_id, file_id, attributes)
+        return await self.get_file(vector_store_id, file_id)
+
+    async def delete_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileDeleted:
+        """Detach a file and drop its chunks (the file itself stays)."""
+        await self._store.delete_vector_store_file(vector_store_id, file_id)
+        return VectorStoreFileDeleted(id=file_id)
+
+    async def file_content(self, vector_store_id: str, file_id: str) -> FileContentPage:
+        """An attached file's text, chunk by chunk."""
+        await self._store.get_vector_store_file(vector_store_id, file_id)
+        chunks = await self.chunks(vector_store_id, file_id)
+        return FileContentPage(data=[TextContent(text=chunk.text) for chunk in chunks])
+
+    async def chunks(self, vector_store_id: str, file_id: str) -> builtins.list[ChunkRecord]:
+        """Every chunk of one file (or directly inserted document) of a store, in order."""
+        chunks: builtins.list[ChunkRecord] = []
+        after: int | None = None
+        while True:
+            page: Page[ChunkRecord] = await self._store.list_chunks(vector_store_id, file_id, after, _CONTENT_PAGE)
+            chunks.extend(page.items)
+            if not page.has_more or not page.items:
+                return chunks
+            after = page.items[-1].position
+
+    async def create_batch(self, vector_store_id: str, body: CreateFileBatchRequest) -> VectorStoreFileBatch:
+        """Attach several files as one batch."""
+        if bool(body.file_ids) == bool(body.files):
+            raise InvalidRequestError("give exactly one of file_ids and files, not empty", "file_ids")
+        if body.files and (body.attributes or body.chunking_strategy):
+            raise InvalidRequestError("with files, give attributes and chunking_strategy per file", "files")
+        record = await self._store.get_vector_store(vector_store_id)
+        default = _strategy(body.chunking_strategy) if body.chunking_strategy else record.chunking_strategy
+        wanted = [(f, body.attributes or {}, default) for f in body.file_ids or []]
+        for item in body.files or []:
+            strategy = _strategy(item.chunking_strategy) if item.chunking_strategy else default
+            wanted.append((item.file_id, item.attributes or {}, strategy))
+        if len({file_id for file_id, _, _ in wanted}) != len(wanted):
+            raise InvalidRequestError("a batch names each file once", "file_ids")
+        batch = FileBatchRecord(batch_id=new_id("vsfb"), vector_store_id=vector_store_id, created_at=now())
+        files = [await self._attachment(vector_store_id, f, a, s) for f, a, s in wanted]
+        for attachment in files:
+            attachment.batch_id = batch.batch_id
+        await self._store.create_file_batch(batch, files)
+        self._wake()
+        return await self.get_batch(vector_store_id, batch.batch_id)
+
+    async def get_batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
+        """A batch with its status and counts."""
+        batch = await self._store.get_file_batch(vector_store_id, batch_id)
+        return batch_object(batch, await self._store.file_counts(vector_store_id, batch_id))
+
+    async def cancel_batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
+        """Cancel a batch: its files not yet ingested end ``cancelled``."""
+        await self._store.cancel_file_batch(vector_store_id, batch_id)
+        return await self.get_batch(vector_store_id, batch_id)
+
+    async def insert_chunks(self, vector_store_id: str, chunks: builtins.list[tuple[str, dict[str, Any], str]]) -> None:
+        """Embed and store chunks at once: ``(text, metadata, document_id)`` each (Llama Stack's vector-io insert).
+
+        A chunk's metadata may name its ``chunk_id`` (a later insert with that id replaces it).
+        """
+        record = await self._store.get_vector_store(vector_store_id)
+        positions: dict[str, int] = {}
+        drafts: builtins.list[ChunkRecord] = []
+        for text, metadata, document_id in chunks:
+            position = positions.get(document_id, 0)
+            positions[document_id] = position + 1
+            chunk_id = str(metadata.get("chunk_id") or new_id("chunk"))
+            drafts.append(ChunkRecord(chunk_id, vector_store_id, document_id, position, text, b"", 0, dict(metadata)))
+        await self._store.add_chunks(vector_store_id, await embed_chunks(self._models, record, drafts))
+
+    async def insert_texts(
+        self, vector_store_id: str, documents: builtins.list[tuple[str, str, dict[str, Any]]], chunk_tokens: int
+    ) -> int:
+        """Chunk, embed and store documents at once: ``(document_id, text, metadata)`` each (the RAG tool's insert).
+
+        Chunks overlap by a quarter of ``chunk_tokens``, as Llama Stack's RAG tool does. Returns how many were stored.
+        """
+        if chunk_tokens < 1:
+            raise InvalidRequestError("chunk size must be at least 1 token", "chunk_size_in_tokens")
+        record = await self._store.get_vector_store(vector_store_id)
+        drafts: builtins.list[ChunkRecord] = []
+        for document_id, text, metadata in documents:
+            for position, span in enumerate(chunk_text(text, chunk_tokens, chunk_tokens // 4)):
+                meta = {**metadata, "document_id": document_id}
+                chunk = ChunkRecord(
+                    new_id("chunk"), vector_store_id, document_id, position, span.text, b"", span.token_count, meta
+                )
+                drafts.append(chunk)
+        if drafts:
+            await self._store.add_chunks(vector_store_id, await embed_chunks(self._models, record, drafts))
+        return len(drafts)
+
+    async def _attachment(
+        self, vector_store_id: str, file_id: str, attributes: Attributes, strategy: dict[str, Any]
+    ) -> VectorStoreFileRecord:
+        await self._store.get_file(file_id)
+        return VectorStoreFileRecord(
+            vector_store_id=vector_store_id,
+            file_id=file_id,
+            created_at=now(),
+            attributes=dict(attributes),
+            chunking_strategy=strategy,
+        )
+
+    async def _view(self, record: VectorStoreRecord) -> VectorStore:
+        counts = await self._store.file_counts(record.vector_store_id)
+        files = await self._store.all_vector_store_files(record.vector_store_id) if counts.total else []
+        return store_object(record, counts, sum(f.usage_bytes for f in files))
+
+
+def _dimension(model_dimension: Any, asked: int | None) -> int:
+    if model_dimension is None:
+        if asked is None:
+            raise InvalidRequestError("embedding_dimension is required for this model", "embedding_dimension")
+        return asked
+    dimension = int(model_dimension)
+    if asked is not None and asked != dimension:
+        raise InvalidRequestError(
+            f"embedding_dimension {asked} does not match the model's {dimension}", "embedding_dimension"
+        )
+    return dimension

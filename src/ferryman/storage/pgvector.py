@@ -1,0 +1,86 @@
+"""pgvector on the PostgreSQL backend: the check that the server has it, and its asyncpg codec.
+
+Chunks' embeddings are ``vector`` columns. The store hands them to the driver
+and gets them back as the records hold them, unit-length float32 little-endian
+bytes; the codec turns those into pgvector's binary form (a 16-bit dimension, a
+16-bit zero, then big-endian float32s) and back, so no text form is built.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from ferryman.errors import ConfigurationError
+
+AVAILABLE = (
+    "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector'), "
+    "current_setting('server_version_num')::int / 10000"
+)
+"""Whether the server can create the extension, and its major version."""
+
+EXTENSION_SCHEMA = (
+    "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+)
+"""The schema the extension's type and operators live in (not always on a store's search path)."""
+
+_HEADER = struct.Struct(">HH")
+
+
+class Connection(Protocol):
+    """What the check needs of a connection (an ``asyncpg.Connection``)."""
+
+    async def fetchrow(self, query: str, *args: Any) -> Any:
+        """The first row of a query's answer."""
+        ...
+
+
+def where(url: str) -> str:
+    """``HOST[:PORT]/DB`` of a ``postgresql://`` URL, without its user or password."""
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{host}{port}/{parts.path.lstrip('/') or parts.username or 'postgres'}"
+
+
+async def require_pgvector(conn: Connection, url: str) -> None:
+    """Fail unless the server can create the ``vector`` extension.
+
+    Args:
+        conn: A connection to the database of ``url``.
+        url: The database's URL (named in the error without its password).
+
+    Raises:
+        ConfigurationError: The server has no pgvector extension available.
+    """
+    available, major = await conn.fetchrow(AVAILABLE)
+    if not available:
+        raise ConfigurationError(
+            f"PostgreSQL at {where(url)} has no pgvector extension (needed for vector stores): "
+            f"install postgresql-{major}-pgvector (or run .ci/install-pgvector)"
+        )
+
+
+def encode(embedding: bytes) -> bytes:
+    """pgvector's binary form of float32 little-endian bytes."""
+    values = np.frombuffer(embedding, dtype="<f4")
+    return _HEADER.pack(len(values), 0) + values.astype(">f4").tobytes()
+
+
+def decode(data: bytes) -> bytes:
+    """Float32 little-endian bytes of pgvector's binary form."""
+    dimension, _ = _HEADER.unpack_from(data)
+    return np.frombuffer(data, dtype=">f4", count=dimension, offset=_HEADER.size).astype("<f4").tobytes()
+
+
+async def register_codec(conn: Any, schema: str) -> None:
+    """Have an ``asyncpg.Connection`` exchange ``vector`` values as float32 little-endian bytes.
+
+    Args:
+        conn: The connection.
+        schema: The extension's schema (see :data:`EXTENSION_SCHEMA`).
+    """
+    await conn.set_type_codec("vector", schema=schema, encoder=encode, decoder=decode, format="binary")

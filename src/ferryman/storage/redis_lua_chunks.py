@@ -1,0 +1,136 @@
+"""The Lua scripts of the chunk index and of ingestion jobs' claims, each a typed script.
+
+Claiming is one script so that two replicas never take the same job; finishing
+is one so that a job's outcome and its chunks are written together, and only
+while the job is still in progress under the claim that leased it (a renewal
+moves the lease: the finisher passes the last one it set).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ferryman.errors import NotFoundError
+
+from .redis_lua_knowledge import KNOWLEDGE_LUA
+from .redis_script import Outcome, Script, values
+
+VS_FILE_FIELDS = ("created_at", "status", "attributes", "chunking_strategy", "usage_bytes", "last_error", "batch_id")
+"""The fields of an attachment's hash that make its record, in the order the claim script answers them."""
+
+_LUA_FIELDS = ", ".join(f"'{name}'" for name in VS_FILE_FIELDS)
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """Chunks of a vector store, one entry each per list (the body is JSON; the vector float32 bytes)."""
+
+    chunk_ids: list[str]
+    file_ids: list[str]
+    positions: list[str]
+    bodies: list[str]
+    vectors: list[bytes]
+
+
+@dataclass(frozen=True)
+class AddChunks(Chunks):
+    """Chunks inserted directly into a vector store."""
+
+    vector_store_id: str
+
+
+@dataclass(frozen=True)
+class FinishIngestion(Chunks):
+    """A job's outcome, its chunks and the lease end of the claim it ran under."""
+
+    vector_store_id: str
+    file_id: str
+    lease: float
+    status: str
+    usage_bytes: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class ClaimIngestion:
+    """Claim up to ``count`` jobs whose lease ended by ``now``, leasing them until ``lease``."""
+
+    now: float
+    lease: float
+    count: int
+
+
+_PUT_CHUNKS = """
+for i, id in ipairs(chunk_ids) do
+  put_chunk(vector_store_id, id, file_ids[i], positions[i], bodies[i], vectors[i])
+end
+"""
+
+# Same ids replace their chunks (moving them to their new file's order).
+ADD_CHUNKS = Script(
+    AddChunks,
+    KNOWLEDGE_LUA
+    + """
+if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {NOT_FOUND} end
+"""
+    + _PUT_CHUNKS
+    + """
+if #chunk_ids > 0 then bump(vector_store_id) end
+return {OK}
+""",
+    lambda _: None,
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"vector store '{a.vector_store_id}' not found")},
+)
+
+# Answers 1 if it wrote, 0 if the job was no longer in progress under this claim. The lease is compared as
+# Redis stores it: both sides read the same decimal text of the same double.
+FINISH_INGESTION = Script(
+    FinishIngestion,
+    KNOWLEDGE_LUA
+    + """
+local a = pair('vs_file', vector_store_id, file_id)
+local held = redis.call('ZSCORE', global('ingestion'), job(vector_store_id, file_id))
+if not held or tonumber(held) ~= tonumber(lease) or redis.call('HGET', a, 'status') ~= 'in_progress' then
+  return {OK, 0}
+end
+set_status(vector_store_id, file_id, status)
+redis.call('HSET', a, 'usage_bytes', usage_bytes)
+if last_error ~= '' then redis.call('HSET', a, 'last_error', last_error) else redis.call('HDEL', a, 'last_error') end
+local changed = drop_chunks(vector_store_id, file_id)
+"""
+    + _PUT_CHUNKS
+    + """
+if changed or #chunk_ids > 0 then bump(vector_store_id) end
+return {OK, 1}
+""",
+    lambda found: bool(int(found[0])),
+)
+
+# Answers, for each job it claimed, the store id, the file id and the attachment's fields (VS_FILE_FIELDS).
+CLAIM_INGESTION = Script(
+    ClaimIngestion,
+    KNOWLEDGE_LUA
+    + f"""
+local jobs = global('ingestion')
+local out = {{OK}}
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', jobs, '-inf', now, 'LIMIT', 0, count)) do
+  local size = member:match('^(%d+):')
+  local vs = member:sub(#size + 2, #size + 1 + tonumber(size))
+  local file = member:sub(#size + 3 + tonumber(size))
+  redis.call('ZADD', jobs, lease, member)
+  out[#out + 1] = vs
+  out[#out + 1] = file
+  local fields = redis.call('HMGET', pair('vs_file', vs, file), {_LUA_FIELDS})
+  for i = 1, {len(VS_FILE_FIELDS)} do out[#out + 1] = fields[i] end
+end
+return out
+""",
+    values,
+)
+
+
+def claimed_rows(found: list[Any]) -> list[tuple[str, str, list[Any]]]:
+    """``(store id, file id, attachment fields)`` of each job a claim answered."""
+    width = 2 + len(VS_FILE_FIELDS)
+    return [(found[i], found[i + 1], found[i + 2 : i + width]) for i in range(0, len(found), width)]

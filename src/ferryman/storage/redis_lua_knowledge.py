@@ -1,0 +1,389 @@
+"""The Lua scripts of files, vector stores, their attachments and batches, each a typed script.
+
+Kept in Lua because each is one transaction in SQL: it checks before it writes
+several keys, or cascades through keys it finds as it goes (a deleted file
+leaves every store it was attached to, with its chunks). :data:`KNOWLEDGE_LUA`
+holds the functions these scripts and those of :mod:`.redis_lua_chunks` share;
+key layout in :mod:`.redis_keys`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ferryman.errors import ConflictError, NotFoundError
+
+from .redis_script import Outcome, Script, nothing
+
+# An attachment's key is ``vs_file:<pair>``, its ingestion job ``<pair>``, with pair = ``<#store>:<store>:<file>``
+# (byte length, as :func:`.redis_keys.pair_id` counts). Every chunk change draws the store a fresh version from
+# the global counter, so a version is never seen twice, not even by a store deleted and created again.
+KNOWLEDGE_LUA = """
+local function job(vs, file) return #vs .. ':' .. vs .. ':' .. file end
+local function pair(kind, vs, file) return P .. kind .. ':' .. job(vs, file) end
+local function bump(vs) redis.call('HSET', key('vector_store', vs), 'version', next_seq(1)) end
+
+local function drop_chunks(vs, file)
+  local chunks = pair('file_chunks', vs, file)
+  local ids = redis.call('ZRANGE', chunks, 0, -1)
+  for _, id in ipairs(ids) do
+    redis.call('HDEL', key('chunks', vs), id)
+    redis.call('HDEL', key('chunk_vectors', vs), id)
+    redis.call('HDEL', key('chunk_files', vs), id)
+  end
+  redis.call('DEL', chunks)
+  return #ids > 0
+end
+
+local function put_chunk(vs, id, file, position, body, vector)
+  local old = redis.call('HGET', key('chunk_files', vs), id)
+  if old and old ~= file then redis.call('ZREM', pair('file_chunks', vs, old), id) end
+  redis.call('HSET', key('chunks', vs), id, body)
+  redis.call('HSET', key('chunk_vectors', vs), id, vector)
+  redis.call('HSET', key('chunk_files', vs), id, file)
+  redis.call('ZADD', pair('file_chunks', vs, file), position, id)
+end
+
+local function set_status(vs, file, status)
+  local a = pair('vs_file', vs, file)
+  local f = redis.call('HMGET', a, 'status', 'seq')
+  redis.call('ZREM', key('vs_' .. f[1], vs), file)
+  redis.call('ZADD', key('vs_' .. status, vs), f[2], file)
+  redis.call('HSET', a, 'status', status)
+  if status ~= 'in_progress' then redis.call('ZREM', global('ingestion'), job(vs, file)) end
+end
+
+-- Whether the file was attached; its chunks go with it.
+local function detach(vs, file)
+  local a = pair('vs_file', vs, file)
+  local f = redis.call('HMGET', a, 'status', 'batch_id')
+  if not f[1] then return false end
+  redis.call('ZREM', key('vs_' .. f[1], vs), file)
+  if f[2] then redis.call('ZREM', key('batch_files', f[2]), file) end
+  redis.call('ZREM', key('vs_files', vs), file)
+  redis.call('ZREM', global('ingestion'), job(vs, file))
+  redis.call('SREM', key('file_stores', file), vs)
+  redis.call('DEL', a)
+  if drop_chunks(vs, file) then bump(vs) end
+  return true
+end
+
+-- Each file as a new attachment (one attached already first loses its chunks), in list order.
+local function attach_files(vs, a)
+  if #a.file_ids == 0 then return end
+  local seq = next_seq(#a.file_ids) - #a.file_ids
+  for i, file in ipairs(a.file_ids) do
+    detach(vs, file)
+    seq = seq + 1
+    local status, batch = a.statuses[i], a.batch_ids[i]
+    local h = pair('vs_file', vs, file)
+    redis.call('HSET', h, 'created_at', a.created_ats[i], 'status', status, 'attributes', a.attributes[i],
+      'chunking_strategy', a.strategies[i], 'usage_bytes', a.usages[i], 'seq', seq)
+    if a.errors[i] ~= '' then redis.call('HSET', h, 'last_error', a.errors[i]) end
+    if batch ~= '' then
+      redis.call('HSET', h, 'batch_id', batch)
+      redis.call('ZADD', key('batch_files', batch), seq, file)
+    end
+    redis.call('ZADD', key('vs_files', vs), seq, file)
+    redis.call('ZADD', key('vs_' .. status, vs), seq, file)
+    redis.call('SADD', key('file_stores', file), vs)
+    if status == 'in_progress' then redis.call('ZADD', global('ingestion'), '-inf', job(vs, file)) end
+  end
+end
+
+local function delete_store(vs)
+  for _, file in ipairs(redis.call('ZRANGE', key('vs_files', vs), 0, -1)) do detach(vs, file) end
+  for _, batch in ipairs(redis.call('SMEMBERS', key('vs_batches', vs))) do
+    redis.call('DEL', key('batch', batch), key('batch_files', batch))
+  end
+  local seen = {}
+  for _, file in ipairs(redis.call('HVALS', key('chunk_files', vs))) do
+    if not seen[file] then redis.call('DEL', pair('file_chunks', vs, file)) end
+    seen[file] = true
+  end
+  redis.call('DEL', key('vector_store', vs), key('vs_files', vs), key('vs_batches', vs), key('chunks', vs),
+    key('chunk_vectors', vs), key('chunk_files', vs), key('vs_in_progress', vs), key('vs_completed', vs),
+    key('vs_failed', vs), key('vs_cancelled', vs))
+  redis.call('ZREM', global('vector_stores'), vs)
+end
+"""
+
+_ATTACH = "local attachments = {file_ids = file_ids, statuses = statuses, created_ats = created_ats, " + (
+    "attributes = attributes, strategies = strategies, usages = usages, errors = errors, batch_ids = batch_ids}\n"
+)
+
+
+@dataclass(frozen=True)
+class Attachments:
+    """Files to attach, one entry each per list (JSON for attributes, strategy and error; ``''``: no error, batch)."""
+
+    file_ids: list[str]
+    statuses: list[str]
+    created_ats: list[str]
+    attributes: list[str]
+    strategies: list[str]
+    usages: list[str]
+    errors: list[str]
+    batch_ids: list[str]
+
+
+@dataclass(frozen=True)
+class CreateFile:
+    """A file's metadata."""
+
+    file_id: str
+    filename: str
+    purpose: str
+    size: int
+    created_at: int
+    mime_type: str
+    expires_at: str | None
+
+
+@dataclass(frozen=True)
+class FileId:
+    """One file."""
+
+    file_id: str
+
+
+@dataclass(frozen=True)
+class CreateVectorStore(Attachments):
+    """A vector store's settings (JSON) with its first files."""
+
+    vector_store_id: str
+    body: str
+
+
+@dataclass(frozen=True)
+class UpdateVectorStore:
+    """A vector store's new settings (JSON)."""
+
+    vector_store_id: str
+    body: str
+
+
+@dataclass(frozen=True)
+class StoreId:
+    """One vector store."""
+
+    vector_store_id: str
+
+
+@dataclass(frozen=True)
+class AttachFiles(Attachments):
+    """Files to attach to a vector store."""
+
+    vector_store_id: str
+
+
+@dataclass(frozen=True)
+class StoreFile:
+    """One file of one vector store."""
+
+    vector_store_id: str
+    file_id: str
+
+
+@dataclass(frozen=True)
+class UpdateStoreFile(StoreFile):
+    """An attachment's new attributes (JSON)."""
+
+    attributes: str
+
+
+@dataclass(frozen=True)
+class CreateBatch(Attachments):
+    """A batch of a vector store with its files."""
+
+    vector_store_id: str
+    batch_id: str
+    batch_created_at: int
+
+
+@dataclass(frozen=True)
+class BatchOfStore:
+    """One batch of one vector store."""
+
+    vector_store_id: str
+    batch_id: str
+
+
+def _store_missing(args: StoreId | AttachFiles | CreateBatch | UpdateVectorStore, _: list[object]) -> NotFoundError:
+    return NotFoundError(f"vector store '{args.vector_store_id}' not found")
+
+
+def _file_missing(args: StoreFile, _: list[object]) -> NotFoundError:
+    return NotFoundError(f"file '{args.file_id}' not found in vector store '{args.vector_store_id}'")
+
+
+CREATE_FILE = Script(
+    CreateFile,
+    """
+local f = key('file', file_id)
+if redis.call('EXISTS', f) == 1 then return {CONFLICT} end
+local seq = next_seq(1)
+redis.call('HSET', f, 'filename', filename, 'purpose', purpose, 'bytes', size, 'created_at', created_at,
+  'mime_type', mime_type, 'seq', seq)
+if expires_at ~= '' then redis.call('HSET', f, 'expires_at', expires_at) end
+redis.call('ZADD', global('files'), seq, file_id)
+redis.call('ZADD', key('purpose_files', purpose), seq, file_id)
+return {OK}
+""",
+    nothing,
+    {Outcome.CONFLICT: lambda a, _: ConflictError(f"file '{a.file_id}' already exists")},
+)
+
+# The file leaves every vector store it was attached to, with its chunks there.
+DELETE_FILE = Script(
+    FileId,
+    KNOWLEDGE_LUA
+    + """
+local f = key('file', file_id)
+local purpose = redis.call('HGET', f, 'purpose')
+if not purpose then return {NOT_FOUND} end
+for _, vs in ipairs(redis.call('SMEMBERS', key('file_stores', file_id))) do detach(vs, file_id) end
+redis.call('DEL', f, key('file_stores', file_id))
+redis.call('ZREM', global('files'), file_id)
+redis.call('ZREM', key('purpose_files', purpose), file_id)
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"file '{a.file_id}' not found")},
+)
+
+CREATE_VECTOR_STORE = Script(
+    CreateVectorStore,
+    KNOWLEDGE_LUA
+    + _ATTACH
+    + """
+local s = key('vector_store', vector_store_id)
+if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
+local seq = next_seq(1)
+redis.call('HSET', s, 'record', body, 'seq', seq, 'version', seq)
+redis.call('ZADD', global('vector_stores'), seq, vector_store_id)
+attach_files(vector_store_id, attachments)
+return {OK}
+""",
+    nothing,
+    {Outcome.CONFLICT: lambda a, _: ConflictError(f"vector store '{a.vector_store_id}' already exists")},
+)
+
+UPDATE_VECTOR_STORE = Script(
+    UpdateVectorStore,
+    """
+local s = key('vector_store', vector_store_id)
+if redis.call('EXISTS', s) == 0 then return {NOT_FOUND} end
+redis.call('HSET', s, 'record', body)
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: _store_missing},
+)
+
+DELETE_VECTOR_STORE = Script(
+    StoreId,
+    KNOWLEDGE_LUA
+    + """
+if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {NOT_FOUND} end
+delete_store(vector_store_id)
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: _store_missing},
+)
+
+ATTACH_FILES = Script(
+    AttachFiles,
+    KNOWLEDGE_LUA
+    + _ATTACH
+    + """
+if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {NOT_FOUND} end
+attach_files(vector_store_id, attachments)
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: _store_missing},
+)
+
+UPDATE_STORE_FILE = Script(
+    UpdateStoreFile,
+    KNOWLEDGE_LUA
+    + """
+local a = pair('vs_file', vector_store_id, file_id)
+if redis.call('EXISTS', a) == 0 then return {NOT_FOUND} end
+redis.call('HSET', a, 'attributes', attributes)
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: _file_missing},
+)
+
+DETACH_FILE = Script(
+    StoreFile,
+    KNOWLEDGE_LUA
+    + """
+if not detach(vector_store_id, file_id) then return {NOT_FOUND} end
+return {OK}
+""",
+    nothing,
+    {Outcome.NOT_FOUND: _file_missing},
+)
+
+CREATE_BATCH = Script(
+    CreateBatch,
+    KNOWLEDGE_LUA
+    + _ATTACH
+    + """
+if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {NOT_FOUND} end
+local b = key('batch', batch_id)
+if redis.call('EXISTS', b) == 1 then return {CONFLICT} end
+redis.call('HSET', b, 'vector_store_id', vector_store_id, 'created_at', batch_created_at, 'cancelled', '0')
+redis.call('SADD', key('vs_batches', vector_store_id), batch_id)
+attach_files(vector_store_id, attachments)
+return {OK}
+""",
+    nothing,
+    {
+        Outcome.NOT_FOUND: _store_missing,
+        Outcome.CONFLICT: lambda a, _: ConflictError(f"file batch '{a.batch_id}' already exists"),
+    },
+)
+
+# Files of the batch still in progress are cancelled; a claim on them then fails to finish.
+CANCEL_BATCH = Script(
+    BatchOfStore,
+    KNOWLEDGE_LUA
+    + """
+local b = key('batch', batch_id)
+if redis.call('HGET', b, 'vector_store_id') ~= vector_store_id then return {NOT_FOUND} end
+redis.call('HSET', b, 'cancelled', '1')
+for _, file in ipairs(redis.call('ZRANGE', key('batch_files', batch_id), 0, -1)) do
+  if redis.call('HGET', pair('vs_file', vector_store_id, file), 'status') == 'in_progress' then
+    set_status(vector_store_id, file, 'cancelled')
+  end
+end
+return {OK}
+""",
+    nothing,
+    {
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(
+            f"file batch '{a.batch_id}' not found in vector store '{a.vector_store_id}'"
+        )
+    },
+)
+
+# A batch's counts by status, read in one snapshot: in_progress, completed, failed, cancelled.
+BATCH_COUNTS = Script(
+    BatchOfStore,
+    KNOWLEDGE_LUA
+    + """
+local counts = {in_progress = 0, completed = 0, failed = 0, cancelled = 0}
+for _, file in ipairs(redis.call('ZRANGE', key('batch_files', batch_id), 0, -1)) do
+  local status = redis.call('HGET', pair('vs_file', vector_store_id, file), 'status')
+  if status then counts[status] = counts[status] + 1 end
+end
+return {OK, counts.in_progress, counts.completed, counts.failed, counts.cancelled}
+""",
+    lambda found: [int(count) for count in found],
+)

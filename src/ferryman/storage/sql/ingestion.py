@@ -1,0 +1,80 @@
+"""Ingestion jobs (files attached to vector stores, still in progress), claimed under leases.
+
+A claim is one statement: the jobs it takes are locked and skipped by other
+replicas' claims on PostgreSQL (``FOR UPDATE SKIP LOCKED``); on SQLite the one
+writer runs claims one after another. A job's outcome is written only while its
+lease is still the one its claimer was given (compared exactly as stored), so a
+job cancelled, detached or claimed again meanwhile writes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..knowledge import ChunkRecord, VectorStoreFileRecord
+from .chunks import drop_file_chunks, insert_chunks
+from .seam import Driver, Row, Work, count, each, rows
+from .vector_stores import FILE_COLUMNS, error_json, file_record
+
+
+class IngestionTables:
+    """Claiming, renewing and finishing ingestion jobs, over a :class:`Driver`."""
+
+    _db: Driver
+
+    async def claim_ingestion(self, now: datetime, until: datetime, limit: int) -> list[VectorStoreFileRecord]:
+        """Claim up to ``limit`` in-progress files whose claim is absent or lapsed, oldest first, until ``until``."""
+        d = self._db.dialect
+        found: list[Row] = await self._db.write(
+            rows(
+                f"UPDATE vector_store_files SET lease_until = :until WHERE (vector_store_id, file_id) IN ("  # noqa: S608
+                "SELECT t.vector_store_id, t.file_id FROM vector_store_files t WHERE t.status = 'in_progress' "
+                "AND (t.lease_until IS NULL OR t.lease_until < :now) ORDER BY t.created_at, t.file_id "
+                f"LIMIT :limit{d.skip_locked}) RETURNING {FILE_COLUMNS}",
+                until=d.epoch(until),
+                now=d.epoch(now),
+                limit=limit,
+            )
+        )
+        jobs = [file_record(d, row) for row in found]
+        return sorted(jobs, key=lambda job: (job.created_at, job.file_id))
+
+    async def renew_ingestion(self, jobs: list[tuple[str, str]], until: datetime) -> None:
+        """Extend the claims on these ``(vector_store_id, file_id)`` jobs that are still in progress."""
+        await self._db.write(
+            each(
+                "UPDATE vector_store_files SET lease_until = :until "
+                "WHERE vector_store_id = :vector_store_id AND file_id = :file_id AND status = 'in_progress'",
+                [
+                    {"until": self._db.dialect.epoch(until), "vector_store_id": store, "file_id": file}
+                    for store, file in jobs
+                ],
+            )
+        )
+
+    async def finish_ingestion(
+        self, job: VectorStoreFileRecord, chunks: list[ChunkRecord], claimed_until: datetime
+    ) -> bool:
+        """Store a job's outcome and its chunks in one transaction, only while the claim is still the claimer's."""
+        d = self._db.dialect
+
+        def work() -> Work[bool]:
+            finished = yield count(
+                "UPDATE vector_store_files SET status = :status, last_error = :last_error, "
+                "usage_bytes = :usage_bytes, lease_until = NULL WHERE vector_store_id = :vector_store_id "
+                "AND file_id = :file_id AND status = 'in_progress' AND lease_until = :claimed_until",
+                status=job.status,
+                last_error=error_json(job.last_error),
+                usage_bytes=job.usage_bytes,
+                vector_store_id=job.vector_store_id,
+                file_id=job.file_id,
+                claimed_until=d.epoch(claimed_until),
+            )
+            if not finished:
+                return False
+            yield from drop_file_chunks(job.vector_store_id, job.file_id)
+            if chunks:
+                yield from insert_chunks(d, job.vector_store_id, chunks)
+            return True
+
+        return await self._db.write(work())

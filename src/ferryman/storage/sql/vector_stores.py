@@ -1,0 +1,375 @@
+"""Vector stores, the files attached to them (their ingestion jobs) and file batches."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ferryman.errors import ConflictError, NotFoundError
+
+from ..knowledge import (
+    Attributes,
+    FileBatchRecord,
+    FileCounts,
+    IngestionStatus,
+    LastError,
+    VectorStoreFileRecord,
+    VectorStoreRecord,
+)
+from ..page import Page
+from ..vector_cache import VectorCache
+from .chunks import bump, drop_file_chunks
+from .keyset import keyset
+from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
+
+_STORE = (
+    "vector_store_id, name, created_at, embedding_model, embedding_dimension, metadata, chunking_strategy, "
+    "expires_after, last_active_at, provider_id, provider_vector_db_id"
+)
+FILE_COLUMNS = (
+    "vector_store_id, file_id, created_at, status, attributes, chunking_strategy, usage_bytes, last_error, "
+    "batch_id, lease_until"
+)
+"""An attachment's columns, as :func:`file_record` reads them."""
+
+
+def _store(row: Row) -> VectorStoreRecord:
+    return VectorStoreRecord(
+        vector_store_id=row[0],
+        name=row[1],
+        created_at=row[2],
+        embedding_model=row[3],
+        embedding_dimension=row[4],
+        metadata=json.loads(row[5]),
+        chunking_strategy=json.loads(row[6]),
+        expires_after=json.loads(row[7]) if row[7] is not None else None,
+        last_active_at=row[8],
+        provider_id=row[9],
+        provider_vector_db_id=row[10],
+    )
+
+
+def file_record(d: Dialect, row: Row) -> VectorStoreFileRecord:
+    """An attachment of a row of :data:`FILE_COLUMNS`."""
+    error = json.loads(row[7]) if row[7] is not None else None
+    return VectorStoreFileRecord(
+        vector_store_id=row[0],
+        file_id=row[1],
+        created_at=row[2],
+        status=row[3],
+        attributes=json.loads(row[4]),
+        chunking_strategy=json.loads(row[5]),
+        usage_bytes=row[6],
+        last_error=LastError(error["code"], error["message"]) if error is not None else None,
+        batch_id=row[8],
+        lease_until=d.read_epoch(row[9]) if row[9] is not None else None,
+    )
+
+
+def _store_params(record: VectorStoreRecord) -> dict[str, Any]:
+    return {
+        "vector_store_id": record.vector_store_id,
+        "name": record.name,
+        "metadata": json.dumps(record.metadata),
+        "chunking_strategy": json.dumps(record.chunking_strategy),
+        "expires_after": json.dumps(record.expires_after) if record.expires_after is not None else None,
+        "last_active_at": record.last_active_at,
+        "provider_id": record.provider_id,
+        "provider_vector_db_id": record.provider_vector_db_id,
+    }
+
+
+def _attach(d: Dialect, vector_store_id: str, files: Sequence[VectorStoreFileRecord]) -> Work[None]:
+    """Attach files as new jobs; a file attached already starts over (its chunks dropped)."""
+    if not files:
+        return
+    yield count(
+        f"DELETE FROM chunks WHERE vector_store_id = :vector_store_id AND {d.any_of('file_id', 'files')}",  # noqa: S608
+        vector_store_id=vector_store_id,
+        files=d.array([file.file_id for file in files]),
+    )
+    yield from bump(vector_store_id)
+    try:
+        yield each(
+            f"INSERT INTO vector_store_files ({FILE_COLUMNS}) VALUES (:vector_store_id, :file_id, "  # noqa: S608
+            ":created_at, :status, :attributes, :chunking_strategy, :usage_bytes, :last_error, :batch_id, NULL) "
+            "ON CONFLICT (vector_store_id, file_id) DO UPDATE SET created_at = excluded.created_at, "
+            "status = excluded.status, attributes = excluded.attributes, "
+            "chunking_strategy = excluded.chunking_strategy, usage_bytes = excluded.usage_bytes, "
+            "last_error = excluded.last_error, batch_id = excluded.batch_id, lease_until = NULL",
+            [
+                {
+                    "vector_store_id": vector_store_id,
+                    "file_id": file.file_id,
+                    "created_at": file.created_at,
+                    "status": file.status,
+                    "attributes": json.dumps(file.attributes),
+                    "chunking_strategy": json.dumps(file.chunking_strategy),
+                    "usage_bytes": file.usage_bytes,
+                    "last_error": error_json(file.last_error),
+                    "batch_id": file.batch_id,
+                }
+                for file in files
+            ],
+        )
+    except ForeignKeyViolation as exc:
+        raise NotFoundError(f"vector store '{vector_store_id}' not found") from exc
+
+
+def error_json(error: LastError | None) -> str | None:
+    """The ``last_error`` column's JSON of an error."""
+    return json.dumps({"code": error.code, "message": error.message}) if error is not None else None
+
+
+class VectorStoreTables:
+    """Vector stores, their attachments and batches, over a :class:`Driver`."""
+
+    _db: Driver
+    _vectors: VectorCache
+
+    async def create_vector_store(self, record: VectorStoreRecord, files: list[VectorStoreFileRecord]) -> None:
+        """Store a new vector store with its first files (ConflictError if the id exists)."""
+
+        def work() -> Work[None]:
+            try:
+                yield count(
+                    f"INSERT INTO vector_stores ({_STORE}, version) VALUES (:vector_store_id, :name, "  # noqa: S608
+                    ":created_at, :embedding_model, :embedding_dimension, :metadata, :chunking_strategy, "
+                    ":expires_after, :last_active_at, :provider_id, :provider_vector_db_id, :version)",
+                    created_at=record.created_at,
+                    embedding_model=record.embedding_model,
+                    embedding_dimension=record.embedding_dimension,
+                    # A store deleted and made again under its id never meets its old cached matrices.
+                    version=time.time_ns(),
+                    **_store_params(record),
+                )
+            except UniqueViolation as exc:
+                raise ConflictError(f"vector store '{record.vector_store_id}' already exists") from exc
+            yield from _attach(self._db.dialect, record.vector_store_id, files)
+
+        await self._db.write(work())
+
+    async def get_vector_store(self, vector_store_id: str) -> VectorStoreRecord:
+        """One vector store, or NotFoundError."""
+        row = await self._db.read(
+            first(
+                f"SELECT {_STORE} FROM vector_stores WHERE vector_store_id = :vector_store_id",  # noqa: S608
+                vector_store_id=vector_store_id,
+            )
+        )
+        if row is None:
+            raise NotFoundError(f"vector store '{vector_store_id}' not found")
+        return _store(row)
+
+    async def list_vector_stores(self, after: str | None, limit: int, order: str) -> Page[VectorStoreRecord]:
+        """Vector stores by creation, after the cursor's store (NotFoundError if unknown)."""
+
+        def work() -> Work[list[Row]]:
+            page = yield from keyset("vector_stores", "vector_store_id", after, order)
+            found: list[Row] = yield rows(
+                f"SELECT {_STORE} FROM vector_stores WHERE TRUE{page.bound} "  # noqa: S608
+                f"ORDER BY {page.order_by} LIMIT :limit",
+                limit=limit + 1,
+                **page.params,
+            )
+            return found
+
+        found = await self._db.read(work())
+        return Page([_store(row) for row in found[:limit]], len(found) > limit)
+
+    async def update_vector_store(self, record: VectorStoreRecord) -> None:
+        """Replace a vector store's settings; NotFoundError if gone."""
+        updated = await self._db.write(
+            count(
+                "UPDATE vector_stores SET name = :name, metadata = :metadata, "
+                "chunking_strategy = :chunking_strategy, expires_after = :expires_after, "
+                "last_active_at = :last_active_at, provider_id = :provider_id, "
+                "provider_vector_db_id = :provider_vector_db_id WHERE vector_store_id = :vector_store_id",
+                **_store_params(record),
+            )
+        )
+        if not updated:
+            raise NotFoundError(f"vector store '{record.vector_store_id}' not found")
+
+    async def delete_vector_store(self, vector_store_id: str) -> None:
+        """Delete a vector store with its attachments, batches and chunks (NotFoundError if unknown)."""
+
+        def work() -> Work[int]:
+            # Its rows go explicitly (not only by cascade), so that SQLite's keyword index follows for sure.
+            for table in ("chunks", "vector_store_files", "file_batches"):
+                yield count(
+                    f"DELETE FROM {table} WHERE vector_store_id = :vector_store_id",  # noqa: S608
+                    vector_store_id=vector_store_id,
+                )
+            deleted: int = yield count(
+                "DELETE FROM vector_stores WHERE vector_store_id = :vector_store_id", vector_store_id=vector_store_id
+            )
+            return deleted
+
+        deleted = await self._db.write(work())
+        self._vectors.forget(vector_store_id)
+        if not deleted:
+            raise NotFoundError(f"vector store '{vector_store_id}' not found")
+
+    async def file_counts(self, vector_store_id: str, batch_id: str | None = None) -> FileCounts:
+        """Its files (or one batch's) by status."""
+        scope = " AND batch_id = :batch_id" if batch_id is not None else ""
+        found = await self._db.read(
+            rows(
+                f"SELECT status, count(*) FROM vector_store_files WHERE vector_store_id = :vector_store_id{scope} "  # noqa: S608
+                "GROUP BY status",
+                vector_store_id=vector_store_id,
+                **({"batch_id": batch_id} if batch_id is not None else {}),
+            )
+        )
+        return FileCounts(**{status: int(n) for status, n in found})
+
+    async def add_vector_store_files(self, vector_store_id: str, files: list[VectorStoreFileRecord]) -> None:
+        """Attach files as new ingestion jobs; a file attached already is attached again (its chunks dropped)."""
+        await self._db.write(_attach(self._db.dialect, vector_store_id, files))
+
+    async def get_vector_store_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
+        """One attachment, or NotFoundError."""
+        row = await self._db.read(
+            first(
+                f"SELECT {FILE_COLUMNS} FROM vector_store_files "  # noqa: S608
+                "WHERE vector_store_id = :vector_store_id AND file_id = :file_id",
+                vector_store_id=vector_store_id,
+                file_id=file_id,
+            )
+        )
+        if row is None:
+            raise NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
+        return file_record(self._db.dialect, row)
+
+    async def list_vector_store_files(
+        self,
+        vector_store_id: str,
+        after: str | None,
+        limit: int,
+        order: str,
+        status: IngestionStatus | None = None,
+        batch_id: str | None = None,
+    ) -> Page[VectorStoreFileRecord]:
+        """A store's attachments by creation (NotFoundError for an unknown cursor), optionally of a status or batch."""
+        store = " AND vector_store_id = :vector_store_id"
+        filters = {"status": status, "batch_id": batch_id}
+        scope = "".join(f" AND {name} = :{name}" for name, value in filters.items() if value is not None)
+
+        def work() -> Work[list[Row]]:
+            page = yield from keyset(
+                "vector_store_files", "file_id", after, order, store, vector_store_id=vector_store_id
+            )
+            found: list[Row] = yield rows(
+                f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE TRUE{store}{scope}{page.bound} "  # noqa: S608
+                f"ORDER BY {page.order_by} LIMIT :limit",
+                vector_store_id=vector_store_id,
+                limit=limit + 1,
+                **{name: value for name, value in filters.items() if value is not None},
+                **page.params,
+            )
+            return found
+
+        found = await self._db.read(work())
+        return Page([file_record(self._db.dialect, row) for row in found[:limit]], len(found) > limit)
+
+    async def all_vector_store_files(self, vector_store_id: str) -> list[VectorStoreFileRecord]:
+        """Every attachment of a store, by creation."""
+        found = await self._db.read(
+            rows(
+                f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE vector_store_id = :vector_store_id "  # noqa: S608
+                "ORDER BY created_at, file_id",
+                vector_store_id=vector_store_id,
+            )
+        )
+        return [file_record(self._db.dialect, row) for row in found]
+
+    async def update_vector_store_file(self, vector_store_id: str, file_id: str, attributes: Attributes) -> None:
+        """Replace an attachment's attributes; NotFoundError if gone."""
+        updated = await self._db.write(
+            count(
+                "UPDATE vector_store_files SET attributes = :attributes "
+                "WHERE vector_store_id = :vector_store_id AND file_id = :file_id",
+                attributes=json.dumps(attributes),
+                vector_store_id=vector_store_id,
+                file_id=file_id,
+            )
+        )
+        if not updated:
+            raise NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
+
+    async def delete_vector_store_file(self, vector_store_id: str, file_id: str) -> None:
+        """Detach a file and drop its chunks (NotFoundError if not attached)."""
+
+        def work() -> Work[int]:
+            deleted: int = yield count(
+                "DELETE FROM vector_store_files WHERE vector_store_id = :vector_store_id AND file_id = :file_id",
+                vector_store_id=vector_store_id,
+                file_id=file_id,
+            )
+            if deleted:
+                yield from drop_file_chunks(vector_store_id, file_id)
+            return deleted
+
+        if not await self._db.write(work()):
+            raise NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
+
+    async def create_file_batch(self, record: FileBatchRecord, files: list[VectorStoreFileRecord]) -> None:
+        """Store a batch and attach its files (each carrying ``batch_id``); NotFoundError if no such store."""
+
+        def work() -> Work[None]:
+            try:
+                yield count(
+                    "INSERT INTO file_batches (batch_id, vector_store_id, created_at, cancelled) "
+                    "VALUES (:batch_id, :vector_store_id, :created_at, :cancelled)",
+                    batch_id=record.batch_id,
+                    vector_store_id=record.vector_store_id,
+                    created_at=record.created_at,
+                    cancelled=record.cancelled,
+                )
+            except ForeignKeyViolation as exc:
+                raise NotFoundError(f"vector store '{record.vector_store_id}' not found") from exc
+            except UniqueViolation as exc:
+                raise ConflictError(f"file batch '{record.batch_id}' already exists") from exc
+            yield from _attach(self._db.dialect, record.vector_store_id, files)
+
+        await self._db.write(work())
+
+    async def get_file_batch(self, vector_store_id: str, batch_id: str) -> FileBatchRecord:
+        """One batch, or NotFoundError."""
+        row = await self._db.read(
+            first(
+                "SELECT batch_id, vector_store_id, created_at, cancelled FROM file_batches "
+                "WHERE vector_store_id = :vector_store_id AND batch_id = :batch_id",
+                vector_store_id=vector_store_id,
+                batch_id=batch_id,
+            )
+        )
+        if row is None:
+            raise NotFoundError(f"file batch '{batch_id}' not found in vector store '{vector_store_id}'")
+        return FileBatchRecord(row[0], row[1], row[2], bool(row[3]))
+
+    async def cancel_file_batch(self, vector_store_id: str, batch_id: str) -> None:
+        """Mark a batch cancelled and its files still in progress ``cancelled`` (their claims then fail)."""
+
+        def work() -> Work[int]:
+            found: int = yield count(
+                "UPDATE file_batches SET cancelled = :cancelled "
+                "WHERE vector_store_id = :vector_store_id AND batch_id = :batch_id",
+                cancelled=True,
+                vector_store_id=vector_store_id,
+                batch_id=batch_id,
+            )
+            if found:
+                yield count(
+                    "UPDATE vector_store_files SET status = 'cancelled', lease_until = NULL "
+                    "WHERE vector_store_id = :vector_store_id AND batch_id = :batch_id AND status = 'in_progress'",
+                    vector_store_id=vector_store_id,
+                    batch_id=batch_id,
+                )
+            return found
+
+        if not await self._db.write(work()):
+            raise NotFoundError(f"file batch '{batch_id}' not found in vector store '{vector_store_id}'")

@@ -1,0 +1,407 @@
+"""The storage contract of knowledge (files, vector stores, ingestion jobs, chunks), on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from storage_backends import BACKENDS, POSTGRES_URL, REDIS_URL
+
+from ferryman.errors import ConflictError, NotFoundError
+from ferryman.storage.base import Store
+from ferryman.storage.knowledge import (
+    ChunkRecord,
+    FileBatchRecord,
+    FileCounts,
+    FileRecord,
+    LastError,
+    VectorStoreFileRecord,
+    VectorStoreRecord,
+)
+
+pytestmark = pytest.mark.anyio
+
+NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=30)
+
+
+@pytest.fixture(params=list(BACKENDS))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    async with BACKENDS[request.param](tmp_path) as opened:
+        yield opened
+
+
+def twin(store: Store) -> Store:
+    """A second store object on the same database (another replica's)."""
+    from ferryman.storage.sqlite import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        return SqliteStore(store._db.path)  # type: ignore[attr-defined]
+    name = type(store).__name__
+    if name == "PostgresStore":
+        from ferryman.storage.postgres import PostgresStore
+
+        return PostgresStore(POSTGRES_URL, schema=store._db._schema)  # type: ignore[attr-defined]
+    from ferryman.storage.redis_store import RedisStore
+
+    return RedisStore(REDIS_URL, prefix=store._keys.prefix)  # type: ignore[attr-defined]
+
+
+def vec(*values: float) -> bytes:
+    array = np.asarray(values, dtype=np.float32)
+    return (array / np.linalg.norm(array)).astype("<f4").tobytes()
+
+
+def unit(*values: float) -> list[float]:
+    return [float(x) for x in np.frombuffer(vec(*values), dtype="<f4")]
+
+
+def a_store(vector_store_id: str = "vs_1", created_at: int = 100, **fields: Any) -> VectorStoreRecord:
+    return VectorStoreRecord(
+        vector_store_id=vector_store_id,
+        name=fields.pop("name", "docs"),
+        created_at=created_at,
+        embedding_model="all-MiniLM-L6-v2",
+        embedding_dimension=3,
+        chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}},
+        last_active_at=created_at,
+        **fields,
+    )
+
+
+def attached(
+    file_id: str, vector_store_id: str = "vs_1", created_at: int = 100, **fields: Any
+) -> VectorStoreFileRecord:
+    return VectorStoreFileRecord(vector_store_id=vector_store_id, file_id=file_id, created_at=created_at, **fields)
+
+
+def chunk(chunk_id: str, text: str, embedding: bytes, file_id: str = "file_a", position: int = 0) -> ChunkRecord:
+    return ChunkRecord(
+        chunk_id=chunk_id,
+        vector_store_id="vs_1",
+        file_id=file_id,
+        position=position,
+        text=text,
+        embedding=embedding,
+        token_count=len(text.split()),
+        metadata={"document_id": file_id, "n": position},
+    )
+
+
+async def claim_all(store: Store, now: datetime = NOW) -> list[VectorStoreFileRecord]:
+    return await store.claim_ingestion(now, now + LEASE, 100)
+
+
+# Files
+
+
+async def test_files_are_stored_listed_by_purpose_and_deleted(store: Store) -> None:
+    first = FileRecord("file_a", "a.txt", "assistants", 10, 100, "text/plain", None)
+    second = FileRecord("file_b", "b.pdf", "batch", 20, 101, expires_at=999)
+    await store.create_file(first)
+    await store.create_file(second)
+    assert await store.get_file("file_a") == first
+    assert await store.get_file("file_b") == second
+    page = await store.list_files("assistants", None, 10, "asc")
+    assert ([f.file_id for f in page.items], page.has_more) == (["file_a"], False)
+    await store.delete_file("file_a")
+    with pytest.raises(NotFoundError):
+        await store.get_file("file_a")
+    with pytest.raises(NotFoundError):
+        await store.delete_file("file_a")
+    assert [f.file_id for f in (await store.list_files(None, None, 10, "asc")).items] == ["file_b"]
+
+
+async def test_files_page_by_creation_both_ways_with_honest_has_more(store: Store) -> None:
+    ids = [f"file_{i}" for i in range(5)]
+    # Two share a second: the id breaks the tie, so no page repeats or skips one.
+    for i, file_id in enumerate(ids):
+        await store.create_file(FileRecord(file_id, "x", "assistants", 1, 100 + min(i, 3)))
+    for order, expected in (("asc", ids), ("desc", ids[::-1])):
+        seen: list[str] = []
+        after = None
+        while True:
+            page = await store.list_files(None, after, 2, order)
+            seen += [f.file_id for f in page.items]
+            if not page.has_more:
+                break
+            after = page.items[-1].file_id
+        assert seen == expected, order
+    last = await store.list_files(None, ids[3], 1, "asc")
+    assert ([f.file_id for f in last.items], last.has_more) == (["file_4"], False)
+
+
+# Vector stores and their files
+
+
+async def test_a_vector_store_keeps_its_settings_and_first_files(store: Store) -> None:
+    record = a_store(metadata={"team": "ml"}, expires_after={"anchor": "last_active_at", "days": 7})
+    await store.create_vector_store(record, [attached("file_a", attributes={"lang": "en", "year": 2024.0})])
+    assert await store.get_vector_store("vs_1") == record
+    found = await store.get_vector_store_file("vs_1", "file_a")
+    assert (found.status, found.attributes, found.last_error) == ("in_progress", {"lang": "en", "year": 2024.0}, None)
+    assert await store.file_counts("vs_1") == FileCounts(in_progress=1)
+    with pytest.raises(ConflictError):
+        await store.create_vector_store(a_store(), [])
+    with pytest.raises(NotFoundError):
+        await store.get_vector_store("vs_none")
+
+
+async def test_a_vector_store_is_updated_until_deleted(store: Store) -> None:
+    await store.create_vector_store(a_store(), [])
+    updated = a_store(name="renamed", metadata={"a": "b"}, expires_after=None)
+    updated.last_active_at = 500
+    updated.provider_id, updated.provider_vector_db_id = "faiss", "db1"
+    await store.update_vector_store(updated)
+    assert await store.get_vector_store("vs_1") == updated
+    await store.delete_vector_store("vs_1")
+    with pytest.raises(NotFoundError):
+        await store.update_vector_store(updated)
+    with pytest.raises(NotFoundError):
+        await store.delete_vector_store("vs_1")
+
+
+async def test_vector_stores_page_both_ways(store: Store) -> None:
+    for i in range(3):
+        await store.create_vector_store(a_store(f"vs_{i}", created_at=100 + i), [])
+    asc = await store.list_vector_stores(None, 2, "asc")
+    assert ([v.vector_store_id for v in asc.items], asc.has_more) == (["vs_0", "vs_1"], True)
+    rest = await store.list_vector_stores("vs_1", 2, "asc")
+    assert ([v.vector_store_id for v in rest.items], rest.has_more) == (["vs_2"], False)
+    desc = await store.list_vector_stores("vs_2", 5, "desc")
+    assert ([v.vector_store_id for v in desc.items], desc.has_more) == (["vs_1", "vs_0"], False)
+
+
+async def test_attachments_list_by_status_and_batch_and_count(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a", created_at=100)])
+    batch = FileBatchRecord("batch_1", "vs_1", 101)
+    await store.create_file_batch(
+        batch, [attached(f, created_at=101 + i, batch_id="batch_1") for i, f in enumerate(["file_b", "file_c"])]
+    )
+    assert await store.get_file_batch("vs_1", "batch_1") == batch
+    every = await store.list_vector_store_files("vs_1", None, 10, "asc")
+    assert [f.file_id for f in every.items] == ["file_a", "file_b", "file_c"]
+    desc = await store.list_vector_store_files("vs_1", "file_c", 1, "desc")
+    assert ([f.file_id for f in desc.items], desc.has_more) == (["file_b"], True)
+    batched = await store.list_vector_store_files("vs_1", None, 10, "asc", batch_id="batch_1")
+    assert [f.file_id for f in batched.items] == ["file_b", "file_c"]
+    assert await store.file_counts("vs_1", "batch_1") == FileCounts(in_progress=2)
+    await store.update_vector_store_file("vs_1", "file_b", {"kind": "faq", "public": True})
+    assert (await store.get_vector_store_file("vs_1", "file_b")).attributes == {"kind": "faq", "public": True}
+    assert [f.file_id for f in await store.all_vector_store_files("vs_1")] == ["file_a", "file_b", "file_c"]
+    await store.cancel_file_batch("vs_1", "batch_1")
+    assert (await store.get_file_batch("vs_1", "batch_1")).cancelled
+    cancelled = await store.list_vector_store_files("vs_1", None, 10, "asc", status="cancelled")
+    assert [f.file_id for f in cancelled.items] == ["file_b", "file_c"]
+    assert await store.file_counts("vs_1") == FileCounts(in_progress=1, cancelled=2)
+    with pytest.raises(NotFoundError):
+        await store.get_file_batch("vs_1", "batch_none")
+    with pytest.raises(NotFoundError):
+        await store.update_vector_store_file("vs_1", "file_none", {})
+
+
+# Ingestion jobs
+
+
+async def test_a_claimed_job_is_finished_with_its_chunks_once(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a")])
+    (job,) = await claim_all(store)
+    assert (job.file_id, job.status) == ("file_a", "in_progress")
+    assert await claim_all(store) == []
+    done = replace(job, status="completed", usage_bytes=42)
+    chunks = [chunk("c0", "alpha beta", vec(1, 0, 0)), chunk("c1", "gamma delta", vec(0, 1, 0), position=1)]
+    assert await store.finish_ingestion(done, chunks, NOW + LEASE)
+    assert not await store.finish_ingestion(done, chunks, NOW + LEASE)
+    found = await store.get_vector_store_file("vs_1", "file_a")
+    assert (found.status, found.usage_bytes) == ("completed", 42)
+    listed = await store.list_chunks("vs_1", "file_a", None, 10)
+    assert ([c.chunk_id for c in listed.items], listed.has_more) == (["c0", "c1"], False)
+    assert listed.items[0] == chunks[0]
+    assert await claim_all(store, NOW + 2 * LEASE) == []
+
+
+async def test_a_failed_job_keeps_its_error(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a")])
+    (job,) = await claim_all(store)
+    failed = replace(job, status="failed", last_error=LastError("unsupported_file", 'no "text" in it'))
+    assert await store.finish_ingestion(failed, [], NOW + LEASE)
+    assert (await store.get_vector_store_file("vs_1", "file_a")).last_error == failed.last_error
+    assert await store.file_counts("vs_1") == FileCounts(failed=1)
+
+
+async def test_two_claimers_get_disjoint_jobs(store: Store) -> None:
+    files = [attached(f"file_{i}", created_at=100 + i) for i in range(6)]
+    await store.create_vector_store(a_store(), files)
+    other = twin(store)
+    await other.open()
+    try:
+        first, second = await asyncio.gather(
+            store.claim_ingestion(NOW, NOW + LEASE, 4), other.claim_ingestion(NOW, NOW + LEASE, 4)
+        )
+    finally:
+        await other.close()
+    ids = [j.file_id for j in first] + [j.file_id for j in second]
+    assert sorted(ids) == [f.file_id for f in files]
+
+
+async def test_a_lapsed_claim_is_taken_over_and_the_first_claimer_writes_nothing(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a")])
+    (job,) = await claim_all(store)
+    await store.renew_ingestion([("vs_1", "file_a")], NOW + 2 * LEASE)
+    assert await claim_all(store, NOW + LEASE + timedelta(seconds=1)) == []
+    later = NOW + 3 * LEASE
+    (again,) = await claim_all(store, later)
+    stale = replace(job, status="completed")
+    assert not await store.finish_ingestion(stale, [chunk("c0", "stale", vec(1, 0, 0))], NOW + LEASE)
+    assert not await store.finish_ingestion(stale, [chunk("c0", "stale", vec(1, 0, 0))], NOW + 2 * LEASE)
+    assert (await store.list_chunks("vs_1", "file_a", None, 10)).items == []
+    assert await store.finish_ingestion(replace(again, status="completed"), [], later + LEASE)
+
+
+async def test_a_cancelled_or_detached_job_writes_nothing(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a")])
+    await store.create_file_batch(FileBatchRecord("batch_1", "vs_1", 101), [attached("file_b", batch_id="batch_1")])
+    jobs = {job.file_id: job for job in await claim_all(store)}
+    await store.cancel_file_batch("vs_1", "batch_1")
+    await store.delete_vector_store_file("vs_1", "file_a")
+    for job in jobs.values():
+        assert not await store.finish_ingestion(
+            replace(job, status="completed"), [chunk("c", "text", vec(1, 0, 0), job.file_id)], NOW + LEASE
+        )
+    assert (await store.get_vector_store_file("vs_1", "file_b")).status == "cancelled"
+    assert await store.keyword_search("vs_1", "text", None, 10) == []
+    with pytest.raises(NotFoundError):
+        await store.get_vector_store_file("vs_1", "file_a")
+    with pytest.raises(NotFoundError):
+        await store.delete_vector_store_file("vs_1", "file_a")
+
+
+async def test_attaching_a_file_again_drops_its_chunks_and_starts_over(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a")])
+    (job,) = await claim_all(store)
+    await store.finish_ingestion(replace(job, status="completed"), [chunk("c0", "old", vec(1, 0, 0))], NOW + LEASE)
+    await store.add_vector_store_files("vs_1", [attached("file_a", created_at=200)])
+    assert (await store.get_vector_store_file("vs_1", "file_a")).status == "in_progress"
+    assert (await store.list_chunks("vs_1", "file_a", None, 10)).items == []
+    assert [j.file_id for j in await claim_all(store)] == ["file_a"]
+
+
+# Chunks and search
+
+
+async def indexed(store: Store) -> None:
+    await store.create_vector_store(a_store(), [])
+    await store.add_chunks(
+        "vs_1",
+        [
+            chunk("c0", "The ferry crosses the river at dawn", vec(1, 0, 0), "file_a", 0),
+            chunk("c1", "Tickets for the ferry are sold at the harbour office", vec(0.9, 0.1, 0), "file_a", 1),
+            chunk("c2", "Mountain trails close in winter", vec(0, 1, 0), "file_b", 0),
+            chunk("c3", "Winter ferry timetable and ticket prices", vec(0, 0, 1), "file_b", 1),
+        ],
+    )
+
+
+async def test_chunks_are_replaced_by_id_and_listed_in_order(store: Store) -> None:
+    await indexed(store)
+    await store.add_chunks("vs_1", [chunk("c1", "Replaced text", vec(0, 1, 0), "file_a", 1)])
+    first = await store.list_chunks("vs_1", "file_a", None, 1)
+    assert ([c.chunk_id for c in first.items], first.has_more) == (["c0"], True)
+    rest = await store.list_chunks("vs_1", "file_a", 0, 5)
+    assert ([c.text for c in rest.items], rest.has_more) == (["Replaced text"], False)
+    assert [h.chunk.chunk_id for h in await store.keyword_search("vs_1", "harbour", None, 5)] == []
+    with pytest.raises(NotFoundError):
+        await store.add_chunks("vs_none", [chunk("c9", "x", vec(1, 0, 0))])
+
+
+async def test_keyword_search_ranks_shared_words_and_filters_files(store: Store) -> None:
+    await indexed(store)
+    hits = await store.keyword_search("vs_1", "When does the winter ferry leave, and what do tickets cost?", None, 10)
+    ids = [h.chunk.chunk_id for h in hits]
+    assert ids[0] == "c3" and set(ids) == {"c0", "c1", "c2", "c3"}
+    assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
+    filtered = await store.keyword_search("vs_1", "ferry", ["file_b"], 10)
+    assert [h.chunk.chunk_id for h in filtered] == ["c3"]
+    assert await store.keyword_search("vs_1", "ferry", [], 10) == []
+    assert len(await store.keyword_search("vs_1", "ferry", None, 1)) == 1
+    assert await store.keyword_search("vs_2", "ferry", None, 10) == []
+
+
+async def test_keyword_search_takes_any_text_and_an_empty_query_finds_nothing(store: Store) -> None:
+    await indexed(store)
+    assert await store.keyword_search("vs_1", "", None, 10) == []
+    assert await store.keyword_search("vs_1", " ?!* ", None, 10) == []
+    hits = await store.keyword_search("vs_1", "ferry\" AND (NEAR OR -river* ^:'", None, 10)
+    assert {"c0", "c1", "c3"} <= {h.chunk.chunk_id for h in hits}
+
+
+async def test_vector_search_orders_by_cosine_and_filters_files(store: Store) -> None:
+    await indexed(store)
+    hits = await store.vector_search("vs_1", unit(1, 0.05, 0), None, 3)
+    assert [h.chunk.chunk_id for h in hits] == ["c0", "c1", "c2"]
+    assert hits[0].score == pytest.approx(float(np.dot(unit(1, 0.05, 0), unit(1, 0, 0))), abs=1e-5)
+    assert hits[0].chunk == chunk("c0", "The ferry crosses the river at dawn", vec(1, 0, 0), "file_a", 0)
+    filtered = await store.vector_search("vs_1", unit(1, 0, 0), ["file_b"], 5)
+    assert [h.chunk.chunk_id for h in filtered] == ["c2", "c3"] or [h.chunk.chunk_id for h in filtered] == ["c3", "c2"]
+    assert await store.vector_search("vs_none", unit(1, 0, 0), None, 5) == []
+
+
+async def test_another_replica_sees_chunk_writes_at_its_next_vector_search(store: Store) -> None:
+    await indexed(store)
+    other = twin(store)
+    await other.open()
+    try:
+        assert [h.chunk.chunk_id for h in await other.vector_search("vs_1", unit(1, 1, 1), None, 10)] != []
+        await store.add_chunks("vs_1", [chunk("c4", "new", vec(1, 1, 1), "file_c", 0)])
+        assert (await other.vector_search("vs_1", unit(1, 1, 1), None, 1))[0].chunk.chunk_id == "c4"
+        await store.add_vector_store_files("vs_1", [attached("file_c")])
+        await store.delete_vector_store_file("vs_1", "file_c")
+        assert "c4" not in [h.chunk.chunk_id for h in await other.vector_search("vs_1", unit(1, 1, 1), None, 10)]
+        await store.delete_vector_store("vs_1")
+        await store.create_vector_store(a_store(), [])
+        assert await other.vector_search("vs_1", unit(1, 1, 1), None, 10) == []
+    finally:
+        await other.close()
+
+
+# Cascades
+
+
+async def test_deleting_a_vector_store_takes_its_files_batches_and_chunks(store: Store) -> None:
+    await indexed(store)
+    await store.add_vector_store_files("vs_1", [attached("file_a")])
+    await store.create_file_batch(FileBatchRecord("batch_1", "vs_1", 101), [attached("file_b", batch_id="batch_1")])
+    await store.delete_vector_store("vs_1")
+    await store.create_vector_store(a_store(), [])
+    assert await store.all_vector_store_files("vs_1") == []
+    assert await store.keyword_search("vs_1", "ferry", None, 10) == []
+    assert await store.vector_search("vs_1", unit(1, 0, 0), None, 10) == []
+    assert (await store.list_chunks("vs_1", "file_a", None, 10)).items == []
+    with pytest.raises(NotFoundError):
+        await store.get_file_batch("vs_1", "batch_1")
+    assert await claim_all(store) == []
+
+
+async def test_deleting_a_file_detaches_it_everywhere(store: Store) -> None:
+    await store.create_file(FileRecord("file_a", "a.txt", "assistants", 10, 100))
+    await store.create_vector_store(a_store(), [attached("file_a")])
+    await store.create_vector_store(a_store("vs_2"), [attached("file_a", "vs_2"), attached("file_b", "vs_2")])
+    for job in await claim_all(store):
+        text = f"ferry notes of {job.file_id} in {job.vector_store_id}"
+        record = replace(
+            chunk(f"c_{job.file_id}", text, vec(1, 0, 0), job.file_id), vector_store_id=job.vector_store_id
+        )
+        assert await store.finish_ingestion(replace(job, status="completed"), [record], NOW + LEASE)
+    assert len(await store.vector_search("vs_2", unit(1, 0, 0), None, 10)) == 2
+    await store.delete_file("file_a")
+    assert await store.all_vector_store_files("vs_1") == []
+    assert [f.file_id for f in await store.all_vector_store_files("vs_2")] == ["file_b"]
+    assert [h.chunk.file_id for h in await store.keyword_search("vs_2", "ferry", None, 10)] == ["file_b"]
+    assert [h.chunk.file_id for h in await store.vector_search("vs_2", unit(1, 0, 0), None, 10)] == ["file_b"]
+    assert await store.vector_search("vs_1", unit(1, 0, 0), None, 10) == []
