@@ -17,6 +17,7 @@ import pytest
 
 from ferryman.testing import ScriptedServerClient
 from inprocess import Served, check_script, served
+from mcp_servers import mcp_http_server, mcp_sse_server  # noqa: F401  (fixtures)
 from support import Proc, ferryman_server, scripted_server
 
 

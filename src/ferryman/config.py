@@ -14,6 +14,8 @@ from ferryman.auth.quotas import QuotaSettings
 from ferryman.auth.settings import AuthSettings
 from ferryman.errors import ConfigurationError
 from ferryman.safe_fetch import FetchPolicy
+from ferryman.sandbox.settings import SandboxSettings
+from ferryman.tools.websearch.settings import WebSearchSettings
 
 _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 
@@ -97,6 +99,26 @@ class EmbeddingSettings(BaseModel):
     default_model: str | None = None
 
 
+class KnowledgeSettings(BaseModel):
+    """Knowledge in agent turns: ``inline_document_tokens`` is the size (tokens of the default embedding
+    model's tokenizer) of a turn's documents above which they are indexed and retrieved from by a
+    ``memory_retrieval`` step instead of inlined in the user message."""
+
+    inline_document_tokens: int = Field(default=2000, ge=0)
+
+
+class ToolSettings(BaseModel):
+    """Server-side tools: ``mcp_timeout_seconds`` bounds one request to an MCP server (listing or calling
+    tools), ``mcp_connect_timeout_seconds`` opening a connection to one, and ``mcp_idle_seconds`` is how
+    long a pooled MCP connection stays open unused; ``max_output_chars`` is how much of one tool call's
+    text output a model sees (the rest is cut, with a note saying so)."""
+
+    max_output_chars: int = Field(default=20_000, gt=0)
+    mcp_timeout_seconds: float = Field(default=60.0, gt=0)
+    mcp_connect_timeout_seconds: float = Field(default=10.0, gt=0)
+    mcp_idle_seconds: float = Field(default=300.0, gt=0)
+
+
 class Settings(BaseModel):
     """Everything ``ferryman serve`` needs.
 
@@ -105,7 +127,9 @@ class Settings(BaseModel):
     so that a client never reuses a connection the server is closing. ``fetch``
     bounds the URLs a client may make the server fetch (a turn's documents);
     ``quotas`` limits each authenticated principal's requests and running turns;
-    ``auth`` (``server.auth``) is how callers authenticate, None: not at all.
+    ``auth`` (``server.auth``) is how callers authenticate, None: not at all;
+    ``sandbox`` confines and limits the code interpreter's kernels; ``websearch`` picks the search
+    provider of ``builtin::websearch``.
     """
 
     host: str = "127.0.0.1"
@@ -119,6 +143,10 @@ class Settings(BaseModel):
     auth: AuthSettings | None = None
     files: FileSettings = Field(default_factory=FileSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    websearch: WebSearchSettings = Field(default_factory=WebSearchSettings)
 
     def db_path(self) -> str:
         """The database path: the configured one or ``$FERRYMAN_HOME/ferryman.db``."""

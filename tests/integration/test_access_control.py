@@ -67,7 +67,8 @@ class Owned:
     ids: dict[str, str]
 
     def fill(self, path: str) -> str:
-        return path.replace("{model_id:path}", self.ids["model_id"]).format(**self.ids)
+        path = path.replace("{model_id:path}", self.ids["model_id"])
+        return path.replace("{toolgroup_id:path}", self.ids["toolgroup_id"]).format(**self.ids)
 
 
 _SESSION = "/agents/{agent_id}/session/{session_id}"
@@ -104,10 +105,16 @@ CASES: dict[tuple[str, str], list[Call]] = {
     ],
     ("GET", "/models/{model_id:path}"): [Call()],
     ("DELETE", "/models/{model_id:path}"): [Call()],
-    ("GET", "/toolgroups"): [Call(expect="open")],
-    ("GET", "/toolgroups/{toolgroup_id:path}"): [Call(expect="stateless")],
-    ("GET", "/tools"): [Call(expect="open")],
+    ("GET", "/toolgroups"): [Call(expect="list")],
+    ("POST", "/toolgroups"): [
+        Call({"toolgroup_id": "bob-tools", "provider_id": "builtin::math"}, expect="own"),
+        Call({"toolgroup_id": "{toolgroup_id}", "provider_id": "builtin::math"}, expect="taken"),
+    ],
+    ("GET", "/toolgroups/{toolgroup_id:path}"): [Call()],
+    ("DELETE", "/toolgroups/{toolgroup_id:path}"): [Call()],
+    ("GET", "/tools"): [Call(expect="open"), Call(query={"toolgroup_id": "alice-tools"})],
     ("GET", "/tools/{tool_name}"): [Call(expect="stateless")],
+    ("GET", "/tool-runtime/list-tools"): [Call(query={"tool_group_id": "alice-tools"})],
     ("POST", "/tool-runtime/invoke"): [Call(expect="stateless")],
     ("POST", "/chat/completions"): [
         Call({"model": "alice-model", "messages": [{"role": "user", "content": "x"}]}, expect="absent")
@@ -232,6 +239,8 @@ async def _alice_makes_one_of_everything(http: httpx.AsyncClient) -> Owned:
             headers=A,
         )
     )
+    group = {"toolgroup_id": "alice-tools", "provider_id": "builtin::math"}
+    await _ok(await http.post("/v1/toolgroups", json=group, headers=A))
     return Owned(
         {
             "agent_id": agent_id,
@@ -243,7 +252,7 @@ async def _alice_makes_one_of_everything(http: httpx.AsyncClient) -> Owned:
             "conversation_id": conversation["id"],
             "item_id": items["data"][0]["id"],
             "model_id": "alice-model",
-            "toolgroup_id": "builtin::math",
+            "toolgroup_id": "alice-tools",
             "tool_name": "calculator",
             **await _alice_makes_knowledge(http),
         }
@@ -336,6 +345,9 @@ async def _alice_still_can_do_everything(http: httpx.AsyncClient, owned: Owned) 
     agent, session, turn = ids["agent_id"], ids["session_id"], ids["turn_id"]
     assert ids["agent_id"] in _ids_in(await _ok(await http.get("/v1/agents", headers=A)))
     assert "alice-model" in _ids_in(await _ok(await http.get("/v1/models", headers=A)))
+    assert "alice-tools" in _ids_in(await _ok(await http.get("/v1/toolgroups", headers=A)))
+    tools = await _ok(await http.get("/v1/tools", params={"toolgroup_id": "alice-tools"}, headers=A))
+    assert [t["toolgroup_id"] for t in tools["data"]] == ["alice-tools"]
     mine = await _ok(await http.get("/v1/models/alice-model", headers=A))
     assert mine["provider_resource_id"] == "scripted-model", "B's refused registration must not re-route A's model"
     assert ids["response_id"] in _ids_in(await _ok(await http.get("/v1/responses", headers=A)))

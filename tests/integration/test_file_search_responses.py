@@ -6,6 +6,7 @@ server runs the search inside the response and the second reply answers.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -129,7 +130,32 @@ def test_the_stream_announces_the_search_in_order(http: httpx.Client, model: Ser
     assert [item["type"] for item in final["output"]] == ["file_search_call", "message"]
 
 
-def test_a_search_item_stays_in_the_conversation(http: httpx.Client, model: Served, docs: SeededStore) -> None:
+def test_a_search_stays_in_the_conversation_as_the_call_and_the_passages_the_model_read(
+    http: httpx.Client, model: Served, docs: SeededStore
+) -> None:
+    conversation = http.post("/v1/conversations", json={}).json()["id"]
+    _search_then(model, "At nine [1].")
+    first = _create(http, docs, tools=[_tool(docs)], conversation=conversation, include=["file_search_call.results"])
+    model.enqueue(ScriptedReply(text="The timetable.txt passage."))
+
+    _create(http, docs, conversation=conversation, input="Which passage said so?")
+
+    items = http.get(f"/v1/conversations/{conversation}/items", params={"order": "asc"}).json()["data"]
+    assert [item["type"] for item in items] == ["message", "file_search_call", "message", "message", "message"]
+    _, answered, follow_up = model.requests()
+    history = follow_up["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "user"]
+    (call,) = history[1]["tool_calls"]
+    assert call["function"]["name"] == "file_search" and call["id"] == first["output"][0]["id"]
+    assert json.loads(call["function"]["arguments"]) == {"query": "first ferry harbour"}
+    assert history[2]["tool_call_id"] == call["id"]
+    assert history[2]["content"] == answered["messages"][-1]["content"], "the passages as the model read them"
+    assert TIMETABLE in history[2]["content"]
+
+
+def test_a_search_whose_passages_were_not_kept_stays_in_the_conversation_as_what_was_searched(
+    http: httpx.Client, model: Served, docs: SeededStore
+) -> None:
     conversation = http.post("/v1/conversations", json={}).json()["id"]
     _search_then(model, "At nine [1].")
     _create(http, docs, tools=[_tool(docs)], conversation=conversation)
@@ -137,10 +163,10 @@ def test_a_search_item_stays_in_the_conversation(http: httpx.Client, model: Serv
 
     _create(http, docs, conversation=conversation, input="Thanks!")
 
-    items = http.get(f"/v1/conversations/{conversation}/items", params={"order": "asc"}).json()["data"]
-    assert [item["type"] for item in items] == ["message", "file_search_call", "message", "message", "message"]
     history = model.requests()[-1]["messages"]
-    assert [m["role"] for m in history] == ["user", "assistant", "user"]
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "user"]
+    assert "'first ferry harbour'" in history[2]["content"] and "not kept" in history[2]["content"]
+    assert TIMETABLE not in history[2]["content"]
 
 
 @pytest.mark.parametrize(

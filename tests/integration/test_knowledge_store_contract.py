@@ -253,7 +253,7 @@ async def test_two_claimers_get_disjoint_jobs(store: Store) -> None:
 async def test_a_lapsed_claim_is_taken_over_and_the_first_claimer_writes_nothing(store: Store) -> None:
     await store.create_vector_store(a_store(), [attached("file_a")])
     (job,) = await claim_all(store)
-    await store.renew_ingestion([("vs_1", "file_a")], NOW + 2 * LEASE)
+    assert await store.renew_ingestion([("vs_1", "file_a", NOW + LEASE)], NOW + 2 * LEASE) == [("vs_1", "file_a")]
     assert await claim_all(store, NOW + LEASE + timedelta(seconds=1)) == []
     later = NOW + 3 * LEASE
     (again,) = await claim_all(store, later)
@@ -262,6 +262,41 @@ async def test_a_lapsed_claim_is_taken_over_and_the_first_claimer_writes_nothing
     assert not await store.finish_ingestion(stale, [chunk("c0", "stale", vec(1, 0, 0))], NOW + 2 * LEASE)
     assert (await store.list_chunks("vs_1", "file_a", None, 10)).items == []
     assert await store.finish_ingestion(replace(again, status="completed"), [], later + LEASE)
+
+
+async def test_only_the_claim_a_job_is_held_under_is_renewed(store: Store) -> None:
+    files = [attached(f"file_{c}", created_at=100 + i) for i, c in enumerate("abcd")]
+    await store.create_vector_store(a_store(), files[:3])
+    await store.create_file_batch(FileBatchRecord("batch_1", "vs_1", 101), [attached("file_d", batch_id="batch_1")])
+    await claim_all(store)
+    later = NOW + 3 * LEASE
+    (taken,) = await store.claim_ingestion(later, later + LEASE, 1)  # file_a: lapsed and claimed again
+    await store.delete_vector_store_file("vs_1", "file_b")
+    await store.cancel_file_batch("vs_1", "batch_1")
+    held = [("vs_1", f"file_{c}", NOW + LEASE) for c in "abcd"] + [("vs_1", "file_x", NOW + LEASE)]
+    assert await store.renew_ingestion(held, later) == [("vs_1", "file_c")]
+    assert await store.renew_ingestion([("vs_1", "file_a", later + LEASE)], later + 2 * LEASE) == [
+        ("vs_1", taken.file_id)
+    ]
+    assert await store.renew_ingestion([], later) == []
+    # the renewed claims hold under their new leases only
+    assert not await store.finish_ingestion(replace(taken, status="completed"), [], later + LEASE)
+    assert await store.finish_ingestion(replace(taken, status="completed"), [], later + 2 * LEASE)
+    assert await store.finish_ingestion(replace(files[2], status="completed"), [], later)
+
+
+async def test_touching_a_vector_store_sets_its_last_activity_alone(store: Store) -> None:
+    created = a_store(metadata={"k": "v"})
+    await store.create_vector_store(created, [])
+    await store.touch_vector_store("vs_1", 5000)
+    touched = await store.get_vector_store("vs_1")
+    assert touched == replace(created, last_active_at=5000)
+    assert [s.last_active_at for s in (await store.list_vector_stores(None, 10, "asc")).items] == [5000]
+    await store.update_vector_store(replace(touched, name="renamed", last_active_at=4000))
+    assert await store.get_vector_store("vs_1") == replace(created, name="renamed", last_active_at=4000)
+    await store.touch_vector_store("vs_404", 5000)  # gone: nothing to keep alive, no error
+    with pytest.raises(NotFoundError):
+        await store.get_vector_store("vs_404")
 
 
 async def test_a_cancelled_or_detached_job_writes_nothing(store: Store) -> None:

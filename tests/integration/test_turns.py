@@ -581,7 +581,7 @@ def test_server_tool_call_with_bad_json_arguments_is_answered_with_an_error(
     assert turn["status"] == "completed"
     [response] = turn["steps"][1]["tool_responses"]
     assert response["content"].startswith("error:")
-    assert response["metadata"] == {"error": True}
+    assert response["metadata"]["error"] is True and response["metadata"]["duration_ms"] >= 0
     tool_messages = [m for m in model.requests()[1]["messages"] if m["role"] == "tool"]
     assert tool_messages[0]["content"].startswith("error:")
 

@@ -186,7 +186,7 @@ async def test_agent_with_builtin_rag_searches_its_bound_vector_db(http: httpx.A
 
 
 def _big_document() -> str:
-    filler = " ".join(f"Line {i} talks about weather patterns over the northern ocean." for i in range(80))
+    filler = " ".join(f"Line {i} talks about weather patterns over the northern ocean." for i in range(100))
     return f"{filler} The secret launch code of project Heron is AZURE-HARBOR-42. {filler}"
 
 
@@ -213,7 +213,7 @@ async def test_large_documents_are_retrieved_from_in_a_memory_retrieval_step(
     (request,) = model.requests
     prompt = json.dumps(request["messages"])
     assert "AZURE-HARBOR-42" in prompt, "the retrieved context reached the model"
-    assert prompt.count("northern ocean") < 120, "the document was not inlined whole (160 lines)"
+    assert prompt.count("northern ocean") < 150, "the document was not inlined whole (200 lines)"
     stored = _ok(await http.get(f"/v1/agents/{agent_id}/session/{session_id}"))["turns"][0]["steps"]
     assert [s["step_type"] for s in stored] == ["memory_retrieval", "inference"]
     assert _ok(await http.get(f"/v1/vector_stores/vs_session_{session_id}"))["id"] == f"vs_session_{session_id}"

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from ferryman.api.responses import FileSearchResult
-from ferryman.services.responses.citations import Sources
+from ferryman.services.responses.citations import Source, Sources
 
 
-def _result(file_id: str, filename: str) -> FileSearchResult:
-    return FileSearchResult(file_id=file_id, filename=filename, score=0.5, text="...")
+def _result(file_id: str, filename: str) -> Source:
+    return Source(file_id=file_id, filename=filename)
 
 
-def _sources(*searches: list[FileSearchResult]) -> Sources:
+def _sources(*searches: list[Source]) -> Sources:
     sources = Sources()
     for results in searches:
         sources.add_search(results)
@@ -51,3 +50,17 @@ def test_an_answer_citing_nothing_is_annotated_with_every_file_found_at_its_end(
 def test_nothing_is_cited_when_no_search_found_anything() -> None:
     assert _sources([]).citations("No file says [1].") == []
     assert Sources().citations("An answer without any search.") == []
+
+
+def test_web_pages_are_cited_over_their_marker_or_url() -> None:
+    page = Source(url="https://ferries.example/timetable", title="Timetable")
+    sources = _sources([page])
+    text = "The first ferry leaves at nine [1]; see https://ferries.example/timetable."
+
+    cited = sources.citations(text)
+
+    marker, url = text.index("[1]"), text.index("https://")
+    assert cited == [
+        {"type": "url_citation", "url": page.url, "title": "Timetable", "start_index": marker, "end_index": marker + 3},
+        {"type": "url_citation", "url": page.url, "title": "Timetable", "start_index": url, "end_index": url + 33},
+    ]

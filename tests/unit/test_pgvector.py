@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from asyncpg.exceptions import InsufficientPrivilegeError
 
 from ferryman.errors import ConfigurationError
-from ferryman.storage.pgvector import AVAILABLE, decode, encode, require_pgvector, where
+from ferryman.storage.pgvector import AVAILABLE, CREATE_EXTENSION, decode, encode, require_pgvector, where
 from ferryman.storage.sql.vectors import PgvectorIndex
 
 pytestmark = pytest.mark.anyio
@@ -18,15 +19,22 @@ URL = "postgresql://ferry:s3cret@db.example:6543/knowledge"
 
 
 class FakeServer:
-    """Answers the check's one query as a server would."""
+    """Answers the check's query as a server would, and runs (or refuses) the statement that creates the extension."""
 
-    def __init__(self, available: bool, major: int) -> None:
-        self.answer = (available, major)
+    def __init__(self, available: bool, major: int, installed: bool = False, may_create: bool = True) -> None:
+        self.answer = (available, major, installed)
+        self.may_create = may_create
         self.asked: list[str] = []
 
     async def fetchrow(self, query: str, *args: Any) -> Any:
         self.asked.append(query)
         return self.answer
+
+    async def execute(self, query: str, *args: Any) -> Any:
+        self.asked.append(query)
+        if not self.may_create:
+            raise InsufficientPrivilegeError('permission denied to create extension "vector"')
+        return "CREATE EXTENSION"
 
 
 async def test_a_server_without_pgvector_fails_with_what_to_install_and_no_password() -> None:
@@ -42,8 +50,29 @@ async def test_a_server_without_pgvector_fails_with_what_to_install_and_no_passw
     assert "pg_available_extensions" in AVAILABLE
 
 
-async def test_a_server_with_pgvector_passes() -> None:
-    await require_pgvector(FakeServer(available=True, major=15), URL)
+async def test_a_database_with_the_extension_passes_without_creating_it() -> None:
+    server = FakeServer(available=True, major=15, installed=True, may_create=False)
+    await require_pgvector(server, URL)
+    assert server.asked == [AVAILABLE]
+
+
+async def test_a_database_without_the_extension_gets_it_created() -> None:
+    server = FakeServer(available=True, major=15)
+    await require_pgvector(server, URL)
+    assert server.asked == [AVAILABLE, CREATE_EXTENSION]
+
+
+async def test_a_role_that_may_not_create_the_extension_is_told_an_administrator_must() -> None:
+    server = FakeServer(available=True, major=16, may_create=False)
+    with pytest.raises(ConfigurationError) as caught:
+        await require_pgvector(server, URL)
+    assert str(caught.value) == (
+        "PostgreSQL at db.example:6543/knowledge has pgvector, but its database lacks the vector extension "
+        "(needed for vector stores) and this role may not create it: an administrator must run "
+        "'CREATE EXTENSION vector;' in that database"
+    )
+    assert "s3cret" not in str(caught.value)
+    assert isinstance(caught.value.__cause__, InsufficientPrivilegeError)
 
 
 def test_where_names_host_and_database_only() -> None:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .approvals import ApprovalDecision, ApprovalRequest, RequireApproval
 from .content import (
     URL,
     CompletionMessage,
@@ -24,6 +25,8 @@ class ToolGroupWithArgs(BaseModel):
 
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
+    require_approval: RequireApproval | None = None
+    """Which of the group's tools wait for the caller's approval (a ferryman extension)."""
 
 
 ToolGroupRef = str | ToolGroupWithArgs
@@ -79,6 +82,8 @@ class AgentConfig(_ToolSettings):
     name: str | None = None
     enable_session_persistence: bool | None = False
     response_format: ResponseFormat | None = None
+    require_approval: RequireApproval | None = None
+    """Which server tools wait for the caller's approval before they run (a ferryman extension; default none)."""
 
 
 class Agent(BaseModel):
@@ -127,6 +132,8 @@ class ToolExecutionStep(_StepBase):
     step_type: Literal["tool_execution"] = "tool_execution"
     tool_calls: list[ToolCall]
     tool_responses: list[ToolResponse]
+    approval_requests: list[ApprovalRequest] | None = None
+    """The calls that wait for the caller's approval while the step is pending (a ferryman extension)."""
 
 
 class ShieldCallStep(_StepBase):
@@ -176,6 +183,8 @@ class Turn(BaseModel):
     completed_at: datetime | None = None
     status: TurnStatus = "completed"
     error: TurnError | None = None
+    approval_requests: list[ApprovalRequest] | None = None
+    """The server tool calls an ``awaiting_input`` turn holds back until the caller decides (a ferryman extension)."""
 
 
 class Session(BaseModel):
@@ -347,5 +356,7 @@ class CreateTurnRequest(BaseModel):
 class ResumeTurnRequest(BaseModel):
     """Body of ``POST …/turn/{turn_id}/resume``."""
 
-    tool_responses: list[ToolResponse] = Field(min_length=1)
+    tool_responses: list[ToolResponse] = Field(default_factory=list)
+    approvals: list[ApprovalDecision] = Field(default_factory=list)
+    """Decisions on the turn's approval requests (a ferryman extension)."""
     stream: bool | None = False

@@ -35,6 +35,12 @@ class Tool(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
+class McpEndpoint(BaseModel):
+    """Where an MCP server listens."""
+
+    uri: str = Field(min_length=1)
+
+
 class ToolGroup(BaseModel):
     """A named group of server-side tools."""
 
@@ -42,6 +48,16 @@ class ToolGroup(BaseModel):
     provider_id: str = "builtin"
     provider_resource_id: str | None = None
     type: Literal["tool_group"] = "tool_group"
+    args: dict[str, Any] | None = None
+    mcp_endpoint: McpEndpoint | None = None
+
+
+class RegisterToolGroupRequest(BaseModel):
+    """Body of ``POST /toolgroups``."""
+
+    toolgroup_id: str = Field(min_length=1)
+    provider_id: str = Field(min_length=1)
+    mcp_endpoint: McpEndpoint | None = None
     args: dict[str, Any] | None = None
 
 

@@ -148,27 +148,129 @@ class OutputTextAnnotationAdded(_Event):
     annotation: dict[str, Any]
 
 
-class _FileSearchEvent(_Event):
+class CallEvent(_Event):
+    """An event about one output item of a hosted tool (its progress, its arguments or code)."""
+
     item_id: str
     output_index: int
 
 
-class FileSearchCallInProgress(_FileSearchEvent):
+class FileSearchCallInProgress(CallEvent):
     """A file search call began."""
 
     type: Literal["response.file_search_call.in_progress"] = "response.file_search_call.in_progress"
 
 
-class FileSearchCallSearching(_FileSearchEvent):
+class FileSearchCallSearching(CallEvent):
     """A file search call is searching."""
 
     type: Literal["response.file_search_call.searching"] = "response.file_search_call.searching"
 
 
-class FileSearchCallCompleted(_FileSearchEvent):
+class FileSearchCallCompleted(CallEvent):
     """A file search call finished searching."""
 
     type: Literal["response.file_search_call.completed"] = "response.file_search_call.completed"
+
+
+class McpListToolsInProgress(CallEvent):
+    """The server began listing an MCP server's tools."""
+
+    type: Literal["response.mcp_list_tools.in_progress"] = "response.mcp_list_tools.in_progress"
+
+
+class McpListToolsCompleted(CallEvent):
+    """An MCP server's tools are listed."""
+
+    type: Literal["response.mcp_list_tools.completed"] = "response.mcp_list_tools.completed"
+
+
+class McpListToolsFailed(CallEvent):
+    """An MCP server's tools could not be listed."""
+
+    type: Literal["response.mcp_list_tools.failed"] = "response.mcp_list_tools.failed"
+
+
+class McpCallArgumentsDelta(CallEvent):
+    """Argument text of an MCP call."""
+
+    type: Literal["response.mcp_call_arguments.delta"] = "response.mcp_call_arguments.delta"
+    delta: str
+
+
+class McpCallArgumentsDone(CallEvent):
+    """The whole arguments of an MCP call."""
+
+    type: Literal["response.mcp_call_arguments.done"] = "response.mcp_call_arguments.done"
+    arguments: str
+
+
+class McpCallInProgress(CallEvent):
+    """An MCP call is running."""
+
+    type: Literal["response.mcp_call.in_progress"] = "response.mcp_call.in_progress"
+
+
+class McpCallCompleted(CallEvent):
+    """An MCP call returned."""
+
+    type: Literal["response.mcp_call.completed"] = "response.mcp_call.completed"
+
+
+class McpCallFailed(CallEvent):
+    """An MCP call failed."""
+
+    type: Literal["response.mcp_call.failed"] = "response.mcp_call.failed"
+
+
+class CodeInterpreterCallInProgress(CallEvent):
+    """A code interpreter call began."""
+
+    type: Literal["response.code_interpreter_call.in_progress"] = "response.code_interpreter_call.in_progress"
+
+
+class CodeInterpreterCallCodeDelta(CallEvent):
+    """Code of a code interpreter call."""
+
+    type: Literal["response.code_interpreter_call_code.delta"] = "response.code_interpreter_call_code.delta"
+    delta: str
+
+
+class CodeInterpreterCallCodeDone(CallEvent):
+    """The whole code of a code interpreter call."""
+
+    type: Literal["response.code_interpreter_call_code.done"] = "response.code_interpreter_call_code.done"
+    code: str
+
+
+class CodeInterpreterCallInterpreting(CallEvent):
+    """The code runs."""
+
+    type: Literal["response.code_interpreter_call.interpreting"] = "response.code_interpreter_call.interpreting"
+
+
+class CodeInterpreterCallCompleted(CallEvent):
+    """The code ran."""
+
+    type: Literal["response.code_interpreter_call.completed"] = "response.code_interpreter_call.completed"
+
+
+class WebSearchCallInProgress(CallEvent):
+    """A web search call began."""
+
+    type: Literal["response.web_search_call.in_progress"] = "response.web_search_call.in_progress"
+
+
+class WebSearchCallSearching(CallEvent):
+    """A web search call is searching."""
+
+    type: Literal["response.web_search_call.searching"] = "response.web_search_call.searching"
+
+
+class WebSearchCallCompleted(CallEvent):
+    """A web search call finished."""
+
+    type: Literal["response.web_search_call.completed"] = "response.web_search_call.completed"
 
 
 ResponseStreamEvent = Annotated[
@@ -189,7 +291,23 @@ ResponseStreamEvent = Annotated[
     | OutputTextAnnotationAdded
     | FileSearchCallInProgress
     | FileSearchCallSearching
-    | FileSearchCallCompleted,
+    | FileSearchCallCompleted
+    | McpListToolsInProgress
+    | McpListToolsCompleted
+    | McpListToolsFailed
+    | McpCallArgumentsDelta
+    | McpCallArgumentsDone
+    | McpCallInProgress
+    | McpCallCompleted
+    | McpCallFailed
+    | CodeInterpreterCallInProgress
+    | CodeInterpreterCallCodeDelta
+    | CodeInterpreterCallCodeDone
+    | CodeInterpreterCallInterpreting
+    | CodeInterpreterCallCompleted
+    | WebSearchCallInProgress
+    | WebSearchCallSearching
+    | WebSearchCallCompleted,
     Field(discriminator="type"),
 ]
 """One event of a response stream (the JSON ``data`` of one SSE event, whose ``event`` is its ``type``)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
+
+from .approvals import RequireApproval
 
 
 class InputText(BaseModel):
@@ -85,8 +87,119 @@ class FileSearchCallItem(BaseModel):
     results: list[FileSearchResult] | None = None
 
 
+class McpListedTool(BaseModel):
+    """One tool an MCP server lists."""
+
+    name: str
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    description: str | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class McpListToolsItem(BaseModel):
+    """The tools an MCP server offered; kept so that later responses of the conversation need not list them again."""
+
+    type: Literal["mcp_list_tools"] = "mcp_list_tools"
+    id: str | None = None
+    server_label: str
+    tools: list[McpListedTool] = Field(default_factory=list)
+    error: str | None = None
+
+
+class McpCallItem(BaseModel):
+    """A call the server made to an MCP server's tool; ``error`` holds why it failed."""
+
+    type: Literal["mcp_call"] = "mcp_call"
+    id: str | None = None
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None = None
+    error: dict[str, Any] | None = None
+    approval_request_id: str | None = None
+    status: Literal["in_progress", "calling", "completed", "incomplete", "failed"] | None = None
+
+
+class CodeInterpreterLogs(BaseModel):
+    """Text the code printed."""
+
+    type: Literal["logs"] = "logs"
+    logs: str
+
+
+class CodeInterpreterImage(BaseModel):
+    """An image the code produced."""
+
+    type: Literal["image"] = "image"
+    url: str
+
+
+CodeInterpreterOutput = Annotated[CodeInterpreterLogs | CodeInterpreterImage, Field(discriminator="type")]
+
+
+class CodeInterpreterCallItem(BaseModel):
+    """Code the server ran with the ``code_interpreter`` tool, and what it printed and drew."""
+
+    type: Literal["code_interpreter_call"] = "code_interpreter_call"
+    id: str | None = None
+    code: str | None = None
+    container_id: str
+    outputs: list[CodeInterpreterOutput] | None = None
+    status: Literal["in_progress", "interpreting", "completed", "incomplete", "failed"] = "completed"
+
+
+class WebSearchAction(BaseModel):
+    """What a web search call did: a search for ``query``."""
+
+    type: Literal["search"] = "search"
+    query: str | None = None
+    sources: list[dict[str, Any]] | None = None
+
+
+class WebSearchCallItem(BaseModel):
+    """A search of the web the server ran with the ``web_search`` tool."""
+
+    type: Literal["web_search_call"] = "web_search_call"
+    id: str | None = None
+    status: Literal["in_progress", "searching", "completed", "incomplete", "failed"] = "completed"
+    action: WebSearchAction = Field(default_factory=WebSearchAction)
+
+
+class McpApprovalRequestItem(BaseModel):
+    """A hosted tool call held back until the client approves it (``server_label`` is "ferryman" for non-MCP tools)."""
+
+    type: Literal["mcp_approval_request"] = "mcp_approval_request"
+    id: str | None = None
+    server_label: str
+    name: str
+    arguments: str
+
+
+class McpApprovalResponseItem(BaseModel):
+    """The client's decision on an ``mcp_approval_request`` of an earlier response."""
+
+    type: Literal["mcp_approval_response"] = "mcp_approval_response"
+    id: str | None = None
+    approval_request_id: str
+    approve: bool
+    reason: str | None = None
+
+
+HostedCallItem = FileSearchCallItem | McpCallItem | CodeInterpreterCallItem | WebSearchCallItem
+"""An item of a call the server ran itself (a hosted tool's call)."""
+
 Item = Annotated[
-    MessageItem | FunctionCallItem | FunctionCallOutputItem | FileSearchCallItem, Field(discriminator="type")
+    MessageItem
+    | FunctionCallItem
+    | FunctionCallOutputItem
+    | FileSearchCallItem
+    | McpListToolsItem
+    | McpCallItem
+    | CodeInterpreterCallItem
+    | WebSearchCallItem
+    | McpApprovalRequestItem
+    | McpApprovalResponseItem,
+    Field(discriminator="type"),
 ]
 
 
@@ -130,10 +243,85 @@ class FileSearchTool(BaseModel):
     filters: dict[str, Any] | None = None
     max_num_results: int | None = Field(default=None, ge=1, le=50)
     ranking_options: FileSearchRanking | None = None
+    require_approval: RequireApproval | None = None
+    """Whether searches wait for the client's approval (a ferryman extension, as on the ``mcp`` tool)."""
 
 
-ResponseTool = FunctionTool | FileSearchTool
-"""A tool of a response (a function tool may omit its ``type``, so the union is told apart by its fields)."""
+class McpToolFilter(BaseModel):
+    """``allowed_tools`` as a filter: tools by name, or only those the server marks read-only."""
+
+    tool_names: list[str] | None = None
+    read_only: bool | None = None
+
+
+class McpTool(BaseModel):
+    """A remote MCP server whose tools the model may call.
+
+    ``headers`` and ``authorization`` are credentials: used for this request's
+    calls only, never stored, logged or echoed (see :meth:`without_credentials`).
+    """
+
+    type: Literal["mcp"]
+    server_label: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    server_url: str = Field(min_length=1)
+    server_description: str | None = None
+    headers: dict[str, str] | None = Field(default=None, repr=False)
+    authorization: str | None = Field(default=None, repr=False)
+    allowed_tools: list[str] | McpToolFilter | None = None
+    require_approval: RequireApproval | None = None
+
+    def without_credentials(self) -> McpTool:
+        """The tool as it may be stored and echoed."""
+        return self.model_copy(update={"headers": None, "authorization": None})
+
+
+class CodeInterpreterContainer(BaseModel):
+    """A container the server picks (``auto``)."""
+
+    type: Literal["auto"]
+    file_ids: list[str] | None = None
+
+
+class CodeInterpreterTool(BaseModel):
+    """Python the model writes, run by the server in a sandbox."""
+
+    type: Literal["code_interpreter"]
+    container: str | CodeInterpreterContainer
+    require_approval: RequireApproval | None = None
+    """Whether runs wait for the client's approval (a ferryman extension, as on the ``mcp`` tool)."""
+
+
+class WebSearchTool(BaseModel):
+    """A search of the web the model may run."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"]
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    user_location: dict[str, Any] | None = None
+    filters: dict[str, Any] | None = None
+    require_approval: RequireApproval | None = None
+    """Whether searches wait for the client's approval (a ferryman extension, as on the ``mcp`` tool)."""
+
+
+def _tool_kind(value: Any) -> str:
+    """The tag of a response tool: its ``type`` (``function`` when omitted), every web search version as one."""
+    kind = value.get("type", "function") if isinstance(value, dict) else getattr(value, "type", "function")
+    return "web_search" if isinstance(kind, str) and kind.startswith("web_search") else str(kind)
+
+
+ResponseTool = Annotated[
+    Annotated[FunctionTool, Tag("function")]
+    | Annotated[FileSearchTool, Tag("file_search")]
+    | Annotated[McpTool, Tag("mcp")]
+    | Annotated[CodeInterpreterTool, Tag("code_interpreter")]
+    | Annotated[WebSearchTool, Tag("web_search")],
+    Discriminator(_tool_kind),
+]
+"""A tool of a response, told apart by its ``type`` (a function tool may omit it)."""
+
+HostedTool = FileSearchTool | McpTool | CodeInterpreterTool | WebSearchTool
+"""A tool the server runs itself."""
 
 FILE_SEARCH_RESULTS = "file_search_call.results"
 """The ``include`` value that keeps a file search's results in its output item."""

@@ -19,11 +19,14 @@ from ferryman.api.agents import (
     Turn,
     TurnError,
 )
+from ferryman.api.approvals import ApprovalDecision, ApprovalRequest
 from ferryman.api.content import CompletionMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
 from ferryman.errors import ConflictError, FailureCode, FerrymanError
 from ferryman.safety.base import Shield
 from ferryman.storage.base import StepWrite, TurnRecord, TurnStore, turn_from_record
+from ferryman.tools.context import ToolContext
 
+from .approvals import Ruling, approval_request, rule, unheld
 from .channel import StopReason
 from .events import Emit, StepCompleted, StepStarted, TurnAwaitingInput, TurnCompleted, TurnFailed, TurnStarted
 from .ids import new_id, utcnow
@@ -45,6 +48,8 @@ class TurnState:
     steps: list[Step] = field(default_factory=list)
     documents: list[MemoryDocument] = field(default_factory=list)
     """Documents too large to inline: indexed and searched by a memory_retrieval step before inference."""
+    ruled: Ruling | None = None
+    """Calls of an earlier turn the caller ruled on (Responses): run or refused before the first inference."""
 
     def turn(self) -> Turn:
         """The wire form of the turn as it stands."""
@@ -69,9 +74,9 @@ class TurnEngine:
         """Run a new turn from its input messages to an answer or a pause."""
         return await self._guarded(state, emit, self._start(state, emit))
 
-    async def resume(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> Turn:
-        """Continue a paused turn with its tool step completed by :func:`complete_pending_step`."""
-        return await self._guarded(state, emit, self._resume(state, step, emit))
+    async def resume(self, state: TurnState, answer: PendingAnswer, emit: Emit) -> Turn:
+        """Continue a paused turn with the caller's answer to its pending step (see :func:`complete_pending_step`)."""
+        return await self._guarded(state, emit, self._resume(state, answer, emit))
 
     async def _guarded(self, state: TurnState, emit: Emit, body: Coroutine[Any, Any, Turn]) -> Turn:
         record = state.record
@@ -101,6 +106,8 @@ class TurnEngine:
             return await self._complete(state, _refusal(violation), emit)
         if state.documents:
             await self._retrieve(state, emit)
+        if state.ruled is not None:
+            await self._run_ruled(state, state.ruled, emit)
         return await self._loop(state, emit)
 
     async def _retrieve(self, state: TurnState, emit: Emit) -> None:
@@ -123,11 +130,40 @@ class TurnEngine:
         state.history = with_context(state.history, found.context)
         await emit(StepCompleted(step))
 
-    async def _resume(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> Turn:
+    async def _resume(self, state: TurnState, answer: PendingAnswer, emit: Emit) -> Turn:
         await emit(TurnStarted(state.record.turn_id))
         state.history = recalled_context(state.history, state.steps)
-        await self._save_tool_step(state, step, emit)
+        step, ruling = answer.step, answer.ruling
+        # Approved calls run now, with the arguments stored when the turn paused.
+        ran = await run_server_tools(ruling.approved, state.plan, self._context(state))
+        done = {r.call_id: r for r in [*step.tool_responses, *ran, *ruling.denials()]}
+        ordered = [done[c.call_id] for c in step.tool_calls]
+        completed = step.model_copy(
+            update={"tool_responses": ordered, "approval_requests": None, "completed_at": utcnow()}
+        )
+        await self._save_tool_step(state, completed, emit)
         return await self._loop(state, emit)
+
+    async def _run_ruled(self, state: TurnState, ruling: Ruling, emit: Emit) -> None:
+        """Run the approved calls of an earlier response and refuse the denied ones, as one tool step.
+
+        The calls enter the history here, with their results: the response that asked
+        for approval left them out of it (see :meth:`_commit_inference`).
+        """
+        calls = [*ruling.approved, *(call for call, _ in ruling.denied)]
+        step_id, started = new_id(), utcnow()
+        await emit(StepStarted("tool_execution", step_id, {"approved_call_ids": [c.call_id for c in ruling.approved]}))
+        responses = [*await run_server_tools(ruling.approved, state.plan, self._context(state)), *ruling.denials()]
+        step = ToolExecutionStep(
+            turn_id=state.record.turn_id,
+            step_id=step_id,
+            started_at=started,
+            completed_at=utcnow(),
+            tool_calls=calls,
+            tool_responses=responses,
+        )
+        call_message = CompletionMessage(content="", stop_reason="end_of_message", tool_calls=calls)
+        await self._save_tool_step(state, step, emit, call_message)
 
     async def _loop(self, state: TurnState, emit: Emit) -> Turn:
         plan = state.plan
@@ -167,9 +203,16 @@ class TurnEngine:
         return step
 
     async def _commit_inference(self, state: TurnState, step: InferenceStep, emit: Emit) -> None:
-        write = StepWrite(step, messages=[step.model_response])
-        await self._store.save_step(state.record.turn_id, write, state.record.infer_iters)
-        self._record_inference(state, step)
+        # A turn that ends on calls awaiting approval keeps them out of its history: the
+        # turn that runs them (or refuses them) adds each call together with its result.
+        message = step.model_response
+        if state.plan.client_tools_end_turn:
+            message = unheld(message, state.plan.approval_required)
+        keep = message is step.model_response or message.tool_calls or message.content
+        messages: list[Message] = [message] if keep else []
+        await self._store.save_step(state.record.turn_id, StepWrite(step, messages=messages), state.record.infer_iters)
+        state.steps.append(step)
+        state.history.extend(messages)
         await emit(StepCompleted(step))
 
     @staticmethod
@@ -177,24 +220,34 @@ class TurnEngine:
         state.steps.append(step)
         state.history.append(step.model_response)
 
+    @staticmethod
+    def _context(state: TurnState) -> ToolContext:
+        return ToolContext(state.record.session_id, state.record.turn_id, state.plan.provider_data or {})
+
     async def _run_tools(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn | None:
         calls = message.tool_calls or []
         step_id, started = new_id(), utcnow()
-        client_calls = [c.call_id for c in calls if c.tool_name in state.plan.client_tools]
-        metadata = {"client_tool_call_ids": client_calls} if client_calls else {}
+        plan = state.plan
+        client_calls = [c.call_id for c in calls if c.tool_name in plan.client_tools]
+        held = [approval_request(c) for c in calls if c.tool_name in plan.approval_required]
+        metadata: dict[str, Any] = {"client_tool_call_ids": client_calls} if client_calls else {}
+        if held:
+            metadata["approval_call_ids"] = [r.call_id for r in held]
         await emit(StepStarted("tool_execution", step_id, metadata))
-        server_calls = [c for c in calls if c.tool_name not in state.plan.client_tools]
-        responses = await run_server_tools(server_calls, state.plan)
+        waiting = {*client_calls, *(r.call_id for r in held)}
+        server_calls = [c for c in calls if c.call_id not in waiting]
+        responses = await run_server_tools(server_calls, plan, self._context(state))
         step = ToolExecutionStep(
             turn_id=state.record.turn_id,
             step_id=step_id,
             started_at=started,
             tool_calls=calls,
             tool_responses=responses,
+            approval_requests=held or None,
         )
-        if client_calls and state.plan.client_tools_end_turn:
+        if waiting and plan.client_tools_end_turn:
             return await self._hand_back(state, step, message, emit)
-        if client_calls:
+        if waiting:
             return await self._pause(state, step, emit)
         await self._save_tool_step(state, step.model_copy(update={"completed_at": utcnow()}), emit)
         return None
@@ -208,8 +261,8 @@ class TurnEngine:
             server_only = step.model_copy(
                 update={"tool_calls": [c for c in step.tool_calls if c.call_id in server_ids], "completed_at": utcnow()}
             )
-            await self._save_tool_step(state, server_only, emit)
-        return await self._complete(state, message, emit)
+            await self._save_tool_step(state, server_only.model_copy(update={"approval_requests": None}), emit)
+        return await self._complete(state, message, emit, approvals=step.approval_requests)
 
     async def _stop_at_cap(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn:
         """End a turn that reached max_infer_iters with tool calls still unrun.
@@ -233,10 +286,11 @@ class TurnEngine:
         await self._save_tool_step(state, step, emit)
         return await self._complete(state, message.model_copy(update={"stop_reason": "out_of_tokens"}), emit)
 
-    async def _save_tool_step(self, state: TurnState, step: ToolExecutionStep, emit: Emit) -> None:
-        messages: list[Message] = [
-            ToolResponseMessage(call_id=r.call_id, content=r.content) for r in step.tool_responses
-        ]
+    async def _save_tool_step(
+        self, state: TurnState, step: ToolExecutionStep, emit: Emit, call_message: CompletionMessage | None = None
+    ) -> None:
+        messages: list[Message] = [call_message] if call_message is not None else []
+        messages += [ToolResponseMessage(call_id=r.call_id, content=r.content) for r in step.tool_responses]
         await self._store.save_step(state.record.turn_id, StepWrite(step, messages=messages), state.record.infer_iters)
         state.steps.append(step)
         state.history.extend(messages)
@@ -247,7 +301,7 @@ class TurnEngine:
         await self._store.save_step(record.turn_id, StepWrite(step, pending=True), record.infer_iters)
         record.status = "awaiting_input"
         await self._store.finish_turn(record)
-        turn = state.turn()
+        turn = state.turn().model_copy(update={"approval_requests": step.approval_requests})
         await emit(TurnAwaitingInput(turn))
         return turn
 
@@ -271,7 +325,12 @@ class TurnEngine:
         return None
 
     async def _complete(
-        self, state: TurnState, message: CompletionMessage, emit: Emit, last: InferenceStep | None = None
+        self,
+        state: TurnState,
+        message: CompletionMessage,
+        emit: Emit,
+        last: InferenceStep | None = None,
+        approvals: list[ApprovalRequest] | None = None,
     ) -> Turn:
         record = state.record
         record.status, record.output_message, record.completed_at = "completed", message, utcnow()
@@ -281,7 +340,7 @@ class TurnEngine:
             await self._store.finish_turn(record, StepWrite(last, messages=[last.model_response]))
             self._record_inference(state, last)
             await emit(StepCompleted(last))
-        turn = state.turn()
+        turn = state.turn().model_copy(update={"approval_requests": approvals})
         await emit(TurnCompleted(turn))
         return turn
 
@@ -298,16 +357,35 @@ def _refusal(violation: SafetyViolation) -> CompletionMessage:
     return CompletionMessage(content=text, stop_reason="end_of_turn", tool_calls=[])
 
 
-def complete_pending_step(pending: Step | None, responses: list[ToolResponse]) -> ToolExecutionStep:
-    """The paused turn's tool step, completed by the client's responses in call order.
+@dataclass(frozen=True)
+class PendingAnswer:
+    """The caller's answer to a paused turn's tool step.
+
+    Attributes:
+        step: The pending step with the client's tool responses added (approval requests still unanswered).
+        ruling: The decisions on the step's approval requests.
+    """
+
+    step: ToolExecutionStep
+    ruling: Ruling
+
+
+def complete_pending_step(
+    pending: Step | None, responses: list[ToolResponse], decisions: list[ApprovalDecision] | None = None
+) -> PendingAnswer:
+    """Check the caller's answer to the paused turn's tool step: client results, and approval decisions.
 
     Raises:
-        ConflictError: the client's call ids are not exactly the calls still waiting.
+        ConflictError: the client's call ids are not exactly the client calls still waiting.
+        InvalidRequestError: the approval decisions do not match the step's approval requests.
     """
     if not isinstance(pending, ToolExecutionStep):
         raise ConflictError("the turn has no pending tool calls")
+    requests = pending.approval_requests or []
+    ruling = rule(requests, pending.tool_calls, list(decisions or []), "approvals")
+    held = {r.call_id for r in requests}
     done = {r.call_id: r for r in pending.tool_responses}
-    waiting = [c for c in pending.tool_calls if c.call_id not in done]
+    waiting = [c for c in pending.tool_calls if c.call_id not in done and c.call_id not in held]
     given = {r.call_id: r for r in responses}
     expected = {c.call_id for c in waiting}
     if set(given) != expected or len(given) != len(responses):
@@ -316,8 +394,8 @@ def complete_pending_step(pending: Step | None, responses: list[ToolResponse]) -
             f"got {[r.call_id for r in responses]}"
         )
     merged = {**done, **given}
-    ordered = [_named(merged[c.call_id], c) for c in pending.tool_calls]
-    return pending.model_copy(update={"tool_responses": ordered, "completed_at": utcnow()})
+    answered = [_named(merged[c.call_id], c) for c in pending.tool_calls if c.call_id in merged]
+    return PendingAnswer(pending.model_copy(update={"tool_responses": answered}), ruling)
 
 
 def _named(response: ToolResponse, call: ToolCall) -> ToolResponse:

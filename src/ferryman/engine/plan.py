@@ -18,7 +18,9 @@ from ferryman.api.inference import (
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.base import ChatRequest, Sampling
 from ferryman.safety.base import Shield, ShieldRegistry
-from ferryman.tools.registry import BoundTool, ToolRegistry
+from ferryman.tools.registry import DEFAULT_MAX_OUTPUT_CHARS, BoundTool, ToolRegistry
+
+from .approvals import ApprovalPolicy, requiring_approval
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,10 @@ class TurnPlan:
     provider_data: dict[str, Any] | None = None
     client_tools_end_turn: bool = False
     """End the turn when the model calls a client tool (Responses API), instead of pausing it."""
+    max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    """How much of one server tool's text output the model sees (the rest is cut, with a note)."""
+    approval_required: frozenset[str] = frozenset()
+    """Server tools whose calls wait for the caller's approval before they run."""
 
     def tool_defs(self) -> list[ToolDef]:
         """Every tool offered to the model."""
@@ -108,19 +114,25 @@ class TurnPlan:
         )
 
 
-def build_plan(
+async def build_plan(
     config: AgentConfig,
     overrides: TurnOverrides,
     tools: ToolRegistry,
     shields: ShieldRegistry,
+    provider_data: dict[str, Any] | None = None,
+    offline: bool = False,
 ) -> TurnPlan:
     """Merge an agent's config with a turn's overrides.
+
+    ``provider_data`` (the request's, kept on the plan) carries credentials of the servers that list
+    registered toolgroups; ``offline`` checks those groups exist without listing their tools (an agent's
+    creation: its turns list them with their own credentials).
 
     Raises:
         InvalidRequestError: unknown toolgroups or shields, or a tool name that is
             both a server tool and a client tool.
     """
-    server_tools = tools.resolve([*(config.toolgroups or []), *overrides.toolgroups])
+    server_tools, held = await _server_tools(config, overrides, tools, provider_data, offline)
     client_tools = {tool.name: tool for tool in config.client_tools or []}
     clash = sorted(set(server_tools) & set(client_tools))
     if clash:
@@ -137,4 +149,32 @@ def build_plan(
         client_tools=client_tools,
         input_shields=shields.resolve(config.input_shields or [], "input_shields"),
         output_shields=shields.resolve(config.output_shields or [], "output_shields"),
+        max_tool_output_chars=tools.max_output_chars,
+        approval_required=held,
+        provider_data=provider_data,
     )
+
+
+async def _server_tools(
+    config: AgentConfig,
+    overrides: TurnOverrides,
+    tools: ToolRegistry,
+    provider_data: dict[str, Any] | None,
+    offline: bool,
+) -> tuple[dict[str, BoundTool], frozenset[str]]:
+    """The turn's server tools, and those held back for approval.
+
+    A tool waits for approval when the agent's ``require_approval``, the toolgroup
+    reference that brought it, or its registration's policy says so.
+    """
+    agent_policy = ApprovalPolicy.of(config.require_approval)
+    server_tools: dict[str, BoundTool] = {}
+    held: set[str] = set()
+    for ref in [*(config.toolgroups or []), *overrides.toolgroups]:
+        resolved = await tools.resolve([ref], provider_data, offline)
+        server_tools.update(resolved)
+        ref_policy = ApprovalPolicy.of(ref.require_approval if isinstance(ref, ToolGroupWithArgs) else None)
+        for name, bound in resolved.items():
+            policies = [agent_policy, ref_policy, ApprovalPolicy.of(bound.require_approval)]
+            held |= requiring_approval([name], policies)
+    return server_tools, frozenset(held)

@@ -1,20 +1,41 @@
-"""Running the server-side tool calls of one inference step."""
+"""Running the server-side tool calls of one inference step: in the call's tool context, timed, bounded."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from typing import Any
 
-from ferryman.api.content import ToolCall, ToolResponse
+from ferryman.api.content import InterleavedContent, TextContentItem, ToolCall, ToolResponse
+from ferryman.tools.context import ToolContext, tool_context
 
 from .plan import TurnPlan
 
 log = logging.getLogger(__name__)
 
 
-async def run_server_tools(calls: list[ToolCall], plan: TurnPlan) -> list[ToolResponse]:
-    """Run server tools concurrently; unknown tools and failures become error responses for the model."""
-    return list(await asyncio.gather(*(_run_one(call, plan) for call in calls)))
+async def run_server_tools(calls: list[ToolCall], plan: TurnPlan, context: ToolContext) -> list[ToolResponse]:
+    """Run server tools concurrently; unknown tools and failures become error responses for the model.
+
+    Args:
+        calls: The model's calls of server tools.
+        plan: The turn's plan (its tools and output limit).
+        context: The session, turn and provider data each tool sees through :data:`tool_context`.
+
+    Each response's metadata carries the call's ``duration_ms``.
+    """
+    return list(await asyncio.gather(*(_timed(call, plan, context) for call in calls)))
+
+
+async def _timed(call: ToolCall, plan: TurnPlan, context: ToolContext) -> ToolResponse:
+    # Each gathered call runs in its own task, with its own copy of the context: setting it here is the call's alone.
+    tool_context.set(context)
+    started = time.perf_counter()
+    response = await _run_one(call, plan)
+    duration_ms = round((time.perf_counter() - started) * 1000, 3)
+    metadata = {**(response.metadata or {}), "duration_ms": duration_ms}
+    return response.model_copy(update={"metadata": metadata})
 
 
 async def _run_one(call: ToolCall, plan: TurnPlan) -> ToolResponse:
@@ -31,12 +52,42 @@ async def _run_one(call: ToolCall, plan: TurnPlan) -> ToolResponse:
         return _error(call, f"tool '{call.tool_name}' failed")
     if result.error_message:
         return _error(call, result.error_message)
-    return ToolResponse(
-        call_id=call.call_id, tool_name=call.tool_name, content=result.content or "", metadata=result.metadata
-    )
+    content, truncated = truncate(result.content or "", plan.max_tool_output_chars)
+    metadata: dict[str, Any] = dict(result.metadata or {})
+    if truncated:
+        metadata["truncated"] = True
+    return ToolResponse(call_id=call.call_id, tool_name=call.tool_name, content=content, metadata=metadata)
 
 
 def _error(call: ToolCall, message: str) -> ToolResponse:
     return ToolResponse(
         call_id=call.call_id, tool_name=call.tool_name, content=f"error: {message}", metadata={"error": True}
     )
+
+
+def truncate(content: InterleavedContent, limit: int) -> tuple[InterleavedContent, bool]:
+    """Cut a tool's text output to ``limit`` characters, with a note the model reads; say whether it was cut.
+
+    Text items of a list share the limit in order; other items (images) pass.
+    """
+    if isinstance(content, str):
+        total = len(content)
+        return (content, False) if total <= limit else (content[:limit] + "\n" + _note(limit, total), True)
+    items = content if isinstance(content, list) else [content]
+    total = sum(len(item.text) for item in items if isinstance(item, TextContentItem))
+    if total <= limit:
+        return content, False
+    kept: list[Any] = []
+    left = limit
+    for item in items:
+        if not isinstance(item, TextContentItem):
+            kept.append(item)
+        elif left > 0:
+            kept.append(item.model_copy(update={"text": item.text[:left]}))
+            left -= min(left, len(item.text))
+    kept.append(TextContentItem(text=_note(limit, total)))
+    return kept, True
+
+
+def _note(shown: int, total: int) -> str:
+    return f"[output truncated: {shown} of {total} characters shown]"

@@ -9,6 +9,8 @@ the prompted format of :mod:`ferryman.inference.tool_prompt`.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
 import importlib.util
 import threading
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
@@ -47,6 +49,18 @@ def default_model_path() -> str | None:
         if candidate.is_file():
             return str(candidate)
     return None
+
+
+@functools.cache
+def _close_null_files_at_exit() -> None:
+    """Close the two ``/dev/null`` files llama-cpp opens at import and never closes (a ResourceWarning at exit).
+
+    Only its constructors write to them; the models' ``__del__`` do not, so closing them at exit is safe.
+    """
+    from llama_cpp import _utils
+
+    atexit.register(_utils.outnull_file.close)
+    atexit.register(_utils.errnull_file.close)
 
 
 def embedded_available() -> tuple[bool, str]:
@@ -111,6 +125,7 @@ class LlamaSource:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as exc:
             raise UpstreamError(f"llama-cpp-python is not installed: {INSTALL_HINT}") from exc
+        _close_null_files_at_exit()
         llm = llama_cpp.Llama(model_path=self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
         template = llm.metadata.get("tokenizer.chat_template")
         if template is not None:

@@ -51,6 +51,8 @@ OpenBLAS's threads spin waiting for each other; on cores busy with other work
 on one, and this model's matrices are too small to gain from more than a few.
 """
 _BLAS = ThreadpoolController()
+_SCORES_FLOATS = 1 << 17
+"""Attention scores computed at once (512 kB): small enough to stay in L2 through the softmax."""
 _BATCH_TOKENS = 2048
 """Padded tokens per forward pass: bounds the attention scores' memory (batch x 12 x len x len floats)."""
 
@@ -100,24 +102,44 @@ def tokenizer(folder: Path | None = None) -> Tokenizer:
     return loaded
 
 
-def _gelu(x: Matrix) -> Matrix:
-    """BERT's exact GELU, x * Phi(x), with erf from Abramowitz & Stegun 7.1.26 (error < 1.5e-7).
+def _gelu_(x: Matrix) -> Matrix:
+    """BERT's exact GELU, x * Phi(x), in place, with erf from Abramowitz & Stegun 7.1.26 (error < 1.5e-7).
 
     numpy has no erf; the tanh approximation would drift from the reference.
+    With z = |x| / sqrt(2) and erf(z) = 1 - poly(t) * exp(-z^2), x * Phi(x) is
+    (x + |x| * erf(z)) / 2 for either sign of x. Every step writes into one of
+    two scratch arrays: temporaries, not arithmetic, dominated this function.
     """
-    z = np.abs(x) * np.float32(1 / np.sqrt(2))
-    t = 1 / (1 + np.float32(0.3275911) * z)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    erf = 1 - poly * np.exp(-z * z)
-    gelu: Matrix = (x * 0.5 * (1 + np.sign(x) * erf)).astype(np.float32, copy=False)
-    return gelu
+    magnitude = np.abs(x)
+    t = magnitude * np.float32(0.3275911 / np.sqrt(2))
+    t += 1
+    np.reciprocal(t, out=t)
+    poly = t * np.float32(1.061405429)
+    for coefficient in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += np.float32(coefficient)
+        poly *= t
+    np.square(magnitude, out=t)
+    t *= np.float32(-0.5)
+    np.exp(t, out=t)
+    poly *= t
+    np.subtract(1, poly, out=poly)
+    poly *= magnitude
+    x += poly
+    x *= np.float32(0.5)
+    return x
 
 
 def _layer_norm(x: Matrix, weight: Matrix, bias: Matrix) -> Matrix:
-    mean = x.mean(axis=-1, keepdims=True)
-    centred = x - mean
-    variance = (centred * centred).mean(axis=-1, keepdims=True)
-    return centred / np.sqrt(variance + _EPS) * weight + bias  # type: ignore[no-any-return]
+    """Layer normalisation over the last axis, in place (``x`` is a fresh sum its caller no longer needs)."""
+    x -= x.mean(axis=-1, keepdims=True)
+    variance = np.einsum("...i,...i->...", x, x)[..., None]
+    variance *= np.float32(1 / x.shape[-1])
+    variance += np.float32(_EPS)
+    np.sqrt(variance, out=variance)
+    x /= variance
+    x *= weight
+    x += bias
+    return x
 
 
 def _softmax(x: Matrix) -> Matrix:
@@ -149,9 +171,12 @@ def _layer(weights: dict[str, Matrix], index: int) -> _Layer:
         return np.ascontiguousarray(w(f"{name}.weight").T)
 
     attention = "attention.self"
+    projections = ("query", "key", "value")
+    # Attention scores are (q . k) / sqrt(head width): scaling the query's projection saves a pass over them.
+    scale = {"query": np.float32(1 / np.sqrt(DIMENSION // _HEADS)), "key": np.float32(1), "value": np.float32(1)}
     return _Layer(
-        qkv=np.ascontiguousarray(np.concatenate([dense(f"{attention}.{p}") for p in ("query", "key", "value")], 1)),
-        qkv_bias=np.concatenate([w(f"{attention}.{p}.bias") for p in ("query", "key", "value")]),
+        qkv=np.ascontiguousarray(np.concatenate([dense(f"{attention}.{p}") * scale[p] for p in projections], 1)),
+        qkv_bias=np.concatenate([w(f"{attention}.{p}.bias") * scale[p] for p in projections]),
         attention_out=dense("attention.output.dense"),
         attention_out_bias=w("attention.output.dense.bias"),
         attention_norm=(w("attention.output.LayerNorm.weight"), w("attention.output.LayerNorm.bias")),
@@ -228,13 +253,14 @@ class MiniLM:
         head = width // _HEADS
         qkv = (x @ layer.qkv + layer.qkv_bias).reshape(batch, length, 3, _HEADS, head).transpose(2, 0, 3, 1, 4)
         context = np.empty((batch, _HEADS, length, head), dtype=np.float32)
-        scale = np.float32(1 / np.sqrt(head))
-        # One text at a time: its scores (12 x len x len) stay in cache through the softmax.
-        for row in range(batch):
-            scores = qkv[0, row] @ qkv[1, row].transpose(0, 2, 1)
-            scores *= scale
-            scores += attention_mask[row]
-            np.matmul(_softmax(scores), qkv[2, row], out=context[row])
+        # A few texts at a time: their scores (rows x 12 x len x len) stay in cache through the softmax,
+        # and short texts are not one small product each.
+        step = max(1, _SCORES_FLOATS // (_HEADS * length * length))
+        for start in range(0, batch, step):
+            rows = slice(start, start + step)
+            scores = qkv[0, rows] @ qkv[1, rows].transpose(0, 1, 3, 2)
+            scores += attention_mask[rows]
+            np.matmul(_softmax(scores), qkv[2, rows], out=context[rows])
         context = context.transpose(0, 2, 1, 3).reshape(batch, length, width)
         x = _layer_norm(context @ layer.attention_out + layer.attention_out_bias + x, *layer.attention_norm)
         return _layer_norm(_feed_forward(x.reshape(-1, width), layer).reshape(x.shape) + x, *layer.output_norm)
@@ -249,8 +275,10 @@ def _feed_forward(x: Matrix, layer: _Layer) -> Matrix:
     out = np.empty_like(x)
     for start in range(0, len(x), _FFN_ROWS):
         rows = slice(start, start + _FFN_ROWS)
-        hidden = _gelu(x[rows] @ layer.intermediate + layer.intermediate_bias)
-        out[rows] = hidden @ layer.output + layer.output_bias
+        hidden = x[rows] @ layer.intermediate
+        hidden += layer.intermediate_bias
+        np.matmul(_gelu_(hidden), layer.output, out=out[rows])
+    out += layer.output_bias
     return out
 
 

@@ -84,10 +84,15 @@ def extract_text(data: bytes, filename: str, mime_type: str | None) -> str:
     if not data:
         raise UnreadableFile("invalid_file", "empty file")
     kind = _kind(data, filename, mime_type)
-    text = _READERS[kind](data)
+    text = without_nul(_READERS[kind](data))
     if not text.strip():
         raise UnreadableFile("invalid_file", "the file holds no text")
     return text
+
+
+def without_nul(text: str) -> str:
+    """``text`` without NUL characters: never text (JSON's ``\\u0000``, some PDFs), and PostgreSQL refuses them."""
+    return text.replace("\x00", "")
 
 
 def _kind(data: bytes, filename: str, mime_type: str | None) -> str:

@@ -5,7 +5,8 @@ jobs with a lease (renewed on every third of it while it works), reads the file'
 bytes, extracts its text, chunks it with the attachment's strategy, embeds the
 chunks with the store's model, and stores them with the job's outcome in one
 write that succeeds only while the claim is still its own (a cancelled, detached
-or deleted job writes nothing). A job of a replica that died is claimed again
+or deleted job writes nothing, and one whose renewal finds the claim lost is
+abandoned at once). A job of a replica that died is claimed again
 once its lease lapses; a process alone on its database (SQLite) takes over every
 unfinished job at start. The worker wakes at once when a job is added here, and
 on a beat for jobs added by other replicas.
@@ -132,6 +133,8 @@ class IngestionWorker:
             jobs = await self._store.claim_ingestion(at, until, free)
             for job in jobs:
                 key = (job.vector_store_id, job.file_id)
+                if key in self._jobs:  # attached again while its run here goes on: that run's outcome is stale
+                    self._abandon(key)
                 self._until[key] = until
                 self._jobs[key] = asyncio.create_task(self._job(job), name=f"ingest {job.file_id}")
 
@@ -140,11 +143,23 @@ class IngestionWorker:
             return
         until = self._lease()
         async with self._claims:
-            keys = list(self._jobs)
-            await self._store.renew_ingestion(keys, until)
-            for key in keys:
-                self._until[key] = until
+            held = [(store, file, self._until[(store, file)]) for store, file in self._jobs]
+            renewed = set(await self._store.renew_ingestion(held, until))
+            for store, file, _ in held:
+                key = (store, file)
+                if key in renewed:
+                    self._until[key] = until
+                else:
+                    self._abandon(key)
             self._renewed_at = utcnow()
+
+    def _abandon(self, key: Key) -> None:
+        """Stop a job whose claim is no longer ours (cancelled, detached, or lapsed and claimed elsewhere)."""
+        log.info("ingestion of file %s in vector store %s abandoned: its claim was lost", key[1], key[0])
+        task = self._jobs.pop(key, None)
+        self._until.pop(key, None)
+        if task is not None:
+            task.cancel()
 
     async def _job(self, job: VectorStoreFileRecord) -> None:
         key = (job.vector_store_id, job.file_id)
@@ -160,6 +175,7 @@ class IngestionWorker:
         try:
             async with self._claims:
                 wrote = await self._store.finish_ingestion(job, chunks, self._until[key])
+                self._release(key)  # finished or not, no claim of ours is left to renew
             if wrote:
                 log.info(
                     "ingested file %s into vector store %s: %s, %d chunks",
@@ -168,13 +184,33 @@ class IngestionWorker:
                     job.status,
                     len(chunks),
                 )
-                await self._touch(job.vector_store_id)
+                await self._store.touch_vector_store(job.vector_store_id, now())
         except (FerrymanError, OSError) as exc:
             log.warning("ingestion of file %s not stored (its lease will lapse): %s", job.file_id, exc)
+        except Exception:  # the database refused what the job made: retrying would fail the same way forever
+            log.exception("storing the chunks of file %s failed", job.file_id)
+            await self._store_failure(job, key)
         finally:
-            self._jobs.pop(key, None)
-            self._until.pop(key, None)
+            self._release(key)
             self._wake.set()
+
+    async def _store_failure(self, job: VectorStoreFileRecord, key: Key) -> None:
+        """Record a job whose chunks could not be stored as failed, under its claim (if it still holds)."""
+        until = self._until.get(key)
+        if until is None:
+            return
+        no_chunks = _failed(job, "server_error", "the server failed to store the file's chunks")
+        try:
+            async with self._claims:
+                await self._store.finish_ingestion(job, no_chunks, until)
+        except Exception:
+            log.exception("recording the failure of file %s failed (its lease will lapse)", job.file_id)
+
+    def _release(self, key: Key) -> None:
+        """Forget this task's job (unless it was abandoned and the key is another task's since)."""
+        if self._jobs.get(key) is asyncio.current_task():
+            del self._jobs[key]
+            self._until.pop(key, None)
 
     async def _ingest(self, job: VectorStoreFileRecord) -> list[ChunkRecord]:
         """The job's chunks (``job`` then completed), or none (``job`` then failed)."""
@@ -213,15 +249,6 @@ class IngestionWorker:
         job.last_error = None
         job.usage_bytes = sum(len(c.text.encode()) + len(c.embedding) for c in chunks)
         return chunks
-
-    async def _touch(self, vector_store_id: str) -> None:
-        """The store was just active: its expiry counts from now."""
-        try:
-            record = await self._store.get_vector_store(vector_store_id)
-            record.last_active_at = now()
-            await self._store.update_vector_store(record)
-        except NotFoundError:
-            pass  # deleted meanwhile: nothing to keep alive
 
 
 def _failed(job: VectorStoreFileRecord, code: str, message: str) -> list[ChunkRecord]:

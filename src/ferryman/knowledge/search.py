@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ferryman.auth.principal import acting_as
 from ferryman.errors import InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import Store
@@ -151,14 +150,8 @@ class SearchService:
         at = now()
         if at - record.last_active_at < ACTIVITY_SECONDS or expired(record, at):
             return
-        # Activity keeps a store alive whoever searched it: a reader who may not edit it too.
-        with acting_as(None):
-            try:
-                fresh = await self._store.get_vector_store(record.vector_store_id)
-                fresh.last_active_at = at
-                await self._store.update_vector_store(fresh)
-            except NotFoundError:
-                pass  # deleted since it was read: nothing to keep alive
+        # Activity keeps a store alive whoever searched it (a reader who may not edit it too): server machinery.
+        await self._store.touch_vector_store(record.vector_store_id, at)
 
     async def _embed(self, record: VectorStoreRecord, parts: list[str]) -> list[list[float] | None]:
         embedded = await self._models.embed(record.embedding_model, parts)

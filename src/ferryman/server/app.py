@@ -17,7 +17,15 @@ from ferryman.auth.bearer import authenticator_for
 from ferryman.auth.policy import AccessPolicy, parse_policy
 from ferryman.auth.principal import Authenticator
 from ferryman.auth.quotas import Quotas, quotas_for
-from ferryman.config import EMBEDDED_TYPE, SHARED_DB_PREFIXES, FileSettings, ProviderSettings, Settings
+from ferryman.config import (
+    EMBEDDED_TYPE,
+    SHARED_DB_PREFIXES,
+    FileSettings,
+    KnowledgeSettings,
+    ProviderSettings,
+    Settings,
+    ToolSettings,
+)
 from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice, RecordDeleted
 from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
@@ -34,6 +42,7 @@ from ferryman.knowledge.ingest import IngestionWorker
 from ferryman.knowledge.search import SearchService
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
+from ferryman.sandbox import Sandbox
 from ferryman.services.agents import AgentService
 from ferryman.services.files import FileService
 from ferryman.services.host import TurnHost
@@ -42,14 +51,20 @@ from ferryman.services.models import ModelService
 from ferryman.services.openai_compat import OpenAICompatService
 from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.responses.history import HistoryCache
+from ferryman.services.responses.hosted.catalog import hosted_tools
 from ferryman.services.responses.service import ResponsesService
 from ferryman.services.session_memory import SessionMemory
+from ferryman.services.toolgroups import ToolGroupService
 from ferryman.services.vector_dbs import VectorDbService
 from ferryman.services.vector_stores import VectorStoreService
 from ferryman.storage.base import Store
 from ferryman.storage.owned import owned
 from ferryman.storage.select import store_for
+from ferryman.tools.code_interpreter import TOOLGROUP_ID as CODE_INTERPRETER
+from ferryman.tools.code_interpreter import CodeInterpreter
+from ferryman.tools.mcp.pool import McpClientPool, McpSettings
 from ferryman.tools.registry import ToolRegistry, builtin_tools
+from ferryman.tools.websearch import WebSearch, WebSearchSettings
 
 from . import (
     agents_routes,
@@ -57,6 +72,7 @@ from . import (
     openai_routes,
     responses_routes,
     system_routes,
+    tool_routes,
     vector_io_routes,
     vector_store_routes,
 )
@@ -79,6 +95,8 @@ class Services:
     models: ModelRouter
     model_registry: ModelService
     tools: ToolRegistry
+    toolgroups: ToolGroupService
+    mcp: McpClientPool
     shields: ShieldRegistry
     runner: TurnRunner
     leases: TurnLeases
@@ -94,6 +112,8 @@ class Services:
     ingestion: IngestionWorker
     quotas: Quotas
     authenticator: Authenticator | None = None
+    sandbox: Sandbox | None = None
+    web_search: WebSearch | None = None
 
 
 def build_services(
@@ -111,6 +131,10 @@ def build_services(
     authenticator: Authenticator | None = None,
     blobs: BlobStore | None = None,
     files: FileSettings | None = None,
+    knowledge: KnowledgeSettings | None = None,
+    tool_settings: ToolSettings | None = None,
+    sandbox: Sandbox | None = None,
+    websearch: WebSearchSettings | None = None,
 ) -> Services:
     """Wire the services over a store and inference providers.
 
@@ -121,7 +145,11 @@ def build_services(
     ``quotas`` limits each caller's requests and running turns (none by default);
     ``policy`` says who may do what with whose records (default: each caller its own);
     ``authenticator`` proves who calls (None: authentication off, every request runs as the server);
-    ``blobs`` holds uploaded files' bytes (default: in this process's memory), ``files`` their limits.
+    ``blobs`` holds uploaded files' bytes (default: in this process's memory), ``files`` their limits;
+    ``knowledge`` says when a turn's documents are retrieved from rather than inlined.
+    ``tool_settings`` bounds the server tools (MCP timeouts);
+    ``sandbox`` runs ``builtin::code_interpreter`` (None: that toolgroup is not offered);
+    ``websearch`` picks ``builtin::websearch``'s provider (offered in the default registry, configured or not).
     """
     store = owned(store, policy)
     models = ModelRouter(providers, configured_models)
@@ -134,20 +162,48 @@ def build_services(
         store, blobs, models, lease_seconds=files.ingestion_lease_seconds, sole_process=sole_process
     )
     vector_stores = VectorStoreService(store, models, ingestion.wake)
-    tools = tools or builtin_tools(search)
+    tool_settings = tool_settings or ToolSettings()
+    web_search = WebSearch(websearch)
+    tools = tools or builtin_tools(search, tool_settings.max_output_chars, web_search)
+    mcp = McpClientPool(
+        fetch or FetchPolicy(),
+        McpSettings(
+            timeout_seconds=tool_settings.mcp_timeout_seconds,
+            connect_timeout_seconds=tool_settings.mcp_connect_timeout_seconds,
+            idle_seconds=tool_settings.mcp_idle_seconds,
+        ),
+    )
+    if sandbox is not None:
+        tools.register(CODE_INTERPRETER, [CodeInterpreter(sandbox, FileService(store, blobs, files.max_bytes))])
+    toolgroups = ToolGroupService(tools, store, mcp)
     shields = shields or ShieldRegistry()
     runner = TurnRunner()
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
     engine = TurnEngine(store, models, SessionMemory(vector_stores, search))
     quotas = quotas or Quotas()
     host = TurnHost(store, engine, runner, leases, fanout, quotas)
-    agents = AgentService(host, models, tools, shields, fetch, SessionMemory(vector_stores, search))
-    responses = ResponsesService(host, models, HistoryCache(), search)
+    knowledge = knowledge or KnowledgeSettings()
+    agents = AgentService(
+        host,
+        models,
+        tools,
+        shields,
+        fetch,
+        SessionMemory(vector_stores, search),
+        inline_document_tokens=knowledge.inline_document_tokens,
+    )
+    if sandbox is not None:
+        agents.on_session_deleted(sandbox.remove)
+    interpreter = CodeInterpreter(sandbox, FileService(store, blobs, files.max_bytes)) if sandbox else None
+    hosted = hosted_tools(search, store, mcp, interpreter, web_search)
+    responses = ResponsesService(host, models, HistoryCache(), hosted)
     return Services(
         store,
         models,
         registry,
         tools,
+        toolgroups,
+        mcp,
         shields,
         runner,
         leases,
@@ -163,6 +219,8 @@ def build_services(
         ingestion,
         quotas,
         authenticator,
+        sandbox,
+        web_search=web_search,
     )
 
 
@@ -211,6 +269,10 @@ def services_from_settings(settings: Settings) -> Services:
         quotas=quotas_for(settings.quotas, settings.coordination_url(), settings.storage.turn_lease_seconds),
         blobs=LocalBlobStore(settings.files.directory()),
         files=settings.files,
+        knowledge=settings.knowledge,
+        sandbox=Sandbox(settings.sandbox),
+        websearch=settings.websearch,
+        tool_settings=settings.tools,
     )
     services.models.default_embedding_model = settings.embeddings.default_model
     return services
@@ -245,6 +307,7 @@ API_MOUNTS = (
         (
             *agents_routes.ROUTES,
             *system_routes.ROUTES,
+            *tool_routes.ROUTES,
             *openai_routes.ROUTES,
             *responses_routes.ROUTES,
             *files_routes.ROUTES,
@@ -280,6 +343,11 @@ def create_app(services: Services) -> Starlette:
         finally:
             await services.ingestion.stop()
             await services.runner.shutdown()
+            if services.sandbox is not None:
+                await services.sandbox.close()
+            await services.mcp.close()
+            if services.web_search is not None:
+                await services.web_search.close()
             await services.leases.stop()
             await services.quotas.close()
             await services.fanout.close()

@@ -18,6 +18,7 @@ from .http import JSONModelResponse, query_int, services
 MULTIPART = "multipart/form-data"
 _FORM_OVERHEAD = 64 * 1024
 """Room for the form's other fields and boundaries beside the file itself."""
+_DOWNLOAD = {"Content-Disposition": "attachment", "X-Content-Type-Options": "nosniff"}
 
 
 def order_of(request: Request) -> str:
@@ -79,7 +80,8 @@ async def retrieve_file(request: Request) -> Response:
 async def file_content(request: Request) -> Response:
     """A file's bytes."""
     data, media_type = await services(request).files.content(request.path_params["file_id"])
-    return Response(data, media_type=media_type)
+    # The media type is the uploader's word: a download, never a page a browser renders on this origin.
+    return Response(data, media_type=media_type, headers=_DOWNLOAD)
 
 
 async def delete_file(request: Request) -> Response:

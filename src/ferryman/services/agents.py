@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 from ferryman.api.agents import (
@@ -16,6 +15,7 @@ from ferryman.api.agents import (
     ResumeTurnRequest,
     Session,
     Step,
+    ToolExecutionStep,
     Turn,
 )
 from ferryman.api.content import TurnInputMessage, UserMessage
@@ -28,6 +28,7 @@ from ferryman.engine.memory import MemoryDocument
 from ferryman.engine.plan import TurnOverrides, build_plan
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
+from ferryman.knowledge.chunking import count_tokens
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, StoredEvent, TurnRecord
@@ -48,10 +49,9 @@ LiveTurn = LiveRun[None]
 
 _AGENT_CACHE_SIZE = 4096
 RUN_END_WAIT_SECONDS = 5.0
+"""How long a resume waits for another replica to finish recording the run that paused."""
 INLINE_DOCUMENT_TOKENS = 2000
 """Documents of a turn up to this many tokens (together) go into the prompt whole; larger ones are retrieved from."""
-_CHARS_PER_TOKEN = 4
-"""How long a resume waits for another replica to finish recording the run that paused."""
 
 
 class AgentService:
@@ -64,7 +64,8 @@ class AgentService:
         shields: Registered shields.
         fetch: What a turn's document URLs may reach.
         memory: Indexes a turn's documents too large to inline in its session's vector store (None: all inline).
-        inline_document_tokens: The documents' size (estimated tokens) above which they are retrieved from.
+        inline_document_tokens: The documents' size in tokens (``knowledge.chunking.count_tokens``) above which
+            they are retrieved from.
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class AgentService:
         # round trip on every turn. A delete drops the entry on every replica (RecordDeleted);
         # reading an agent always asks the store, so a delete elsewhere is seen at once.
         self._agents: dict[str, Agent] = {}
+        self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
         host.on_abandoned(lambda turn: turn.response_id is None, self._close_abandoned)
 
     # ---- agents ----------------------------------------------------------
@@ -103,7 +105,7 @@ class AgentService:
             await self._models.route(config.model)
         except NotFoundError as exc:
             raise InvalidRequestError(exc.message, "agent_config.model") from exc
-        build_plan(config, TurnOverrides(), self._tools, self._shields)
+        await build_plan(config, TurnOverrides(), self._tools, self._shields, offline=True)
         agent = Agent(agent_id=new_id(), agent_config=config, created_at=utcnow())
         await self._store.create_agent(agent)
         return agent.agent_id
@@ -132,11 +134,16 @@ class AgentService:
         await authorize(self._store, "delete", "agent", agent_id)  # before stopping its turns
         self.forget(agent_id)
         await self._cancel(agent_id, "the agent was deleted")
-        sessions = (await self._store.list_sessions(agent_id, 0, None)).items if self._memory is not None else []
+        keeps = self._memory is not None or self._session_deleted
+        sessions = (await self._store.list_sessions(agent_id, 0, None)).items if keeps else []
         await self._store.delete_agent(agent_id)
         for session in sessions:
             await self._forget_memory(session.session_id)
         await self._fanout.notify(RecordDeleted(agent_id, "agent"))
+
+    def on_session_deleted(self, callback: Callable[[str], Awaitable[None]]) -> None:
+        """Have ``callback(session_id)`` run after a session is deleted (with its agent or alone)."""
+        self._session_deleted.append(callback)
 
     def forget(self, agent_id: str | None) -> None:
         """Drop what this replica kept of a deleted agent (None: of every agent)."""
@@ -183,9 +190,12 @@ class AgentService:
         await self._forget_memory(session_id)
 
     async def _forget_memory(self, session_id: str) -> None:
-        """Delete the session's own vector store (its turns' large documents), if it has one."""
+        """Delete what lives beside the session: its own vector store (its turns' large documents), if it has
+        one, and whatever the session-deletion callbacks hold (the code interpreter's kernel and files)."""
         if self._memory is not None:
             await self._memory.forget(session_id)
+        for callback in self._session_deleted:
+            await callback(session_id)
 
     # ---- turns -----------------------------------------------------------
 
@@ -203,8 +213,7 @@ class AgentService:
         """
         agent = await self._agent(agent_id)
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
-        plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
-        plan = replace(plan, provider_data=provider_data)
+        plan = await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
         if request.documents:  # fetch nothing for a session that does not exist
             await self._store.get_session(agent_id, session_id)
         history_inputs, memorized = await self._documents(request)
@@ -229,8 +238,7 @@ class AgentService:
         if not documents:
             return messages, []
         texts = await document_texts(documents, self._fetch)
-        size = sum(len(text) for text in texts) // _CHARS_PER_TOKEN
-        if self._memory is None or size <= self._inline_document_tokens:
+        if self._memory is None or await _fit(texts, self._inline_document_tokens):
             return attach_documents(messages, documents, texts), []
         if not any(isinstance(m, UserMessage) for m in messages):
             raise InvalidRequestError("documents need a user message to attach to", "documents")
@@ -248,24 +256,26 @@ class AgentService:
         request: ResumeTurnRequest,
         provider_data: dict[str, Any] | None = None,
     ) -> LiveTurn:
-        """Continue a turn that awaits client tool results."""
+        """Continue a turn that awaits client tool results or decisions on its approval requests."""
+        if not request.tool_responses and not request.approvals:
+            raise InvalidRequestError("a resume needs tool_responses, approvals, or both", "tool_responses")
         agent = await self._agent(agent_id)
         await self._store.get_session(agent_id, session_id)
         record = await self._store.get_turn_record(session_id, turn_id)
         if record.status != "awaiting_input":
             raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status})")
         await self._previous_run_recorded(turn_id)
-        step = complete_pending_step(await self._store.pending_step(turn_id), list(request.tool_responses))
+        pending = await self._store.pending_step(turn_id)
+        answer = complete_pending_step(pending, list(request.tool_responses), list(request.approvals))
         overrides = TurnOverrides.from_json(record.overrides)
-        plan = build_plan(agent.agent_config, overrides, self._tools, self._shields)
-        plan = replace(plan, provider_data=provider_data)
+        plan = await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
         async with self._host.admitting(turn_id):
             record = await self._store.claim_resume(session_id, turn_id, self._leases.until())
             history = await self._store.load_history(session_id, turn_id)
             done = await self._store.list_turns([session_id], [turn_id])
             state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [])
             first_seq = await self._store.turn_event_count(turn_id)
-            return self._launch(record, first_seq, lambda emit: self._engine.resume(state, step, emit))
+            return self._launch(record, first_seq, lambda emit: self._engine.resume(state, answer, emit))
 
     async def _previous_run_recorded(self, turn_id: str) -> None:
         """Wait until the run that paused the turn has stored its events.
@@ -328,7 +338,12 @@ class AgentService:
         turns = await self._store.list_turns([session_id], [turn_id])
         if not turns:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
-        return turns[0]
+        turn = turns[0]
+        if turn.status == "awaiting_input":
+            pending = await self._store.pending_step(turn_id)
+            if isinstance(pending, ToolExecutionStep) and pending.approval_requests:
+                return turn.model_copy(update={"approval_requests": pending.approval_requests})
+        return turn
 
     async def get_step(self, agent_id: str, session_id: str, turn_id: str, step_id: str) -> Step:
         """One step of a turn."""
@@ -344,3 +359,11 @@ def _session(record: SessionRecord, turns: list[Turn]) -> Session:
     return Session(
         session_id=record.session_id, session_name=record.session_name, turns=turns, started_at=record.started_at
     )
+
+
+async def _fit(texts: list[str], limit: int) -> bool:
+    """Whether the texts hold at most ``limit`` tokens together (counted off the event loop: they can be long)."""
+    if sum(len(text) for text in texts) <= limit:  # every token spans a character at least
+        return True
+    counted = await asyncio.to_thread(lambda: sum(count_tokens(text) for text in texts))
+    return counted <= limit

@@ -46,12 +46,12 @@ def _data_url_text(uri: str, max_bytes: int) -> str:
 async def document_texts(documents: list[Document], policy: FetchPolicy) -> list[str]:
     """The text of each document; URLs are fetched within ``policy``, all of them within its time budget."""
     if len(documents) > MAX_DOCUMENTS:
-        raise InvalidRequestError(f"a turn may carry at most {MAX_DOCUMENTS} documents", "documents")
+        raise InvalidRequestError(f"at most {MAX_DOCUMENTS} documents may come in one request", "documents")
     try:
         async with asyncio.timeout(policy.timeout_seconds):
             return [await document_text(document, policy) for document in documents]
     except TimeoutError as exc:
-        too_slow = f"fetching the turn's documents took longer than {policy.timeout_seconds:g} s"
+        too_slow = f"fetching the documents took longer than {policy.timeout_seconds:g} s"
         raise InvalidRequestError(too_slow, "documents") from exc
 
 

@@ -33,7 +33,7 @@ from ferryman.safe_fetch import FetchPolicy
 from ferryman.storage.base import Store
 from ferryman.storage.knowledge import VectorStoreRecord
 
-from .documents import document_text
+from .documents import document_texts
 from .vector_stores import VectorStoreService
 
 DEFAULT_PROVIDER = "ferryman"
@@ -129,9 +129,9 @@ class VectorDbService:
         await self._vector_stores.delete(vector_db_id)
 
     async def insert(self, request: InsertChunksRequest) -> None:
-        """Embed and index chunks; each names its document in ``metadata.document_id``."""
+        """Index chunks, embedding those given without an ``embedding``; each names its ``metadata.document_id``."""
         await self._vector_stores.record(request.vector_db_id)
-        chunks: list[tuple[str, dict[str, Any], str]] = []
+        chunks: list[tuple[str, dict[str, Any], str, list[float] | None]] = []
         for index, chunk in enumerate(request.chunks):
             text = content_to_text(chunk.content)
             if not text.strip():
@@ -139,7 +139,7 @@ class VectorDbService:
             document_id = chunk.metadata.get("document_id")
             if not isinstance(document_id, str) or not document_id:
                 document_id = new_id()
-            chunks.append((text, dict(chunk.metadata), document_id))
+            chunks.append((text, dict(chunk.metadata), document_id, chunk.embedding))
         if chunks:
             await self._vector_stores.insert_chunks(request.vector_db_id, chunks)
 
@@ -161,12 +161,12 @@ class VectorDbService:
     async def rag_insert(self, request: RagInsertRequest) -> None:
         """Read each document (fetching URLs within the fetch policy), chunk it, embed it and index it."""
         await self._vector_stores.record(request.vector_db_id)
-        documents: list[tuple[str, str, dict[str, Any]]] = []
-        for document in request.documents:
-            mime_type = document.mime_type or "text/plain"
-            text = await document_text(Document(content=document.content, mime_type=mime_type), self._fetch)
-            metadata = {**document.metadata, "document_id": document.document_id}
-            documents.append((document.document_id, text, metadata))
+        wanted = [Document(content=d.content, mime_type=d.mime_type or "text/plain") for d in request.documents]
+        texts = await document_texts(wanted, self._fetch)
+        documents = [
+            (d.document_id, text, {**d.metadata, "document_id": d.document_id})
+            for d, text in zip(request.documents, texts, strict=True)
+        ]
         if documents:
             await self._vector_stores.insert_texts(request.vector_db_id, documents, request.chunk_size_in_tokens)
 

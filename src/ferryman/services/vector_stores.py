@@ -9,9 +9,13 @@ store the caller may not read looks missing.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from ferryman.api.vector_stores import (
     AttachFileRequest,
@@ -33,7 +37,8 @@ from ferryman.engine.ids import new_id
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import chunk_text, resolve_strategy
-from ferryman.knowledge.embedding import embed_chunks
+from ferryman.knowledge.embedding import embed_chunks, unit_bytes
+from ferryman.knowledge.extract import without_nul
 from ferryman.knowledge.views import batch_object, file_object, now, store_object
 from ferryman.storage.base import Store
 from ferryman.storage.knowledge import (
@@ -229,20 +234,47 @@ class VectorStoreService:
         await self._store.cancel_file_batch(vector_store_id, batch_id)
         return await self.get_batch(vector_store_id, batch_id)
 
-    async def insert_chunks(self, vector_store_id: str, chunks: builtins.list[tuple[str, dict[str, Any], str]]) -> None:
-        """Embed and store chunks at once: ``(text, metadata, document_id)`` each (Llama Stack's vector-io insert).
+    async def insert_chunks(
+        self,
+        vector_store_id: str,
+        chunks: builtins.list[tuple[str, dict[str, Any], str, builtins.list[float] | None]],
+    ) -> None:
+        """Store chunks at once: ``(text, metadata, document_id, embedding)`` each (Llama Stack's vector-io insert).
 
-        A chunk's metadata may name its ``chunk_id`` (a later insert with that id replaces it).
+        A chunk given its own ``embedding`` is stored with it, scaled to unit length; the others are embedded
+        with the store's model. A chunk's metadata may name its ``chunk_id`` (a later insert with that id
+        replaces it).
+
+        Raises:
+            InvalidRequestError: an embedding is not of the store's dimension, not finite, or zero.
         """
         record = await self._store.get_vector_store(vector_store_id)
-        positions: dict[str, int] = {}
+        positions = {doc: await self._next_position(vector_store_id, doc) for doc in {c[2] for c in chunks}}
+        given: builtins.list[ChunkRecord] = []
         drafts: builtins.list[ChunkRecord] = []
-        for text, metadata, document_id in chunks:
-            position = positions.get(document_id, 0)
+        for index, (text, metadata, document_id, embedding) in enumerate(chunks):
+            position = positions[document_id]
             positions[document_id] = position + 1
             chunk_id = str(metadata.get("chunk_id") or new_id("chunk"))
-            drafts.append(ChunkRecord(chunk_id, vector_store_id, document_id, position, text, b"", 0, dict(metadata)))
-        await self._store.add_chunks(vector_store_id, await embed_chunks(self._models, record, drafts))
+            chunk = ChunkRecord(
+                chunk_id, vector_store_id, document_id, position, without_nul(text), b"", 0, dict(metadata)
+            )
+            if embedding is None:
+                drafts.append(chunk)
+            else:
+                given.append(replace(chunk, embedding=_given_embedding(embedding, record, index)))
+        embedded = await embed_chunks(self._models, record, drafts) if drafts else []
+        await self._store.add_chunks(vector_store_id, given + embedded)
+
+    async def _next_position(self, vector_store_id: str, document_id: str) -> int:
+        """The position after a document's last chunk, so a later insert for it continues its order."""
+        after: int | None = None
+        while True:
+            page = await self._store.list_chunks(vector_store_id, document_id, after, 1000)
+            if page.items:
+                after = page.items[-1].position
+            if not page.has_more:
+                return 0 if after is None else after + 1
 
     async def insert_texts(
         self, vector_store_id: str, documents: builtins.list[tuple[str, str, dict[str, Any]]], chunk_tokens: int
@@ -256,7 +288,9 @@ class VectorStoreService:
         record = await self._store.get_vector_store(vector_store_id)
         drafts: builtins.list[ChunkRecord] = []
         for document_id, text, metadata in documents:
-            for position, span in enumerate(chunk_text(text, chunk_tokens, chunk_tokens // 4)):
+            # Tokenizing a long document takes a while: off the event loop.
+            spans = await asyncio.to_thread(chunk_text, without_nul(text), chunk_tokens, chunk_tokens // 4)
+            for position, span in enumerate(spans):
                 meta = {**metadata, "document_id": document_id}
                 chunk = ChunkRecord(
                     new_id("chunk"), vector_store_id, document_id, position, span.text, b"", span.token_count, meta
@@ -295,3 +329,19 @@ def _dimension(model_dimension: Any, asked: int | None) -> int:
             f"embedding_dimension {asked} does not match the model's {dimension}", "embedding_dimension"
         )
     return dimension
+
+
+def _given_embedding(vector: builtins.list[float], record: VectorStoreRecord, index: int) -> bytes:
+    """A chunk's own embedding, checked against the store and scaled to unit length."""
+    field = f"chunks[{index}].embedding"
+    if len(vector) != record.embedding_dimension:
+        raise InvalidRequestError(
+            f"chunk {index}'s embedding has {len(vector)} dimensions; the vector DB's model "
+            f"'{record.embedding_model}' has {record.embedding_dimension}",
+            field,
+        )
+    array = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(array))
+    if not np.isfinite(array).all() or not np.isfinite(norm) or norm == 0.0:
+        raise InvalidRequestError(f"chunk {index}'s embedding must be finite and not all zeros", field)
+    return unit_bytes(vector)

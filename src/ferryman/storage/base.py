@@ -14,6 +14,7 @@ from ferryman.auth.principal import Principal
 
 from .knowledge import KnowledgeStore
 from .page import Page as Page
+from .toolgroups import ToolGroupStore
 
 
 @dataclass(frozen=True)
@@ -439,6 +440,7 @@ class Store(
     ApiKeyStore,
     OwnershipStore,
     KnowledgeStore,
+    ToolGroupStore,
     Protocol,
 ):
     """Everything one backend stores."""

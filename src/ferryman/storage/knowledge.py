@@ -173,6 +173,10 @@ class VectorStoreStore(Protocol):
         """Replace a vector store's settings (name, metadata, expiry, last activity); NotFoundError if gone."""
         ...
 
+    async def touch_vector_store(self, vector_store_id: str, at: int) -> None:
+        """Record activity: set ``last_active_at`` alone (nothing when the store is gone; server machinery)."""
+        ...
+
     async def delete_vector_store(self, vector_store_id: str) -> None:
         """Delete a vector store with its files' attachments, batches and chunks (NotFoundError if unknown)."""
         ...
@@ -233,8 +237,13 @@ class IngestionStore(Protocol):
         """Claim up to ``limit`` in-progress files whose claim is absent or lapsed, leasing them ``until``."""
         ...
 
-    async def renew_ingestion(self, jobs: list[tuple[str, str]], until: datetime) -> None:
-        """Extend the claims on these ``(vector_store_id, file_id)`` jobs."""
+    async def renew_ingestion(self, jobs: list[tuple[str, str, datetime]], until: datetime) -> list[tuple[str, str]]:
+        """Extend the claims on these ``(vector_store_id, file_id, lease_until)`` jobs to ``until``.
+
+        A job is renewed only while it is still in progress under the claim that leased it ``lease_until``
+        (the lease it was claimed or last renewed with); one cancelled, detached or claimed again is not.
+        Returns the ``(vector_store_id, file_id)`` of the jobs renewed.
+        """
         ...
 
     async def finish_ingestion(

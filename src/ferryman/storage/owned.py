@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from ferryman.api.agents import Agent, Turn
-from ferryman.api.registry import Model
+from ferryman.api.registry import Model, ToolGroup
 from ferryman.auth.audit import audit
 from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
@@ -152,6 +152,7 @@ RULES: dict[str, Rule] = {
     "get_vector_store": Act("read", _vector_store),
     "list_vector_stores": Listing(),
     "update_vector_store": Act("update", _vector_store_of),
+    "touch_vector_store": Server(),
     "delete_vector_store": Act("delete", _vector_store),
     "file_counts": Act("read", _vector_store),
     "add_vector_store_files": Act("update", _vector_store),
@@ -170,6 +171,10 @@ RULES: dict[str, Rule] = {
     "list_chunks": Act("read", _vector_store),
     "keyword_search": Act("read", _vector_store),
     "vector_search": Act("read", _vector_store),
+    "create_toolgroup": Create(_arg("toolgroup", "group", "identifier"), named=True),
+    "get_toolgroup": Act("read", _arg("toolgroup", "toolgroup_id")),
+    "list_toolgroups": Listing(),
+    "delete_toolgroup": Act("delete", _arg("toolgroup", "toolgroup_id")),
     "claim_idempotency_key": Server(),
     "renew_idempotency_key": Server(),
     "complete_idempotency_key": Server(),
@@ -282,9 +287,15 @@ class OwnedStore:
         if not self.policy.allows(user, "create", _resource(*target), user):
             audit("denied", "create", _resource(*target))
             raise ForbiddenError(f"not allowed to create {target[0]} '{target[1]}'")
-        # The owner first: a crash between the two leaves an owner of nothing, never a record of no one.
-        await self.inner.set_owner(*target, user)
-        result = await method(*args, **kwargs)
+        if rule.named:
+            # A chosen id: only the caller whose create won stamps itself (two at once both passed the check
+            # above, and the loser's stamp, made first, would take the winner's record).
+            result = await method(*args, **kwargs)
+            await self.inner.set_owner(*target, user)
+        else:
+            # The owner first: a crash between the two leaves an owner of nothing, never a record of no one.
+            await self.inner.set_owner(*target, user)
+            result = await method(*args, **kwargs)
         audit("create", "create", _resource(*target))
         return result
 
@@ -337,6 +348,12 @@ class OwnedStore:
         models = await self.inner.registered_models()
         readable = await self._readable("model", [m.identifier for m in models])
         return [m for m in models if m.identifier in readable]
+
+    async def list_toolgroups(self) -> list[ToolGroup]:
+        """The readable registered toolgroups."""
+        groups = await self.inner.list_toolgroups()
+        readable = await self._readable("toolgroup", [g.identifier for g in groups])
+        return [g for g in groups if g.identifier in readable]
 
     async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
         """Readable responses after the cursor, fetching more when filtering thins a page (honest has_more)."""

@@ -1,4 +1,4 @@
-"""pgvector on the PostgreSQL backend: the check that the server has it, and its asyncpg codec.
+"""pgvector on the PostgreSQL backend: the check that the database has it (created if the role may), and its codec.
 
 Chunks' embeddings are ``vector`` columns. The store hands them to the driver
 and gets them back as the records hold them, unit-length float32 little-endian
@@ -13,14 +13,19 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import numpy as np
+from asyncpg.exceptions import InsufficientPrivilegeError
 
 from ferryman.errors import ConfigurationError
 
 AVAILABLE = (
     "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector'), "
-    "current_setting('server_version_num')::int / 10000"
+    "current_setting('server_version_num')::int / 10000, "
+    "EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')"
 )
-"""Whether the server can create the extension, and its major version."""
+"""Whether the server can create the extension, its major version, and whether the database has it already."""
+
+CREATE_EXTENSION = "CREATE EXTENSION IF NOT EXISTS vector SCHEMA public"
+"""What the first migration of knowledge runs too; here first, so that a role without the privilege is told why."""
 
 EXTENSION_SCHEMA = (
     "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
@@ -37,6 +42,10 @@ class Connection(Protocol):
         """The first row of a query's answer."""
         ...
 
+    async def execute(self, query: str, *args: Any) -> Any:
+        """Run a statement."""
+        ...
+
 
 def where(url: str) -> str:
     """``HOST[:PORT]/DB`` of a ``postgresql://`` URL, without its user or password."""
@@ -47,21 +56,32 @@ def where(url: str) -> str:
 
 
 async def require_pgvector(conn: Connection, url: str) -> None:
-    """Fail unless the server can create the ``vector`` extension.
+    """Fail unless the database has the ``vector`` extension, creating it if the server has it and the role may.
 
     Args:
         conn: A connection to the database of ``url``.
         url: The database's URL (named in the error without its password).
 
     Raises:
-        ConfigurationError: The server has no pgvector extension available.
+        ConfigurationError: The server has no pgvector extension, or the database lacks it and the role
+            may not create it.
     """
-    available, major = await conn.fetchrow(AVAILABLE)
+    available, major, installed = await conn.fetchrow(AVAILABLE)
+    if installed:
+        return
     if not available:
         raise ConfigurationError(
             f"PostgreSQL at {where(url)} has no pgvector extension (needed for vector stores): "
             f"install postgresql-{major}-pgvector (or run .ci/install-pgvector)"
         )
+    try:
+        await conn.execute(CREATE_EXTENSION)
+    except InsufficientPrivilegeError as exc:
+        raise ConfigurationError(
+            f"PostgreSQL at {where(url)} has pgvector, but its database lacks the vector extension (needed for "
+            "vector stores) and this role may not create it: an administrator must run "
+            "'CREATE EXTENSION vector;' in that database"
+        ) from exc
 
 
 def encode(embedding: bytes) -> bytes:

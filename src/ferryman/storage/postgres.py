@@ -142,7 +142,8 @@ class PostgresDriver:
         """Check for pgvector, create the schema if asked, bring it up to date, and open the pool.
 
         Raises:
-            ConfigurationError: The server has no pgvector extension to create.
+            ConfigurationError: The server has no pgvector extension, or the database lacks it and the role
+                may not create it.
         """
         connection = await asyncpg.connect(self._url)
         try:

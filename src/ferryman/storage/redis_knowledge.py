@@ -30,15 +30,20 @@ from .redis_keys import (
     BATCH_FILES,
     FILE,
     FILES,
-    INGESTION,
     PURPOSE_FILES,
     VECTOR_STORE,
     VECTOR_STORES,
     VS_FILE,
     VS_FILES,
-    pair_id,
 )
-from .redis_lua_chunks import CLAIM_INGESTION, VS_FILE_FIELDS, ClaimIngestion, claimed_rows
+from .redis_lua_chunks import (
+    CLAIM_INGESTION,
+    RENEW_INGESTION,
+    VS_FILE_FIELDS,
+    ClaimIngestion,
+    RenewIngestion,
+    claimed_rows,
+)
 from .redis_lua_knowledge import (
     ATTACH_FILES,
     BATCH_COUNTS,
@@ -49,6 +54,7 @@ from .redis_lua_knowledge import (
     DELETE_FILE,
     DELETE_VECTOR_STORE,
     DETACH_FILE,
+    TOUCH_VECTOR_STORE,
     UPDATE_STORE_FILE,
     UPDATE_VECTOR_STORE,
     AttachFiles,
@@ -59,12 +65,15 @@ from .redis_lua_knowledge import (
     FileId,
     StoreFile,
     StoreId,
+    TouchVectorStore,
     UpdateStoreFile,
     UpdateVectorStore,
 )
 from .redis_scripts import RedisBase
 
 _FILE_FIELDS = ("filename", "purpose", "bytes", "created_at", "mime_type", "expires_at")
+_STORE_FIELDS = ("record", "last_active_at")
+"""A vector store's hash fields that make its record."""
 _STATUSES: tuple[IngestionStatus, ...] = ("in_progress", "completed", "failed", "cancelled")
 
 
@@ -81,8 +90,11 @@ def _store_body(record: VectorStoreRecord) -> str:
     return json.dumps(body)
 
 
-def _store_of(vector_store_id: str, body: str) -> VectorStoreRecord:
-    return VectorStoreRecord(vector_store_id=vector_store_id, **json.loads(body))
+def _store_of(vector_store_id: str, body: str, last_active_at: str | None) -> VectorStoreRecord:
+    record = VectorStoreRecord(vector_store_id=vector_store_id, **json.loads(body))
+    if last_active_at is not None:  # touched since the record was last written
+        record.last_active_at = int(last_active_at)
+    return record
 
 
 def _attachments(files: list[VectorStoreFileRecord]) -> dict[str, list[str]]:
@@ -157,21 +169,27 @@ class RedisKnowledge(RedisBase):
 
     async def get_vector_store(self, vector_store_id: str) -> VectorStoreRecord:
         """One vector store, or NotFoundError."""
-        body = await self._db.hget(self._keys.of(VECTOR_STORE, vector_store_id), "record")
+        body, active = cast(
+            list[str | None], await self._db.hmget(self._keys.of(VECTOR_STORE, vector_store_id), _STORE_FIELDS)
+        )
         if body is None:
             raise NotFoundError(f"vector store '{vector_store_id}' not found")
-        return _store_of(vector_store_id, cast(str, body))
+        return _store_of(vector_store_id, body, active)
 
     async def list_vector_stores(self, after: str | None, limit: int, order: str) -> Page[VectorStoreRecord]:
         """Vector stores by creation, after the cursor's store."""
         index = self._keys.global_(VECTOR_STORES)
         ids = await self._ranked(index, index, after, limit + 1, order == "desc", "vector store")
-        rows = await self._records(self._keys.base(VECTOR_STORE), ids, ("record",))
-        return Page([_store_of(row[0], row[1]) for row in rows[:limit]], len(rows) > limit)
+        rows = await self._records(self._keys.base(VECTOR_STORE), ids, _STORE_FIELDS)
+        return Page([_store_of(row[0], row[1], row[2]) for row in rows[:limit]], len(rows) > limit)
 
     async def update_vector_store(self, record: VectorStoreRecord) -> None:
         """Replace a vector store's settings; NotFoundError if gone."""
         await self._run(UPDATE_VECTOR_STORE, UpdateVectorStore(record.vector_store_id, _store_body(record)))
+
+    async def touch_vector_store(self, vector_store_id: str, at: int) -> None:
+        """Set ``last_active_at`` alone (nothing when the store is gone)."""
+        await self._run(TOUCH_VECTOR_STORE, TouchVectorStore(vector_store_id, at))
 
     async def delete_vector_store(self, vector_store_id: str) -> None:
         """Delete a vector store with its attachments, batches and chunks (NotFoundError if unknown)."""
@@ -302,15 +320,18 @@ class RedisKnowledge(RedisBase):
                 jobs.append(job)
         return jobs
 
-    async def renew_ingestion(self, jobs: list[tuple[str, str]], until: datetime) -> None:
-        """Extend the claims on these ``(vector_store_id, file_id)`` jobs (only those still in progress)."""
+    async def renew_ingestion(self, jobs: list[tuple[str, str, datetime]], until: datetime) -> list[tuple[str, str]]:
+        """Extend the claims still in progress under the lease each job names; returns the jobs renewed."""
         if not jobs:
-            return
-        lease = until.timestamp()
-        async with self._db.pipeline(transaction=True) as pipe:
-            for vector_store_id, file_id in jobs:
-                pipe.zadd(self._keys.global_(INGESTION), {pair_id(vector_store_id, file_id): lease}, xx=True)
-            await pipe.execute()
+            return []
+        renew = RenewIngestion(
+            store_ids=[store for store, _, _ in jobs],
+            file_ids=[file for _, file, _ in jobs],
+            helds=[repr(held.timestamp()) for _, _, held in jobs],
+            lease=until.timestamp(),
+        )
+        renewed: list[int] = await self._run(RENEW_INGESTION, renew)
+        return [(jobs[i][0], jobs[i][1]) for i in renewed]
 
     # ---- pages -------------------------------------------------------------
 

@@ -53,6 +53,17 @@ class FinishIngestion(Chunks):
 
 
 @dataclass(frozen=True)
+class RenewIngestion:
+    """Move the leases of these jobs (one entry each per list) to ``lease``, each only while it holds ``helds``."""
+
+    store_ids: list[str]
+    file_ids: list[str]
+    helds: list[str]
+    """The lease each job was claimed or last renewed with, as ``repr`` of its float timestamp."""
+    lease: float
+
+
+@dataclass(frozen=True)
 class ClaimIngestion:
     """Claim up to ``count`` jobs whose lease ended by ``now``, leasing them until ``lease``."""
 
@@ -105,6 +116,27 @@ if changed or #chunk_ids > 0 then bump(vector_store_id) end
 return {OK, 1}
 """,
     lambda found: bool(int(found[0])),
+)
+
+# Answers the index (from 1) of each job it renewed; the leases compare as FINISH_INGESTION's do.
+RENEW_INGESTION = Script(
+    RenewIngestion,
+    KNOWLEDGE_LUA
+    + """
+local jobs = global('ingestion')
+local out = {OK}
+for i, vs in ipairs(store_ids) do
+  local member = job(vs, file_ids[i])
+  local held = redis.call('ZSCORE', jobs, member)
+  if held and tonumber(held) == tonumber(helds[i])
+      and redis.call('HGET', pair('vs_file', vs, file_ids[i]), 'status') == 'in_progress' then
+    redis.call('ZADD', jobs, lease, member)
+    out[#out + 1] = i
+  end
+end
+return out
+""",
+    lambda found: [int(i) - 1 for i in found],
 )
 
 # Answers, for each job it claimed, the store id, the file id and the attachment's fields (VS_FILE_FIELDS).

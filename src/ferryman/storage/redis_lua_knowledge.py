@@ -164,6 +164,14 @@ class UpdateVectorStore:
 
 
 @dataclass(frozen=True)
+class TouchVectorStore:
+    """A vector store's last activity, kept beside its record (which it overrides) so that it writes alone."""
+
+    vector_store_id: str
+    at: int
+
+
+@dataclass(frozen=True)
 class StoreId:
     """One vector store."""
 
@@ -275,10 +283,22 @@ UPDATE_VECTOR_STORE = Script(
 local s = key('vector_store', vector_store_id)
 if redis.call('EXISTS', s) == 0 then return {NOT_FOUND} end
 redis.call('HSET', s, 'record', body)
+redis.call('HDEL', s, 'last_active_at')
 return {OK}
 """,
     nothing,
     {Outcome.NOT_FOUND: _store_missing},
+)
+
+# A record replaced since drops this field (the record's own value then stands).
+TOUCH_VECTOR_STORE = Script(
+    TouchVectorStore,
+    """
+local s = key('vector_store', vector_store_id)
+if redis.call('EXISTS', s) == 1 then redis.call('HSET', s, 'last_active_at', at) end
+return {OK}
+""",
+    nothing,
 )
 
 DELETE_VECTOR_STORE = Script(

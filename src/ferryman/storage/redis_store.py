@@ -40,13 +40,16 @@ from .redis_scripts import (
     CreateSession,
     SessionOfAgent,
 )
+from .redis_toolgroups import RedisToolGroups
 from .redis_turns import RedisTurns
 from .redis_upgrade import upgrade
 from .rows import page_of
 from .vector_cache import VectorCache
 
 
-class RedisStore(RedisTurns, RedisResponses, RedisChunks, RedisIdempotency, RedisOwners, RedisApiKeys):
+class RedisStore(
+    RedisTurns, RedisResponses, RedisChunks, RedisIdempotency, RedisOwners, RedisApiKeys, RedisToolGroups
+):
     """Agents, sessions, turns, responses, models and knowledge in one Redis database.
 
     Args:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -19,6 +20,7 @@ from ferryman.api.content import (
     UserMessage,
 )
 from ferryman.api.responses import (
+    FileSearchCallItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     InputImage,
@@ -29,8 +31,21 @@ from ferryman.api.responses import (
 )
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.openai_wire import parse_arguments
+from ferryman.knowledge.results import SearchResult
+from ferryman.tools.file_search import TOOL_NAME, render
 
-_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "file_search_call": "fs"}
+_PREFIX = {
+    "message": "msg",
+    "function_call": "fc",
+    "function_call_output": "fco",
+    "file_search_call": "fs",
+    "mcp_approval_request": "mcpr",
+    "mcp_approval_response": "mcpa",
+    "mcp_list_tools": "mcpl",
+    "mcp_call": "mcp",
+    "code_interpreter_call": "ci",
+    "web_search_call": "ws",
+}
 
 
 def new_item_id(kind: str) -> str:
@@ -95,8 +110,10 @@ def _message(item: MessageItem) -> Message:
 def items_to_messages(items: list[Item]) -> list[Message]:
     """Our messages for a run of items; consecutive calls join one assistant message, as models expect.
 
-    A ``file_search_call`` item adds nothing: the assistant message after it holds
-    what the model took from the search, and its results are kept only when asked for.
+    A ``file_search_call`` item becomes the model's call of the ``file_search`` tool
+    and the tool's output: its passages as the model read them when the item kept
+    them (``include`` asked for them), else what was searched for, so that a later
+    turn knows the search ran and can search again.
     """
     messages: list[Message] = []
     for item in items:
@@ -105,17 +122,43 @@ def items_to_messages(items: list[Item]) -> list[Message]:
         elif isinstance(item, FunctionCallOutputItem):
             messages.append(ToolResponseMessage(call_id=item.call_id, content=item.output))
         elif isinstance(item, FunctionCallItem):
-            _append_call(messages, item)
+            _append_call(messages, _function_call(item))
+        elif isinstance(item, FileSearchCallItem):
+            _append_search(messages, item)
     return messages
 
 
-def _append_call(messages: list[Message], item: FunctionCallItem) -> None:
-    call = ToolCall(
+def _function_call(item: FunctionCallItem) -> ToolCall:
+    return ToolCall(
         call_id=item.call_id,
         tool_name=item.name,
         arguments=parse_arguments(item.arguments),
         arguments_json=item.arguments or "{}",
     )
+
+
+def _append_search(messages: list[Message], item: FileSearchCallItem) -> None:
+    query = " ".join(item.queries)
+    arguments: dict[str, Any] = {"query": query}
+    call_id = item.id or new_item_id("file_search_call")
+    _append_call(
+        messages,
+        ToolCall(call_id=call_id, tool_name=TOOL_NAME, arguments=arguments, arguments_json=json.dumps(arguments)),
+    )
+    messages.append(ToolResponseMessage(call_id=call_id, content=_search_output(query, item)))
+
+
+def _search_output(query: str, item: FileSearchCallItem) -> str:
+    """What the model read of a search: the passages as ``file_search`` renders them, when the item kept them."""
+    if item.results is not None:
+        found = [SearchResult("", r.file_id, r.filename, "", r.text, r.score, dict(r.attributes)) for r in item.results]
+        return render(query, found)
+    if item.status != "completed":
+        return f"file_search for {query!r} ended {item.status}: it found nothing to answer from."
+    return f"file_search ran for {query!r}; its passages were not kept. Search again to read them."
+
+
+def _append_call(messages: list[Message], call: ToolCall) -> None:
     last = messages[-1] if messages else None
     if isinstance(last, CompletionMessage):
         calls = [*(last.tool_calls or []), call]

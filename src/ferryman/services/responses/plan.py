@@ -6,22 +6,30 @@ from typing import Any
 
 from ferryman.api.content import ToolDef
 from ferryman.api.inference import JsonSchemaResponseFormat
-from ferryman.api.responses import CreateResponseRequest, FileSearchTool, FunctionTool, ResponseTool, TextConfig
+from ferryman.api.responses import CreateResponseRequest, FunctionTool, TextConfig
 from ferryman.engine.plan import TurnPlan
 from ferryman.inference.base import Sampling
-from ferryman.knowledge.rag import Searcher
-from ferryman.tools.file_search import TOOL_NAME, FileSearch
 from ferryman.tools.registry import BoundTool
 
 MAX_ITERATIONS = 10
+_HOSTED_CHOICES = {
+    "file_search": "file_search",
+    "code_interpreter": "code_interpreter",
+    "web_search": "web_search",
+    "web_search_preview": "web_search",
+    "mcp": "required",
+}
+"""What a hosted tool's ``tool_choice`` asks of the model (an ``mcp`` choice without a name: any tool)."""
 
 
 def _tool_choice(choice: str | dict[str, Any] | None) -> str | None:
-    if isinstance(choice, dict) and choice.get("type") == TOOL_NAME:
-        return TOOL_NAME
-    if isinstance(choice, dict):
-        return str(choice.get("name") or (choice.get("function") or {}).get("name") or "auto")
-    return choice
+    """The tool the model must call, by the name it sees; a hosted tool's choice names the tool after its type."""
+    if not isinstance(choice, dict):
+        return choice
+    named = choice.get("name") or (choice.get("function") or {}).get("name")
+    if named:
+        return str(named)
+    return _HOSTED_CHOICES.get(str(choice.get("type")), "auto")
 
 
 def _response_format(text: TextConfig | None) -> JsonSchemaResponseFormat | None:
@@ -33,27 +41,16 @@ def _response_format(text: TextConfig | None) -> JsonSchemaResponseFormat | None
     return JsonSchemaResponseFormat(json_schema=fmt.schema_ or {}, name=fmt.name, strict=fmt.strict)
 
 
-def file_search_tool(tools: list[ResponseTool]) -> FileSearchTool | None:
-    """The request's ``file_search`` tool, if it has one."""
-    return next((tool for tool in tools if isinstance(tool, FileSearchTool)), None)
-
-
-def _bound_search(tool: FileSearchTool, searcher: Searcher) -> BoundTool:
-    """The search as the model may call it: everything but the query is the request's."""
-    ranking = tool.ranking_options
-    args: dict[str, Any] = {
-        "vector_store_ids": list(tool.vector_store_ids),
-        "max_num_results": tool.max_num_results,
-        "filters": tool.filters,
-        "ranking_options": ranking.model_dump(exclude_none=True) if ranking else None,
-    }
-    return BoundTool(FileSearch(searcher), args)
-
-
-def response_plan(request: CreateResponseRequest, provider_data: dict[str, Any] | None, searcher: Searcher) -> TurnPlan:
+def response_plan(
+    request: CreateResponseRequest,
+    provider_data: dict[str, Any] | None,
+    server_tools: dict[str, BoundTool],
+    held: frozenset[str] = frozenset(),
+) -> TurnPlan:
     """The plan of the turn a response runs as; function calls end it (the client runs them).
 
-    A ``file_search`` tool becomes a server tool the engine runs inside the turn.
+    ``server_tools`` are the request's hosted tools, bound (see ``hosted/table.py``): the engine runs them inside
+    the turn, except calls of the ``held`` ones, which end it as approval requests (see ``approvals.py``).
     """
     client_tools = {
         tool.name: ToolDef(
@@ -64,8 +61,6 @@ def response_plan(request: CreateResponseRequest, provider_data: dict[str, Any] 
         for tool in request.tools
         if isinstance(tool, FunctionTool)
     }
-    search = file_search_tool(request.tools)
-    server_tools = {TOOL_NAME: _bound_search(search, searcher)} if search is not None else {}
     return TurnPlan(
         model=request.model,
         instructions=request.instructions or "",
@@ -79,4 +74,5 @@ def response_plan(request: CreateResponseRequest, provider_data: dict[str, Any] 
         output_shields=[],
         provider_data=provider_data,
         client_tools_end_turn=True,
+        approval_required=held,
     )

@@ -13,36 +13,32 @@ from typing import Any
 from ferryman.api.agents import TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import (
-    FILE_SEARCH_RESULTS,
     ConversationRef,
     CreateResponseRequest,
-    FileSearchTool,
-    FunctionTool,
     Item,
     ListedResponse,
+    McpTool,
     Response,
     TextConfig,
 )
 from ferryman.coordination.base import CancelTurns, RecordDeleted
+from ferryman.engine.approvals import Ruling
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.loop import TurnState
 from ferryman.errors import ConflictError, ConversationLockedError, FailureCode, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
-from ferryman.knowledge.filters import parse_filter
-from ferryman.knowledge.rag import Searcher
-from ferryman.knowledge.results import RankingOptions, SearchQuery
-from ferryman.knowledge.search import search_mode
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.owned import authorize
-from ferryman.tools.file_search import TOOL_NAME
 
 from ..host import TurnHost
 from ..leases import ABANDONED
+from .approvals import has_answers, rule_answers
 from .history import HistoryCache
+from .hosted.table import HostedTools
 from .items import input_items, items_to_messages, with_ids
-from .plan import file_search_tool, response_plan
+from .plan import response_plan
 from .stream import ResponseEncoder
 
 log = logging.getLogger(__name__)
@@ -67,10 +63,10 @@ class ResponsesService:
         host: Storage, the turn engine, the runner, leases and the fan-out (the same as the Agents API's).
         models: The model router, to check the model exists.
         cache: Finished responses' histories, so that chains are not re-read.
-        search: The search of vector stores behind the ``file_search`` tool.
+        hosted: The hosted tools offered (``file_search``, ``mcp``, ``code_interpreter``, ``web_search``).
     """
 
-    def __init__(self, host: TurnHost, models: ModelRouter, cache: HistoryCache, search: Searcher) -> None:
+    def __init__(self, host: TurnHost, models: ModelRouter, cache: HistoryCache, hosted: HostedTools) -> None:
         self._host = host
         self._store = host.store
         self._leases = host.leases
@@ -78,13 +74,14 @@ class ResponsesService:
         self._engine = host.engine
         self._models = models
         self._cache = cache
-        self._search = search
+        self._hosted = hosted
         host.on_abandoned(lambda turn: turn.response_id is not None, self._close_abandoned)
 
     async def create(self, request: CreateResponseRequest, provider_data: dict[str, Any] | None) -> LiveResponse:
         """Start a response; it runs in the background whatever the caller does next."""
         _validate(request)
-        await self._check_vector_stores(request)
+        self._hosted.validate(request)
+        await self._hosted.check(request)
         await self._models.route(request.model)
         items = with_ids(input_items(request.input))
         if not items:
@@ -93,12 +90,17 @@ class ResponsesService:
         # Admitted before anything is stored: a caller over its quota leaves no session behind.
         async with self._host.admitting(turn_id):
             conversation_id = request.conversation_id()
-            prior, session_id, known = await self._context(request, conversation_id)
+            prior, session_id, earlier = await self._context(request, conversation_id)
             # Items the client sends back (say, the function call it answers) already stand
             # in the conversation; they are part of the history once, not twice.
+            known = {item.id for item in earlier}
             items = [item for item in items if item.id not in known]
             if not items:
                 raise InvalidRequestError("input holds no item that is not already in the conversation", "input")
+            ruled = await self._ruled(request, items, earlier)
+            if self._hosted.wants_prior(request):
+                earlier = [*earlier, *await self._chain_items(request.previous_response_id), *items]
+            binding = await self._hosted.bind(request, session_id, earlier)
             new_messages = items_to_messages(items)
             response_id = f"resp_{uuid.uuid4().hex}"
             turn = TurnRecord(
@@ -128,47 +130,54 @@ class ResponsesService:
                 turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
                 await asyncio.shield(self._store.finish_turn(turn))
                 raise
-            plan = response_plan(request, provider_data, self._search)
-            state = TurnState(turn, plan, [*prior, *new_messages])
+            plan = response_plan(request, provider_data, binding.server_tools, frozenset(binding.held))
+            state = TurnState(turn, plan, [*prior, *new_messages], ruled=ruled)
             encoder = ResponseEncoder(
                 record.response,
                 set(plan.client_tools),
-                file_search=TOOL_NAME in plan.server_tools,
-                include_results=FILE_SEARCH_RESULTS in (request.include or []),
+                binding.renderers,
+                binding.announced,
+                held=binding.held,
+                approved=ruled.approved if ruled else None,
             )
             return self._launch(record, state, items, encoder, store=request.store is not False)
 
-    async def _check_vector_stores(self, request: CreateResponseRequest) -> None:
-        """A ``file_search`` the turn could not run fails the request, not the turn.
-
-        Raises:
-            InvalidRequestError: an unknown ranker, or a malformed filter.
-            NotFoundError: a vector store does not exist, or the caller may not read it.
-        """
-        tool = file_search_tool(request.tools)
-        if tool is None:
-            return
-        ranker = (tool.ranking_options.ranker if tool.ranking_options else None) or "auto"
-        search_mode(SearchQuery(tool.vector_store_ids, "", ranking=RankingOptions(ranker=ranker)))
-        if tool.filters is not None:
-            parse_filter(tool.filters)
-        for vector_store_id in tool.vector_store_ids:
-            await self._store.get_vector_store(vector_store_id)
-
     async def _context(
         self, request: CreateResponseRequest, conversation_id: str | None
-    ) -> tuple[list[Message], str, set[str | None]]:
-        """The history a new response continues, its session, and the item ids already in it."""
+    ) -> tuple[list[Message], str, list[Item]]:
+        """The history a new response continues, its session, and the conversation's items (if it has one)."""
         if conversation_id is not None:
             conversation = await self._store.get_conversation(conversation_id)
             items = await self._store.all_items(conversation_id)
-            return items_to_messages(items), conversation.session_id, {item.id for item in items}
+            return items_to_messages(items), conversation.session_id, items
         prior: list[Message] = []
         if request.previous_response_id:
             prior = await self._chain(request.previous_response_id)
         session = SessionRecord(new_id(), None, "response", utcnow())
         await self._store.create_session(session)
-        return prior, session.session_id, set()
+        return prior, session.session_id, []
+
+    async def _ruled(
+        self, request: CreateResponseRequest, items: list[Item], conversation_items: list[Item]
+    ) -> Ruling | None:
+        """The held calls of earlier responses that the input approves or denies (see ``approvals.py``)."""
+        if not has_answers(items):
+            return None
+        if request.conversation_id() is not None:
+            return rule_answers(items, conversation_items)
+        return rule_answers(items, await self._chain_items(request.previous_response_id))
+
+    async def _chain_items(self, previous_id: str | None) -> list[Item]:
+        """The items of a ``previous_response_id`` chain, oldest first: each response's input and output."""
+        items: list[Item] = []
+        while previous_id is not None:
+            try:
+                record = await self._store.get_response(previous_id)
+            except NotFoundError:  # the chain stops at a deleted response, as its history does
+                break
+            items = [*await self._store.all_items(previous_id), *record.response.output, *items]
+            previous_id = record.previous_response_id
+        return items
 
     async def _chain(self, previous_id: str) -> list[Message]:
         status = (await self.get(previous_id)).status
@@ -336,12 +345,6 @@ def _validate(request: CreateResponseRequest) -> None:
         raise InvalidRequestError("previous_response_id and conversation cannot be used together", "conversation")
     if request.background and request.store is False:
         raise InvalidRequestError("a background response must be stored (store: true)", "store")
-    if sum(isinstance(tool, FileSearchTool) for tool in request.tools) > 1:
-        raise InvalidRequestError("at most one file_search tool per response", "tools")
-    if any(isinstance(tool, FileSearchTool) for tool in request.tools) and any(
-        isinstance(tool, FunctionTool) and tool.name == TOOL_NAME for tool in request.tools
-    ):
-        raise InvalidRequestError(f"a function tool cannot be named '{TOOL_NAME}' beside the file_search tool", "tools")
 
 
 def _initial(response_id: str, request: CreateResponseRequest, conversation_id: str | None) -> Response:
@@ -351,7 +354,7 @@ def _initial(response_id: str, request: CreateResponseRequest, conversation_id: 
         status="queued" if request.background else "in_progress",
         model=request.model,
         instructions=request.instructions,
-        tools=request.tools,
+        tools=[tool.without_credentials() if isinstance(tool, McpTool) else tool for tool in request.tools],
         tool_choice=request.tool_choice,
         parallel_tool_calls=request.parallel_tool_calls is not False,
         max_tool_calls=request.max_tool_calls,

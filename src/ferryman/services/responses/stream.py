@@ -7,11 +7,9 @@ from dataclasses import dataclass, field
 from ferryman.api.agents import InferenceStep, ToolExecutionStep
 from ferryman.api.content import CompletionMessage, ToolCall, ToolResponse, content_to_text
 from ferryman.api.response_events import (
+    CallEvent,
     ContentPartAdded,
     ContentPartDone,
-    FileSearchCallCompleted,
-    FileSearchCallInProgress,
-    FileSearchCallSearching,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
     OutputItemAdded,
@@ -28,9 +26,10 @@ from ferryman.api.response_events import (
     ResponseStreamEvent,
 )
 from ferryman.api.responses import (
-    FileSearchCallItem,
-    FileSearchResult,
     FunctionCallItem,
+    HostedCallItem,
+    Item,
+    McpCallItem,
     MessageItem,
     OutputText,
     Response,
@@ -50,9 +49,10 @@ from ferryman.engine.events import (
     TurnStarted,
 )
 from ferryman.errors import FailureCode
-from ferryman.tools.file_search import METADATA_KEY, TOOL_NAME
 
+from .approvals import approval_item
 from .citations import Sources
+from .hosted.base import Announced, CallRenderer, Progress
 from .items import call_item, message_item, new_item_id
 
 
@@ -70,37 +70,49 @@ class _OpenCall:
 
 
 @dataclass
-class _Searches:
-    """The response's file search calls: made by the model, running, and what they found."""
+class _Hosted:
+    """The response's calls of hosted tools: made by the model, running, and what their searches found."""
 
-    include_results: bool
+    renderers: dict[str, CallRenderer]
+    announced: list[Announced]
     called: list[ToolCall] = field(default_factory=list)
-    running: dict[str, _OpenCall] = field(default_factory=dict)
+    running: dict[str, tuple[_OpenCall, CallRenderer]] = field(default_factory=dict)
     sources: Sources = field(default_factory=Sources)
 
 
 class ResponseEncoder:
     """Builds a response from engine events, and encodes them as the response's stream events.
 
-    A call of the server-side ``file_search`` tool becomes a ``file_search_call``
-    item, opened when the engine starts running the step's tools and closed when
-    that step completes; the answer after it is annotated with file citations
-    (see :meth:`Sources.citations`).
+    A call of a hosted tool (``file_search``, ``mcp``, ``code_interpreter``,
+    ``web_search``) becomes the item its tool's renderer makes (see
+    ``hosted/base.py``), opened when the engine starts running the step's tools
+    and closed when that step completes; the answer after a search is annotated
+    with citations of what it found (see :meth:`Sources.citations`). Items made
+    before the turn ran (an MCP server's tool listing) open the output.
 
     Args:
         response: The response as created (status ``in_progress`` or ``queued``); kept up to date.
         client_tools: Names of the function tools, whose calls become output items.
-        file_search: Whether the response offers the ``file_search`` tool.
-        include_results: Whether ``file_search_call`` items keep the passages found.
+        renderers: The renderer of each hosted tool's calls, by the name the model calls it.
+        announced: Items made before the turn, shown first.
+        held: Hosted tools whose calls wait for approval, with the ``server_label`` of their requests.
+        approved: Calls an earlier response held that this one runs first (see ``approvals.py``).
     """
 
     def __init__(
-        self, response: Response, client_tools: set[str], file_search: bool = False, include_results: bool = False
+        self,
+        response: Response,
+        client_tools: set[str],
+        renderers: dict[str, CallRenderer] | None = None,
+        announced: list[Announced] | None = None,
+        held: dict[str, str | None] | None = None,
+        approved: list[ToolCall] | None = None,
     ) -> None:
         self.response = response
         self._client_tools = client_tools
-        self._file_search = file_search
-        self._searches = _Searches(include_results)
+        self._hosted = _Hosted(renderers or {}, announced or [], called=list(approved or []))
+        self._held = held or {}
+        self._approved = {call.call_id for call in approved or []}
         self._started = False
         self._text: _OpenText | None = None
         self._calls: dict[str, _OpenCall] = {}
@@ -123,16 +135,17 @@ class ResponseEncoder:
                         sequence_number=self._seq, output_index=opened.output_index, item_id=opened.item_id, delta=delta
                     )
                 )
-            case ToolCallDone(call=call) if self._file_search and call.tool_name == TOOL_NAME:
-                self._searches.called.append(call)
+            case ToolCallDone(call=call) if call.tool_name in self._hosted.renderers:
+                self._hosted.called.append(call)
             case ToolCallDone(call=call):
                 self._close_call(call)
             case StepCompleted(step=InferenceStep() as step):
                 self._inference_done(step)
-            case StepStarted(step_type="tool_execution"):
-                self._open_searches()
+            case StepStarted(step_type="tool_execution", metadata=metadata):
+                self._request_approvals(metadata.get("approval_call_ids") or [])
+                self._open_hosted()
             case StepCompleted(step=ToolExecutionStep() as step):
-                self._close_searches(step.tool_responses)
+                self._close_hosted(step.tool_responses)
             case TurnStarted() if not self._started:
                 self._start()
             case TurnCompleted(turn=turn):
@@ -156,6 +169,13 @@ class ResponseEncoder:
         self._emit(ResponseCreated(sequence_number=self._seq, response=self.response))
         self.response.status = "in_progress"
         self._emit(ResponseInProgress(sequence_number=self._seq, response=self.response))
+        for announced in self._hosted.announced:
+            opened = _OpenCall(len(self.response.output), announced.item.id or "")
+            self.response.output.append(announced.item)
+            self._item_added(opened, announced.item)
+            self._progress(opened, announced.progress)
+            self._item_done(opened, announced.item)
+        self._hosted.announced = []
 
     def _on_text(self, delta: str) -> None:
         opened = self._text
@@ -194,7 +214,7 @@ class ResponseEncoder:
         if opened is None:
             return
         text, item_id = "".join(opened.parts), opened.item_id
-        annotations = self._searches.sources.citations(text)
+        annotations = self._hosted.sources.citations(text)
         for number, annotation in enumerate(annotations):
             self._emit(
                 OutputTextAnnotationAdded(
@@ -270,42 +290,63 @@ class ResponseEncoder:
             )
         )
 
-    def _open_searches(self) -> None:
-        """The model's file search calls start running: each becomes an item that is searching."""
-        self._close_text()
-        for call in self._searches.called:
-            query = call.arguments.get("query") if isinstance(call.arguments, dict) else None
-            opened = _OpenCall(len(self.response.output), new_item_id("file_search_call"))
-            self._searches.running[call.call_id] = opened
-            item = FileSearchCallItem(
-                id=opened.item_id, status="in_progress", queries=[query] if isinstance(query, str) else []
-            )
-            self.response.output.append(item)
-            at = {"output_index": opened.output_index, "item_id": opened.item_id}
-            self._emit(OutputItemAdded(sequence_number=self._seq, response_id=self.response.id, item=item, **at))
-            self._emit(FileSearchCallInProgress(sequence_number=self._seq, **at))
-            item.status = "searching"
-            self._emit(FileSearchCallSearching(sequence_number=self._seq, **at))
-        self._searches.called = []
+    def _item_added(self, opened: _OpenCall, item: Item) -> None:
+        at = {"output_index": opened.output_index, "response_id": self.response.id}
+        self._emit(OutputItemAdded(sequence_number=self._seq, item=item, **at))
 
-    def _close_searches(self, responses: list[ToolResponse]) -> None:
-        """The searches ran: each item gets its outcome (and its passages, when included)."""
+    def _item_done(self, opened: _OpenCall, item: Item) -> None:
+        at = {"output_index": opened.output_index, "response_id": self.response.id}
+        self._emit(OutputItemDone(sequence_number=self._seq, item=item, **at))
+
+    def _progress(self, opened: _OpenCall, progress: list[Progress]) -> None:
+        for kind, fields in progress:
+            event: CallEvent = kind(
+                sequence_number=self._seq, output_index=opened.output_index, item_id=opened.item_id, **fields
+            )
+            self._emit(event)  # type: ignore[arg-type]  # every CallEvent subclass is a ResponseStreamEvent
+
+    def _open_hosted(self) -> None:
+        """The model's hosted tool calls start running: each becomes its renderer's item, in progress."""
+        self._close_text()
+        for call in self._hosted.called:
+            renderer = self._hosted.renderers[call.tool_name]
+            opened = _OpenCall(len(self.response.output), new_item_id(renderer.item_type))
+            item, progress = renderer.started(call, opened.item_id)
+            if isinstance(item, McpCallItem) and call.call_id in self._approved:
+                item.approval_request_id = call.call_id  # an approved call runs under its request's id
+            self._hosted.running[call.call_id] = (opened, renderer)
+            self.response.output.append(item)
+            self._item_added(opened, item)
+            self._progress(opened, progress)
+        self._hosted.called = []
+
+    def _request_approvals(self, call_ids: list[str]) -> None:
+        """Held calls do not run: each becomes an ``mcp_approval_request`` item, answered by a later response."""
+        if not call_ids:
+            return
+        self._close_text()
+        held = [call for call in self._hosted.called if call.call_id in call_ids]
+        self._hosted.called = [call for call in self._hosted.called if call.call_id not in call_ids]
+        for call in held:
+            item = approval_item(call, self._held.get(call.tool_name))
+            opened = _OpenCall(len(self.response.output), item.id or "")
+            self.response.output.append(item)
+            self._item_added(opened, item)
+            self._item_done(opened, item)
+
+    def _close_hosted(self, responses: list[ToolResponse]) -> None:
+        """The calls ran: each item gets its outcome from the tool's response."""
         for response in responses:
-            opened = self._searches.running.pop(response.call_id, None)
-            if opened is None:
+            running = self._hosted.running.pop(response.call_id, None)
+            if running is None:
                 continue
-            metadata = response.metadata or {}
-            found = metadata.get(METADATA_KEY)
-            results = [FileSearchResult.model_validate(r) for r in found["results"]] if found else []
-            item = self.response.output[opened.output_index]
-            assert isinstance(item, FileSearchCallItem)
-            item.status = "completed" if found else "failed" if metadata.get("error") else "incomplete"
-            item.results = results if self._searches.include_results and found else None
-            at = {"output_index": opened.output_index, "item_id": opened.item_id}
-            if found:
-                self._searches.sources.add_search(results)
-                self._emit(FileSearchCallCompleted(sequence_number=self._seq, **at))
-            self._emit(OutputItemDone(sequence_number=self._seq, response_id=self.response.id, item=item, **at))
+            opened, renderer = running
+            started = self.response.output[opened.output_index]
+            assert isinstance(started, HostedCallItem)
+            item, progress = renderer.finished(started, response, self._hosted.sources)
+            self.response.output[opened.output_index] = item
+            self._progress(opened, progress)
+            self._item_done(opened, item)
 
     def _inference_done(self, step: InferenceStep) -> None:
         self._close_text()
@@ -331,10 +372,9 @@ class ResponseEncoder:
 
     def _fail(self, code: FailureCode, message: str) -> None:
         self._close_text()
-        for opened in self._searches.running.values():
+        for opened, _ in self._hosted.running.values():
             item = self.response.output[opened.output_index]
-            if isinstance(item, FileSearchCallItem):
-                item.status = "failed"
+            self.response.output[opened.output_index] = item.model_copy(update={"status": "failed"})
         self.response.error = ResponseError(code=code, message=message)
         if code == FailureCode.CANCELLED:
             self.response.status = "cancelled"

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from ..knowledge import ChunkRecord, VectorStoreFileRecord
 from .chunks import drop_file_chunks, insert_chunks
-from .seam import Driver, Row, Work, count, each, rows
+from .seam import Driver, Row, Work, count, rows
 from .vector_stores import FILE_COLUMNS, error_json, file_record
 
 
@@ -39,18 +39,28 @@ class IngestionTables:
         jobs = [file_record(d, row) for row in found]
         return sorted(jobs, key=lambda job: (job.created_at, job.file_id))
 
-    async def renew_ingestion(self, jobs: list[tuple[str, str]], until: datetime) -> None:
-        """Extend the claims on these ``(vector_store_id, file_id)`` jobs that are still in progress."""
-        await self._db.write(
-            each(
-                "UPDATE vector_store_files SET lease_until = :until "
-                "WHERE vector_store_id = :vector_store_id AND file_id = :file_id AND status = 'in_progress'",
-                [
-                    {"until": self._db.dialect.epoch(until), "vector_store_id": store, "file_id": file}
-                    for store, file in jobs
-                ],
-            )
-        )
+    async def renew_ingestion(self, jobs: list[tuple[str, str, datetime]], until: datetime) -> list[tuple[str, str]]:
+        """Extend the claims still in progress under the lease each job names; returns the jobs renewed."""
+        d = self._db.dialect
+
+        def work() -> Work[list[tuple[str, str]]]:
+            renewed: list[tuple[str, str]] = []
+            for store, file, held in jobs:
+                changed = yield count(
+                    "UPDATE vector_store_files SET lease_until = :until WHERE vector_store_id = :vector_store_id "
+                    "AND file_id = :file_id AND status = 'in_progress' AND lease_until = :held",
+                    until=d.epoch(until),
+                    vector_store_id=store,
+                    file_id=file,
+                    held=d.epoch(held),
+                )
+                if changed:
+                    renewed.append((store, file))
+            return renewed
+
+        if not jobs:
+            return []
+        return await self._db.write(work())
 
     async def finish_ingestion(
         self, job: VectorStoreFileRecord, chunks: list[ChunkRecord], claimed_until: datetime

@@ -18,6 +18,7 @@ from .ingestion import IngestionTables
 from .owners import OwnerTables
 from .responses import ResponseTables
 from .seam import Driver
+from .toolgroups import ToolGroupTables
 from .turns import TurnTables
 from .vector_stores import VectorStoreTables
 
@@ -33,6 +34,7 @@ class SqlStore(
     VectorStoreTables,
     IngestionTables,
     ChunkTables,
+    ToolGroupTables,
 ):
     """Agents, sessions, turns, responses, idempotency keys, API keys and knowledge in a SQL database.
 

@@ -193,6 +193,16 @@ class VectorStoreTables:
         if not updated:
             raise NotFoundError(f"vector store '{record.vector_store_id}' not found")
 
+    async def touch_vector_store(self, vector_store_id: str, at: int) -> None:
+        """Set ``last_active_at`` alone (nothing when the store is gone)."""
+        await self._db.write(
+            count(
+                "UPDATE vector_stores SET last_active_at = :at WHERE vector_store_id = :vector_store_id",
+                at=at,
+                vector_store_id=vector_store_id,
+            )
+        )
+
     async def delete_vector_store(self, vector_store_id: str) -> None:
         """Delete a vector store with its attachments, batches and chunks (NotFoundError if unknown)."""
 

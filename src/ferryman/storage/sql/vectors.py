@@ -42,5 +42,6 @@ class PgvectorIndex:
         return (
             f"SELECT {CHUNK_COLUMNS}, 1 - ({distance}) AS score FROM chunks c "  # noqa: S608
             f"WHERE c.vector_store_id = :vector_store_id AND {schema}.vector_dims(c.embedding) = :dimension"
-            f"{condition} ORDER BY {distance}, c.id LIMIT :limit"
+            # Ordered by the score itself: ordering by the distance would compute it twice a row.
+            f"{condition} ORDER BY score DESC, c.id LIMIT :limit"
         )

@@ -44,8 +44,18 @@ _SQLITE_FTS = [
     "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END",
 ]
 _POSTGRES_FTS = [
-    "ALTER TABLE chunks ADD COLUMN text_search tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
+    # English stems, after a hyphen before a digit becomes a space (IT-309: it, 309; PostgreSQL's parser reads
+    # "-309" as a negative number); storage/sql/keywords.py parses queries with the same expression (tsvector()).
+    "ALTER TABLE chunks ADD COLUMN text_search tsvector GENERATED ALWAYS AS ("
+    "to_tsvector('english', regexp_replace(text, '(\\w)-(?=\\d)', '\\1 ', 'g'))) STORED",
     "CREATE INDEX chunks_text_search ON chunks USING gin (text_search)",
+]
+
+_POSTGRES_STORAGE = [
+    # pgvector stores embeddings out of line by default: an exact search then read each one from the TOAST
+    # table. Rows stay whole up to a page; past it, text and its tsvector are compressed before the embedding.
+    "ALTER TABLE chunks ALTER COLUMN embedding SET STORAGE MAIN",
+    "ALTER TABLE chunks SET (toast_tuple_target = 8160)",
 ]
 
 
@@ -161,7 +171,7 @@ def upgrade() -> None:
         sa.UniqueConstraint("vector_store_id", "chunk_id", name="chunks_by_id"),
     )
     op.create_index("chunks_of_file", "chunks", ["vector_store_id", "file_id", "position"])
-    for statement in _SQLITE_FTS if sqlite else _POSTGRES_FTS:
+    for statement in _SQLITE_FTS if sqlite else _POSTGRES_FTS + _POSTGRES_STORAGE:
         op.execute(statement)
 
 

@@ -1,0 +1,16 @@
+"""Running untrusted Python: bubblewrap-confined kernels with rlimits, one per session."""
+
+from .confinement import ConfinementUnavailable
+from .kernel import Execution
+from .manager import ProducedFile, RunOutcome, Sandbox, SandboxUnavailable
+from .settings import SandboxSettings
+
+__all__ = [
+    "ConfinementUnavailable",
+    "Execution",
+    "ProducedFile",
+    "RunOutcome",
+    "Sandbox",
+    "SandboxSettings",
+    "SandboxUnavailable",
+]

@@ -1,0 +1,135 @@
+"""How a kernel is started: bubblewrap's namespaces around the interpreter, rlimits set by ``prlimit``.
+
+The sandbox sees the interpreter's runtime read-only, a fresh ``/proc``, a
+minimal ``/dev``, a small private ``/tmp`` and its session's scratch directory
+as ``/work``; nothing else of the host (no network, no server database,
+config or ``FERRYMAN_HOME``). The limits are set by util-linux ``prlimit`` before
+``bwrap`` is executed (no Python ``preexec_fn``: the server has threads).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .settings import SandboxSettings
+
+log = logging.getLogger(__name__)
+
+KERNEL_SOURCE = (Path(__file__).with_name("kernel_main.py")).read_text(encoding="utf-8")
+SCRATCH = "/work"
+_SANDBOX_ID = "65534"
+_SELF_TEST_SECONDS = 20.0
+_MB = 1024 * 1024
+
+
+class ConfinementUnavailable(Exception):
+    """This host cannot confine code (no bubblewrap, or it failed its self-test)."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What to execute for one kernel.
+
+    Attributes:
+        argv: The command line.
+        cwd: The working directory (unconfined only: the scratch directory's path).
+    """
+
+    argv: list[str]
+    cwd: str | None = None
+
+
+def limits_prefix(settings: SandboxSettings, count_processes: bool) -> list[str]:
+    """The ``prlimit`` command that sets the kernel's rlimits, then executes the rest."""
+    prlimit = shutil.which("prlimit") or "prlimit"
+    args = [
+        prlimit,
+        f"--as={settings.memory_mb * _MB}",
+        f"--cpu={settings.kernel_cpu_seconds}:{settings.kernel_cpu_seconds}",
+        f"--fsize={settings.max_file_mb * _MB}",
+        "--core=0",
+    ]
+    if count_processes:
+        args.append(f"--nproc={settings.max_processes}")
+    return [*args, "--"]
+
+
+def kernel_argv(settings: SandboxSettings) -> list[str]:
+    """The interpreter running the kernel, isolated from the environment and user site."""
+    return [settings.python, "-I", "-c", KERNEL_SOURCE, str(settings.cpu_seconds), str(settings.output_chars)]
+
+
+def bwrap_argv(settings: SandboxSettings, scratch: Path, uid: int | None) -> list[str]:
+    """``bwrap`` with the sandbox's namespaces and mounts, up to the command it runs in ``/work``.
+
+    Run by root (``uid`` given), bubblewrap sets the sandbox up with root's
+    rights (so it reaches the scratch directory wherever it is) and
+    ``setpriv`` then drops the kernel to ``uid`` with no capabilities, no
+    supplementary groups and no new privileges: as an ordinary uid of the host,
+    ``RLIMIT_NPROC`` holds for it. Run by anyone else, bubblewrap maps the
+    server's uid into a new user namespace and drops every capability there.
+    """
+    args = [settings.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    if uid is None:
+        args += ["--unshare-user", "--uid", _SANDBOX_ID, "--gid", _SANDBOX_ID, "--disable-userns", "--cap-drop", "ALL"]
+    args += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
+    for name, value in (("PATH", "/usr/bin:/bin"), ("HOME", SCRATCH), ("LANG", "C.UTF-8")):
+        args += ["--setenv", name, value]
+    args += ["--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
+    # Directories bubblewrap makes for mount points are 0700 when it runs as root: the kernel's uid must enter them.
+    for parent in sorted({str(Path(path).parent) for path in settings.runtime_paths} - {"/"}):
+        args += ["--perms", "0755", "--dir", parent]
+    for path in settings.runtime_paths:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for link in ("bin", "lib", "lib64"):
+        if os.path.islink(f"/{link}"):
+            args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--perms", "1777", "--size", str(settings.max_file_mb * _MB), "--tmpfs", "/tmp"]
+    args += ["--bind", str(scratch), SCRATCH, "--chdir", SCRATCH, "--"]
+    if uid is not None:
+        setpriv = shutil.which("setpriv") or "setpriv"
+        args += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
+        args += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+    return args
+
+
+def launch(settings: SandboxSettings, scratch: Path, uid: int | None) -> Launch:
+    """How to start a kernel over ``scratch``, as ``uid`` (None: as the server's user)."""
+    if settings.confinement == "off":
+        return Launch(limits_prefix(settings, False) + kernel_argv(settings), str(scratch))
+    return Launch(limits_prefix(settings, uid is not None) + bwrap_argv(settings, scratch, uid) + kernel_argv(settings))
+
+
+def self_test(settings: SandboxSettings, uid: int | None) -> None:
+    """Start one confined interpreter and see it answer; say why not.
+
+    Raises:
+        ConfinementUnavailable: bubblewrap, prlimit or the interpreter is missing, or the sandbox fails to start.
+    """
+    for tool in (settings.bwrap, "prlimit", "setpriv", settings.python):
+        if shutil.which(tool) is None:
+            raise ConfinementUnavailable(f"'{tool}' is not installed (Debian: apt-get install bubblewrap util-linux)")
+    with tempfile.TemporaryDirectory(prefix="ferryman-sandbox-check-") as folder:
+        if uid is not None:
+            os.chown(folder, uid, uid)
+        prefix = limits_prefix(settings, uid is not None) + bwrap_argv(settings, Path(folder), uid)
+        code = "import os; open('/work/ok', 'w').write('ok'); print(os.getuid())"
+        try:
+            done = subprocess.run(
+                [*prefix, settings.python, "-I", "-c", code], capture_output=True, timeout=_SELF_TEST_SECONDS
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ConfinementUnavailable(f"the sandbox did not start: {exc}") from exc
+        wrote = (Path(folder) / "ok").is_file()
+    expected = str(uid if uid is not None else _SANDBOX_ID).encode()
+    if done.returncode != 0 or done.stdout.strip() != expected or not wrote:
+        detail = done.stderr.decode("utf-8", "replace").strip()[-500:] or f"exit status {done.returncode}"
+        raise ConfinementUnavailable(f"bubblewrap failed its self-test: {detail}")

@@ -1,0 +1,54 @@
+"""The code sandbox's settings (``sandbox:`` in the config file)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class SandboxSettings(BaseModel):
+    """How code runs and what it may use.
+
+    ``confinement`` is ``bubblewrap`` (namespaces, no network, only the Python
+    runtime read-only and the session's scratch directory writable) or ``off``
+    (unconfined: only for hosts where the operator accepts that; logged).
+    The limits apply to each call (``cpu_seconds``, ``wall_seconds``,
+    ``output_chars``) or to the session's kernel (``memory_mb`` of address
+    space, ``max_processes``, ``max_file_mb`` per file written); a kernel also
+    stops after ``kernel_cpu_seconds`` of CPU in all and after ``idle_seconds``
+    without a call (its scratch directory goes with it).
+
+    Attributes:
+        python: The interpreter the code runs under (the system's, not the server's virtual environment).
+        runtime_paths: What is bound read-only into the sandbox for that interpreter (missing ones skipped).
+        dir: Where sessions' scratch directories live (default ``$FERRYMAN_HOME/sandbox``).
+        uid_base: When the server runs as root, each live kernel runs as its own uid, from a range of
+            256 that each server process takes above ``uid_base`` (by its pid), so that ``max_processes``
+            counts that kernel's processes alone.
+    """
+
+    confinement: Literal["bubblewrap", "off"] = "bubblewrap"
+    python: str = "/usr/bin/python3"
+    runtime_paths: list[str] = Field(default_factory=lambda: ["/usr/bin", "/usr/lib", "/usr/lib64"])
+    bwrap: str = "bwrap"
+    dir: str | None = None
+    cpu_seconds: int = Field(default=10, gt=0)
+    wall_seconds: float = Field(default=30.0, gt=0)
+    memory_mb: int = Field(default=512, gt=0)
+    max_processes: int = Field(default=32, gt=0)
+    max_file_mb: int = Field(default=64, gt=0)
+    output_chars: int = Field(default=20_000, gt=0)
+    kernel_cpu_seconds: int = Field(default=600, gt=0)
+    idle_seconds: float = Field(default=900.0, gt=0)
+    max_files_returned: int = Field(default=20, ge=0)
+    uid_base: int = Field(default=1_500_000, gt=65_535)
+
+    def directory(self) -> Path:
+        """The scratch root: the configured one or ``$FERRYMAN_HOME/sandbox``."""
+        if self.dir:
+            return Path(self.dir)
+        home = os.environ.get("FERRYMAN_HOME") or str(Path.home() / ".ferryman")
+        return Path(home) / "sandbox"

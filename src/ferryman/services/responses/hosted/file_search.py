@@ -1,0 +1,116 @@
+"""``file_search`` on the Responses API: the search of vector stores, and its ``file_search_call`` items."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ferryman.api.content import ToolCall, ToolResponse
+from ferryman.api.response_events import FileSearchCallCompleted, FileSearchCallInProgress, FileSearchCallSearching
+from ferryman.api.responses import (
+    FILE_SEARCH_RESULTS,
+    FileSearchCallItem,
+    FileSearchResult,
+    FileSearchTool,
+    HostedCallItem,
+    HostedTool,
+)
+from ferryman.engine.approvals import ApprovalPolicy
+from ferryman.errors import InvalidRequestError
+from ferryman.knowledge.filters import parse_filter
+from ferryman.knowledge.rag import Searcher
+from ferryman.knowledge.results import RankingOptions, SearchQuery
+from ferryman.knowledge.search import search_mode
+from ferryman.storage.base import Store
+from ferryman.tools.file_search import METADATA_KEY, TOOL_NAME, FileSearch
+from ferryman.tools.registry import BoundTool
+
+from ..citations import Source, Sources
+from .base import BindContext, Binding, Progress, failed
+
+
+class FileSearchRenderer:
+    """A search call is an item in progress while it runs, and holds its passages when asked to.
+
+    Args:
+        include_results: Whether the item keeps the passages found (``include: ["file_search_call.results"]``).
+    """
+
+    item_type = "file_search_call"
+
+    def __init__(self, include_results: bool) -> None:
+        self._include_results = include_results
+
+    def started(self, call: ToolCall, item_id: str) -> tuple[HostedCallItem, list[Progress]]:
+        """An item in progress, with its query."""
+        query = call.arguments.get("query") if isinstance(call.arguments, dict) else None
+        item = FileSearchCallItem(id=item_id, status="in_progress", queries=[query] if isinstance(query, str) else [])
+        return item, [(FileSearchCallInProgress, {}), (FileSearchCallSearching, {})]
+
+    def finished(
+        self, item: HostedCallItem, response: ToolResponse, sources: Sources
+    ) -> tuple[HostedCallItem, list[Progress]]:
+        """The search's outcome; the files it found become the answer's sources."""
+        assert isinstance(item, FileSearchCallItem)
+        found = (response.metadata or {}).get(METADATA_KEY)
+        if not found:
+            status = "failed" if failed(response) else "incomplete"
+            return item.model_copy(update={"status": status}), []
+        results = [FileSearchResult.model_validate(r) for r in found["results"]]
+        sources.add_search([Source(file_id=r.file_id, filename=r.filename) for r in results])
+        kept = results if self._include_results else None
+        return item.model_copy(update={"status": "completed", "results": kept}), [(FileSearchCallCompleted, {})]
+
+
+class FileSearchKind:
+    """The request's ``file_search`` tool: at most one, over vector stores the caller may read.
+
+    Args:
+        searcher: The search of vector stores (it checks the caller may read each).
+        store: Where the vector stores are (reading one checks the caller may).
+    """
+
+    names = frozenset({TOOL_NAME})
+    uses_prior = False
+
+    def __init__(self, searcher: Searcher, store: Store) -> None:
+        self._searcher = searcher
+        self._store = store
+
+    def validate(self, tools: list[HostedTool]) -> None:
+        """At most one ``file_search`` tool."""
+        if len(tools) > 1:
+            raise InvalidRequestError("at most one file_search tool per response", "tools")
+
+    async def check(self, tools: list[HostedTool]) -> None:
+        """A search the turn could not run fails the request, not the turn.
+
+        Raises:
+            InvalidRequestError: an unknown ranker, or a malformed filter.
+            NotFoundError: a vector store does not exist, or the caller may not read it.
+        """
+        for tool in tools:
+            assert isinstance(tool, FileSearchTool)
+            ranker = (tool.ranking_options.ranker if tool.ranking_options else None) or "auto"
+            search_mode(SearchQuery(tool.vector_store_ids, "", ranking=RankingOptions(ranker=ranker)))
+            if tool.filters is not None:
+                parse_filter(tool.filters)
+            for vector_store_id in tool.vector_store_ids:
+                await self._store.get_vector_store(vector_store_id)
+
+    async def bind(self, tools: list[HostedTool], context: BindContext) -> Binding:
+        """The search as the model may call it: everything but the query is the request's."""
+        binding = Binding()
+        renderer = FileSearchRenderer(FILE_SEARCH_RESULTS in context.include)
+        for tool in tools:
+            assert isinstance(tool, FileSearchTool)
+            ranking = tool.ranking_options
+            args: dict[str, Any] = {
+                "vector_store_ids": list(tool.vector_store_ids),
+                "max_num_results": tool.max_num_results,
+                "filters": tool.filters,
+                "ranking_options": ranking.model_dump(exclude_none=True) if ranking else None,
+            }
+            binding.add(TOOL_NAME, BoundTool(FileSearch(self._searcher), args), renderer)
+            if ApprovalPolicy.of(tool.require_approval).requires(TOOL_NAME):
+                binding.held[TOOL_NAME] = None
+        return binding
