@@ -7,11 +7,14 @@ Examples::
     python -m bench --quick --profile       # then sample the server under load with py-spy
     python -m bench --smoke --out /tmp/b.json   # seconds; what the smoke test runs
     python -m bench --knowledge --postgres postgresql://... --redis redis://...   # the chunk index, per backend
+    python -m bench --tool-use --model ~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf   # tool-use score of a GGUF
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import platform
 import subprocess
@@ -23,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import knowledge
+from . import knowledge, tool_use
 from .modes import Mode, select
 from .procs import ManagedProcess, ferryman_process, stub_process
 from .profiling import PySpy, summarise
@@ -63,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--postgres", help="with --knowledge: also measure PostgreSQL at this postgresql:// URL")
     parser.add_argument("--redis", help="with --knowledge: also measure Redis at this redis:// URL")
+    parser.add_argument(
+        "--tool-use",
+        action="store_true",
+        help="instead of the server run: score a GGUF model's tool calls (bench/tool_use.py)",
+    )
+    parser.add_argument("--model", help="with --tool-use: the GGUF file (default: the shipped SmolLM2)")
+    parser.add_argument("--limit", type=int, help="with --tool-use: only the first N cases of each kind")
     return parser
 
 
@@ -129,8 +139,22 @@ def run_knowledge(args: argparse.Namespace, name: str) -> int:
     return 0
 
 
+def run_tool_use(args: argparse.Namespace) -> int:
+    """Score a model's tool use (``--tool-use``): no server, the embedded provider called in process."""
+    began = time.monotonic()
+    report = asyncio.run(tool_use.run_tool_use(args.model, args.limit))
+    sys.stdout.write(report.table() + "\n")
+    out = args.out if args.out != DEFAULT_OUT else DEFAULT_OUT.with_name("tool_use.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report.as_json(), indent=2) + "\n")
+    note(f"done in {time.monotonic() - began:.0f}s; results in {out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by the parsed arguments; return the exit status."""
+    if args.tool_use:
+        return run_tool_use(args)
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.knowledge:
         return run_knowledge(args, name)

@@ -49,7 +49,7 @@ def build_server() -> MCPServer:
     """The test server with its tools."""
     server = MCPServer("ferryman-test", log_level="CRITICAL")
 
-    @server.tool()
+    @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b

@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from ferryman.auth.quotas import QuotaSettings
 from ferryman.auth.settings import AuthSettings
 from ferryman.errors import ConfigurationError
+from ferryman.inference.embedded import DEFAULT_MODEL_ID
+from ferryman.inference.pulled import PulledModels
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.sandbox.settings import SandboxSettings
 from ferryman.tools.websearch.settings import WebSearchSettings
@@ -212,3 +214,50 @@ def providers_from_urls(
         ProviderSettings(provider_id="remote" if i == 0 else f"remote-{i + 1}", url=url, **limits)
         for i, url in enumerate(urls)
     ]
+
+
+EMBEDDED_PROVIDER = "embedded"
+
+
+def embedded_providers(model: str | None = None, pulled: PulledModels | None = None) -> list[ProviderSettings]:
+    """The embedded providers ``ferryman serve`` runs when none is configured.
+
+    ``embedded`` serves ``model`` (the default: listed first); then each other pulled model
+    (``ferryman models pull``) gets its own provider, ``embedded-NAME``.
+
+    Args:
+        model: A pulled model's name, a GGUF file, or None (or SmolLM2's id) for SmolLM2-135M-Instruct.
+        pulled: The pulled models (default: those of ``$FERRYMAN_HOME/models``).
+
+    Raises:
+        ConfigurationError: ``model`` is neither a pulled model nor a GGUF file.
+    """
+    pulled = pulled or PulledModels()
+    default = _embedded_default(model, pulled)
+    others = [
+        ProviderSettings(
+            provider_id=f"{EMBEDDED_PROVIDER}-{known.name}",
+            type=EMBEDDED_TYPE,
+            model_path=str(known.file(pulled.directory)),
+            model_id=known.name,
+        )
+        for known in pulled.all()
+        if known.name != default.model_id
+    ]
+    return [default, *others]
+
+
+def _embedded_default(model: str | None, pulled: PulledModels) -> ProviderSettings:
+    if model is None or model == DEFAULT_MODEL_ID:
+        return ProviderSettings(provider_id=EMBEDDED_PROVIDER, type=EMBEDDED_TYPE)
+    known = pulled.get(model)
+    if known is not None:
+        path = str(known.file(pulled.directory))
+        return ProviderSettings(provider_id=EMBEDDED_PROVIDER, type=EMBEDDED_TYPE, model_path=path, model_id=model)
+    if model.endswith(".gguf") and Path(model).is_file():
+        return ProviderSettings(provider_id=EMBEDDED_PROVIDER, type=EMBEDDED_TYPE, model_path=model)
+    names = ", ".join(m.name for m in pulled.all()) or "none"
+    raise ConfigurationError(
+        f"no pulled model '{model}' (pulled: {names}; also {DEFAULT_MODEL_ID} or a .gguf file): "
+        "pull it with 'ferryman models pull REPO FILE'"
+    )

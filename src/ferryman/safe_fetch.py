@@ -129,17 +129,37 @@ def _parsed(url: str, field: str | None) -> httpx.URL:
 
 async def _checked_addresses(target: httpx.URL, policy: FetchPolicy, field: str | None) -> list[IPAddress]:
     port = target.port or (443 if target.scheme == "https" else 80)
+    return await checked_addresses(target.host, port, policy, field, f"fetch {target}")
+
+
+async def checked_addresses(
+    host: str, port: int, policy: FetchPolicy, field: str | None, purpose: str
+) -> list[IPAddress]:
+    """The addresses ``host`` resolves to, every one allowed by ``policy`` (connect only to these: a later
+    DNS answer is never asked again).
+
+    Args:
+        host: The host name or address.
+        port: The port to connect to.
+        policy: Which hosts and addresses may be reached.
+        field: The request field that named the URL (for the error).
+        purpose: What the connection is for, as the error says it ("fetch https://…", "connect to …");
+            never a URL carrying credentials.
+
+    Raises:
+        InvalidRequestError: the host does not resolve, or resolves to an address the policy refuses.
+    """
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(target.host, port, type=socket.SOCK_STREAM)
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise InvalidRequestError(f"could not resolve {target.host}: {exc}", field) from exc
+        raise InvalidRequestError(f"could not resolve {host}: {exc}", field) from exc
     addresses = _unique(ipaddress.ip_address(info[4][0]) for info in infos)
-    refused = [address for address in addresses if not policy.allows(target.host, address)]
+    refused = [address for address in addresses if not policy.allows(host, address)]
     if refused:
         # The address stays in the server's log: telling the client would map internal names for it.
-        log.warning("refused to fetch %s: %s resolves to non-public %s", target, target.host, refused[0])
+        log.warning("refused to %s: %s resolves to non-public %s", purpose, host, refused[0])
         raise InvalidRequestError(
-            f"refused to fetch {target}: {target.host} is not a public address "
+            f"refused to {purpose}: {host} is not a public address "
             "(an operator can allow the host in the config's fetch.allowed_hosts)",
             field,
         )

@@ -68,6 +68,7 @@ class Owned:
 
     def fill(self, path: str) -> str:
         path = path.replace("{model_id:path}", self.ids["model_id"])
+        path = path.replace("{shield_id:path}", self.ids["shield_id"])
         return path.replace("{toolgroup_id:path}", self.ids["toolgroup_id"]).format(**self.ids)
 
 
@@ -113,6 +114,18 @@ CASES: dict[tuple[str, str], list[Call]] = {
     ("GET", "/toolgroups/{toolgroup_id:path}"): [Call()],
     ("DELETE", "/toolgroups/{toolgroup_id:path}"): [Call()],
     ("GET", "/tools"): [Call(expect="open"), Call(query={"toolgroup_id": "alice-tools"})],
+    ("GET", "/shields"): [Call(expect="list")],
+    ("POST", "/shields"): [
+        Call({"shield_id": "bob-shield", "provider_id": "ferryman-local"}, expect="own"),
+        Call({"shield_id": "{shield_id}", "provider_id": "ferryman-local"}, expect="taken"),
+    ],
+    ("GET", "/shields/{shield_id:path}"): [Call()],
+    ("DELETE", "/shields/{shield_id:path}"): [Call()],
+    ("POST", "/safety/run-shield"): [
+        Call({"shield_id": "{shield_id}", "messages": [{"role": "user", "content": "x"}]})
+    ],
+    # A's registered model is not B's guard model either.
+    ("POST", "/moderations"): [Call({"input": "x", "model": "alice-model"}, expect="absent")],
     ("GET", "/tools/{tool_name}"): [Call(expect="stateless")],
     ("GET", "/tool-runtime/list-tools"): [Call(query={"tool_group_id": "alice-tools"})],
     ("POST", "/tool-runtime/invoke"): [Call(expect="stateless")],
@@ -241,6 +254,9 @@ async def _alice_makes_one_of_everything(http: httpx.AsyncClient) -> Owned:
     )
     group = {"toolgroup_id": "alice-tools", "provider_id": "builtin::math"}
     await _ok(await http.post("/v1/toolgroups", json=group, headers=A))
+    await _ok(
+        await http.post("/v1/shields", json={"shield_id": "alice-shield", "provider_id": "ferryman-local"}, headers=A)
+    )
     return Owned(
         {
             "agent_id": agent_id,
@@ -253,6 +269,7 @@ async def _alice_makes_one_of_everything(http: httpx.AsyncClient) -> Owned:
             "item_id": items["data"][0]["id"],
             "model_id": "alice-model",
             "toolgroup_id": "alice-tools",
+            "shield_id": "alice-shield",
             "tool_name": "calculator",
             **await _alice_makes_knowledge(http),
         }
@@ -346,6 +363,9 @@ async def _alice_still_can_do_everything(http: httpx.AsyncClient, owned: Owned) 
     assert ids["agent_id"] in _ids_in(await _ok(await http.get("/v1/agents", headers=A)))
     assert "alice-model" in _ids_in(await _ok(await http.get("/v1/models", headers=A)))
     assert "alice-tools" in _ids_in(await _ok(await http.get("/v1/toolgroups", headers=A)))
+    assert "alice-shield" in _ids_in(await _ok(await http.get("/v1/shields", headers=A)))
+    run = {"shield_id": "alice-shield", "messages": [{"role": "user", "content": "AKIAIOSFODNN7EXAMPLE"}]}
+    assert (await _ok(await http.post("/v1/safety/run-shield", json=run, headers=A)))["violation"] is not None
     tools = await _ok(await http.get("/v1/tools", params={"toolgroup_id": "alice-tools"}, headers=A))
     assert [t["toolgroup_id"] for t in tools["data"]] == ["alice-tools"]
     mine = await _ok(await http.get("/v1/models/alice-model", headers=A))

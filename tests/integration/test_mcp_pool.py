@@ -17,7 +17,8 @@ from ferryman.errors import InvalidRequestError, UpstreamError
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
-from ferryman.tools.mcp import McpClientPool, McpEndpoint, McpSettings, McpTool
+from ferryman.tools.context import ToolContext, tool_context
+from ferryman.tools.mcp import McpClientPool, McpEndpoint, McpSettings, McpTool, fixed, from_provider_data
 from inprocess import migrated_sqlite, serving
 from mcp_servers import LOCAL_FETCH, RunningServer, start_mcp_server, stop_mcp_server
 
@@ -224,8 +225,8 @@ async def test_mcp_tool_is_a_server_tool(mcp_http_server: RunningServer) -> None
     endpoint = McpEndpoint(mcp_http_server.url, "streamable_http", {"X-Test-Token": SECRET})
     async with pool_of() as pool:
         listed = {tool.name: tool for tool in await pool.list_tools(endpoint)}
-        add = McpTool(pool, endpoint, listed["add"], "mcp::calc")
-        fail = McpTool(pool, endpoint, listed["fail"], "mcp::calc")
+        add = McpTool(pool, listed["add"], "mcp::calc", fixed(endpoint))
+        fail = McpTool(pool, listed["fail"], "mcp::calc", fixed(endpoint), name="calc__fail")
         assert text(await add.invoke({"a": 3, "b": 4})) == "7"
         failed = await fail.invoke({})
     definition = add.definition
@@ -234,10 +235,28 @@ async def test_mcp_tool_is_a_server_tool(mcp_http_server: RunningServer) -> None
         "mcp::calc",
         "model-context-protocol",
     )
+    assert (fail.definition.identifier, fail.definition.provider_resource_id) == ("calc__fail", "fail")
     assert [parameter.name for parameter in definition.parameters] == ["a", "b"]
-    assert definition.metadata and definition.metadata["input_schema"]["required"] == ["a", "b"]
+    assert add.input_schema and add.input_schema["required"] == ["a", "b"]
+    assert definition.metadata and definition.metadata["annotations"] == {"readOnlyHint": True}
     assert SECRET not in definition.model_dump_json()
     assert failed.error_message
+
+
+async def test_a_registered_mcp_tool_takes_the_running_calls_credentials(mcp_http_server: RunningServer) -> None:
+    uri = f"{mcp_http_server.url}?key={SECRET}"
+    async with pool_of() as pool:
+        listed = {tool.name: tool for tool in await pool.list_tools(McpEndpoint(uri))}
+        whoami = McpTool(pool, listed["whoami"], "mcp::me", from_provider_data(uri))
+        anonymous = text(await whoami.invoke({}))
+        data = {"mcp_headers": {mcp_http_server.url: {"X-Test-Token": "per-call"}}}
+        token = tool_context.set(ToolContext(provider_data=data))
+        try:
+            named = text(await whoami.invoke({}))
+        finally:
+            tool_context.reset(token)
+    assert (anonymous, named) == ("anonymous", "per-call")
+    assert SECRET not in whoami.definition.model_dump_json()
 
 
 async def test_the_app_configures_its_pool_and_closes_it_on_shutdown(

@@ -101,6 +101,7 @@ async def test_every_post_that_creates_or_runs_accepts_an_idempotency_key(http: 
         "/v1/conversations/{conversation_id}/items",
         "/v1/models",
         "/v1/toolgroups",
+        "/v1/shields",
         "/v1/files",
         "/v1/vector_stores",
         "/v1/vector_stores/{vector_store_id}/files",

@@ -62,7 +62,6 @@ from ferryman.storage.base import (
 pytestmark = pytest.mark.anyio
 
 
-
 @pytest.fixture(params=list(BACKENDS))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     async with BACKENDS[request.param](tmp_path) as opened:
@@ -599,6 +598,37 @@ async def test_save_step_of_an_unknown_turn_is_not_found(store: Store) -> None:
         await store.save_step(record.turn_id, answer(record, "a"), 1)
 
 
+async def test_redact_turn_input_replaces_the_turn_input_and_its_history_messages(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    await complete(store, await start(store, session, "q1"), "a1")
+    record = await start(store, session, "my key is AKIASECRET")
+    # Read once first: a backend that caches decoded history must not serve the old form after.
+    assert texts(await store.load_history(session.session_id, record.turn_id))[-1] == "user:my key is AKIASECRET"
+    redacted = user("my key is [REDACTED]")
+    await store.redact_turn_input(record.turn_id, [redacted], [redacted])
+    assert (await store.get_turn_record(session.session_id, record.turn_id)).input_messages == [redacted]
+    await store.save_step(record.turn_id, answer(record, "noted"), 1)
+    expected = ["user:q1", "assistant:a1", "user:my key is [REDACTED]", "assistant:noted"]
+    assert texts(await store.load_history(session.session_id, record.turn_id)) == expected
+    await complete(store, record, "done")
+    later = turn_of(session, "next")
+    history = await store.start_turn(later, [user("next")])
+    assert "AKIASECRET" not in json.dumps([m.model_dump(mode="json") for m in history])
+    listed = await store.list_turns([session.session_id], [record.turn_id])
+    assert "AKIASECRET" not in listed[0].model_dump_json()
+
+
+async def test_redact_turn_input_of_a_turn_no_longer_running_conflicts(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = await start(store, session, "q")
+    await complete(store, record, "a")
+    with pytest.raises(ConflictError):
+        await store.redact_turn_input(record.turn_id, [user("x")], [user("x")])
+    assert (await store.get_turn_record(session.session_id, record.turn_id)).input_messages == [user("q")]
+    with pytest.raises(NotFoundError):
+        await store.redact_turn_input(new_id(), [user("x")], [user("x")])
+
+
 async def test_pending_step_is_none_without_a_pending_step(store: Store) -> None:
     session = await new_session(store, (await new_agent(store)).agent_id)
     record = await start(store, session, "q")
@@ -945,6 +975,14 @@ async def test_the_same_item_id_may_stand_under_two_owners(store: Store) -> None
     two = await new_conversation(store, shared)
     assert await store.get_item(one.conversation_id, shared.id or "") == shared
     assert await store.get_item(two.conversation_id, shared.id or "") == shared
+
+
+async def test_replace_items_changes_bodies_in_place_and_adds_nothing(store: Store) -> None:
+    items = [text_item("one"), text_item("secret two"), text_item("three")]
+    conversation = await new_conversation(store, *items)
+    changed = items[1].model_copy(update={"content": [InputText(text="[REDACTED] two")]})
+    await store.replace_items(conversation.conversation_id, [changed, text_item("never stored")])
+    assert await store.all_items(conversation.conversation_id) == [items[0], changed, items[2]]
 
 
 async def test_items_list_oldest_or_newest_first(store: Store) -> None:

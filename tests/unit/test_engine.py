@@ -21,6 +21,7 @@ from ferryman.api.agents import (
 from ferryman.api.content import Message, ToolDef, ToolParameter, ToolResponse, UserMessage, content_to_text
 from ferryman.engine.events import TurnFailed
 from ferryman.errors import ConflictError, FailureCode, InvalidRequestError
+from ferryman.safety.base import ShieldVerdict
 from ferryman.server.app import Services
 from ferryman.services.agents import LiveTurn
 from ferryman.storage.base import StoredEvent
@@ -228,11 +229,13 @@ async def test_failed_turns_are_left_out_of_later_history(services: Services, sc
 
 class _BlockWord:
     shield_id = "block-word"
+    fail_open = False
+    timeout_seconds = 10.0
 
-    async def check(self, messages: list[Message]) -> SafetyViolation | None:
+    async def run(self, messages: list[Message], params: dict[str, Any]) -> ShieldVerdict:
         if any("forbidden" in content_to_text(m.content) for m in messages):
-            return SafetyViolation(violation_level="error", user_message="blocked by policy")
-        return None
+            return ShieldVerdict(SafetyViolation(violation_level="error", user_message="blocked by policy"))
+        return ShieldVerdict(None)
 
 
 async def test_input_shield_violation_ends_turn_without_inference(services: Services, scripted: ScriptedModel) -> None:

@@ -35,6 +35,13 @@ def test_a_listed_tool_keeps_its_raw_schema() -> None:
     schema = {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}
     tool = tool_def(mcp_types.Tool(name="scale", title="Scale it", input_schema=schema))
     assert (tool.name, tool.description, tool.input_schema) == ("scale", "Scale it", schema)
+    assert tool.metadata is None
+
+
+def test_a_listed_tool_keeps_its_annotations() -> None:
+    hints = mcp_types.ToolAnnotations(read_only_hint=True, destructive_hint=False)
+    tool = tool_def(mcp_types.Tool(name="look", input_schema={"type": "object"}, annotations=hints))
+    assert tool.metadata == {"annotations": {"readOnlyHint": True, "destructiveHint": False}}
 
 
 def test_results_convert_every_content_kind() -> None:

@@ -102,12 +102,20 @@ async def test_a_running_turn_without_a_lease_counts_as_expired(store: SqliteSto
 
 def test_message_cache_decodes_each_row_once() -> None:
     cache = MessageCache(capacity=2)
-    first = cache.load([(1, '{"role": "user", "content": "a"}'), (2, '{"role": "user", "content": "b"}')])
-    again = cache.load([(1, "not even json"), (2, "ignored")])
+    a, b = '{"role": "user", "content": "a"}', '{"role": "user", "content": "b"}'
+    first = cache.load([(1, a), (2, b)])
+    again = cache.load([(1, a), (2, b)])
     assert [m.content for m in again] == ["a", "b"] and again[0] is first[0]
     cache.load([(3, '{"role": "user", "content": "c"}')])
     with pytest.raises(ValueError):
         cache.load([(1, "not json")])
+
+
+def test_message_cache_never_serves_another_body_under_a_reused_row_id() -> None:
+    cache = MessageCache()
+    cache.load([(7, '{"role": "user", "content": "a deleted session\'s secret"}')])
+    reused = cache.load([(7, '{"role": "user", "content": "someone else\'s message"}')])
+    assert [m.content for m in reused] == ["someone else's message"]
 
 
 async def test_cursors_never_leave_their_connection_thread(tmp_path: Path) -> None:

@@ -84,6 +84,10 @@ class AgentConfig(_ToolSettings):
     response_format: ResponseFormat | None = None
     require_approval: RequireApproval | None = None
     """Which server tools wait for the caller's approval before they run (a ferryman extension; default none)."""
+    tool_input_shields: list[str] | None = Field(default_factory=list)
+    """Shields that check a server tool call's arguments before it runs (a ferryman extension)."""
+    tool_output_shields: list[str] | None = Field(default_factory=list)
+    """Shields that check a server tool's result before the model reads it (a ferryman extension)."""
 
 
 class Agent(BaseModel):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .responses import Item, OutputText, Response
+from .responses import Item, OutputText, Refusal, Response
 
 
 class _Event(BaseModel):
@@ -82,7 +82,7 @@ class _PartEvent(_Event):
     item_id: str
     output_index: int
     content_index: int
-    part: OutputText
+    part: OutputText | Refusal
 
 
 class ContentPartAdded(_PartEvent):
@@ -273,6 +273,16 @@ class WebSearchCallCompleted(CallEvent):
     type: Literal["response.web_search_call.completed"] = "response.web_search_call.completed"
 
 
+class RefusalDone(_Event):
+    """The whole refusal of a content part (a guardrail blocked the response)."""
+
+    type: Literal["response.refusal.done"] = "response.refusal.done"
+    item_id: str
+    output_index: int
+    content_index: int
+    refusal: str
+
+
 ResponseStreamEvent = Annotated[
     ResponseCreated
     | ResponseInProgress
@@ -286,6 +296,7 @@ ResponseStreamEvent = Annotated[
     | ContentPartDone
     | OutputTextDelta
     | OutputTextDone
+    | RefusalDone
     | FunctionCallArgumentsDelta
     | FunctionCallArgumentsDone
     | OutputTextAnnotationAdded

@@ -33,7 +33,14 @@ class OutputText(BaseModel):
     logprobs: list[dict[str, Any]] = Field(default_factory=list)
 
 
-ContentPart = Annotated[InputText | InputImage | OutputText, Field(discriminator="type")]
+class Refusal(BaseModel):
+    """The answer of a response a guardrail blocked, in place of the model's text."""
+
+    type: Literal["refusal"] = "refusal"
+    refusal: str
+
+
+ContentPart = Annotated[InputText | InputImage | OutputText | Refusal, Field(discriminator="type")]
 
 
 class MessageItem(BaseModel):
@@ -351,6 +358,12 @@ class ConversationRef(BaseModel):
     id: str
 
 
+class GuardrailSpec(BaseModel):
+    """A guardrail named by an object (Llama Stack's ``ResponseGuardrailSpec``): ``type`` is the shield's id."""
+
+    type: str = Field(min_length=1)
+
+
 class CreateResponseRequest(BaseModel):
     """Body of ``POST /v1/responses``."""
 
@@ -374,6 +387,8 @@ class CreateResponseRequest(BaseModel):
     conversation: str | ConversationRef | None = None
     stream: bool | None = False
     background: bool | None = False
+    guardrails: list[str | GuardrailSpec] | None = None
+    """Llama Stack's guardrails: shields that check the input before the model and the answer before the client."""
 
     def conversation_id(self) -> str | None:
         """The conversation's id, whichever form named it."""

@@ -1,99 +1,112 @@
-"""``ferryman chat``: talk to an agent on a running server, streaming its answer."""
+"""``ferryman chat``: talk to an agent on a running server, its steps and tool calls shown as they happen."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import Any
 
-import httpx
-from httpx_sse import EventSource
+from ferryman.client import APIConnectionError, Client, EventLogger
+from ferryman.client.events import AgentEvent, TurnAwaitingInput, TurnCompleted, TurnFailed, from_server
 
-DEFAULT_URL = "http://127.0.0.1:8321"
+from . import remote
+from .remote import Output, UsageError
+
+_WAIT_STEP = 0.2
+"""Seconds between two tries while ``--wait`` waits for the server."""
+READ_TIMEOUT = 600.0
+"""Seconds a turn's stream may stay silent: a local model on a slow machine may think long before its first token."""
 
 
 def add_parser(commands: Any) -> None:
     """Register the ``chat`` sub-command."""
     chat = commands.add_parser("chat", help="chat with an agent on a running server")
     chat.add_argument("message", nargs="?", help="one message to send; without it, read messages from stdin")
-    chat.add_argument("--url", default=DEFAULT_URL, help=f"server URL (default {DEFAULT_URL})")
-    chat.add_argument("--model", help="model id (default: the first model the server lists)")
+    chat.add_argument("--agent", help="an existing agent's id (default: create one)")
+    chat.add_argument("--session", help="an existing session of that agent (default: create one)")
+    chat.add_argument("--model", help="model of a new agent (default: the first model the server lists)")
     chat.add_argument("--instructions", default="You are a helpful assistant. Answer briefly.")
+    chat.add_argument("--toolgroup", action="append", default=[], help="a toolgroup of a new agent (repeatable)")
     chat.add_argument("--max-tokens", type=int, default=256)
     chat.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the server to come up")
+    remote.add_flags(chat, read_timeout=READ_TIMEOUT)
+    chat.set_defaults(handler=run)
 
 
-def _wait_until_up(http: httpx.Client, seconds: float) -> None:
+def run(client: Client, args: argparse.Namespace, out: Output) -> int:
+    """Stream a turn per message (one argument, or lines of stdin) in one session; 1 if a turn failed."""
+    _wait_until_up(client, args.wait)
+    agent_id, model = _agent(client, args)
+    session_id = args.session or client.agents.sessions.create(agent_id, session_name="chat").session_id
+    out.note(f"[{model} · agent {agent_id[:8]} · session {session_id[:8]}]")
+    messages: Iterable[str] = [args.message] if args.message else (line.strip() for line in sys.stdin)
+    logger = None if out.as_json else EventLogger(console=out.console)
+    turns = []
+    for text in messages:
+        if text:
+            turns.append(_turn(client, agent_id, session_id, text, logger))
+    if out.as_json:
+        out.document({"agent_id": agent_id, "session_id": session_id, "turns": turns})
+    failed = [turn["error"] for turn in turns if turn["status"] == "failed"]
+    for error in failed:
+        print(f"error: {error['code']}: {' '.join(error['message'].split())}", file=sys.stderr)
+    return remote.EXIT_API_ERROR if failed else 0
+
+
+def _turn(client: Client, agent_id: str, session_id: str, text: str, logger: EventLogger | None) -> dict[str, Any]:
+    """Stream one turn through the event logger; its id, status and answer (or error)."""
+    message = {"role": "user", "content": text}
+    ended = {"code": "interrupted", "message": "the turn's stream ended before the turn did"}
+    outcome: dict[str, Any] = {"turn_id": None, "status": "failed", "output": None, "error": ended}
+    with client.agents.turns.create(agent_id, session_id, messages=[message], stream=True) as stream:
+        for event in from_server(stream):
+            if logger is not None:
+                logger.handle(event)
+            _record(outcome, event)
+    return outcome
+
+
+def _record(outcome: dict[str, Any], event: AgentEvent) -> None:
+    outcome["turn_id"] = event.turn_id or outcome["turn_id"]
+    if isinstance(event, TurnCompleted):
+        outcome.update(status="completed", output=event.output_text, error=None)
+    elif isinstance(event, TurnAwaitingInput):
+        outcome.update(status="awaiting_input", error=None)  # chat answers no client tool and grants no approval
+    elif isinstance(event, TurnFailed):
+        outcome.update(status="failed", error={"code": event.code, "message": event.message})
+
+
+def _agent(client: Client, args: argparse.Namespace) -> tuple[str, str]:
+    """The agent to talk to (``--agent``, or a new one) and its model."""
+    if args.agent:
+        return args.agent, client.agents.retrieve(args.agent).agent_config.model
+    model = args.model or _first_model(client)
+    config = {
+        "model": model,
+        "instructions": args.instructions,
+        "toolgroups": args.toolgroup,
+        "sampling_params": {"strategy": {"type": "greedy"}, "max_tokens": args.max_tokens},
+    }
+    return client.agents.create(agent_config=config).agent_id, model
+
+
+def _first_model(client: Client) -> str:
+    for model in client.models.list():
+        if model.model_type == "llm":
+            return model.identifier
+    raise UsageError("the server lists no language model")
+
+
+def _wait_until_up(client: Client, seconds: float) -> None:
+    """Return once the server answers, trying for up to ``seconds`` (then its connection error is raised)."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            http.get("/v1/health").raise_for_status()
+            client.models.list()
             return
-        except httpx.HTTPError:
+        except APIConnectionError:
             if time.monotonic() >= deadline:
                 raise
-        time.sleep(0.2)
-
-
-def _first_model(http: httpx.Client) -> str:
-    models = [m for m in http.get("/v1/models").json()["data"] if m.get("model_type", "llm") == "llm"]
-    if not models:
-        raise SystemExit("ferryman chat: the server lists no language model")
-    return str(models[0]["identifier"])
-
-
-def _events(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    for event in EventSource(response).iter_sse():
-        yield event.json()
-
-
-def _show(event: dict[str, Any]) -> None:
-    if "error" in event:
-        print(f"\n[error] {event['error'].get('message')}", file=sys.stderr)
-        return
-    payload = event["event"]["payload"]
-    kind = payload["event_type"]
-    if kind == "step_progress" and payload["delta"]["type"] == "text":
-        print(payload["delta"]["text"], end="", flush=True)
-    elif kind == "step_complete" and payload["step_type"] == "tool_execution":
-        for response in payload["step_details"]["tool_responses"]:
-            print(f"\n[tool {response['tool_name']}] {response['content']}", flush=True)
-    elif kind == "turn_awaiting_input":
-        calls = payload["turn"]["output_message"].get("tool_calls") or []
-        print(f"\n[waiting for client tools: {', '.join(c['tool_name'] for c in calls)}]")
-    elif kind == "turn_complete":
-        print()
-
-
-def _send(http: httpx.Client, path: str, text: str) -> None:
-    body = {"messages": [{"role": "user", "content": text}], "stream": True}
-    with http.stream("POST", path, json=body) as response:
-        if response.status_code != 200:
-            response.read()
-            print(f"[error {response.status_code}] {response.text}", file=sys.stderr)
-            return
-        for event in _events(response):
-            _show(event)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Create an agent and a session, then stream a turn per message."""
-    with httpx.Client(base_url=args.url, timeout=httpx.Timeout(10.0, read=600.0)) as http:
-        _wait_until_up(http, args.wait)
-        model = args.model or _first_model(http)
-        config = {
-            "model": model,
-            "instructions": args.instructions,
-            "sampling_params": {"strategy": {"type": "greedy"}, "max_tokens": args.max_tokens},
-        }
-        agent_id = http.post("/v1/agents", json={"agent_config": config}).json()["agent_id"]
-        session = http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "chat"}).json()["session_id"]
-        path = f"/v1/agents/{agent_id}/session/{session}/turn"
-        print(f"[{model} · agent {agent_id[:8]} · session {session[:8]}]", file=sys.stderr)
-        messages = [args.message] if args.message else (line.strip() for line in sys.stdin)
-        for text in messages:
-            if text:
-                _send(http, path, text)
-    return 0
+        time.sleep(_WAIT_STEP)

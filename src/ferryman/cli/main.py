@@ -12,21 +12,22 @@ from typing import Any
 import uvicorn
 
 from ferryman.config import (
+    EMBEDDED_PROVIDER,
     EMBEDDED_TYPE,
     SHARED_DB_PREFIXES,
-    ProviderSettings,
     Settings,
     StorageSettings,
+    embedded_providers,
     load_settings,
     providers_from_urls,
 )
 from ferryman.coordination.select import fanout_for
-from ferryman.errors import FerrymanError
+from ferryman.errors import ConfigurationError, FerrymanError
 from ferryman.inference.embedded import INSTALL_HINT, embedded_available
 from ferryman.server.app import SETTINGS_ENV, create_app, services_from_settings
 from ferryman.storage.select import store_for
 
-from . import chat, keys
+from . import keys
 
 log = logging.getLogger("ferryman")
 
@@ -38,7 +39,12 @@ def _positive(text: str) -> float:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
+LOCAL_COMMANDS = frozenset({"serve", "keys"})
+"""Commands that need no running server: their path loads none of the client commands' modules (rich…)."""
+
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``command`` (the first argument that is no flag); every command's when it is another."""
     parser = argparse.ArgumentParser(prog="ferryman", description="A durable agent server.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP server")
@@ -78,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="base URL of an OpenAI-compatible server (…/v1); repeat for several",
     )
+    serve.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the default embedded model: a model pulled with 'ferryman models pull', or a .gguf file "
+        "(default: SmolLM2-135M-Instruct)",
+    )
     serve.add_argument("--inference-timeout", type=float, help="seconds allowed per upstream request (default 120)")
     serve.add_argument("--inference-retries", type=int, help="retries on connection errors, 429 and 5xx (default 2)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -86,9 +98,22 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve a non-loopback address without authentication (anyone who reaches it can do anything)",
     )
-    chat.add_parser(commands)
     keys.add_parser(commands)
+    if command not in LOCAL_COMMANDS:
+        _add_client_commands(commands)
     return parser
+
+
+def _add_client_commands(commands: Any) -> None:
+    """The commands over ``ferryman.client``, imported only when one of them (or the whole help) is asked for."""
+    from . import agents, chat, files, models, turns, vector_stores  # lazy: serve never loads them
+
+    chat.add_parser(commands)
+    agents.add_parsers(commands)
+    turns.add_parser(commands)
+    models.add_parser(commands)
+    files.add_parser(commands)
+    vector_stores.add_parser(commands)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -159,10 +184,15 @@ def _check_backends(settings: Settings) -> None:
     fanout_for(settings.coordination_url())
 
 
-def _configure_logging(level: str) -> None:
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "mcp")
+"""Libraries whose INFO and DEBUG records name URLs, headers or session ids (an MCP server's URL
+or a search provider's may carry a key); they log at WARNING or above, whatever ``--log-level``."""
+
+
+def configure_logging(level: str) -> None:
+    """Log at ``level``; the :data:`QUIET_LOGGERS` never below WARNING, so no secret in a URL reaches the log."""
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # The HTTP clients log every upstream request at INFO; that is noise at our default level.
-    for noisy in ("httpx", "httpx2", "httpcore"):
+    for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
@@ -174,10 +204,8 @@ def serve(args: argparse.Namespace) -> int:
         print(f"ferryman: {refusal}", file=sys.stderr)
         return 2
     _check_backends(settings)
-    if not settings.providers:
-        embedded = ProviderSettings(provider_id="embedded", type=EMBEDDED_TYPE)
-        settings = settings.model_copy(update={"providers": [embedded]})
-    _configure_logging(args.log_level)
+    settings = _with_embedded(settings, args.model)
+    configure_logging(args.log_level)
     if settings.db_path().startswith(SHARED_DB_PREFIXES) and settings.coordination_url() is None:
         log.warning("no --redis: live events and cancellations reach only readers of this replica")
     options = uvicorn_options(settings, args.log_level)
@@ -188,6 +216,25 @@ def serve(args: argparse.Namespace) -> int:
     else:
         uvicorn.run(create_app(services_from_settings(settings)), **options)
     return 0
+
+
+def _with_embedded(settings: Settings, model: str | None) -> Settings:
+    """The settings with their embedded providers.
+
+    Without a configured provider: the default embedded model (``model``, else SmolLM2)
+    and every pulled one. With configured providers and ``--model``: that model's
+    embedded provider, listed first (the model clients default to).
+
+    Raises:
+        ConfigurationError: ``model`` is unknown, or a configured provider is named ``embedded`` too.
+    """
+    if not settings.providers:
+        return settings.model_copy(update={"providers": embedded_providers(model)})
+    if model is None:
+        return settings
+    if any(provider.provider_id == EMBEDDED_PROVIDER for provider in settings.providers):
+        raise ConfigurationError(f"--model needs the provider id '{EMBEDDED_PROVIDER}', which the config file uses")
+    return settings.model_copy(update={"providers": [embedded_providers(model)[0], *settings.providers]})
 
 
 def uvicorn_options(settings: Settings, log_level: str) -> dict[str, Any]:
@@ -208,10 +255,16 @@ def uvicorn_options(settings: Settings, log_level: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ferryman`` command."""
-    args = _parser().parse_args(argv)
-    if args.command == "chat":
-        return chat.run(args)
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    args = _parser(command).parse_args(argv)
+    if getattr(args, "handler", None) is not None:  # a command on a running server, through ferryman.client
+        from . import remote  # lazy, as the commands that need it
+
+        return remote.run(args.handler, args)
     try:
+        if getattr(args, "local", None) is not None:  # a command without a server (ferryman models pull)
+            return int(args.local(args))
         return keys.run(args) if args.command == "keys" else serve(args)
     except FerrymanError as exc:
         print(f"ferryman: {exc.message}", file=sys.stderr)

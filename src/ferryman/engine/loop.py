@@ -5,55 +5,42 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 from ferryman.api.agents import (
     InferenceStep,
     MemoryRetrievalStep,
-    SafetyViolation,
     ShieldCallStep,
-    Step,
     TokenUsage,
     ToolExecutionStep,
     Turn,
     TurnError,
 )
-from ferryman.api.approvals import ApprovalDecision, ApprovalRequest
-from ferryman.api.content import CompletionMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
+from ferryman.api.approvals import ApprovalRequest
+from ferryman.api.content import (
+    CompletionMessage,
+    Message,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    content_to_text,
+)
 from ferryman.errors import ConflictError, FailureCode, FerrymanError
 from ferryman.safety.base import Shield
-from ferryman.storage.base import StepWrite, TurnRecord, TurnStore, turn_from_record
+from ferryman.storage.base import StepWrite, TurnStore
 from ferryman.tools.context import ToolContext
 
-from .approvals import Ruling, approval_request, rule, unheld
+from .approvals import Ruling, approval_request, unheld
 from .channel import StopReason
 from .events import Emit, StepCompleted, StepStarted, TurnAwaitingInput, TurnCompleted, TurnFailed, TurnStarted
 from .ids import new_id, utcnow
 from .inference_step import ChatModel, run_inference
-from .memory import MemoryDocument, Retriever, recalled_context, user_query, with_context
-from .plan import TurnPlan
-from .tool_step import run_server_tools
+from .memory import Retriever, recalled_context, user_query, with_context
+from .resume import PendingAnswer
+from .shield_step import Screened, ShieldPhase, Withheld, refusal, run_shielded_tools, screen
+from .state import TurnState
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TurnState:
-    """A turn in memory while it runs: its record, plan, history and completed steps."""
-
-    record: TurnRecord
-    plan: TurnPlan
-    history: list[Message]
-    steps: list[Step] = field(default_factory=list)
-    documents: list[MemoryDocument] = field(default_factory=list)
-    """Documents too large to inline: indexed and searched by a memory_retrieval step before inference."""
-    ruled: Ruling | None = None
-    """Calls of an earlier turn the caller ruled on (Responses): run or refused before the first inference."""
-
-    def turn(self) -> Turn:
-        """The wire form of the turn as it stands."""
-        return turn_from_record(self.record, self.steps)
 
 
 class TurnEngine:
@@ -101,14 +88,33 @@ class TurnEngine:
 
     async def _start(self, state: TurnState, emit: Emit) -> Turn:
         await emit(TurnStarted(state.record.turn_id))
-        violation = await self._run_shields(state, state.plan.input_shields, emit)
-        if violation is not None:
-            return await self._complete(state, _refusal(violation), emit)
+        # Nothing runs before the input passed its shields: no retrieval, no tool, no inference.
+        if state.plan.input_shields:
+            given = state.turn_input()
+            screened = await self._screen(state, state.plan.input_shields, given, "input", emit)
+            if screened.messages != given:
+                await self._keep_redacted(state, given, screened.messages)
+            if screened.blocking is not None:
+                return await self._complete(state, refusal(screened.blocking), emit)
         if state.documents:
             await self._retrieve(state, emit)
         if state.ruled is not None:
             await self._run_ruled(state, state.ruled, emit)
         return await self._loop(state, emit)
+
+    async def _keep_redacted(self, state: TurnState, given: list[Message], redacted: list[Message]) -> None:
+        """Put the input shields' redacted form of the input wherever the input as sent was kept.
+
+        The turn's record and history messages were stored before any shield ran; once redacted,
+        what the caller sent must outlive the check nowhere: not in the turn, nor in the history
+        later turns read, nor in what else keeps it (see :attr:`TurnState.input_redacted`).
+        """
+        inputs = state.redacted_inputs(given, redacted)
+        await self._store.redact_turn_input(state.record.turn_id, inputs, redacted)
+        state.record.input_messages = inputs
+        state.replace_turn_input(redacted)
+        if state.input_redacted is not None:
+            await state.input_redacted(given, redacted)
 
     async def _retrieve(self, state: TurnState, emit: Emit) -> None:
         """The memory_retrieval step: index the turn's documents, put the best chunks in the user message."""
@@ -135,7 +141,7 @@ class TurnEngine:
         state.history = recalled_context(state.history, state.steps)
         step, ruling = answer.step, answer.ruling
         # Approved calls run now, with the arguments stored when the turn paused.
-        ran = await run_server_tools(ruling.approved, state.plan, self._context(state))
+        ran = await self._run_server_tools(state, ruling.approved, emit)
         done = {r.call_id: r for r in [*step.tool_responses, *ran, *ruling.denials()]}
         ordered = [done[c.call_id] for c in step.tool_calls]
         completed = step.model_copy(
@@ -153,7 +159,7 @@ class TurnEngine:
         calls = [*ruling.approved, *(call for call, _ in ruling.denied)]
         step_id, started = new_id(), utcnow()
         await emit(StepStarted("tool_execution", step_id, {"approved_call_ids": [c.call_id for c in ruling.approved]}))
-        responses = [*await run_server_tools(ruling.approved, state.plan, self._context(state)), *ruling.denials()]
+        responses = [*await self._run_server_tools(state, ruling.approved, emit), *ruling.denials()]
         step = ToolExecutionStep(
             turn_id=state.record.turn_id,
             step_id=step_id,
@@ -168,26 +174,27 @@ class TurnEngine:
     async def _loop(self, state: TurnState, emit: Emit) -> Turn:
         plan = state.plan
         while True:
-            step = await self._infer(state, emit)
+            withheld = Withheld(emit, hold=bool(plan.output_shields))
+            step = await self._infer(state, withheld)
             message = step.model_response
-            if not message.tool_calls and not plan.output_shields:
+            if not message.tool_calls:
+                if plan.output_shields:
+                    return await self._screen_answer(state, step, withheld, emit)
                 # The common last step: stored together with the turn's end, in one write.
                 return await self._complete(state, message, emit, last=step)
+            await withheld.release()
             await self._commit_inference(state, step, emit)
-            if not message.tool_calls:
-                violation = await self._run_shields(state, plan.output_shields, emit)
-                return await self._complete(state, _refusal(violation) if violation else message, emit)
             if state.record.infer_iters >= plan.max_infer_iters:
                 return await self._stop_at_cap(state, message, emit)
             paused = await self._run_tools(state, message, emit)
             if paused is not None:
                 return paused
 
-    async def _infer(self, state: TurnState, emit: Emit) -> InferenceStep:
-        """Run one inference, streaming its progress; the step is not stored yet."""
+    async def _infer(self, state: TurnState, withheld: Withheld) -> InferenceStep:
+        """Run one inference, streaming its progress (held back while output shields judge); not stored yet."""
         step_id, started = new_id(), utcnow()
-        await emit(StepStarted("inference", step_id))
-        result = await run_inference(self._model, state.plan.chat_request(state.history), step_id, emit)
+        await withheld.emit_now(StepStarted("inference", step_id))
+        result = await run_inference(self._model, state.plan.chat_request(state.history), step_id, withheld)
         step = InferenceStep(
             turn_id=state.record.turn_id,
             step_id=step_id,
@@ -217,12 +224,23 @@ class TurnEngine:
 
     @staticmethod
     def _record_inference(state: TurnState, step: InferenceStep) -> None:
-        state.steps.append(step)
+        # An answer judged by output shields already holds its place, before their steps.
+        placed = [i for i, kept in enumerate(state.steps) if kept.step_id == step.step_id]
+        if placed:
+            state.steps[placed[0]] = step
+        else:
+            state.steps.append(step)
         state.history.append(step.model_response)
 
     @staticmethod
     def _context(state: TurnState) -> ToolContext:
         return ToolContext(state.record.session_id, state.record.turn_id, state.plan.provider_data or {})
+
+    async def _run_server_tools(self, state: TurnState, calls: list[ToolCall], emit: Emit) -> list[ToolResponse]:
+        async def check(shields: list[Shield], messages: list[Message], phase: ShieldPhase) -> Screened:
+            return await self._screen(state, shields, messages, phase, emit)
+
+        return await run_shielded_tools(calls, state.plan, self._context(state), check)
 
     async def _run_tools(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn | None:
         calls = message.tool_calls or []
@@ -236,7 +254,7 @@ class TurnEngine:
         await emit(StepStarted("tool_execution", step_id, metadata))
         waiting = {*client_calls, *(r.call_id for r in held)}
         server_calls = [c for c in calls if c.call_id not in waiting]
-        responses = await run_server_tools(server_calls, plan, self._context(state))
+        responses = await self._run_server_tools(state, server_calls, emit)
         step = ToolExecutionStep(
             turn_id=state.record.turn_id,
             step_id=step_id,
@@ -305,24 +323,38 @@ class TurnEngine:
         await emit(TurnAwaitingInput(turn))
         return turn
 
-    async def _run_shields(self, state: TurnState, shields: list[Shield], emit: Emit) -> SafetyViolation | None:
-        for shield in shields:
-            step_id, started = new_id(), utcnow()
-            await emit(StepStarted("shield_call", step_id, {"shield": shield.shield_id}))
-            violation = await shield.check(state.history)
-            step = ShieldCallStep(
-                turn_id=state.record.turn_id,
-                step_id=step_id,
-                started_at=started,
-                completed_at=utcnow(),
-                violation=violation,
-            )
+    async def _screen(
+        self, state: TurnState, shields: list[Shield], messages: list[Message], phase: ShieldPhase, emit: Emit
+    ) -> Screened:
+        async def save(step: ShieldCallStep) -> None:
             await self._store.save_step(state.record.turn_id, StepWrite(step), state.record.infer_iters)
             state.steps.append(step)
             await emit(StepCompleted(step))
-            if violation is not None and violation.violation_level == "error":
-                return violation
-        return None
+
+        return await screen(shields, messages, phase, state.record.turn_id, save, emit)
+
+    async def _screen_answer(self, state: TurnState, step: InferenceStep, withheld: Withheld, emit: Emit) -> Turn:
+        """Run the output shields over the final answer, whose text the client has not seen yet.
+
+        The inference step is stored first without its text (so that it keeps its place before its
+        shield steps), then once more with the answer as it ends the turn: the model's, a shield's
+        redacted form, or the refusal of a blocking violation (the blocked text is never stored).
+        """
+        message = step.model_response
+        state.record.output_message = None  # a turn that fails meanwhile must not store the unjudged answer
+        placeholder = step.model_copy(update={"model_response": message.model_copy(update={"content": ""})})
+        await self._store.save_step(state.record.turn_id, StepWrite(placeholder), state.record.infer_iters)
+        state.steps.append(placeholder)
+        screened = await self._screen(state, state.plan.output_shields, [*state.turn_input(), message], "output", emit)
+        if screened.blocking is not None:
+            answer = refusal(screened.blocking)
+        else:
+            answer = message.model_copy(update={"content": screened.messages[-1].content})
+            if answer.content == message.content:
+                await withheld.release()
+            else:
+                await withheld.release_text(step.step_id, content_to_text(answer.content))
+        return await self._complete(state, answer, emit, last=step.model_copy(update={"model_response": answer}))
 
     async def _complete(
         self,
@@ -350,53 +382,3 @@ class TurnEngine:
         record.error = TurnError(code=code, message=message)
         await self._store.finish_turn(record)
         await emit(TurnFailed(record.turn_id, code, message))
-
-
-def _refusal(violation: SafetyViolation) -> CompletionMessage:
-    text = violation.user_message or "I can't help with that request."
-    return CompletionMessage(content=text, stop_reason="end_of_turn", tool_calls=[])
-
-
-@dataclass(frozen=True)
-class PendingAnswer:
-    """The caller's answer to a paused turn's tool step.
-
-    Attributes:
-        step: The pending step with the client's tool responses added (approval requests still unanswered).
-        ruling: The decisions on the step's approval requests.
-    """
-
-    step: ToolExecutionStep
-    ruling: Ruling
-
-
-def complete_pending_step(
-    pending: Step | None, responses: list[ToolResponse], decisions: list[ApprovalDecision] | None = None
-) -> PendingAnswer:
-    """Check the caller's answer to the paused turn's tool step: client results, and approval decisions.
-
-    Raises:
-        ConflictError: the client's call ids are not exactly the client calls still waiting.
-        InvalidRequestError: the approval decisions do not match the step's approval requests.
-    """
-    if not isinstance(pending, ToolExecutionStep):
-        raise ConflictError("the turn has no pending tool calls")
-    requests = pending.approval_requests or []
-    ruling = rule(requests, pending.tool_calls, list(decisions or []), "approvals")
-    held = {r.call_id for r in requests}
-    done = {r.call_id: r for r in pending.tool_responses}
-    waiting = [c for c in pending.tool_calls if c.call_id not in done and c.call_id not in held]
-    given = {r.call_id: r for r in responses}
-    expected = {c.call_id for c in waiting}
-    if set(given) != expected or len(given) != len(responses):
-        raise ConflictError(
-            f"tool_responses must answer exactly the pending call ids {sorted(expected)}; "
-            f"got {[r.call_id for r in responses]}"
-        )
-    merged = {**done, **given}
-    answered = [_named(merged[c.call_id], c) for c in pending.tool_calls if c.call_id in merged]
-    return PendingAnswer(pending.model_copy(update={"tool_responses": answered}), ruling)
-
-
-def _named(response: ToolResponse, call: ToolCall) -> ToolResponse:
-    return response if response.tool_name else response.model_copy(update={"tool_name": call.tool_name})

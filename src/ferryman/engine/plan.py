@@ -91,6 +91,10 @@ class TurnPlan:
     """How much of one server tool's text output the model sees (the rest is cut, with a note)."""
     approval_required: frozenset[str] = frozenset()
     """Server tools whose calls wait for the caller's approval before they run."""
+    tool_input_shields: list[Shield] = field(default_factory=list)
+    """Shields that check a server tool call's arguments before the tool runs."""
+    tool_output_shields: list[Shield] = field(default_factory=list)
+    """Shields that check a server tool's result before the model reads it."""
 
     def tool_defs(self) -> list[ToolDef]:
         """Every tool offered to the model."""
@@ -147,8 +151,10 @@ async def build_plan(
         max_infer_iters=config.max_infer_iters or 10,
         server_tools=server_tools,
         client_tools=client_tools,
-        input_shields=shields.resolve(config.input_shields or [], "input_shields"),
-        output_shields=shields.resolve(config.output_shields or [], "output_shields"),
+        input_shields=await shields.resolve(config.input_shields or [], "input_shields"),
+        output_shields=await shields.resolve(config.output_shields or [], "output_shields"),
+        tool_input_shields=await shields.resolve(config.tool_input_shields or [], "tool_input_shields"),
+        tool_output_shields=await shields.resolve(config.tool_output_shields or [], "tool_output_shields"),
         max_tool_output_chars=tools.max_output_chars,
         approval_required=held,
         provider_data=provider_data,

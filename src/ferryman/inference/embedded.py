@@ -3,7 +3,10 @@
 The model loads lazily on first use. Generation runs in one dedicated worker
 thread, so requests queue in arrival order and the event loop never blocks;
 text streams back through an :class:`asyncio.Queue`. Tools are offered through
-the prompted format of :mod:`ferryman.inference.tool_prompt`.
+the model's own chat template when it renders tools, else through the prompted
+format of :mod:`ferryman.inference.tool_prompt`; a GBNF grammar
+(:mod:`ferryman.inference.tool_grammar`, ``params["grammar"]``) keeps calls
+well-formed, and :mod:`ferryman.inference.tool_parsing` reads them back.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from ferryman.api.content import StopReason
 from ferryman.api.inference import GrammarResponseFormat, JsonSchemaResponseFormat
@@ -25,7 +28,9 @@ from ferryman.errors import InvalidRequestError, UpstreamError
 
 from .base import ChatChunk, ChatRequest, FinishChunk, ModelInfo, Usage
 from .openai_wire import tool_schema
-from .tool_prompt import ToolCallParser, add_system_text, render_history, tool_system_prompt
+from .tool_grammar import tool_call_grammar
+from .tool_parsing import ToolCallParser
+from .tool_prompt import add_system_text, render_history, template_has_tools, tool_system_prompt
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
@@ -98,6 +103,16 @@ class TokenSource(Protocol):
         ...
 
 
+@runtime_checkable
+class TemplatedSource(Protocol):
+    """A token source that can tell the model's own chat template once loaded."""
+
+    @property
+    def chat_template(self) -> str | None:
+        """The GGUF's ``tokenizer.chat_template``, or None when it has none (or is not loaded)."""
+        ...
+
+
 class LlamaSource:
     """The real token source: a ``llama_cpp.Llama`` using the chat template stored in the GGUF.
 
@@ -113,6 +128,12 @@ class LlamaSource:
         self.n_threads = n_threads
         self._llm: Llama | None = None
         self._formatter: Jinja2ChatFormatter | None = None
+        self._template: str | None = None
+
+    @property
+    def chat_template(self) -> str | None:
+        """The GGUF's chat template, known once loaded."""
+        return self._template
 
     def load(self) -> None:
         """Load the model unless it is loaded already."""
@@ -128,6 +149,7 @@ class LlamaSource:
         _close_null_files_at_exit()
         llm = llama_cpp.Llama(model_path=self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
         template = llm.metadata.get("tokenizer.chat_template")
+        self._template = template
         if template is not None:
             # The same formatter llama-cpp builds from the GGUF; kept to count prompt tokens.
             eos, bos = (llm.detokenize([token], special=True).decode() for token in (llm.token_eos(), llm.token_bos()))
@@ -137,6 +159,10 @@ class LlamaSource:
     def stream(self, params: dict[str, Any]) -> Generator[str | StreamEnd, None, None]:
         """Stream one chat completion, then its finish reason and usage."""
         llm = self._model()
+        if isinstance(params.get("grammar"), str):
+            from llama_cpp import LlamaGrammar
+
+            params = {**params, "grammar": LlamaGrammar.from_string(params["grammar"], verbose=False)}
         chunks = cast("Iterator[CreateChatCompletionStreamResponse]", llm.create_chat_completion(**params))
         pieces: list[str] = []
         finish: str | None = None
@@ -147,7 +173,8 @@ class LlamaSource:
                 pieces.append(text)
                 yield text
             finish = choice["finish_reason"] or finish
-        yield StreamEnd(finish, Usage(self._prompt_tokens(params["messages"]), self._count("".join(pieces))))
+        prompt_tokens = self._prompt_tokens(params["messages"], params.get("tools"))
+        yield StreamEnd(finish, Usage(prompt_tokens, self._count("".join(pieces))))
 
     def close(self) -> None:
         """Free the model."""
@@ -160,11 +187,11 @@ class LlamaSource:
             raise UpstreamError("the embedded model is not loaded")
         return self._llm
 
-    def _prompt_tokens(self, messages: list[dict[str, Any]]) -> int:
+    def _prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
         # Streamed chunks carry no usage, so render the prompt again the way llama-cpp does.
         if self._formatter is None:
             return self._count("\n".join(message["content"] for message in messages))
-        result = self._formatter(messages=cast("Any", messages))
+        result = self._formatter(messages=cast("Any", messages), tools=cast("Any", tools))
         return len(self._model().tokenize(result.prompt.encode(), add_bos=not result.added_special, special=True))
 
     def _count(self, text: str) -> int:
@@ -230,13 +257,15 @@ class EmbeddedProvider:
 
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream one answer; requests wait their turn for the worker thread in arrival order."""
-        params = chat_params(request)
+        chat_params(request)  # a request the model cannot serve fails before the model loads
         await self._ensure_loaded()
+        template = self.source.chat_template if isinstance(self.source, TemplatedSource) else None
+        params = chat_params(request, template)
         queue: asyncio.Queue[object] = asyncio.Queue()
         cancel = threading.Event()
         job = self._submit(self._produce, params, cancel, _Sink(asyncio.get_running_loop(), queue, cancel))
         self._running.add(cancel)
-        parser = ToolCallParser()
+        parser = ToolCallParser([tool.name for tool in request.tools] if request.tool_choice != "none" else [])
         end = StreamEnd()
         try:
             while (item := await queue.get()) is not _DONE:
@@ -310,16 +339,24 @@ class EmbeddedProvider:
                 stream.close()
 
 
-def chat_params(request: ChatRequest) -> dict[str, Any]:
+def chat_params(request: ChatRequest, template: str | None = None) -> dict[str, Any]:
     """Return the ``create_chat_completion`` keyword arguments for a request.
 
+    Args:
+        request: The request.
+        template: The model's chat template; one that renders tools gets them as
+            ``tools``, any other gets them in the system prompt.
+
     Raises:
-        InvalidRequestError: The request asks for a grammar response format.
+        InvalidRequestError: The request asks for a grammar response format, or
+            its ``tool_choice`` names a tool it does not offer.
     """
-    messages = render_history(request.messages)
-    if request.tools and request.tool_choice != "none":
-        prompt = tool_system_prompt([tool_schema(tool) for tool in request.tools], request.tool_choice)
-        messages = add_system_text(messages, prompt)
+    native = template_has_tools(template)
+    messages = render_history(request.messages, native=native)
+    offered = bool(request.tools) and request.tool_choice != "none"
+    schemas = [tool_schema(tool) for tool in request.tools] if offered else []
+    if schemas and not native:
+        messages = add_system_text(messages, tool_system_prompt(schemas, request.tool_choice))
     sampling = request.sampling
     params: dict[str, Any] = {
         "messages": messages,
@@ -334,6 +371,13 @@ def chat_params(request: ChatRequest) -> dict[str, Any]:
         "stop": sampling.stop,
     }
     params.update({key: value for key, value in optional.items() if value is not None})
+    if schemas and native:
+        params["tools"] = schemas
+    if schemas and request.response_format is None:
+        try:
+            params["grammar"] = tool_call_grammar(schemas, request.tool_choice)
+        except ValueError as exc:
+            raise InvalidRequestError(str(exc), field="tool_choice") from exc
     if isinstance(request.response_format, JsonSchemaResponseFormat):
         params["response_format"] = {"type": "json_object", "schema": request.response_format.json_schema}
     elif isinstance(request.response_format, GrammarResponseFormat):

@@ -1,47 +1,35 @@
-"""A prompted tool-call format for models without native tool calling.
+"""How the embedded provider offers tools to a local model and shows it their results.
 
-Small local models (SmolLM2 among them) have no tool-calling head and their
-chat templates know no ``tool`` role. The embedded provider therefore offers
-tools in the system prompt and reads calls back out of the plain text:
+Two ways, chosen by the model's own chat template (``tokenizer.chat_template`` in the GGUF):
 
-* **Offer.** :func:`tool_system_prompt` lists each tool as its OpenAI-style JSON
-  schema (one per line) and asks the model to answer, when it wants a tool,
-  with exactly one tag per call::
+* **Native.** A template that mentions ``tools`` (Qwen2.5, Llama 3.x, Hermes, ...) renders the
+  tool schemas, the assistant's ``tool_calls`` and ``tool`` messages itself:
+  :func:`render_history` with ``native=True`` keeps those roles, arguments as JSON objects.
+* **Prompted.** Templates that know no tools (SmolLM2's among them) get
+  :func:`tool_system_prompt`: each tool's OpenAI-style JSON schema (one per line) and the
+  request to answer, when a tool is wanted, with one tag per call::
 
       <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>
 
-  The text is appended to the first system message, or becomes one.
-* **Parse.** :class:`ToolCallParser` reads the streamed output. Text outside
-  tags streams as soon as it cannot be the start of ``<tool_call>``; a tag's
-  body is held until ``</tool_call>`` and then becomes one complete
-  :class:`ToolCallChunk` (a fresh ``call_<hex>`` id, the name, the arguments as
-  JSON text). A JSON list of such objects in one tag (the form SmolLM2 saw in
-  training) is accepted as several calls. A body that is not a JSON object
-  with a string ``name`` is not a call: the whole tag is passed on as text, so
-  nothing the model wrote is lost.
-  An ``arguments`` string is passed on raw (the engine reports it as a failed
-  parse). A tag still open when the stream ends is flushed as text too.
-* **History.** :func:`render_history` rewrites earlier turns into roles the
-  template knows: an assistant message with tool calls becomes its text
-  followed by the ``<tool_call>`` tags it would have produced, and a tool result
-  becomes a user message starting ``Tool result for call <id>:``. Image parts
-  are dropped: the model reads text only.
+  The text is appended to the first system message, or becomes one. In the history an
+  assistant turn with calls becomes its text followed by those tags, and a tool result
+  becomes a user message that asks for the answer --
+  ``The get_weather tool returned: Sunny. Answer the user's question using it.`` -- with no
+  call id, which small models would otherwise copy into their answer.
+
+Either way the answer is read back by :class:`~ferryman.inference.tool_parsing.ToolCallParser`,
+and generation is constrained by :mod:`ferryman.inference.tool_grammar`. Image parts are
+dropped: the model reads text only.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import Callable
 from typing import Any
 
 from ferryman.api.content import Message
-from ferryman.inference.base import TextChunk, ToolCallChunk
 from ferryman.inference.openai_wire import message_param, parse_arguments
-
-OPEN_TAG = "<tool_call>"
-CLOSE_TAG = "</tool_call>"
-TOOL_RESULT_PREFIX = "Tool result for call"
+from ferryman.inference.tool_parsing import CLOSE_TAG, OPEN_TAG
 
 _INSTRUCTIONS = """\
 You can call tools. Each tool is described by a JSON schema:
@@ -50,15 +38,13 @@ You can call tools. Each tool is described by a JSON schema:
 To call a tool, reply with exactly
 <tool_call>{{"name": "<tool name>", "arguments": {{<arguments as a JSON object>}}}}</tool_call>
 Write one <tool_call> block per call and nothing inside it but that JSON. \
-Tool results come back in a user message that starts with "{prefix} <id>:". \
 {choice}"""
+RESULT_TEXT = "The {name} tool returned: {value}\nAnswer the user's question using it."
 
-ParsedChunk = TextChunk | ToolCallChunk
 
-
-def new_call_id() -> str:
-    """Return a fresh tool-call id such as ``call_3f9a0c1d2b4e5f60``."""
-    return f"call_{secrets.token_hex(8)}"
+def template_has_tools(template: str | None) -> bool:
+    """Tell whether a Jinja chat template renders tools itself."""
+    return template is not None and "tools" in template
 
 
 def tool_system_prompt(schemas: list[dict[str, Any]], tool_choice: str | None = None) -> str:
@@ -75,7 +61,7 @@ def tool_system_prompt(schemas: list[dict[str, Any]], tool_choice: str | None = 
     else:
         choice = f"You must call the tool {tool_choice}."
     lines = "\n".join(json.dumps(schema) for schema in schemas)
-    return _INSTRUCTIONS.format(schemas=lines, prefix=TOOL_RESULT_PREFIX, choice=choice)
+    return _INSTRUCTIONS.format(schemas=lines, choice=choice)
 
 
 def add_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
@@ -86,9 +72,21 @@ def add_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str,
     return [{"role": "system", "content": text}, *messages]
 
 
-def render_history(messages: list[Message]) -> list[dict[str, Any]]:
-    """Return our messages as plain ``{"role", "content"}`` dicts a ChatML template accepts."""
-    return [_render(message_param(message)) for message in messages]
+def render_history(messages: list[Message], native: bool = False) -> list[dict[str, Any]]:
+    """Return our messages as chat-template messages.
+
+    Args:
+        messages: The conversation so far.
+        native: The template renders tools itself: keep ``tool_calls`` and the
+            ``tool`` role; otherwise use only roles a plain ChatML template knows.
+    """
+    params = [message_param(message) for message in messages]
+    if native:
+        return [_render_native(param) for param in params]
+    names = {
+        call["id"]: call["function"]["name"] for param in params for call in param.get("tool_calls") or []
+    }
+    return [_render_prompted(param, names) for param in params]
 
 
 def tool_call_text(name: str, arguments_json: str) -> str:
@@ -97,10 +95,22 @@ def tool_call_text(name: str, arguments_json: str) -> str:
     return f"{OPEN_TAG}{json.dumps(body)}{CLOSE_TAG}"
 
 
-def _render(param: dict[str, Any]) -> dict[str, Any]:
+def _render_native(param: dict[str, Any]) -> dict[str, Any]:
+    rendered = {**param, "content": _text_of(param.get("content"))}
+    if param.get("tool_calls"):
+        # Templates print arguments with ``tojson``: they expect the object, not its JSON text.
+        rendered["tool_calls"] = [
+            {**call, "function": {**call["function"], "arguments": parse_arguments(call["function"]["arguments"])}}
+            for call in param["tool_calls"]
+        ]
+    return rendered
+
+
+def _render_prompted(param: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     content = _text_of(param.get("content"))
     if param["role"] == "tool":
-        return {"role": "user", "content": f"{TOOL_RESULT_PREFIX} {param['tool_call_id']}:\n{content}"}
+        name = names.get(param["tool_call_id"], "called")
+        return {"role": "user", "content": RESULT_TEXT.format(name=name, value=content)}
     calls = [
         tool_call_text(call["function"]["name"], call["function"]["arguments"]) for call in param.get("tool_calls", [])
     ]
@@ -115,96 +125,3 @@ def _text_of(content: str | list[dict[str, Any]] | None) -> str:
     if isinstance(content, str):
         return content
     return "".join(part["text"] for part in content if part.get("type") == "text")
-
-
-class ToolCallParser:
-    """Turns streamed model text into text and tool-call chunks, one piece at a time.
-
-    Args:
-        call_id: Makes the id of each call; tests pass a deterministic one.
-
-    Example:
-        >>> parser = ToolCallParser(call_id=lambda: "call_1")
-        >>> parser.feed('Hi <tool_call>{"name": "f", "arguments": {}}</tool')
-        [TextChunk(text='Hi ', kind='text')]
-        >>> parser.feed("_call>")
-        [ToolCallChunk(index=0, call_id='call_1', name='f', arguments='{}', kind='tool_call')]
-    """
-
-    def __init__(self, call_id: Callable[[], str] = new_call_id) -> None:
-        self._call_id = call_id
-        self._buffer = ""
-        self._inside = False
-        self.calls = 0
-
-    def feed(self, text: str) -> list[ParsedChunk]:
-        """Consume more model output; return what can be emitted now."""
-        self._buffer += text
-        chunks: list[ParsedChunk] = []
-        while self._step(chunks):
-            pass
-        return _merge_text(chunks)
-
-    def finish(self) -> list[ParsedChunk]:
-        """Flush what is held at the end of the stream, as text."""
-        rest = (OPEN_TAG if self._inside else "") + self._buffer
-        self._buffer, self._inside = "", False
-        return [TextChunk(rest)] if rest else []
-
-    def _step(self, chunks: list[ParsedChunk]) -> bool:
-        """Emit what the buffer allows; return True when another step may emit more."""
-        if self._inside:
-            end = self._buffer.find(CLOSE_TAG)
-            if end < 0:
-                return False
-            body, self._buffer = self._buffer[:end], self._buffer[end + len(CLOSE_TAG) :]
-            self._inside = False
-            chunks.extend(self._calls_or_text(body))
-            return True
-        start = self._buffer.find(OPEN_TAG)
-        if start >= 0:
-            chunks.append(TextChunk(self._buffer[:start]))
-            self._buffer, self._inside = self._buffer[start + len(OPEN_TAG) :], True
-            return True
-        keep = _partial_tag_length(self._buffer)
-        cut = len(self._buffer) - keep
-        chunks.append(TextChunk(self._buffer[:cut]))
-        self._buffer = self._buffer[cut:]
-        return False
-
-    def _calls_or_text(self, body: str) -> list[ParsedChunk]:
-        try:
-            value = json.loads(body)
-        except json.JSONDecodeError:
-            value = None
-        calls = value if isinstance(value, list) else [value]
-        if not calls or not all(isinstance(call, dict) and isinstance(call.get("name"), str) for call in calls):
-            return [TextChunk(f"{OPEN_TAG}{body}{CLOSE_TAG}")]
-        return [self._call(call["name"], call.get("arguments", {})) for call in calls]
-
-    def _call(self, name: str, arguments: Any) -> ToolCallChunk:
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        chunk = ToolCallChunk(index=self.calls, call_id=self._call_id(), name=name, arguments=text)
-        self.calls += 1
-        return chunk
-
-
-def _partial_tag_length(text: str) -> int:
-    """Length of the longest end of ``text`` that could begin the opening tag."""
-    for size in range(min(len(text), len(OPEN_TAG) - 1), 0, -1):
-        if OPEN_TAG.startswith(text[-size:]):
-            return size
-    return 0
-
-
-def _merge_text(chunks: list[ParsedChunk]) -> list[ParsedChunk]:
-    merged: list[ParsedChunk] = []
-    for chunk in chunks:
-        if isinstance(chunk, TextChunk):
-            if not chunk.text:
-                continue
-            if merged and isinstance(merged[-1], TextChunk):
-                merged[-1] = TextChunk(merged[-1].text + chunk.text)
-                continue
-        merged.append(chunk)
-    return merged

@@ -5,6 +5,10 @@ minimal ``/dev``, a small private ``/tmp`` and its session's scratch directory
 as ``/work``; nothing else of the host (no network, no server database,
 config or ``FERRYMAN_HOME``). The limits are set by util-linux ``prlimit`` before
 ``bwrap`` is executed (no Python ``preexec_fn``: the server has threads).
+
+Nothing of the server's environment is passed on, not even to ``bwrap``: unprivileged,
+bubblewrap is the sandbox's pid 1 under the code's own uid, and its
+``/proc/1/environ`` would show the server's credentials to the code.
 """
 
 from __future__ import annotations
@@ -38,11 +42,23 @@ class Launch:
 
     Attributes:
         argv: The command line.
+        env: Its whole environment (none of the server's, which holds credentials).
         cwd: The working directory (unconfined only: the scratch directory's path).
     """
 
     argv: list[str]
+    env: dict[str, str]
     cwd: str | None = None
+
+
+def launch_env(home: str) -> dict[str, str]:
+    """The environment a kernel (and ``prlimit`` and ``bwrap`` before it) starts with."""
+    return {
+        "PATH": os.environ.get("PATH") or os.defpath,
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 def limits_prefix(settings: SandboxSettings, count_processes: bool) -> list[str]:
@@ -93,7 +109,9 @@ def bwrap_argv(settings: SandboxSettings, scratch: Path, uid: int | None) -> lis
             args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--perms", "1777", "--size", str(settings.max_file_mb * _MB), "--tmpfs", "/tmp"]
-    args += ["--bind", str(scratch), SCRATCH, "--chdir", SCRATCH, "--"]
+    args += ["--bind", str(scratch), SCRATCH, "--chdir", SCRATCH]
+    # Unprivileged, the code's uid owns the sandbox's root and /dev: tmpfs without a size, host memory to fill.
+    args += ["--remount-ro", "/", "--remount-ro", "/dev", "--"]
     if uid is not None:
         setpriv = shutil.which("setpriv") or "setpriv"
         args += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
@@ -104,8 +122,9 @@ def bwrap_argv(settings: SandboxSettings, scratch: Path, uid: int | None) -> lis
 def launch(settings: SandboxSettings, scratch: Path, uid: int | None) -> Launch:
     """How to start a kernel over ``scratch``, as ``uid`` (None: as the server's user)."""
     if settings.confinement == "off":
-        return Launch(limits_prefix(settings, False) + kernel_argv(settings), str(scratch))
-    return Launch(limits_prefix(settings, uid is not None) + bwrap_argv(settings, scratch, uid) + kernel_argv(settings))
+        return Launch(limits_prefix(settings, False) + kernel_argv(settings), launch_env(str(scratch)), str(scratch))
+    argv = limits_prefix(settings, uid is not None) + bwrap_argv(settings, scratch, uid) + kernel_argv(settings)
+    return Launch(argv, launch_env(SCRATCH))
 
 
 def self_test(settings: SandboxSettings, uid: int | None) -> None:
@@ -124,7 +143,10 @@ def self_test(settings: SandboxSettings, uid: int | None) -> None:
         code = "import os; open('/work/ok', 'w').write('ok'); print(os.getuid())"
         try:
             done = subprocess.run(
-                [*prefix, settings.python, "-I", "-c", code], capture_output=True, timeout=_SELF_TEST_SECONDS
+                [*prefix, settings.python, "-I", "-c", code],
+                capture_output=True,
+                timeout=_SELF_TEST_SECONDS,
+                env=launch_env(SCRATCH),
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ConfinementUnavailable(f"the sandbox did not start: {exc}") from exc

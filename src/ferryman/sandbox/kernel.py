@@ -77,6 +77,7 @@ class Kernel:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=plan.cwd,
+                env=plan.env,
                 start_new_session=True,  # its own process group, killed whole at a limit
                 limit=self._frame_limit(),
             )
@@ -94,9 +95,11 @@ class Kernel:
             raise KernelDied("the kernel is not running")
         data = json.dumps({"code": code}).encode("utf-8")
         try:
-            process.stdin.write(_HEADER.pack(len(data)) + data)
-            await process.stdin.drain()
-            reply = await asyncio.wait_for(self._read_reply(process.stdout), self._settings.wall_seconds)
+            # Sending is timed too: code may stop the kernel reading its requests, and a large one fills the pipe.
+            async with asyncio.timeout(self._settings.wall_seconds):
+                process.stdin.write(_HEADER.pack(len(data)) + data)
+                await process.stdin.drain()
+                reply = await self._read_reply(process.stdout)
         except TimeoutError:
             await self.kill()
             return Execution(killed=f"killed: time limit {self._settings.wall_seconds:g} s exceeded")

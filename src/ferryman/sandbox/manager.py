@@ -50,7 +50,7 @@ class RunOutcome:
 
     Attributes:
         execution: Output, result, error, or the limit that killed it.
-        files: New or changed files (at most ``max_files_returned``, each within ``max_file_mb``).
+        files: New or changed files (at most ``max_files_returned``, within ``max_file_mb`` together).
         restarted: The session had a kernel whose state was lost (killed at a limit, or idle too long).
     """
 
@@ -183,14 +183,16 @@ class Sandbox:
             raise SandboxUnavailable(str(exc)) from exc
 
     def _produced(self, scratch: Path, before: files.Snapshot) -> list[ProducedFile]:
-        limit = self.settings.max_file_mb * 1024 * 1024
+        # One budget for all of a call's files: the server holds them in memory and stores them.
+        budget = self.settings.max_file_mb * 1024 * 1024
         produced: list[ProducedFile] = []
         for path in files.changed(before, files.snapshot(scratch)):
             if len(produced) >= self.settings.max_files_returned:
                 break
-            data = files.read_file(scratch, path, limit)
+            data = files.read_file(scratch, path, budget)
             if data:
                 produced.append(ProducedFile(path, data))
+                budget -= len(data)
         return produced
 
     def _free_uid(self) -> int | None:

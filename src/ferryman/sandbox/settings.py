@@ -19,7 +19,8 @@ class SandboxSettings(BaseModel):
     ``output_chars``) or to the session's kernel (``memory_mb`` of address
     space, ``max_processes``, ``max_file_mb`` per file written); a kernel also
     stops after ``kernel_cpu_seconds`` of CPU in all and after ``idle_seconds``
-    without a call (its scratch directory goes with it).
+    without a call (its scratch directory goes with it). The files one call
+    returns (at most ``max_files_returned``) are within ``max_file_mb`` together.
 
     Attributes:
         python: The interpreter the code runs under (the system's, not the server's virtual environment).

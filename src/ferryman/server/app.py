@@ -6,7 +6,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -42,6 +42,8 @@ from ferryman.knowledge.ingest import IngestionWorker
 from ferryman.knowledge.search import SearchService
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
+from ferryman.safety.llama_guard import LlamaGuardProvider
+from ferryman.safety.local import LocalShieldProvider
 from ferryman.sandbox import Sandbox
 from ferryman.services.agents import AgentService
 from ferryman.services.files import FileService
@@ -53,6 +55,7 @@ from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.responses.history import HistoryCache
 from ferryman.services.responses.hosted.catalog import hosted_tools
 from ferryman.services.responses.service import ResponsesService
+from ferryman.services.safety import SafetyService
 from ferryman.services.session_memory import SessionMemory
 from ferryman.services.toolgroups import ToolGroupService
 from ferryman.services.vector_dbs import VectorDbService
@@ -71,6 +74,7 @@ from . import (
     files_routes,
     openai_routes,
     responses_routes,
+    safety_routes,
     system_routes,
     tool_routes,
     vector_io_routes,
@@ -114,6 +118,7 @@ class Services:
     authenticator: Authenticator | None = None
     sandbox: Sandbox | None = None
     web_search: WebSearch | None = None
+    safety: SafetyService = field(kw_only=True)
 
 
 def build_services(
@@ -177,6 +182,9 @@ def build_services(
         tools.register(CODE_INTERPRETER, [CodeInterpreter(sandbox, FileService(store, blobs, files.max_bytes))])
     toolgroups = ToolGroupService(tools, store, mcp)
     shields = shields or ShieldRegistry()
+    shields.add_provider(LlamaGuardProvider(models))
+    shields.add_provider(LocalShieldProvider())
+    safety = SafetyService(shields, store, models)
     runner = TurnRunner()
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
     engine = TurnEngine(store, models, SessionMemory(vector_stores, search))
@@ -196,7 +204,12 @@ def build_services(
         agents.on_session_deleted(sandbox.remove)
     interpreter = CodeInterpreter(sandbox, FileService(store, blobs, files.max_bytes)) if sandbox else None
     hosted = hosted_tools(search, store, mcp, interpreter, web_search)
-    responses = ResponsesService(host, models, HistoryCache(), hosted)
+    responses = ResponsesService(host, models, HistoryCache(), hosted, shields)
+    conversations = ConversationService(store)
+    if sandbox is not None:
+        # A container goes with its conversation, or with the first response of its chain.
+        responses.on_session_deleted(sandbox.remove)
+        conversations.on_session_deleted(sandbox.remove)
     return Services(
         store,
         models,
@@ -211,7 +224,7 @@ def build_services(
         agents,
         OpenAICompatService(models),
         responses,
-        ConversationService(store),
+        conversations,
         VectorDbService(store, models, vector_stores, search, fetch),
         FileService(store, blobs, files.max_bytes),
         vector_stores,
@@ -221,6 +234,7 @@ def build_services(
         authenticator,
         sandbox,
         web_search=web_search,
+        safety=safety,
     )
 
 
@@ -313,6 +327,7 @@ API_MOUNTS = (
             *files_routes.ROUTES,
             *vector_store_routes.ROUTES,
             *vector_io_routes.ROUTES,
+            *safety_routes.ROUTES,
         ),
     ),
     ("/v1alpha", agents_routes.ROUTES),

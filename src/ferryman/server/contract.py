@@ -112,6 +112,7 @@ PATH_PARAMS: dict[str, str] = {
     "step_id": "The step's id.",
     "model_id": "The model's identifier (it may contain slashes).",
     "toolgroup_id": "The toolgroup's identifier (it may contain slashes).",
+    "shield_id": "The shield's identifier (it may contain slashes).",
     "tool_name": "The tool's name.",
     "response_id": "The response's id.",
     "conversation_id": "The conversation's id.",

@@ -23,9 +23,10 @@ from ferryman.coordination.base import RecordDeleted
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit, TurnFailed
 from ferryman.engine.ids import new_id, utcnow
-from ferryman.engine.loop import TurnState, complete_pending_step
 from ferryman.engine.memory import MemoryDocument
 from ferryman.engine.plan import TurnOverrides, build_plan
+from ferryman.engine.resume import complete_pending_step
+from ferryman.engine.state import TurnState
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import count_tokens

@@ -19,8 +19,10 @@ from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError, U
 from ferryman.storage.toolgroups import ToolGroupStore
 from ferryman.tools.base import ServerTool
 from ferryman.tools.context import ToolContext, tool_context
+from ferryman.tools.mcp import PROVIDER_ID as MCP_PROVIDER
+from ferryman.tools.mcp import McpTool, from_provider_data, provider_endpoint
 from ferryman.tools.mcp.pool import McpClientPool
-from ferryman.tools.registered import MCP_PROVIDER, AliasedTool, McpServerTool, mcp_endpoint
+from ferryman.tools.registered import AliasedTool
 from ferryman.tools.registry import BoundTool, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -139,8 +141,8 @@ class ToolGroupService:
         if self._mcp is None:
             raise InvalidRequestError("this server has no MCP client", "toolgroups")
         uri = group.mcp_endpoint.uri
-        listed = await self._mcp.list_tools(mcp_endpoint(uri, provider_data))
-        return [McpServerTool(self._mcp, uri, group.identifier, definition) for definition in listed]
+        listed = await self._mcp.list_tools(provider_endpoint(uri, provider_data))
+        return [McpTool(self._mcp, tool, group.identifier, from_provider_data(uri)) for tool in listed]
 
     # ---- tools -------------------------------------------------------------
 
@@ -206,7 +208,7 @@ class ToolGroupService:
         if mcp_uri:
             if self._mcp is None:
                 raise InvalidRequestError("this server has no MCP client", "mcp_endpoint")
-            return await self._mcp.list_tools(mcp_endpoint(mcp_uri, provider_data))
+            return await self._mcp.list_tools(provider_endpoint(mcp_uri, provider_data))
         if not toolgroup_id:
             raise InvalidRequestError("tool_group_id or mcp_endpoint is required", "tool_group_id")
         return [BoundTool(tool).as_tool_def() for tool in await self._one_group(toolgroup_id, provider_data)]

@@ -14,6 +14,7 @@ from ferryman.auth.principal import Principal
 
 from .knowledge import KnowledgeStore
 from .page import Page as Page
+from .shields import ShieldStore
 from .toolgroups import ToolGroupStore
 
 
@@ -160,6 +161,19 @@ class TurnStore(Protocol):
         """Store (or replace) a step, its history messages and the turn's inference count."""
         ...
 
+    async def redact_turn_input(self, turn_id: str, inputs: list[TurnInputMessage], messages: list[Message]) -> None:
+        """Replace a running turn's input messages and its own history messages, in one write.
+
+        An input shield's redacted form takes the place of what the caller sent, so that
+        the turn, the history later turns read and the response chains hold no more of it.
+        ``messages`` replace every history message the turn stored so far.
+
+        Raises:
+            NotFoundError: the turn no longer exists.
+            ConflictError: the turn no longer runs.
+        """
+        ...
+
     async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
         """Store a turn's final or awaiting state (status, output, error, completion time), with its last step."""
         ...
@@ -277,6 +291,13 @@ class ResponseStore(Protocol):
 
     async def add_items(self, owner: str, items: list[Item]) -> None:
         """Append items (with ids) to a conversation or to a response's input."""
+        ...
+
+    async def replace_items(self, owner: str, items: list[Item]) -> None:
+        """Replace the bodies of an owner's stored items, matched by id; each keeps its place.
+
+        An item id the owner does not hold is left out (nothing is added).
+        """
         ...
 
     async def list_items(self, owner: str, after: str | None, limit: int, order: str) -> Page[Item]:
@@ -441,6 +462,7 @@ class Store(
     OwnershipStore,
     KnowledgeStore,
     ToolGroupStore,
+    ShieldStore,
     Protocol,
 ):
     """Everything one backend stores."""

@@ -73,25 +73,30 @@ def require_time(text: str) -> datetime:
 class MessageCache:
     """Decoded history messages by the id of their row, so a long history is not re-decoded every turn.
 
-    A stored message never changes, so its row id names one value for good;
-    only rows not seen before are decoded. The oldest entries go first once
-    ``capacity`` is reached.
+    An entry is used only while its row still holds the body it was decoded from: a row id can be
+    reused (SQLite hands out a deleted last row's id again, and a redacted turn's messages are
+    rewritten), and comparing two strings costs far less than decoding one. The oldest entries go
+    first once ``capacity`` is reached.
     """
 
     def __init__(self, capacity: int = 200_000) -> None:
         self._capacity = capacity
-        self._entries: dict[int, Message] = {}
+        self._entries: dict[int, tuple[str, Message]] = {}
 
     def load(self, rows: list[tuple[int, str]]) -> list[Message]:
         """The messages of ``(row id, JSON body)`` rows, in order."""
-        missing = [(row_id, body) for row_id, body in rows if row_id not in self._entries]
+        entries = self._entries
+        missing = [
+            (row_id, body) for row_id, body in rows if (entry := entries.get(row_id)) is None or entry[0] != body
+        ]
         if missing:
             decoded = load_messages([body for _, body in missing])
-            self._entries.update(zip((row_id for row_id, _ in missing), decoded, strict=True))
-            while len(self._entries) > self._capacity:
-                del self._entries[next(iter(self._entries))]
-        entries = self._entries
-        return [entries[row_id] for row_id, _ in rows]
+            for (row_id, body), message in zip(missing, decoded, strict=True):
+                entries.pop(row_id, None)  # a rewritten row moves to the young end
+                entries[row_id] = (body, message)
+            while len(entries) > self._capacity:
+                del entries[next(iter(entries))]
+        return [entries[row_id][1] for row_id, _ in rows]
 
 
 def frame_data(stored: str) -> str:

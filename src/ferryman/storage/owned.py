@@ -28,6 +28,7 @@ from typing import Any, TypeVar, cast
 
 from ferryman.api.agents import Agent, Turn
 from ferryman.api.registry import Model, ToolGroup
+from ferryman.api.safety import ShieldResource
 from ferryman.auth.audit import audit
 from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
@@ -114,6 +115,7 @@ RULES: dict[str, Rule] = {
     "start_turn": Create(_arg("turn", "record", "turn_id"), _arg("session", "record", "session_id"), "update"),
     "claim_resume": Act("update", _session),
     "save_step": Act("update", _turn),
+    "redact_turn_input": Act("update", _turn),
     "finish_turn": Act("update", _arg("turn", "record", "turn_id")),
     "get_turn_record": Act("read", _session),
     "pending_step": Act("read", _turn),
@@ -133,6 +135,7 @@ RULES: dict[str, Rule] = {
     "update_conversation": Act("update", _conversation),
     "delete_conversation": Act("delete", _conversation),
     "add_items": Act("update", _items_parent),
+    "replace_items": Act("update", _items_parent),
     "list_items": Act("read", _items_parent),
     "all_items": Act("read", _items_parent),
     "get_item": Act("read", _items_parent),
@@ -175,6 +178,10 @@ RULES: dict[str, Rule] = {
     "get_toolgroup": Act("read", _arg("toolgroup", "toolgroup_id")),
     "list_toolgroups": Listing(),
     "delete_toolgroup": Act("delete", _arg("toolgroup", "toolgroup_id")),
+    "create_shield": Create(_arg("shield", "shield", "identifier"), named=True),
+    "get_shield": Act("read", _arg("shield", "shield_id")),
+    "list_shields": Listing(),
+    "delete_shield": Act("delete", _arg("shield", "shield_id")),
     "claim_idempotency_key": Server(),
     "renew_idempotency_key": Server(),
     "complete_idempotency_key": Server(),
@@ -354,6 +361,12 @@ class OwnedStore:
         groups = await self.inner.list_toolgroups()
         readable = await self._readable("toolgroup", [g.identifier for g in groups])
         return [g for g in groups if g.identifier in readable]
+
+    async def list_shields(self) -> list[ShieldResource]:
+        """The readable registered shields."""
+        shields = await self.inner.list_shields()
+        readable = await self._readable("shield", [s.identifier for s in shields])
+        return [s for s in shields if s.identifier in readable]
 
     async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
         """Readable responses after the cursor, fetching more when filtering thins a page (honest has_more)."""

@@ -82,6 +82,15 @@ class AddItems:
     item_bodies: list[str]
 
 
+@dataclass(frozen=True)
+class ReplaceItems:
+    """New bodies of an owner's items, by id."""
+
+    owner: str
+    item_ids: list[str]
+    item_bodies: list[str]
+
+
 def repeated(owner: str) -> InvalidRequestError:
     """The error of an item id used twice in one owner."""
     return InvalidRequestError(f"an item id is already used in '{owner}'", "items")
@@ -224,4 +233,17 @@ return {OK}
 """,
     nothing,
     {Outcome.INVALID: lambda a, _: repeated(a.owner)},
+)
+
+# Only items the owner holds: a replacement never adds one (it would have no place in the order).
+REPLACE_ITEMS = Script(
+    ReplaceItems,
+    """
+local bodies = key('item_bodies', owner)
+for i, id in ipairs(item_ids) do
+  if redis.call('HEXISTS', bodies, id) == 1 then redis.call('HSET', bodies, id, item_bodies[i]) end
+end
+return {OK}
+""",
+    nothing,
 )

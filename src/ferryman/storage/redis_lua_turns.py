@@ -81,6 +81,15 @@ class SaveStep:
 
 
 @dataclass(frozen=True)
+class RedactTurnInput:
+    """A running turn's input messages and history messages, in the form that replaces what it started with."""
+
+    turn_id: str
+    inputs: str
+    messages: list[str]
+
+
+@dataclass(frozen=True)
 class FinishTurn:
     """A turn's final or awaiting columns (``None``: absent), and its last step if ``step_id`` is set."""
 
@@ -201,6 +210,26 @@ if redis.call('EXISTS', t) == 0 then return {NOT_FOUND} end
 if redis.call('HGET', t, 'status') ~= IN_PROGRESS then return {CONFLICT} end
 redis.call('HSET', t, 'infer_iters', infer_iters)
 write_step(turn_id, step_id, pending, step)
+append_messages(turn_id, messages)
+return {OK}
+""",
+    nothing,
+    {
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' no longer exists"),
+        Outcome.CONFLICT: lambda a, _: ConflictError(
+            f"turn '{a.turn_id}' no longer runs (it was failed or finished elsewhere)"
+        ),
+    },
+)
+
+REDACT_TURN_INPUT = Script(
+    RedactTurnInput,
+    """
+local t = key('turn', turn_id)
+if redis.call('EXISTS', t) == 0 then return {NOT_FOUND} end
+if redis.call('HGET', t, 'status') ~= IN_PROGRESS then return {CONFLICT} end
+redis.call('HSET', t, 'inputs', inputs)
+redis.call('DEL', key('messages', turn_id))
 append_messages(turn_id, messages)
 return {OK}
 """,

@@ -34,12 +34,14 @@ from .redis_lua_responses import (
     DELETE_CONVERSATION,
     DELETE_RESPONSE,
     FINISH_RESPONSE,
+    REPLACE_ITEMS,
     SAVE_RESPONSE,
     UPDATE_CONVERSATION,
     AddItems,
     ConversationId,
     CreateConversation,
     FinishResponse,
+    ReplaceItems,
     ResponseId,
     UpdateConversation,
 )
@@ -105,6 +107,12 @@ class RedisResponses(RedisBase):
         if items:
             ids, bodies = _item_columns(items)
             await self._run(ADD_ITEMS, AddItems(owner=owner, item_ids=ids, item_bodies=bodies))
+
+    async def replace_items(self, owner: str, items: list[Item]) -> None:
+        """Replace the bodies of an owner's items, matched by id, in place; an id it does not hold is left out."""
+        if items:
+            ids, bodies = _item_columns(items)
+            await self._run(REPLACE_ITEMS, ReplaceItems(owner=owner, item_ids=ids, item_bodies=bodies))
 
     async def _items(self, owner: str, after: str, count: int, descending: bool = False) -> list[Item]:
         missing = NotFoundError(f"item '{after}' not found in '{owner}'")

@@ -40,6 +40,7 @@ from .redis_scripts import (
     CreateSession,
     SessionOfAgent,
 )
+from .redis_shields import RedisShields
 from .redis_toolgroups import RedisToolGroups
 from .redis_turns import RedisTurns
 from .redis_upgrade import upgrade
@@ -48,7 +49,14 @@ from .vector_cache import VectorCache
 
 
 class RedisStore(
-    RedisTurns, RedisResponses, RedisChunks, RedisIdempotency, RedisOwners, RedisApiKeys, RedisToolGroups
+    RedisTurns,
+    RedisResponses,
+    RedisChunks,
+    RedisIdempotency,
+    RedisOwners,
+    RedisApiKeys,
+    RedisToolGroups,
+    RedisShields,
 ):
     """Agents, sessions, turns, responses, models and knowledge in one Redis database.
 

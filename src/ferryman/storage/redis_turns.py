@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from ferryman.api.agents import Step, Turn
-from ferryman.api.content import Message
+from ferryman.api.content import Message, TurnInputMessage
 from ferryman.errors import FailureCode, NotFoundError
 
 from . import codec
@@ -25,11 +25,13 @@ from .redis_lua_turns import (
     FAIL_EXPIRED,
     FINISH_TURN,
     LOAD_HISTORY,
+    REDACT_TURN_INPUT,
     SAVE_STEP,
     SAVE_TURN_EVENTS,
     START_TURN,
     ClaimResume,
     FailExpired,
+    RedactTurnInput,
     SaveTurnEvents,
     StartTurn,
     TurnOfSession,
@@ -80,6 +82,18 @@ class RedisTurns(RedisBase):
     async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
         """Store or replace a step, its messages and the inference count, atomically."""
         await self._run(SAVE_STEP, save_step_args(turn_id, write, infer_iters))
+
+    async def redact_turn_input(self, turn_id: str, inputs: list[TurnInputMessage], messages: list[Message]) -> None:
+        """Replace a running turn's input messages and its own history messages, atomically.
+
+        Raises:
+            NotFoundError: the turn no longer exists.
+            ConflictError: the turn no longer runs.
+        """
+        redact = RedactTurnInput(
+            turn_id=turn_id, inputs=codec.dump_inputs(inputs), messages=[codec.dump_message(m) for m in messages]
+        )
+        await self._run(REDACT_TURN_INPUT, redact)
 
     async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
         """Store a turn's final or awaiting state with its last step; a turn that left running frees its session.

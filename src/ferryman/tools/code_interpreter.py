@@ -61,11 +61,15 @@ class CodeInterpreter:
 
     async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
         """Run ``arguments['code']`` in the current session's kernel."""
+        return await self.run(tool_context.get().session_id, arguments)
+
+    async def run(self, session_id: str | None, arguments: dict[str, Any]) -> ToolInvocationResult:
+        """Run ``arguments['code']`` in the kernel kept under ``session_id`` (None: a kernel of its own)."""
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
             return ToolInvocationResult(error_message="missing string argument 'code'", error_code=400)
         try:
-            outcome = await self._sandbox.run(tool_context.get().session_id, code)
+            outcome = await self._sandbox.run(session_id, code)
         except SandboxUnavailable as exc:
             return ToolInvocationResult(error_message=str(exc), error_code=503)
         stored = [await self._store(produced) for produced in outcome.files]

@@ -19,7 +19,7 @@ from ferryman.engine.approvals import Ruling
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.openai_wire import parse_arguments
 
-from .items import new_item_id
+from .ids import new_item_id
 
 DEFAULT_LABEL = "ferryman"
 """The ``server_label`` of approval requests of hosted tools that are not MCP servers'."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
 from ferryman.api.responses import Conversation, CreateConversationRequest, Item
 from ferryman.engine.ids import new_id, utcnow
@@ -21,6 +22,11 @@ class ConversationService:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
+
+    def on_session_deleted(self, callback: Callable[[str], Awaitable[None]]) -> None:
+        """Have ``callback(session_id)`` run after a conversation is deleted (its code interpreter container)."""
+        self._session_deleted.append(callback)
 
     async def create(self, request: CreateConversationRequest) -> Conversation:
         """A new conversation, optionally with first items."""
@@ -44,8 +50,11 @@ class ConversationService:
         return _wire(await self._store.update_conversation(conversation_id, metadata))
 
     async def delete(self, conversation_id: str) -> None:
-        """Delete the conversation and its items; responses made in it remain."""
+        """Delete the conversation, its items and what is kept under its session; responses made in it remain."""
+        record = await self._store.get_conversation(conversation_id)
         await self._store.delete_conversation(conversation_id)
+        for callback in self._session_deleted:
+            await callback(record.session_id)
 
     async def add_items(self, conversation_id: str, items: list[Item]) -> list[Item]:
         """Append items; return them with their ids."""

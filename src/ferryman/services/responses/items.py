@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import uuid
 from typing import Any
 
 from ferryman.api.content import (
@@ -20,7 +18,7 @@ from ferryman.api.content import (
     UserMessage,
 )
 from ferryman.api.responses import (
-    FileSearchCallItem,
+    ContentPart,
     FunctionCallItem,
     FunctionCallOutputItem,
     InputImage,
@@ -28,29 +26,13 @@ from ferryman.api.responses import (
     Item,
     MessageItem,
     OutputText,
+    Refusal,
 )
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.openai_wire import parse_arguments
-from ferryman.knowledge.results import SearchResult
-from ferryman.tools.file_search import TOOL_NAME, render
 
-_PREFIX = {
-    "message": "msg",
-    "function_call": "fc",
-    "function_call_output": "fco",
-    "file_search_call": "fs",
-    "mcp_approval_request": "mcpr",
-    "mcp_approval_response": "mcpa",
-    "mcp_list_tools": "mcpl",
-    "mcp_call": "mcp",
-    "code_interpreter_call": "ci",
-    "web_search_call": "ws",
-}
-
-
-def new_item_id(kind: str) -> str:
-    """An OpenAI-style id: ``msg_…``, ``fc_…``, ``fco_…``, ``fs_…``."""
-    return f"{_PREFIX[kind]}_{uuid.uuid4().hex}"
+from .hosted.replay import replayed
+from .ids import new_item_id
 
 
 def with_ids(items: list[Item]) -> list[Item]:
@@ -81,13 +63,18 @@ def input_items(value: str | list[Item]) -> list[Item]:
     return list(value)
 
 
-def _text_of(content: str | list[InputText | InputImage | OutputText]) -> str:
+def _text_of(content: str | list[ContentPart]) -> str:
     if isinstance(content, str):
         return content
-    return "".join(part.text for part in content if isinstance(part, InputText | OutputText))
+    # A guardrail's refusal stands in the conversation as what the assistant answered.
+    return "".join(
+        part.refusal if isinstance(part, Refusal) else part.text
+        for part in content
+        if isinstance(part, InputText | OutputText | Refusal)
+    )
 
 
-def _user_content(content: str | list[InputText | InputImage | OutputText]) -> str | list[ContentItem]:
+def _user_content(content: str | list[ContentPart]) -> str | list[ContentItem]:
     if isinstance(content, str):
         return content
     parts: list[ContentItem] = []
@@ -110,12 +97,25 @@ def _message(item: MessageItem) -> Message:
 def items_to_messages(items: list[Item]) -> list[Message]:
     """Our messages for a run of items; consecutive calls join one assistant message, as models expect.
 
-    A ``file_search_call`` item becomes the model's call of the ``file_search`` tool
-    and the tool's output: its passages as the model read them when the item kept
-    them (``include`` asked for them), else what was searched for, so that a later
-    turn knows the search ran and can search again.
+    A hosted tool's call item (``file_search_call``, ``mcp_call``, ``code_interpreter_call``,
+    ``web_search_call``) becomes the model's call of that tool and the output it read, as its
+    kind replays it (``hosted/replay.py``), so that a later turn knows what the tool gave.
+    Items that were never the model's to read (``mcp_list_tools``, approval items) become nothing.
     """
+    return _converted(items)[0]
+
+
+def message_positions(items: list[Item]) -> list[int | None]:
+    """For each item, the index of the message of :func:`items_to_messages` that holds what it said.
+
+    None for an item that becomes no message, or (a hosted tool's call) a replayed call and its output.
+    """
+    return _converted(items)[1]
+
+
+def _converted(items: list[Item]) -> tuple[list[Message], list[int | None]]:
     messages: list[Message] = []
+    positions: list[int | None] = []
     for item in items:
         if isinstance(item, MessageItem):
             messages.append(_message(item))
@@ -123,9 +123,14 @@ def items_to_messages(items: list[Item]) -> list[Message]:
             messages.append(ToolResponseMessage(call_id=item.call_id, content=item.output))
         elif isinstance(item, FunctionCallItem):
             _append_call(messages, _function_call(item))
-        elif isinstance(item, FileSearchCallItem):
-            _append_search(messages, item)
-    return messages
+        else:
+            if (replay := replayed(item)) is not None:
+                _append_call(messages, replay.call)
+                messages.append(ToolResponseMessage(call_id=replay.call.call_id, content=replay.output))
+            positions.append(None)
+            continue
+        positions.append(len(messages) - 1)
+    return messages, positions
 
 
 def _function_call(item: FunctionCallItem) -> ToolCall:
@@ -135,27 +140,6 @@ def _function_call(item: FunctionCallItem) -> ToolCall:
         arguments=parse_arguments(item.arguments),
         arguments_json=item.arguments or "{}",
     )
-
-
-def _append_search(messages: list[Message], item: FileSearchCallItem) -> None:
-    query = " ".join(item.queries)
-    arguments: dict[str, Any] = {"query": query}
-    call_id = item.id or new_item_id("file_search_call")
-    _append_call(
-        messages,
-        ToolCall(call_id=call_id, tool_name=TOOL_NAME, arguments=arguments, arguments_json=json.dumps(arguments)),
-    )
-    messages.append(ToolResponseMessage(call_id=call_id, content=_search_output(query, item)))
-
-
-def _search_output(query: str, item: FileSearchCallItem) -> str:
-    """What the model read of a search: the passages as ``file_search`` renders them, when the item kept them."""
-    if item.results is not None:
-        found = [SearchResult("", r.file_id, r.filename, "", r.text, r.score, dict(r.attributes)) for r in item.results]
-        return render(query, found)
-    if item.status != "completed":
-        return f"file_search for {query!r} ended {item.status}: it found nothing to answer from."
-    return f"file_search ran for {query!r}; its passages were not kept. Search again to read them."
 
 
 def _append_call(messages: list[Message], call: ToolCall) -> None:

@@ -9,6 +9,7 @@ from ferryman.api.inference import JsonSchemaResponseFormat
 from ferryman.api.responses import CreateResponseRequest, FunctionTool, TextConfig
 from ferryman.engine.plan import TurnPlan
 from ferryman.inference.base import Sampling
+from ferryman.safety.base import Shield
 from ferryman.tools.registry import BoundTool
 
 MAX_ITERATIONS = 10
@@ -46,11 +47,13 @@ def response_plan(
     provider_data: dict[str, Any] | None,
     server_tools: dict[str, BoundTool],
     held: frozenset[str] = frozenset(),
+    guardrails: list[Shield] | None = None,
 ) -> TurnPlan:
     """The plan of the turn a response runs as; function calls end it (the client runs them).
 
     ``server_tools`` are the request's hosted tools, bound (see ``hosted/table.py``): the engine runs them inside
     the turn, except calls of the ``held`` ones, which end it as approval requests (see ``approvals.py``).
+    ``guardrails`` check the input and the answer (see ``guardrails.py``).
     """
     client_tools = {
         tool.name: ToolDef(
@@ -70,8 +73,8 @@ def response_plan(
         max_infer_iters=MAX_ITERATIONS,
         server_tools=server_tools,
         client_tools=client_tools,
-        input_shields=[],
-        output_shields=[],
+        input_shields=list(guardrails or []),
+        output_shields=list(guardrails or []),
         provider_data=provider_data,
         client_tools_end_turn=True,
         approval_required=held,

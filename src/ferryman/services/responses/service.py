@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,19 +26,22 @@ from ferryman.engine.approvals import Ruling
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit
 from ferryman.engine.ids import new_id, utcnow
-from ferryman.engine.loop import TurnState
+from ferryman.engine.state import TurnState
 from ferryman.errors import ConflictError, ConversationLockedError, FailureCode, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
+from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.owned import authorize
 
 from ..host import TurnHost
 from ..leases import ABANDONED
 from .approvals import has_answers, rule_answers
+from .guardrails import resolve_guardrails
 from .history import HistoryCache
 from .hosted.table import HostedTools
 from .items import input_items, items_to_messages, with_ids
 from .plan import response_plan
+from .redaction import input_redactor
 from .stream import ResponseEncoder
 
 log = logging.getLogger(__name__)
@@ -64,9 +67,17 @@ class ResponsesService:
         models: The model router, to check the model exists.
         cache: Finished responses' histories, so that chains are not re-read.
         hosted: The hosted tools offered (``file_search``, ``mcp``, ``code_interpreter``, ``web_search``).
+        shields: The shields ``guardrails`` may name (None: none).
     """
 
-    def __init__(self, host: TurnHost, models: ModelRouter, cache: HistoryCache, hosted: HostedTools) -> None:
+    def __init__(
+        self,
+        host: TurnHost,
+        models: ModelRouter,
+        cache: HistoryCache,
+        hosted: HostedTools,
+        shields: ShieldRegistry | None = None,
+    ) -> None:
         self._host = host
         self._store = host.store
         self._leases = host.leases
@@ -75,6 +86,8 @@ class ResponsesService:
         self._models = models
         self._cache = cache
         self._hosted = hosted
+        self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
+        self._shields = shields or ShieldRegistry()
         host.on_abandoned(lambda turn: turn.response_id is not None, self._close_abandoned)
 
     async def create(self, request: CreateResponseRequest, provider_data: dict[str, Any] | None) -> LiveResponse:
@@ -83,6 +96,7 @@ class ResponsesService:
         self._hosted.validate(request)
         await self._hosted.check(request)
         await self._models.route(request.model)
+        guardrails = await resolve_guardrails(request, self._shields)
         items = with_ids(input_items(request.input))
         if not items:
             raise InvalidRequestError("input must hold at least one item", "input")
@@ -100,7 +114,8 @@ class ResponsesService:
             ruled = await self._ruled(request, items, earlier)
             if self._hosted.wants_prior(request):
                 earlier = [*earlier, *await self._chain_items(request.previous_response_id), *items]
-            binding = await self._hosted.bind(request, session_id, earlier)
+            chain_root = request.previous_response_id if conversation_id is None else None
+            binding = await self._hosted.bind(request, session_id, earlier, lambda: self._root(chain_root, session_id))
             new_messages = items_to_messages(items)
             response_id = f"resp_{uuid.uuid4().hex}"
             turn = TurnRecord(
@@ -130,8 +145,11 @@ class ResponsesService:
                 turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
                 await asyncio.shield(self._store.finish_turn(turn))
                 raise
-            plan = response_plan(request, provider_data, binding.server_tools, frozenset(binding.held))
-            state = TurnState(turn, plan, [*prior, *new_messages], ruled=ruled)
+            plan = response_plan(request, provider_data, binding.server_tools, frozenset(binding.held), guardrails)
+            redactor = input_redactor(self._store, response_id, items)
+            state = TurnState(
+                turn, plan, [*prior, *new_messages], ruled=ruled, fresh=len(new_messages), input_redacted=redactor
+            )
             encoder = ResponseEncoder(
                 record.response,
                 set(plan.client_tools),
@@ -179,6 +197,17 @@ class ResponsesService:
             previous_id = record.previous_response_id
         return items
 
+    async def _root(self, previous_id: str | None, session_id: str) -> str:
+        """The session of a chain's first response (still stored), or ``session_id`` when there is no chain."""
+        root = session_id
+        while previous_id is not None:
+            try:
+                record = await self._store.get_response(previous_id)
+            except NotFoundError:  # the chain stops at a deleted response, as its history does
+                break
+            root, previous_id = record.session_id, record.previous_response_id
+        return root
+
     async def _chain(self, previous_id: str) -> list[Message]:
         status = (await self.get(previous_id)).status
         if status in ("queued", "in_progress"):
@@ -212,6 +241,7 @@ class ResponsesService:
                 self._cache.put(response_id, state.history, record.previous_response_id)
             if not store:
                 await self._store.delete_response(response_id)
+                await self._session_ended(record)
 
         async def run(emit: Emit) -> Response:
             await self._engine.run(state, emit)
@@ -312,7 +342,21 @@ class ResponsesService:
             await self._stop_elsewhere(stored, "the response was deleted")
         await self._store.delete_response(response_id)
         self.forget(response_id)
+        await self._session_ended(stored)
         await self._fanout.notify(RecordDeleted(response_id, "response"))
+
+    def on_session_deleted(self, callback: Callable[[str], Awaitable[None]]) -> None:
+        """Have ``callback(session_id)`` run when a response outside a conversation is deleted.
+
+        What is kept under that session (a code interpreter's container, which a
+        ``previous_response_id`` chain keeps under its first response's session) goes with it.
+        """
+        self._session_deleted.append(callback)
+
+    async def _session_ended(self, record: ResponseRecord) -> None:
+        if record.conversation_id is None:  # a conversation's session ends with the conversation
+            for callback in self._session_deleted:
+                await callback(record.session_id)
 
     def forget(self, response_id: str | None) -> None:
         """Drop what this replica cached of a deleted response (None: of every response)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ferryman.api.agents import InferenceStep, ToolExecutionStep
+from ferryman.api.agents import InferenceStep, ShieldCallStep, ToolExecutionStep
 from ferryman.api.content import CompletionMessage, ToolCall, ToolResponse, content_to_text
 from ferryman.api.response_events import (
     CallEvent,
@@ -52,8 +52,10 @@ from ferryman.errors import FailureCode
 
 from .approvals import approval_item
 from .citations import Sources
+from .guardrails import Verdicts, refusal_events
 from .hosted.base import Announced, CallRenderer, Progress
-from .items import call_item, message_item, new_item_id
+from .ids import new_item_id
+from .items import call_item, message_item
 
 
 @dataclass
@@ -114,6 +116,7 @@ class ResponseEncoder:
         self._held = held or {}
         self._approved = {call.call_id for call in approved or []}
         self._started = False
+        self._verdicts = Verdicts()
         self._text: _OpenText | None = None
         self._calls: dict[str, _OpenCall] = {}
         self._seq = 0
@@ -144,6 +147,10 @@ class ResponseEncoder:
             case StepStarted(step_type="tool_execution", metadata=metadata):
                 self._request_approvals(metadata.get("approval_call_ids") or [])
                 self._open_hosted()
+            case StepStarted(step_type="shield_call", step_id=step_id, metadata=metadata):
+                self._verdicts.started(step_id, metadata.get("phase"))
+            case StepCompleted(step=ShieldCallStep() as step):
+                self._verdicts.completed(step)
             case StepCompleted(step=ToolExecutionStep() as step):
                 self._close_hosted(step.tool_responses)
             case TurnStarted() if not self._started:
@@ -365,7 +372,12 @@ class ResponseEncoder:
             self._emit(ResponseIncomplete(sequence_number=self._seq, response=self.response))
             return
         text = content_to_text(message.content)
-        if not self.response.output and text:
+        if self._verdicts.refused:
+            for event in refusal_events(self.response.id, len(self.response.output), text, self._seq):
+                self._emit(event)
+                if isinstance(event, OutputItemDone):
+                    self.response.output.append(event.item)
+        elif not self.response.output and text:
             self.response.output.append(message_item(text))
         self.response.status = "completed"
         self._emit(ResponseCompleted(sequence_number=self._seq, response=self.response))

@@ -132,6 +132,15 @@ class ResponseTables:
         """Append items to a conversation or a response's input."""
         await self._db.write(_insert_items(owner, items))
 
+    async def replace_items(self, owner: str, items: list[Item]) -> None:
+        """Replace the bodies of an owner's items, matched by id, in place; an id it does not hold is left out."""
+        await self._db.write(
+            each(
+                "UPDATE items SET body = :body WHERE owner = :owner AND item_id = :item_id",
+                [{"owner": owner, "item_id": item.id, "body": item.model_dump_json()} for item in items],
+            )
+        )
+
     async def list_items(self, owner: str, after: str | None, limit: int, order: str) -> Page[Item]:
         """A page of an owner's items."""
 

@@ -18,6 +18,7 @@ from .ingestion import IngestionTables
 from .owners import OwnerTables
 from .responses import ResponseTables
 from .seam import Driver
+from .shields import ShieldTables
 from .toolgroups import ToolGroupTables
 from .turns import TurnTables
 from .vector_stores import VectorStoreTables
@@ -35,6 +36,7 @@ class SqlStore(
     IngestionTables,
     ChunkTables,
     ToolGroupTables,
+    ShieldTables,
 ):
     """Agents, sessions, turns, responses, idempotency keys, API keys and knowledge in a SQL database.
 

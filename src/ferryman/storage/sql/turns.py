@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 
 from ferryman.api.agents import Step, Turn
-from ferryman.api.content import Message
+from ferryman.api.content import Message, TurnInputMessage
 from ferryman.errors import ConflictError, FerrymanError, NotFoundError
 
 from .. import codec
@@ -135,6 +135,30 @@ class TurnTables:
                 exists = yield first("SELECT 1 FROM turns WHERE turn_id = :turn_id", turn_id=turn_id)
                 raise _gone(turn_id, exists is not None)
             yield from _write_step(turn_id, found[0], write)
+
+        await self._db.write(work())
+
+    async def redact_turn_input(self, turn_id: str, inputs: list[TurnInputMessage], messages: list[Message]) -> None:
+        """Replace a running turn's input messages and its own history messages, atomically."""
+
+        def work() -> Work[None]:
+            found = yield first(
+                "UPDATE turns SET input_messages = :inputs WHERE turn_id = :turn_id AND status = 'in_progress' "
+                "RETURNING session_id",
+                inputs=codec.dump_inputs(inputs),
+                turn_id=turn_id,
+            )
+            if found is None:
+                exists = yield first("SELECT 1 FROM turns WHERE turn_id = :turn_id", turn_id=turn_id)
+                raise _gone(turn_id, exists is not None)
+            # New rows first, so that their ids are above the old ones: SQLite (no AUTOINCREMENT) could
+            # hand out a deleted top id again, and a cached message of that id would stand for the new row.
+            last = yield first("SELECT max(id) FROM messages WHERE turn_id = :turn_id", turn_id=turn_id)
+            yield from _append(found[0], turn_id, messages)
+            if last is not None and last[0] is not None:
+                yield count(
+                    "DELETE FROM messages WHERE turn_id = :turn_id AND id <= :last", turn_id=turn_id, last=last[0]
+                )
 
         await self._db.write(work())
 

@@ -20,14 +20,23 @@ from ferryman.api.content import (
 )
 from ferryman.api.registry import ToolInvocationResult
 
+ANNOTATIONS = "annotations"
+"""The key of a listed tool's ``metadata`` holding its MCP annotations (``readOnlyHint`` …) as the server sent them."""
+
 
 def tool_def(tool: mcp_types.Tool) -> ToolDef:
-    """An MCP tool as a tool definition: flat parameters, and the raw JSON schema beside them."""
+    """An MCP tool as a tool definition: flat parameters, the raw JSON schema beside them, its annotations.
+
+    The annotations are hints the server gives (``readOnlyHint``, ``destructiveHint`` …); the
+    Responses ``mcp`` tool's ``allowed_tools.read_only`` filter reads them.
+    """
+    annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     return ToolDef(
         name=tool.name,
         description=tool.description or tool.title,
         parameters=parameters(tool.input_schema),
         input_schema=tool.input_schema,
+        metadata={ANNOTATIONS: annotations} if annotations else None,
     )
 
 

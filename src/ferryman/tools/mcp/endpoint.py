@@ -12,12 +12,9 @@ request of the connection then goes to a checked address with the original
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import ipaddress
 import json
 import logging
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -26,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 
 from ferryman.errors import InvalidRequestError
-from ferryman.safe_fetch import FetchPolicy, IPAddress
+from ferryman.safe_fetch import FetchPolicy, IPAddress, checked_addresses
 
 log = logging.getLogger(__name__)
 
@@ -96,20 +93,8 @@ async def check_url(url: str, policy: FetchPolicy, field_name: str | None = None
     if target.scheme not in ("http", "https") or not target.host:
         raise InvalidRequestError(f"an MCP server URL must be http(s) with a host, not {shown!r}", field_name)
     port = target.port or (443 if target.scheme == "https" else 80)
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(target.host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise InvalidRequestError(f"could not resolve the MCP server host {target.host}", field_name) from exc
-    addresses = tuple(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
-    refused = [address for address in addresses if not policy.allows(target.host, address)]
-    if refused:
-        # The address stays in the server's log: telling the client would map internal names for it.
-        log.warning("refused MCP server %s: %s resolves to non-public %s", shown, target.host, refused[0])
-        raise InvalidRequestError(
-            f"refused to connect to the MCP server {shown}: {target.host} is not a public address "
-            "(an operator can allow the host in the config's fetch.allowed_hosts)",
-            field_name,
-        )
+    found = await checked_addresses(target.host, port, policy, field_name, f"connect to the MCP server {shown}")
+    addresses = tuple(found)
     return CheckedTarget(target, addresses)
 
 

@@ -7,7 +7,10 @@ is a tool of the request that the server runs itself. Each kind provides
   them to the server tools the engine runs (:class:`Binding`), and
 * a :class:`CallRenderer` per tool name the model may call: it turns a call
   into its output item, with the item's progress events while it runs and
-  its final form from the tool's result.
+  its final form from the tool's result, and
+* a :data:`Replay` per item type: it turns a stored item back into the call and
+  output the model read, when a later response continues the conversation
+  (``replay.py`` holds the table).
 
 The encoder (``stream.py``) and the planner (``plan.py``) look both up by name;
 neither knows any kind.
@@ -15,6 +18,8 @@ neither knows any kind.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +29,7 @@ from ferryman.api.responses import HostedCallItem, HostedTool, Item
 from ferryman.tools.registry import BoundTool
 
 from ..citations import Sources
+from ..ids import new_item_id
 
 Progress = tuple[type[CallEvent], dict[str, Any]]
 """A progress event of an item: its type, and its fields beyond the sequence number, item id and output index."""
@@ -50,6 +56,24 @@ class CallRenderer(Protocol):
             sources: The response's search results; a search adds the sources it found, for citing.
         """
         ...
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A stored call item as the model read it: its call of the tool, and the tool's output."""
+
+    call: ToolCall
+    output: str
+
+
+Replay = Callable[[Any], Replayed | None]
+"""How one item type is replayed to the model (None: the item was never the model's to read)."""
+
+
+def replayed_call(item_id: str | None, kind: str, tool_name: str, arguments: dict[str, Any] | str) -> ToolCall:
+    """The model's call of a hosted tool, rebuilt from its item (the item's id stands for the call's)."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return ToolCall(call_id=item_id or new_item_id(kind), tool_name=tool_name, arguments=arguments, arguments_json=text)
 
 
 @dataclass(frozen=True)
@@ -93,12 +117,16 @@ class BindContext:
         include: The request's ``include`` values.
         taken: Tool names already offered to the model (function tools, other hosted tools).
         prior: Items of the conversation or the ``previous_response_id`` chain, and the request's input.
+        chain_session: Gives the session whose state the response shares (a code interpreter's kernel):
+            its conversation's, else the first response's of its ``previous_response_id`` chain, else its own.
+            Asked for only by a kind that keeps such state (finding a chain's first response reads the chain).
     """
 
     session_id: str
     include: frozenset[str]
     taken: frozenset[str]
     prior: list[Item]
+    chain_session: Callable[[], Awaitable[str]]
 
 
 class HostedKind(Protocol):

@@ -1,9 +1,12 @@
 """``code_interpreter`` on the Responses API: Python in the session's sandbox, and its ``code_interpreter_call`` items.
 
-The container is the response's session: a conversation's responses share one
-(variables and files persist), a response outside a conversation has its own.
-Its id is ``cntr_`` and the session's id; a request naming a container by id
-may name only that one.
+The container is a session's kernel and scratch directory: a conversation's
+responses share its session's (variables and files persist); the responses of a
+``previous_response_id`` chain share the session of the chain's first response
+(each response of a chain has a session of its own, so the chain is keyed by its
+root). Its id is ``cntr_`` and that session's id; a request naming a container by
+id may name only its own, which it reaches through records it may read. Deleting
+the conversation, or the chain's first response, removes the container.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import mimetypes
 from typing import Any
 
 from ferryman.api.content import ToolCall, ToolResponse
+from ferryman.api.registry import Tool, ToolInvocationResult
 from ferryman.api.response_events import (
     CodeInterpreterCallCodeDelta,
     CodeInterpreterCallCodeDone,
@@ -34,7 +38,7 @@ from ferryman.tools.code_interpreter import TOOL_NAME, CodeInterpreter
 from ferryman.tools.registry import BoundTool
 
 from ..citations import Source, Sources
-from .base import BindContext, Binding, Progress, failed, output_text
+from .base import BindContext, Binding, Progress, Replayed, failed, output_text, replayed_call
 
 
 def container_id(session_id: str) -> str:
@@ -105,6 +109,38 @@ def _content_url(file_id: str) -> str:
     return f"/v1/files/{file_id}/content"
 
 
+def replay_call(item: CodeInterpreterCallItem) -> Replayed:
+    """A run as the model read it: its code, then what it printed (its error, when it failed) and drew."""
+    call = replayed_call(item.id, item.type, TOOL_NAME, {"code": item.code or ""})
+    parts = [
+        output.logs if isinstance(output, CodeInterpreterLogs) else f"[image] {output.url}"
+        for output in item.outputs or []
+    ]
+    text = "\n".join(parts)
+    if item.status == "failed":
+        return Replayed(call, f"error: {text or 'the code failed'}")
+    if item.status != "completed":
+        return Replayed(call, f"the run ended {item.status}: {text or 'no output'}")
+    return Replayed(call, text or "(no output)")
+
+
+class _InContainer:
+    """The interpreter, run in one container's kernel whatever session the turn runs in."""
+
+    def __init__(self, interpreter: CodeInterpreter, session_id: str) -> None:
+        self._interpreter = interpreter
+        self._session_id = session_id
+
+    @property
+    def definition(self) -> Tool:
+        """The interpreter's listing."""
+        return self._interpreter.definition
+
+    async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
+        """Run the model's code in the container."""
+        return await self._interpreter.run(self._session_id, arguments)
+
+
 class CodeInterpreterKind:
     """The request's ``code_interpreter`` tool, run in the response session's container.
 
@@ -132,13 +168,16 @@ class CodeInterpreterKind:
         Raises:
             NotFoundError: the tool names a container that is not the response's.
         """
-        container = container_id(context.session_id)
+        session = await context.chain_session()
+        container = container_id(session)
         binding = Binding()
         for tool in tools:
             assert isinstance(tool, CodeInterpreterTool)
             if isinstance(tool.container, str) and tool.container != container:
                 raise NotFoundError(f"container '{tool.container}' not found")
-            binding.add(TOOL_NAME, BoundTool(self._interpreter), CodeInterpreterRenderer(container))
+            binding.add(
+                TOOL_NAME, BoundTool(_InContainer(self._interpreter, session)), CodeInterpreterRenderer(container)
+            )
             if ApprovalPolicy.of(tool.require_approval).requires(TOOL_NAME):
                 binding.held[TOOL_NAME] = None
         return binding

@@ -18,14 +18,14 @@ from ferryman.engine.approvals import ApprovalPolicy
 from ferryman.errors import InvalidRequestError
 from ferryman.knowledge.filters import parse_filter
 from ferryman.knowledge.rag import Searcher
-from ferryman.knowledge.results import RankingOptions, SearchQuery
+from ferryman.knowledge.results import RankingOptions, SearchQuery, SearchResult
 from ferryman.knowledge.search import search_mode
 from ferryman.storage.base import Store
-from ferryman.tools.file_search import METADATA_KEY, TOOL_NAME, FileSearch
+from ferryman.tools.file_search import METADATA_KEY, TOOL_NAME, FileSearch, render
 from ferryman.tools.registry import BoundTool
 
 from ..citations import Source, Sources
-from .base import BindContext, Binding, Progress, failed
+from .base import BindContext, Binding, Progress, Replayed, failed, replayed_call
 
 
 class FileSearchRenderer:
@@ -59,6 +59,20 @@ class FileSearchRenderer:
         sources.add_search([Source(file_id=r.file_id, filename=r.filename) for r in results])
         kept = results if self._include_results else None
         return item.model_copy(update={"status": "completed", "results": kept}), [(FileSearchCallCompleted, {})]
+
+
+def replay_call(item: FileSearchCallItem) -> Replayed:
+    """A search as the model read it: its passages as ``file_search`` renders them, when the item kept them
+    (``include`` asked for them), else what was searched for, so a later turn knows it ran and can search again.
+    """
+    query = " ".join(item.queries)
+    call = replayed_call(item.id, item.type, TOOL_NAME, {"query": query})
+    if item.results is not None:
+        found = [SearchResult("", r.file_id, r.filename, "", r.text, r.score, dict(r.attributes)) for r in item.results]
+        return Replayed(call, render(query, found))
+    if item.status != "completed":
+        return Replayed(call, f"file_search for {query!r} ended {item.status}: it found nothing to answer from.")
+    return Replayed(call, f"file_search ran for {query!r}; its passages were not kept. Search again to read them.")
 
 
 class FileSearchKind:

@@ -11,10 +11,8 @@ the response stores and echoes the tool without them (``McpTool.without_credenti
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from ferryman.api.content import ToolCall, ToolDef, ToolResponse
-from ferryman.api.registry import Tool, ToolInvocationResult
 from ferryman.api.response_events import (
     McpCallArgumentsDelta,
     McpCallArgumentsDone,
@@ -32,18 +30,19 @@ from ferryman.api.responses import (
     McpCallItem,
     McpListedTool,
     McpListToolsItem,
-    McpTool,
     McpToolFilter,
 )
+from ferryman.api.responses import McpTool as McpRequestTool
 from ferryman.engine.approvals import ApprovalPolicy
 from ferryman.errors import InvalidRequestError, UpstreamError
-from ferryman.tools.mcp import McpClientPool, McpEndpoint
-from ferryman.tools.mcp.convert import parameters
+from ferryman.inference.openai_wire import parse_arguments
+from ferryman.tools.mcp import McpClientPool, McpEndpoint, McpTool, fixed
+from ferryman.tools.mcp.convert import ANNOTATIONS, parameters
 from ferryman.tools.registry import BoundTool
 
 from ..citations import Sources
-from ..items import new_item_id
-from .base import Announced, BindContext, Binding, Progress, failed, output_text
+from ..ids import new_item_id
+from .base import Announced, BindContext, Binding, Progress, Replayed, failed, output_text, replayed_call
 
 _ERROR_PREFIX = "error: "
 """How the engine's error responses start (``engine/tool_step.py``)."""
@@ -91,38 +90,18 @@ def _error_text(text: str) -> str:
     return text[len(_ERROR_PREFIX) :] if text.startswith(_ERROR_PREFIX) else text
 
 
-class _RemoteTool:
-    """One tool of the request's MCP server, as the model calls it (its name may carry the server's label)."""
-
-    def __init__(self, pool: McpClientPool, endpoint: McpEndpoint, name: str, listed: McpListedTool) -> None:
-        self._pool = pool
-        self._endpoint = endpoint
-        self._listed = listed
-        self._definition = Tool(
-            identifier=name,
-            toolgroup_id="mcp",
-            provider_id="model-context-protocol",
-            provider_resource_id=listed.name,
-            description=listed.description or "",
-            parameters=parameters(listed.input_schema),
-        )
-
-    @property
-    def definition(self) -> Tool:
-        """The tool as the model sees it."""
-        return self._definition
-
-    @property
-    def input_schema(self) -> dict[str, Any]:
-        """The server's JSON schema of the arguments (offered to the model whole)."""
-        return self._listed.input_schema
-
-    async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
-        """Call the tool on the server; every failure is returned as an error result."""
-        return await self._pool.call_tool(self._endpoint, self._listed.name, arguments)
+def replay_call(item: McpCallItem) -> Replayed:
+    """An ``mcp_call`` as the model read it: the call by the tool's name on the server, its output or error."""
+    call = replayed_call(item.id, item.type, item.name, parse_arguments(item.arguments))
+    if item.error is not None:
+        texts = [str(part.get("text") or "") for part in item.error.get("content") or [] if isinstance(part, dict)]
+        return Replayed(call, f"{_ERROR_PREFIX}{' '.join(texts) or 'the MCP tool failed'}")
+    if item.output is None:
+        return Replayed(call, f"the call of {item.name} on {item.server_label} ended {item.status} without output")
+    return Replayed(call, item.output)
 
 
-def _endpoint(tool: McpTool) -> McpEndpoint:
+def _endpoint(tool: McpRequestTool) -> McpEndpoint:
     """The server with the request's credentials (``authorization`` as a bearer token)."""
     headers = dict(tool.headers or {})
     if tool.authorization:
@@ -130,7 +109,7 @@ def _endpoint(tool: McpTool) -> McpEndpoint:
     return McpEndpoint(url=tool.server_url, transport="auto", headers=headers)
 
 
-def _allowed(tool: McpTool, listed: McpListedTool) -> bool:
+def _allowed(tool: McpRequestTool, listed: McpListedTool) -> bool:
     allowed = tool.allowed_tools
     if allowed is None:
         return True
@@ -147,12 +126,23 @@ def _passes(allowed: McpToolFilter, listed: McpListedTool) -> bool:
 
 def _listed(tool: ToolDef) -> McpListedTool:
     schema = tool.input_schema or {"type": "object", "properties": {}}
-    annotations = getattr(tool, "annotations", None)
+    annotations = (tool.metadata or {}).get(ANNOTATIONS)
     return McpListedTool(
         name=tool.name,
         input_schema=schema,
         description=tool.description,
         annotations=annotations if isinstance(annotations, dict) else None,
+    )
+
+
+def _tool_def(listed: McpListedTool) -> ToolDef:
+    """A listed tool (perhaps from an earlier ``mcp_list_tools`` item) as the server tool seam takes it."""
+    return ToolDef(
+        name=listed.name,
+        description=listed.description,
+        parameters=parameters(listed.input_schema),
+        input_schema=listed.input_schema,
+        metadata={ANNOTATIONS: listed.annotations} if listed.annotations else None,
     )
 
 
@@ -177,7 +167,7 @@ class McpKind:
 
     def validate(self, tools: list[HostedTool]) -> None:
         """Each server has its own label."""
-        labels = [tool.server_label for tool in tools if isinstance(tool, McpTool)]
+        labels = [tool.server_label for tool in tools if isinstance(tool, McpRequestTool)]
         if len(set(labels)) != len(labels):
             raise InvalidRequestError("each mcp tool needs its own server_label", "tools")
 
@@ -186,7 +176,7 @@ class McpKind:
 
     async def bind(self, tools: list[HostedTool], context: BindContext) -> Binding:
         """List (or reuse the listing of) each server, and offer its allowed tools."""
-        servers = [tool for tool in tools if isinstance(tool, McpTool)]
+        servers = [tool for tool in tools if isinstance(tool, McpRequestTool)]
         earlier = _listings(context.prior)
         binding = Binding()
         listings = await asyncio.gather(*(self._listing(tool, earlier) for tool in servers))
@@ -203,14 +193,15 @@ class McpKind:
         for server, listed in offered:
             clash = counts[listed.name] > 1 or listed.name in context.taken
             name = f"{server.server_label}__{listed.name}" if clash else listed.name
-            bound = BoundTool(_RemoteTool(self._pool, _endpoint(server), name, listed))
+            tool = McpTool(self._pool, _tool_def(listed), server.server_label, fixed(_endpoint(server)), name)
+            bound = BoundTool(tool)
             binding.add(name, bound, McpCallRenderer(server.server_label, listed.name))
             if ApprovalPolicy.of(server.require_approval).requires(listed.name):
                 binding.held[name] = server.server_label
         return binding
 
     async def _listing(
-        self, tool: McpTool, earlier: dict[str, McpListToolsItem]
+        self, tool: McpRequestTool, earlier: dict[str, McpListToolsItem]
     ) -> tuple[list[McpListedTool], Announced | None]:
         """The server's tools: listed before in the conversation, or now (with the item that shows it).
 

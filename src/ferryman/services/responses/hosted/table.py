@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from ferryman.api.responses import CreateResponseRequest, FunctionTool, HostedTool, Item
 from ferryman.errors import InvalidRequestError
@@ -54,12 +54,19 @@ class HostedTools:
         for kind, tools in self._grouped(request):
             await kind.check(tools)
 
-    async def bind(self, request: CreateResponseRequest, session_id: str, prior: list[Item]) -> Binding:
-        """The server tools, renderers and announcements of the request's hosted tools."""
+    async def bind(
+        self,
+        request: CreateResponseRequest,
+        session_id: str,
+        prior: list[Item],
+        chain_session: Callable[[], Awaitable[str]],
+    ) -> Binding:
+        """The server tools, renderers and announcements of the request's hosted tools (see :class:`BindContext`)."""
         taken = {tool.name for tool in request.tools if isinstance(tool, FunctionTool)}
+        include = frozenset(request.include or [])
         binding = Binding()
         for kind, tools in self._grouped(request):
-            context = BindContext(session_id, frozenset(request.include or []), frozenset(taken), prior)
+            context = BindContext(session_id, include, frozenset(taken), prior, chain_session)
             bound = await kind.bind(tools, context)
             taken.update(bound.server_tools)
             binding.merge(bound)

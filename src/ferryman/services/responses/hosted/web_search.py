@@ -11,7 +11,7 @@ from ferryman.tools.registry import BoundTool
 from ferryman.tools.websearch import TOOL_NAME, WebSearch
 
 from ..citations import Source, Sources
-from .base import BindContext, Binding, Progress, failed
+from .base import BindContext, Binding, Progress, Replayed, failed, replayed_call
 
 
 class WebSearchRenderer:
@@ -38,6 +38,19 @@ class WebSearchRenderer:
         sources.add_search(pages)
         action = item.action.model_copy(update={"sources": [{"type": "url", "url": page.url} for page in pages]})
         return item.model_copy(update={"status": "completed", "action": action}), [(WebSearchCallCompleted, {})]
+
+
+def replay_call(item: WebSearchCallItem) -> Replayed:
+    """A search as the model read it: the query and the pages found (their text is not kept: search again)."""
+    query = item.action.query or ""
+    call = replayed_call(item.id, item.type, TOOL_NAME, {"query": query})
+    urls = [str(source.get("url")) for source in item.action.sources or [] if source.get("url")]
+    if item.status != "completed":
+        return Replayed(call, f"web_search for {query!r} ended {item.status}: it found nothing.")
+    if not urls:
+        return Replayed(call, f"web_search for {query!r} found no pages.")
+    listing = "\n".join(f"[{number}] {url}" for number, url in enumerate(urls, 1))
+    return Replayed(call, f"web_search for {query!r} found these pages (their text was not kept):\n{listing}")
 
 
 class WebSearchKind:

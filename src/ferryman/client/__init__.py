@@ -1,0 +1,63 @@
+"""ferryman's Python client: ``Client`` / ``AsyncClient`` over the server's HTTP API.
+
+It needs only ``httpx``, ``httpx-sse`` and ``pydantic`` (and the wire models of ``ferryman.api``),
+none of the server's dependencies.
+"""
+
+from __future__ import annotations
+
+from ._client import AsyncClient, Client
+from ._pagination import AsyncPage, SyncPage
+from ._streaming import AsyncStream, ServerEvent, Stream
+from ._transport import RetryPolicy
+from .agent import Agent, AsyncAgent
+from .errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    FerrymanClientError,
+    InternalServerError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    RateLimitError,
+    UnprocessableEntityError,
+)
+from .logger import EventLogger
+from .react import ReActAgent
+from .tools import ClientTool, client_tool
+
+__all__ = [
+    "Agent",
+    "AsyncAgent",
+    "ClientTool",
+    "EventLogger",
+    "ReActAgent",
+    "client_tool",
+    "APIConnectionError",
+    "APIError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AsyncClient",
+    "AsyncPage",
+    "AsyncStream",
+    "AuthenticationError",
+    "BadRequestError",
+    "Client",
+    "ConflictError",
+    "FerrymanClientError",
+    "InternalServerError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "RetryPolicy",
+    "ServerEvent",
+    "Stream",
+    "SyncPage",
+    "UnprocessableEntityError",
+]

@@ -1,0 +1,1 @@
+"""The resources of ``Client`` and ``AsyncClient``: one module per family of routes."""

@@ -1,0 +1,240 @@
+"""Shield steps: every safety check of a turn, run fail-closed and kept as a ``shield_call`` step.
+
+A turn checks four things, each with its own list of shields (see :class:`~ferryman.engine.plan.TurnPlan`):
+
+- ``input``: the turn's new messages, before anything else runs (no retrieval, no inference, no tool);
+- ``output``: the final answer, before any of it reaches the client (its text is withheld meanwhile);
+- ``tool_input``: a server tool call's arguments, before the tool runs;
+- ``tool_output``: a server tool's result, before the model reads it.
+
+Each shield's check is one stored step with its verdict (the violation, or none). A shield that
+raises, answers something unusable or outlasts its ``timeout_seconds`` blocks, with a generic
+message and metadata that says why (never the exception's text), unless it is configured
+``fail_open``: then the failure is recorded as a ``warn`` and the turn goes on.
+
+A redacting input verdict replaces the turn's input in the history the model reads
+(and the output shields judge), and wherever the input as sent was stored when the
+turn started, before any shield ran: the turn's record and history messages, and a
+response's input items (see ``TurnEngine._keep_redacted``). Output shields judge the
+final text answer only: a step that ends in tool calls releases its held deltas at
+once (its calls' arguments are what ``tool_input_shields`` judge).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from ferryman.api.agents import SafetyViolation, ShieldCallStep
+from ferryman.api.content import (
+    CompletionMessage,
+    Message,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    content_to_text,
+)
+from ferryman.inference.openai_wire import parse_arguments
+from ferryman.safety.base import Shield, ShieldVerdict
+from ferryman.tools.context import ToolContext
+
+from .events import Emit, EngineEvent, StepStarted, TextDelta
+from .ids import new_id, utcnow
+from .plan import TurnPlan
+from .tool_step import run_server_tools
+
+log = logging.getLogger(__name__)
+
+ShieldPhase = Literal["input", "output", "tool_input", "tool_output"]
+"""What a shield step checks (the ``phase`` of its ``step_start`` metadata)."""
+
+UNCHECKED_MESSAGE = "This request could not be checked for safety, so it was not carried out."
+"""What the caller reads when a fail-closed shield failed: nothing of the failure's internals."""
+
+REFUSAL_MESSAGE = "I can't help with that request."
+"""The answer of a blocking violation that carries no ``user_message``."""
+
+SaveStep = Callable[[ShieldCallStep], Awaitable[None]]
+"""Stores a completed shield step, keeps it with the turn's steps and announces it."""
+
+Check = Callable[[list[Shield], list[Message], ShieldPhase], Awaitable["Screened"]]
+"""Runs shields over messages as the turn's steps (:func:`screen`, bound to a turn)."""
+
+
+@dataclass(frozen=True)
+class Screened:
+    """What the shields of one check made of the messages.
+
+    Attributes:
+        messages: The messages as the turn goes on with them (a redacting shield's form, else as given).
+        blocking: The first ``error`` violation, which stopped the check; None: the messages passed.
+    """
+
+    messages: list[Message]
+    blocking: SafetyViolation | None = None
+
+
+async def screen(
+    shields: list[Shield], messages: list[Message], phase: ShieldPhase, turn_id: str, save: SaveStep, emit: Emit
+) -> Screened:
+    """Run ``shields`` in order over ``messages``, each as a stored ``shield_call`` step.
+
+    A redacting verdict's messages are what the next shield (and the turn) sees;
+    the first blocking violation ends the check.
+    """
+    for shield in shields:
+        step_id, started = new_id(), utcnow()
+        await emit(StepStarted("shield_call", step_id, {"shield": shield.shield_id, "phase": phase}))
+        verdict = await _verdict(shield, messages)
+        if verdict.redacted is not None:
+            messages = verdict.redacted
+        violation = verdict.violation
+        step = ShieldCallStep(
+            turn_id=turn_id, step_id=step_id, started_at=started, completed_at=utcnow(), violation=violation
+        )
+        await save(step)
+        if violation is not None and violation.violation_level == "error":
+            return Screened(messages, violation)
+    return Screened(messages)
+
+
+async def _verdict(shield: Shield, messages: list[Message]) -> ShieldVerdict:
+    """The shield's verdict, or the one its failure gives (fail-closed unless the shield is ``fail_open``)."""
+    try:
+        async with asyncio.timeout(shield.timeout_seconds) as deadline:
+            verdict = await shield.run(list(messages), {})
+    except TimeoutError:
+        if not deadline.expired():
+            log.exception("shield %s failed", shield.shield_id)
+        return ShieldVerdict(_failure(shield, "timeout" if deadline.expired() else "error"))
+    except Exception:
+        log.exception("shield %s failed", shield.shield_id)
+        return ShieldVerdict(_failure(shield, "error"))
+    if verdict.redacted is not None and len(verdict.redacted) != len(messages):
+        log.error("shield %s redacted %d messages into %d", shield.shield_id, len(messages), len(verdict.redacted))
+        return ShieldVerdict(_failure(shield, "error"))
+    return verdict
+
+
+def _failure(shield: Shield, reason: Literal["timeout", "error"]) -> SafetyViolation:
+    metadata = {"shield_id": shield.shield_id, "shield_failure": reason, "fail_open": shield.fail_open}
+    if shield.fail_open:
+        return SafetyViolation(violation_level="warn", user_message=None, metadata=metadata)
+    return SafetyViolation(violation_level="error", user_message=UNCHECKED_MESSAGE, metadata=metadata)
+
+
+async def run_shielded_tools(
+    calls: list[ToolCall], plan: TurnPlan, context: ToolContext, check: Check
+) -> list[ToolResponse]:
+    """Run server tool calls between their shields: arguments before a tool runs, results before the model.
+
+    A blocked call does not run (the model reads that it was blocked); a blocked result is replaced by a note.
+    """
+    if not plan.tool_input_shields and not plan.tool_output_shields:
+        return await run_server_tools(calls, plan, context)
+    allowed: list[ToolCall] = []
+    blocked: list[ToolResponse] = []
+    for call in calls:
+        if plan.tool_input_shields:
+            screened = await check(plan.tool_input_shields, [call_message(call)], "tool_input")
+            if screened.blocking is not None:
+                blocked.append(blocked_call(call, screened.blocking))
+                continue
+            call = screened_call(call, screened.messages[0])
+        allowed.append(call)
+    checked: list[ToolResponse] = []
+    for response in await run_server_tools(allowed, plan, context):
+        if plan.tool_output_shields:
+            screened = await check(plan.tool_output_shields, [result_message(response)], "tool_output")
+            if screened.blocking is not None:
+                response = blocked_result(response, screened.blocking)
+            else:
+                response = response.model_copy(update={"content": screened.messages[0].content})
+        checked.append(response)
+    done = {r.call_id: r for r in [*checked, *blocked]}
+    return [done[c.call_id] for c in calls]
+
+
+def refusal(violation: SafetyViolation) -> CompletionMessage:
+    """The answer of a turn a violation blocked: the violation's ``user_message``."""
+    return CompletionMessage(
+        content=violation.user_message or REFUSAL_MESSAGE, stop_reason="end_of_turn", tool_calls=[]
+    )
+
+
+def call_message(call: ToolCall) -> CompletionMessage:
+    """A tool call as the message a shield checks: its arguments as the text, the call itself attached."""
+    return CompletionMessage(content=call.arguments_json or "{}", stop_reason="end_of_message", tool_calls=[call])
+
+
+def screened_call(call: ToolCall, message: Message) -> ToolCall:
+    """The call with the arguments a redacting shield left (as text: a non-object is refused by the tool step)."""
+    text = content_to_text(message.content)
+    if text == (call.arguments_json or "{}"):
+        return call
+    return call.model_copy(update={"arguments": parse_arguments(text), "arguments_json": text})
+
+
+def result_message(response: ToolResponse) -> ToolResponseMessage:
+    """A tool's result as the message a shield checks."""
+    return ToolResponseMessage(call_id=response.call_id, content=response.content)
+
+
+def blocked_call(call: ToolCall, violation: SafetyViolation) -> ToolResponse:
+    """What the model reads of a call a shield kept from running."""
+    reason = violation.user_message or "the call was blocked by a safety shield"
+    note = f"error: this call of '{call.tool_name}' was not run: {reason}"
+    return ToolResponse(call_id=call.call_id, tool_name=call.tool_name, content=note, metadata=_blocked(violation))
+
+
+def blocked_result(response: ToolResponse, violation: SafetyViolation) -> ToolResponse:
+    """A tool's result a shield blocked, replaced by a note the model reads."""
+    reason = violation.user_message or "the result was blocked by a safety shield"
+    note = f"error: the result of '{response.tool_name}' was withheld: {reason}"
+    metadata = {**(response.metadata or {}), **_blocked(violation)}
+    return response.model_copy(update={"content": note, "metadata": metadata})
+
+
+def _blocked(violation: SafetyViolation) -> dict[str, object]:
+    return {"error": True, "blocked_by_shield": violation.metadata.get("shield_id", True)}
+
+
+class Withheld:
+    """An inference step's events, held back while output shields judge its answer.
+
+    Everything :func:`~ferryman.engine.inference_step.run_inference` emits (text and
+    tool-call deltas) is kept until :meth:`release` (the answer passed, or the step
+    ends in tool calls, which output shields do not judge: ``tool_input_shields`` do)
+    or dropped (the answer was blocked: none of it ever reaches the client).
+    """
+
+    def __init__(self, emit: Emit, hold: bool) -> None:
+        self._emit = emit
+        self._hold = hold
+        self._events: list[EngineEvent] = []
+
+    async def __call__(self, event: EngineEvent) -> None:
+        """Keep the event, or pass it on at once when nothing is held."""
+        if self._hold:
+            self._events.append(event)
+        else:
+            await self._emit(event)
+
+    async def emit_now(self, event: EngineEvent) -> None:
+        """Emit an event that is never held (the step's start)."""
+        await self._emit(event)
+
+    async def release(self) -> None:
+        """Emit the held events, in order."""
+        events, self._events = self._events, []
+        for event in events:
+            await self._emit(event)
+
+    async def release_text(self, step_id: str, text: str) -> None:
+        """Emit the answer's text in a shield's redacted form, in place of the held deltas."""
+        self._events = []
+        if text:
+            await self._emit(TextDelta(step_id, text))

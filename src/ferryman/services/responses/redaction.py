@@ -1,0 +1,89 @@
+"""A response's input items in the form its input shields (``guardrails``) redacted them to.
+
+The items are stored when the response starts, before any shield ran; a redacting
+shield's form then replaces them (what ``input_items`` lists and the conversation
+gets), so that what the caller sent outlives the check nowhere. Each item takes the
+redacted content of the message it became (see :func:`~.items.message_positions`).
+"""
+
+from __future__ import annotations
+
+from ferryman.api.content import CompletionMessage, InterleavedContent, Message, TextContentItem, content_to_text
+from ferryman.api.responses import (
+    ContentPart,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputText,
+    Item,
+    MessageItem,
+    OutputText,
+    Refusal,
+)
+from ferryman.engine.state import InputRedacted
+from ferryman.storage.base import ResponseStore
+
+from .items import message_positions
+
+
+def input_redactor(store: ResponseStore, response_id: str, items: list[Item]) -> InputRedacted:
+    """What keeps a response's input items in step with its redacted input: stored, and in ``items``.
+
+    ``items`` is the list the response adds to its conversation when it ends: it is changed in place.
+    """
+
+    async def redact(given: list[Message], redacted: list[Message]) -> None:
+        items[:] = redacted_items(items, given, redacted)
+        await store.replace_items(response_id, items)
+
+    return redact
+
+
+def redacted_items(items: list[Item], given: list[Message], redacted: list[Message]) -> list[Item]:
+    """The items with the redactions of their messages (``given``, of :func:`items_to_messages`) applied."""
+    out: list[Item] = []
+    for item, at in zip(items, message_positions(items), strict=True):
+        if at is None or given[at] == redacted[at]:
+            out.append(item)
+        else:
+            out.append(_redacted(item, redacted[at]))
+    return out
+
+
+def _redacted(item: Item, message: Message) -> Item:
+    if isinstance(item, MessageItem):
+        return item.model_copy(update={"content": _content(item.content, _texts(message.content))})
+    if isinstance(item, FunctionCallOutputItem):
+        return item.model_copy(update={"output": content_to_text(message.content)})
+    if isinstance(item, FunctionCallItem) and isinstance(message, CompletionMessage):
+        for call in message.tool_calls or []:
+            if call.call_id == item.call_id:
+                return item.model_copy(update={"arguments": call.arguments_json or "{}"})
+    return item
+
+
+def _texts(content: InterleavedContent) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, TextContentItem):
+        return [content.text]
+    if isinstance(content, list):
+        return [part.text for part in content if isinstance(part, TextContentItem)]
+    return []
+
+
+def _content(content: str | list[ContentPart], texts: list[str]) -> str | list[ContentPart]:
+    """The item's content with its text in the redacted form; other parts (images) stay."""
+    if isinstance(content, str):
+        return "".join(texts)
+    textual = [i for i, part in enumerate(content) if isinstance(part, InputText | OutputText)]
+    parts = list(content)
+    if len(textual) == len(texts):  # a user message: one text part per text of its message
+        for i, text in zip(textual, texts, strict=True):
+            parts[i] = parts[i].model_copy(update={"text": text})
+        return parts
+    # Other roles read their parts joined as one text: that text, redacted, is now the one part.
+    written = [part for part in parts if isinstance(part, InputText | OutputText | Refusal)]
+    joined = "".join(texts)
+    first = written[0] if written else InputText(text="")
+    part = first.model_copy(update={"refusal": joined} if isinstance(first, Refusal) else {"text": joined})
+    return [part, *(p for p in parts if not isinstance(p, InputText | OutputText | Refusal))]
