@@ -9,6 +9,9 @@
 * **none** -- the prompt needs no tool: no call, and some text.
 * **followup** -- the history already holds the call and its result: no new call, an answer that
   contains the result's value, and none of our own framing echoed back (call ids, tags, instructions).
+* **forced** -- the **call** cases again with ``tool_choice=required``: when a call is certain,
+  does the model pick the right tool and arguments? Reported apart from ``all``, which covers
+  the three ``auto`` kinds.
 
 Nothing here times anything; the score is the share of cases passed, per kind and overall.
 """
@@ -27,10 +30,18 @@ from ferryman.inference.base import ChatRequest, Sampling, TextChunk, ToolCallCh
 from ferryman.inference.embedded import EmbeddedProvider
 
 CASES_FILE = Path(__file__).resolve().parent / "data" / "tool_use_cases.json"
-KINDS = ("call", "none", "followup")
+KINDS = ("call", "none", "followup", "forced")
+AUTO_KINDS = ("call", "none", "followup")
 FOLLOWUP_CALL_ID = "call_5e1f0a2b9c3d4e6f"
 # Our own wording that must never reach the user's answer.
-FRAMING = ("tool result for call", "call_", "<tool_call>", "</tool_call>", "answer the user's question")
+FRAMING = (
+    "tool result for call",
+    "call_",
+    "<tool_call>",
+    "</tool_call>",
+    "tool returned",
+    "answer the user's question",
+)
 MAX_TOKENS = 96
 
 
@@ -60,7 +71,8 @@ class Report:
             kind: (sum(r.passed for r in self.results if r.kind == kind), sum(r.kind == kind for r in self.results))
             for kind in KINDS
         }
-        table["all"] = (sum(r.passed for r in self.results), len(self.results))
+        auto = [r for r in self.results if r.kind in AUTO_KINDS]
+        table["all"] = (sum(r.passed for r in auto), len(auto))
         return table
 
     def as_json(self) -> dict[str, Any]:
@@ -171,12 +183,14 @@ def followup_history(case: dict[str, Any]) -> list[Message]:
     ]
 
 
-async def _ask(provider: EmbeddedProvider, messages: list[Message], tools: list[ToolDef]) -> tuple[str, list[Any]]:
+async def _ask(
+    provider: EmbeddedProvider, messages: list[Message], tools: list[ToolDef], choice: str
+) -> tuple[str, list[Any]]:
     request = ChatRequest(
         model=provider.model_id,
         messages=messages,
         tools=tools,
-        tool_choice="auto",
+        tool_choice=choice,
         sampling=Sampling(temperature=0.0, max_tokens=MAX_TOKENS),
     )
     text: list[str] = []
@@ -194,11 +208,13 @@ async def evaluate(provider: EmbeddedProvider, data: dict[str, Any], limit: int 
     tools = tool_defs(data)
     results: list[CaseResult] = []
     for kind in KINDS:
-        for case in data[kind][:limit]:
+        for case in data["call" if kind == "forced" else kind][:limit]:
             began = time.monotonic()
-            messages = followup_history(case) if kind == "followup" else [UserMessage(content=case["prompt"])]
-            text, calls = await _ask(provider, messages, tools)
-            if kind == "call":
+            messages: list[Message] = (
+                followup_history(case) if kind == "followup" else [UserMessage(content=case["prompt"])]
+            )
+            text, calls = await _ask(provider, messages, tools, "required" if kind == "forced" else "auto")
+            if kind in ("call", "forced"):
                 passed, reason = judge_call(case, text, calls)
             elif kind == "none":
                 passed, reason = judge_none(text, calls)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from ferryman.auth.quotas import QuotaSettings
 from ferryman.auth.settings import AuthSettings
 from ferryman.errors import ConfigurationError
-from ferryman.inference.embedded import DEFAULT_MODEL_ID
+from ferryman.inference.embedded import DEFAULT_MODEL_ID, Runtime
 from ferryman.inference.pulled import PulledModels
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.sandbox.settings import SandboxSettings
@@ -93,6 +93,12 @@ class FileSettings(BaseModel):
         return Path(home) / "files"
 
 
+class EmbeddedSettings(BaseModel):
+    """The embedded model's runtime: ``auto`` takes xllamacpp when installed, else llama-cpp-python."""
+
+    runtime: Runtime = "auto"
+
+
 class EmbeddingSettings(BaseModel):
     """Embeddings: ``local`` serves the offline all-MiniLM-L6-v2 when its package is installed;
     ``default_model`` is the embedding model of vector stores created without one (None: the local one)."""
@@ -145,6 +151,7 @@ class Settings(BaseModel):
     auth: AuthSettings | None = None
     files: FileSettings = Field(default_factory=FileSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)

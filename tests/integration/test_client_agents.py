@@ -9,8 +9,7 @@ import pytest
 from client_support import AsyncCutting, Recorder
 
 from ferryman.api.agents import TurnStreamChunk
-from ferryman.client import AsyncClient, Client, NotFoundError, ServerEvent, _transport
-from ferryman.client._streaming import TurnData
+from ferryman.client import AsyncClient, Client, NotFoundError, ServerEvent, TurnData, _transport
 from ferryman.server.app import create_app
 from ferryman.testing import Script, ScriptedReply
 from inprocess import Served, served_services

@@ -22,7 +22,6 @@ from inprocess import migrated_sqlite
 pytestmark = pytest.mark.anyio
 
 
-
 @pytest.fixture()
 def app(tmp_path: Path) -> Starlette:
     return create_app(build_services(SqliteStore(migrated_sqlite(tmp_path / "openapi.db")), [ScriptedModel()]))
@@ -109,6 +108,7 @@ async def test_every_post_that_creates_or_runs_accepts_an_idempotency_key(http: 
         "/v1/vector-dbs",
         "/v1/vector-io/insert",
         "/v1/tool-runtime/rag-tool/insert",
+        "/v1/tool-runtime/invoke",
     }
     with_key = {
         path

@@ -182,3 +182,10 @@ def test_a_guard_on_a_model_that_does_not_exist_is_refused(http: httpx.Client) -
     answer = http.post("/v1/shields", json=body)
     assert answer.status_code == 400
     assert answer.json()["error"]["field"] == "provider_shield_id"
+
+
+@pytest.mark.parametrize("inputs", [[], ["x"] * 65])
+def test_moderations_of_no_input_or_too_many_inputs_are_400(http: httpx.Client, inputs: list[str]) -> None:
+    answer = http.post("/v1/moderations", json={"input": inputs, "model": GUARD_MODEL})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["field"].startswith("input")

@@ -31,6 +31,7 @@ from ferryman.inference.embedded import (
     chat_params,
     default_model_path,
     embedded_available,
+    installed_runtimes,
 )
 
 WEATHER = ToolDef(
@@ -38,7 +39,6 @@ WEATHER = ToolDef(
     description="Get the weather of a city",
     parameters=[ToolParameter(name="city", parameter_type="string")],
 )
-
 
 
 class ScriptedSource:
@@ -96,15 +96,15 @@ class EndlessSource(ScriptedSource):
             yield "x"
 
 
-@pytest.fixture(scope="module")
-def real() -> Iterator[EmbeddedProvider]:
-    """One provider over the shipped model for the module; it loads lazily on first use."""
-    ok, why = embedded_available()
+@pytest.fixture(scope="module", params=installed_runtimes() or ["xllamacpp"])
+def real(request: pytest.FixtureRequest) -> Iterator[EmbeddedProvider]:
+    """One provider over the shipped model per installed runtime; it loads lazily on first use."""
+    ok, why = embedded_available(request.param)
     if not ok:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the embedded-model tests: {why}")
         pytest.skip(why)
-    provider = EmbeddedProvider()
+    provider = EmbeddedProvider(runtime=request.param)
     yield provider
     asyncio.run(provider.aclose())
 

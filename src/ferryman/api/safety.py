@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -52,9 +52,9 @@ class RunShieldResponse(BaseModel):
 
 
 class ModerationRequest(BaseModel):
-    """Body of ``POST /v1/moderations`` (OpenAI's shape)."""
+    """Body of ``POST /v1/moderations`` (OpenAI's shape); a list holds at most 64 inputs (each is one shield run)."""
 
-    input: str | list[str]
+    input: str | Annotated[list[str], Field(min_length=1, max_length=64)]
     model: str | None = None
 
 

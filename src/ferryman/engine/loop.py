@@ -37,7 +37,16 @@ from .ids import new_id, utcnow
 from .inference_step import ChatModel, run_inference
 from .memory import Retriever, recalled_context, user_query, with_context
 from .resume import PendingAnswer
-from .shield_step import Screened, ShieldPhase, Withheld, refusal, run_shielded_tools, screen
+from .shield_step import (
+    Check,
+    Screened,
+    ShieldPhase,
+    Withheld,
+    refusal,
+    run_shielded_tools,
+    screen,
+    screen_results,
+)
 from .state import TurnState
 
 log = logging.getLogger(__name__)
@@ -140,9 +149,12 @@ class TurnEngine:
         await emit(TurnStarted(state.record.turn_id))
         state.history = recalled_context(state.history, state.steps)
         step, ruling = answer.step, answer.ruling
+        # The client's results pass the tool output shields, as a server tool's do, before the model reads them.
+        client = [r for r in step.tool_responses if r.call_id in answer.client_call_ids]
+        judged = await screen_results(client, state.plan.tool_output_shields, self._checker(state, emit))
         # Approved calls run now, with the arguments stored when the turn paused.
         ran = await self._run_server_tools(state, ruling.approved, emit)
-        done = {r.call_id: r for r in [*step.tool_responses, *ran, *ruling.denials()]}
+        done = {r.call_id: r for r in [*step.tool_responses, *judged, *ran, *ruling.denials()]}
         ordered = [done[c.call_id] for c in step.tool_calls]
         completed = step.model_copy(
             update={"tool_responses": ordered, "approval_requests": None, "completed_at": utcnow()}
@@ -182,6 +194,12 @@ class TurnEngine:
                     return await self._screen_answer(state, step, withheld, emit)
                 # The common last step: stored together with the turn's end, in one write.
                 return await self._complete(state, message, emit, last=step)
+            if plan.output_shields and content_to_text(message.content).strip():
+                # Text said beside tool calls reaches the client too: it is judged like an answer.
+                judged = await self._screen_said(state, step, withheld, emit)
+                if isinstance(judged, Turn):
+                    return judged
+                step, message = judged, judged.model_response
             await withheld.release()
             await self._commit_inference(state, step, emit)
             if state.record.infer_iters >= plan.max_infer_iters:
@@ -218,29 +236,35 @@ class TurnEngine:
         keep = message is step.model_response or message.tool_calls or message.content
         messages: list[Message] = [message] if keep else []
         await self._store.save_step(state.record.turn_id, StepWrite(step, messages=messages), state.record.infer_iters)
-        state.steps.append(step)
+        self._place(state, step)
         state.history.extend(messages)
         await emit(StepCompleted(step))
 
     @staticmethod
-    def _record_inference(state: TurnState, step: InferenceStep) -> None:
-        # An answer judged by output shields already holds its place, before their steps.
+    def _place(state: TurnState, step: InferenceStep) -> None:
+        # A step judged by output shields already holds its place, before their steps.
         placed = [i for i, kept in enumerate(state.steps) if kept.step_id == step.step_id]
         if placed:
             state.steps[placed[0]] = step
         else:
             state.steps.append(step)
+
+    def _record_inference(self, state: TurnState, step: InferenceStep) -> None:
+        self._place(state, step)
         state.history.append(step.model_response)
 
     @staticmethod
     def _context(state: TurnState) -> ToolContext:
         return ToolContext(state.record.session_id, state.record.turn_id, state.plan.provider_data or {})
 
-    async def _run_server_tools(self, state: TurnState, calls: list[ToolCall], emit: Emit) -> list[ToolResponse]:
+    def _checker(self, state: TurnState, emit: Emit) -> Check:
         async def check(shields: list[Shield], messages: list[Message], phase: ShieldPhase) -> Screened:
             return await self._screen(state, shields, messages, phase, emit)
 
-        return await run_shielded_tools(calls, state.plan, self._context(state), check)
+        return check
+
+    async def _run_server_tools(self, state: TurnState, calls: list[ToolCall], emit: Emit) -> list[ToolResponse]:
+        return await run_shielded_tools(calls, state.plan, self._context(state), self._checker(state, emit))
 
     async def _run_tools(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn | None:
         calls = message.tool_calls or []
@@ -340,6 +364,20 @@ class TurnEngine:
         shield steps), then once more with the answer as it ends the turn: the model's, a shield's
         redacted form, or the refusal of a blocking violation (the blocked text is never stored).
         """
+        judged = await self._screen_said(state, step, withheld, emit)
+        if isinstance(judged, Turn):
+            return judged
+        await withheld.release()
+        return await self._complete(state, judged.model_response, emit, last=judged)
+
+    async def _screen_said(
+        self, state: TurnState, step: InferenceStep, withheld: Withheld, emit: Emit
+    ) -> InferenceStep | Turn:
+        """Judge a step's text with the output shields: the turn ended on the refusal, or the step as it goes on.
+
+        On a pass the step keeps its text (or a shield's redacted form, which then replaces the
+        held text deltas); its other held events are released by the caller.
+        """
         message = step.model_response
         state.record.output_message = None  # a turn that fails meanwhile must not store the unjudged answer
         placeholder = step.model_copy(update={"model_response": message.model_copy(update={"content": ""})})
@@ -348,13 +386,12 @@ class TurnEngine:
         screened = await self._screen(state, state.plan.output_shields, [*state.turn_input(), message], "output", emit)
         if screened.blocking is not None:
             answer = refusal(screened.blocking)
-        else:
-            answer = message.model_copy(update={"content": screened.messages[-1].content})
-            if answer.content == message.content:
-                await withheld.release()
-            else:
-                await withheld.release_text(step.step_id, content_to_text(answer.content))
-        return await self._complete(state, answer, emit, last=step.model_copy(update={"model_response": answer}))
+            return await self._complete(state, answer, emit, last=step.model_copy(update={"model_response": answer}))
+        said = message.model_copy(update={"content": screened.messages[-1].content})
+        if said.content != message.content:
+            withheld.replace_text(step.step_id, content_to_text(said.content))
+        state.record.output_message = said
+        return step.model_copy(update={"model_response": said})
 
     async def _complete(
         self,

@@ -19,10 +19,12 @@ class PendingAnswer:
     Attributes:
         step: The pending step with the client's tool responses added (approval requests still unanswered).
         ruling: The decisions on the step's approval requests.
+        client_call_ids: The calls the client answered (their results are judged like any tool's).
     """
 
     step: ToolExecutionStep
     ruling: Ruling
+    client_call_ids: frozenset[str] = frozenset()
 
 
 def complete_pending_step(
@@ -50,7 +52,7 @@ def complete_pending_step(
         )
     merged = {**done, **given}
     answered = [_named(merged[c.call_id], c) for c in pending.tool_calls if c.call_id in merged]
-    return PendingAnswer(pending.model_copy(update={"tool_responses": answered}), ruling)
+    return PendingAnswer(pending.model_copy(update={"tool_responses": answered}), ruling, frozenset(given))
 
 
 def _named(response: ToolResponse, call: ToolCall) -> ToolResponse:

@@ -5,7 +5,7 @@ A turn checks four things, each with its own list of shields (see :class:`~ferry
 - ``input``: the turn's new messages, before anything else runs (no retrieval, no inference, no tool);
 - ``output``: the final answer, before any of it reaches the client (its text is withheld meanwhile);
 - ``tool_input``: a server tool call's arguments, before the tool runs;
-- ``tool_output``: a server tool's result, before the model reads it.
+- ``tool_output``: a tool's result (a server tool's, or a client tool's on resume), before the model reads it.
 
 Each shield's check is one stored step with its verdict (the violation, or none). A shield that
 raises, answers something unusable or outlasts its ``timeout_seconds`` blocks, with a generic
@@ -15,9 +15,10 @@ message and metadata that says why (never the exception's text), unless it is co
 A redacting input verdict replaces the turn's input in the history the model reads
 (and the output shields judge), and wherever the input as sent was stored when the
 turn started, before any shield ran: the turn's record and history messages, and a
-response's input items (see ``TurnEngine._keep_redacted``). Output shields judge the
-final text answer only: a step that ends in tool calls releases its held deltas at
-once (its calls' arguments are what ``tool_input_shields`` judge).
+response's input items (see ``TurnEngine._keep_redacted``). Output shields judge
+every text the model says: the final answer, and text said beside tool calls (a
+blocked one ends the turn before its calls run); a step of tool calls alone releases
+its held deltas at once (its calls' arguments are what ``tool_input_shields`` judge).
 """
 
 from __future__ import annotations
@@ -145,17 +146,24 @@ async def run_shielded_tools(
                 continue
             call = screened_call(call, screened.messages[0])
         allowed.append(call)
-    checked: list[ToolResponse] = []
-    for response in await run_server_tools(allowed, plan, context):
-        if plan.tool_output_shields:
-            screened = await check(plan.tool_output_shields, [result_message(response)], "tool_output")
-            if screened.blocking is not None:
-                response = blocked_result(response, screened.blocking)
-            else:
-                response = response.model_copy(update={"content": screened.messages[0].content})
-        checked.append(response)
+    checked = await screen_results(await run_server_tools(allowed, plan, context), plan.tool_output_shields, check)
     done = {r.call_id: r for r in [*checked, *blocked]}
     return [done[c.call_id] for c in calls]
+
+
+async def screen_results(responses: list[ToolResponse], shields: list[Shield], check: Check) -> list[ToolResponse]:
+    """Tools' results as the model may read them: each judged by ``shields``, a blocked one replaced by a note."""
+    if not shields:
+        return responses
+    checked: list[ToolResponse] = []
+    for response in responses:
+        screened = await check(shields, [result_message(response)], "tool_output")
+        if screened.blocking is not None:
+            response = blocked_result(response, screened.blocking)
+        else:
+            response = response.model_copy(update={"content": screened.messages[0].content})
+        checked.append(response)
+    return checked
 
 
 def refusal(violation: SafetyViolation) -> CompletionMessage:
@@ -206,9 +214,9 @@ class Withheld:
     """An inference step's events, held back while output shields judge its answer.
 
     Everything :func:`~ferryman.engine.inference_step.run_inference` emits (text and
-    tool-call deltas) is kept until :meth:`release` (the answer passed, or the step
-    ends in tool calls, which output shields do not judge: ``tool_input_shields`` do)
-    or dropped (the answer was blocked: none of it ever reaches the client).
+    tool-call deltas) is kept until :meth:`release` (the step's text passed, or it has
+    none beside its tool calls, whose arguments ``tool_input_shields`` judge) or dropped
+    (the text was blocked: none of the step ever reaches the client).
     """
 
     def __init__(self, emit: Emit, hold: bool) -> None:
@@ -233,8 +241,8 @@ class Withheld:
         for event in events:
             await self._emit(event)
 
-    async def release_text(self, step_id: str, text: str) -> None:
-        """Emit the answer's text in a shield's redacted form, in place of the held deltas."""
-        self._events = []
-        if text:
-            await self._emit(TextDelta(step_id, text))
+    def replace_text(self, step_id: str, text: str) -> None:
+        """Hold a shield's redacted form of the step's text, in place of the held text deltas."""
+        first = next((i for i, e in enumerate(self._events) if isinstance(e, TextDelta)), 0)
+        others: list[EngineEvent] = [e for e in self._events if not isinstance(e, TextDelta)]
+        self._events = others[:first] + ([TextDelta(step_id, text)] if text else []) + others[first:]

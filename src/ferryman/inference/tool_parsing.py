@@ -53,7 +53,7 @@ def call_of(value: Any) -> tuple[str, Any] | None:
     name = value.get("name", value.get("tool"))
     if not isinstance(name, str) or not name:
         return None
-    arguments = next((value[key] for key in _ARGUMENT_KEYS if key in value), {})
+    arguments: Any = next((value[key] for key in _ARGUMENT_KEYS if key in value), {})
     return name, arguments
 
 
@@ -141,6 +141,7 @@ class ToolCallParser:
         self._names = set(tool_names)
         self._call_id = call_id
         self._buffer = ""
+        self._last = ""  # the last character let go as text: a name right after a word is no call
         self._triggers = [OPEN_TAG, FENCE, "{", *(f"{name}(" for name in sorted(self._names))]
         self._function_start = re.compile(
             r"(?<![\w.])(" + "|".join(re.escape(name) for name in sorted(self._names)) + r")\("
@@ -167,25 +168,32 @@ class ToolCallParser:
         start = self._candidate_start()
         if start is None:
             keep = self._partial_trigger_length()
-            cut = len(self._buffer) - keep
-            chunks.append(TextChunk(self._buffer[:cut]))
-            self._buffer = self._buffer[cut:]
+            self._emit(chunks, len(self._buffer) - keep)
             return False
-        chunks.append(TextChunk(self._buffer[:start]))
-        self._buffer = self._buffer[start:]
+        self._emit(chunks, start)
         end, parsed = self._candidate()
         if end is None:
             if len(self._buffer) <= MAX_HELD:
                 return False
             end, parsed = 1, []
-        # A complete candidate that is not a call goes on as the text it is.
-        chunks.extend(parsed or [TextChunk(self._buffer[:end])])
-        self._buffer = self._buffer[end:]
+        if parsed:
+            chunks.extend(parsed)
+            self._buffer, self._last = self._buffer[end:], ""
+        else:  # a complete candidate that is not a call goes on as the text it is
+            self._emit(chunks, end)
         return True
+
+    def _emit(self, chunks: list[ParsedChunk], size: int) -> None:
+        """Let the first ``size`` characters of the buffer go as text."""
+        if size > 0:
+            chunks.append(TextChunk(self._buffer[:size]))
+            self._last, self._buffer = self._buffer[size - 1], self._buffer[size:]
 
     def _candidate_start(self) -> int | None:
         positions = [self._buffer.find(trigger) for trigger in (OPEN_TAG, FENCE, "{")]
-        match = self._function_start.search(self._buffer)
+        match = next(
+            (m for m in self._function_start.finditer(self._buffer) if m.start() or not _is_word(self._last)), None
+        )
         positions.append(match.start() if match else -1)
         found = [position for position in positions if position >= 0]
         return min(found) if found else None
@@ -196,7 +204,8 @@ class ToolCallParser:
         for size in range(min(len(self._buffer), longest - 1), 0, -1):
             tail = self._buffer[-size:]
             if any(trigger.startswith(tail) for trigger in self._triggers):
-                if tail[0].isalnum() and size < len(self._buffer) and _is_word(self._buffer[-size - 1]):
+                before = self._buffer[-size - 1] if size < len(self._buffer) else self._last
+                if tail[0].isalnum() and before and _is_word(before):
                     continue  # inside a longer word: cannot begin a tool's name
                 return size
         return 0

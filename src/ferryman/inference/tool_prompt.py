@@ -13,9 +13,9 @@ Two ways, chosen by the model's own chat template (``tokenizer.chat_template`` i
 
   The text is appended to the first system message, or becomes one. In the history an
   assistant turn with calls becomes its text followed by those tags, and a tool result
-  becomes a user message that asks for the answer --
-  ``The get_weather tool returned: Sunny. Answer the user's question using it.`` -- with no
-  call id, which small models would otherwise copy into their answer.
+  becomes a user message that asks for the answer and repeats the question --
+  ``The answer from get_weather is: Sunny`` / ``Reply to my question "…" in one sentence,
+  using this answer.`` -- with no call id, which small models would otherwise copy.
 
 Either way the answer is read back by :class:`~ferryman.inference.tool_parsing.ToolCallParser`,
 and generation is constrained by :mod:`ferryman.inference.tool_grammar`. Image parts are
@@ -39,7 +39,12 @@ To call a tool, reply with exactly
 <tool_call>{{"name": "<tool name>", "arguments": {{<arguments as a JSON object>}}}}</tool_call>
 Write one <tool_call> block per call and nothing inside it but that JSON. \
 {choice}"""
-RESULT_TEXT = "The {name} tool returned: {value}\nAnswer the user's question using it."
+# Worded so a small model answers with the value instead of copying the sentence (measured
+# with bench/tool_use.py: "The X tool returned: ..." came back verbatim from SmolLM2).
+RESULT_TEXT = (
+    'The answer from {name} is: {value}\nReply to my question "{question}" in one sentence, using this answer.'
+)
+RESULT_TEXT_NO_QUESTION = "The answer from {name} is: {value}\nAnswer my question using it."
 
 
 def template_has_tools(template: str | None) -> bool:
@@ -83,10 +88,14 @@ def render_history(messages: list[Message], native: bool = False) -> list[dict[s
     params = [message_param(message) for message in messages]
     if native:
         return [_render_native(param) for param in params]
-    names = {
-        call["id"]: call["function"]["name"] for param in params for call in param.get("tool_calls") or []
-    }
-    return [_render_prompted(param, names) for param in params]
+    names = {call["id"]: call["function"]["name"] for param in params for call in param.get("tool_calls") or []}
+    rendered: list[dict[str, Any]] = []
+    question = ""
+    for param in params:
+        if param["role"] == "user":
+            question = _text_of(param.get("content"))
+        rendered.append(_render_prompted(param, names, question))
+    return rendered
 
 
 def tool_call_text(name: str, arguments_json: str) -> str:
@@ -106,11 +115,12 @@ def _render_native(param: dict[str, Any]) -> dict[str, Any]:
     return rendered
 
 
-def _render_prompted(param: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+def _render_prompted(param: dict[str, Any], names: dict[str, str], question: str) -> dict[str, Any]:
     content = _text_of(param.get("content"))
     if param["role"] == "tool":
-        name = names.get(param["tool_call_id"], "called")
-        return {"role": "user", "content": RESULT_TEXT.format(name=name, value=content)}
+        name = names.get(param["tool_call_id"], "the tool")
+        text = RESULT_TEXT if question else RESULT_TEXT_NO_QUESTION
+        return {"role": "user", "content": text.format(name=name, value=content, question=question.strip())}
     calls = [
         tool_call_text(call["function"]["name"], call["function"]["arguments"]) for call in param.get("tool_calls", [])
     ]

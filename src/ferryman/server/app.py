@@ -31,7 +31,7 @@ from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
 from ferryman.inference.base import InferenceProvider
-from ferryman.inference.embedded import EmbeddedProvider
+from ferryman.inference.embedded import EmbeddedProvider, Runtime
 from ferryman.inference.local_embeddings import PROVIDER_ID as LOCAL_EMBEDDINGS
 from ferryman.inference.local_embeddings import LocalEmbeddingProvider, local_embeddings_available
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
@@ -238,10 +238,10 @@ def build_services(
     )
 
 
-def _provider(settings: ProviderSettings) -> InferenceProvider:
+def _provider(settings: ProviderSettings, runtime: Runtime = "auto") -> InferenceProvider:
     if settings.type == EMBEDDED_TYPE:
         return EmbeddedProvider(
-            settings.provider_id, settings.model_path, settings.model_id, n_ctx=settings.context_length
+            settings.provider_id, settings.model_path, settings.model_id, n_ctx=settings.context_length, runtime=runtime
         )
     return OpenAICompatibleProvider(
         settings.provider_id,
@@ -255,7 +255,7 @@ def _provider(settings: ProviderSettings) -> InferenceProvider:
 
 def services_from_settings(settings: Settings) -> Services:
     """Build the services a ``ferryman serve`` process runs."""
-    providers = [_provider(p) for p in settings.providers]
+    providers = [_provider(p, settings.embedded.runtime) for p in settings.providers]
     if settings.embeddings.local and local_embeddings_available():
         if all(provider.provider_id != LOCAL_EMBEDDINGS for provider in providers):
             providers.append(LocalEmbeddingProvider())

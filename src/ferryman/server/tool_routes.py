@@ -91,6 +91,6 @@ ROUTES: tuple[Endpoint, ...] = (
                     Param("mcp_endpoint[uri]", str, "An MCP server's URL (instead of a toolgroup).")),
              headers=(PROVIDER_DATA,)),
     Endpoint("POST", "/tool-runtime/invoke", invoke_tool, "Invoke a tool", _TOOLS, InvokeToolRequest,
-             ToolInvocationResult, headers=(PROVIDER_DATA,)),
+             ToolInvocationResult, headers=(PROVIDER_DATA,), creates=True),
 )  # fmt: skip
 """The tool routes."""

@@ -26,7 +26,8 @@ def _listed(route: str, item: type[M], params: Mapping[str, Any] | None = None) 
     return Call(RequestPlan("GET", route, params=params), data_of(item))
 
 
-def _register(route: str, parsed: type[M], fields: Mapping[str, Any]) -> Call[M]:
+def _keyed(route: str, parsed: type[M], fields: Mapping[str, Any]) -> Call[M]:
+    """A POST that creates or runs something: sent with an Idempotency-Key, the same on every retry."""
     return Call(RequestPlan("POST", route, json=body(**fields), idempotent=True), model(parsed))
 
 
@@ -51,7 +52,7 @@ class _Registry(Generic[M]):
         return _get(self.route + "/{}", self.item, identifier)
 
     def register(self, fields: Mapping[str, Any]) -> Call[M]:
-        return _register(self.route, self.item, fields)
+        return _keyed(self.route, self.item, fields)
 
     def unregister(self, identifier: str) -> Call[None]:
         return _remove(self.route + "/{}", identifier)
@@ -149,7 +150,8 @@ def _tools(toolgroup_id: str | None) -> Call[list[Tool]]:
 
 
 def _invoke(tool_name: str, kwargs: Mapping[str, Any]) -> Call[ToolInvocationResult]:
-    return _post("/v1/tool-runtime/invoke", ToolInvocationResult, {"tool_name": tool_name, "kwargs": dict(kwargs)})
+    # A tool may act on the world: a retry must get the first run's answer, not run it again.
+    return _keyed("/v1/tool-runtime/invoke", ToolInvocationResult, {"tool_name": tool_name, "kwargs": dict(kwargs)})
 
 
 class Tools(SyncResource):
