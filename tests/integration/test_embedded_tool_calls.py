@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterator
 
 import pytest
 from bench import tool_use
 
+from embedded_support import provider_on
 from ferryman.api.content import ToolDef, UserMessage
 from ferryman.inference.base import ChatRequest, FinishChunk, Sampling, ToolCallChunk
-from ferryman.inference.embedded import EmbeddedProvider, embedded_available, installed_runtimes
+from ferryman.inference.embedded import EmbeddedProvider, installed_runtimes
 
 pytestmark = pytest.mark.integration
 
@@ -35,14 +35,7 @@ WEATHER = ToolDef(
 @pytest.fixture(scope="module", params=installed_runtimes() or ["xllamacpp"])
 def provider(request: pytest.FixtureRequest) -> Iterator[EmbeddedProvider]:
     """The shipped model on each installed runtime: both must honour ``params["grammar"]``."""
-    ok, why = embedded_available(request.param)
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the embedded-model tests: {why}")
-        pytest.skip(why)
-    provider = EmbeddedProvider(runtime=request.param)
-    yield provider
-    asyncio.run(provider.aclose())
+    yield from provider_on(request.param)
 
 
 @pytest.mark.anyio

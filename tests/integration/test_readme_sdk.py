@@ -31,8 +31,10 @@ def test_the_quick_start_runs_its_client_tool_and_prints_the_answer(
     served_model.enqueue_tool_call("get_weather", {"city": "Paris"})
     served_model.enqueue_text("It is sunny in Paris.")
     code = sdk_snippet()
-    assert '"MODEL"' in code
-    exec(compile(code.replace('"MODEL"', '"scripted-model"'), str(README), "exec"), {"__name__": "readme"})  # noqa: S102
+    model_line = 'MODEL = "qwen2.5-1.5b-instruct-q4_k_m"'
+    assert model_line in code
+    runnable = code.replace(model_line, 'MODEL = "scripted-model"')
+    exec(compile(runnable, str(README), "exec"), {"__name__": "readme"})  # noqa: S102
     printed = capsys.readouterr().out
     assert "→ get_weather(city='Paris')" in printed
     assert "← get_weather: Paris: sunny, 21°C" in printed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from embedded_support import provider_on
 from ferryman.api.content import (
     CompletionMessage,
     Message,
@@ -30,7 +30,6 @@ from ferryman.inference.embedded import (
     TokenSource,
     chat_params,
     default_model_path,
-    embedded_available,
     installed_runtimes,
 )
 
@@ -99,14 +98,7 @@ class EndlessSource(ScriptedSource):
 @pytest.fixture(scope="module", params=installed_runtimes() or ["xllamacpp"])
 def real(request: pytest.FixtureRequest) -> Iterator[EmbeddedProvider]:
     """One provider over the shipped model per installed runtime; it loads lazily on first use."""
-    ok, why = embedded_available(request.param)
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the embedded-model tests: {why}")
-        pytest.skip(why)
-    provider = EmbeddedProvider(runtime=request.param)
-    yield provider
-    asyncio.run(provider.aclose())
+    yield from provider_on(request.param)
 
 
 def _request(text: str = "Say hi", max_tokens: int = 8, tools: tuple[ToolDef, ...] = ()) -> ChatRequest:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import tomllib
 from collections.abc import Iterator
@@ -15,25 +14,19 @@ import psutil
 import pytest
 from packaging.requirements import Requirement
 
+from embedded_support import shipped_model
 from ferryman.config import load_settings
 from ferryman.errors import ConfigurationError, MissingExtraError
 from ferryman.inference import embedded
 from ferryman.inference.chat_template import ChatTemplate, read_metadata
-from ferryman.inference.embedded import StreamEnd, default_model_path, embedded_available, make_source, pick_runtime
+from ferryman.inference.embedded import StreamEnd, embedded_available, make_source, pick_runtime
 from ferryman.inference.xllamacpp_source import XllamacppSource
 
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
 
 
 def _model() -> str:
-    ok, why = embedded_available("xllamacpp")
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the xllamacpp tests: {why}")
-        pytest.skip(why)
-    path = default_model_path()
-    assert path is not None
-    return path
+    return shipped_model("xllamacpp")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from ferryman.cli.main import _with_embedded
 from ferryman.config import EMBEDDED_TYPE, ProviderSettings, Settings, embedded_providers
 from ferryman.errors import ConfigurationError, InvalidRequestError
 from ferryman.inference.embedded import DEFAULT_MODEL_ID
-from ferryman.inference.hub_pull import parse_source
+from ferryman.inference.hub_pull import PullRequest, parse_source, pull
 from ferryman.inference.pulled import PulledModel, PulledModels
 
 
@@ -98,3 +98,24 @@ def test_model_with_configured_providers_puts_the_embedded_one_first(
     clash = Settings(providers=[ProviderSettings(provider_id="embedded", type=EMBEDDED_TYPE)])
     with pytest.raises(ConfigurationError, match="--model needs the provider id 'embedded'"):
         _with_embedded(clash, "big")
+
+
+@pytest.mark.parametrize(
+    ("repo_id", "filename"),
+    [
+        ("../evil", "model.gguf"),
+        ("owner/../../evil", "model.gguf"),
+        ("/etc", "model.gguf"),
+        ("owner/repo", "../../../outside.gguf"),
+        ("owner/repo", "sub/../../../outside.gguf"),
+        ("owner/repo", "/etc/outside.gguf"),
+        ("owner/repo", "sub\\..\\..\\outside.gguf"),
+    ],
+)
+def test_a_repository_or_file_escaping_the_models_directory_is_refused_before_any_request(
+    tmp_path: Path, repo_id: str, filename: str
+) -> None:
+    models = PulledModels(tmp_path / "home" / "models")
+    with pytest.raises(InvalidRequestError):  # the endpoint is closed: refused before any request
+        pull(PullRequest(repo_id, filename), models, endpoint="http://127.0.0.1:9")
+    assert not (tmp_path / "home").exists()

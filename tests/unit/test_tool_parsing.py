@@ -182,3 +182,28 @@ def test_function_syntax_needs_literal_keyword_arguments() -> None:
 def test_call_ids_are_fresh() -> None:
     first, second = new_call_id(), new_call_id()
     assert first.startswith("call_") and first != second
+
+
+def test_a_function_call_opening_the_output_is_a_call() -> None:
+    parser = _parser()
+    assert _joined(parser, 'get_weather(city="Paris")', 4) == [WEATHER_CALL]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Try calculator(expression=b"2+2") here.',  # a bytes literal: no JSON for it
+        "Try calculator(expression={1, 2}) here.",
+        "Try calculator(expression={[1]: 2}) here.",
+        "Try calculator(expression=1e999) here.",
+        '{"name": "calculator", "arguments": {"x": NaN}}',
+        '{"name": "calculator", "arguments": {"x": ' + "1" * 5000 + "}}",
+        '{"name": "calculator", "arguments": ' + '{"a": ' * 1200 + "1" + "}" * 1201,
+        "<tool_call>" + "[" * 3000 + "]" * 3000 + "</tool_call>",
+    ],
+    ids=["bytes", "set", "unhashable-key", "infinity", "nan", "huge-int", "deep-object", "deep-tag"],
+)
+def test_output_that_no_json_can_carry_stays_text_and_never_raises(text: str) -> None:
+    parser = _parser()
+    assert _joined(parser, text, 1000) == [TextChunk(text)]
+    assert parser.calls == 0

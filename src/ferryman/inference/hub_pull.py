@@ -15,19 +15,21 @@ import hashlib
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import httpx2
 from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url, is_offline_mode
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
+    HFValidationError,
     LocalEntryNotFoundError,
     OfflineModeIsEnabled,
     RemoteEntryNotFoundError,
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]  # exported lazily
 
 from ferryman.errors import ConfigurationError, InvalidRequestError, NotFoundError, UpstreamError
 
@@ -92,7 +94,7 @@ def pull(
         UpstreamError: The Hub cannot be reached, or what came does not match its checksum.
     """
     models = models or PulledModels()
-    local_dir = models.directory / request.repo_id
+    local_dir = _local_dir(models.directory, request)
     try:
         if is_offline_mode():
             return _record(models, request, _offline_copy(request, local_dir))
@@ -106,6 +108,23 @@ def pull(
         raise NotFoundError(_not_found(request, exc)) from exc
     except (HfHubHTTPError, httpx2.HTTPError, OSError) as exc:
         raise UpstreamError(f"could not pull {request.repo_id}/{request.filename}: {_first_line(exc)}") from exc
+
+
+def _local_dir(directory: Path, request: PullRequest) -> Path:
+    """The repository's folder under ``directory``, once neither it nor the file can point elsewhere.
+
+    Raises:
+        InvalidRequestError: The repository's id is not one the Hub allows, or the file's path is
+            absolute or climbs out.
+    """
+    try:
+        validate_repo_id(request.repo_id)
+    except HFValidationError as exc:
+        raise InvalidRequestError(f"not a Hub repository (OWNER/NAME): {request.repo_id}") from exc
+    parts = PurePosixPath(request.filename).parts
+    if not parts or parts[0] == "/" or "\\" in request.filename or any(part in (".", "..") for part in parts):
+        raise InvalidRequestError(f"not a file path inside the repository: {request.filename}")
+    return directory / request.repo_id
 
 
 @dataclass(frozen=True)

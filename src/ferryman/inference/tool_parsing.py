@@ -106,7 +106,7 @@ def function_call_of(source: str) -> tuple[str, dict[str, Any]] | None:
     """Parse ``name(key=literal, …)``; None unless every argument is a literal keyword."""
     try:
         node = ast.parse(source.strip(), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # what model text can make the parser raise
         return None
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
         return None
@@ -116,7 +116,7 @@ def function_call_of(source: str) -> tuple[str, dict[str, Any]] | None:
             return None
         try:
             arguments[keyword.arg] = ast.literal_eval(keyword.value)
-        except ValueError:
+        except (ValueError, TypeError, RecursionError, MemoryError):  # TypeError: ``{[1]: 2}``
             return None
     return node.func.id, arguments
 
@@ -239,12 +239,12 @@ class ToolCallParser:
         parsed = function_call_of(buffer[:end])
         if parsed is None or parsed[0] not in self._names:
             return end, []
-        return end, [self._call(*parsed)]
+        return end, self._calls([parsed])
 
     def _from_json(self, body: str, offered_only: bool) -> list[ParsedChunk]:
         try:
             value = json.loads(body)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # ValueError: also an integer of over 4300 digits
             return []
         items = value if isinstance(value, list) else [value]
         calls = [call_of(item) for item in items]
@@ -253,17 +253,31 @@ class ToolCallParser:
         found = [call for call in calls if call is not None]
         if offered_only and any(name not in self._names for name, _ in found):
             return []
-        return [self._call(name, arguments) for name, arguments in found]
+        return self._calls(found)
 
-    def _call(self, name: str, arguments: Any) -> ToolCallChunk:
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        chunk = ToolCallChunk(index=self.calls, call_id=self._call_id(), name=name, arguments=text)
-        self.calls += 1
-        return chunk
+    def _calls(self, found: list[tuple[str, Any]]) -> list[ParsedChunk]:
+        """The calls ``found``, or none when one's arguments have no JSON text (bytes, sets, NaN)."""
+        texts = [_arguments_text(arguments) for _, arguments in found]
+        if any(text is None for text in texts):
+            return []
+        chunks: list[ParsedChunk] = []
+        for (name, _), text in zip(found, texts, strict=True):
+            chunks.append(ToolCallChunk(index=self.calls, call_id=self._call_id(), name=name, arguments=str(text)))
+            self.calls += 1
+        return chunks
+
+
+def _arguments_text(arguments: Any) -> str | None:
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
 
 
 def _is_word(char: str) -> bool:
-    return char.isalnum() or char in "_."
+    return bool(char) and (char.isalnum() or char in "_.")  # "" (the output's start) is no word
 
 
 def _merge_text(chunks: list[ParsedChunk]) -> list[ParsedChunk]:
