@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from ferryman.auth.quotas import QuotaSettings
 from ferryman.auth.settings import AuthSettings
 from ferryman.errors import ConfigurationError
+from ferryman.home import ferryman_home
 from ferryman.inference.embedded import DEFAULT_MODEL_ID, Runtime
 from ferryman.inference.pulled import PulledModels
 from ferryman.safe_fetch import FetchPolicy
@@ -89,8 +90,7 @@ class FileSettings(BaseModel):
         """The blob directory: the configured one or ``$FERRYMAN_HOME/files``."""
         if self.dir:
             return Path(self.dir)
-        home = os.environ.get("FERRYMAN_HOME") or str(Path.home() / ".ferryman")
-        return Path(home) / "files"
+        return ferryman_home() / "files"
 
 
 class EmbeddedSettings(BaseModel):
@@ -161,8 +161,7 @@ class Settings(BaseModel):
         """The database path: the configured one or ``$FERRYMAN_HOME/ferryman.db``."""
         if self.storage.db:
             return self.storage.db
-        home = os.environ.get("FERRYMAN_HOME") or str(Path.home() / ".ferryman")
-        return str(Path(home) / "ferryman.db")
+        return str(ferryman_home() / "ferryman.db")
 
     def coordination_url(self) -> str | None:
         """The Redis that replicas share live events through, if any."""

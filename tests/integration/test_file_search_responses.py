@@ -86,7 +86,7 @@ def test_the_model_searches_and_its_answer_cites_the_file(http: httpx.Client, mo
     tool_output = answered["messages"][-1]
     assert tool_output["role"] == "tool" and TIMETABLE in tool_output["content"]
     assert "[1] timetable.txt" in tool_output["content"]
-    stored = http.get(f"/v1/responses/{response['id']}").json()
+    stored = http.get(f"/v1/responses/{response['id']}", params={"include[]": "file_search_call.results"}).json()
     assert stored["output"] == response["output"]
 
 
@@ -153,20 +153,19 @@ def test_a_search_stays_in_the_conversation_as_the_call_and_the_passages_the_mod
     assert TIMETABLE in history[2]["content"]
 
 
-def test_a_search_whose_passages_were_not_kept_stays_in_the_conversation_as_what_was_searched(
-    http: httpx.Client, model: Served, docs: SeededStore
+def test_a_search_item_sent_back_without_passages_stays_in_the_conversation_as_what_was_searched(
+    http: httpx.Client, model: Served
 ) -> None:
-    conversation = http.post("/v1/conversations", json={}).json()["id"]
-    _search_then(model, "At nine [1].")
-    _create(http, docs, tools=[_tool(docs)], conversation=conversation)
+    searched = {"type": "file_search_call", "id": "fs_1", "status": "completed", "queries": ["first ferry harbour"]}
+    conversation = http.post("/v1/conversations", json={"items": [searched]}).json()["id"]
     model.enqueue(ScriptedReply(text="You are welcome."))
 
-    _create(http, docs, conversation=conversation, input="Thanks!")
+    answer = http.post("/v1/responses", json={"model": MODEL, "input": "Thanks!", "conversation": conversation})
 
+    assert answer.status_code == 200, answer.text
     history = model.requests()[-1]["messages"]
-    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "user"]
-    assert "'first ferry harbour'" in history[2]["content"] and "not kept" in history[2]["content"]
-    assert TIMETABLE not in history[2]["content"]
+    assert [m["role"] for m in history] == ["assistant", "tool", "user"]
+    assert "'first ferry harbour'" in history[1]["content"] and "not kept" in history[1]["content"]
 
 
 @pytest.mark.parametrize(

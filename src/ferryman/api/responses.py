@@ -85,7 +85,7 @@ class FileSearchResult(BaseModel):
 
 
 class FileSearchCallItem(BaseModel):
-    """A search the server ran with the ``file_search`` tool; ``results`` only when the request included them."""
+    """A search the server ran with the ``file_search`` tool; ``results`` shown only to a request including them."""
 
     type: Literal["file_search_call"] = "file_search_call"
     id: str | None = None
@@ -331,7 +331,7 @@ HostedTool = FileSearchTool | McpTool | CodeInterpreterTool | WebSearchTool
 """A tool the server runs itself."""
 
 FILE_SEARCH_RESULTS = "file_search_call.results"
-"""The ``include`` value that keeps a file search's results in its output item."""
+"""The ``include`` value that shows a file search's results in its item (they are always kept)."""
 
 
 class TextFormat(BaseModel):

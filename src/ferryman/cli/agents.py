@@ -79,20 +79,14 @@ def create_agent(client: Client, args: argparse.Namespace, out: Output) -> int:
         "max_infer_iters": args.max_infer_iters,
     }
     created = client.agents.create(agent_config=config)
-    if out.as_json:
-        out.document({"agent_id": created.agent_id})
-    else:
-        out.line(created.agent_id)
+    out.result({"agent_id": created.agent_id}, created.agent_id)
     return 0
 
 
 def delete_agent(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Delete an agent."""
     client.agents.delete(args.agent_id)
-    if out.as_json:
-        out.document({"agent_id": args.agent_id, "deleted": True})
-    else:
-        out.line(f"deleted agent {args.agent_id}")
+    out.result({"agent_id": args.agent_id, "deleted": True}, f"deleted agent {args.agent_id}")
     return 0
 
 

@@ -55,20 +55,14 @@ def register_model(client: Client, args: argparse.Namespace, out: Output) -> int
         model_type=args.model_type,
         metadata=_json_object(args.metadata) if args.metadata else {},
     )
-    if out.as_json:
-        out.document(model)
-    else:
-        out.line(f"registered {model.identifier} → {model.provider_id}/{model.provider_resource_id}")
+    out.result(model, f"registered {model.identifier} → {model.provider_id}/{model.provider_resource_id}")
     return 0
 
 
 def unregister_model(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Unregister a model."""
     client.models.unregister(args.model_id)
-    if out.as_json:
-        out.document({"identifier": args.model_id, "deleted": True})
-    else:
-        out.line(f"unregistered {args.model_id}")
+    out.result({"identifier": args.model_id, "deleted": True}, f"unregistered {args.model_id}")
     return 0
 
 

@@ -55,6 +55,13 @@ class Output:
         """Write ``value`` (models, dicts, lists of them) as the one JSON document on stdout."""
         print(json.dumps(jsonable(value), indent=2, ensure_ascii=False), file=sys.stdout, flush=True)
 
+    def result(self, value: Any, text: str) -> None:
+        """A command's outcome: ``value`` as the JSON document with ``--json``, else ``text`` for people."""
+        if self.as_json:
+            self.document(value)
+        else:
+            self.line(text)
+
     def table(self, columns: Iterable[str], rows: Iterable[Iterable[Any]], title: str | None = None) -> None:
         """Print a table for people."""
         table = Table(*columns, title=title, title_justify="left")

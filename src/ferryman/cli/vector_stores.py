@@ -50,10 +50,7 @@ def add_parser(commands: Any) -> None:
 def create_store(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Create a store and print it."""
     store = client.vector_stores.create(name=args.name, embedding_model=args.embedding_model)
-    if out.as_json:
-        out.document(store)
-    else:
-        out.line(f"created vector store {store.id} ({store.name}, {store.embedding_model})")
+    out.result(store, f"created vector store {store.id} ({store.name}, {store.embedding_model})")
     return 0
 
 

@@ -146,7 +146,7 @@ class Agent:
         Returns:
             The events (``stream=True``); else the finished ``Turn`` (Agents API) or last ``Response``.
         """
-        flow = self.setup.flow(self.agent_id, self._session(session_id), messages, documents, stream)
+        flow = self.setup.flow(self.agent_id, _session_of(self.sessions, session_id), messages, documents, stream)
         if stream:
             return self._drive(flow, stream=True)
         for _ in self._drive(flow, stream=False):
@@ -181,13 +181,6 @@ class Agent:
         if inspect.isawaitable(verdict):
             verdict = run_blocking(_awaited(verdict))
         return self.setup.decision(request, bool(verdict))
-
-    def _session(self, session_id: str | None) -> str:
-        if session_id is not None:
-            return session_id
-        if not self.sessions:
-            raise ValueError("no session: call create_session() first or pass session_id")
-        return self.sessions[-1]
 
 
 class AsyncAgent:
@@ -266,9 +259,7 @@ class AsyncAgent:
     ) -> AsyncIterator[AgentEvent] | Turn | Response:
         """Run a turn to its end (see :meth:`Agent.create_turn`); ``async for`` over the awaited events."""
         await self.initialize()
-        if session_id is None and not self.sessions:
-            raise ValueError("no session: call create_session() first or pass session_id")
-        flow = self.setup.flow(self.agent_id, session_id or self.sessions[-1], messages, documents, stream)
+        flow = self.setup.flow(self.agent_id, _session_of(self.sessions, session_id), messages, documents, stream)
         if stream:
             return self._drive(flow, stream=True)
         async for _ in self._drive(flow, stream=False):
@@ -306,6 +297,15 @@ class AsyncAgent:
         if inspect.isawaitable(verdict):
             verdict = await verdict
         return self.setup.decision(request, bool(verdict))
+
+
+def _session_of(sessions: list[str], session_id: str | None) -> str:
+    """The session a turn runs in: the one given, else the agent's last."""
+    if session_id is not None:
+        return session_id
+    if not sessions:
+        raise ValueError("no session: call create_session() first or pass session_id")
+    return sessions[-1]
 
 
 def _invoke(client: Client | AsyncClient, call: ClientCall) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,12 +45,6 @@ class ApprovalPolicy:
         if tool_name in self.never:
             return False
         return self.default
-
-
-def requiring_approval(tool_names: Iterable[str], policies: Iterable[ApprovalPolicy]) -> frozenset[str]:
-    """The tools any of the policies holds back: a stricter setting anywhere wins."""
-    held = list(policies)
-    return frozenset(name for name in tool_names if any(policy.requires(name) for policy in held))
 
 
 def approval_digest(tool_name: str, arguments: dict[str, Any] | str) -> str:

@@ -10,10 +10,10 @@ through the :class:`Retriever` protocol.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ferryman.api.agents import MemoryRetrievalStep, Step
-from ferryman.api.content import Message, UserMessage, content_to_text
+from ferryman.api.content import Message, TurnInputMessage, UserMessage, content_to_text
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,11 @@ def user_query(history: list[Message]) -> str:
     return ""
 
 
-def with_context(history: list[Message], context: str) -> list[Message]:
-    """The history with ``context`` joined to its last user message's context."""
+MessageT = TypeVar("MessageT", Message, TurnInputMessage)
+
+
+def with_context(history: list[MessageT], context: str) -> list[MessageT]:
+    """The messages with ``context`` joined to the last user message's context (unchanged if there is none)."""
     result = list(history)
     for index in range(len(result) - 1, -1, -1):
         message = result[index]

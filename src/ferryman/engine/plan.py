@@ -20,7 +20,7 @@ from ferryman.inference.base import ChatRequest, Sampling
 from ferryman.safety.base import Shield, ShieldRegistry
 from ferryman.tools.registry import DEFAULT_MAX_OUTPUT_CHARS, BoundTool, ToolRegistry
 
-from .approvals import ApprovalPolicy, requiring_approval
+from .approvals import ApprovalPolicy
 
 
 @dataclass(frozen=True)
@@ -170,8 +170,8 @@ async def _server_tools(
 ) -> tuple[dict[str, BoundTool], frozenset[str]]:
     """The turn's server tools, and those held back for approval.
 
-    A tool waits for approval when the agent's ``require_approval``, the toolgroup
-    reference that brought it, or its registration's policy says so.
+    A tool waits for approval when the agent's ``require_approval`` or the toolgroup
+    reference that brought it says so (a stricter setting wins).
     """
     agent_policy = ApprovalPolicy.of(config.require_approval)
     server_tools: dict[str, BoundTool] = {}
@@ -180,7 +180,5 @@ async def _server_tools(
         resolved = await tools.resolve([ref], provider_data, offline)
         server_tools.update(resolved)
         ref_policy = ApprovalPolicy.of(ref.require_approval if isinstance(ref, ToolGroupWithArgs) else None)
-        for name, bound in resolved.items():
-            policies = [agent_policy, ref_policy, ApprovalPolicy.of(bound.require_approval)]
-            held |= requiring_approval([name], policies)
+        held |= {name for name in resolved if agent_policy.requires(name) or ref_policy.requires(name)}
     return server_tools, frozenset(held)

@@ -16,8 +16,6 @@ from .plan import TurnPlan
 InputRedacted = Callable[[list[Message], list[Message]], Awaitable[None]]
 """Told the turn's input as given and as the input shields redacted it, once the turn's store holds the latter."""
 
-_INPUT_TYPES = (UserMessage, ToolResponseMessage)
-
 
 @dataclass
 class TurnState:

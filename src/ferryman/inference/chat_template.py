@@ -7,12 +7,14 @@ way llama-cpp-python does, keeps both runtimes' prompts and raw output the same.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from jinja2 import Template
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 _MAGIC = b"GGUF"
@@ -86,6 +88,15 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().astimezone().strftime(fmt)
 
 
+@functools.lru_cache(maxsize=8)
+def _compiled(source: str) -> Template:
+    """The template compiled once per process: compiling costs ~100 times a render, on every request."""
+    # A template comes from a downloaded file: it runs sandboxed, like llama-cpp-python's.
+    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    environment.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
+    return environment.from_string(source)
+
+
 @dataclass(frozen=True)
 class ChatTemplate:
     """A model's chat template with the special tokens it refers to.
@@ -126,10 +137,7 @@ class ChatTemplate:
             ValueError: The template refuses the conversation (its ``raise_exception``).
             jinja2.TemplateError: The template itself is broken, or breaks the sandbox's rules.
         """
-        # A template comes from a downloaded file: it runs sandboxed, like llama-cpp-python's.
-        environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        environment.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
-        prompt = environment.from_string(self.source).render(
+        prompt = _compiled(self.source).render(
             messages=messages,
             tools=tools,
             bos_token=self.bos_token,

@@ -93,13 +93,14 @@ def runtime_hint(choice: Runtime = "auto") -> str:
 
 def embedded_available(runtime: Runtime = "auto") -> tuple[bool, str]:
     """Tell whether the embedded model can run here, and what is missing when it cannot."""
-    missing = [] if pick_runtime(runtime) else [runtime_hint(runtime)]
+    picked = pick_runtime(runtime)
+    missing = [] if picked else [runtime_hint(runtime)]
     path = default_model_path()
     if path is None:
         missing.append(f"the SmolLM2 model is not installed: {MODELS_HINT}")
     if missing:
         return False, f"the embedded model cannot run: {'; '.join(missing)}"
-    return True, f"embedded model {DEFAULT_MODEL_ID} at {path} on {pick_runtime(runtime)}"
+    return True, f"embedded model {DEFAULT_MODEL_ID} at {path} on {picked}"
 
 
 def make_source(

@@ -38,7 +38,6 @@ from .pulled import PulledModel, PulledModels
 HF_SCHEME = "hf://"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -177,19 +176,14 @@ def _verified(path: Path, etag: str) -> str:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _git_blob_sha1(path: Path) -> str:
-    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
+    header = f"blob {path.stat().st_size}\0".encode()
     with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, lambda: hashlib.sha1(header, usedforsecurity=False)).hexdigest()
 
 
 def _record(models: PulledModels, request: PullRequest, fetched: _Fetched) -> PulledModel:

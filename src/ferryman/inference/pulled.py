@@ -15,13 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ferryman.errors import ConfigurationError
+from ferryman.home import ferryman_home
 
 MANIFEST = "models.json"
-
-
-def ferryman_home() -> Path:
-    """``$FERRYMAN_HOME``, else ``~/.ferryman``."""
-    return Path(os.environ.get("FERRYMAN_HOME") or Path.home() / ".ferryman")
 
 
 def models_dir() -> Path:

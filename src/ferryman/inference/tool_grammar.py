@@ -26,6 +26,8 @@ import json
 import re
 from typing import Any
 
+from .tool_parsing import CLOSE_TAG, OPEN_TAG
+
 _BASE_RULES = {
     "ws": r"[ \t\n]{0,8}",
     "string": r'"\"" char* "\""',
@@ -41,8 +43,6 @@ _BASE_RULES = {
 _TYPE_RULES = {"string", "integer", "number", "boolean", "null", "object", "array"}
 # Free text may not begin like a call, so a call is always a complete one.
 _TEXT_RULE = r"[^{< \t\n] [^\x00]*"
-OPEN_TAG = "<tool_call>"
-CLOSE_TAG = "</tool_call>"
 
 
 def literal(text: str) -> str:

@@ -14,11 +14,21 @@ BATCH = 64
 """Texts per embedding call: small enough for a remote server's request limits."""
 
 
-def unit_bytes(vector: list[float]) -> bytes:
-    """A vector scaled to unit length, as little-endian float32 bytes (a zero vector stays zero)."""
+def _unit(vector: list[float]) -> np.ndarray:
     array = np.asarray(vector, dtype="<f4")
     norm = float(np.linalg.norm(array))
-    return (array / norm if norm > 0 else array).astype("<f4").tobytes()
+    return (array / norm if norm > 0 else array).astype("<f4")
+
+
+def unit(vector: list[float]) -> list[float]:
+    """A vector scaled to unit length in float32 (a zero vector stays zero)."""
+    scaled: list[float] = _unit(vector).tolist()
+    return scaled
+
+
+def unit_bytes(vector: list[float]) -> bytes:
+    """A vector scaled to unit length, as little-endian float32 bytes (a zero vector stays zero)."""
+    return _unit(vector).tobytes()
 
 
 async def embed_chunks(models: ModelRouter, store: VectorStoreRecord, chunks: list[ChunkRecord]) -> list[ChunkRecord]:

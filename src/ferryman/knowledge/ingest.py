@@ -26,7 +26,7 @@ from ferryman.storage.base import Store
 from ferryman.storage.knowledge import ChunkRecord, LastError, VectorStoreFileRecord
 
 from .blobs import BlobStore
-from .chunking import chunk_text
+from .chunking import chunk_text, resolve_strategy
 from .embedding import embed_chunks
 from .extract import UnreadableFile, extract_text
 from .views import now
@@ -34,7 +34,6 @@ from .views import now
 log = logging.getLogger(__name__)
 
 _FAR_PAST_LAPSE = timedelta(days=365 * 100)
-DEFAULT_STRATEGY = {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}
 
 Key = tuple[str, str]
 
@@ -221,7 +220,7 @@ class IngestionWorker:
         except NotFoundError:
             return _failed(job, "invalid_file", "the file was deleted before it was processed")
         text = await asyncio.to_thread(extract_text, data, file.filename, file.mime_type)
-        static = (job.chunking_strategy or store.chunking_strategy).get("static", DEFAULT_STRATEGY)
+        static = (job.chunking_strategy or store.chunking_strategy or resolve_strategy(None))["static"]
         spans = await asyncio.to_thread(
             chunk_text, text, int(static["max_chunk_size_tokens"]), int(static["chunk_overlap_tokens"])
         )

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ferryman.errors import InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import Store
 from ferryman.storage.knowledge import ChunkHit, ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
 
+from .embedding import unit
 from .filters import Predicate, parse_filter
 from .fusion import cosine_score, rank_scores, reciprocal_rank_fusion
 from .results import SearchMode, SearchOutcome, SearchQuery, SearchResult
@@ -69,14 +68,6 @@ def _validate(query: SearchQuery) -> None:
         raise InvalidRequestError(
             "ranking_options.score_threshold must be between 0 and 1", "ranking_options.score_threshold"
         )
-
-
-def unit(vector: list[float]) -> list[float]:
-    """``vector`` scaled to unit length (a zero vector stays zero)."""
-    array = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(array))
-    scaled: list[float] = (array / norm if norm > 0 else array).tolist()
-    return scaled
 
 
 @dataclass(frozen=True)

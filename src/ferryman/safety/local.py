@@ -17,7 +17,6 @@ text never appears in a verdict, only the kinds and their counts.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from ferryman.api.content import (
 )
 from ferryman.api.safety import ShieldResource
 from ferryman.errors import InvalidRequestError
+from ferryman.inference.openai_wire import parse_arguments
 
 from .base import ShieldOptions, ShieldVerdict
 
@@ -178,12 +178,7 @@ class _Scan:
         if redacted == raw:
             return call
         # The marker holds no quote or backslash, so JSON stays JSON with it in a string.
-        try:
-            arguments: dict[str, Any] | str = json.loads(redacted)
-        except ValueError:
-            arguments = redacted
-        if not isinstance(arguments, dict):
-            arguments = redacted
+        arguments = parse_arguments(redacted)
         return ToolCall(call_id=call.call_id, tool_name=call.tool_name, arguments=arguments, arguments_json=redacted)
 
     def message(self, message: Message) -> Message:

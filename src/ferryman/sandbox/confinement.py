@@ -95,9 +95,9 @@ def bwrap_argv(settings: SandboxSettings, scratch: Path, uid: int | None) -> lis
     if uid is None:
         args += ["--unshare-user", "--uid", _SANDBOX_ID, "--gid", _SANDBOX_ID, "--disable-userns", "--cap-drop", "ALL"]
     args += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
-    for name, value in (("PATH", "/usr/bin:/bin"), ("HOME", SCRATCH), ("LANG", "C.UTF-8")):
+    environment = (("PATH", "/usr/bin:/bin"), ("HOME", SCRATCH), ("LANG", "C.UTF-8"), ("PYTHONDONTWRITEBYTECODE", "1"))
+    for name, value in environment:
         args += ["--setenv", name, value]
-    args += ["--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
     # Directories bubblewrap makes for mount points are 0700 when it runs as root: the kernel's uid must enter them.
     for parent in sorted({str(Path(path).parent) for path in settings.runtime_paths} - {"/"}):
         args += ["--perms", "0755", "--dir", parent]

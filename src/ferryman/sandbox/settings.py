@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from ferryman.home import ferryman_home
 
 
 class SandboxSettings(BaseModel):
@@ -51,5 +52,4 @@ class SandboxSettings(BaseModel):
         """The scratch root: the configured one or ``$FERRYMAN_HOME/sandbox``."""
         if self.dir:
             return Path(self.dir)
-        home = os.environ.get("FERRYMAN_HOME") or str(Path.home() / ".ferryman")
-        return Path(home) / "sandbox"
+        return ferryman_home() / "sandbox"

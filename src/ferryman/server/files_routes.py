@@ -13,20 +13,12 @@ from ferryman.api.files import FileDeleted, FileList, FileObject, UploadForm
 from ferryman.errors import InvalidRequestError, PayloadTooLargeError
 
 from .contract import Endpoint, Param
-from .http import JSONModelResponse, query_int, services
+from .http import JSONModelResponse, query_int, query_order, services
 
 MULTIPART = "multipart/form-data"
 _FORM_OVERHEAD = 64 * 1024
 """Room for the form's other fields and boundaries beside the file itself."""
 _DOWNLOAD = {"Content-Disposition": "attachment", "X-Content-Type-Options": "nosniff"}
-
-
-def order_of(request: Request) -> str:
-    """The ``order`` query parameter (``desc`` by default)."""
-    order = request.query_params.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise InvalidRequestError("order must be 'asc' or 'desc'", "order")
-    return order
 
 
 async def upload_file(request: Request) -> Response:
@@ -69,7 +61,7 @@ async def list_files(request: Request) -> Response:
         raise InvalidRequestError("limit must be at most 10000", "limit")
     purpose = request.query_params.get("purpose") or None
     after = request.query_params.get("after") or None
-    return JSONModelResponse(await services(request).files.list(purpose, after, limit, order_of(request)))
+    return JSONModelResponse(await services(request).files.list(purpose, after, limit, query_order(request)))
 
 
 async def retrieve_file(request: Request) -> Response:

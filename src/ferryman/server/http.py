@@ -65,6 +65,22 @@ def query_int(request: Request, name: str, default: int | None, minimum: int = 0
     return value
 
 
+def query_order(request: Request, default: str = "desc") -> str:
+    """The ``order`` query parameter of a list: ``asc`` or ``desc``."""
+    order = request.query_params.get("order", default)
+    if order not in ("asc", "desc"):
+        raise InvalidRequestError("order must be 'asc' or 'desc'", "order")
+    return order
+
+
+def cursor_paging(request: Request, default_order: str = "desc", max_limit: int = 100) -> tuple[str | None, int, str]:
+    """OpenAI's list parameters: the ``after`` cursor, ``limit`` (1..``max_limit``, 20 by default) and ``order``."""
+    limit = query_int(request, "limit", 20, minimum=1) or 20
+    if limit > max_limit:
+        raise InvalidRequestError(f"limit must be at most {max_limit}", "limit")
+    return request.query_params.get("after") or None, limit, query_order(request, default_order)
+
+
 def query_list(request: Request, name: str) -> list[str] | None:
     """A list query parameter, repeated (``a=1&a=2``) or comma-separated (``a=1,2``)."""
     values = request.query_params.getlist(name) + request.query_params.getlist(f"{name}[]")

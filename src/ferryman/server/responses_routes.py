@@ -22,36 +22,30 @@ from ferryman.api.responses import (
     UpdateConversationRequest,
 )
 from ferryman.api.responses import Response as ResponseObject
-from ferryman.errors import InvalidRequestError, error_for_code
+from ferryman.errors import error_for_code
+from ferryman.services.responses.included import shown_events, shown_response
 from ferryman.storage.base import Page
 
 from .contract import LAST_EVENT_ID, PROVIDER_DATA, Endpoint, EventStream, Param
 from .http import (
     LARGEST_INT,
     JSONModelResponse,
+    cursor_paging,
     event_stream,
     last_event_id,
     parse_body,
     provider_data,
     query_bool,
     query_int,
+    query_list,
     services,
 )
 from .idempotent_routes import response_replay
 
 
-def _order(request: Request, default: Literal["asc", "desc"]) -> str:
-    order = request.query_params.get("order", default)
-    if order not in ("asc", "desc"):
-        raise InvalidRequestError("order must be 'asc' or 'desc'", "order")
-    return order
-
-
-def _paging(request: Request, default_order: Literal["asc", "desc"]) -> tuple[str | None, int, str]:
-    limit = query_int(request, "limit", 20, minimum=1) or 20
-    if limit > 100:
-        raise InvalidRequestError("limit must be at most 100", "limit")
-    return request.query_params.get("after") or None, limit, _order(request, default_order)
+def _include(request: Request) -> frozenset[str]:
+    """OpenAI's ``include`` query parameter: what the reader asks to see of the items (``include[]`` too)."""
+    return frozenset(query_list(request, "include") or ())
 
 
 def _item_list(page: Page[Item]) -> ItemList:
@@ -66,14 +60,14 @@ async def create_response(request: Request) -> Response:
     body = await parse_body(request, CreateResponseRequest)
     live = await services(request).responses.create(body, provider_data(request))
     if body.stream:
-        return event_stream(live.channel.read(), named=True)
+        return event_stream(shown_events(live.channel.read(), body.include), named=True)
     if body.background:
-        return JSONModelResponse(live.subject.encoder.response)
+        return JSONModelResponse(shown_response(live.subject.encoder.response, body.include))
     assert live.task is not None
     result = await asyncio.shield(live.task)
     if result.status == "failed" and result.error is not None:
         raise error_for_code(result.error.code, f"response {result.id} failed: {result.error.message}")
-    return JSONModelResponse(result)
+    return JSONModelResponse(shown_response(result, body.include))
 
 
 async def retrieve_response(request: Request) -> Response:
@@ -85,8 +79,9 @@ async def retrieve_response(request: Request) -> Response:
         after = query_int(request, "starting_after", None, minimum=-1)
         if after is None:
             after = last_event_id(request)
-        return event_stream(await responses.replay(response_id, -1 if after is None else after), named=True)
-    return JSONModelResponse(await responses.get(response_id))
+        events = await responses.replay(response_id, -1 if after is None else after, _include(request))
+        return event_stream(events, named=True)
+    return JSONModelResponse(await responses.get(response_id, _include(request)))
 
 
 async def delete_response(request: Request) -> Response:
@@ -104,13 +99,15 @@ async def cancel_response(request: Request) -> Response:
 async def input_items(request: Request) -> Response:
     """One page of the items a response was given."""
     responses = services(request).responses
-    page = await responses.input_items(request.path_params["response_id"], *_paging(request, "desc"))
+    page = await responses.input_items(
+        request.path_params["response_id"], *cursor_paging(request, "desc"), _include(request)
+    )
     return JSONModelResponse(_item_list(page))
 
 
 async def list_responses(request: Request) -> Response:
     """One page of stored responses."""
-    page = await services(request).responses.list(*_paging(request, "desc"))
+    page = await services(request).responses.list(*cursor_paging(request, "desc"))
     ids = [r.id for r in page.items]
     listing = ResponseList(
         data=page.items, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=page.has_more
@@ -146,21 +143,26 @@ async def delete_conversation(request: Request) -> Response:
 async def add_items(request: Request) -> Response:
     """Append items to a conversation."""
     body = await parse_body(request, AddItemsRequest)
-    stored = await services(request).conversations.add_items(request.path_params["conversation_id"], list(body.items))
+    conversations = services(request).conversations
+    conversation_id = request.path_params["conversation_id"]
+    stored = await conversations.add_items(conversation_id, list(body.items), _include(request))
     return JSONModelResponse(_item_list(Page(stored, False)))
 
 
 async def list_items(request: Request) -> Response:
     """One page of a conversation's items."""
     conversations = services(request).conversations
-    page = await conversations.list_items(request.path_params["conversation_id"], *_paging(request, "desc"))
+    page = await conversations.list_items(
+        request.path_params["conversation_id"], *cursor_paging(request, "desc"), _include(request)
+    )
     return JSONModelResponse(_item_list(page))
 
 
 async def get_item(request: Request) -> Response:
     """One item of a conversation."""
     p = request.path_params
-    return JSONModelResponse(await services(request).conversations.get_item(p["conversation_id"], p["item_id"]))
+    item = await services(request).conversations.get_item(p["conversation_id"], p["item_id"], _include(request))
+    return JSONModelResponse(item)
 
 
 async def delete_item(request: Request) -> Response:
@@ -174,7 +176,11 @@ _PAGING = (
     Param("limit", Annotated[int, Field(ge=1, le=100)], "Most items on the page (default 20)."),
     Param("order", Literal["asc", "desc"], "Oldest (asc) or newest (desc, the default) first."),
 )
+_INCLUDE = Param(
+    "include", list[str], "What to show of the items (``file_search_call.results``), repeated or comma-separated."
+)
 _REPLAY = (
+    _INCLUDE,
     Param("stream", bool, "Answer with the response's events instead of the object."),
     Param(
         "starting_after",
@@ -200,7 +206,7 @@ ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/responses/{response_id}/cancel", cancel_response, "Cancel a background response",
              _RESPONSES, response=ResponseObject, errors=(400, 404, 409)),
     Endpoint("GET", "/responses/{response_id}/input_items", input_items, "List a response's input items",
-             _RESPONSES, response=ItemList, query=_PAGING),
+             _RESPONSES, response=ItemList, query=(*_PAGING, _INCLUDE)),
     Endpoint("POST", "/conversations", create_conversation, "Create a conversation", _CONVERSATIONS,
              CreateConversationRequest, Conversation, errors=(400,), creates=True),
     Endpoint("GET", _CONV, get_conversation, "Get a conversation", _CONVERSATIONS, response=Conversation),
@@ -208,11 +214,11 @@ ROUTES: tuple[Endpoint, ...] = (
              UpdateConversationRequest, Conversation),
     Endpoint("DELETE", _CONV, delete_conversation, "Delete a conversation", _CONVERSATIONS, response=DeletedObject),
     Endpoint("POST", f"{_CONV}/items", add_items, "Add items to a conversation", _CONVERSATIONS, AddItemsRequest,
-             ItemList, creates=True),
+             ItemList, creates=True, query=(_INCLUDE,)),
     Endpoint("GET", f"{_CONV}/items", list_items, "List a conversation's items", _CONVERSATIONS, response=ItemList,
-             query=_PAGING),
+             query=(*_PAGING, _INCLUDE)),
     Endpoint("GET", f"{_CONV}/items/{{item_id}}", get_item, "Get an item", _CONVERSATIONS,
-             response=Item),
+             response=Item, query=(_INCLUDE,)),
     Endpoint("DELETE", f"{_CONV}/items/{{item_id}}", delete_item, "Delete an item", _CONVERSATIONS,
              response=Conversation),
 )  # fmt: skip

@@ -32,17 +32,9 @@ from ferryman.knowledge.results import RankingOptions, SearchQuery
 from ferryman.storage.knowledge import IngestionStatus
 
 from .contract import Endpoint, Param
-from .files_routes import order_of
-from .http import JSONModelResponse, parse_body, query_int, services
+from .http import JSONModelResponse, cursor_paging, parse_body, services
 
 _STATUSES = ("in_progress", "completed", "failed", "cancelled")
-
-
-def _paging(request: Request) -> tuple[str | None, int, str]:
-    limit = query_int(request, "limit", 20, minimum=1) or 20
-    if limit > 100:
-        raise InvalidRequestError("limit must be at most 100", "limit")
-    return request.query_params.get("after") or None, limit, order_of(request)
 
 
 def _status(request: Request) -> IngestionStatus | None:
@@ -60,7 +52,7 @@ async def create_vector_store(request: Request) -> Response:
 
 async def list_vector_stores(request: Request) -> Response:
     """One page of vector stores."""
-    return JSONModelResponse(await services(request).vector_stores.list(*_paging(request)))
+    return JSONModelResponse(await services(request).vector_stores.list(*cursor_paging(request)))
 
 
 async def retrieve_vector_store(request: Request) -> Response:
@@ -117,7 +109,7 @@ async def attach_file(request: Request) -> Response:
 async def list_vector_store_files(request: Request) -> Response:
     """One page of a vector store's files, optionally of one status (``filter``)."""
     stores = services(request).vector_stores
-    page = await stores.list_files(request.path_params["vector_store_id"], *_paging(request), _status(request))
+    page = await stores.list_files(request.path_params["vector_store_id"], *cursor_paging(request), _status(request))
     return JSONModelResponse(page)
 
 
@@ -173,7 +165,7 @@ async def list_file_batch_files(request: Request) -> Response:
     p = request.path_params
     stores = services(request).vector_stores
     await stores.get_batch(p["vector_store_id"], p["batch_id"])
-    page = await stores.list_files(p["vector_store_id"], *_paging(request), _status(request), p["batch_id"])
+    page = await stores.list_files(p["vector_store_id"], *cursor_paging(request), _status(request), p["batch_id"])
     return JSONModelResponse(page)
 
 

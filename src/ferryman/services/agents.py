@@ -238,11 +238,11 @@ class AgentService:
         messages, documents = list(request.messages), list(request.documents or [])
         if not documents:
             return messages, []
+        if not any(isinstance(m, UserMessage) for m in messages):  # before fetching anything for nothing
+            raise InvalidRequestError("documents need a user message to attach to", "documents")
         texts = await document_texts(documents, self._fetch)
         if self._memory is None or await _fit(texts, self._inline_document_tokens):
             return attach_documents(messages, documents, texts), []
-        if not any(isinstance(m, UserMessage) for m in messages):
-            raise InvalidRequestError("documents need a user message to attach to", "documents")
         memorized = [
             MemoryDocument(new_id(), text, {"mime_type": document.mime_type})
             for document, text in zip(documents, texts, strict=True)

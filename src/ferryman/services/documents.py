@@ -8,7 +8,8 @@ import binascii
 from urllib.parse import unquote
 
 from ferryman.api.agents import Document
-from ferryman.api.content import URL, TurnInputMessage, UserMessage, content_to_text
+from ferryman.api.content import URL, TurnInputMessage, content_to_text
+from ferryman.engine.memory import with_context
 from ferryman.errors import InvalidRequestError
 from ferryman.safe_fetch import FetchPolicy, fetch
 
@@ -58,16 +59,8 @@ async def document_texts(documents: list[Document], policy: FetchPolicy) -> list
 def attach_documents(
     messages: list[TurnInputMessage], documents: list[Document], texts: list[str]
 ) -> list[TurnInputMessage]:
-    """Attach the documents' text as context of the last user message."""
+    """Attach the documents' text as context of the last user message (the caller checked there is one)."""
     block = "\n\n".join(
         f"[document {i + 1} ({d.mime_type})]\n{t}" for i, (d, t) in enumerate(zip(documents, texts, strict=True))
     )
-    result = list(messages)
-    for index in range(len(result) - 1, -1, -1):
-        message = result[index]
-        if isinstance(message, UserMessage):
-            context = content_to_text(message.context) if message.context is not None else ""
-            joined = f"{context}\n\n{block}" if context else block
-            result[index] = message.model_copy(update={"context": joined})
-            return result
-    raise InvalidRequestError("documents need a user message to attach to", "documents")
+    return with_context(messages, block)

@@ -78,14 +78,19 @@ class ToolGroupService:
                 raise InvalidRequestError("a model-context-protocol toolgroup needs an mcp_endpoint", "mcp_endpoint")
             if not group.mcp_endpoint.uri.startswith(("http://", "https://")):
                 raise InvalidRequestError("mcp_endpoint.uri must be an http(s) URL", "mcp_endpoint.uri")
-            if self._mcp is None:
-                raise InvalidRequestError("this server has no MCP client", "provider_id")
+            self._pool("provider_id")
             return
         if group.mcp_endpoint is not None:
             raise InvalidRequestError(f"mcp_endpoint needs provider_id '{MCP_PROVIDER}'", "mcp_endpoint")
         if not self._registry.is_builtin(group.provider_id):
             known = ", ".join([MCP_PROVIDER, *(g.identifier for g in self._registry.groups())])
             raise InvalidRequestError(f"unknown provider_id '{group.provider_id}'; known: {known}", "provider_id")
+
+    def _pool(self, field: str) -> McpClientPool:
+        """The MCP sessions, or InvalidRequestError naming ``field`` when this server has no MCP client."""
+        if self._mcp is None:
+            raise InvalidRequestError("this server has no MCP client", field)
+        return self._mcp
 
     async def get(self, toolgroup_id: str) -> ToolGroup:
         """One toolgroup (builtin, or registered and readable), or NotFoundError."""
@@ -138,11 +143,10 @@ class ToolGroupService:
         if group.mcp_endpoint is None:
             builtin = self._registry.builtin_tools(group.provider_id)
             return [AliasedTool(tool, group.identifier, dict(group.args or {})) for tool in builtin]
-        if self._mcp is None:
-            raise InvalidRequestError("this server has no MCP client", "toolgroups")
+        pool = self._pool("toolgroups")
         uri = group.mcp_endpoint.uri
-        listed = await self._mcp.list_tools(provider_endpoint(uri, provider_data))
-        return [McpTool(self._mcp, tool, group.identifier, from_provider_data(uri)) for tool in listed]
+        listed = await pool.list_tools(provider_endpoint(uri, provider_data))
+        return [McpTool(pool, tool, group.identifier, from_provider_data(uri)) for tool in listed]
 
     # ---- tools -------------------------------------------------------------
 
@@ -206,9 +210,7 @@ class ToolGroupService:
             InvalidRequestError: neither is named, or the server has no MCP client.
         """
         if mcp_uri:
-            if self._mcp is None:
-                raise InvalidRequestError("this server has no MCP client", "mcp_endpoint")
-            return await self._mcp.list_tools(provider_endpoint(mcp_uri, provider_data))
+            return await self._pool("mcp_endpoint").list_tools(provider_endpoint(mcp_uri, provider_data))
         if not toolgroup_id:
             raise InvalidRequestError("tool_group_id or mcp_endpoint is required", "tool_group_id")
         return [BoundTool(tool).as_tool_def() for tool in await self._one_group(toolgroup_id, provider_data)]

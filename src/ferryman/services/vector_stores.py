@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -49,7 +49,6 @@ from ferryman.storage.knowledge import (
     VectorStoreFileRecord,
     VectorStoreRecord,
 )
-from ferryman.storage.page import Page
 
 _CONTENT_PAGE = 500
 
@@ -193,13 +192,17 @@ class VectorStoreService:
 
     async def chunks(self, vector_store_id: str, file_id: str) -> builtins.list[ChunkRecord]:
         """Every chunk of one file (or directly inserted document) of a store, in order."""
-        chunks: builtins.list[ChunkRecord] = []
+        return [chunk async for page in self._chunk_pages(vector_store_id, file_id) for chunk in page]
+
+    async def _chunk_pages(self, vector_store_id: str, file_id: str) -> AsyncIterator[builtins.list[ChunkRecord]]:
+        """One file's (or document's) chunks, a page at a time, in order."""
         after: int | None = None
         while True:
-            page: Page[ChunkRecord] = await self._store.list_chunks(vector_store_id, file_id, after, _CONTENT_PAGE)
-            chunks.extend(page.items)
+            page = await self._store.list_chunks(vector_store_id, file_id, after, _CONTENT_PAGE)
+            if page.items:
+                yield page.items
             if not page.has_more or not page.items:
-                return chunks
+                return
             after = page.items[-1].position
 
     async def create_batch(self, vector_store_id: str, body: CreateFileBatchRequest) -> VectorStoreFileBatch:
@@ -268,13 +271,10 @@ class VectorStoreService:
 
     async def _next_position(self, vector_store_id: str, document_id: str) -> int:
         """The position after a document's last chunk, so a later insert for it continues its order."""
-        after: int | None = None
-        while True:
-            page = await self._store.list_chunks(vector_store_id, document_id, after, 1000)
-            if page.items:
-                after = page.items[-1].position
-            if not page.has_more:
-                return 0 if after is None else after + 1
+        last: int | None = None
+        async for page in self._chunk_pages(vector_store_id, document_id):
+            last = page[-1].position
+        return 0 if last is None else last + 1
 
     async def insert_texts(
         self, vector_store_id: str, documents: builtins.list[tuple[str, str, dict[str, Any]]], chunk_tokens: int

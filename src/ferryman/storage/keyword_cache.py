@@ -23,6 +23,8 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 from cachetools import LRUCache
 
+from .vector_cache import best_first
+
 _WORD = re.compile(r"\w+")
 _STOP_WORDS = frozenset(STOPWORDS_EN_PLUS)
 _STEMMER = Stemmer.Stemmer("english")
@@ -90,10 +92,7 @@ class KeywordCache:
         scores = index.bm25.get_scores(known)
         if file_ids is not None:
             scores = np.where(np.isin(index.file_ids, file_ids), scores, 0.0)
-        count = min(limit, len(scores))
-        best = np.argpartition(-scores, count - 1)[:count]
-        best = best[np.argsort(-scores[best], kind="stable")]
-        return [(index.chunk_ids[i], float(scores[i])) for i in best if scores[i] > 0]
+        return [(index.chunk_ids[i], float(scores[i])) for i in best_first(scores, limit) if scores[i] > 0]
 
     def forget(self, vector_store_id: str) -> None:
         """Drop a store's index (it was deleted)."""

@@ -24,7 +24,7 @@ from .page import Page
 from .redis_api_keys import RedisApiKeys
 from .redis_chunks import RedisChunks
 from .redis_idempotency import RedisIdempotency
-from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, MODEL_ORDER, MODELS, SEQ, SESSION, Keys
+from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, MODEL_ORDER, MODELS, SESSION, Keys
 from .redis_owners import RedisOwners
 from .redis_records import AGENT_FIELDS, SESSION_FIELDS, agent_of, session_of
 from .redis_responses import RedisResponses
@@ -164,32 +164,16 @@ class RedisStore(
     # ---- models ----------------------------------------------------------
 
     async def save_model(self, model: Model) -> None:
-        """Store (or replace, keeping its place) a registered model.
-
-        The place is taken only by the first registration (``ZADD NX``); a number
-        drawn for a later one is left unused, which only leaves a gap in the order.
-        """
-        seq = await self._db.incr(self._keys.global_(SEQ))
-        async with self._db.pipeline(transaction=True) as pipe:
-            pipe.zadd(self._keys.global_(MODEL_ORDER), {model.identifier: seq}, nx=True)
-            pipe.hset(self._keys.global_(MODELS), model.identifier, model.model_dump_json())
-            await pipe.execute()
+        """Store (or replace, keeping its place) a registered model."""
+        await self._register(MODELS, MODEL_ORDER, model.identifier, model.model_dump_json(), True)
 
     async def delete_model(self, model_id: str) -> bool:
         """Forget a registered model; return whether it existed."""
-        async with self._db.pipeline(transaction=True) as pipe:
-            pipe.hdel(self._keys.global_(MODELS), model_id)
-            pipe.zrem(self._keys.global_(MODEL_ORDER), model_id)
-            deleted, _ = await pipe.execute()
-        return bool(deleted)
+        return await self._unregister(MODELS, MODEL_ORDER, model_id)
 
     async def registered_models(self) -> list[Model]:
         """Every registered model, in registration order."""
-        async with self._db.pipeline(transaction=True) as pipe:
-            pipe.zrange(self._keys.global_(MODEL_ORDER), 0, -1)
-            pipe.hgetall(self._keys.global_(MODELS))
-            order, bodies = await pipe.execute()
-        return [Model.model_validate_json(bodies[model_id]) for model_id in order if model_id in bodies]
+        return [Model.model_validate_json(body) for body in await self._registrations(MODELS, MODEL_ORDER)]
 
 
 def _count(limit: int | None) -> int:

@@ -69,14 +69,18 @@ class VectorCache:
         scores = matrix.vectors @ vector
         if file_ids is not None:
             scores = np.where(np.isin(matrix.file_ids, file_ids), scores, -np.inf)
-        count = min(limit, len(scores))
-        best = np.argpartition(-scores, count - 1)[:count]
-        best = best[np.argsort(-scores[best], kind="stable")]
-        return [(matrix.chunk_ids[i], float(scores[i])) for i in best if np.isfinite(scores[i])]
+        return [(matrix.chunk_ids[i], float(scores[i])) for i in best_first(scores, limit) if np.isfinite(scores[i])]
 
     def forget(self, vector_store_id: str) -> None:
         """Drop a store's matrix (it was deleted)."""
         self._matrices.pop(vector_store_id, None)
+
+
+def best_first(scores: np.ndarray, limit: int) -> np.ndarray:
+    """The indices of the ``limit`` highest of (non-empty) ``scores``, highest first."""
+    count = min(limit, len(scores))
+    best = np.argpartition(-scores, count - 1)[:count]
+    return best[np.argsort(-scores[best], kind="stable")]
 
 
 def _build(version: int, rows: VectorRows) -> _Matrix:

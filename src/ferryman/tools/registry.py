@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ferryman.api.agents import ToolGroupRef, ToolGroupWithArgs
-from ferryman.api.approvals import RequireApproval
 from ferryman.api.content import ToolDef
 from ferryman.api.registry import Tool, ToolGroup, ToolInvocationResult
 from ferryman.errors import InvalidRequestError, NotFoundError
@@ -26,8 +25,6 @@ class BoundTool:
 
     tool: ServerTool
     bound_args: dict[str, Any] = field(default_factory=dict)
-    require_approval: RequireApproval | None = None
-    """The approval policy of the tool's source (a registration's own), merged into the turn plan's."""
 
     def as_tool_def(self) -> ToolDef:
         """The definition offered to the model (bound arguments are not its to choose)."""

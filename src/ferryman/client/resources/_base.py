@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from .._transport import AsyncTransport, SyncTransport
+from typing import Any
+
+from .._parsing import M, model
+from .._transport import AsyncTransport, Call, RequestPlan, SyncTransport, path
 
 PROVIDER_DATA_HEADER = "X-LlamaStack-Provider-Data"
 """Per-request provider settings (upstream API keys); sent, never logged."""
@@ -20,3 +23,8 @@ class AsyncResource:
 
     def __init__(self, transport: AsyncTransport) -> None:
         self._transport = transport
+
+
+def route_call(method: str, template: str, parsed: type[M], *ids: str, json: Any = None) -> Call[M]:
+    """A call of the route ``template`` (its ``{}`` filled with ``ids``) whose answer is one ``parsed``."""
+    return Call(RequestPlan(method, path(template, *ids), json=json), model(parsed))

@@ -13,13 +13,9 @@ from ferryman.api.vector_io import VectorDB
 
 from .._parsing import M, body, data_of, model, nothing, raw_json
 from .._transport import Call, RequestPlan, path
-from ._base import AsyncResource, SyncResource
+from ._base import AsyncResource, SyncResource, route_call
 
 T = TypeVar("T", bound=BaseModel)
-
-
-def _get(template: str, parsed: type[M], *ids: str) -> Call[M]:
-    return Call(RequestPlan("GET", path(template, *ids)), model(parsed))
 
 
 def _listed(route: str, item: type[M], params: Mapping[str, Any] | None = None) -> Call[list[M]]:
@@ -49,7 +45,7 @@ class _Registry(Generic[M]):
         return _listed(self.route, self.item)
 
     def retrieve(self, identifier: str) -> Call[M]:
-        return _get(self.route + "/{}", self.item, identifier)
+        return route_call("GET", self.route + "/{}", self.item, identifier)
 
     def register(self, fields: Mapping[str, Any]) -> Call[M]:
         return _keyed(self.route, self.item, fields)
@@ -163,7 +159,7 @@ class Tools(SyncResource):
 
     def retrieve(self, tool_name: str) -> Tool:
         """One tool."""
-        return self._transport.call(_get("/v1/tools/{}", Tool, tool_name))
+        return self._transport.call(route_call("GET", "/v1/tools/{}", Tool, tool_name))
 
     def invoke(self, tool_name: str, **kwargs: Any) -> ToolInvocationResult:
         """Run a server-side tool with the given arguments."""
@@ -266,7 +262,7 @@ class AsyncTools(AsyncResource):
 
     async def retrieve(self, tool_name: str) -> Tool:
         """One tool."""
-        return await self._transport.call(_get("/v1/tools/{}", Tool, tool_name))
+        return await self._transport.call(route_call("GET", "/v1/tools/{}", Tool, tool_name))
 
     async def invoke(self, tool_name: str, **kwargs: Any) -> ToolInvocationResult:
         """Run a server-side tool with the given arguments."""

@@ -10,10 +10,10 @@ import httpx
 from ferryman.api.responses import Conversation, DeletedObject, Item, ItemList, ListedResponse, Response, ResponseList
 
 from .._pagination import AsyncPage, SyncPage, by_cursor
-from .._parsing import M, adapted, body, model
+from .._parsing import adapted, body, model
 from .._streaming import AsyncStream, ResponseData, ResponseStreamKind, Stream
 from .._transport import AsyncTransport, Call, RequestPlan, SyncTransport, path
-from ._base import AsyncResource, SyncResource
+from ._base import AsyncResource, SyncResource, route_call
 
 _RESPONSE = "/v1/responses/{}"
 _CONV = "/v1/conversations/{}"
@@ -31,10 +31,6 @@ def _replay(response_id: str, starting_after: int | None) -> RequestPlan:
 
 def _paging(limit: int | None, order: str | None, after: str | None) -> dict[str, Any]:
     return {"limit": limit, "order": order, "after": after}
-
-
-def _call(method: str, template: str, parsed: type[M], *ids: str, json: Any = None) -> Call[M]:
-    return Call(RequestPlan(method, path(template, *ids), json=json), model(parsed))
 
 
 def _add_items(conversation_id: str, items: Sequence[Any]) -> Call[ItemList]:
@@ -67,7 +63,7 @@ class Responses(SyncResource):
 
     def retrieve(self, response_id: str) -> Response:
         """One response."""
-        return self._transport.call(_call("GET", _RESPONSE, Response, response_id))
+        return self._transport.call(route_call("GET", _RESPONSE, Response, response_id))
 
     def stream(self, response_id: str, *, starting_after: int | None = None) -> Stream[ResponseData]:
         """A response's events from the start (or after event ``starting_after``), live while it runs."""
@@ -75,11 +71,11 @@ class Responses(SyncResource):
 
     def cancel(self, response_id: str) -> Response:
         """Cancel a background response."""
-        return self._transport.call(_call("POST", _RESPONSE + "/cancel", Response, response_id))
+        return self._transport.call(route_call("POST", _RESPONSE + "/cancel", Response, response_id))
 
     def delete(self, response_id: str) -> DeletedObject:
         """Delete a stored response."""
-        return self._transport.call(_call("DELETE", _RESPONSE, DeletedObject, response_id))
+        return self._transport.call(route_call("DELETE", _RESPONSE, DeletedObject, response_id))
 
     def list(self, *, limit: int | None = None, order: str | None = None,
              after: str | None = None) -> SyncPage[ListedResponse]:  # fmt: skip
@@ -112,15 +108,17 @@ class Conversations(SyncResource):
 
     def retrieve(self, conversation_id: str) -> Conversation:
         """One conversation."""
-        return self._transport.call(_call("GET", _CONV, Conversation, conversation_id))
+        return self._transport.call(route_call("GET", _CONV, Conversation, conversation_id))
 
     def update(self, conversation_id: str, *, metadata: Mapping[str, str]) -> Conversation:
         """Replace a conversation's metadata."""
-        return self._transport.call(_call("POST", _CONV, Conversation, conversation_id, json=body(metadata=metadata)))
+        return self._transport.call(
+            route_call("POST", _CONV, Conversation, conversation_id, json=body(metadata=metadata))
+        )
 
     def delete(self, conversation_id: str) -> DeletedObject:
         """Delete a conversation with its items."""
-        return self._transport.call(_call("DELETE", _CONV, DeletedObject, conversation_id))
+        return self._transport.call(route_call("DELETE", _CONV, DeletedObject, conversation_id))
 
 
 class ConversationItems(SyncResource):
@@ -143,7 +141,7 @@ class ConversationItems(SyncResource):
 
     def delete(self, conversation_id: str, item_id: str) -> Conversation:
         """Delete one item; the answer is the conversation."""
-        return self._transport.call(_call("DELETE", _CONV + "/items/{}", Conversation, conversation_id, item_id))
+        return self._transport.call(route_call("DELETE", _CONV + "/items/{}", Conversation, conversation_id, item_id))
 
 
 class AsyncResponses(AsyncResource):
@@ -167,7 +165,7 @@ class AsyncResponses(AsyncResource):
 
     async def retrieve(self, response_id: str) -> Response:
         """One response."""
-        return await self._transport.call(_call("GET", _RESPONSE, Response, response_id))
+        return await self._transport.call(route_call("GET", _RESPONSE, Response, response_id))
 
     def stream(self, response_id: str, *, starting_after: int | None = None) -> AsyncStream[ResponseData]:
         """A response's events from the start (or after event ``starting_after``), live while it runs."""
@@ -175,11 +173,11 @@ class AsyncResponses(AsyncResource):
 
     async def cancel(self, response_id: str) -> Response:
         """Cancel a background response."""
-        return await self._transport.call(_call("POST", _RESPONSE + "/cancel", Response, response_id))
+        return await self._transport.call(route_call("POST", _RESPONSE + "/cancel", Response, response_id))
 
     async def delete(self, response_id: str) -> DeletedObject:
         """Delete a stored response."""
-        return await self._transport.call(_call("DELETE", _RESPONSE, DeletedObject, response_id))
+        return await self._transport.call(route_call("DELETE", _RESPONSE, DeletedObject, response_id))
 
     async def list(self, *, limit: int | None = None, order: str | None = None,
                    after: str | None = None) -> AsyncPage[ListedResponse]:  # fmt: skip
@@ -202,11 +200,11 @@ class AsyncConversations(AsyncResource):
 
     async def retrieve(self, conversation_id: str) -> Conversation:
         """One conversation."""
-        return await self._transport.call(_call("GET", _CONV, Conversation, conversation_id))
+        return await self._transport.call(route_call("GET", _CONV, Conversation, conversation_id))
 
     async def delete(self, conversation_id: str) -> DeletedObject:
         """Delete a conversation with its items."""
-        return await self._transport.call(_call("DELETE", _CONV, DeletedObject, conversation_id))
+        return await self._transport.call(route_call("DELETE", _CONV, DeletedObject, conversation_id))
 
 
 class AsyncConversationItems(AsyncResource):

@@ -18,9 +18,9 @@ from ferryman.api.vector_stores import (
 )
 
 from .._pagination import AsyncPage, SyncPage, by_cursor
-from .._parsing import M, body, model
+from .._parsing import body, model
 from .._transport import AsyncTransport, Call, RequestPlan, SyncTransport, path
-from ._base import AsyncResource, SyncResource
+from ._base import AsyncResource, SyncResource, route_call
 
 _VS = "/v1/vector_stores/{}"
 _FILE = _VS + "/files/{}"
@@ -56,18 +56,6 @@ def _create_batch(vector_store_id: str, options: Mapping[str, Any]) -> Call[Vect
     return Call(plan, model(VectorStoreFileBatch))
 
 
-def _get(template: str, parsed: type[M], *ids: str) -> Call[M]:
-    return Call(RequestPlan("GET", path(template, *ids)), model(parsed))
-
-
-def _post(template: str, parsed: type[M], *ids: str) -> Call[M]:
-    return Call(RequestPlan("POST", path(template, *ids)), model(parsed))
-
-
-def _delete(template: str, parsed: type[M], *ids: str) -> Call[M]:
-    return Call(RequestPlan("DELETE", path(template, *ids)), model(parsed))
-
-
 def _listing(template: str, params: Mapping[str, Any], *ids: str) -> RequestPlan:
     return RequestPlan("GET", path(template, *ids), params=params)
 
@@ -86,7 +74,7 @@ class VectorStores(SyncResource):
 
     def retrieve(self, vector_store_id: str) -> VectorStore:
         """One store."""
-        return self._transport.call(_get(_VS, VectorStore, vector_store_id))
+        return self._transport.call(route_call("GET", _VS, VectorStore, vector_store_id))
 
     def update(self, vector_store_id: str, **changes: Any) -> VectorStore:
         """Change a store's ``name``, ``metadata`` or ``expires_after``."""
@@ -100,7 +88,7 @@ class VectorStores(SyncResource):
 
     def delete(self, vector_store_id: str) -> VectorStoreDeleted:
         """Delete a store with its chunks."""
-        return self._transport.call(_delete(_VS, VectorStoreDeleted, vector_store_id))
+        return self._transport.call(route_call("DELETE", _VS, VectorStoreDeleted, vector_store_id))
 
     def search(self, vector_store_id: str, *, query: str | Sequence[str], **options: Any) -> SearchResultsPage:
         """Search a store (``filters``, ``max_num_results``, ``ranking_options``, ``rewrite_query``…)."""
@@ -116,7 +104,7 @@ class VectorStoreFiles(SyncResource):
 
     def retrieve(self, vector_store_id: str, file_id: str) -> VectorStoreFile:
         """One attached file, with its ingestion status."""
-        return self._transport.call(_get(_FILE, VectorStoreFile, vector_store_id, file_id))
+        return self._transport.call(route_call("GET", _FILE, VectorStoreFile, vector_store_id, file_id))
 
     def update(self, vector_store_id: str, file_id: str, *, attributes: Mapping[str, Any]) -> VectorStoreFile:
         """Replace an attached file's attributes."""
@@ -125,7 +113,7 @@ class VectorStoreFiles(SyncResource):
 
     def content(self, vector_store_id: str, file_id: str) -> FileContentPage:
         """An attached file's chunks."""
-        return self._transport.call(_get(_FILE + "/content", FileContentPage, vector_store_id, file_id))
+        return self._transport.call(route_call("GET", _FILE + "/content", FileContentPage, vector_store_id, file_id))
 
     def list(self, vector_store_id: str, *, limit: int | None = None, order: str | None = None,
              after: str | None = None, filter: str | None = None) -> SyncPage[VectorStoreFile]:  # fmt: skip
@@ -135,7 +123,7 @@ class VectorStoreFiles(SyncResource):
 
     def delete(self, vector_store_id: str, file_id: str) -> VectorStoreFileDeleted:
         """Detach a file from a store."""
-        return self._transport.call(_delete(_FILE, VectorStoreFileDeleted, vector_store_id, file_id))
+        return self._transport.call(route_call("DELETE", _FILE, VectorStoreFileDeleted, vector_store_id, file_id))
 
 
 class FileBatches(SyncResource):
@@ -147,11 +135,13 @@ class FileBatches(SyncResource):
 
     def retrieve(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """One batch, with its file counts."""
-        return self._transport.call(_get(_BATCH, VectorStoreFileBatch, vector_store_id, batch_id))
+        return self._transport.call(route_call("GET", _BATCH, VectorStoreFileBatch, vector_store_id, batch_id))
 
     def cancel(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """Cancel the batch's files not yet ingested."""
-        return self._transport.call(_post(_BATCH + "/cancel", VectorStoreFileBatch, vector_store_id, batch_id))
+        return self._transport.call(
+            route_call("POST", _BATCH + "/cancel", VectorStoreFileBatch, vector_store_id, batch_id)
+        )
 
     def list_files(self, vector_store_id: str, batch_id: str, *, limit: int | None = None, order: str | None = None,
                    after: str | None = None, filter: str | None = None) -> SyncPage[VectorStoreFile]:  # fmt: skip
@@ -174,7 +164,7 @@ class AsyncVectorStores(AsyncResource):
 
     async def retrieve(self, vector_store_id: str) -> VectorStore:
         """One store."""
-        return await self._transport.call(_get(_VS, VectorStore, vector_store_id))
+        return await self._transport.call(route_call("GET", _VS, VectorStore, vector_store_id))
 
     async def update(self, vector_store_id: str, **changes: Any) -> VectorStore:
         """Change a store's ``name``, ``metadata`` or ``expires_after``."""
@@ -188,7 +178,7 @@ class AsyncVectorStores(AsyncResource):
 
     async def delete(self, vector_store_id: str) -> VectorStoreDeleted:
         """Delete a store with its chunks."""
-        return await self._transport.call(_delete(_VS, VectorStoreDeleted, vector_store_id))
+        return await self._transport.call(route_call("DELETE", _VS, VectorStoreDeleted, vector_store_id))
 
     async def search(self, vector_store_id: str, *, query: str | Sequence[str], **options: Any) -> SearchResultsPage:
         """Search a store (see ``VectorStores.search``)."""
@@ -204,11 +194,13 @@ class AsyncVectorStoreFiles(AsyncResource):
 
     async def retrieve(self, vector_store_id: str, file_id: str) -> VectorStoreFile:
         """One attached file, with its ingestion status."""
-        return await self._transport.call(_get(_FILE, VectorStoreFile, vector_store_id, file_id))
+        return await self._transport.call(route_call("GET", _FILE, VectorStoreFile, vector_store_id, file_id))
 
     async def content(self, vector_store_id: str, file_id: str) -> FileContentPage:
         """An attached file's chunks."""
-        return await self._transport.call(_get(_FILE + "/content", FileContentPage, vector_store_id, file_id))
+        return await self._transport.call(
+            route_call("GET", _FILE + "/content", FileContentPage, vector_store_id, file_id)
+        )
 
     async def list(self, vector_store_id: str, *, limit: int | None = None, order: str | None = None,
                    after: str | None = None, filter: str | None = None) -> AsyncPage[VectorStoreFile]:  # fmt: skip
@@ -218,7 +210,7 @@ class AsyncVectorStoreFiles(AsyncResource):
 
     async def delete(self, vector_store_id: str, file_id: str) -> VectorStoreFileDeleted:
         """Detach a file from a store."""
-        return await self._transport.call(_delete(_FILE, VectorStoreFileDeleted, vector_store_id, file_id))
+        return await self._transport.call(route_call("DELETE", _FILE, VectorStoreFileDeleted, vector_store_id, file_id))
 
 
 class AsyncFileBatches(AsyncResource):
@@ -230,8 +222,10 @@ class AsyncFileBatches(AsyncResource):
 
     async def retrieve(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """One batch, with its file counts."""
-        return await self._transport.call(_get(_BATCH, VectorStoreFileBatch, vector_store_id, batch_id))
+        return await self._transport.call(route_call("GET", _BATCH, VectorStoreFileBatch, vector_store_id, batch_id))
 
     async def cancel(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """Cancel the batch's files not yet ingested."""
-        return await self._transport.call(_post(_BATCH + "/cancel", VectorStoreFileBatch, vector_store_id, batch_id))
+        return await self._transport.call(
+            route_call("POST", _BATCH + "/cancel", VectorStoreFileBatch, vector_store_id, batch_id)
+        )

@@ -10,6 +10,7 @@ from ferryman.api.responses import Conversation, CreateConversationRequest, Item
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.storage.base import ConversationRecord, Page, SessionRecord, Store
 
+from .included import shown_items
 from .items import with_ids
 
 
@@ -56,22 +57,28 @@ class ConversationService:
         for callback in self._session_deleted:
             await callback(record.session_id)
 
-    async def add_items(self, conversation_id: str, items: list[Item]) -> list[Item]:
-        """Append items; return them with their ids."""
+    async def add_items(
+        self, conversation_id: str, items: list[Item], include: frozenset[str] = frozenset()
+    ) -> list[Item]:
+        """Append items; return them with their ids, as a reader asking for ``include`` sees them."""
         await self._store.get_conversation(conversation_id)
         stored = with_ids(items)
         await self._store.add_items(conversation_id, stored)
-        return stored
+        return shown_items(stored, include)
 
-    async def list_items(self, conversation_id: str, after: str | None, limit: int, order: str) -> Page[Item]:
-        """A page of items."""
+    async def list_items(
+        self, conversation_id: str, after: str | None, limit: int, order: str, include: frozenset[str] = frozenset()
+    ) -> Page[Item]:
+        """A page of items, as a reader asking for ``include`` sees them (``included.py``)."""
         await self._store.get_conversation(conversation_id)
-        return await self._store.list_items(conversation_id, after, limit, order)
+        page = await self._store.list_items(conversation_id, after, limit, order)
+        return Page(shown_items(page.items, include), page.has_more)
 
-    async def get_item(self, conversation_id: str, item_id: str) -> Item:
-        """One item."""
+    async def get_item(self, conversation_id: str, item_id: str, include: frozenset[str] = frozenset()) -> Item:
+        """One item, as a reader asking for ``include`` sees it."""
         await self._store.get_conversation(conversation_id)
-        return await self._store.get_item(conversation_id, item_id)
+        (item,) = shown_items([await self._store.get_item(conversation_id, item_id)], include)
+        return item
 
     async def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
         """Delete one item; return the conversation, as OpenAI does."""

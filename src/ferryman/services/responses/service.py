@@ -39,6 +39,7 @@ from .approvals import has_answers, rule_answers
 from .guardrails import resolve_guardrails
 from .history import HistoryCache
 from .hosted.table import HostedTools
+from .included import shown_events, shown_items, shown_response
 from .items import input_items, items_to_messages, with_ids
 from .plan import response_plan
 from .redaction import input_redactor
@@ -260,22 +261,35 @@ class ResponsesService:
     def _live(self, response_id: str) -> LiveResponse | None:
         return self._host.live(_stream(response_id))
 
-    async def get(self, response_id: str) -> Response:
-        """A response, live or stored (the store is asked either way: it says whether the caller may see it)."""
+    async def get(self, response_id: str, include: frozenset[str] = frozenset()) -> Response:
+        """A response, live or stored (the store is asked either way: it says whether the caller may see it).
+
+        Args:
+            response_id: The response.
+            include: What the reader asks to see of its output (``included.py``).
+        """
         stored = await self._store.get_response(response_id)
         live = self._live(response_id)
         if live is not None:
-            return live.subject.encoder.response.model_copy(deep=True)
-        return stored.response
+            return shown_response(live.subject.encoder.response.model_copy(deep=True), include)
+        return shown_response(stored.response, include)
 
-    async def replay(self, response_id: str, starting_after: int) -> AsyncIterator[StoredEvent]:
-        """The stream events after ``starting_after``, then live ones until the response ends."""
+    async def replay(
+        self, response_id: str, starting_after: int, include: frozenset[str] = frozenset()
+    ) -> AsyncIterator[StoredEvent]:
+        """The stream events after ``starting_after``, then live ones until the response ends.
+
+        Args:
+            response_id: The response.
+            starting_after: The number of the last event the reader has (-1: none).
+            include: What the reader asks to see of the items the events hold (``included.py``).
+        """
         record = await self._store.get_response(response_id)  # also when live: the caller may not see it
         if self._live(response_id) is None:
             if record.response.status not in _RUNNING:
                 # The final state and the events are stored together: nothing is still on its way.
-                return _iterate(await self._store.events_after(response_id, starting_after))
-        return await self._events(response_id, starting_after)
+                return shown_events(_iterate(await self._store.events_after(response_id, starting_after)), include)
+        return shown_events(await self._events(response_id, starting_after), include)
 
     async def _events(self, response_id: str, after: int) -> AsyncIterator[StoredEvent]:
         async def stored_after(last: int) -> list[StoredEvent]:
@@ -329,7 +343,7 @@ class ResponsesService:
             await self._host.stop(live, "cancelled by the client")
         else:
             await self._stop_elsewhere(record, "cancelled by the client")
-        return (await self._store.get_response(response_id)).response
+        return shown_response((await self._store.get_response(response_id)).response, None)
 
     async def delete(self, response_id: str) -> None:
         """Delete a response (cancelling it first if it still runs)."""
@@ -362,18 +376,22 @@ class ResponsesService:
         """Drop what this replica cached of a deleted response (None: of every response)."""
         self._cache.drop(response_id)
 
-    async def input_items(self, response_id: str, after: str | None, limit: int, order: str) -> Page[Item]:
-        """A page of a response's input items."""
+    async def input_items(
+        self, response_id: str, after: str | None, limit: int, order: str, include: frozenset[str] = frozenset()
+    ) -> Page[Item]:
+        """A page of a response's input items, as a reader asking for ``include`` sees them."""
         await self._store.get_response(response_id)
-        return await self._store.list_items(response_id, after, limit, order)
+        page = await self._store.list_items(response_id, after, limit, order)
+        return Page(shown_items(page.items, include), page.has_more)
 
     async def list(self, after: str | None, limit: int, order: str) -> Page[ListedResponse]:
-        """A page of stored responses, each with its input items."""
+        """A page of stored responses, each with its input items (a listing takes no ``include``)."""
         page = await self._store.list_responses(after, limit, order)
         listed = []
         for record in page.items:
             inputs = await self._store.all_items(record.response.id)
-            listed.append(ListedResponse.model_validate({**dict(record.response), "input": inputs}))
+            response = ListedResponse.model_validate({**dict(record.response), "input": inputs})
+            listed.append(shown_response(response, None))
         return Page(listed, page.has_more)
 
 

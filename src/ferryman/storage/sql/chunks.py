@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -97,6 +98,18 @@ def insert_chunks(d: Dialect, vector_store_id: str, chunks: Sequence[ChunkRecord
     yield from bump(vector_store_id)
 
 
+def _file_scope(d: Dialect, file_ids: list[str] | None) -> tuple[str, dict[str, Any]]:
+    """The condition (on ``chunks c``) and parameters that keep only these files' chunks (None: all)."""
+    if file_ids is None:
+        return "", {}
+    return f" AND {d.any_of('c.file_id', 'file_ids')}", {"file_ids": d.array(file_ids)}
+
+
+def _scored(found: list[Row]) -> list[ChunkHit]:
+    """Hits of rows of :data:`~ferryman.storage.sql.keywords.CHUNK_COLUMNS` followed by a score."""
+    return [ChunkHit(chunk_record(row), float(row[8])) for row in found]
+
+
 class ChunkTables:
     """Chunks: written with their ingestion or directly, listed per file, searched."""
 
@@ -138,8 +151,7 @@ class ChunkTables:
         terms = words(query)
         if not terms or limit <= 0 or file_ids == []:
             return []
-        condition = f" AND {d.any_of('c.file_id', 'file_ids')}" if file_ids is not None else ""
-        params = {"file_ids": d.array(file_ids)} if file_ids is not None else {}
+        condition, params = _file_scope(d, file_ids)
         found = await self._db.read(
             rows(
                 d.keywords.search(condition),
@@ -149,7 +161,7 @@ class ChunkTables:
                 **params,
             )
         )
-        return [ChunkHit(chunk_record(row), float(row[8])) for row in found]
+        return _scored(found)
 
     async def vector_search(
         self, vector_store_id: str, embedding: list[float], file_ids: list[str] | None, limit: int
@@ -198,8 +210,7 @@ class ChunkTables:
         self, index: VectorIndex, vector_store_id: str, embedding: list[float], file_ids: list[str] | None, limit: int
     ) -> list[ChunkHit]:
         d = self._db.dialect
-        condition = f" AND {d.any_of('c.file_id', 'file_ids')}" if file_ids is not None else ""
-        params = {"file_ids": d.array(file_ids)} if file_ids is not None else {}
+        condition, params = _file_scope(d, file_ids)
         found = await self._db.read(
             rows(
                 index.nearest(condition),
@@ -210,4 +221,4 @@ class ChunkTables:
                 **params,
             )
         )
-        return [ChunkHit(chunk_record(row), float(row[8])) for row in found]
+        return _scored(found)

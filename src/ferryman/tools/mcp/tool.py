@@ -16,7 +16,7 @@ from ferryman.api.content import ToolDef
 from ferryman.api.registry import Tool, ToolInvocationResult
 
 from ..context import tool_context
-from .endpoint import McpEndpoint, redacted_url
+from .endpoint import McpEndpoint
 from .pool import McpClientPool
 
 PROVIDER_ID = "model-context-protocol"
@@ -94,7 +94,7 @@ class McpTool:
             provider_resource_id=listed.name,
             description=listed.description or "",
             parameters=list(listed.parameters or []),
-            metadata={**(listed.metadata or {}), "endpoint": redacted_url(endpoint().url)},
+            metadata={**(listed.metadata or {}), "endpoint": endpoint().display_url},
         )
 
     @property

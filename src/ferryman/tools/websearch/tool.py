@@ -55,6 +55,7 @@ class WebSearch:
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             return ToolInvocationResult(error_message="web_search needs a non-empty 'query' string", error_code=400)
+        query = query.strip()
         max_results = arguments.get("max_results", self._settings.max_results)
         if not isinstance(max_results, int) or not 1 <= max_results <= MAX_RESULTS_LIMIT:
             return ToolInvocationResult(
@@ -72,13 +73,13 @@ class WebSearch:
                 error_code=503,
             )
         try:
-            results = await provider.search(query.strip(), max_results, self._key(provider, provider_data))
+            results = await provider.search(query, max_results, self._key(provider, provider_data))
         except SearchFailed as exc:
             log.warning("web search through %s failed: %s", provider.name, exc.message)
             return ToolInvocationResult(error_message=exc.message, error_code=502)
         return ToolInvocationResult(
-            content=_readable(query.strip(), results),
-            metadata={"query": query.strip(), "provider": provider.name, "results": [r.as_dict() for r in results]},
+            content=_readable(query, results),
+            metadata={"query": query, "provider": provider.name, "results": [r.as_dict() for r in results]},
         )
 
     async def close(self) -> None:

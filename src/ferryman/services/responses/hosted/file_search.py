@@ -7,7 +7,6 @@ from typing import Any
 from ferryman.api.content import ToolCall, ToolResponse
 from ferryman.api.response_events import FileSearchCallCompleted, FileSearchCallInProgress, FileSearchCallSearching
 from ferryman.api.responses import (
-    FILE_SEARCH_RESULTS,
     FileSearchCallItem,
     FileSearchResult,
     FileSearchTool,
@@ -29,16 +28,13 @@ from .base import BindContext, Binding, Progress, Replayed, failed, replayed_cal
 
 
 class FileSearchRenderer:
-    """A search call is an item in progress while it runs, and holds its passages when asked to.
+    """A search call is an item in progress while it runs, and keeps the passages it found.
 
-    Args:
-        include_results: Whether the item keeps the passages found (``include: ["file_search_call.results"]``).
+    The item always holds them, so that a later response in the conversation gives the model
+    what it read; a reader sees them only when its ``include`` asks (``included.py``).
     """
 
     item_type = "file_search_call"
-
-    def __init__(self, include_results: bool) -> None:
-        self._include_results = include_results
 
     def started(self, call: ToolCall, item_id: str) -> tuple[HostedCallItem, list[Progress]]:
         """An item in progress, with its query."""
@@ -57,13 +53,12 @@ class FileSearchRenderer:
             return item.model_copy(update={"status": status}), []
         results = [FileSearchResult.model_validate(r) for r in found["results"]]
         sources.add_search([Source(file_id=r.file_id, filename=r.filename) for r in results])
-        kept = results if self._include_results else None
-        return item.model_copy(update={"status": "completed", "results": kept}), [(FileSearchCallCompleted, {})]
+        return item.model_copy(update={"status": "completed", "results": results}), [(FileSearchCallCompleted, {})]
 
 
 def replay_call(item: FileSearchCallItem) -> Replayed:
-    """A search as the model read it: its passages as ``file_search`` renders them, when the item kept them
-    (``include`` asked for them), else what was searched for, so a later turn knows it ran and can search again.
+    """A search as the model read it: its passages as ``file_search`` renders them, when the item holds them
+    (a client may send one back without), else what was searched for, so a later turn knows it ran and can search again.
     """
     query = " ".join(item.queries)
     call = replayed_call(item.id, item.type, TOOL_NAME, {"query": query})
@@ -114,7 +109,7 @@ class FileSearchKind:
     async def bind(self, tools: list[HostedTool], context: BindContext) -> Binding:
         """The search as the model may call it: everything but the query is the request's."""
         binding = Binding()
-        renderer = FileSearchRenderer(FILE_SEARCH_RESULTS in context.include)
+        renderer = FileSearchRenderer()
         for tool in tools:
             assert isinstance(tool, FileSearchTool)
             ranking = tool.ranking_options
