@@ -141,7 +141,7 @@ def _table(backend: str, questions: list[Question], recalls: dict[SearchMode, di
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
 async def test_hybrid_search_beats_keyword_and_vector(backend: str, labelled: LabelledSet, tmp_path: Path) -> None:
     async with BACKENDS[backend](tmp_path) as store:
         await _ingest(store, labelled)
@@ -157,7 +157,7 @@ async def test_hybrid_search_beats_keyword_and_vector(backend: str, labelled: La
     assert overall["hybrid"] > overall["vector"], overall
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
 @pytest.mark.parametrize(
     ("question", "passage"),
     [("What does IT-309 require?", "policy-07"), ("What does KX-6288 mean?", "fault-13"), ("code 6288", "fault-13")],
