@@ -42,7 +42,7 @@ async def unprivileged(tmp_path: Path, server_secret: str) -> AsyncIterator[Kern
     kernel = Kernel(settings(tmp_path), scratch, None)
     await kernel.start()
     yield kernel
-    await kernel.kill()
+    await kernel.close()
 
 
 async def test_the_sandbox_pid_1_does_not_carry_the_servers_environment(unprivileged: Kernel) -> None:

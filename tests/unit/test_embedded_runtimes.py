@@ -75,8 +75,14 @@ def test_a_grammar_next_to_tools_is_accepted(source: XllamacppSource) -> None:
 
 
 def test_a_json_schema_response_format_gives_json(source: XllamacppSource) -> None:
-    schema = {"type": "object", "properties": {"answer": {"type": "boolean"}}, "required": ["answer"]}
-    text, _ = _run(source, max_tokens=24, response_format={"type": "json_object", "schema": schema})
+    # Greedy and closed: sampled, an open schema let the model add properties until max_tokens cut a string.
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "boolean"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    text, _ = _run(source, max_tokens=48, temperature=0.0, response_format={"type": "json_object", "schema": schema})
     assert isinstance(json.loads(text)["answer"], bool)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from asyncpg.exceptions import InsufficientPrivilegeError
+from asyncpg.exceptions import InsufficientPrivilegeError, UniqueViolationError
 
 from ferryman.errors import ConfigurationError
 from ferryman.storage.pgvector import AVAILABLE, CREATE_EXTENSION, decode, encode, require_pgvector, where
@@ -92,3 +92,17 @@ def test_the_search_qualifies_pgvectors_operators_with_its_schema() -> None:
     sql = PgvectorIndex('odd "schema"').nearest(" AND x")
     assert 'OPERATOR("odd ""schema""".<=>) :embedding' in sql
     assert '"odd ""schema""".vector_dims(c.embedding) = :dimension AND x ORDER BY' in sql
+
+
+class RacedServer(FakeServer):
+    """Another replica creates the extension between the check and the create ("IF NOT EXISTS" takes no lock)."""
+
+    async def execute(self, query: str, *args: Any) -> Any:
+        self.asked.append(query)
+        raise UniqueViolationError('duplicate key value violates unique constraint "pg_extension_name_index"')
+
+
+async def test_an_extension_created_by_another_replica_meanwhile_is_fine() -> None:
+    server = RacedServer(available=True, major=15)
+    await require_pgvector(server, URL)
+    assert server.asked == [AVAILABLE, CREATE_EXTENSION]

@@ -1,8 +1,8 @@
 """How a kernel is started: bubblewrap's namespaces around the interpreter, rlimits set by ``prlimit``.
 
 The sandbox sees the interpreter's runtime read-only, a fresh ``/proc``, a
-minimal ``/dev``, a small private ``/tmp`` and its session's scratch directory
-as ``/work``; nothing else of the host (no network, no server database,
+minimal ``/dev``, a small private ``/tmp`` and its session's bounded scratch
+space as ``/work`` (see :mod:`.scratch`); nothing else of the host (no network, no server database,
 config or ``FERRYMAN_HOME``). The limits are set by util-linux ``prlimit`` before
 ``bwrap`` is executed (no Python ``preexec_fn``: the server has threads).
 
@@ -21,12 +21,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import scratch as scratch_space
+from .scratch import SCRATCH, ScratchUnavailable
 from .settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
 KERNEL_SOURCE = (Path(__file__).with_name("kernel_main.py")).read_text(encoding="utf-8")
-SCRATCH = "/work"
 _SANDBOX_ID = "65534"
 _SELF_TEST_SECONDS = 20.0
 _MB = 1024 * 1024
@@ -44,11 +45,13 @@ class Launch:
         argv: The command line.
         env: Its whole environment (none of the server's, which holds credentials).
         cwd: The working directory (unconfined only: the scratch directory's path).
+        pass_fds: Descriptors the command inherits (bubblewrap's ``--info-fd``).
     """
 
     argv: list[str]
     env: dict[str, str]
     cwd: str | None = None
+    pass_fds: tuple[int, ...] = ()
 
 
 def launch_env(home: str) -> dict[str, str]:
@@ -81,7 +84,7 @@ def kernel_argv(settings: SandboxSettings) -> list[str]:
     return [settings.python, "-I", "-c", KERNEL_SOURCE, str(settings.cpu_seconds), str(settings.output_chars)]
 
 
-def bwrap_argv(settings: SandboxSettings, scratch: Path, uid: int | None) -> list[str]:
+def bwrap_argv(settings: SandboxSettings, scratch: Path, uid: int | None, info_fd: int | None = None) -> list[str]:
     """``bwrap`` with the sandbox's namespaces and mounts, up to the command it runs in ``/work``.
 
     Run by root (``uid`` given), bubblewrap sets the sandbox up with root's
@@ -90,6 +93,10 @@ def bwrap_argv(settings: SandboxSettings, scratch: Path, uid: int | None) -> lis
     supplementary groups and no new privileges: as an ordinary uid of the host,
     ``RLIMIT_NPROC`` holds for it. Run by anyone else, bubblewrap maps the
     server's uid into a new user namespace and drops every capability there.
+
+    Root binds ``scratch`` (a bounded tmpfs it mounted) as ``/work``; anyone
+    else gets a bounded tmpfs that bubblewrap mounts there, ``scratch`` unused,
+    and bubblewrap writes its sandbox's pid to ``info_fd`` (see :mod:`.scratch`).
     """
     args = [settings.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     if uid is None:
@@ -109,7 +116,13 @@ def bwrap_argv(settings: SandboxSettings, scratch: Path, uid: int | None) -> lis
             args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--perms", "1777", "--size", str(settings.max_file_mb * _MB), "--tmpfs", "/tmp"]
-    args += ["--bind", str(scratch), SCRATCH, "--chdir", SCRATCH]
+    if uid is None:
+        args += ["--size", str(scratch_space.quota_bytes(settings)), "--tmpfs", SCRATCH]
+        if info_fd is not None:
+            args += ["--info-fd", str(info_fd)]
+    else:
+        args += ["--bind", str(scratch), SCRATCH]
+    args += ["--chdir", SCRATCH]
     # Unprivileged, the code's uid owns the sandbox's root and /dev: tmpfs without a size, host memory to fill.
     args += ["--remount-ro", "/", "--remount-ro", "/dev", "--"]
     if uid is not None:
@@ -119,39 +132,58 @@ def bwrap_argv(settings: SandboxSettings, scratch: Path, uid: int | None) -> lis
     return args
 
 
-def launch(settings: SandboxSettings, scratch: Path, uid: int | None) -> Launch:
+def launch(settings: SandboxSettings, scratch: Path, uid: int | None, info_fd: int | None = None) -> Launch:
     """How to start a kernel over ``scratch``, as ``uid`` (None: as the server's user)."""
     if settings.confinement == "off":
         return Launch(limits_prefix(settings, False) + kernel_argv(settings), launch_env(str(scratch)), str(scratch))
-    argv = limits_prefix(settings, uid is not None) + bwrap_argv(settings, scratch, uid) + kernel_argv(settings)
-    return Launch(argv, launch_env(SCRATCH))
+    bwrap = bwrap_argv(settings, scratch, uid, info_fd)
+    argv = limits_prefix(settings, uid is not None) + bwrap + kernel_argv(settings)
+    fds = (info_fd,) if info_fd is not None and uid is None else ()
+    return Launch(argv, launch_env(SCRATCH), pass_fds=fds)
 
 
 def self_test(settings: SandboxSettings, uid: int | None) -> None:
     """Start one confined interpreter and see it answer; say why not.
 
+    Run as root (``uid`` given), it mounts a bounded scratch space as it will for each session.
+
     Raises:
-        ConfinementUnavailable: bubblewrap, prlimit or the interpreter is missing, or the sandbox fails to start.
+        ConfinementUnavailable: bubblewrap, prlimit or the interpreter is missing, the scratch space
+            cannot be mounted, or the sandbox fails to start.
     """
     for tool in (settings.bwrap, "prlimit", "setpriv", settings.python):
         if shutil.which(tool) is None:
             raise ConfinementUnavailable(f"'{tool}' is not installed (Debian: apt-get install bubblewrap util-linux)")
     with tempfile.TemporaryDirectory(prefix="ferryman-sandbox-check-") as folder:
-        if uid is not None:
-            os.chown(folder, uid, uid)
-        prefix = limits_prefix(settings, uid is not None) + bwrap_argv(settings, Path(folder), uid)
-        code = "import os; open('/work/ok', 'w').write('ok'); print(os.getuid())"
         try:
-            done = subprocess.run(
-                [*prefix, settings.python, "-I", "-c", code],
-                capture_output=True,
-                timeout=_SELF_TEST_SECONDS,
-                env=launch_env(SCRATCH),
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ConfinementUnavailable(f"the sandbox did not start: {exc}") from exc
-        wrote = (Path(folder) / "ok").is_file()
+            if uid is not None:
+                scratch_space.mount(Path(folder), settings, uid)
+            try:
+                done, wrote = _try_sandbox(settings, Path(folder), uid)
+            finally:
+                scratch_space.unmount(Path(folder))
+        except ScratchUnavailable as exc:
+            raise ConfinementUnavailable(f"the scratch space could not be bounded: {exc}") from exc
     expected = str(uid if uid is not None else _SANDBOX_ID).encode()
     if done.returncode != 0 or done.stdout.strip() != expected or not wrote:
         detail = done.stderr.decode("utf-8", "replace").strip()[-500:] or f"exit status {done.returncode}"
         raise ConfinementUnavailable(f"bubblewrap failed its self-test: {detail}")
+
+
+def _try_sandbox(
+    settings: SandboxSettings, folder: Path, uid: int | None
+) -> tuple[subprocess.CompletedProcess[bytes], bool]:
+    """Run a line of Python confined over ``folder``: what it gave, and whether its file reached the scratch space."""
+    prefix = limits_prefix(settings, uid is not None) + bwrap_argv(settings, folder, uid)
+    code = "import os; open('/work/ok', 'w').write('ok'); print(os.getuid())"
+    try:
+        done = subprocess.run(
+            [*prefix, settings.python, "-I", "-c", code],
+            capture_output=True,
+            timeout=_SELF_TEST_SECONDS,
+            env=launch_env(SCRATCH),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfinementUnavailable(f"the sandbox did not start: {exc}") from exc
+    # Unprivileged, /work is the sandbox's own tmpfs: the line printing after its write is the proof.
+    return done, uid is None or (folder / "ok").is_file()

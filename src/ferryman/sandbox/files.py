@@ -3,7 +3,8 @@
 The code may leave symlinks (to host paths) or special files in its scratch
 directory, and processes it started may still be changing it; every read here
 goes through directory descriptors with ``O_NOFOLLOW`` and checks the opened
-file is a regular one, so nothing outside the directory is ever read.
+file is a regular one, so nothing outside the directory is ever read. A root is
+a directory's path, or a descriptor of one (a sandbox's own ``/work``, see :mod:`.scratch`).
 """
 
 from __future__ import annotations
@@ -14,24 +15,31 @@ import shutil
 import stat
 from pathlib import Path
 
+Root = Path | int
+"""A scratch directory's path, or an open descriptor of it."""
+
 Snapshot = dict[str, tuple[int, int]]
 """Relative path -> (size, mtime in ns) of each regular file."""
 
 _SKIP_DIRS = {"__pycache__"}
 
 
-def snapshot(root: Path) -> Snapshot:
+def snapshot(root: Root) -> Snapshot:
     """Every regular file under ``root`` (symlinks not followed, not listed)."""
     files: Snapshot = {}
-    if not root.is_dir():
+    if isinstance(root, int):
+        top, top_fd = ".", root
+    elif root.is_dir():
+        top, top_fd = str(root), None
+    else:
         return files
-    for folder, dirs, names, dir_fd in os.fwalk(root, follow_symlinks=False):
+    for folder, dirs, names, dir_fd in os.fwalk(top, follow_symlinks=False, dir_fd=top_fd):
         dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
         for name in names:
             with contextlib.suppress(OSError):
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 if stat.S_ISREG(info.st_mode):
-                    relative = os.path.relpath(os.path.join(folder, name), root)
+                    relative = os.path.relpath(os.path.join(folder, name), top)
                     files[relative] = (info.st_size, info.st_mtime_ns)
     return files
 
@@ -41,14 +49,15 @@ def changed(before: Snapshot, after: Snapshot) -> list[str]:
     return sorted(path for path, state in after.items() if before.get(path) != state)
 
 
-def read_file(root: Path, relative: str, max_bytes: int) -> bytes | None:
+def read_file(root: Root, relative: str, max_bytes: int) -> bytes | None:
     """A regular file's bytes, or None if it is gone, not regular, larger than ``max_bytes`` or reached by a link."""
     parts = Path(relative).parts
     if not parts or any(part in ("", ".", "..") for part in parts):
         return None
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(root, flags | os.O_DIRECTORY)
+        top, top_fd = (".", root) if isinstance(root, int) else (str(root), None)
+        fd = os.open(top, flags | os.O_DIRECTORY, dir_fd=top_fd)
     except OSError:
         return None
     try:

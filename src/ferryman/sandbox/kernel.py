@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -12,12 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .confinement import launch
+from . import scratch
+from .confinement import Launch, launch
 from .settings import SandboxSettings
 
 _HEADER = struct.Struct(">I")
 _STDERR_TAIL = 2000
 _EXIT_WAIT_SECONDS = 5.0
+_START_SECONDS = 20.0
+_WATCH_SECONDS = 0.05
+"""How often the files in a sandbox's own scratch space are counted during a call (one ``fstatvfs``): code
+creating files flat out makes some ten thousand past the limit before the kill, a few MB of the host's memory."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,10 @@ class KernelDied(Exception):
     """The kernel could not be started, or stopped without being killed at a limit."""
 
 
+class _TooManyFiles(Exception):
+    """The sandbox's own scratch space holds more files than allowed."""
+
+
 class Kernel:
     """A long-lived interpreter in the sandbox, keeping one namespace across calls.
 
@@ -50,6 +60,10 @@ class Kernel:
         settings: The limits and confinement.
         scratch: The session's scratch directory (the kernel's ``/work``).
         uid: The uid it runs as (None: the server's own).
+
+    Confined as the server's own uid, the kernel's ``/work`` is a tmpfs of the
+    sandbox's own, which :attr:`files_root` reaches (see :mod:`.scratch`);
+    otherwise it is ``scratch``.
     """
 
     def __init__(self, settings: SandboxSettings, scratch: Path, uid: int | None) -> None:
@@ -57,19 +71,58 @@ class Kernel:
         self._scratch = scratch
         self.uid = uid
         self._process: asyncio.subprocess.Process | None = None
+        self._own_scratch = settings.confinement == "bubblewrap" and uid is None
+        self._view: int | None = None
 
     @property
     def alive(self) -> bool:
         """Whether the process runs."""
         return self._process is not None and self._process.returncode is None
 
+    @property
+    def files_root(self) -> Path | int:
+        """Where the server reads the kernel's ``/work``: the scratch directory, or a descriptor of the sandbox's own.
+
+        The descriptor stays open after the kernel dies (the files of its last call can be read) until :meth:`close`.
+        """
+        return self._view if self._view is not None else self._scratch
+
     async def start(self) -> None:
-        """Start the process.
+        """Start the process (and, where the sandbox mounts its own scratch space, reach it).
 
         Raises:
-            KernelDied: it could not be executed.
+            KernelDied: it could not be executed, or its scratch space not reached.
         """
-        plan = launch(self._settings, self._scratch, self.uid)
+        if not self._own_scratch:
+            await self._spawn(launch(self._settings, self._scratch, self.uid))
+            return
+        info_read, info_write = os.pipe()
+        try:
+            try:
+                await self._spawn(launch(self._settings, self._scratch, self.uid, info_write))
+            finally:
+                os.close(info_write)
+            async with asyncio.timeout(_START_SECONDS):
+                info = await asyncio.to_thread(_read_all, info_read)
+                # Once the kernel answers, bubblewrap's mounts are done: its /proc/<pid>/root is the sandbox's.
+                ready = await self.execute("")
+            if ready.killed:
+                raise KernelDied(f"the kernel stopped as it started ({ready.killed})")
+            self._view = scratch.open_view(int(json.loads(info)["child-pid"]), self._settings)
+        except (TimeoutError, ValueError, KeyError, TypeError, scratch.ScratchUnavailable) as exc:
+            await self.kill()
+            raise KernelDied(f"the sandbox's scratch space could not be reached: {exc!r}") from exc
+        finally:
+            os.close(info_read)
+
+    async def close(self) -> None:
+        """Kill the kernel and let go of its scratch space (a sandbox's own goes with it)."""
+        await self.kill()
+        if self._view is not None:
+            os.close(self._view)
+            self._view = None
+
+    async def _spawn(self, plan: Launch) -> None:
         try:
             self._process = await asyncio.create_subprocess_exec(
                 *plan.argv,
@@ -78,6 +131,7 @@ class Kernel:
                 stderr=asyncio.subprocess.PIPE,
                 cwd=plan.cwd,
                 env=plan.env,
+                pass_fds=plan.pass_fds,
                 start_new_session=True,  # its own process group, killed whole at a limit
                 limit=self._frame_limit(),
             )
@@ -99,10 +153,13 @@ class Kernel:
             async with asyncio.timeout(self._settings.wall_seconds):
                 process.stdin.write(_HEADER.pack(len(data)) + data)
                 await process.stdin.drain()
-                reply = await self._read_reply(process.stdout)
+                reply = await self._read_watched(process.stdout)
         except TimeoutError:
             await self.kill()
             return Execution(killed=f"killed: time limit {self._settings.wall_seconds:g} s exceeded")
+        except _TooManyFiles:
+            await self.kill()
+            return Execution(killed=f"killed: {scratch.limit_message(self._settings)} exceeded")
         except (asyncio.IncompleteReadError, ConnectionError):
             return Execution(killed=await self._death())
         except (ValueError, UnicodeDecodeError) as exc:  # a garbled or oversized reply: the code wrote into the pipe
@@ -112,7 +169,7 @@ class Kernel:
             stdout=str(reply.get("stdout") or ""),
             stderr=str(reply.get("stderr") or ""),
             result=_text_or_none(reply.get("result")),
-            error=_with_memory_hint(_text_or_none(reply.get("error")), self._settings.memory_mb),
+            error=_with_hint(_text_or_none(reply.get("error")), self._settings),
         )
 
     async def kill(self) -> None:
@@ -127,6 +184,35 @@ class Kernel:
         if process.stderr is not None:
             with contextlib.suppress(OSError):
                 await process.stderr.read()
+
+    async def _read_watched(self, stdout: asyncio.StreamReader) -> dict[str, Any]:
+        """The reply, while the files in the sandbox's own scratch space are counted (bubblewrap cannot bound them)."""
+        view = self._view
+        if view is None:
+            return await self._read_reply(stdout)
+        reading = asyncio.ensure_future(self._read_reply(stdout))
+        watching = asyncio.ensure_future(self._watch_files(view))
+        try:
+            await asyncio.wait((reading, watching), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reading, watching):
+                task.cancel()
+            await asyncio.gather(reading, watching, return_exceptions=True)
+        if not reading.cancelled():
+            reply = reading.result()
+            if scratch.files_in(view) <= self._settings.max_scratch_files:  # a call quicker than the watch
+                return reply
+        if not watching.cancelled():
+            watching.result()  # an error of the count itself
+        raise _TooManyFiles
+
+    async def _watch_files(self, view: int) -> None:
+        """Return once the sandbox's own scratch space holds more files than allowed."""
+        limit = self._settings.max_scratch_files
+        while True:  # polled: nothing announces a new file
+            if scratch.files_in(view) > limit:
+                return
+            await asyncio.sleep(_WATCH_SECONDS)
 
     async def _read_reply(self, stdout: asyncio.StreamReader) -> dict[str, Any]:
         (length,) = _HEADER.unpack(await stdout.readexactly(_HEADER.size))
@@ -174,7 +260,20 @@ def _text_or_none(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _with_memory_hint(error: str | None, memory_mb: int) -> str | None:
-    if error is not None and error.rstrip().endswith("MemoryError"):
-        return f"{error.rstrip()} (memory limit {memory_mb} MB)"
+def _read_all(fd: int) -> bytes:
+    data = b""
+    while chunk := os.read(fd, 4096):
+        data += chunk
+    return data
+
+
+def _with_hint(error: str | None, settings: SandboxSettings) -> str | None:
+    """The code's own error, with the limit it ran into where it is one of ours."""
+    if error is None:
+        return None
+    last = error.rstrip().rsplit("\n", 1)[-1]
+    if last.endswith("MemoryError"):
+        return f"{error.rstrip()} (memory limit {settings.memory_mb} MB)"
+    if f"[Errno {errno.ENOSPC}]" in last:
+        return f"{error.rstrip()} ({scratch.limit_message(settings)} in /work; /tmp holds {settings.max_file_mb} MB)"
     return error

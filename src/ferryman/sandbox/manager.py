@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import files
+from . import files, scratch
 from .confinement import ConfinementUnavailable, self_test
 from .kernel import Execution, Kernel, KernelDied
 from .settings import SandboxSettings
@@ -119,8 +119,8 @@ class Sandbox:
         self._lost.discard(key)
         session = self._sessions.pop(key, None)
         if session is not None:
-            await session.kernel.kill()
-        await asyncio.to_thread(files.remove, self._root / key)
+            await session.kernel.close()
+        await self._discard(self._root / key)
 
     async def reap_idle(self) -> None:
         """Remove the sessions unused for ``idle_seconds``, and scratch directories nobody touched that long."""
@@ -132,10 +132,10 @@ class Sandbox:
         cutoff = time.time() - idle
         for folder in await asyncio.to_thread(_stale_folders, self._root, cutoff):
             if folder.name not in self._sessions:
-                await asyncio.to_thread(files.remove, folder)
+                await self._discard(folder)
 
     async def close(self) -> None:
-        """Stop the reaper and every kernel (scratch directories stay for the reaper of the next start)."""
+        """Stop the reaper and every kernel, and remove their scratch spaces (memory, not to outlive the server)."""
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -143,7 +143,8 @@ class Sandbox:
             self._reaper = None
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
-            await session.kernel.kill()
+            await session.kernel.close()
+            await self._discard(session.scratch)
 
     async def _run(self, key: str, code: str) -> RunOutcome:
         session = self._sessions.get(key)
@@ -154,7 +155,7 @@ class Sandbox:
             restarted = key in self._lost
             if not session.kernel.alive:
                 await self._restart(session)
-            before = await asyncio.to_thread(files.snapshot, session.scratch)
+            before = await asyncio.to_thread(files.snapshot, session.kernel.files_root)
             try:
                 execution = await session.kernel.execute(code)
             except KernelDied as exc:
@@ -165,7 +166,7 @@ class Sandbox:
                 self._lost.add(key)
             else:
                 self._lost.discard(key)
-            produced = await asyncio.to_thread(self._produced, session.scratch, before)
+            produced = await asyncio.to_thread(self._produced, session.kernel.files_root, before)
             session.last_used = time.monotonic()
             with contextlib.suppress(OSError):
                 os.utime(session.scratch)
@@ -173,8 +174,13 @@ class Sandbox:
 
     async def _restart(self, session: _Session) -> None:
         uid = session.kernel.uid
+        await session.kernel.close()
         await asyncio.to_thread(session.scratch.mkdir, parents=True, exist_ok=True)
         if uid is not None:
+            try:
+                await asyncio.to_thread(scratch.mount, session.scratch, self.settings, uid)
+            except scratch.ScratchUnavailable as exc:
+                raise SandboxUnavailable(f"the session's scratch space could not be bounded: {exc}") from exc
             await asyncio.to_thread(files.give_to, session.scratch, uid)
         session.kernel = Kernel(self.settings, session.scratch, uid)
         try:
@@ -182,18 +188,24 @@ class Sandbox:
         except KernelDied as exc:
             raise SandboxUnavailable(str(exc)) from exc
 
-    def _produced(self, scratch: Path, before: files.Snapshot) -> list[ProducedFile]:
+    def _produced(self, root: files.Root, before: files.Snapshot) -> list[ProducedFile]:
         # One budget for all of a call's files: the server holds them in memory and stores them.
         budget = self.settings.max_file_mb * 1024 * 1024
         produced: list[ProducedFile] = []
-        for path in files.changed(before, files.snapshot(scratch)):
+        for path in files.changed(before, files.snapshot(root)):
             if len(produced) >= self.settings.max_files_returned:
                 break
-            data = files.read_file(scratch, path, budget)
+            data = files.read_file(root, path, budget)
             if data:
                 produced.append(ProducedFile(path, data))
                 budget -= len(data)
         return produced
+
+    async def _discard(self, folder: Path) -> None:
+        try:
+            await asyncio.to_thread(scratch.discard, folder)
+        except scratch.ScratchUnavailable as exc:  # the next reaper tries again; the session is gone either way
+            log.warning("a sandbox scratch space was not unmounted: %s", exc)
 
     def _free_uid(self) -> int | None:
         """A uid no live kernel of this process uses (None: kernels run as the server's user)."""

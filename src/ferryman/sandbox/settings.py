@@ -22,6 +22,8 @@ class SandboxSettings(BaseModel):
     stops after ``kernel_cpu_seconds`` of CPU in all and after ``idle_seconds``
     without a call (its scratch directory goes with it). The files one call
     returns (at most ``max_files_returned``) are within ``max_file_mb`` together.
+    A session's scratch directory holds at most ``max_scratch_mb`` and
+    ``max_scratch_files`` files, in memory (a tmpfs; see :mod:`.scratch`).
 
     Attributes:
         python: The interpreter the code runs under (the system's, not the server's virtual environment).
@@ -42,6 +44,8 @@ class SandboxSettings(BaseModel):
     memory_mb: int = Field(default=512, gt=0)
     max_processes: int = Field(default=32, gt=0)
     max_file_mb: int = Field(default=64, gt=0)
+    max_scratch_mb: int = Field(default=256, gt=0)
+    max_scratch_files: int = Field(default=10_000, gt=0)
     output_chars: int = Field(default=20_000, gt=0)
     kernel_cpu_seconds: int = Field(default=600, gt=0)
     idle_seconds: float = Field(default=900.0, gt=0)

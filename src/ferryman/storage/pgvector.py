@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import numpy as np
-from asyncpg.exceptions import InsufficientPrivilegeError
+from asyncpg.exceptions import DuplicateObjectError, InsufficientPrivilegeError, UniqueViolationError
 
 from ferryman.errors import ConfigurationError
 
@@ -76,6 +76,8 @@ async def require_pgvector(conn: Connection, url: str) -> None:
         )
     try:
         await conn.execute(CREATE_EXTENSION)
+    except (UniqueViolationError, DuplicateObjectError):
+        pass  # another replica created it between our check and ours ("IF NOT EXISTS" does not lock)
     except InsufficientPrivilegeError as exc:
         raise ConfigurationError(
             f"PostgreSQL at {where(url)} has pgvector, but its database lacks the vector extension (needed for "
