@@ -64,10 +64,16 @@ class AskedModel(ScriptedModel):
 
 
 def scripted_provider(
-    script: Script, model_ids: tuple[str, ...] = ("scripted-model",), provider_id: str = "remote"
+    script: Script,
+    model_ids: tuple[str, ...] = ("scripted-model",),
+    provider_id: str = "remote",
+    max_model_len: int | None = None,
 ) -> OpenAICompatibleProvider:
-    """What ``ferryman serve --inference-url`` makes (``remote``, ``remote-2``…), on a scripted app over ASGI."""
-    transport = httpx2.ASGITransport(app=build_app(script, list(model_ids)))
+    """What ``ferryman serve --inference-url`` makes (``remote``, ``remote-2``…), on a scripted app over ASGI.
+
+    ``max_model_len``, when given, is published in the app's model list, as vLLM does.
+    """
+    transport = httpx2.ASGITransport(app=build_app(script, list(model_ids), max_model_len))
     client = httpx2.AsyncClient(transport=transport, base_url="http://scripted/v1")
     return OpenAICompatibleProvider(provider_id, "http://scripted/v1", http_client=client)
 

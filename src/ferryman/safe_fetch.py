@@ -8,7 +8,8 @@ network holding the address). Redirects are followed here, one checked hop at
 a time, and each connection goes to the address that was checked (with the
 original ``Host`` header and TLS server name), so a DNS answer that changes
 between the check and the connection (rebinding) cannot redirect it.
-Environment proxies are ignored for the same reason.
+Environment proxies are ignored for the same reason. A URL is named in errors
+and logs without its user info, query and fragment (:func:`~ferryman.logs.redacted_url`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from ferryman.errors import InvalidRequestError
+from ferryman.logs import redacted_url
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,9 @@ def is_public(address: IPAddress) -> bool:
     An IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4, Teredo, IPv4-compatible) is public only if
     the IPv4 address it leads to is: ``64:ff9b::a9fe:a9fe`` reaches 169.254.169.254 through a NAT64 gateway.
     """
+    if isinstance(address, ipaddress.IPv6Address) and address.sixtofour is not None:
+        # 6to4 (2002::/16) by its IPv4 address alone: Python 3.13 counts the whole prefix private, 3.11 and 3.12 global.
+        return is_public(address.sixtofour)
     if not (address.is_global and not (address.is_multicast or address.is_reserved or address.is_unspecified)):
         return False
     return all(is_public(inner) for inner in _embedded_ipv4(address))
@@ -95,7 +100,9 @@ async def fetch(url: str, policy: FetchPolicy, field: str | None = None) -> byte
         async with asyncio.timeout(policy.timeout_seconds):
             return await _fetch(url, policy, field)
     except TimeoutError as exc:
-        raise InvalidRequestError(f"fetching {url} took longer than {policy.timeout_seconds:g} s", field) from exc
+        raise InvalidRequestError(
+            f"fetching {redacted_url(url)} took longer than {policy.timeout_seconds:g} s", field
+        ) from exc
 
 
 async def _fetch(url: str, policy: FetchPolicy, field: str | None) -> bytes:
@@ -110,26 +117,30 @@ async def _fetch(url: str, policy: FetchPolicy, field: str | None) -> bytes:
                     url = str(target.join(location))
                     continue
                 if not response.is_success:
-                    raise InvalidRequestError(f"could not fetch {target}: HTTP {response.status_code}", field)
+                    raise InvalidRequestError(f"could not fetch {_shown(target)}: HTTP {response.status_code}", field)
                 return await _body(response, target, policy.max_bytes, field)
             finally:
                 await response.aclose()
-    raise InvalidRequestError(f"could not fetch {url}: more than {policy.max_redirects} redirects", field)
+    raise InvalidRequestError(f"could not fetch {redacted_url(url)}: more than {policy.max_redirects} redirects", field)
+
+
+def _shown(target: httpx.URL) -> str:
+    return redacted_url(str(target))
 
 
 def _parsed(url: str, field: str | None) -> httpx.URL:
     try:
         target = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise InvalidRequestError(f"invalid URL {url!r}: {exc}", field) from exc
+        raise InvalidRequestError(f"invalid URL: {exc}", field) from exc
     if target.scheme not in ("http", "https") or not target.host:
-        raise InvalidRequestError(f"only http(s) URLs with a host can be fetched, not {url!r}", field)
+        raise InvalidRequestError(f"only http(s) URLs with a host can be fetched, not {redacted_url(url)!r}", field)
     return target
 
 
 async def _checked_addresses(target: httpx.URL, policy: FetchPolicy, field: str | None) -> list[IPAddress]:
     port = target.port or (443 if target.scheme == "https" else 80)
-    return await checked_addresses(target.host, port, policy, field, f"fetch {target}")
+    return await checked_addresses(target.host, port, policy, field, f"fetch {_shown(target)}")
 
 
 async def checked_addresses(
@@ -189,15 +200,15 @@ async def _send(
         except httpx.ConnectError as exc:
             failure = exc
         except httpx.HTTPError as exc:
-            raise InvalidRequestError(f"could not fetch {target}: {exc}", field) from exc
-    raise InvalidRequestError(f"could not fetch {target}: {failure}", field)
+            raise InvalidRequestError(f"could not fetch {_shown(target)}: {exc}", field) from exc
+    raise InvalidRequestError(f"could not fetch {_shown(target)}: {failure}", field)
 
 
 async def _body(response: httpx.Response, target: httpx.URL, max_bytes: int, field: str | None) -> bytes:
-    too_large = f"{target} is larger than {max_bytes} bytes"
+    too_large = f"{_shown(target)} is larger than {max_bytes} bytes"
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
-        raise InvalidRequestError(f"{target} answered {encoding}-encoded although asked for identity", field)
+        raise InvalidRequestError(f"{_shown(target)} answered {encoding}-encoded although asked for identity", field)
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise InvalidRequestError(too_large, field)
@@ -208,5 +219,5 @@ async def _body(response: httpx.Response, target: httpx.URL, max_bytes: int, fie
             if len(body) > max_bytes:
                 raise InvalidRequestError(too_large, field)
     except httpx.HTTPError as exc:
-        raise InvalidRequestError(f"could not read {target}: {exc}", field) from exc
+        raise InvalidRequestError(f"could not read {_shown(target)}: {exc}", field) from exc
     return bytes(body)

@@ -55,7 +55,8 @@ def oai(model: Served) -> Iterator[openai.OpenAI]:
 def _containers(model: Served) -> set[str]:
     assert model.services.sandbox is not None
     root = Path(model.services.sandbox.settings.directory())
-    return {folder.name for folder in root.iterdir()} if root.is_dir() else set()
+    # Beside each scratch directory: its lock file and, as root, its kernel's /tmp ("<key>.lock", "<key>.tmp").
+    return {folder.name for folder in root.iterdir() if "." not in folder.name} if root.is_dir() else set()
 
 
 def _run(code: str, answer: str) -> list[ScriptedReply]:

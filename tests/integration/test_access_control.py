@@ -18,7 +18,7 @@ import httpx
 import pytest
 from tests.inprocess import scripted_provider, serving
 
-from ferryman.auth.principal import Principal
+from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.errors import AuthenticationError
 from ferryman.inference.local_embeddings import LocalEmbeddingProvider
 from ferryman.server.app import API_MOUNTS, build_services
@@ -26,7 +26,10 @@ from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
 
-TOKENS = {"token-a": Principal("alice", {"teams": ("red",)}), "token-b": Principal("bob", {"teams": ("blue",)})}
+TOKENS = {
+    "token-a": Principal(PrincipalKind.SUBJECT, "alice", {"teams": ("red",)}),
+    "token-b": Principal(PrincipalKind.SUBJECT, "bob", {"teams": ("blue",)}),
+}
 A, B = {"Authorization": "Bearer token-a"}, {"Authorization": "Bearer token-b"}
 WEATHER = {
     "name": "get_weather",

@@ -16,7 +16,6 @@ from ferryman.storage.base import Store
 pytestmark = pytest.mark.anyio
 
 
-
 @pytest.fixture(params=list(BACKENDS))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     async with BACKENDS[request.param](tmp_path) as opened:

@@ -15,7 +15,7 @@ from replicas import postgres_database
 
 from ferryman.auth.api_keys import ApiKeyAuthenticator, key_record, new_key
 from ferryman.auth.bearer import BearerAuthenticator
-from ferryman.auth.principal import Principal
+from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.server.app import build_services
 from ferryman.storage.base import Store
 from ferryman.storage.postgres import PostgresStore
@@ -26,7 +26,6 @@ from inprocess import scripted_provider, serving
 pytestmark = pytest.mark.anyio
 
 PROTECTED = "/v1/agents"
-
 
 
 @pytest.fixture()
@@ -83,7 +82,7 @@ async def test_unknown_keys_and_keys_when_keys_are_off_are_refused(tmp_path: Pat
         await store.create_api_key(key_record("bot", key, {"roles": ["dev"], "teams": ["ml"]}))
         assert (await client.get(PROTECTED, headers=bearer(key))).status_code == 200
         assert await ApiKeyAuthenticator(store).authenticate(key) == Principal(
-            "key:bot", {"roles": ("dev",), "teams": ("ml",)}
+            PrincipalKind.API_KEY, "bot", {"roles": ("dev",), "teams": ("ml",)}
         )
         assert (await client.get(PROTECTED, headers=bearer(new_key()))).status_code == 401
     async with replica(SqliteStore(str(tmp_path / "keys.db")), api_keys=False) as client:

@@ -27,7 +27,6 @@ pytestmark = pytest.mark.anyio
 PROTECTED = "/v1/agents"
 
 
-
 @pytest.fixture()
 def idp() -> Iterator[Provider]:
     with identity_provider() as provider:

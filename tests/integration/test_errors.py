@@ -241,9 +241,7 @@ def test_resume_twice_is_409(http: httpx.Client, model: Served) -> None:
     assert len(model.requests()) == 2
 
 
-def test_resume_with_wrong_call_ids_is_409_and_the_turn_stays_resumable(
-    http: httpx.Client, model: Served
-) -> None:
+def test_resume_with_wrong_call_ids_is_409_and_the_turn_stays_resumable(http: httpx.Client, model: Served) -> None:
     agent_id, session_id, paused = _paused_turn(http, model)
     turn_id = paused["turn_id"]
     [call] = paused["output_message"]["tool_calls"]
@@ -366,9 +364,7 @@ def test_unusable_documents_are_400(http: httpx.Client, model: Served, document:
     assert model.requests() == []
 
 
-def test_deleting_a_session_while_its_turn_runs_ends_the_turn_cleanly(
-    http: httpx.Client, model: Served
-) -> None:
+def test_deleting_a_session_while_its_turn_runs_ends_the_turn_cleanly(http: httpx.Client, model: Served) -> None:
     """Either the delete is refused (409) or the live stream ends with a deliberate error, not an internal one."""
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)

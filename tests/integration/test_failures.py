@@ -31,9 +31,7 @@ def _fail_upstream(model: Served) -> None:
         model.enqueue_error(500, "model exploded")
 
 
-def test_streamed_turn_ends_with_an_error_frame_when_the_model_fails(
-    http: httpx.Client, model: Served
-) -> None:
+def test_streamed_turn_ends_with_an_error_frame_when_the_model_fails(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     _fail_upstream(model)

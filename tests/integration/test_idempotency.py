@@ -28,7 +28,6 @@ REPLAYED = "idempotent-replayed"
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
 
 
-
 @pytest.fixture()
 def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
     """The scripted model (it fails a request it has no reply for), telling when it is asked; checked at teardown."""

@@ -18,9 +18,7 @@ def _stream(http: httpx.Client, url: str, body: dict[str, Any], key: str) -> tup
         return list(iter_frames(response)), response.headers.get("idempotent-replayed") == "true"
 
 
-def test_a_paused_run_is_replayed_alone_after_its_turn_was_resumed(
-    http: httpx.Client, model: Served
-) -> None:
+def test_a_paused_run_is_replayed_alone_after_its_turn_was_resumed(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue(

@@ -19,7 +19,6 @@ pytestmark = pytest.mark.anyio
 DAY = timedelta(hours=24)
 
 
-
 @pytest.fixture(params=list(BACKENDS))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     async with BACKENDS[request.param](tmp_path) as opened:

@@ -28,7 +28,6 @@ HEADER = "X-LlamaStack-Provider-Data"
 pytestmark = pytest.mark.anyio
 
 
-
 @dataclass
 class Routed:
     """Ferryman in this process over two scripted upstreams: ``alpha`` on ``remote``, ``beta`` on ``remote-2``."""

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ferryman.cli.main import QUIET_LOGGERS, configure_logging
+from ferryman.logs import QUIET_LOGGERS, configure_logging
 from ferryman.tools.mcp import McpClientPool, McpEndpoint, McpSettings
 from mcp_servers import LOCAL_FETCH, RunningServer
 

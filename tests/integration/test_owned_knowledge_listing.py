@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from storage_backends import sqlite_store
 
-from ferryman.auth.principal import Principal, current_principal
+from ferryman.auth.principal import Principal, PrincipalKind, current_principal
 from ferryman.errors import NotFoundError
 from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
 from ferryman.storage.owned import owned
 
 pytestmark = pytest.mark.anyio
 
-ALICE, BOB = Principal("alice"), Principal("bob")
+ALICE, BOB = Principal(PrincipalKind.SUBJECT, "alice"), Principal(PrincipalKind.SUBJECT, "bob")
 
 
 async def test_each_caller_pages_through_its_own_files_and_vector_stores(tmp_path: Path) -> None:

@@ -18,17 +18,16 @@ import httpx
 import pytest
 from replicas import redis_database
 
-from ferryman.auth.principal import Principal, acting_as
+from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.auth.quotas import TURN_RETRY_SECONDS, QuotaSettings, quotas_for
 from ferryman.server.app import Services, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import check_script, serving
 
-ALICE = Principal("alice")
-BOB = Principal("bob")
-ADMIN = Principal("root", {"roles": ("admin",)})
-
+ALICE = Principal(PrincipalKind.SUBJECT, "alice")
+BOB = Principal(PrincipalKind.SUBJECT, "bob")
+ADMIN = Principal(PrincipalKind.SUBJECT, "root", {"roles": ("admin",)})
 
 
 @pytest.fixture()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from redis.asyncio import Redis
@@ -21,11 +21,11 @@ from ferryman.coordination.base import (
     RunEnded,
 )
 from ferryman.coordination.redis_fanout import RedisFanout
+from ferryman.engine.channel import TurnChannel
 from ferryman.redis_url import split_prefix
 from ferryman.storage.base import StoredEvent
 
 pytestmark = pytest.mark.anyio
-
 
 
 class Notices:
@@ -112,13 +112,83 @@ async def test_an_unknown_stream_is_reported_at_once(replicas: Replicas) -> None
     await entries.aclose()
 
 
+class Watcher:
+    """What a run's channel hears from the fan-out: how far its events are stored, or that one was refused."""
+
+    def __init__(self) -> None:
+        self.lost = False
+        self.closed = False
+        self.stored_through = -1
+        self.refused_at: int | None = None
+        self._changed = asyncio.Event()
+
+    def stored(self, seq: int) -> None:
+        self.stored_through = seq
+        self._changed.set()
+
+    def refused(self, seq: int) -> None:
+        self.lost, self.refused_at = True, seq
+        self._changed.set()
+
+    async def until(self, check: Callable[[], bool]) -> None:
+        async with asyncio.timeout(10):
+            while not check():
+                self._changed.clear()
+                await self._changed.wait()
+
+
 async def test_a_frame_published_twice_is_kept_once(replicas: Replicas) -> None:
     a, b, _, _ = replicas
-    a.publish("turn:t2", 0, "first")
-    a.publish("turn:t2", 0, "again")
-    a.publish("turn:t2", 1, "second")
+    watcher = Watcher()
+    a.publish("turn:t2", 0, "first", watcher)
+    a.publish("turn:t2", 0, "first", watcher)  # a retried write of the same event counts as stored
+    a.publish("turn:t2", 1, "second", watcher)
+    await watcher.until(lambda: watcher.stored_through == 1)
     got = await asyncio.wait_for(_take(b.follow("turn:t2", -1), 2), 10)
     assert got == [StoredEvent(0, "first"), StoredEvent(1, "second")]
+    assert not watcher.lost
+
+
+async def test_a_run_is_told_its_events_once_the_stream_holds_them(replicas: Replicas) -> None:
+    a, b, _, _ = replicas
+    channel = TurnChannel()
+    for seq in range(3):
+        channel.hold(StoredEvent(seq, f"frame {seq}"))
+        a.publish("turn:t6", seq, f"frame {seq}", channel)
+    assert channel.events == []  # nothing is released before Redis answered
+    released = await asyncio.wait_for(_take(channel.read(), 3), 10)
+    assert released == [StoredEvent(seq, f"frame {seq}") for seq in range(3)]
+    assert await b.recorded("turn:t6", -1) == released
+
+
+async def test_an_event_whose_number_another_replica_took_is_refused_with_the_rest_of_its_run(
+    replicas: Replicas, redis_prefix: tuple[str, str]
+) -> None:
+    a, b, _, _ = replicas
+    a.publish("turn:t5", 0, "turn started")
+    # b fails the turn of a replica it believes dead: its failure takes number 1 and ends the run.
+    await asyncio.wait_for(_take(b.follow("turn:t5", -1), 1), 10)
+    assert await b.append("turn:t5", 1, ["failed: interrupted"])
+    watcher = Watcher()
+    a.publish("turn:t5", 1, "step started", watcher)
+    a.end_run("turn:t5", 1, watcher)
+    await watcher.until(lambda: watcher.lost)
+    a.publish("turn:t5", 2, "a later step", watcher)
+    a.end_run("turn:t5", 2, watcher)
+    assert (watcher.refused_at, watcher.stored_through) == (1, -1)
+    assert await b.recorded("turn:t5", -1) == [StoredEvent(0, "turn started"), StoredEvent(1, "failed: interrupted")]
+    # Nothing of a's run was written after b's end of the stream, even after the refusal.
+    await a.close()  # sends (or drops) all it queued
+    url, prefix = redis_prefix
+    admin = Redis.from_url(url, decode_responses=True)
+    try:
+        entries = await admin.xrange(f"{prefix}stream:turn:t5")
+    finally:
+        await admin.aclose()
+    assert [entry_id for entry_id, _ in entries] == ["0-1", "1-1", "1-2"]
+    # Appending where the stream already holds an event is refused too, storing nothing.
+    assert not await b.append("turn:t5", 1, ["failed again"])
+    assert await b.recorded("turn:t5", 0) == [StoredEvent(1, "failed: interrupted")]
 
 
 async def test_a_notice_reaches_every_replica(

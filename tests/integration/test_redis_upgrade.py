@@ -22,7 +22,6 @@ from ferryman.storage.redis_upgrade import SCHEMA_VERSION
 pytestmark = pytest.mark.anyio
 
 
-
 @pytest.fixture()
 def deployment() -> Iterator[tuple[str, str]]:
     """The test Redis URL and a fresh key prefix, its keys deleted afterwards."""

@@ -23,6 +23,10 @@ pytestmark = pytest.mark.anyio
 SESSION = "session-1"
 AS_ROOT = os.geteuid() == 0
 QUOTA_MB = 100
+SCRATCH_LIMIT = (
+    f"scratch space limit of {QUOTA_MB} MB, {{files}} files in /work reached "
+    "(sandbox.max_scratch_mb, sandbox.max_scratch_files)"
+)
 FILL = (
     "import os\n"
     "block = b'x' * (8 * 1024 * 1024)\n"
@@ -75,7 +79,7 @@ async def test_filling_the_scratch_space_fails_in_the_code_and_the_session_goes_
     execution = outcome.execution
     assert execution.killed is None, execution
     assert execution.error is not None and "No space left on device" in execution.error
-    assert f"scratch space limit {QUOTA_MB} MB" in execution.error
+    assert f"[sandbox] {SCRATCH_LIMIT.format(files=1000)}" in execution.error
     scratch = tmp_path / "sandbox" / SESSION
     if AS_ROOT:  # the files are on a tmpfs mounted there, never on the host's disk
         assert scratch.is_mount() and os.stat(scratch).st_dev != os.stat(tmp_path).st_dev
@@ -120,12 +124,12 @@ async def test_unprivileged_the_bytes_are_bounded_and_the_files_read_through_the
 
 async def test_unprivileged_too_many_files_kill_the_kernel(unprivileged: Kernel) -> None:
     quick = await unprivileged.execute("for i in range(60):\n    open(f'{i}', 'w').close()")
-    assert quick.killed == f"killed: scratch space limit {QUOTA_MB} MB, 50 files exceeded"
+    assert quick.killed == f"killed: {SCRATCH_LIMIT.format(files=50)}"
     assert not unprivileged.alive
 
 
 async def test_unprivileged_files_created_without_end_are_stopped_during_the_call(unprivileged: Kernel) -> None:
     endless = await unprivileged.execute("i = 0\nwhile True:\n    open(f'{i}', 'w').close()\n    i += 1")
-    assert endless.killed == f"killed: scratch space limit {QUOTA_MB} MB, 50 files exceeded"
+    assert endless.killed == f"killed: {SCRATCH_LIMIT.format(files=50)}"
     root = unprivileged.files_root
     assert isinstance(root, int) and 50 < len(scratch_files.snapshot(root))  # still readable until close()

@@ -32,7 +32,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0008_shields"
+HEAD = "0010_typed_principals"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -51,7 +51,6 @@ RESPONSE_DATA = [
     json.dumps({"type": "response.created", "sequence_number": 0, "response_id": "resp_old"}),
     json.dumps({"type": "response.completed", "sequence_number": 1, "response_id": "resp_old"}),
 ]
-
 
 
 def _q(text: str) -> str:

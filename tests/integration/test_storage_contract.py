@@ -426,6 +426,14 @@ async def test_start_turn_without_loading_history_returns_nothing_but_stores_the
     ]
 
 
+async def test_the_history_of_a_turn_not_stored_yet_is_what_a_new_turn_would_continue(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    first = await start(store, session, "q1")
+    await complete(store, first, "a1")
+    await start(store, session, "q2")  # still running: not history yet
+    assert texts(await store.load_history(session.session_id, new_id())) == ["user:q1", "assistant:a1"]
+
+
 async def test_history_leaves_out_failed_turns(store: Store) -> None:
     session = await new_session(store, (await new_agent(store)).agent_id)
     failed = await start(store, session, "doomed")

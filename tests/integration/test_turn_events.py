@@ -40,9 +40,7 @@ def test_a_finished_turn_replays_exactly_the_missed_events(http: httpx.Client, m
     assert _replay(http, url, live[-1][0]) == []
 
 
-def test_a_client_reconnects_to_a_running_turn_and_misses_nothing(
-    http: httpx.Client, model: Served
-) -> None:
+def test_a_client_reconnects_to_a_running_turn_and_misses_nothing(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     gate = gate_name()

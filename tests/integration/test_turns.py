@@ -37,9 +37,7 @@ def _roles(request: dict[str, Any]) -> list[str]:
 # ---- streaming -------------------------------------------------------------
 
 
-def test_streamed_turn_events_come_in_order_and_deltas_make_the_answer(
-    http: httpx.Client, model: Served
-) -> None:
+def test_streamed_turn_events_come_in_order_and_deltas_make_the_answer(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http)
     session_id = create_session(http, agent_id)
     model.enqueue(ScriptedReply(text="The answer is forty-two.", chunks=3))
@@ -84,9 +82,7 @@ def test_streamed_turn_events_come_in_order_and_deltas_make_the_answer(
     assert stored["steps"] == turn["steps"]
 
 
-def test_server_tool_turn_runs_calculator_between_two_inferences(
-    http: httpx.Client, model: Served
-) -> None:
+def test_server_tool_turn_runs_calculator_between_two_inferences(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
@@ -148,9 +144,7 @@ def test_client_tool_pauses_the_turn_awaiting_input(http: httpx.Client, model: S
     assert "get_weather" in _tool_names(model.requests()[0])
 
 
-def test_resume_continues_the_same_turn_with_the_client_tool_result(
-    http: httpx.Client, model: Served
-) -> None:
+def test_resume_continues_the_same_turn_with_the_client_tool_result(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("get_weather", {"city": "Paris"})
@@ -209,9 +203,7 @@ def test_non_streamed_pause_and_resume(http: httpx.Client, model: Served) -> Non
     assert turn["output_message"]["content"] == "Snow in Oslo."
 
 
-def test_mixed_server_and_client_calls_pause_then_keep_both_responses(
-    http: httpx.Client, model: Served
-) -> None:
+def test_mixed_server_and_client_calls_pause_then_keep_both_responses(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"], client_tools=[WEATHER_TOOL])
     session_id = create_session(http, agent_id)
     model.enqueue(
@@ -560,9 +552,7 @@ def test_length_finish_is_reported_as_out_of_tokens(http: httpx.Client, model: S
     assert turn["output_message"]["stop_reason"] == "out_of_tokens"
 
 
-def test_server_tool_call_with_bad_json_arguments_is_answered_with_an_error(
-    http: httpx.Client, model: Served
-) -> None:
+def test_server_tool_call_with_bad_json_arguments_is_answered_with_an_error(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"])
     session_id = create_session(http, agent_id)
     model.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="calculator", arguments="{not json")]))
@@ -586,9 +576,7 @@ def test_server_tool_call_with_bad_json_arguments_is_answered_with_an_error(
     assert tool_messages[0]["content"].startswith("error:")
 
 
-def test_unknown_tool_called_by_the_model_is_answered_with_an_error(
-    http: httpx.Client, model: Served
-) -> None:
+def test_unknown_tool_called_by_the_model_is_answered_with_an_error(http: httpx.Client, model: Served) -> None:
     agent_id = create_agent(http, toolgroups=["builtin::math"])
     session_id = create_session(http, agent_id)
     model.enqueue_tool_call("teleport", {"to": "Mars"})

@@ -21,7 +21,6 @@ CLIENT_KEY = "sk-client-9876543210"
 CLIENT_HEADERS = {"X-LlamaStack-Provider-Data": json.dumps({"api_key": CLIENT_KEY})}
 
 
-
 @pytest.fixture()
 async def http(
     tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient

@@ -10,14 +10,14 @@ from knowledge_serving import _Shared, needs_model
 from tests.inprocess import migrated_sqlite, serving
 
 from ferryman.api.vector_io import RegisterVectorDbRequest
-from ferryman.auth.principal import Principal, acting_as
+from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = [pytest.mark.anyio, needs_model]
 
-ALICE, BOB = Principal("alice"), Principal("bob")
+ALICE, BOB = Principal(PrincipalKind.SUBJECT, "alice"), Principal(PrincipalKind.SUBJECT, "bob")
 
 
 async def test_the_loser_of_a_concurrent_registration_owns_nothing(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from knowledge_serving import _Shared, needs_model
 
+from ferryman.api.limits import MAX_DOCUMENTS
 from ferryman.server.app import build_services
-from ferryman.services.documents import MAX_DOCUMENTS
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script
 from inprocess import migrated_sqlite, scripted_provider, serving
@@ -42,4 +42,5 @@ async def test_a_rag_insert_of_too_many_documents_is_refused(tmp_path: Path) -> 
         insert = {"vector_db_id": "many", "documents": documents, "chunk_size_in_tokens": 128}
         refused = await http.post("/v1/tool-runtime/rag-tool/insert", json=insert)
     assert refused.status_code == 400, refused.text
-    assert f"at most {MAX_DOCUMENTS} documents" in refused.json()["error"]["message"]
+    error = refused.json()["error"]
+    assert error["field"] == "documents" and f"at most {MAX_DOCUMENTS} items" in error["message"]

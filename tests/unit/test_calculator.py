@@ -27,4 +27,3 @@ async def test_tool_reports_errors_in_its_result() -> None:
     assert result.content is None and result.error_message and "division by zero" in result.error_message
     missing = await Calculator().invoke({})
     assert missing.error_message == "missing string argument 'expression'"
-

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
 from ferryman.errors import InvalidRequestError
 from ferryman.inference import minilm
+from ferryman.knowledge import chunking
 from ferryman.knowledge.chunking import TextSpan, chunk_text, count_tokens, resolve_strategy
 
 PARAGRAPH = (
@@ -107,3 +110,31 @@ def test_static_strategies_are_kept_within_openais_bounds() -> None:
         with pytest.raises(InvalidRequestError) as caught:
             resolve_strategy(bad)
         assert caught.value.field == "chunking_strategy"
+
+
+def test_text_tokenized_in_windows_gives_the_chunks_of_the_whole_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "".join(f"Naïve café {i}:\tthe ferry's log, 日本語 page {i}.\n" + PARAGRAPH for i in range(40))
+    whole = [chunk_text(text, size, overlap) for size, overlap in ((100, 20), (254, 64), (400, 0))]
+    counted = count_tokens(text)
+    monkeypatch.setattr(chunking, "WINDOW_CHARS", 97)
+    assert [chunk_text(text, size, overlap) for size, overlap in ((100, 20), (254, 64), (400, 0))] == whole
+    assert count_tokens(text) == counted
+
+
+_PEAK = """
+import resource, sys
+from ferryman.knowledge.chunking import chunk_text
+text = ("a" * 120 + " ") * (10 * 1024 * 1024 // 121)
+chunk_text("warm up the tokenizer", 254, 64)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+spans = chunk_text(text, 254, 64)
+print(len(spans), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+@pytest.mark.skipif(not minilm.installed(), reason="all-MiniLM-L6-v2's tokenizer is not installed")
+def test_chunking_ten_megabytes_of_text_takes_little_memory_beyond_it() -> None:
+    out = subprocess.run([sys.executable, "-c", _PEAK], capture_output=True, text=True, check=True, timeout=120)
+    chunks, grown_kb = map(int, out.stdout.split())
+    assert chunks > 400
+    assert grown_kb < 100 * 1024  # the whole text through the tokenizer at once: about 700 MB

@@ -21,7 +21,7 @@ from ferryman.api.content import (
     UserMessage,
 )
 from ferryman.api.inference import GrammarResponseFormat, JsonSchemaResponseFormat
-from ferryman.errors import InvalidRequestError, UpstreamError
+from ferryman.errors import ContextLengthExceededError, InvalidRequestError, UpstreamError
 from ferryman.inference.base import ChatChunk, ChatRequest, FinishChunk, Sampling, TextChunk, ToolCallChunk, Usage
 from ferryman.inference.embedded import (
     DEFAULT_MODEL_ID,
@@ -212,8 +212,12 @@ async def test_a_tool_call_in_the_output_becomes_a_tool_call_chunk() -> None:
 async def test_length_finish_is_out_of_tokens_and_source_errors_are_upstream_errors() -> None:
     provider = EmbeddedProvider(source=ScriptedSource("a", "b", StreamEnd("length")))
     assert await _collect(provider, _request()) == [TextChunk("a"), TextChunk("b"), FinishChunk("out_of_tokens")]
-    provider.source = ScriptedSource("a", error=ValueError("Requested tokens exceed context window"))
-    with pytest.raises(UpstreamError, match="exceed context window"):
+    provider.source = ScriptedSource("a", error=ValueError("failed to decode"))
+    with pytest.raises(UpstreamError, match="failed to decode"):
+        await _collect(provider, _request())
+    # llama-cpp-python's refusal of a prompt longer than its context is the client's: a 400, not a 502.
+    provider.source = ScriptedSource("a", error=ValueError("Requested tokens (2230) exceed context window of 2048"))
+    with pytest.raises(ContextLengthExceededError, match="exceed context window"):
         await _collect(provider, _request())
     await provider.aclose()
     with pytest.raises(UpstreamError, match="closed"):

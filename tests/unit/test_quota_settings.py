@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferryman.auth.principal import Principal, acting_as
+from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.auth.quotas import QuotaLimits, Quotas, QuotaSettings
 from ferryman.config import Settings
 from ferryman.errors import RateLimitedError
@@ -24,10 +24,12 @@ def test_a_role_replaces_only_what_it_sets_and_the_most_generous_role_wins() -> 
             }
         }
     ).quotas
-    assert settings.limits_for(Principal("u")) == QuotaLimits(requests_per_minute=10, max_running_turns=2)
-    both = Principal("b", {"roles": ("ops", "batch")})
+    assert settings.limits_for(Principal(PrincipalKind.SUBJECT, "u")) == QuotaLimits(
+        requests_per_minute=10, max_running_turns=2
+    )
+    both = Principal(PrincipalKind.SUBJECT, "b", {"roles": ("ops", "batch")})
     assert settings.limits_for(both) == QuotaLimits(requests_per_minute=10, max_running_turns=8)
-    admin = Principal("a", {"roles": ("admin",)})
+    admin = Principal(PrincipalKind.SUBJECT, "a", {"roles": ("admin",)})
     assert settings.limits_for(admin) == QuotaLimits(requests_per_minute=None, max_running_turns=2)
 
 
@@ -39,7 +41,7 @@ def test_no_quotas_by_default() -> None:
 @pytest.mark.anyio
 async def test_a_second_admission_of_a_turn_already_running_here_takes_and_frees_nothing() -> None:
     quotas = Quotas(QuotaSettings(max_running_turns=1))
-    with acting_as(Principal("u")):
+    with acting_as(Principal(PrincipalKind.SUBJECT, "u")):
         assert await quotas.admit_turn("t1") is True
         assert await quotas.admit_turn("t1") is False  # a racing resume of the same turn: not its slot to free
         with pytest.raises(RateLimitedError):

@@ -17,7 +17,9 @@ from ferryman.safe_fetch import FetchPolicy, fetch, is_public
 
 @dataclass
 class DocumentServer:
-    """A tiny HTTP/1.1 server on 127.0.0.1: ``/doc``, ``/to?url=…`` (302), ``/big``, ``/endless``, ``/gzip``, ``/slow``.
+    """A tiny HTTP/1.1 server on 127.0.0.1.
+
+    Paths: ``/doc``, ``/to?url=…`` (302), ``/big``, ``/endless``, ``/gzip``, ``/slow``.
     """
 
     port: int = 0
@@ -83,9 +85,7 @@ def test_non_public_addresses_are_recognised(address: str) -> None:
     assert not is_public(ipaddress.ip_address(address))
 
 
-@pytest.mark.parametrize(
-    "address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "2002:808:808::1"]
-)
+@pytest.mark.parametrize("address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "2002:808:808::1"])
 def test_public_addresses_are_recognised(address: str) -> None:
     assert is_public(ipaddress.ip_address(address))
 

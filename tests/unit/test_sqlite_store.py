@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,6 @@ from ferryman.storage.sql.seam import count, first
 from ferryman.storage.sqlite import SqliteDriver, SqliteStore
 
 pytestmark = pytest.mark.anyio
-
 
 
 @pytest.fixture()
@@ -81,7 +81,7 @@ async def test_deleting_an_agent_cascades(store: SqliteStore, tmp_path: Path) ->
     await store.delete_agent(agent_id)
     with pytest.raises(NotFoundError):
         await store.get_session(agent_id, session_id)
-    with sqlite3.connect(tmp_path / "store.db") as raw:
+    with closing(sqlite3.connect(tmp_path / "store.db")) as raw:  # a connection's own ``with`` does not close it
         counts = [raw.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("sessions", "turns", "messages")]
     assert counts == [0, 0, 0]
     with pytest.raises(NotFoundError):

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ferryman.inference.base import TextChunk, ToolCallChunk
-from ferryman.inference.tool_parsing import ParsedChunk, ToolCallParser, function_call_of, new_call_id
+from ferryman.inference.tool_parsing import MAX_NESTING, ParsedChunk, ToolCallParser, function_call_of, new_call_id
 
 OFFERED = ("get_weather", "calculator")
 
@@ -207,3 +207,17 @@ def test_output_that_no_json_can_carry_stays_text_and_never_raises(text: str) ->
     parser = _parser()
     assert _joined(parser, text, 1000) == [TextChunk(text)]
     assert parser.calls == 0
+
+
+def test_the_nesting_bound_is_the_parsers_own_on_every_python() -> None:
+    """Arguments ``MAX_NESTING`` deep are a call, one level deeper text (json alone stops near 1000 on 3.11 only)."""
+
+    def call(depth: int) -> str:  # the call object itself is the first level
+        return '{"name": "calculator", "arguments": ' + '{"a": ' * (depth - 1) + "1" + "}" * depth
+
+    assert [type(chunk) for chunk in _joined(_parser(), call(MAX_NESTING), 1000)] == [ToolCallChunk]
+    deeper = call(MAX_NESTING + 1)
+    assert _joined(_parser(), deeper, 1000) == [TextChunk(deeper)]
+    # Brackets inside strings are text, not nesting.
+    in_strings = call(2).replace("1", '"' + "[" * 500 + '"')
+    assert [type(chunk) for chunk in _joined(_parser(), in_strings, 1000)] == [ToolCallChunk]

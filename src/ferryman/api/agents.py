@@ -18,18 +18,31 @@ from .content import (
     TurnInputMessage,
 )
 from .inference import ResponseFormat, SamplingParams, ToolConfig, ToolPromptFormat
+from .limits import (
+    MAX_DOCUMENTS,
+    MAX_MESSAGES,
+    MAX_SHIELDS,
+    MAX_TOOLS,
+    AtMost,
+    Id,
+    Instructions,
+    Name,
+    RequiredId,
+)
 
 
 class ToolGroupWithArgs(BaseModel):
     """A toolgroup (or one tool of it, ``group/tool``) with arguments bound by the agent."""
 
-    name: str
+    name: Name
     args: dict[str, Any] = Field(default_factory=dict)
     require_approval: RequireApproval | None = None
     """Which of the group's tools wait for the caller's approval (a ferryman extension)."""
 
 
-ToolGroupRef = str | ToolGroupWithArgs
+ToolGroupRef = Name | ToolGroupWithArgs
+ShieldIds = Annotated[list[Id], AtMost(MAX_SHIELDS)]
+ToolGroupRefs = Annotated[list[ToolGroupRef], AtMost(MAX_TOOLS)]
 
 
 class Document(BaseModel):
@@ -48,10 +61,10 @@ class Attachment(BaseModel):
 
 class _ToolSettings(BaseModel):
     sampling_params: SamplingParams | None = Field(default_factory=SamplingParams)
-    input_shields: list[str] | None = Field(default_factory=list)
-    output_shields: list[str] | None = Field(default_factory=list)
-    toolgroups: list[ToolGroupRef] | None = Field(default_factory=list)
-    client_tools: list[ToolDef] | None = Field(default_factory=list)
+    input_shields: ShieldIds | None = Field(default_factory=list)
+    output_shields: ShieldIds | None = Field(default_factory=list)
+    toolgroups: ToolGroupRefs | None = Field(default_factory=list)
+    client_tools: Annotated[list[ToolDef], AtMost(MAX_TOOLS)] | None = Field(default_factory=list)
     tool_choice: str | None = None
     tool_prompt_format: ToolPromptFormat | None = None
     tool_config: ToolConfig | None = None
@@ -77,16 +90,16 @@ class _ToolSettings(BaseModel):
 class AgentConfig(_ToolSettings):
     """Everything that defines an agent."""
 
-    model: str = Field(min_length=1)
-    instructions: str
-    name: str | None = None
+    model: RequiredId
+    instructions: Instructions
+    name: Name | None = None
     enable_session_persistence: bool | None = False
     response_format: ResponseFormat | None = None
     require_approval: RequireApproval | None = None
     """Which server tools wait for the caller's approval before they run (a ferryman extension; default none)."""
-    tool_input_shields: list[str] | None = Field(default_factory=list)
+    tool_input_shields: ShieldIds | None = Field(default_factory=list)
     """Shields that check a server tool call's arguments before it runs (a ferryman extension)."""
-    tool_output_shields: list[str] | None = Field(default_factory=list)
+    tool_output_shields: ShieldIds | None = Field(default_factory=list)
     """Shields that check a server tool's result before the model reads it (a ferryman extension)."""
 
 
@@ -338,7 +351,7 @@ class AgentCreated(BaseModel):
 class CreateSessionRequest(BaseModel):
     """Body of ``POST /agents/{id}/session``."""
 
-    session_name: str
+    session_name: Name
 
 
 class SessionCreated(BaseModel):
@@ -350,17 +363,17 @@ class SessionCreated(BaseModel):
 class CreateTurnRequest(BaseModel):
     """Body of ``POST …/turn``."""
 
-    messages: list[TurnInputMessage] = Field(min_length=1)
+    messages: Annotated[list[TurnInputMessage], Field(min_length=1), AtMost(MAX_MESSAGES)]
     stream: bool | None = False
-    documents: list[Document] | None = None
-    toolgroups: list[ToolGroupRef] | None = None
+    documents: Annotated[list[Document], AtMost(MAX_DOCUMENTS)] | None = None
+    toolgroups: ToolGroupRefs | None = None
     tool_config: ToolConfig | None = None
 
 
 class ResumeTurnRequest(BaseModel):
     """Body of ``POST …/turn/{turn_id}/resume``."""
 
-    tool_responses: list[ToolResponse] = Field(default_factory=list)
-    approvals: list[ApprovalDecision] = Field(default_factory=list)
+    tool_responses: Annotated[list[ToolResponse], AtMost(MAX_MESSAGES)] = Field(default_factory=list)
+    approvals: Annotated[list[ApprovalDecision], AtMost(MAX_MESSAGES)] = Field(default_factory=list)
     """Decisions on the turn's approval requests (a ferryman extension)."""
     stream: bool | None = False

@@ -6,15 +6,17 @@ shaped after the OpenAI Responses ``mcp`` tool's ``require_approval``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
+
+from .limits import MAX_TOOLS, AtMost, Id, MessageText, Name
 
 
 class ToolNames(BaseModel):
     """The tools a part of an approval filter names."""
 
-    tool_names: list[str] = Field(default_factory=list)
+    tool_names: Annotated[list[Name], AtMost(MAX_TOOLS)] = Field(default_factory=list)
 
 
 class ApprovalFilter(BaseModel):
@@ -49,8 +51,8 @@ class ApprovalRequest(BaseModel):
 class ApprovalDecision(BaseModel):
     """The caller's answer to one approval request."""
 
-    call_id: str
+    call_id: Id
     approve: bool
-    reason: str | None = None
-    digest: str | None = None
+    reason: MessageText | None = None
+    digest: Id | None = None
     """The request's digest, if the caller wants the arguments it approved checked too."""

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .limits import MAX_MESSAGE_CHARS, Id, MessageText, Name, TextAtMost
+
 
 class URL(BaseModel):
     """A reference to a resource by URI."""
@@ -25,7 +27,7 @@ class TextContentItem(BaseModel):
     """A piece of text content."""
 
     type: Literal["text"] = "text"
-    text: str
+    text: MessageText
 
 
 class ImageContentItem(BaseModel):
@@ -36,7 +38,8 @@ class ImageContentItem(BaseModel):
 
 
 ContentItem = Annotated[TextContentItem | ImageContentItem, Field(discriminator="type")]
-InterleavedContent = str | ContentItem | list[ContentItem]
+InterleavedContent = Annotated[MessageText | ContentItem | list[ContentItem], TextAtMost(MAX_MESSAGE_CHARS)]
+"""Text, a part, or parts: in a request, at most 1 MiB of text in all (one message's, one tool result's)."""
 
 
 def content_to_text(content: InterleavedContent | URL | None) -> str:
@@ -62,9 +65,9 @@ class ToolCall(BaseModel):
     otherwise the raw text; ``arguments_json`` always holds the JSON text.
     """
 
-    call_id: str
-    tool_name: str
-    arguments: dict[str, ArgumentValue] | str
+    call_id: Id
+    tool_name: Name
+    arguments: dict[str, ArgumentValue] | MessageText
     arguments_json: str | None = None
 
     @model_validator(mode="after")
@@ -99,7 +102,7 @@ class ToolResponseMessage(BaseModel):
     """The output of one tool call, as a message."""
 
     role: Literal["tool"] = "tool"
-    call_id: str
+    call_id: Id
     content: InterleavedContent
 
 
@@ -122,8 +125,8 @@ TurnInputMessage = Annotated[UserMessage | ToolResponseMessage, Field(discrimina
 class ToolResponse(BaseModel):
     """The result of one tool call, as sent by a client or produced by a server tool."""
 
-    call_id: str
-    tool_name: str
+    call_id: Id
+    tool_name: Name
     content: InterleavedContent
     metadata: dict[str, Any] | None = None
 
@@ -131,7 +134,7 @@ class ToolResponse(BaseModel):
 class ToolParameter(BaseModel):
     """One parameter of a tool, in Llama Stack's flat form."""
 
-    name: str
+    name: Name
     parameter_type: str
     description: str = ""
     required: bool = True
@@ -143,8 +146,8 @@ class ToolDef(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    name: str
-    description: str | None = None
+    name: Name
+    description: MessageText | None = None
     parameters: list[ToolParameter] | None = Field(default_factory=list)
     metadata: dict[str, Any] | None = None
     input_schema: dict[str, Any] | None = None

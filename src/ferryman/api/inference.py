@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .limits import MAX_MESSAGES, MAX_TOOLS, AtMost, RequiredId
+
 
 class GreedySamplingStrategy(BaseModel):
     """Always pick the most likely token."""
@@ -79,12 +81,15 @@ ResponseFormat = Annotated[JsonSchemaResponseFormat | GrammarResponseFormat, Fie
 class OpenAIRequest(BaseModel):
     """Body of ``/chat/completions`` and ``/embeddings``: OpenAI's request, passed on as it is.
 
-    Only ``model`` is read here (to route the request); every other field goes to the provider.
+    Only ``model`` is read here (to route the request); every other field goes to the provider, a chat
+    completion's ``messages`` and ``tools`` counted first.
     """
 
     model_config = ConfigDict(extra="allow", protected_namespaces=())
 
-    model: str = Field(min_length=1)
+    model: RequiredId
+    messages: Annotated[list[dict[str, Any]], AtMost(MAX_MESSAGES)] | None = None
+    tools: Annotated[list[dict[str, Any]], AtMost(MAX_TOOLS)] | None = None
 
 
 class OpenAIObject(BaseModel):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .content import InterleavedContent, ToolParameter
+from .limits import Id, Name, RequiredId
 
 
 class Model(BaseModel):
@@ -55,8 +56,8 @@ class ToolGroup(BaseModel):
 class RegisterToolGroupRequest(BaseModel):
     """Body of ``POST /toolgroups``."""
 
-    toolgroup_id: str = Field(min_length=1)
-    provider_id: str = Field(min_length=1)
+    toolgroup_id: RequiredId
+    provider_id: RequiredId
     mcp_endpoint: McpEndpoint | None = None
     args: dict[str, Any] | None = None
 
@@ -66,7 +67,7 @@ class RegisterToolGroupRequest(BaseModel):
 class InvokeToolRequest(BaseModel):  # type: ignore[no-redef]
     """Body of ``POST /tool-runtime/invoke``."""
 
-    tool_name: str
+    tool_name: Name
     arguments: dict[str, Any] = Field(default_factory=dict, validation_alias="kwargs")
 
 
@@ -90,9 +91,9 @@ class RegisterModelRequest(BaseModel):
 
     model_config = ConfigDict(protected_namespaces=())
 
-    model_id: str = Field(min_length=1)
-    provider_id: str | None = None
-    provider_model_id: str | None = None
+    model_id: RequiredId
+    provider_id: Id | None = None
+    provider_model_id: Id | None = None
     model_type: Literal["llm", "embedding"] = "llm"
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -7,13 +7,27 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
 
 from .approvals import RequireApproval
+from .limits import (
+    MAX_MESSAGE_CHARS,
+    MAX_MESSAGES,
+    MAX_SHIELDS,
+    MAX_TOOLS,
+    AtMost,
+    Id,
+    Instructions,
+    MessageText,
+    Metadata,
+    Name,
+    RequiredId,
+    TextAtMost,
+)
 
 
 class InputText(BaseModel):
     """Text given to the model."""
 
     type: Literal["input_text"] = "input_text"
-    text: str
+    text: MessageText
 
 
 class InputImage(BaseModel):
@@ -28,7 +42,7 @@ class OutputText(BaseModel):
     """Text produced by the model."""
 
     type: Literal["output_text"] = "output_text"
-    text: str
+    text: MessageText
     annotations: list[dict[str, Any]] = Field(default_factory=list)
     logprobs: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -37,7 +51,7 @@ class Refusal(BaseModel):
     """The answer of a response a guardrail blocked, in place of the model's text."""
 
     type: Literal["refusal"] = "refusal"
-    refusal: str
+    refusal: MessageText
 
 
 ContentPart = Annotated[InputText | InputImage | OutputText | Refusal, Field(discriminator="type")]
@@ -47,9 +61,9 @@ class MessageItem(BaseModel):
     """A message in a conversation or response."""
 
     type: Literal["message"] = "message"
-    id: str | None = None
+    id: Id | None = None
     role: Literal["user", "assistant", "system", "developer"]
-    content: str | list[ContentPart]
+    content: Annotated[MessageText | list[ContentPart], TextAtMost(MAX_MESSAGE_CHARS)]
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
@@ -57,10 +71,10 @@ class FunctionCallItem(BaseModel):
     """The model's call of a client-side function."""
 
     type: Literal["function_call"] = "function_call"
-    id: str | None = None
-    call_id: str
-    name: str
-    arguments: str
+    id: Id | None = None
+    call_id: Id
+    name: Name
+    arguments: MessageText
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
@@ -68,9 +82,9 @@ class FunctionCallOutputItem(BaseModel):
     """The client's result of a function call."""
 
     type: Literal["function_call_output"] = "function_call_output"
-    id: str | None = None
-    call_id: str
-    output: str
+    id: Id | None = None
+    call_id: Id
+    output: MessageText
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
@@ -88,7 +102,7 @@ class FileSearchCallItem(BaseModel):
     """A search the server ran with the ``file_search`` tool; ``results`` shown only to a request including them."""
 
     type: Literal["file_search_call"] = "file_search_call"
-    id: str | None = None
+    id: Id | None = None
     status: Literal["in_progress", "searching", "completed", "incomplete", "failed"] = "completed"
     queries: list[str] = Field(default_factory=list)
     results: list[FileSearchResult] | None = None
@@ -107,7 +121,7 @@ class McpListToolsItem(BaseModel):
     """The tools an MCP server offered; kept so that later responses of the conversation need not list them again."""
 
     type: Literal["mcp_list_tools"] = "mcp_list_tools"
-    id: str | None = None
+    id: Id | None = None
     server_label: str
     tools: list[McpListedTool] = Field(default_factory=list)
     error: str | None = None
@@ -117,13 +131,13 @@ class McpCallItem(BaseModel):
     """A call the server made to an MCP server's tool; ``error`` holds why it failed."""
 
     type: Literal["mcp_call"] = "mcp_call"
-    id: str | None = None
+    id: Id | None = None
     server_label: str
     name: str
     arguments: str
     output: str | None = None
     error: dict[str, Any] | None = None
-    approval_request_id: str | None = None
+    approval_request_id: Id | None = None
     status: Literal["in_progress", "calling", "completed", "incomplete", "failed"] | None = None
 
 
@@ -148,7 +162,7 @@ class CodeInterpreterCallItem(BaseModel):
     """Code the server ran with the ``code_interpreter`` tool, and what it printed and drew."""
 
     type: Literal["code_interpreter_call"] = "code_interpreter_call"
-    id: str | None = None
+    id: Id | None = None
     code: str | None = None
     container_id: str
     outputs: list[CodeInterpreterOutput] | None = None
@@ -167,7 +181,7 @@ class WebSearchCallItem(BaseModel):
     """A search of the web the server ran with the ``web_search`` tool."""
 
     type: Literal["web_search_call"] = "web_search_call"
-    id: str | None = None
+    id: Id | None = None
     status: Literal["in_progress", "searching", "completed", "incomplete", "failed"] = "completed"
     action: WebSearchAction = Field(default_factory=WebSearchAction)
 
@@ -176,7 +190,7 @@ class McpApprovalRequestItem(BaseModel):
     """A hosted tool call held back until the client approves it (``server_label`` is "ferryman" for non-MCP tools)."""
 
     type: Literal["mcp_approval_request"] = "mcp_approval_request"
-    id: str | None = None
+    id: Id | None = None
     server_label: str
     name: str
     arguments: str
@@ -186,10 +200,10 @@ class McpApprovalResponseItem(BaseModel):
     """The client's decision on an ``mcp_approval_request`` of an earlier response."""
 
     type: Literal["mcp_approval_response"] = "mcp_approval_response"
-    id: str | None = None
-    approval_request_id: str
+    id: Id | None = None
+    approval_request_id: Id
     approve: bool
-    reason: str | None = None
+    reason: MessageText | None = None
 
 
 HostedCallItem = FileSearchCallItem | McpCallItem | CodeInterpreterCallItem | WebSearchCallItem
@@ -219,7 +233,7 @@ def _typed_items(value: Any) -> Any:
     return value
 
 
-ItemsInput = Annotated[list[Item], BeforeValidator(_typed_items)]
+ItemsInput = Annotated[list[Item], BeforeValidator(_typed_items), AtMost(MAX_MESSAGES)]
 """A list of items as clients write them: the short message form is accepted."""
 
 
@@ -227,8 +241,8 @@ class FunctionTool(BaseModel):
     """A client-side function the model may call."""
 
     type: Literal["function"] = "function"
-    name: str
-    description: str | None = None
+    name: Name
+    description: MessageText | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
@@ -246,7 +260,7 @@ class FileSearchTool(BaseModel):
     """The server-side search of vector stores, offered to the model as the ``file_search`` tool."""
 
     type: Literal["file_search"] = "file_search"
-    vector_store_ids: list[str] = Field(min_length=1)
+    vector_store_ids: list[Id] = Field(min_length=1)
     filters: dict[str, Any] | None = None
     max_num_results: int | None = Field(default=None, ge=1, le=50)
     ranking_options: FileSearchRanking | None = None
@@ -355,13 +369,13 @@ class TextConfig(BaseModel):
 class ConversationRef(BaseModel):
     """A conversation named by id."""
 
-    id: str
+    id: Id
 
 
 class GuardrailSpec(BaseModel):
     """A guardrail named by an object (Llama Stack's ``ResponseGuardrailSpec``): ``type`` is the shield's id."""
 
-    type: str = Field(min_length=1)
+    type: RequiredId
 
 
 class CreateResponseRequest(BaseModel):
@@ -369,10 +383,10 @@ class CreateResponseRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    model: str = Field(min_length=1)
-    input: str | ItemsInput = ""
-    instructions: str | None = None
-    tools: list[ResponseTool] = Field(default_factory=list)
+    model: RequiredId
+    input: MessageText | ItemsInput = ""
+    instructions: Instructions | None = None
+    tools: Annotated[list[ResponseTool], AtMost(MAX_TOOLS)] = Field(default_factory=list)
     tool_choice: str | dict[str, Any] | None = "auto"
     include: list[str] | None = None
     parallel_tool_calls: bool | None = True
@@ -381,13 +395,13 @@ class CreateResponseRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     text: TextConfig | None = None
-    metadata: dict[str, str] | None = None
+    metadata: Metadata | None = None
     store: bool | None = True
-    previous_response_id: str | None = None
-    conversation: str | ConversationRef | None = None
+    previous_response_id: Id | None = None
+    conversation: Id | ConversationRef | None = None
     stream: bool | None = False
     background: bool | None = False
-    guardrails: list[str | GuardrailSpec] | None = None
+    guardrails: Annotated[list[Id | GuardrailSpec], AtMost(MAX_SHIELDS)] | None = None
     """Llama Stack's guardrails: shields that check the input before the model and the answer before the client."""
 
     def conversation_id(self) -> str | None:
@@ -478,13 +492,13 @@ class CreateConversationRequest(BaseModel):
     """Body of ``POST /v1/conversations``."""
 
     items: ItemsInput = Field(default_factory=list)
-    metadata: dict[str, str] | None = None
+    metadata: Metadata | None = None
 
 
 class UpdateConversationRequest(BaseModel):
     """Body of ``POST /v1/conversations/{id}``."""
 
-    metadata: dict[str, str]
+    metadata: Metadata
 
 
 class AddItemsRequest(BaseModel):

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from .agents import SafetyViolation
 from .content import Message
+from .limits import MAX_MESSAGES, AtMost, Id, MessageText, RequiredId
 
 
 class ShieldResource(BaseModel):
@@ -23,9 +24,9 @@ class ShieldResource(BaseModel):
 class RegisterShieldRequest(BaseModel):
     """Body of ``POST /v1/shields``."""
 
-    shield_id: str = Field(min_length=1)
-    provider_id: str | None = None
-    provider_shield_id: str | None = None
+    shield_id: RequiredId
+    provider_id: Id | None = None
+    provider_shield_id: Id | None = None
     params: dict[str, Any] | None = None
 
 
@@ -38,8 +39,8 @@ class ListShieldsResponse(BaseModel):
 class RunShieldRequest(BaseModel):
     """Body of ``POST /v1/safety/run-shield``."""
 
-    shield_id: str = Field(min_length=1)
-    messages: list[Message]
+    shield_id: RequiredId
+    messages: Annotated[list[Message], AtMost(MAX_MESSAGES)]
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -54,8 +55,8 @@ class RunShieldResponse(BaseModel):
 class ModerationRequest(BaseModel):
     """Body of ``POST /v1/moderations`` (OpenAI's shape); a list holds at most 64 inputs (each is one shield run)."""
 
-    input: str | Annotated[list[str], Field(min_length=1, max_length=64)]
-    model: str | None = None
+    input: MessageText | Annotated[list[MessageText], Field(min_length=1, max_length=64)]
+    model: Id | None = None
 
 
 class ModerationResult(BaseModel):

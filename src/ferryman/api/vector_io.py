@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from .content import URL, InterleavedContent
-
-MAX_CHUNKS_PER_INSERT = 1000
-MAX_DOCUMENTS_PER_INSERT = 50
+from .limits import (
+    MAX_CHUNKS_PER_INSERT,
+    MAX_DOCUMENTS,
+    MAX_ID_CHARS,
+    MAX_SEARCH_QUERY_CHARS,
+    AtMost,
+    Id,
+    NoControlCharacters,
+    RequiredId,
+    TextAtMost,
+)
 
 
 class RegisterVectorDbRequest(BaseModel):
     """Body of ``POST /vector-dbs``: the caller names the vector DB."""
 
-    vector_db_id: str = Field(min_length=1, max_length=256, pattern=r"^[^/\s]+$")
-    embedding_model: str = Field(min_length=1)
+    vector_db_id: Annotated[str, Field(min_length=1, pattern=r"^[^/\s]+$"), AtMost(MAX_ID_CHARS), NoControlCharacters()]
+    embedding_model: RequiredId
     embedding_dimension: int | None = Field(default=None, ge=1, le=65536)
-    provider_id: str | None = None
-    provider_vector_db_id: str | None = None
+    provider_id: Id | None = None
+    provider_vector_db_id: Id | None = None
 
 
 class VectorDB(BaseModel):
@@ -50,16 +58,16 @@ class Chunk(BaseModel):
 class InsertChunksRequest(BaseModel):
     """Body of ``POST /vector-io/insert``."""
 
-    vector_db_id: str = Field(min_length=1)
-    chunks: list[Chunk] = Field(max_length=MAX_CHUNKS_PER_INSERT)
+    vector_db_id: RequiredId
+    chunks: Annotated[list[Chunk], AtMost(MAX_CHUNKS_PER_INSERT)]
     ttl_seconds: int | None = Field(default=None, ge=0)
 
 
 class QueryChunksRequest(BaseModel):
     """Body of ``POST /vector-io/query``."""
 
-    vector_db_id: str = Field(min_length=1)
-    query: InterleavedContent
+    vector_db_id: RequiredId
+    query: Annotated[InterleavedContent, TextAtMost(MAX_SEARCH_QUERY_CHARS)]
     params: dict[str, Any] | None = None
 
 
@@ -73,7 +81,7 @@ class QueryChunksResponse(BaseModel):
 class RAGDocument(BaseModel):
     """A document for the RAG tool to chunk and index: text, or a URL the server fetches."""
 
-    document_id: str = Field(min_length=1)
+    document_id: RequiredId
     content: InterleavedContent | URL
     mime_type: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -82,8 +90,8 @@ class RAGDocument(BaseModel):
 class RagInsertRequest(BaseModel):
     """Body of ``POST /tool-runtime/rag-tool/insert``."""
 
-    documents: list[RAGDocument] = Field(max_length=MAX_DOCUMENTS_PER_INSERT)
-    vector_db_id: str = Field(min_length=1)
+    documents: Annotated[list[RAGDocument], AtMost(MAX_DOCUMENTS)]
+    vector_db_id: RequiredId
     chunk_size_in_tokens: int = Field(default=512, ge=100, le=4096)
 
 
@@ -116,8 +124,8 @@ class RAGQueryConfig(BaseModel):
 class RagQueryRequest(BaseModel):
     """Body of ``POST /tool-runtime/rag-tool/query``."""
 
-    content: InterleavedContent
-    vector_db_ids: list[str] = Field(min_length=1, max_length=20)
+    content: Annotated[InterleavedContent, TextAtMost(MAX_SEARCH_QUERY_CHARS)]
+    vector_db_ids: list[RequiredId] = Field(min_length=1, max_length=20)
     query_config: RAGQueryConfig | None = None
 
 

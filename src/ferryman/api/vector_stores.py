@@ -6,11 +6,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-AttributeValue = Annotated[str, Field(max_length=512)] | float | bool
-Attributes = Annotated[dict[Annotated[str, Field(max_length=64)], AttributeValue], Field(max_length=16)]
-Metadata = Annotated[
-    dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]], Field(max_length=16)
-]
+from .limits import MAX_FILES_PER_REQUEST, AtMost, Attributes, Id, Metadata, Name, RequiredId, SearchText
+
+FileIds = Annotated[list[RequiredId], AtMost(MAX_FILES_PER_REQUEST)]
 
 
 class StaticChunking(BaseModel):
@@ -88,16 +86,14 @@ class CreateVectorStoreRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, Field(max_length=256)] | None = None
-    file_ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=500)] = Field(
-        default_factory=list
-    )
+    name: Name | None = None
+    file_ids: FileIds = Field(default_factory=list)
     chunking_strategy: ChunkingStrategy | None = None
     metadata: Metadata | None = None
     expires_after: ExpiresAfter | None = None
-    embedding_model: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    embedding_model: RequiredId | None = None
     embedding_dimension: Annotated[int, Field(ge=1, le=65536)] | None = None
-    provider_id: Annotated[str, Field(max_length=256)] | None = None
+    provider_id: Id | None = None
 
 
 class UpdateVectorStoreRequest(BaseModel):
@@ -105,7 +101,7 @@ class UpdateVectorStoreRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, Field(max_length=256)] | None = None
+    name: Name | None = None
     metadata: Metadata | None = None
     expires_after: ExpiresAfter | None = None
 
@@ -154,7 +150,7 @@ class AttachFileRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    file_id: Annotated[str, Field(min_length=1, max_length=256)]
+    file_id: RequiredId
     attributes: Attributes | None = None
     chunking_strategy: ChunkingStrategy | None = None
 
@@ -196,7 +192,7 @@ class BatchFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    file_id: Annotated[str, Field(min_length=1, max_length=256)]
+    file_id: RequiredId
     attributes: Attributes | None = None
     chunking_strategy: ChunkingStrategy | None = None
 
@@ -206,8 +202,8 @@ class CreateFileBatchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    file_ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=500)] | None = None
-    files: Annotated[list[BatchFile], Field(max_length=500)] | None = None
+    file_ids: FileIds | None = None
+    files: Annotated[list[BatchFile], AtMost(MAX_FILES_PER_REQUEST)] | None = None
     attributes: Attributes | None = None
     chunking_strategy: ChunkingStrategy | None = None
 
@@ -249,7 +245,7 @@ class RankingOptions(BaseModel):
 class SearchRequest(BaseModel):
     """Search a vector store."""
 
-    query: str | Annotated[list[str], Field(min_length=1, max_length=16)]
+    query: SearchText | Annotated[list[SearchText], Field(min_length=1, max_length=16)]
     filters: ComparisonFilter | CompoundFilter | None = None
     max_num_results: int = Field(10, ge=1, le=50)
     ranking_options: RankingOptions | None = None

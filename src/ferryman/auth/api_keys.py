@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from ferryman.storage.base import ApiKeyRecord, ApiKeyStore
 
 from .credentials import CredentialRejected
-from .principal import ATTRIBUTE_KINDS, Principal
+from .principal import ATTRIBUTE_KINDS, Principal, PrincipalKind
 
 KEY_PREFIX = "fm_"
 """What tells an API key from a token in ``Authorization: Bearer …``."""
@@ -37,27 +37,18 @@ def key_record(name: str, key: str, attributes: Mapping[str, Sequence[str]]) -> 
     """The record that stores ``key`` (by hash) under ``name``, granting ``attributes``.
 
     Raises:
-        ValueError: the name is empty, or an attribute kind is not one of roles/teams/projects/namespaces.
+        ValueError: the name is empty or holds control characters, or an attribute kind is not one of
+            roles/teams/projects/namespaces.
     """
     if not name.strip():
         raise ValueError("an API key needs a name")
+    if not name.isprintable():
+        raise ValueError("an API key's name cannot hold control characters (a newline, a tab…)")
     unknown = set(attributes) - set(ATTRIBUTE_KINDS)
     if unknown:
         raise ValueError(f"unknown attribute kinds: {sorted(unknown)}")
     granted = {kind: tuple(dict.fromkeys(values)) for kind, values in attributes.items() if values}
     return ApiKeyRecord(name, hash_key(key), granted, datetime.now(UTC))
-
-
-KEY_PRINCIPAL_PREFIX = "key:"
-
-
-def key_principal(name: str) -> str:
-    """The principal id an API key acts as: its name, kept apart from identity-provider subjects.
-
-    Without the prefix a key named ``alice`` would own (and read) what the user whose token says
-    ``sub: alice`` owns.
-    """
-    return f"{KEY_PRINCIPAL_PREFIX}{name}"
 
 
 class ApiKeyAuthenticator:
@@ -71,10 +62,14 @@ class ApiKeyAuthenticator:
         self._store = store
 
     async def authenticate(self, credential: str) -> Principal:
-        """The principal named by the key's record, unless it is unknown or revoked."""
+        """The principal named by the key's record, unless it is unknown or revoked.
+
+        The key's name lives in the API-key namespace: a key named ``alice`` and the
+        identity provider's subject ``alice`` (or ``key:alice``) are different callers.
+        """
         record = await self._store.api_key_by_hash(hash_key(credential))
         if record is None:
             raise CredentialRejected("unknown API key")
         if record.revoked_at is not None:
             raise CredentialRejected(f"API key '{record.name}' is revoked")
-        return Principal(key_principal(record.name), dict(record.attributes))
+        return Principal(PrincipalKind.API_KEY, record.name, dict(record.attributes))

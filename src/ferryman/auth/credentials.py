@@ -8,7 +8,7 @@ from typing import Any
 
 from ferryman.errors import AuthenticationError
 
-from .principal import ATTRIBUTE_KINDS, Principal
+from .principal import ATTRIBUTE_KINDS, Principal, PrincipalKind
 
 
 class CredentialRejected(AuthenticationError):
@@ -34,7 +34,10 @@ def claim_values(claims: Mapping[str, Any], claim: str) -> tuple[str, ...]:
 
 
 def principal_from_claims(claims: Mapping[str, Any], mapping: Mapping[str, str]) -> Principal:
-    """The principal a token's claims name: ``sub`` is its id, ``mapping`` makes its attributes.
+    """The principal a token's claims name: the subject ``sub``, with ``mapping`` making its attributes.
+
+    Whatever ``sub`` holds (``key:alice`` too) is a subject: the namespace comes from
+    who checked the credential, never from the claims.
 
     Raises:
         CredentialRejected: the claims have no subject.
@@ -48,7 +51,8 @@ def principal_from_claims(claims: Mapping[str, Any], mapping: Mapping[str, str])
             continue
         values = attributes.setdefault(kind, [])
         values.extend(v for v in claim_values(claims, claim) if v not in values)
-    return Principal(subject, {kind: tuple(values) for kind, values in attributes.items() if values})
+    granted = {kind: tuple(values) for kind, values in attributes.items() if values}
+    return Principal(PrincipalKind.SUBJECT, subject, granted)
 
 
 CLOCK_SKEW_SECONDS = 30

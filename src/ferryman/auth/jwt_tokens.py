@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import jwt
 
+from ferryman.logs import redacted_url
+
 from .credentials import CLOCK_SKEW_SECONDS, CredentialRejected, principal_from_claims, tls_verify
 from .principal import Principal
 from .settings import JwksSettings, OAuth2TokenSettings
@@ -69,7 +71,7 @@ class JwksCache:
                     keys = jwt.PyJWKSet.from_dict(body).keys
             except (httpx.HTTPError, ValueError, jwt.PyJWKError, jwt.PyJWKSetError) as exc:
                 # Keep the keys held (a provider outage must not lock everyone out) and retry later.
-                log.warning("could not read the JWKS at %s: %s", self._jwks.uri, type(exc).__name__)
+                log.warning("could not read the JWKS at %s: %s", redacted_url(self._jwks.uri), type(exc).__name__)
                 self._fetched_at = time.monotonic()
                 return
             self._keys = {key.key_id: key for key in keys if key.algorithm_name not in _SYMMETRIC}

@@ -11,6 +11,10 @@ Conditions (each a string; a list must hold all of them)::
     user is owner                     user is not owner
     user in owners roles              user not in owners teams      (roles/teams/projects/namespaces)
     user with admin in roles          user with admin not in roles
+
+Principals are typed: ``user is owner`` compares kind and id, and a scope's
+``principal`` is ``key:NAME`` (an API key), ``sub:ID`` or a bare ``ID`` (a
+token's subject), so no token's ``sub`` reaches what a key owns or is granted.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ferryman.errors import ConfigurationError
 
-from .principal import ATTRIBUTE_KINDS, Principal
+from .principal import ATTRIBUTE_KINDS, Principal, parse_principal
 
 Action = Literal["create", "read", "update", "delete"]
 ACTIONS: tuple[Action, ...] = ("create", "read", "update", "delete")
@@ -34,8 +38,8 @@ Condition = Callable[[Principal, Principal | None], bool]
 
 _KINDS = "|".join(ATTRIBUTE_KINDS)
 _CONDITIONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Condition]], ...] = (
-    (re.compile(r"user is owner"), lambda m: lambda user, owner: owner is not None and owner.id == user.id),
-    (re.compile(r"user is not owner"), lambda m: lambda user, owner: owner is None or owner.id != user.id),
+    (re.compile(r"user is owner"), lambda m: lambda user, owner: user.same_as(owner)),
+    (re.compile(r"user is not owner"), lambda m: lambda user, owner: not user.same_as(owner)),
     (re.compile(rf"user in owners ({_KINDS})"), lambda m: _shares(m.group(1), True)),
     (re.compile(rf"user not in owners ({_KINDS})"), lambda m: _shares(m.group(1), False)),
     (re.compile(rf"user with (\S+) in ({_KINDS})"), lambda m: _has(m.group(1), m.group(2), True)),
@@ -72,7 +76,11 @@ def parse_condition(text: str) -> Condition:
 
 
 class Scope(BaseModel):
-    """What a rule is about: whose calls, which actions, which resources."""
+    """What a rule is about: whose calls, which actions, which resources.
+
+    ``principal`` is ``key:NAME`` for an API key, ``sub:ID`` or a bare ``ID`` for an
+    identity provider's subject (see :func:`~ferryman.auth.principal.parse_principal`).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -93,8 +101,8 @@ class Scope(BaseModel):
         return value
 
     def covers(self, user: Principal, action: Action, resource: str) -> bool:
-        """Whether the scope names this caller, action and ``type::id`` resource."""
-        if self.principal is not None and self.principal != user.id:
+        """Whether the scope names this caller (its kind and id), action and ``type::id`` resource."""
+        if self.principal is not None and parse_principal(self.principal) != (user.kind, user.id):
             return False
         if action not in self.actions:
             return False

@@ -84,7 +84,10 @@ class TurnSlots(Protocol):
         ...
 
     async def take(self, principal_id: str, turn_id: str, limit: int) -> bool:
-        """Take a slot for ``turn_id`` unless the principal holds ``limit`` already; whether it was taken."""
+        """Take a slot for ``turn_id`` unless the principal holds ``limit`` already; whether it was taken.
+
+        ``principal_id`` is the principal's qualified name (``key:NAME``, ``sub:ID``): one counter per namespace.
+        """
         ...
 
     async def give_back(self, principal_id: str, turn_id: str) -> None:
@@ -140,7 +143,7 @@ class Quotas:
         self._windows = windows or MemoryStorage()
         self._limiter = SlidingWindowCounterRateLimiter(self._windows)
         self._slots = slots or MemoryTurnSlots()
-        self._held: dict[str, str] = {}  # turn id -> principal id, for the slots this process took
+        self._held: dict[str, str] = {}  # turn id -> qualified principal, for the slots this process took
 
     async def open(self) -> None:
         """Connect the counters."""
@@ -168,9 +171,9 @@ class Quotas:
         principal = caller[0]
         per_minute = caller[1].requests_per_minute
         item = RateLimitItemPerMinute(per_minute)
-        if await self._limiter.hit(item, "requests", principal.id):
+        if await self._limiter.hit(item, "requests", principal.qualified):
             return
-        reset_at, _ = await self._limiter.get_window_stats(item, "requests", principal.id)
+        reset_at, _ = await self._limiter.get_window_stats(item, "requests", principal.qualified)
         retry_after = max(1, math.ceil(reset_at - time.time()))
         raise RateLimitedError(f"rate limit reached: {per_minute} requests per minute", retry_after=retry_after)
 
@@ -188,12 +191,12 @@ class Quotas:
         if caller is None or caller[1].max_running_turns is None or turn_id in self._held:
             return False
         principal, most = caller[0], caller[1].max_running_turns
-        if not await self._slots.take(principal.id, turn_id, most):
+        if not await self._slots.take(principal.qualified, turn_id, most):
             raise RateLimitedError(
                 f"too many running turns: at most {most} at once; retry when one ends",
                 retry_after=TURN_RETRY_SECONDS,
             )
-        self._held[turn_id] = principal.id
+        self._held[turn_id] = principal.qualified
         return True
 
     async def turn_ended(self, turn_id: str) -> None:

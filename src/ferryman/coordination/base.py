@@ -3,6 +3,11 @@
 A single process needs none of it (its readers follow the turn's in-process
 channel), so :class:`LocalFanout` publishes nowhere. With ``--redis`` every
 replica publishes what its turns emit and follows what the others' emit.
+
+The fan-out's streams are also the log a replica replays a dead one's turn
+from, so an event reaches this process's readers only once its stream holds
+it: a run holds each event in its channel, the fan-out stores events (in
+batches) and then tells the channel (a :class:`LogWatcher`) to release them.
 """
 
 from __future__ import annotations
@@ -64,6 +69,28 @@ NoticeHandler = Callable[[Notice], Awaitable[None]]
 """Called with each notice any replica (this one included) sends."""
 
 
+class LogWatcher(Protocol):
+    """What the fan-out tells about the events a run publishes (a turn's in-process channel)."""
+
+    @property
+    def lost(self) -> bool:
+        """The stream refused one of the run's events: none of its later ones is written."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """The run ended: storage took its events, and no reader here waits for the stream to hold them."""
+        ...
+
+    def stored(self, seq: int) -> None:
+        """The stream holds the run's events up to number ``seq``."""
+        ...
+
+    def refused(self, seq: int) -> None:
+        """The stream holds another event numbered ``seq`` (another replica ended the stream)."""
+        ...
+
+
 class Fanout(Protocol):
     """Publishing and following streams of numbered events (JSON data), and notices to every replica."""
 
@@ -75,12 +102,20 @@ class Fanout(Protocol):
         """Send what is queued and disconnect."""
         ...
 
-    def publish(self, stream: str, seq: int, data: str) -> None:
-        """Queue an event for the stream's followers (never blocks the turn)."""
+    def publish(self, stream: str, seq: int, data: str, watcher: LogWatcher | None = None) -> None:
+        """Queue an event for the stream (never blocks the turn); ``watcher`` hears once it is stored or refused."""
         ...
 
-    def end_run(self, stream: str, seq: int) -> None:
-        """Queue the end of a run whose last event was numbered ``seq``."""
+    def end_run(self, stream: str, seq: int, watcher: LogWatcher | None = None) -> None:
+        """Queue the end of a run whose last event was numbered ``seq`` (not written if ``watcher`` is lost)."""
+        ...
+
+    async def append(self, stream: str, first: int, events: list[str]) -> bool:
+        """Store events numbered from ``first``, and the end of the run after them, now.
+
+        Returns:
+            False, storing nothing, if the stream already holds an event numbered ``first`` or later.
+        """
         ...
 
     def follow(self, stream: str, after: int) -> AsyncIterator[FanoutEntry]:
@@ -109,11 +144,17 @@ class LocalFanout:
     async def close(self) -> None:
         """Nothing to release."""
 
-    def publish(self, stream: str, seq: int, data: str) -> None:
-        """Local readers follow the turn's own channel."""
+    def publish(self, stream: str, seq: int, data: str, watcher: LogWatcher | None = None) -> None:
+        """Local readers follow the turn's own channel, the only log: the event is released at once."""
+        if watcher is not None:
+            watcher.stored(seq)
 
-    def end_run(self, stream: str, seq: int) -> None:
+    def end_run(self, stream: str, seq: int, watcher: LogWatcher | None = None) -> None:
         """Local readers see the channel close."""
+
+    async def append(self, stream: str, first: int, events: list[str]) -> bool:
+        """No stream to store in, nor another writer to lose to."""
+        return True
 
     async def follow(self, stream: str, after: int) -> AsyncIterator[FanoutEntry]:
         """No other replica publishes: the stream is unknown here."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -23,20 +24,52 @@ S = TypeVar("S")
 
 
 class TurnChannel:
-    """The events of one live turn, kept so a reader that arrives late misses none."""
+    """The events of one live turn, kept so a reader that arrives late misses none.
+
+    A run holds each event as it is made, and readers see it once it is released:
+    once the log other replicas replay from holds it (the fan-out says so through
+    :meth:`stored`), so that no client gets an event that a replica could not
+    replay after this one died. Where no other replica reads (a lone process),
+    the fan-out releases each event at once.
+
+    Attributes:
+        events: The released events, in order.
+        closed: No more events will come.
+        lost: The shared log refused an event (another replica ended the stream first):
+            nothing held is released any more.
+    """
 
     def __init__(self) -> None:
         self.events: list[StoredEvent] = []
         self.closed = False
+        self.lost = False
+        self._held: deque[StoredEvent] = deque()
         self._changed = asyncio.Event()
 
-    async def publish(self, event: StoredEvent) -> None:
-        """Append an event and wake the readers."""
-        self.events.append(event)
+    def hold(self, event: StoredEvent) -> None:
+        """Keep the next event, unseen until it is released."""
+        self._held.append(event)
+
+    def stored(self, seq: int) -> None:
+        """The shared log holds the events up to number ``seq``: release them and wake the readers."""
+        if self.lost or not self._held or self._held[0].seq > seq:
+            return
+        while self._held and self._held[0].seq <= seq:
+            self.events.append(self._held.popleft())
         self._wake()
 
+    def refused(self, seq: int) -> None:
+        """The shared log refused event ``seq``: it and every later one stay unseen."""
+        self.lost = True
+        self._wake()
+
+    async def drained(self) -> None:
+        """Return once every held event is released, or the shared log refused one."""
+        while self._held and not self.lost:
+            await self._changed.wait()
+
     def close(self) -> None:
-        """No more events will come."""
+        """No more events will come (those still held are never released)."""
         self.closed = True
         self._wake()
 
@@ -45,13 +78,17 @@ class TurnChannel:
         changed.set()
 
     async def read(self, start: int = 0) -> AsyncIterator[StoredEvent]:
-        """Yield the events from index ``start`` on, then live ones until the turn ends."""
+        """Yield the released events from index ``start`` on, then live ones until the turn ends.
+
+        Reading stops too once the shared log refused an event: the rest of the
+        stream is what another replica wrote there (see :attr:`lost`).
+        """
         index = start
         while True:
             while index < len(self.events):
                 yield self.events[index]
                 index += 1
-            if self.closed:
+            if self.closed or self.lost:
                 return
             await self._changed.wait()
 

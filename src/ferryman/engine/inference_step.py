@@ -8,6 +8,7 @@ from typing import Protocol
 
 from ferryman.api.content import CompletionMessage, StopReason, ToolCall
 from ferryman.inference.base import ChatChunk, ChatRequest, FinishChunk, TextChunk, ToolCallChunk, Usage
+from ferryman.inference.context import ContextModel
 from ferryman.inference.openai_wire import parse_arguments
 
 from .events import Emit, TextDelta, ToolCallArgumentsDelta, ToolCallDone, ToolCallStarted
@@ -20,6 +21,10 @@ class ChatModel(Protocol):
     def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream an answer."""
         ...
+
+
+class TurnModel(ChatModel, ContextModel, Protocol):
+    """What a turn needs of inference: answers, and the context size each prompt must fit (the model router)."""
 
 
 @dataclass

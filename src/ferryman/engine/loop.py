@@ -26,6 +26,7 @@ from ferryman.api.content import (
     content_to_text,
 )
 from ferryman.errors import ConflictError, FailureCode, FerrymanError
+from ferryman.inference.context import check_context
 from ferryman.safety.base import Shield
 from ferryman.storage.base import StepWrite, TurnStore
 from ferryman.tools.context import ToolContext
@@ -34,7 +35,8 @@ from .approvals import Ruling, approval_request, unheld
 from .channel import StopReason
 from .events import Emit, StepCompleted, StepStarted, TurnAwaitingInput, TurnCompleted, TurnFailed, TurnStarted
 from .ids import new_id, utcnow
-from .inference_step import ChatModel, run_inference
+from .inference_step import TurnModel, run_inference
+from .kept_input import keep_redacted, withhold_input
 from .memory import Retriever, recalled_context, user_query, with_context
 from .resume import PendingAnswer
 from .shield_step import (
@@ -45,11 +47,16 @@ from .shield_step import (
     refusal,
     run_shielded_tools,
     screen,
+    screen_calls,
     screen_results,
 )
 from .state import TurnState
+from .unlisted import UNLISTED_METADATA, unlisted_step
 
 log = logging.getLogger(__name__)
+
+_BARE: dict[str, Any] = {"content": "", "tool_calls": []}
+"""What a step stored before shields judged it holds of its message: neither its text nor its calls."""
 
 
 class TurnEngine:
@@ -59,12 +66,21 @@ class TurnEngine:
         store: Where turns, steps and history are kept.
         model: Where inference goes (a router over providers).
         retriever: Indexes and searches a turn's large documents (None: turns carry none).
+        keep_blocked_text: Keep what a shield blocked in its ``shield_call`` step's violation
+            metadata, for an operator's review (it is never replayed either way).
     """
 
-    def __init__(self, store: TurnStore, model: ChatModel, retriever: Retriever | None = None) -> None:
+    def __init__(
+        self,
+        store: TurnStore,
+        model: TurnModel,
+        retriever: Retriever | None = None,
+        keep_blocked_text: bool = False,
+    ) -> None:
         self._store = store
         self._model = model
         self._retriever = retriever
+        self._keep_blocked_text = keep_blocked_text
 
     async def run(self, state: TurnState, emit: Emit) -> Turn:
         """Run a new turn from its input messages to an answer or a pause."""
@@ -97,33 +113,22 @@ class TurnEngine:
 
     async def _start(self, state: TurnState, emit: Emit) -> Turn:
         await emit(TurnStarted(state.record.turn_id))
+        await self._record_unlisted(state, emit)
         # Nothing runs before the input passed its shields: no retrieval, no tool, no inference.
         if state.plan.input_shields:
             given = state.turn_input()
             screened = await self._screen(state, state.plan.input_shields, given, "input", emit)
-            if screened.messages != given:
-                await self._keep_redacted(state, given, screened.messages)
             if screened.blocking is not None:
-                return await self._complete(state, refusal(screened.blocking), emit)
+                answer = refusal(screened.blocking)
+                await withhold_input(self._store, state, given, answer)
+                return await self._complete(state, answer, emit)
+            if screened.messages != given:
+                await keep_redacted(self._store, state, given, screened.messages)
         if state.documents:
             await self._retrieve(state, emit)
         if state.ruled is not None:
             await self._run_ruled(state, state.ruled, emit)
         return await self._loop(state, emit)
-
-    async def _keep_redacted(self, state: TurnState, given: list[Message], redacted: list[Message]) -> None:
-        """Put the input shields' redacted form of the input wherever the input as sent was kept.
-
-        The turn's record and history messages were stored before any shield ran; once redacted,
-        what the caller sent must outlive the check nowhere: not in the turn, nor in the history
-        later turns read, nor in what else keeps it (see :attr:`TurnState.input_redacted`).
-        """
-        inputs = state.redacted_inputs(given, redacted)
-        await self._store.redact_turn_input(state.record.turn_id, inputs, redacted)
-        state.record.input_messages = inputs
-        state.replace_turn_input(redacted)
-        if state.input_redacted is not None:
-            await state.input_redacted(given, redacted)
 
     async def _retrieve(self, state: TurnState, emit: Emit) -> None:
         """The memory_retrieval step: index the turn's documents, put the best chunks in the user message."""
@@ -160,7 +165,21 @@ class TurnEngine:
             update={"tool_responses": ordered, "approval_requests": None, "completed_at": utcnow()}
         )
         await self._save_tool_step(state, completed, emit)
+        await self._record_unlisted(state, emit)
         return await self._loop(state, emit)
+
+    async def _record_unlisted(self, state: TurnState, emit: Emit) -> None:
+        """Record the toolgroups this run could not list as a step (see ``unlisted.py``); the model reads the
+        same in its system message. The step adds nothing to the history: each run lists its tools anew."""
+        unlisted = state.plan.unlisted
+        if not unlisted:
+            return
+        step_id, started = new_id(), utcnow()
+        await emit(StepStarted("tool_execution", step_id, {UNLISTED_METADATA: [item.source for item in unlisted]}))
+        step = unlisted_step(state.record.turn_id, step_id, started, unlisted)
+        await self._store.save_step(state.record.turn_id, StepWrite(step), state.record.infer_iters)
+        state.steps.append(step)
+        await emit(StepCompleted(step))
 
     async def _run_ruled(self, state: TurnState, ruling: Ruling, emit: Emit) -> None:
         """Run the approved calls of an earlier response and refuse the denied ones, as one tool step.
@@ -186,7 +205,7 @@ class TurnEngine:
     async def _loop(self, state: TurnState, emit: Emit) -> Turn:
         plan = state.plan
         while True:
-            withheld = Withheld(emit, hold=bool(plan.output_shields))
+            withheld = Withheld(emit, hold=bool(plan.output_shields), hold_calls=bool(plan.tool_input_shields))
             step = await self._infer(state, withheld)
             message = step.model_response
             if not message.tool_calls:
@@ -200,19 +219,29 @@ class TurnEngine:
                 if isinstance(judged, Turn):
                     return judged
                 step, message = judged, judged.model_response
+            blocked: dict[str, ToolResponse] = {}
+            if plan.tool_input_shields:
+                step, blocked = await self._screen_calls(state, step, withheld, emit)
+                message = step.model_response
             await withheld.release()
             await self._commit_inference(state, step, emit)
             if state.record.infer_iters >= plan.max_infer_iters:
                 return await self._stop_at_cap(state, message, emit)
-            paused = await self._run_tools(state, message, emit)
+            paused = await self._run_tools(state, message, blocked, emit)
             if paused is not None:
                 return paused
 
     async def _infer(self, state: TurnState, withheld: Withheld) -> InferenceStep:
-        """Run one inference, streaming its progress (held back while output shields judge); not stored yet."""
+        """Run one inference, streaming its progress (held back while output shields judge); not stored yet.
+
+        A prompt that no longer fits the model's context (the turn's tool results grew it) fails the
+        turn before the model is asked.
+        """
+        request = state.plan.chat_request(state.history)
+        await check_context(self._model, request)
         step_id, started = new_id(), utcnow()
         await withheld.emit_now(StepStarted("inference", step_id))
-        result = await run_inference(self._model, state.plan.chat_request(state.history), step_id, withheld)
+        result = await run_inference(self._model, request, step_id, withheld)
         step = InferenceStep(
             turn_id=state.record.turn_id,
             step_id=step_id,
@@ -249,6 +278,35 @@ class TurnEngine:
         else:
             state.steps.append(step)
 
+    async def _screen_calls(
+        self, state: TurnState, step: InferenceStep, withheld: Withheld, emit: Emit
+    ) -> tuple[InferenceStep, dict[str, ToolResponse]]:
+        """Judge the step's server tool calls' arguments with the tool input shields, before anything keeps them.
+
+        The step is stored first without its calls, so that it keeps its place before its shield
+        steps. A blocked call's arguments are withheld, a redacted call's take the redacted form:
+        in the step, the message the history keeps and the held stream events alike.
+
+        Returns:
+            The step as the turn goes on with it, and the notes of the blocked calls by call id.
+        """
+        message = step.model_response
+        judged = [call for call in message.tool_calls or [] if call.tool_name not in state.plan.client_tools]
+        if not judged:
+            return step, {}
+        state.record.output_message = None  # a turn that fails meanwhile must not store the unjudged calls
+        placeholder = step.model_copy(update={"model_response": message.model_copy(update=_BARE)})
+        await self._store.save_step(state.record.turn_id, StepWrite(placeholder), state.record.infer_iters)
+        self._place(state, placeholder)
+        screened, blocked = await screen_calls(judged, state.plan.tool_input_shields, self._checker(state, emit))
+        calls = [screened.get(call.call_id, call) for call in message.tool_calls or []]
+        for before, after in zip(message.tool_calls or [], calls, strict=True):
+            if after != before:
+                withheld.replace_call(after)
+        said = message.model_copy(update={"tool_calls": calls})
+        state.record.output_message = said
+        return step.model_copy(update={"model_response": said}), blocked
+
     def _record_inference(self, state: TurnState, step: InferenceStep) -> None:
         self._place(state, step)
         state.history.append(step.model_response)
@@ -266,19 +324,25 @@ class TurnEngine:
     async def _run_server_tools(self, state: TurnState, calls: list[ToolCall], emit: Emit) -> list[ToolResponse]:
         return await run_shielded_tools(calls, state.plan, self._context(state), self._checker(state, emit))
 
-    async def _run_tools(self, state: TurnState, message: CompletionMessage, emit: Emit) -> Turn | None:
+    async def _run_tools(
+        self, state: TurnState, message: CompletionMessage, blocked: dict[str, ToolResponse], emit: Emit
+    ) -> Turn | None:
+        """Run the message's server calls, then hand back or pause for the others; ``blocked`` calls get their notes."""
         calls = message.tool_calls or []
         step_id, started = new_id(), utcnow()
         plan = state.plan
         client_calls = [c.call_id for c in calls if c.tool_name in plan.client_tools]
-        held = [approval_request(c) for c in calls if c.tool_name in plan.approval_required]
+        held = [
+            approval_request(c) for c in calls if c.tool_name in plan.approval_required and c.call_id not in blocked
+        ]
         metadata: dict[str, Any] = {"client_tool_call_ids": client_calls} if client_calls else {}
         if held:
             metadata["approval_call_ids"] = [r.call_id for r in held]
         await emit(StepStarted("tool_execution", step_id, metadata))
         waiting = {*client_calls, *(r.call_id for r in held)}
-        server_calls = [c for c in calls if c.call_id not in waiting]
-        responses = await self._run_server_tools(state, server_calls, emit)
+        server_calls = [c for c in calls if c.call_id not in waiting and c.call_id not in blocked]
+        done = {r.call_id: r for r in [*await self._run_server_tools(state, server_calls, emit), *blocked.values()]}
+        responses = [done[c.call_id] for c in calls if c.call_id in done]
         step = ToolExecutionStep(
             turn_id=state.record.turn_id,
             step_id=step_id,
@@ -355,7 +419,7 @@ class TurnEngine:
             state.steps.append(step)
             await emit(StepCompleted(step))
 
-        return await screen(shields, messages, phase, state.record.turn_id, save, emit)
+        return await screen(shields, messages, phase, state.record.turn_id, save, emit, self._keep_blocked_text)
 
     async def _screen_answer(self, state: TurnState, step: InferenceStep, withheld: Withheld, emit: Emit) -> Turn:
         """Run the output shields over the final answer, whose text the client has not seen yet.
@@ -380,7 +444,7 @@ class TurnEngine:
         """
         message = step.model_response
         state.record.output_message = None  # a turn that fails meanwhile must not store the unjudged answer
-        placeholder = step.model_copy(update={"model_response": message.model_copy(update={"content": ""})})
+        placeholder = step.model_copy(update={"model_response": message.model_copy(update=_BARE)})
         await self._store.save_step(state.record.turn_id, StepWrite(placeholder), state.record.infer_iters)
         state.steps.append(placeholder)
         screened = await self._screen(state, state.plan.output_shields, [*state.turn_input(), message], "output", emit)

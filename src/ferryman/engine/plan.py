@@ -15,12 +15,13 @@ from ferryman.api.inference import (
     TopKSamplingStrategy,
     TopPSamplingStrategy,
 )
-from ferryman.errors import InvalidRequestError
+from ferryman.errors import InvalidRequestError, ToolsUnlistedError
 from ferryman.inference.base import ChatRequest, Sampling
 from ferryman.safety.base import Shield, ShieldRegistry
 from ferryman.tools.registry import DEFAULT_MAX_OUTPUT_CHARS, BoundTool, ToolRegistry
 
 from .approvals import ApprovalPolicy
+from .unlisted import UnlistedTools, system_note
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ class TurnPlan:
     """Shields that check a server tool call's arguments before the tool runs."""
     tool_output_shields: list[Shield] = field(default_factory=list)
     """Shields that check a server tool's result before the model reads it."""
+    unlisted: tuple[UnlistedTools, ...] = ()
+    """Toolgroups whose tools could not be listed: the turn runs without them, and the model is told."""
 
     def tool_defs(self) -> list[ToolDef]:
         """Every tool offered to the model."""
@@ -103,8 +106,9 @@ class TurnPlan:
     def chat_request(self, history: list[Message]) -> ChatRequest:
         """The model request for the next inference step."""
         messages: list[Message] = []
-        if self.instructions:
-            messages.append(SystemMessage(content=self.instructions))
+        system = "\n\n".join(filter(None, [self.instructions, system_note(self.unlisted) if self.unlisted else ""]))
+        if system:
+            messages.append(SystemMessage(content=system))
         messages.extend(history)
         choice = self.tool_choice
         return ChatRequest(
@@ -132,11 +136,14 @@ async def build_plan(
     registered toolgroups; ``offline`` checks those groups exist without listing their tools (an agent's
     creation: its turns list them with their own credentials).
 
+    A registered toolgroup whose tools cannot be listed now (its MCP server is down) is left out of the
+    plan's tools and named in its ``unlisted``.
+
     Raises:
         InvalidRequestError: unknown toolgroups or shields, or a tool name that is
             both a server tool and a client tool.
     """
-    server_tools, held = await _server_tools(config, overrides, tools, provider_data, offline)
+    server_tools, held, unlisted = await _server_tools(config, overrides, tools, provider_data, offline)
     client_tools = {tool.name: tool for tool in config.client_tools or []}
     clash = sorted(set(server_tools) & set(client_tools))
     if clash:
@@ -158,6 +165,7 @@ async def build_plan(
         max_tool_output_chars=tools.max_output_chars,
         approval_required=held,
         provider_data=provider_data,
+        unlisted=unlisted,
     )
 
 
@@ -167,8 +175,8 @@ async def _server_tools(
     tools: ToolRegistry,
     provider_data: dict[str, Any] | None,
     offline: bool,
-) -> tuple[dict[str, BoundTool], frozenset[str]]:
-    """The turn's server tools, and those held back for approval.
+) -> tuple[dict[str, BoundTool], frozenset[str], tuple[UnlistedTools, ...]]:
+    """The turn's server tools, those held back for approval, and the toolgroups that could not be listed.
 
     A tool waits for approval when the agent's ``require_approval`` or the toolgroup
     reference that brought it says so (a stricter setting wins).
@@ -176,9 +184,14 @@ async def _server_tools(
     agent_policy = ApprovalPolicy.of(config.require_approval)
     server_tools: dict[str, BoundTool] = {}
     held: set[str] = set()
+    unlisted: dict[str, UnlistedTools] = {}
     for ref in [*(config.toolgroups or []), *overrides.toolgroups]:
-        resolved = await tools.resolve([ref], provider_data, offline)
+        try:
+            resolved = await tools.resolve([ref], provider_data, offline)
+        except ToolsUnlistedError as exc:
+            unlisted.setdefault(exc.toolgroup_id, UnlistedTools(exc.toolgroup_id, exc.reason))
+            continue
         server_tools.update(resolved)
         ref_policy = ApprovalPolicy.of(ref.require_approval if isinstance(ref, ToolGroupWithArgs) else None)
         held |= {name for name in resolved if agent_policy.requires(name) or ref_policy.requires(name)}
-    return server_tools, frozenset(held)
+    return server_tools, frozenset(held), tuple(unlisted.values())

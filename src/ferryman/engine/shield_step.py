@@ -15,10 +15,13 @@ message and metadata that says why (never the exception's text), unless it is co
 A redacting input verdict replaces the turn's input in the history the model reads
 (and the output shields judge), and wherever the input as sent was stored when the
 turn started, before any shield ran: the turn's record and history messages, and a
-response's input items (see ``TurnEngine._keep_redacted``). Output shields judge
-every text the model says: the final answer, and text said beside tool calls (a
-blocked one ends the turn before its calls run); a step of tool calls alone releases
-its held deltas at once (its calls' arguments are what ``tool_input_shields`` judge).
+response's input items (see ``kept_input.py``); a blocking one puts placeholders
+there instead (``safety/withheld.py``). Output shields judge every text the model
+says: the final answer, and text said beside tool calls (a blocked one ends the turn
+before its calls run). The tool input shields judge a step's server calls before the
+step is kept anywhere (:func:`screen_calls`), so that a blocked call's arguments are
+withheld in the history and the steps, never stored; with them, the step's call
+events are held until then.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ferryman.api.agents import SafetyViolation, ShieldCallStep
@@ -40,9 +43,10 @@ from ferryman.api.content import (
 )
 from ferryman.inference.openai_wire import parse_arguments
 from ferryman.safety.base import Shield, ShieldVerdict
+from ferryman.safety.withheld import kept_for_review, withheld_call
 from ferryman.tools.context import ToolContext
 
-from .events import Emit, EngineEvent, StepStarted, TextDelta
+from .events import Emit, EngineEvent, StepStarted, TextDelta, ToolCallArgumentsDelta, ToolCallDone, ToolCallStarted
 from .ids import new_id, utcnow
 from .plan import TurnPlan
 from .tool_step import run_server_tools
@@ -79,13 +83,21 @@ class Screened:
 
 
 async def screen(
-    shields: list[Shield], messages: list[Message], phase: ShieldPhase, turn_id: str, save: SaveStep, emit: Emit
+    shields: list[Shield],
+    messages: list[Message],
+    phase: ShieldPhase,
+    turn_id: str,
+    save: SaveStep,
+    emit: Emit,
+    keep_blocked: bool = False,
 ) -> Screened:
     """Run ``shields`` in order over ``messages``, each as a stored ``shield_call`` step.
 
     A redacting verdict's messages are what the next shield (and the turn) sees;
-    the first blocking violation ends the check.
+    the first blocking violation ends the check. With ``keep_blocked``, a blocking
+    step's violation keeps the messages as given, for review (``safety/withheld.py``).
     """
+    given = messages
     for shield in shields:
         step_id, started = new_id(), utcnow()
         await emit(StepStarted("shield_call", step_id, {"shield": shield.shield_id, "phase": phase}))
@@ -93,6 +105,8 @@ async def screen(
         if verdict.redacted is not None:
             messages = verdict.redacted
         violation = verdict.violation
+        if keep_blocked and violation is not None and violation.violation_level == "error":
+            violation = kept_for_review(violation, given)
         step = ShieldCallStep(
             turn_id=turn_id, step_id=step_id, started_at=started, completed_at=utcnow(), violation=violation
         )
@@ -127,28 +141,35 @@ def _failure(shield: Shield, reason: Literal["timeout", "error"]) -> SafetyViola
     return SafetyViolation(violation_level="error", user_message=UNCHECKED_MESSAGE, metadata=metadata)
 
 
+async def screen_calls(
+    calls: list[ToolCall], shields: list[Shield], check: Check
+) -> tuple[dict[str, ToolCall], dict[str, ToolResponse]]:
+    """Judge each call's arguments with the tool input ``shields``, before the call is kept or run.
+
+    Returns:
+        Each call as the turn keeps it (a redacting shield's arguments, or withheld ones for a
+        blocked call), and the note the model reads of each blocked call (which never runs), by call id.
+    """
+    kept: dict[str, ToolCall] = {}
+    blocked: dict[str, ToolResponse] = {}
+    for call in calls:
+        screened = await check(shields, [call_message(call)], "tool_input")
+        if screened.blocking is not None:
+            blocked[call.call_id] = blocked_call(call, screened.blocking)
+            kept[call.call_id] = withheld_call(call)
+        else:
+            kept[call.call_id] = screened_call(call, screened.messages[0])
+    return kept, blocked
+
+
 async def run_shielded_tools(
     calls: list[ToolCall], plan: TurnPlan, context: ToolContext, check: Check
 ) -> list[ToolResponse]:
-    """Run server tool calls between their shields: arguments before a tool runs, results before the model.
+    """Run server tool calls whose arguments passed (:func:`screen_calls`); their results judged before the model.
 
-    A blocked call does not run (the model reads that it was blocked); a blocked result is replaced by a note.
+    A blocked result is replaced by a note.
     """
-    if not plan.tool_input_shields and not plan.tool_output_shields:
-        return await run_server_tools(calls, plan, context)
-    allowed: list[ToolCall] = []
-    blocked: list[ToolResponse] = []
-    for call in calls:
-        if plan.tool_input_shields:
-            screened = await check(plan.tool_input_shields, [call_message(call)], "tool_input")
-            if screened.blocking is not None:
-                blocked.append(blocked_call(call, screened.blocking))
-                continue
-            call = screened_call(call, screened.messages[0])
-        allowed.append(call)
-    checked = await screen_results(await run_server_tools(allowed, plan, context), plan.tool_output_shields, check)
-    done = {r.call_id: r for r in [*checked, *blocked]}
-    return [done[c.call_id] for c in calls]
+    return await screen_results(await run_server_tools(calls, plan, context), plan.tool_output_shields, check)
 
 
 async def screen_results(responses: list[ToolResponse], shields: list[Shield], check: Check) -> list[ToolResponse]:
@@ -210,23 +231,30 @@ def _blocked(violation: SafetyViolation) -> dict[str, object]:
     return {"error": True, "blocked_by_shield": violation.metadata.get("shield_id", True)}
 
 
-class Withheld:
-    """An inference step's events, held back while output shields judge its answer.
+_CALL_EVENTS = (ToolCallStarted, ToolCallArgumentsDelta, ToolCallDone)
 
-    Everything :func:`~ferryman.engine.inference_step.run_inference` emits (text and
-    tool-call deltas) is kept until :meth:`release` (the step's text passed, or it has
-    none beside its tool calls, whose arguments ``tool_input_shields`` judge) or dropped
-    (the text was blocked: none of the step ever reaches the client).
+
+class Withheld:
+    """An inference step's events, held back while shields judge what the step said.
+
+    With ``hold``, everything :func:`~ferryman.engine.inference_step.run_inference` emits
+    (text and tool-call deltas) is kept, while output shields judge the text; with
+    ``hold_calls``, the step's events from its first tool call on, while the tool input
+    shields judge the calls' arguments. Kept events wait for :meth:`release` (what they
+    say passed, or was replaced by its judged form) or are dropped (the text was blocked:
+    none of the step ever reaches the client).
     """
 
-    def __init__(self, emit: Emit, hold: bool) -> None:
+    def __init__(self, emit: Emit, hold: bool, hold_calls: bool = False) -> None:
         self._emit = emit
         self._hold = hold
+        self._hold_calls = hold_calls
         self._events: list[EngineEvent] = []
 
     async def __call__(self, event: EngineEvent) -> None:
         """Keep the event, or pass it on at once when nothing is held."""
-        if self._hold:
+        # Once one event is held, the ones after it are too: the client reads a step's events in order.
+        if self._hold or self._events or (self._hold_calls and isinstance(event, _CALL_EVENTS)):
             self._events.append(event)
         else:
             await self._emit(event)
@@ -240,6 +268,21 @@ class Withheld:
         events, self._events = self._events, []
         for event in events:
             await self._emit(event)
+
+    def replace_call(self, call: ToolCall) -> None:
+        """Hold a call in its judged form (redacted or withheld arguments) in place of its held deltas and end."""
+        events: list[EngineEvent] = []
+        delta_given = False
+        for event in self._events:
+            if isinstance(event, ToolCallArgumentsDelta) and event.call_id == call.call_id:
+                if not delta_given:
+                    events.append(replace(event, delta=call.arguments_json or "{}"))
+                    delta_given = True
+            elif isinstance(event, ToolCallDone) and event.call.call_id == call.call_id:
+                events.append(replace(event, call=call, parsed=isinstance(call.arguments, dict)))
+            else:
+                events.append(event)
+        self._events = events
 
     def replace_text(self, step_id: str, text: str) -> None:
         """Hold a shield's redacted form of the step's text, in place of the held text deltas."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ferryman.api.agents import Step, Turn
 from ferryman.api.content import Message, ToolResponseMessage, TurnInputMessage, UserMessage
@@ -13,8 +13,20 @@ from .approvals import Ruling
 from .memory import MemoryDocument
 from .plan import TurnPlan
 
-InputRedacted = Callable[[list[Message], list[Message]], Awaitable[None]]
-"""Told the turn's input as given and as the input shields redacted it, once the turn's store holds the latter."""
+
+class InputCopies(Protocol):
+    """What else keeps a turn's input as sent (a response's input items), to keep it in step with the turn's.
+
+    Each is told once the turn's store holds the new form.
+    """
+
+    async def redacted(self, given: list[Message], redacted: list[Message]) -> None:
+        """The input shields redacted the turn's input ``given`` to ``redacted``."""
+        ...
+
+    async def withheld(self) -> None:
+        """An input shield blocked the turn's input: every part of it gives way to a placeholder."""
+        ...
 
 
 @dataclass
@@ -31,8 +43,8 @@ class TurnState:
     """Calls of an earlier turn the caller ruled on (Responses): run or refused before the first inference."""
     fresh: int | None = None
     """How many of the history's last messages are the turn's own input (None: one per input message)."""
-    input_redacted: InputRedacted | None = None
-    """What else keeps the input as sent (the Responses API's input items), to redact it there too."""
+    input_copies: InputCopies | None = None
+    """What else keeps the input as sent (the Responses API's input items), to redact or withhold it there too."""
 
     def turn(self) -> Turn:
         """The wire form of the turn as it stands."""
@@ -51,12 +63,20 @@ class TurnState:
         """The record's input messages with the input shields' redactions of :meth:`turn_input` applied.
 
         The input messages are the turn input's user and tool messages, in order (the turn input
-        may hold more: the calls a Responses input answers); a changed one takes the redacted content.
+        may hold more: the calls a Responses input answers); a changed one takes the redacted
+        content (and a user message's context, when that changed too: a withheld one has none).
         """
         pairs = [
             (g, r) for g, r in zip(given, redacted, strict=True) if isinstance(g, UserMessage | ToolResponseMessage)
         ]
         return [
-            sent if before == after else sent.model_copy(update={"content": after.content})
+            sent if before == after else sent.model_copy(update=_changed(before, after))
             for sent, (before, after) in zip(self.record.input_messages, pairs, strict=True)
         ]
+
+
+def _changed(before: Message, after: Message) -> dict[str, object]:
+    update: dict[str, object] = {"content": after.content}
+    if isinstance(before, UserMessage) and isinstance(after, UserMessage) and before.context != after.context:
+        update["context"] = after.context
+    return update

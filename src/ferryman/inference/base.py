@@ -79,12 +79,36 @@ ChatChunk = TextChunk | ToolCallChunk | FinishChunk
 
 
 @dataclass(frozen=True)
+class ContextWindow:
+    """How many tokens a model takes, prompt and answer together, and where that number came from."""
+
+    tokens: int
+    source: str
+    """Where the size came from, for messages: the provider's model list, a setting (named), the runtime."""
+
+
+@dataclass(frozen=True)
+class PromptSize:
+    """A prompt's size in tokens, as a provider counted (or estimated) it.
+
+    ``tokens`` is exact, or a bound on the side that decides the check it was asked for
+    (see :class:`TokenCounter`); ``at_least`` says it is a lower bound.
+    """
+
+    tokens: int
+    method: str
+    """How the tokens were counted, for messages."""
+    at_least: bool = False
+
+
+@dataclass(frozen=True)
 class ModelInfo:
-    """A model a provider serves."""
+    """A model a provider serves; ``context`` is its context size when the provider publishes one."""
 
     model_id: str
     model_type: Literal["llm", "embedding"] = "llm"
     metadata: dict[str, Any] = field(default_factory=dict)
+    context: ContextWindow | None = None
 
 
 class InferenceProvider(Protocol):
@@ -114,3 +138,23 @@ class EmbeddingProvider(Protocol):
     async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
         """One vector per text, in order, from ``model`` (the provider's own id of it)."""
         ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """A provider that counts a prompt's tokens itself, with the model's own tokenizer."""
+
+    async def count_prompt_tokens(self, request: ChatRequest, budget: int) -> PromptSize:
+        """The tokens of ``request``'s prompt as the model would read it (template, tools and all).
+
+        The count may stop at a bound once it is clear on which side of ``budget`` the prompt lies: an
+        upper bound when it fits (``tokens <= budget``), a lower bound when it does not (``at_least``).
+        """
+        ...
+
+
+@runtime_checkable
+class ConfiguredContext(Protocol):
+    """A provider with a configured context size for models whose size it cannot learn (``None``: none)."""
+
+    context_length: int | None

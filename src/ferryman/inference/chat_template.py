@@ -106,12 +106,15 @@ class ChatTemplate:
         bos_token: The beginning-of-sequence token's text.
         eos_token: The end-of-sequence token's text.
         adds_bos: Whether the runtime adds the BOS token itself when it tokenizes a prompt.
+        longest_token: The most UTF-8 bytes a token of the vocabulary is written with (0: unknown), at least
+            as many as the prompt bytes one token stands for: a prompt of N bytes holds at least N / this tokens.
     """
 
     source: str
     bos_token: str = ""
     eos_token: str = ""
     adds_bos: bool = False
+    longest_token: int = 0
 
     @classmethod
     def from_gguf(cls, path: str | Path) -> ChatTemplate:
@@ -128,6 +131,9 @@ class ChatTemplate:
             bos_token=token("tokenizer.ggml.bos_token_id"),
             eos_token=token("tokenizer.ggml.eos_token_id"),
             adds_bos=bool(meta.get("tokenizer.ggml.add_bos_token", False)),
+            # A byte-level BPE writes each byte as one character of 1-2 UTF-8 bytes, SentencePiece a space as
+            # three bytes and a fallback byte as six: never fewer bytes than the token stands for.
+            longest_token=max((len(text.encode()) for text in tokens), default=0),
         )
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:

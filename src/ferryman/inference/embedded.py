@@ -27,12 +27,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from ferryman.api.content import StopReason, ToolResponseMessage
 from ferryman.api.inference import GrammarResponseFormat, JsonSchemaResponseFormat
-from ferryman.errors import InvalidRequestError, MissingExtraError, UpstreamError
+from ferryman.errors import ContextLengthExceededError, InvalidRequestError, MissingExtraError, UpstreamError
 
-from .base import ChatChunk, ChatRequest, FinishChunk, ModelInfo
+from .base import ChatChunk, ChatRequest, ContextWindow, FinishChunk, ModelInfo, PromptSize
+from .context import context_overflow, estimate_prompt_tokens
 from .llama_source import LlamaSource
 from .openai_wire import tool_schema
-from .token_source import COMPILE_HINT, MODELS_HINT
+from .token_source import COMPILE_HINT, MODELS_HINT, PromptCounter
 from .token_source import INSTALL_HINT as INSTALL_HINT
 from .token_source import StreamEnd as StreamEnd
 from .token_source import TokenSource as TokenSource
@@ -44,6 +45,8 @@ from .xllamacpp_source import XllamacppSource
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
 DEFAULT_MAX_TOKENS = 512
+DEFAULT_CONTEXT_LENGTH = 2048
+"""The runtime's context (``n_ctx``) unless ``providers[].context_length`` says otherwise."""
 
 Runtime = Literal["auto", "xllamacpp", "llama-cpp-python"]
 _MODULES = {"xllamacpp": "xllamacpp", "llama-cpp-python": "llama_cpp"}
@@ -81,13 +84,14 @@ def pick_runtime(choice: Runtime = "auto") -> str | None:
 def runtime_hint(choice: Runtime = "auto") -> str:
     """How to install a runtime for ``choice`` on this platform."""
     if choice == "llama-cpp-python":
-        return f"llama-cpp-python is not installed (it compiles llama.cpp: see the README): {COMPILE_HINT}"
+        return f"llama-cpp-python is not installed (it compiles llama.cpp: see docs/apis/models.md): {COMPILE_HINT}"
     system, machine = platform.system(), platform.machine()
     if (system, machine) in _WHEELS:
         return f"no embedded runtime is installed: {INSTALL_HINT}"
     return (
         f"no embedded runtime is installed, and the 'local' extra has no prebuilt runtime for {system} {machine}: "
-        f"install llama-cpp-python, which compiles llama.cpp (a C++ compiler and CMake; see the README): {COMPILE_HINT}"
+        "install llama-cpp-python, which compiles llama.cpp (a C++ compiler and CMake; "
+        f"see docs/apis/models.md): {COMPILE_HINT}"
     )
 
 
@@ -168,7 +172,7 @@ class EmbeddedProvider:
         provider_id: str = "embedded",
         model_path: str | None = None,
         model_id: str | None = None,
-        n_ctx: int = 2048,
+        n_ctx: int = DEFAULT_CONTEXT_LENGTH,
         n_threads: int | None = None,
         source: TokenSource | None = None,
         runtime: Runtime = "auto",
@@ -187,9 +191,21 @@ class EmbeddedProvider:
         self._running: set[threading.Event] = set()
 
     async def list_models(self) -> list[ModelInfo]:
-        """Return the one model this provider serves."""
+        """Return the one model this provider serves, with the runtime's context."""
         metadata = {"model_path": self.model_path, "context_length": self.n_ctx}
-        return [ModelInfo(model_id=self.model_id, metadata=metadata)]
+        source = f"the embedded runtime's context, providers[].context_length of provider '{self.provider_id}'"
+        return [ModelInfo(model_id=self.model_id, metadata=metadata, context=ContextWindow(self.n_ctx, source))]
+
+    async def count_prompt_tokens(self, request: ChatRequest, budget: int) -> PromptSize:
+        """The prompt's tokens by the model's own tokenizer, over the prompt as its chat template renders it.
+
+        Counted beside a running generation (the tokenizer is only read), not after it in the worker's queue.
+        """
+        await self._ensure_loaded()
+        if not isinstance(self.source, PromptCounter):
+            return estimate_prompt_tokens(request)
+        template = self.source.chat_template if isinstance(self.source, TemplatedSource) else None
+        return await asyncio.to_thread(self.source.prompt_size, chat_params(request, template), budget)
 
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream one answer; requests wait their turn for the worker thread in arrival order."""
@@ -207,8 +223,13 @@ class EmbeddedProvider:
             while (item := await queue.get()) is not _DONE:
                 if isinstance(item, StreamEnd):
                     end = item
+                elif isinstance(item, ContextLengthExceededError):
+                    raise item
                 elif isinstance(item, BaseException):
-                    raise UpstreamError(f"embedded model {self.model_id} failed: {item}") from item
+                    detail = f"embedded model {self.model_id} failed: {item}"
+                    if context_overflow(str(item)):  # llama-cpp-python's "exceed context window" ValueError
+                        raise ContextLengthExceededError(detail) from item
+                    raise UpstreamError(detail) from item
                 else:
                     for chunk in parser.feed(str(item)):
                         yield chunk

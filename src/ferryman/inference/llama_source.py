@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ferryman.errors import UpstreamError
 
-from .base import Usage
+from .base import PromptSize, Usage
 from .token_source import COMPILE_HINT, MODELS_HINT, StreamEnd
 
 if TYPE_CHECKING:
@@ -96,6 +96,12 @@ class LlamaSource:
             finish = choice["finish_reason"] or finish
         prompt_tokens = self._prompt_tokens(params["messages"], params.get("tools"))
         yield StreamEnd(finish, Usage(prompt_tokens, self._count("".join(pieces))))
+
+    def prompt_size(self, params: dict[str, Any], budget: int) -> PromptSize:
+        """The tokens of the prompt ``params`` render to, counted with the model's own tokenizer."""
+        return PromptSize(
+            self._prompt_tokens(params["messages"], params.get("tools")), "counted with the model's own tokenizer"
+        )
 
     def close(self) -> None:
         """Free the model."""

@@ -31,99 +31,123 @@ from ferryman.api.inference import JsonSchemaResponseFormat
 from ferryman.errors import InvalidRequestError
 
 from .base import ChatChunk, ChatRequest, FinishChunk, Sampling, TextChunk, ToolCallChunk, Usage
+from .openai_params import (
+    AssistantParam,
+    Content,
+    FormatParam,
+    FunctionToolParam,
+    ImagePart,
+    JsonObjectFormatParam,
+    JsonSchemaFormatParam,
+    MessageParam,
+    NamedToolChoiceParam,
+    SystemParam,
+    TextPart,
+    ToolParam,
+    UserParam,
+    content_text,
+    parse_chat_params,
+)
 from .openai_wire import parse_arguments
 
 _FINISH = {"end_of_turn": "stop", "end_of_message": "tool_calls", "out_of_tokens": "length"}
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return ""
-
-
-def _user_content(content: Any) -> str | list[ContentItem]:
+def _user_content(content: Content | None) -> str | list[ContentItem]:
     if isinstance(content, str):
         return content
     items: list[ContentItem] = []
     for part in content or []:
-        if part.get("type") == "text":
-            items.append(TextContentItem(text=part.get("text", "")))
-        elif part.get("type") == "image_url":
-            items.append(ImageContentItem(image=ImageSource(url=URL(uri=part["image_url"]["url"]))))
+        if isinstance(part, TextPart):
+            items.append(TextContentItem(text=part.text))
+        elif isinstance(part, ImagePart):
+            items.append(ImageContentItem(image=ImageSource(url=URL(uri=part.image_url.url))))
     return items
 
 
-def message_from_param(param: dict[str, Any]) -> Message:
-    """One of our messages from an OpenAI chat message."""
-    role = param.get("role")
-    if role in ("system", "developer"):
-        return SystemMessage(content=_text(param.get("content")))
-    if role == "user":
-        return UserMessage(content=_user_content(param.get("content")))
-    if role == "tool":
-        return ToolResponseMessage(call_id=str(param.get("tool_call_id", "")), content=_text(param.get("content")))
-    if role == "assistant":
-        calls = [
-            ToolCall(
-                call_id=call["id"],
-                tool_name=call["function"]["name"],
-                arguments=parse_arguments(call["function"].get("arguments") or ""),
-                arguments_json=call["function"].get("arguments") or "{}",
-            )
-            for call in param.get("tool_calls") or []
-        ]
-        stop = "end_of_message" if calls else "end_of_turn"
-        return CompletionMessage(content=_text(param.get("content")), stop_reason=stop, tool_calls=calls)
-    raise InvalidRequestError(f"unsupported message role {role!r}", "messages")
+def message_from_param(param: MessageParam) -> Message:
+    """One of our messages from a validated OpenAI chat message (see :func:`parse_chat_params`)."""
+    if isinstance(param, SystemParam):
+        return SystemMessage(content=content_text(param.content))
+    if isinstance(param, UserParam):
+        return UserMessage(content=_user_content(param.content))
+    if isinstance(param, ToolParam):
+        return ToolResponseMessage(call_id=param.tool_call_id, content=content_text(param.content))
+    if not isinstance(param, AssistantParam):
+        raise InvalidRequestError(f"unsupported message role {param.role!r}", "messages")
+    calls = [
+        ToolCall(
+            call_id=call.id,
+            tool_name=call.function.name,
+            arguments=parse_arguments(call.function.arguments or ""),
+            arguments_json=call.function.arguments or "{}",
+        )
+        for call in param.tool_calls or []
+    ]
+    stop = "end_of_message" if calls else "end_of_turn"
+    return CompletionMessage(content=content_text(param.content), stop_reason=stop, tool_calls=calls)
 
 
-def _tool_def(tool: dict[str, Any]) -> ToolDef:
-    function = tool.get("function") or {}
+def _tool_def(tool: FunctionToolParam) -> ToolDef:
+    function = tool.function
     return ToolDef(
-        name=function.get("name", ""),
-        description=function.get("description"),
-        input_schema=function.get("parameters") or {"type": "object", "properties": {}},
+        name=function.name,
+        description=function.description,
+        input_schema=function.parameters or {"type": "object", "properties": {}},
     )
 
 
-def _tool_choice(choice: Any) -> str | None:
-    if isinstance(choice, dict):
-        return str((choice.get("function") or {}).get("name")) or None
-    return choice if isinstance(choice, str) else None
+def _tool_choice(choice: str | NamedToolChoiceParam | None) -> str | None:
+    if isinstance(choice, NamedToolChoiceParam):
+        return choice.function.name or None
+    return choice
 
 
-def _response_format(fmt: Any) -> JsonSchemaResponseFormat | None:
-    if not isinstance(fmt, dict):
-        return None
-    if fmt.get("type") == "json_schema":
-        return JsonSchemaResponseFormat(json_schema=(fmt.get("json_schema") or {}).get("schema") or {})
-    if fmt.get("type") == "json_object":
+def _response_format(fmt: FormatParam | None) -> JsonSchemaResponseFormat | None:
+    if isinstance(fmt, JsonSchemaFormatParam):
+        return JsonSchemaResponseFormat(json_schema=(fmt.json_schema.schema_ if fmt.json_schema else None) or {})
+    if isinstance(fmt, JsonObjectFormatParam):
         return JsonSchemaResponseFormat(json_schema={"type": "object"})
     return None
 
 
 def chat_request_from_body(body: dict[str, Any], provider_data: dict[str, Any] | None) -> ChatRequest:
-    """A :class:`ChatRequest` from an OpenAI chat-completions body."""
-    stop = body.get("stop")
+    """A :class:`ChatRequest` from an OpenAI chat-completions body.
+
+    Raises:
+        InvalidRequestError: a field the request is built from has the wrong shape or is over its maximum.
+    """
+    params = parse_chat_params(body)
+    stop = params.stop
     sampling = Sampling(
-        temperature=body.get("temperature"),
-        top_p=body.get("top_p"),
-        top_k=body.get("top_k"),
-        max_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
+        temperature=params.temperature,
+        top_p=params.top_p,
+        top_k=params.top_k,
+        max_tokens=_max_tokens(body),
         stop=[stop] if isinstance(stop, str) else stop,
     )
     return ChatRequest(
         model=str(body["model"]),
-        messages=[message_from_param(m) for m in body.get("messages") or []],
-        tools=[_tool_def(t) for t in body.get("tools") or [] if t.get("type") == "function"],
-        tool_choice=_tool_choice(body.get("tool_choice")),
+        messages=[message_from_param(m) for m in params.messages or []],
+        tools=[_tool_def(t) for t in params.tools or [] if isinstance(t, FunctionToolParam)],
+        tool_choice=_tool_choice(params.tool_choice),
         sampling=sampling,
-        response_format=_response_format(body.get("response_format")),
+        response_format=_response_format(params.response_format),
         provider_data=provider_data,
     )
+
+
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    """The answer's token limit (``max_completion_tokens``, else ``max_tokens``; 0 or null: none)."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidRequestError(f"{name} must be a non-negative integer", name)
+        if value:
+            return value
+    return None
 
 
 class _Envelope:

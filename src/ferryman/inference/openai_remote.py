@@ -9,14 +9,17 @@ import httpx2
 import openai
 
 from ferryman.api.inference import GrammarResponseFormat
-from ferryman.errors import InvalidRequestError, ProviderKeyRejectedError, UpstreamError
+from ferryman.errors import ContextLengthExceededError, InvalidRequestError, ProviderKeyRejectedError, UpstreamError
+from ferryman.logs import redacted_url
 
-from .base import ChatChunk, ChatRequest, FinishChunk, ModelInfo, TextChunk, ToolCallChunk, Usage
+from .base import ChatChunk, ChatRequest, ContextWindow, FinishChunk, ModelInfo, TextChunk, ToolCallChunk, Usage
+from .context import context_overflow, published_context
 from .openai_wire import message_param, response_format_param, tool_choice_param, tool_schema
 from .provider_data import HEADER, api_key_from, key_names, scrub
 
 _FINISH_REASONS = {"length": "out_of_tokens", "tool_calls": "end_of_message"}
 _AUTH_STATUSES = (401, 403)
+_TOO_LONG_STATUSES = (400, 413)
 _EMBED_BATCH = 256
 """Inputs per ``/embeddings`` request (OpenAI takes at most 2048, local servers often fewer)."""
 _ChunkStream = openai.AsyncStream[dict[str, Any]]
@@ -34,6 +37,7 @@ class OpenAICompatibleProvider:
         kind: The kind of server (``openai``, ``vllm``, ``ollama``…), which names the
             per-request provider-data keys it accepts.
         http_client: The HTTP client to reach the server with (tests serve one in process); the SDK's own by default.
+        context_length: The context size of the server's models when its model list publishes none (None: unknown).
     """
 
     def __init__(
@@ -45,9 +49,11 @@ class OpenAICompatibleProvider:
         max_retries: int = 2,
         kind: str = "openai-compatible",
         http_client: httpx2.AsyncClient | None = None,
+        context_length: int | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.base_url = base_url
+        self.context_length = context_length
         self._key_names = key_names(provider_id, kind)
         self._api_key = api_key
         self._client = openai.AsyncOpenAI(
@@ -59,12 +65,20 @@ class OpenAICompatibleProvider:
         )
 
     async def list_models(self) -> list[ModelInfo]:
-        """Return every model the server lists at ``/models``."""
+        """Return every model the server lists at ``/models``, with the context size it publishes for each."""
         try:
             page = await self._client.models.list()
         except openai.OpenAIError as exc:
-            raise self._failure(exc, None, f"provider {self.provider_id} at {self.base_url}") from exc
-        return [ModelInfo(model_id=model.id) for model in page.data]
+            raise self._failure(exc, None, f"provider {self.provider_id} at {redacted_url(self.base_url)}") from exc
+        return [self._info(model.id, model.model_extra or {}) for model in page.data]
+
+    def _info(self, model_id: str, entry: dict[str, Any]) -> ModelInfo:
+        published = published_context(entry)
+        if published is None:
+            return ModelInfo(model_id=model_id)
+        tokens, name = published
+        source = f"{name} in the model list of provider '{self.provider_id}'"
+        return ModelInfo(model_id, metadata={"context_length": tokens}, context=ContextWindow(tokens, source))
 
     def _client_for(self, provider_data: dict[str, Any] | None) -> tuple[openai.AsyncOpenAI, str | None]:
         key = api_key_from(provider_data, self._key_names)
@@ -186,7 +200,8 @@ class OpenAICompatibleProvider:
 
         A rejected key is the client's fault only when the client sent it (provider
         data); the key ferryman is configured with is the operator's, so its rejection
-        is a server fault. With ``client_errors``, other 4xx answers (but 429) are
+        is a server fault. A prompt the server finds too long for the model's context
+        is the client's. With ``client_errors``, other 4xx answers (but 429) are
         the client's too: the request was passed through as the client wrote it.
         """
         status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
@@ -202,6 +217,9 @@ class OpenAICompatibleProvider:
                 f"with (HTTP {status})"
             )
         message = scrub(scrub(f"{context}: {exc}", client_key), self._api_key)
+        if status in _TOO_LONG_STATUSES and isinstance(exc, openai.APIStatusError):
+            if context_overflow(str(exc), exc.code, exc.type):
+                return ContextLengthExceededError(message)
         if client_errors and status is not None and 400 <= status < 500 and status != 429:
             return InvalidRequestError(message)
         return UpstreamError(message)

@@ -10,7 +10,18 @@ from dataclasses import dataclass, replace
 from ferryman.api.registry import Model
 from ferryman.errors import InvalidRequestError, NotFoundError, UpstreamError
 
-from .base import ChatChunk, ChatRequest, EmbeddingProvider, InferenceProvider, ModelInfo
+from .base import (
+    ChatChunk,
+    ChatRequest,
+    ConfiguredContext,
+    ContextWindow,
+    EmbeddingProvider,
+    InferenceProvider,
+    ModelInfo,
+    PromptSize,
+    TokenCounter,
+)
+from .context import configured_tokens, estimate_prompt_tokens
 from .local_embeddings import MODEL_ID as LOCAL_EMBEDDING_MODEL
 
 log = logging.getLogger(__name__)
@@ -58,6 +69,8 @@ class ModelRouter:
         for model in declared or []:
             self.declare(model)
         self._discovered: dict[str, Route] = {}
+        self._published: dict[tuple[str, str], ContextWindow] = {}
+        """The context sizes providers published in their listings, by (provider id, the provider's model id)."""
         self._refresh_lock = asyncio.Lock()
         self.hidden: HiddenModels = _nothing_hidden
         """The model ids the current caller may not use (registrations of others, under the access policy)."""
@@ -102,6 +115,7 @@ class ModelRouter:
         """Ask every provider for its models; a provider that fails is logged and skipped."""
         async with self._refresh_lock:
             discovered: dict[str, Route] = {}
+            published: dict[tuple[str, str], ContextWindow] = {}
             for provider in self._providers:
                 try:
                     infos = await provider.list_models()
@@ -110,7 +124,9 @@ class ModelRouter:
                     infos = []
                 for info in infos:
                     discovered.setdefault(info.model_id, Route(_discovered(provider, info), provider))
-            self._discovered = discovered
+                    if info.context is not None:
+                        published[(provider.provider_id, info.model_id)] = info.context
+            self._discovered, self._published = discovered, published
 
     def models(self) -> list[Model]:
         """Every model currently routable: declared first, then discovered."""
@@ -138,6 +154,36 @@ class ModelRouter:
             known = ", ".join(sorted(m.identifier for m in self.models() if m.identifier not in hidden)) or "none"
             raise NotFoundError(f"model '{model_id}' not found; available models: {known}")
         return route
+
+    def context_window(self, model_id: str) -> ContextWindow | None:
+        """The context size of a routable model, or None when unknown (see :mod:`.context` for the order).
+
+        Reads the current listing only: no provider is asked.
+        """
+        route = self._lookup(model_id)
+        if route is None:
+            return None
+        provider_id = route.model.provider_id
+        published = self._published.get((provider_id, route.model.provider_resource_id))
+        if published is not None:
+            return published
+        declared = configured_tokens(route.model.metadata.get("context_length"))
+        if declared is not None and model_id in self._declared:
+            return ContextWindow(declared, f"metadata.context_length of model '{model_id}'")
+        if isinstance(route.provider, ConfiguredContext) and route.provider.context_length:
+            return ContextWindow(
+                route.provider.context_length, f"providers[].context_length of provider '{provider_id}'"
+            )
+        return None
+
+    async def prompt_size(self, request: ChatRequest, budget: int) -> PromptSize:
+        """The tokens of a request's prompt: counted by its provider if it can, else estimated (:mod:`.context`)."""
+        route = self._lookup(request.model)
+        if route is None or not isinstance(route.provider, TokenCounter):
+            return estimate_prompt_tokens(request)
+        return await route.provider.count_prompt_tokens(
+            replace(request, model=route.model.provider_resource_id), budget
+        )
 
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream a chat completion from the provider of ``request.model``."""

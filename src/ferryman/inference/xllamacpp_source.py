@@ -7,7 +7,8 @@ behind a random API key nobody is told, with CORS and the extra endpoints off: n
 
 The prompt is rendered here from the GGUF's chat template (:mod:`.chat_template`) and sent to the
 completions handler, so that tool calls come back as text for ferryman's parser and a GBNF
-``grammar`` may accompany tools (llama.cpp's chat handler refuses both).
+``grammar`` may accompany tools (llama.cpp's chat handler refuses both). Prompts are counted with
+llama.cpp's own tokenizer through the listener's ``/tokenize``: the ``Server`` has no method for it.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ferryman.errors import UpstreamError
+import httpx
 
-from .base import Usage
+from ferryman.errors import ContextLengthExceededError, UpstreamError
+
+from .base import PromptSize, Usage
 from .chat_template import ChatTemplate
+from .context import context_overflow
 from .token_source import MODELS_HINT, StreamEnd
 
 if TYPE_CHECKING:
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
 _DEFAULTS = {"temperature": 0.2, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.0}
 _NOT_SENT = {"messages", "tools", "response_format", "stream"}
 _END = object()
+_TOKENIZE_SECONDS = 60.0
 
 
 def default_threads() -> int:
@@ -77,6 +82,8 @@ class XllamacppSource:
         self._server: xllamacpp.Server | None = None
         self._template: ChatTemplate | None = None
         self._private_dir: Path | None = None
+        self._api_key = secrets.token_urlsafe(32)
+        self._tokenizer: httpx.Client | None = None
 
     @property
     def chat_template(self) -> str | None:
@@ -101,6 +108,42 @@ class XllamacppSource:
         if not self._server.listening_address.startswith("unix://"):
             self.close()
             raise UpstreamError("xllamacpp opened a network listener; refusing to serve through it")
+        self._tokenizer = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self._private_dir / "llama.sock")),
+            base_url="http://llama.cpp",
+            headers={"Authorization": f"Bearer {self._api_key}"},
+            timeout=_TOKENIZE_SECONDS,
+        )
+
+    def prompt_size(self, params: dict[str, Any], budget: int) -> PromptSize:
+        """The tokens of the prompt ``params`` render to; tokenized only when its size in bytes cannot tell.
+
+        A token stands for no more bytes than the vocabulary's longest token, and for one byte at least,
+        but for those no byte stands for: BOS and EOS, and SentencePiece's space, which llama.cpp puts
+        before the text at the start and after each special token (one per byte at most). A prompt far
+        under or far over ``budget`` needs no tokenizing then (a 50 MB one would take seconds).
+        """
+        _, template = self._loaded()
+        prompt = template.render(params["messages"], params.get("tools"))
+        size = len(prompt.encode())
+        if 2 * size + 2 <= budget:
+            return PromptSize(2 * size + 2, "at most two tokens per byte")
+        longest = template.longest_token
+        if longest and size > budget * longest:
+            return PromptSize(-(-size // longest), "from its bytes and the longest token of the model", at_least=True)
+        return PromptSize(self._tokenize(prompt), "counted with the model's own tokenizer")
+
+    def _tokenize(self, prompt: str) -> int:
+        if self._tokenizer is None:
+            raise UpstreamError("the embedded model is not loaded")
+        # As the completions handler tokenizes a prompt: with the BOS token, special tokens parsed.
+        body = {"content": prompt, "add_special": True, "parse_special": True}
+        try:
+            answer = self._tokenizer.post("/tokenize", json=body)
+            answer.raise_for_status()
+            return len(answer.json()["tokens"])
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            raise UpstreamError(f"llama.cpp could not count the prompt's tokens: {exc}") from exc
 
     def stream(self, params: dict[str, Any]) -> Generator[str | StreamEnd, None, None]:
         """Stream one completion's text, then its finish reason and usage.
@@ -127,7 +170,7 @@ class XllamacppSource:
                     raise item
                 chunk: dict[str, Any] = item  # type: ignore[assignment]
                 if "error" in chunk:
-                    raise UpstreamError(f"llama.cpp refused the request: {chunk['error'].get('message')}")
+                    raise _refusal(chunk["error"])
                 for choice in chunk.get("choices", []):
                     if choice.get("text"):
                         yield choice["text"]
@@ -141,6 +184,9 @@ class XllamacppSource:
 
     def close(self) -> None:
         """Stop the engine and remove its socket's directory."""
+        if self._tokenizer is not None:
+            self._tokenizer.close()
+            self._tokenizer = None
         self._server = None  # the last reference: its destructor stops llama.cpp's loop
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
@@ -159,12 +205,23 @@ class XllamacppSource:
         params.cpuparams.n_threads = self.n_threads
         params.cpuparams_batch.n_threads = self.n_threads
         params.hostnames = [str(self._private_dir / "llama.sock")]
-        params.api_keys = [secrets.token_urlsafe(32)]
+        params.api_keys = [self._api_key]
         params.cors_origins = ""
         params.endpoint_slots = False
         params.ui = False
         params.verbosity = -1
         return params
+
+
+def _refusal(error: dict[str, Any]) -> UpstreamError | ContextLengthExceededError:
+    detail = f"llama.cpp refused the request: {error.get('message')}"
+    if context_overflow(detail, error.get("type")):
+        return ContextLengthExceededError(
+            f"{detail} (the embedded model's context is providers[].context_length)",
+            prompt_tokens=error.get("n_prompt_tokens"),
+            context_length=error.get("n_ctx"),
+        )
+    return UpstreamError(detail)
 
 
 def _generate(server: xllamacpp.Server, body: dict[str, Any], on_chunk: Any, items: queue.SimpleQueue[object]) -> None:

@@ -11,13 +11,18 @@ token's end, so that chunks lose nothing but the spaces between them and read
 as the text does. Chunks end where a paragraph, a line or a sentence ends when
 one is near the size limit, else between words; only a word longer than a
 chunk is cut inside.
+
+Text is tokenized a window at a time (:data:`WINDOW_CHARS`, cut between
+words, where both tokenizers cut anyway), and chunked as the windows come: a
+tokenizer's working memory on a whole file of tens of megabytes runs to
+gigabytes, and that file's offsets alone to one or two.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -36,7 +41,11 @@ invisible to vector search.
 AUTO_OVERLAP_TOKENS = 64
 """``auto``'s overlap: a quarter of a chunk, so a sentence cut at a chunk's end is whole in the next one."""
 
+WINDOW_CHARS = 1 << 16
+"""Characters given to the tokenizer at once: more, up to the next space; a word longer than this may be cut."""
 _WORDS = re.compile(r"\w+|[^\w\s]")
+_WINDOW_BREAK = re.compile(r"[ \t\n\r]")
+"""Where a window may end: a space both tokenizers split at (not every ``\\s``: BERT's drops some as control)."""
 _SENTENCE_ENDS = frozenset(".!?;:")
 
 Offsets = list[tuple[int, int]]
@@ -68,14 +77,27 @@ def _tokenizer() -> Callable[[str], Offsets]:
     return offsets
 
 
+def _windows(text: str) -> Iterator[Offsets]:
+    """The offsets of ``text``'s tokens, a window of text at a time."""
+    tokenize = _tokenizer()
+    start = 0
+    while start < len(text):
+        end = start + WINDOW_CHARS
+        if end < len(text):
+            space = _WINDOW_BREAK.search(text, end, end + WINDOW_CHARS)
+            end = space.start() if space else min(end + WINDOW_CHARS, len(text))
+        yield [(first + start, last + start) for first, last in tokenize(text[start:end])]
+        start = end
+
+
 def token_offsets(text: str) -> Offsets:
     """The ``(start, end)`` character offsets in ``text`` of each of its tokens."""
-    return _tokenizer()(text)
+    return [offset for window in _windows(text) for offset in window]
 
 
 def count_tokens(text: str) -> int:
     """How many tokens ``text`` holds (word pieces of the default embedding model, see the module docstring)."""
-    return len(token_offsets(text))
+    return sum(len(window) for window in _windows(text))
 
 
 def chunk_text(text: str, max_tokens: int, overlap_tokens: int) -> list[TextSpan]:
@@ -91,10 +113,16 @@ def chunk_text(text: str, max_tokens: int, overlap_tokens: int) -> list[TextSpan
     """
     if max_tokens < 1 or not 0 <= overlap_tokens < max_tokens:
         raise ValueError(f"invalid chunk sizes: {max_tokens} tokens, {overlap_tokens} overlapping")
-    offsets = token_offsets(text)
+    windows = _windows(text)
+    offsets: Offsets = []  # the tokens from (about) the current chunk's start on
     spans: list[TextSpan] = []
     start = 0
-    while start < len(offsets):
+    while True:
+        # One token past a full chunk tells whether a chunk ends at its limit; the last window, where text ends.
+        while len(offsets) - start <= max_tokens and (window := next(windows, None)) is not None:
+            offsets.extend(window)
+        if start >= len(offsets):
+            break
         end = _cut(text, offsets, start, max_tokens)
         spans.append(
             TextSpan(text[offsets[start][0] : offsets[end - 1][1]], end - start, offsets[start][0], offsets[end - 1][1])
@@ -102,6 +130,9 @@ def chunk_text(text: str, max_tokens: int, overlap_tokens: int) -> list[TextSpan
         if end == len(offsets):
             break
         start = _next_start(offsets, start, end, overlap_tokens)
+        if start >= WINDOW_CHARS:
+            del offsets[:start]
+            start = 0
     return spans
 
 

@@ -10,6 +10,10 @@ abandoned at once). A job of a replica that died is claimed again
 once its lease lapses; a process alone on its database (SQLite) takes over every
 unfinished job at start. The worker wakes at once when a job is added here, and
 on a beat for jobs added by other replicas.
+
+A file's text is extracted under limits (:mod:`.isolated`). Each time the worker
+runs out of jobs, it hands the memory they freed back to the system, so that a
+large file costs memory only while it is processed.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from datetime import datetime, timedelta
 
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import FerrymanError, NotFoundError
+from ferryman.heap import release_freed_memory
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import Store
 from ferryman.storage.knowledge import ChunkRecord, LastError, VectorStoreFileRecord
@@ -28,7 +33,8 @@ from ferryman.storage.knowledge import ChunkRecord, LastError, VectorStoreFileRe
 from .blobs import BlobStore
 from .chunking import chunk_text, resolve_strategy
 from .embedding import embed_chunks
-from .extract import UnreadableFile, extract_text
+from .extract import UnreadableFile
+from .isolated import ExtractionFailed, ExtractionLimits, extract_text_bounded
 from .views import now
 
 log = logging.getLogger(__name__)
@@ -49,6 +55,7 @@ class IngestionWorker:
         beat_seconds: How often it looks for jobs it was not told about.
         concurrency: Jobs run at once.
         sole_process: This process alone serves the store: at start, every claim is a dead run's.
+        extraction: What extracting one file's text may cost (default: :class:`ExtractionLimits`' defaults).
     """
 
     def __init__(
@@ -60,6 +67,7 @@ class IngestionWorker:
         beat_seconds: float = 3.0,
         concurrency: int = 2,
         sole_process: bool = False,
+        extraction: ExtractionLimits | None = None,
     ) -> None:
         self._store = store
         self._blobs = blobs
@@ -68,6 +76,8 @@ class IngestionWorker:
         self.beat_seconds = beat_seconds
         self.concurrency = concurrency
         self._sole_process = sole_process
+        self.extraction = extraction or ExtractionLimits()
+        self._freed = False  # a job ended since memory was last handed back
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._jobs: dict[Key, asyncio.Task[None]] = {}
@@ -113,6 +123,9 @@ class IngestionWorker:
                 await self._claim(takeover=first and self._sole_process)
                 first = False
                 if not self._jobs and not self._wake.is_set():  # a wake since this look started: look again
+                    if self._freed:
+                        self._freed = False
+                        await asyncio.to_thread(release_freed_memory)
                     self.idle.set()
             except (FerrymanError, OSError) as exc:
                 log.warning("ingestion: claiming jobs failed: %s", exc)
@@ -166,6 +179,9 @@ class IngestionWorker:
             chunks = await self._ingest(job)
         except UnreadableFile as exc:
             chunks = _failed(job, exc.code, exc.message)
+        except ExtractionFailed as exc:
+            log.warning("extracting the text of file %s failed: %s", job.file_id, exc)
+            chunks = _failed(job, "server_error", "the server failed to process the file")
         except asyncio.CancelledError:
             raise
         except Exception:  # a bug in one job fails that job, never the worker
@@ -191,6 +207,7 @@ class IngestionWorker:
             await self._store_failure(job, key)
         finally:
             self._release(key)
+            self._freed = True
             self._wake.set()
 
     async def _store_failure(self, job: VectorStoreFileRecord, key: Key) -> None:
@@ -219,11 +236,13 @@ class IngestionWorker:
             data = await self._blobs.get(job.file_id)
         except NotFoundError:
             return _failed(job, "invalid_file", "the file was deleted before it was processed")
-        text = await asyncio.to_thread(extract_text, data, file.filename, file.mime_type)
+        text = await extract_text_bounded(data, file.filename, file.mime_type, self.extraction)
+        del data  # not held while the chunks are embedded
         static = (job.chunking_strategy or store.chunking_strategy or resolve_strategy(None))["static"]
         spans = await asyncio.to_thread(
             chunk_text, text, int(static["max_chunk_size_tokens"]), int(static["chunk_overlap_tokens"])
         )
+        del text
         if not spans:
             return _failed(job, "invalid_file", "the file holds no text")
         drafts = [

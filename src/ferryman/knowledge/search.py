@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ferryman.api.limits import MAX_ID_CHARS, MAX_SEARCH_QUERY_CHARS, has_control_character
 from ferryman.errors import InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import Store
@@ -60,8 +61,21 @@ def _query_parts(query: str | list[str]) -> list[str]:
 
 
 def _validate(query: SearchQuery) -> None:
+    # Checked here, not only in the request models: a tool's arguments (``/tool-runtime/invoke``, a model's
+    # call) reach a search too, and a long query costs seconds of tokenizing, embedding and matching.
+    parts = [query.query] if isinstance(query.query, str) else query.query
+    longest = max((len(part) for part in parts if isinstance(part, str)), default=0)
+    if longest > MAX_SEARCH_QUERY_CHARS:
+        raise InvalidRequestError(
+            f"a search query holds at most {MAX_SEARCH_QUERY_CHARS} characters (got {longest})", "query"
+        )
     if not query.vector_store_ids:
         raise InvalidRequestError("at least one vector store must be searched", "vector_store_ids")
+    if any(len(i) > MAX_ID_CHARS or has_control_character(i) for i in query.vector_store_ids):
+        # Named in a tool's arguments too; an id a store cannot hold (NUL on PostgreSQL) is no store's.
+        raise InvalidRequestError(
+            f"a vector store id holds at most {MAX_ID_CHARS} characters, no control character", "vector_store_ids"
+        )
     if not 1 <= query.max_num_results <= MAX_RESULTS:
         raise InvalidRequestError(f"max_num_results must be between 1 and {MAX_RESULTS}", "max_num_results")
     if not 0.0 <= query.ranking.score_threshold <= 1.0:
@@ -92,7 +106,8 @@ class SearchService:
         """The best chunks of the query's stores, best first.
 
         Raises:
-            InvalidRequestError: an empty query, a bad filter, ranker or bound.
+            InvalidRequestError: an empty query or one over ``MAX_SEARCH_QUERY_CHARS``, a store id that is
+                no id, a bad filter, ranker or bound.
             NotFoundError: a store is unknown, or the caller may not read it.
         """
         _validate(query)

@@ -1,6 +1,11 @@
 """The model-free local shield (provider ``ferryman-local``): secrets, card numbers, e-mail and phone numbers,
 and the registration's own blocked patterns, each blocked, redacted or warned about.
 
+Secrets are what detect-secrets' plugins find, and the patterns beside them (``secrets.py``),
+each under its kind (``aws_access_key``, ``aws_secret_key``, ``private_key``, ``github_token``,
+``jwt``, ``secret_keyword``, ``high_entropy_string``…: :data:`~.secrets.SECRET_KINDS`); card
+numbers are digit runs that pass the Luhn check.
+
 Params of a registration (or of one call, over them):
 
 - ``action``: ``block`` (default: an ``error`` violation), ``redact`` (matches become
@@ -17,7 +22,10 @@ text never appears in a verdict, only the kinds and their counts.
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,29 +45,24 @@ from ferryman.errors import InvalidRequestError
 from ferryman.inference.openai_wire import parse_arguments
 
 from .base import ShieldOptions, ShieldVerdict
+from .secrets import SECRET_KINDS, bounded_matches, find_secrets
 
 PROVIDER_ID = "ferryman-local"
 
 Action = Literal["block", "redact", "warn"]
 
 _DETECTORS: dict[str, re.Pattern[str]] = {
-    "private_key": re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|[\s\S]*\Z)"
-    ),
-    "aws_access_key": re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),
-    "github_token": re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
-    "slack_token": re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    "openai_key": re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
-    "jwt": re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,}"),
     "email": re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
     "card_number": re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"),
     "phone": re.compile(r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)|\d{2,4})[ .-]?\d{3,4}[ .-]?\d{3,4}(?!\w)"),
 }
-"""Each kind's pattern, in precedence order (an earlier kind wins an overlapping span)."""
+"""The kinds other than secrets, each with its pattern."""
 
-KINDS = (*_DETECTORS, "pattern")
-"""Every kind a verdict may name."""
-DEFAULT_KINDS = tuple(kind for kind in _DETECTORS if kind != "phone")
+DETECTABLE = (*SECRET_KINDS, *_DETECTORS)
+"""The kinds ``params.detect`` may name."""
+KINDS = (*DETECTABLE, "pattern")
+"""Every kind a verdict may name, in precedence order (an earlier kind wins an overlapping span)."""
+DEFAULT_KINDS = tuple(kind for kind in DETECTABLE if kind != "phone")
 """The kinds detected unless ``params.detect`` says: phone numbers are opt-in (too many false positives)."""
 _MAX_PATTERN = 1000
 
@@ -102,8 +105,8 @@ class LocalRules:
         if action not in ("block", "redact", "warn"):
             raise InvalidRequestError("params.action must be 'block', 'redact' or 'warn'", "params")
         kinds = params.get("detect", list(DEFAULT_KINDS))
-        if not isinstance(kinds, list) or any(kind not in _DETECTORS for kind in kinds):
-            raise InvalidRequestError(f"params.detect must list kinds among: {', '.join(_DETECTORS)}", "params")
+        if not isinstance(kinds, list) or any(kind not in DETECTABLE for kind in kinds):
+            raise InvalidRequestError(f"params.detect must list kinds among: {', '.join(DETECTABLE)}", "params")
         message = params.get("user_message", "The message was blocked: it contains {kinds}.")
         if not isinstance(message, str):
             raise InvalidRequestError("params.user_message must be a string", "params")
@@ -111,19 +114,24 @@ class LocalRules:
 
     def find(self, text: str) -> list[_Match]:
         """The non-overlapping matches in ``text``, in order."""
-        found = [
+        found = [_Match(f.start, f.end, f.kind) for f in find_secrets(text, frozenset(self.kinds)) if f.end > f.start]
+        found += [
             _Match(m.start(), m.end(), kind)
             for kind in self.kinds
-            for m in _DETECTORS[kind].finditer(text)
+            if kind in _DETECTORS
+            # In bounded pieces: an e-mail address's pattern reads the rest of a run from each word in it.
+            for m in bounded_matches(_DETECTORS[kind], text)
             if kind != "card_number" or luhn_valid(re.sub(r"\D", "", m.group()))
         ]
         found += [_Match(m.start(), m.end(), "pattern") for p in self.patterns for m in p.finditer(text) if m.group()]
         precedence = {kind: index for index, kind in enumerate(KINDS)}
-        kept: list[_Match] = []
-        for match in sorted(found, key=lambda m: (precedence[m.kind], m.start)):
-            if all(match.end <= k.start or match.start >= k.end for k in kept):
-                kept.append(match)
-        return sorted(kept, key=lambda m: m.start)
+        kept: list[_Match] = []  # in text order, none overlapping: only a new match's neighbours can overlap it
+        # Of overlapping findings the earliest kind wins, then the earliest and longest (a whole JWT, not its head).
+        for match in sorted(found, key=lambda m: (precedence[m.kind], m.start, m.start - m.end)):
+            at = bisect.bisect_right(kept, match.start, key=lambda k: k.start)
+            if (at == 0 or kept[at - 1].end <= match.start) and (at == len(kept) or match.end <= kept[at].start):
+                kept.insert(at, match)
+        return kept
 
 
 def _compile(patterns: Any) -> tuple[re.Pattern[str], ...]:
@@ -149,6 +157,16 @@ def _redact(text: str, matches: list[_Match]) -> str:
         cursor = match.end
     parts.append(text[cursor:])
     return "".join(parts)
+
+
+def _scan_messages(scan: _Scan, messages: list[Message], stop: threading.Event) -> list[Message]:
+    """Each message as ``scan`` leaves it, until ``stop`` is set (its caller gave up: the rest is not read)."""
+    redacted: list[Message] = []
+    for message in messages:
+        if stop.is_set():
+            break
+        redacted.append(scan.message(message))
+    return redacted
 
 
 class _Scan:
@@ -209,7 +227,13 @@ class LocalShield:
         """Look for the configured kinds in ``messages`` and block, redact or warn."""
         rules = LocalRules.of({**self._params, **params})
         scan = _Scan(rules)
-        redacted = [scan.message(message) for message in messages]
+        # A long message takes a while to scan (seconds a megabyte at worst): off the event loop. A scan whose
+        # caller gave up (the shield's timeout) stops at its next message rather than hold a worker thread on.
+        stop = threading.Event()
+        try:
+            redacted = await asyncio.to_thread(_scan_messages, scan, messages, stop)
+        finally:
+            stop.set()
         if not scan.found:
             return ShieldVerdict(None)
         kinds = sorted(scan.found)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import os
 import signal
@@ -14,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from . import scratch
-from .confinement import Launch, launch
+from .confinement import ConfinementUnavailable, Launch, launch
+from .limits import Limit, hint, killed
 from .settings import SandboxSettings
 
 _HEADER = struct.Struct(">I")
@@ -22,8 +22,18 @@ _STDERR_TAIL = 2000
 _EXIT_WAIT_SECONDS = 5.0
 _START_SECONDS = 20.0
 _WATCH_SECONDS = 0.05
-"""How often the files in a sandbox's own scratch space are counted during a call (one ``fstatvfs``): code
-creating files flat out makes some ten thousand past the limit before the kill, a few MB of the host's memory."""
+"""How often the files in a sandbox's own scratch space and ``/tmp`` are counted during a call (one ``fstatvfs``
+each): code creating files flat out makes some ten thousand past the limit before the kill, a few MB of the
+host's memory."""
+_KILLED_BY: dict[int, Limit] = {
+    signal.SIGXCPU: Limit.CPU,
+    signal.SIGKILL: Limit.KERNEL_CPU,
+    signal.SIGSEGV: Limit.MEMORY,
+    signal.SIGBUS: Limit.MEMORY,
+    signal.SIGABRT: Limit.MEMORY,
+    signal.SIGXFSZ: Limit.FILE_SIZE,
+}
+"""The limit behind each signal that kills a kernel (Python ignores ``SIGXFSZ``; a program it runs may not)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,20 @@ class KernelDied(Exception):
 
 
 class _TooManyFiles(Exception):
-    """The sandbox's own scratch space holds more files than allowed."""
+    """The sandbox's own scratch space or ``/tmp`` holds more files than allowed."""
+
+    def __init__(self, limit: Limit) -> None:
+        super().__init__(limit)
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class _Watched:
+    """A tmpfs the sandbox mounted itself, reached through a descriptor: its file count is watched."""
+
+    view: int
+    max_files: int
+    limit: Limit
 
 
 class Kernel:
@@ -61,9 +84,9 @@ class Kernel:
         scratch: The session's scratch directory (the kernel's ``/work``).
         uid: The uid it runs as (None: the server's own).
 
-    Confined as the server's own uid, the kernel's ``/work`` is a tmpfs of the
-    sandbox's own, which :attr:`files_root` reaches (see :mod:`.scratch`);
-    otherwise it is ``scratch``.
+    Confined as the server's own uid, the kernel's ``/work`` and ``/tmp`` are
+    tmpfs of the sandbox's own, which :attr:`files_root` (and a watch of
+    ``/tmp``'s file count) reaches (see :mod:`.scratch`); otherwise ``/work`` is ``scratch``.
     """
 
     def __init__(self, settings: SandboxSettings, scratch: Path, uid: int | None) -> None:
@@ -72,7 +95,7 @@ class Kernel:
         self.uid = uid
         self._process: asyncio.subprocess.Process | None = None
         self._own_scratch = settings.confinement == "bubblewrap" and uid is None
-        self._view: int | None = None
+        self._watched: list[_Watched] = []
 
     @property
     def alive(self) -> bool:
@@ -85,7 +108,7 @@ class Kernel:
 
         The descriptor stays open after the kernel dies (the files of its last call can be read) until :meth:`close`.
         """
-        return self._view if self._view is not None else self._scratch
+        return next((w.view for w in self._watched if w.limit is Limit.SCRATCH), self._scratch)
 
     async def start(self) -> None:
         """Start the process (and, where the sandbox mounts its own scratch space, reach it).
@@ -94,12 +117,12 @@ class Kernel:
             KernelDied: it could not be executed, or its scratch space not reached.
         """
         if not self._own_scratch:
-            await self._spawn(launch(self._settings, self._scratch, self.uid))
+            await self._spawn(self._plan())
             return
         info_read, info_write = os.pipe()
         try:
             try:
-                await self._spawn(launch(self._settings, self._scratch, self.uid, info_write))
+                await self._spawn(self._plan(info_write))
             finally:
                 os.close(info_write)
             async with asyncio.timeout(_START_SECONDS):
@@ -108,8 +131,15 @@ class Kernel:
                 ready = await self.execute("")
             if ready.killed:
                 raise KernelDied(f"the kernel stopped as it started ({ready.killed})")
-            self._view = scratch.open_view(int(json.loads(info)["child-pid"]), self._settings)
+            pid = int(json.loads(info)["child-pid"])
+            settings = self._settings
+            for inside, size, max_files, limit in (
+                (scratch.SCRATCH, scratch.quota_bytes(settings), settings.max_scratch_files, Limit.SCRATCH),
+                (scratch.TMP, scratch.tmp_bytes(settings), settings.max_tmp_files, Limit.TMP),
+            ):
+                self._watched.append(_Watched(scratch.open_view(pid, inside, size), max_files, limit))
         except (TimeoutError, ValueError, KeyError, TypeError, scratch.ScratchUnavailable) as exc:
+            self._close_views()
             await self.kill()
             raise KernelDied(f"the sandbox's scratch space could not be reached: {exc!r}") from exc
         finally:
@@ -118,9 +148,18 @@ class Kernel:
     async def close(self) -> None:
         """Kill the kernel and let go of its scratch space (a sandbox's own goes with it)."""
         await self.kill()
-        if self._view is not None:
-            os.close(self._view)
-            self._view = None
+        self._close_views()
+
+    def _plan(self, info_fd: int | None = None) -> Launch:
+        try:
+            return launch(self._settings, self._scratch, self.uid, info_fd)
+        except ConfinementUnavailable as exc:
+            raise KernelDied(str(exc)) from exc
+
+    def _close_views(self) -> None:
+        for watched in self._watched:
+            os.close(watched.view)
+        self._watched = []
 
     async def _spawn(self, plan: Launch) -> None:
         try:
@@ -137,6 +176,8 @@ class Kernel:
             )
         except OSError as exc:
             raise KernelDied(f"the sandbox could not start: {exc}") from exc
+        finally:
+            plan.close_owned()
 
     async def execute(self, code: str) -> Execution:
         """Run ``code`` in the kernel's namespace, within the wall-clock limit.
@@ -156,10 +197,10 @@ class Kernel:
                 reply = await self._read_watched(process.stdout)
         except TimeoutError:
             await self.kill()
-            return Execution(killed=f"killed: time limit {self._settings.wall_seconds:g} s exceeded")
-        except _TooManyFiles:
+            return Execution(killed=killed(Limit.WALL, self._settings))
+        except _TooManyFiles as exc:
             await self.kill()
-            return Execution(killed=f"killed: {scratch.limit_message(self._settings)} exceeded")
+            return Execution(killed=killed(exc.limit, self._settings))
         except (asyncio.IncompleteReadError, ConnectionError):
             return Execution(killed=await self._death())
         except (ValueError, UnicodeDecodeError) as exc:  # a garbled or oversized reply: the code wrote into the pipe
@@ -169,7 +210,7 @@ class Kernel:
             stdout=str(reply.get("stdout") or ""),
             stderr=str(reply.get("stderr") or ""),
             result=_text_or_none(reply.get("result")),
-            error=_with_hint(_text_or_none(reply.get("error")), self._settings),
+            error=hint(_text_or_none(reply.get("error")), _text_or_none(reply.get("limit")), self._settings),
         )
 
     async def kill(self) -> None:
@@ -186,12 +227,11 @@ class Kernel:
                 await process.stderr.read()
 
     async def _read_watched(self, stdout: asyncio.StreamReader) -> dict[str, Any]:
-        """The reply, while the files in the sandbox's own scratch space are counted (bubblewrap cannot bound them)."""
-        view = self._view
-        if view is None:
+        """The reply, while the files in the sandbox's own tmpfs are counted (bubblewrap cannot bound them)."""
+        if not self._watched:
             return await self._read_reply(stdout)
         reading = asyncio.ensure_future(self._read_reply(stdout))
-        watching = asyncio.ensure_future(self._watch_files(view))
+        watching = asyncio.ensure_future(self._watch_files())
         try:
             await asyncio.wait((reading, watching), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -200,19 +240,20 @@ class Kernel:
             await asyncio.gather(reading, watching, return_exceptions=True)
         if not reading.cancelled():
             reply = reading.result()
-            if scratch.files_in(view) <= self._settings.max_scratch_files:  # a call quicker than the watch
+            if (over := self._over()) is None:  # a call quicker than the watch
                 return reply
-        if not watching.cancelled():
-            watching.result()  # an error of the count itself
-        raise _TooManyFiles
+            raise _TooManyFiles(over)
+        raise _TooManyFiles(watching.result())  # or an error of the count itself
 
-    async def _watch_files(self, view: int) -> None:
-        """Return once the sandbox's own scratch space holds more files than allowed."""
-        limit = self._settings.max_scratch_files
+    async def _watch_files(self) -> Limit:
+        """Return once a tmpfs of the sandbox's own holds more files than allowed: which limit that is."""
         while True:  # polled: nothing announces a new file
-            if scratch.files_in(view) > limit:
-                return
+            if (over := self._over()) is not None:
+                return over
             await asyncio.sleep(_WATCH_SECONDS)
+
+    def _over(self) -> Limit | None:
+        return next((w.limit for w in self._watched if scratch.files_in(w.view) > w.max_files), None)
 
     async def _read_reply(self, stdout: asyncio.StreamReader) -> dict[str, Any]:
         (length,) = _HEADER.unpack(await stdout.readexactly(_HEADER.size))
@@ -235,15 +276,8 @@ class Kernel:
             status = process.returncode or -signal.SIGKILL
         # bwrap reports a child killed by signal N as 128 + N; unconfined, the status is -N.
         signum = -status if status < 0 else status - 128 if status > 128 else 0
-        settings = self._settings
-        if signum == signal.SIGXCPU:
-            return f"killed: CPU time limit {settings.cpu_seconds} s exceeded"
-        if signum == signal.SIGKILL:
-            return f"killed: CPU or memory limit exceeded ({settings.cpu_seconds} s, {settings.memory_mb} MB)"
-        if signum in (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT):
-            return f"killed: memory limit {settings.memory_mb} MB exceeded"
-        if signum == signal.SIGXFSZ:
-            return f"killed: file size limit {settings.max_file_mb} MB exceeded"
+        if (reached := _KILLED_BY.get(signum)) is not None:
+            return killed(reached, self._settings)
         tail = b""
         if process.stderr is not None:
             with contextlib.suppress(OSError):
@@ -265,15 +299,3 @@ def _read_all(fd: int) -> bytes:
     while chunk := os.read(fd, 4096):
         data += chunk
     return data
-
-
-def _with_hint(error: str | None, settings: SandboxSettings) -> str | None:
-    """The code's own error, with the limit it ran into where it is one of ours."""
-    if error is None:
-        return None
-    last = error.rstrip().rsplit("\n", 1)[-1]
-    if last.endswith("MemoryError"):
-        return f"{error.rstrip()} (memory limit {settings.memory_mb} MB)"
-    if f"[Errno {errno.ENOSPC}]" in last:
-        return f"{error.rstrip()} ({scratch.limit_message(settings)} in /work; /tmp holds {settings.max_file_mb} MB)"
-    return error

@@ -6,20 +6,18 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import files, scratch
+from . import claims, files, scratch
 from .confinement import ConfinementUnavailable, self_test
 from .kernel import Execution, Kernel, KernelDied
 from .settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
-_SAFE_KEY = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _UID_SLOTS = 256
 """Live kernels per server process; each process takes its own range of uids (by pid), so that
 processes sharing a host (``--workers``, replicas, test workers) do not share process counts."""
@@ -65,6 +63,8 @@ class _Session:
     scratch: Path
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
+    claim: int | None = None
+    """This process's hold on the scratch space (see :mod:`.claims`), from the kernel's first start."""
 
 
 class Sandbox:
@@ -72,7 +72,8 @@ class Sandbox:
 
     The self-test runs here, once: if the host cannot confine code, every run
     raises :class:`SandboxUnavailable` saying why (``confinement: off`` runs
-    unconfined, and says so in the log once).
+    unconfined, and says so in the log once). Before it, the scratch spaces
+    that no live server process holds (left by a crash) are unmounted and deleted.
 
     Args:
         settings: Confinement, limits and where scratch directories live.
@@ -86,6 +87,9 @@ class Sandbox:
         self._reaper: asyncio.Task[None] | None = None
         self._per_kernel_uid = settings.confinement == "bubblewrap" and os.geteuid() == 0
         self.unavailable: str | None = None
+        swept = claims.sweep(self._root)
+        if swept:
+            log.info("removed %d sandbox scratch spaces left by a stopped server process", len(swept))
         if settings.confinement == "off":
             log.warning("sandbox.confinement is off: code interpreter runs are NOT confined (rlimits only)")
             return
@@ -114,25 +118,25 @@ class Sandbox:
                 await self.remove(key)
 
     async def remove(self, session_id: str) -> None:
-        """Stop a session's kernel and delete its scratch directory (nothing happens for an unknown session)."""
+        """Stop a session's kernel and delete its scratch directory (nothing happens for an unknown session).
+
+        The directory stays while another server process (a worker) holds the session's kernel too.
+        """
         key = _key(session_id)
         self._lost.discard(key)
         session = self._sessions.pop(key, None)
         if session is not None:
-            await session.kernel.close()
-        await self._discard(self._root / key)
+            await self._close(session)
+        await self._discard(key)
 
     async def reap_idle(self) -> None:
-        """Remove the sessions unused for ``idle_seconds``, and scratch directories nobody touched that long."""
+        """Remove the sessions unused for ``idle_seconds``, and the scratch spaces no server process holds."""
         idle = self.settings.idle_seconds
         now = time.monotonic()
         for key, session in list(self._sessions.items()):
             if now - session.last_used >= idle and not session.lock.locked():
                 await self.remove(key)
-        cutoff = time.time() - idle
-        for folder in await asyncio.to_thread(_stale_folders, self._root, cutoff):
-            if folder.name not in self._sessions:
-                await self._discard(folder)
+        await asyncio.to_thread(claims.sweep, self._root)
 
     async def close(self) -> None:
         """Stop the reaper and every kernel, and remove their scratch spaces (memory, not to outlive the server)."""
@@ -143,8 +147,8 @@ class Sandbox:
             self._reaper = None
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
-            await session.kernel.close()
-            await self._discard(session.scratch)
+            await self._close(session)
+            await self._discard(session.scratch.name)
 
     async def _run(self, key: str, code: str) -> RunOutcome:
         session = self._sessions.get(key)
@@ -152,35 +156,44 @@ class Sandbox:
             session = _Session(Kernel(self.settings, self._root / key, self._free_uid()), self._root / key)
             self._sessions[key] = session
         async with session.lock:
-            restarted = key in self._lost
-            if not session.kernel.alive:
-                await self._restart(session)
-            before = await asyncio.to_thread(files.snapshot, session.kernel.files_root)
             try:
-                execution = await session.kernel.execute(code)
-            except KernelDied as exc:
-                await session.kernel.kill()
-                self._lost.add(key)
-                raise SandboxUnavailable(str(exc)) from exc
-            if execution.killed:
-                self._lost.add(key)
-            else:
-                self._lost.discard(key)
-            produced = await asyncio.to_thread(self._produced, session.kernel.files_root, before)
-            session.last_used = time.monotonic()
-            with contextlib.suppress(OSError):
-                os.utime(session.scratch)
+                restarted = key in self._lost
+                if not session.kernel.alive:
+                    await self._restart(session)
+                before = await asyncio.to_thread(files.snapshot, session.kernel.files_root)
+                try:
+                    execution = await session.kernel.execute(code)
+                except KernelDied as exc:
+                    await session.kernel.kill()
+                    self._lost.add(key)
+                    raise SandboxUnavailable(str(exc)) from exc
+                if execution.killed:
+                    self._lost.add(key)
+                else:
+                    self._lost.discard(key)
+                produced = await asyncio.to_thread(self._produced, session.kernel.files_root, before)
+                session.last_used = time.monotonic()
+            finally:
+                if self._sessions.get(key) is not session:  # removed during the call (remove() does not wait)
+                    await self._close(session)  # the kernel it started meanwhile, and its claim
+                    await self._discard(key)
         return RunOutcome(execution, produced, restarted)
 
     async def _restart(self, session: _Session) -> None:
         uid = session.kernel.uid
         await session.kernel.close()
+        if session.claim is None:  # before its directory is made: a sweep removing it is waited for
+            session.claim = await asyncio.to_thread(claims.claim, self._root, session.scratch.name)
         await asyncio.to_thread(session.scratch.mkdir, parents=True, exist_ok=True)
         if uid is not None:
             try:
                 await asyncio.to_thread(scratch.mount, session.scratch, self.settings, uid)
-            except scratch.ScratchUnavailable as exc:
-                raise SandboxUnavailable(f"the session's scratch space could not be bounded: {exc}") from exc
+                await asyncio.to_thread(scratch.mount_tmp, session.scratch, self.settings, uid)
+            except scratch.ScratchUnavailable as exc:  # its detail names the server's directories: logged only
+                log.warning("a sandbox session's scratch space could not be bounded: %s", exc)
+                raise SandboxUnavailable(
+                    "the session's scratch space could not be bounded (see the server's log)"
+                ) from exc
             await asyncio.to_thread(files.give_to, session.scratch, uid)
         session.kernel = Kernel(self.settings, session.scratch, uid)
         try:
@@ -201,11 +214,17 @@ class Sandbox:
                 budget -= len(data)
         return produced
 
-    async def _discard(self, folder: Path) -> None:
+    async def _close(self, session: _Session) -> None:
+        await session.kernel.close()
+        if session.claim is not None:
+            claims.release(session.claim)
+            session.claim = None
+
+    async def _discard(self, key: str) -> None:
         try:
-            await asyncio.to_thread(scratch.discard, folder)
-        except scratch.ScratchUnavailable as exc:  # the next reaper tries again; the session is gone either way
-            log.warning("a sandbox scratch space was not unmounted: %s", exc)
+            await asyncio.to_thread(claims.discard_unclaimed, self._root, key)
+        except (OSError, scratch.ScratchUnavailable) as exc:  # the next sweep tries again; the session is gone
+            log.warning("a sandbox scratch space was not removed: %s", exc)
 
     def _free_uid(self) -> int | None:
         """A uid no live kernel of this process uses (None: kernels run as the server's user)."""
@@ -237,17 +256,6 @@ class Sandbox:
 
 def _key(session_id: str) -> str:
     """A session id as a directory name (ids that are not plain are replaced by a digest)."""
-    if _SAFE_KEY.fullmatch(session_id):
+    if claims.KEY.fullmatch(session_id):
         return session_id
     return "s-" + uuid.uuid5(uuid.NAMESPACE_URL, session_id).hex
-
-
-def _stale_folders(root: Path, cutoff: float) -> list[Path]:
-    if not root.is_dir():
-        return []
-    stale = []
-    for entry in root.iterdir():
-        with contextlib.suppress(OSError):
-            if entry.is_dir() and not entry.is_symlink() and entry.stat().st_mtime < cutoff:
-                stale.append(entry)
-    return stale

@@ -15,6 +15,11 @@ How depends on what the server may do:
   (``fstatvfs``, cheap) and the kernel killed past it. The files go with the kernel.
 
 Either way the quota is memory (pages actually written, swappable), never the host's disk.
+
+A kernel's ``/tmp`` is bounded the same two ways (``max_file_mb``, ``max_tmp_files``):
+run as root, the server mounts a tmpfs on ``<scratch>.tmp`` beside the scratch
+directory, afresh for each kernel; unprivileged, bubblewrap mounts it and its file
+count is watched.
 """
 
 from __future__ import annotations
@@ -28,8 +33,11 @@ from . import files
 from .settings import SandboxSettings
 
 SCRATCH = "/work"
+TMP = "/tmp"
+TMP_SUFFIX = ".tmp"
 _MB = 1024 * 1024
 _MOUNT_SECONDS = 10.0
+_MAX_STACKED = 8
 
 
 class ScratchUnavailable(Exception):
@@ -41,9 +49,14 @@ def quota_bytes(settings: SandboxSettings) -> int:
     return settings.max_scratch_mb * _MB
 
 
-def limit_message(settings: SandboxSettings) -> str:
-    """The quota, as the model and the user read it."""
-    return f"scratch space limit {settings.max_scratch_mb} MB, {settings.max_scratch_files} files"
+def tmp_bytes(settings: SandboxSettings) -> int:
+    """The bytes a kernel's ``/tmp`` holds."""
+    return settings.max_file_mb * _MB
+
+
+def tmp_dir(path: Path) -> Path:
+    """Where a root server mounts the ``/tmp`` of the kernel whose scratch directory is ``path``."""
+    return path.with_name(path.name + TMP_SUFFIX)
 
 
 def mount(path: Path, settings: SandboxSettings, uid: int) -> None:
@@ -52,36 +65,45 @@ def mount(path: Path, settings: SandboxSettings, uid: int) -> None:
     Raises:
         ScratchUnavailable: ``mount`` failed (the server lacks ``CAP_SYS_ADMIN``).
     """
-    if os.path.ismount(path):
-        return
-    # The root directory takes an inode of its own: max_scratch_files is what the code may create.
-    options = (
-        f"size={quota_bytes(settings)},nr_inodes={settings.max_scratch_files + 1},"
-        f"mode=0700,uid={uid},gid={uid},nosuid,nodev"
-    )
-    _util(["mount", "-t", "tmpfs", "-o", options, "ferryman-scratch", str(path)])
+    if not os.path.ismount(path):
+        _mount_tmpfs(path, quota_bytes(settings), settings.max_scratch_files, uid)
+
+
+def mount_tmp(path: Path, settings: SandboxSettings, uid: int) -> None:
+    """Mount a fresh bounded tmpfs on ``tmp_dir(path)`` for a new kernel (the last kernel's is unmounted).
+
+    Raises:
+        ScratchUnavailable: ``mount`` or ``umount`` failed.
+    """
+    folder = tmp_dir(path)
+    unmount(folder)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    _mount_tmpfs(folder, tmp_bytes(settings), settings.max_tmp_files, uid)
 
 
 def unmount(path: Path) -> None:
-    """Unmount the scratch space mounted on ``path``, if one is."""
-    if os.path.ismount(path):
+    """Unmount what is mounted on ``path``, if anything (a race of two mounts may have stacked two)."""
+    for _ in range(_MAX_STACKED):
+        if not os.path.ismount(path):
+            return
         # Lazily: its kernel is gone, but a reader of a file may still hold it; the memory goes with the last one.
         _util(["umount", "--lazy", str(path)])
 
 
 def discard(path: Path) -> None:
-    """Unmount a session's scratch space if it is mounted, then delete its directory."""
-    unmount(path)
-    files.remove(path)
+    """Unmount a session's scratch space and its kernel's ``/tmp`` where mounted, then delete their directories."""
+    for folder in (path, tmp_dir(path)):
+        unmount(folder)
+        files.remove(folder)
 
 
-def open_view(sandbox_pid: int, settings: SandboxSettings) -> int:
-    """A descriptor of the ``/work`` a sandbox mounted itself, opened through its ``/proc/<pid>/root``.
+def open_view(sandbox_pid: int, inside: str, size: int) -> int:
+    """A descriptor of a tmpfs a sandbox mounted itself at ``inside``, opened through its ``/proc/<pid>/root``.
 
     ``sandbox_pid`` is bubblewrap's process in the sandbox, once the kernel has answered (its mounts are done).
 
     Raises:
-        ScratchUnavailable: that process is gone, or what was opened is not its bounded ``/work``.
+        ScratchUnavailable: that process is gone, or what was opened is not a file system of ``size`` bytes.
     """
     try:
         process = os.pidfd_open(sandbox_pid)
@@ -89,28 +111,34 @@ def open_view(sandbox_pid: int, settings: SandboxSettings) -> int:
         raise ScratchUnavailable(f"the sandbox's process is gone ({exc})") from exc
     try:
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-        view = os.open(f"/proc/{sandbox_pid}/root{SCRATCH}", flags)
+        view = os.open(f"/proc/{sandbox_pid}/root{inside}", flags)
         try:
             # The pid was the sandbox's when the descriptor was taken (alive now), and the directory is a
             # file system of exactly the quota's size: not a directory of another process that reused the pid.
             signal.pidfd_send_signal(process, 0)
             info = os.fstatvfs(view)
-            if info.f_blocks * info.f_frsize != quota_bytes(settings):
-                raise ScratchUnavailable(f"the sandbox's {SCRATCH} is not its bounded scratch space")
+            if info.f_blocks * info.f_frsize != size:
+                raise ScratchUnavailable(f"the sandbox's {inside} is not the bounded file system it mounted")
         except (OSError, ScratchUnavailable):
             os.close(view)
             raise
     except OSError as exc:
-        raise ScratchUnavailable(f"the sandbox's {SCRATCH} could not be opened ({exc})") from exc
+        raise ScratchUnavailable(f"the sandbox's {inside} could not be opened ({exc})") from exc
     finally:
         os.close(process)
     return view
 
 
 def files_in(view: int) -> int:
-    """How many files and directories the scratch space behind ``view`` holds (its root not counted)."""
+    """How many files and directories the file system behind ``view`` holds (its root not counted)."""
     info = os.fstatvfs(view)
     return info.f_files - info.f_ffree - 1
+
+
+def _mount_tmpfs(path: Path, size: int, max_files: int, uid: int) -> None:
+    # The root directory takes an inode of its own: max_files is what the code may create.
+    options = f"size={size},nr_inodes={max_files + 1},mode=0700,uid={uid},gid={uid},nosuid,nodev"
+    _util(["mount", "-t", "tmpfs", "-o", options, "ferryman-scratch", str(path)])
 
 
 def _util(argv: list[str]) -> None:

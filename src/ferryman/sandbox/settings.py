@@ -17,13 +17,17 @@ class SandboxSettings(BaseModel):
     runtime read-only and the session's scratch directory writable) or ``off``
     (unconfined: only for hosts where the operator accepts that; logged).
     The limits apply to each call (``cpu_seconds``, ``wall_seconds``,
-    ``output_chars``) or to the session's kernel (``memory_mb`` of address
-    space, ``max_processes``, ``max_file_mb`` per file written); a kernel also
+    ``output_chars``), to each process of the session's kernel (``memory_mb`` of
+    address space, ``max_file_mb`` per file written, ``max_open_files``, which
+    also bounds the socket and pipe buffers it can fill) or to the kernel's
+    processes together (``max_processes``, threads included); a kernel also
     stops after ``kernel_cpu_seconds`` of CPU in all and after ``idle_seconds``
     without a call (its scratch directory goes with it). The files one call
     returns (at most ``max_files_returned``) are within ``max_file_mb`` together.
     A session's scratch directory holds at most ``max_scratch_mb`` and
-    ``max_scratch_files`` files, in memory (a tmpfs; see :mod:`.scratch`).
+    ``max_scratch_files`` files, in memory (a tmpfs; see :mod:`.scratch`); a
+    kernel's ``/tmp`` holds ``max_file_mb`` and ``max_tmp_files`` files (the
+    kernel's own two output files included), and goes with the kernel.
 
     Attributes:
         python: The interpreter the code runs under (the system's, not the server's virtual environment).
@@ -46,6 +50,8 @@ class SandboxSettings(BaseModel):
     max_file_mb: int = Field(default=64, gt=0)
     max_scratch_mb: int = Field(default=256, gt=0)
     max_scratch_files: int = Field(default=10_000, gt=0)
+    max_tmp_files: int = Field(default=1_000, gt=2)
+    max_open_files: int = Field(default=256, ge=16)
     output_chars: int = Field(default=20_000, gt=0)
     kernel_cpu_seconds: int = Field(default=600, gt=0)
     idle_seconds: float = Field(default=900.0, gt=0)

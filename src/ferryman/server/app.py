@@ -18,6 +18,7 @@ from ferryman.auth.policy import AccessPolicy, parse_policy
 from ferryman.auth.principal import Authenticator
 from ferryman.auth.quotas import Quotas, quotas_for
 from ferryman.config import (
+    DEFAULT_MAX_BODY_BYTES,
     EMBEDDED_TYPE,
     SHARED_DB_PREFIXES,
     FileSettings,
@@ -31,7 +32,7 @@ from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
 from ferryman.inference.base import InferenceProvider
-from ferryman.inference.embedded import EmbeddedProvider, Runtime
+from ferryman.inference.embedded import DEFAULT_CONTEXT_LENGTH, EmbeddedProvider, Runtime
 from ferryman.inference.local_embeddings import PROVIDER_ID as LOCAL_EMBEDDINGS
 from ferryman.inference.local_embeddings import LocalEmbeddingProvider, local_embeddings_available
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
@@ -39,11 +40,13 @@ from ferryman.inference.provider_data import provider_kind
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.blobs import BlobStore, LocalBlobStore, MemoryBlobStore
 from ferryman.knowledge.ingest import IngestionWorker
+from ferryman.knowledge.isolated import ExtractionLimits
 from ferryman.knowledge.search import SearchService
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
 from ferryman.safety.llama_guard import LlamaGuardProvider
 from ferryman.safety.local import LocalShieldProvider
+from ferryman.safety.settings import SafetySettings
 from ferryman.sandbox import Sandbox
 from ferryman.services.agents import AgentService
 from ferryman.services.files import FileService
@@ -81,6 +84,7 @@ from . import (
     vector_store_routes,
 )
 from .authn import AuthenticationMiddleware
+from .body_limit import FORM_OVERHEAD, BodyLimit, BodyLimitMiddleware, upload_routes
 from .contract import starlette_routes
 from .errors import EXCEPTION_HANDLERS
 from .idempotency import IdempotencyMiddleware
@@ -119,6 +123,8 @@ class Services:
     sandbox: Sandbox | None = None
     web_search: WebSearch | None = None
     safety: SafetyService = field(kw_only=True)
+    max_body_bytes: int = field(default=DEFAULT_MAX_BODY_BYTES, kw_only=True)
+    """The largest JSON request body (``server.max_body_bytes``); uploads are bounded by ``files.max_bytes``."""
 
 
 def build_services(
@@ -140,6 +146,8 @@ def build_services(
     tool_settings: ToolSettings | None = None,
     sandbox: Sandbox | None = None,
     websearch: WebSearchSettings | None = None,
+    safety_settings: SafetySettings | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> Services:
     """Wire the services over a store and inference providers.
 
@@ -154,7 +162,9 @@ def build_services(
     ``knowledge`` says when a turn's documents are retrieved from rather than inlined.
     ``tool_settings`` bounds the server tools (MCP timeouts);
     ``sandbox`` runs ``builtin::code_interpreter`` (None: that toolgroup is not offered);
-    ``websearch`` picks ``builtin::websearch``'s provider (offered in the default registry, configured or not).
+    ``websearch`` picks ``builtin::websearch``'s provider (offered in the default registry, configured or not);
+    ``safety_settings`` says whether what shields block is also kept, raw, for review (off by default);
+    ``max_body_bytes`` bounds a JSON request body (``files.max_bytes`` an upload).
     """
     store = owned(store, policy)
     models = ModelRouter(providers, configured_models)
@@ -164,7 +174,12 @@ def build_services(
     files = files or FileSettings()
     blobs = blobs or MemoryBlobStore()
     ingestion = IngestionWorker(
-        store, blobs, models, lease_seconds=files.ingestion_lease_seconds, sole_process=sole_process
+        store,
+        blobs,
+        models,
+        lease_seconds=files.ingestion_lease_seconds,
+        sole_process=sole_process,
+        extraction=ExtractionLimits(files.extraction_memory_mb, files.extraction_timeout_seconds),
     )
     vector_stores = VectorStoreService(store, models, ingestion.wake)
     tool_settings = tool_settings or ToolSettings()
@@ -187,7 +202,8 @@ def build_services(
     safety = SafetyService(shields, store, models)
     runner = TurnRunner()
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
-    engine = TurnEngine(store, models, SessionMemory(vector_stores, search))
+    keep_blocked_text = safety_settings.keep_blocked_text if safety_settings else False
+    engine = TurnEngine(store, models, SessionMemory(vector_stores, search), keep_blocked_text=keep_blocked_text)
     quotas = quotas or Quotas()
     host = TurnHost(store, engine, runner, leases, fanout, quotas)
     knowledge = knowledge or KnowledgeSettings()
@@ -235,14 +251,14 @@ def build_services(
         sandbox,
         web_search=web_search,
         safety=safety,
+        max_body_bytes=max_body_bytes,
     )
 
 
 def _provider(settings: ProviderSettings, runtime: Runtime = "auto") -> InferenceProvider:
     if settings.type == EMBEDDED_TYPE:
-        return EmbeddedProvider(
-            settings.provider_id, settings.model_path, settings.model_id, n_ctx=settings.context_length, runtime=runtime
-        )
+        n_ctx = settings.context_length or DEFAULT_CONTEXT_LENGTH
+        return EmbeddedProvider(settings.provider_id, settings.model_path, settings.model_id, n_ctx, runtime=runtime)
     return OpenAICompatibleProvider(
         settings.provider_id,
         settings.url or "",
@@ -250,6 +266,7 @@ def _provider(settings: ProviderSettings, runtime: Runtime = "auto") -> Inferenc
         settings.timeout,
         settings.max_retries,
         kind=provider_kind(settings.type),
+        context_length=settings.context_length,
     )
 
 
@@ -286,7 +303,9 @@ def services_from_settings(settings: Settings) -> Services:
         knowledge=settings.knowledge,
         sandbox=Sandbox(settings.sandbox),
         websearch=settings.websearch,
+        safety_settings=settings.safety,
         tool_settings=settings.tools,
+        max_body_bytes=settings.max_body_bytes,
     )
     services.models.default_embedding_model = settings.embeddings.default_model
     return services
@@ -336,6 +355,7 @@ API_MOUNTS = (
 
 OPENAPI = openapi_document(API_MOUNTS)
 IDEMPOTENT_ROUTES = idempotent_routes(API_MOUNTS)
+UPLOAD_ROUTES = upload_routes(API_MOUNTS)
 
 
 def create_app(services: Services) -> Starlette:
@@ -379,6 +399,13 @@ def create_app(services: Services) -> Starlette:
             Middleware(AuthenticationMiddleware, authenticator=services.authenticator),
             # After authentication named the caller; before anything a refused request should not touch.
             Middleware(RateLimitMiddleware, quotas=services.quotas),
+            # Before anything reads a body: a body over its limit is refused while it arrives.
+            Middleware(
+                BodyLimitMiddleware,
+                body=BodyLimit(services.max_body_bytes, "server.max_body_bytes"),
+                upload=BodyLimit(services.files.max_bytes, "files.max_bytes", "file", "file", FORM_OVERHEAD),
+                uploads=UPLOAD_ROUTES,
+            ),
             Middleware(IdempotencyMiddleware, routes=IDEMPOTENT_ROUTES, store=services.store),
         ],
     )

@@ -9,19 +9,16 @@ whose body says nothing about why; why is logged, as an audit record of logger
 
 from __future__ import annotations
 
-import logging
 import uuid
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ferryman.auth.audit import current_request_id
+from ferryman.auth.audit import audit, current_request_id
 from ferryman.auth.principal import Authenticator, acting_as
 from ferryman.errors import AuthenticationError
 
 from .errors import error_response
-
-audit = logging.getLogger("ferryman.audit")  # the logger of ferryman.auth.audit's records
 
 OPEN_PATHS = frozenset({"/v1/health", "/openapi.json", "/docs"})
 """What anyone may read: the health check and the API's description."""
@@ -89,24 +86,9 @@ class AuthenticationMiddleware:
             principal = await self._authenticator.authenticate(credential)
         except AuthenticationError as exc:
             reason = getattr(exc, "reason", "no bearer credential" if credential is None else "rejected")
-            _audit_failure(scope, reason)
+            audit("authentication_failed", scope.get("method", ""), scope.get("path", ""), reason)
             # The one 401 every failure gets: the generic message and WWW-Authenticate, whatever the reason.
             await error_response(AuthenticationError())(scope, receive, send)
             return
         with acting_as(principal):
             await self.app(scope, receive, send)
-
-
-def _audit_failure(scope: Scope, reason: str) -> None:
-    audit.warning(
-        "authentication failed: %s",
-        reason,
-        extra={
-            "event": "authentication_failed",
-            "principal": None,
-            "action": scope.get("method", ""),
-            "resource": scope.get("path", ""),
-            "request_id": current_request_id.get(),
-            "reason": reason,
-        },
-    )

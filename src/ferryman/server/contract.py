@@ -4,12 +4,17 @@ Each API module declares a tuple of :class:`Endpoint`; :func:`starlette_routes` 
 into Starlette routes and :mod:`ferryman.server.openapi` into the document, so the two
 cannot drift. Path parameters are the names in the path template (described in
 :data:`PATH_PARAMS`); everything else an endpoint reads is named in its entry.
+
+Every route checks its parameters before its handler runs (:func:`check_parameters`): no
+path or query parameter holds a control character, and path parameters and the query
+parameters typed :data:`~ferryman.api.limits.Id` are ids of at most 256 characters.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,12 +23,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ferryman.api.limits import MAX_ID_CHARS, Id, has_control_character
+from ferryman.errors import InvalidRequestError
+
 from .http import LARGEST_INT
 
 if TYPE_CHECKING:
     from .idempotent_routes import StreamReplay
 
 Handler = Callable[[Request], Awaitable[Response]]
+MULTIPART = "multipart/form-data"
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,7 @@ class Endpoint:
         replay: For such a POST that may stream: how the stream's first frame names where a repeat replays it.
         example: An example body, for the document's readers (and the fuzzer's first cases).
         body_media_type: How the body is sent: JSON, or ``multipart/form-data`` (an upload; ``body`` documents it).
+            A JSON body may hold ``server.max_body_bytes``, an upload ``files.max_bytes`` (413 above).
     """
 
     method: str
@@ -93,6 +103,11 @@ class Endpoint:
     replay: StreamReplay | None = None
     example: dict[str, Any] | None = None
     body_media_type: str = "application/json"
+
+    def is_upload(self) -> bool:
+        """Whether the body is an upload (a multipart form), held to ``files.max_bytes`` rather than
+        ``server.max_body_bytes`` (see :mod:`ferryman.server.body_limit`)."""
+        return self.body_media_type == MULTIPART
 
     def path_params(self) -> list[str]:
         """The names of the path parameters, in order."""
@@ -144,5 +159,41 @@ Positive = Annotated[int, Field(ge=1, le=LARGEST_INT)]
 
 
 def starlette_routes(table: Sequence[Endpoint]) -> list[BaseRoute]:
-    """The Starlette routes of a table, one per entry."""
-    return [Route(entry.path, entry.handler, methods=[entry.method]) for entry in table]
+    """The Starlette routes of a table, one per entry, each checking its parameters first."""
+    return [Route(entry.path, _checked(entry), methods=[entry.method]) for entry in table]
+
+
+def _checked(entry: Endpoint) -> Handler:
+    ids = frozenset(param.name for param in entry.query if param.annotation == Id)
+    handler = entry.handler
+
+    @functools.wraps(handler)
+    async def checked(request: Request) -> Response:
+        check_parameters(request, ids)
+        return await handler(request)
+
+    return checked
+
+
+def check_parameters(request: Request, id_query: Collection[str] = ()) -> None:
+    """Refuse (400) a request whose path or query parameters are no ids a store can hold.
+
+    Args:
+        request: The request.
+        id_query: The query parameters that are ids (bounded like path parameters).
+
+    Raises:
+        InvalidRequestError: a parameter holds a control character (C0 with NUL, DEL, C1), or a path
+            parameter or id query parameter is longer than ``MAX_ID_CHARS``.
+    """
+    for name, value in request.path_params.items():
+        _check(f"path parameter '{name}'", name, str(value), MAX_ID_CHARS)
+    for name, value in request.query_params.multi_items():
+        _check(f"query parameter '{name}'", name, value, MAX_ID_CHARS if name in id_query else None)
+
+
+def _check(what: str, name: str, value: str, most: int | None) -> None:
+    if has_control_character(value):
+        raise InvalidRequestError(f"{what} must not contain control characters", name)
+    if most is not None and len(value) > most:
+        raise InvalidRequestError(f"{what} must be at most {most} characters long", name)

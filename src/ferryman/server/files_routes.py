@@ -10,25 +10,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ferryman.api.files import FileDeleted, FileList, FileObject, UploadForm
-from ferryman.errors import InvalidRequestError, PayloadTooLargeError
+from ferryman.api.limits import Id
+from ferryman.errors import InvalidRequestError
 
-from .contract import Endpoint, Param
+from .contract import MULTIPART, Endpoint, Param
 from .http import JSONModelResponse, query_int, query_order, services
 
-MULTIPART = "multipart/form-data"
-_FORM_OVERHEAD = 64 * 1024
-"""Room for the form's other fields and boundaries beside the file itself."""
 _DOWNLOAD = {"Content-Disposition": "attachment", "X-Content-Type-Options": "nosniff"}
 
 
 async def upload_file(request: Request) -> Response:
-    """Upload a file (multipart: ``file`` and ``purpose``; optionally ``expires_after[seconds]``)."""
+    """Upload a file (multipart: ``file`` and ``purpose``; optionally ``expires_after[seconds]``).
+
+    The body is bounded while it arrives (``BodyLimitMiddleware``: ``files.max_bytes`` and room for the form).
+    """
     files = services(request).files
     if not request.headers.get("content-type", "").startswith(MULTIPART):
         raise InvalidRequestError("the body must be multipart/form-data with 'file' and 'purpose'", "file")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > files.max_bytes + _FORM_OVERHEAD:
-        raise PayloadTooLargeError(f"the file is larger than the limit of {files.max_bytes} bytes", "file")
     async with request.form(max_files=1, max_fields=8) as form:
         upload = form.get("file")
         purpose = form.get("purpose")
@@ -37,7 +35,7 @@ async def upload_file(request: Request) -> Response:
         if not isinstance(purpose, str):
             raise InvalidRequestError("the form needs a 'purpose' field", "purpose")
         if upload.size is not None and upload.size > files.max_bytes:
-            raise PayloadTooLargeError(f"the file is larger than the limit of {files.max_bytes} bytes", "file")
+            raise files.too_large()
         data = await upload.read()
         seconds = _expiry(form.get("expires_after[seconds]"), form.get("expires_after[anchor]"))
         created = await files.upload(upload.filename or "", data, purpose, upload.content_type, seconds)
@@ -83,7 +81,7 @@ async def delete_file(request: Request) -> Response:
 
 _LIST = (
     Param("purpose", str, "Only files of this purpose."),
-    Param("after", str, "The id after which the page starts."),
+    Param("after", Id, "The id after which the page starts."),
     Param("limit", Annotated[int, Field(ge=1, le=10000)], "Most files on the page (default 10000)."),
     Param("order", Literal["asc", "desc"], "Oldest (asc) or newest (desc, the default) first."),
 )

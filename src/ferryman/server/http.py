@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -11,6 +12,7 @@ from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from ferryman.api.limits import ENFORCED
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
 from ferryman.storage.base import StoredEvent
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from .app import Services
 
 M = TypeVar("M", bound=BaseModel)
+_VALIDATOR_NAME = re.compile(r"function-\w+\[")
 
 
 def services(request: Request) -> Services:
@@ -27,19 +30,28 @@ def services(request: Request) -> Services:
 
 
 async def parse_body(request: Request, model: type[M]) -> M:
-    """Validate the JSON body against ``model``; a bad body is a 400 naming the field."""
+    """Validate the JSON body against ``model``, held to the request limits; a bad body is a 400 naming the field.
+
+    The body itself is bounded while it arrives (``BodyLimitMiddleware``); the fields by
+    :mod:`ferryman.api.limits`.
+    """
     raw = await request.body()
     try:
-        return model.model_validate_json(raw or b"{}")
+        return model.model_validate_json(raw or b"{}", context=ENFORCED)
     except ValidationError as exc:
         raise _invalid(exc) from exc
 
 
 def _invalid(exc: ValidationError) -> InvalidRequestError:
-    first = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    # In a union, the members of another type only say so ("Input should be a valid string"): name the one that
+    # matched the value's type and failed (a string too long), if there is one.
+    first = next((error for error in errors if not error["type"].endswith("_type")), errors[0])
     if first["type"] == "json_invalid":
         return InvalidRequestError(f"request body is not valid JSON: {first['msg']}")
-    field = ".".join(str(part) for part in first["loc"])
+    # A member of a plain union is named by its type and validators (``list[function-after[_check(), str]]``):
+    # not a field of the request.
+    field = ".".join(str(part) for part in first["loc"] if not _VALIDATOR_NAME.search(str(part)))
     count = exc.error_count()
     more = f" (and {count - 1} more error(s))" if count > 1 else ""
     return InvalidRequestError(f"invalid field '{field}': {first['msg']}{more}", field=field)

@@ -63,12 +63,12 @@ _FIRST_FRAME_LIMIT = 64 * 1024
 
 
 def principal_owner(scope: Scope) -> str:
-    """The owner of a request's key: its principal's id ('' without authentication: one shared space).
+    """The owner of a request's key: its principal's qualified name ('' without authentication: one shared space).
 
     The authentication middleware runs outside this one, so the principal is known here.
     """
     principal = current_principal.get()
-    return "" if principal is None else principal.id
+    return "" if principal is None else principal.qualified
 
 
 class IdempotencyMiddleware:

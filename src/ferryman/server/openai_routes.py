@@ -18,7 +18,7 @@ from .http import SSE_SEPARATOR, JSONModelResponse, parse_body, provider_data, s
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
-    return (await parse_body(request, OpenAIRequest)).model_dump()
+    return (await parse_body(request, OpenAIRequest)).model_dump(exclude_unset=True)
 
 
 async def _events(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[ServerSentEvent]:

@@ -9,6 +9,7 @@ from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ferryman.api.limits import Id
 from ferryman.api.response_events import ResponseStreamEvent
 from ferryman.api.responses import (
     AddItemsRequest,
@@ -172,7 +173,7 @@ async def delete_item(request: Request) -> Response:
 
 
 _PAGING = (
-    Param("after", str, "The id after which the page starts."),
+    Param("after", Id, "The id after which the page starts."),
     Param("limit", Annotated[int, Field(ge=1, le=100)], "Most items on the page (default 20)."),
     Param("order", Literal["asc", "desc"], "Oldest (asc) or newest (desc, the default) first."),
 )

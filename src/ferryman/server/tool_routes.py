@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ferryman.api.limits import Id
 from ferryman.api.registry import (
     DataList,
     InvokeToolRequest,
@@ -82,12 +83,12 @@ ROUTES: tuple[Endpoint, ...] = (
              response=ToolGroup, errors=(404,)),
     Endpoint("DELETE", "/toolgroups/{toolgroup_id:path}", unregister_toolgroup, "Unregister a toolgroup", _TOOLS),
     Endpoint("GET", "/tools", list_tools, "List tools", _TOOLS, response=DataList, errors=(400, 404, 502),
-             query=(Param("toolgroup_id", str, "Only the tools of this group."),), headers=(PROVIDER_DATA,)),
+             query=(Param("toolgroup_id", Id, "Only the tools of this group."),), headers=(PROVIDER_DATA,)),
     Endpoint("GET", "/tools/{tool_name}", get_tool, "Get a tool", _TOOLS, response=Tool, errors=(400, 404, 502),
              headers=(PROVIDER_DATA,)),
     Endpoint("GET", "/tool-runtime/list-tools", list_runtime_tools, "List a toolgroup's or MCP server's tools",
              _TOOLS, response=DataList, errors=(400, 404, 502),
-             query=(Param("tool_group_id", str, "The toolgroup."),
+             query=(Param("tool_group_id", Id, "The toolgroup."),
                     Param("mcp_endpoint[uri]", str, "An MCP server's URL (instead of a toolgroup).")),
              headers=(PROVIDER_DATA,)),
     Endpoint("POST", "/tool-runtime/invoke", invoke_tool, "Invoke a tool", _TOOLS, InvokeToolRequest,

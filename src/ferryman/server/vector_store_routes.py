@@ -8,6 +8,7 @@ from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ferryman.api.limits import Id
 from ferryman.api.vector_stores import (
     AttachFileRequest,
     CreateFileBatchRequest,
@@ -170,7 +171,7 @@ async def list_file_batch_files(request: Request) -> Response:
 
 
 _PAGING = (
-    Param("after", str, "The id after which the page starts."),
+    Param("after", Id, "The id after which the page starts."),
     Param("limit", Annotated[int, Field(ge=1, le=100)], "Most entries on the page (default 20)."),
     Param("order", Literal["asc", "desc"], "Oldest (asc) or newest (desc, the default) first."),
 )

@@ -24,10 +24,11 @@ from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit, TurnFailed
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.memory import MemoryDocument
-from ferryman.engine.plan import TurnOverrides, build_plan
+from ferryman.engine.plan import TurnOverrides, TurnPlan, build_plan
 from ferryman.engine.resume import complete_pending_step
 from ferryman.engine.state import TurnState
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, InvalidRequestError, NotFoundError
+from ferryman.inference.context import check_context
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import count_tokens
 from ferryman.safe_fetch import FetchPolicy
@@ -211,6 +212,10 @@ class AgentService:
 
         ``provider_data`` (per-request provider settings such as API keys) is
         kept in memory for this run only, never stored.
+
+        Raises:
+            ContextLengthExceededError: the instructions, history, input and tools are longer than the
+                model's context (less the answer's room); nothing is stored.
         """
         agent = await self._agent(agent_id)
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
@@ -218,8 +223,10 @@ class AgentService:
         if request.documents:  # fetch nothing for a session that does not exist
             await self._store.get_session(agent_id, session_id)
         history_inputs, memorized = await self._documents(request)
+        turn_id = new_id()
+        await self._check_context(plan, session_id, turn_id, history_inputs)
         record = TurnRecord(
-            turn_id=new_id(),
+            turn_id=turn_id,
             session_id=session_id,
             agent_id=agent_id,
             status="in_progress",
@@ -232,6 +239,18 @@ class AgentService:
             history = await self._store.start_turn(record, list(history_inputs))
             state = TurnState(record, plan, history, documents=memorized)
             return self._launch(record, 0, lambda emit: self._engine.run(state, emit))
+
+    async def _check_context(
+        self, plan: TurnPlan, session_id: str, turn_id: str, inputs: list[TurnInputMessage]
+    ) -> None:
+        """Refuse a turn whose first prompt cannot fit its model's context, before anything is stored.
+
+        The session's history is read for it only when the model's context size is known.
+        """
+        if self._models.context_window(plan.model) is None:
+            return
+        earlier = await self._store.load_history(session_id, turn_id)
+        await check_context(self._models, plan.chat_request([*earlier, *inputs]))
 
     async def _documents(self, request: CreateTurnRequest) -> tuple[list[TurnInputMessage], list[MemoryDocument]]:
         """The turn's input messages, with its documents inlined, or the documents to retrieve from if too large."""

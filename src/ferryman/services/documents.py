@@ -9,12 +9,11 @@ from urllib.parse import unquote
 
 from ferryman.api.agents import Document
 from ferryman.api.content import URL, TurnInputMessage, content_to_text
+from ferryman.api.limits import MAX_DOCUMENTS
 from ferryman.engine.memory import with_context
 from ferryman.errors import InvalidRequestError
+from ferryman.logs import redacted_url
 from ferryman.safe_fetch import FetchPolicy, fetch
-
-MAX_DOCUMENTS = 20
-"""Documents one turn may carry: each may be a URL the server fetches."""
 
 
 async def document_text(document: Document, policy: FetchPolicy) -> str:
@@ -30,7 +29,7 @@ async def _url_text(uri: str, policy: FetchPolicy) -> str:
         return _data_url_text(uri, policy.max_bytes)
     if uri.startswith(("http://", "https://")):
         return (await fetch(uri, policy, "documents")).decode("utf-8", errors="replace")
-    raise InvalidRequestError(f"unsupported document URL scheme: {uri}", "documents")
+    raise InvalidRequestError(f"unsupported document URL scheme: {redacted_url(uri)}", "documents")
 
 
 def _data_url_text(uri: str, max_bytes: int) -> str:

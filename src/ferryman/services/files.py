@@ -6,6 +6,7 @@ import mimetypes
 import uuid
 
 from ferryman.api.files import PURPOSES, FileDeleted, FileList, FileObject
+from ferryman.api.limits import has_control_character
 from ferryman.errors import InvalidRequestError, PayloadTooLargeError
 from ferryman.knowledge.blobs import BlobStore
 from ferryman.knowledge.views import now
@@ -47,6 +48,12 @@ class FileService:
         self.blobs = blobs
         self.max_bytes = max_bytes
 
+    def too_large(self) -> PayloadTooLargeError:
+        """The 413 of a file over ``max_bytes``."""
+        return PayloadTooLargeError(
+            f"the file is larger than the limit of {self.max_bytes} bytes (files.max_bytes)", "file"
+        )
+
     async def upload(
         self,
         filename: str,
@@ -66,10 +73,12 @@ class FileService:
         if not data:
             raise InvalidRequestError("the file is empty", "file")
         if len(data) > self.max_bytes:
-            raise PayloadTooLargeError(f"the file is larger than the limit of {self.max_bytes} bytes", "file")
+            raise self.too_large()
         name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
         if not name or len(name) > MAX_FILENAME:
             raise InvalidRequestError(f"the file needs a name of 1 to {MAX_FILENAME} characters", "file")
+        if has_control_character(name):
+            raise InvalidRequestError("the file's name must not contain control characters", "file")
         if expires_after_seconds is not None and not 3600 <= expires_after_seconds <= 30 * 86400:
             raise InvalidRequestError("expires_after[seconds] must be between 3600 and 2592000", "expires_after")
         created = now()

@@ -6,6 +6,11 @@ a run's outcome. The turn host launches runs, numbers and publishes their
 events (to this process's readers and, through the fan-out, to other
 replicas), reads a stream wherever it runs, and closes the streams a dead
 replica left.
+
+Persist, then send: a run's event reaches this process's readers only once the
+log that other replicas replay from holds it (the fan-out's stream, or storage
+once the run is settled), so a replica that fails a dead one's turn numbers its
+failure after every event any client received.
 """
 
 from __future__ import annotations
@@ -23,11 +28,17 @@ from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.engine.channel import LiveRun, TurnRunner
 from ferryman.engine.events import Emit, EngineEvent
 from ferryman.engine.loop import TurnEngine
+from ferryman.errors import ConflictError
 from ferryman.storage.base import ExpiredTurn, Store, StoredEvent
 
 from .leases import TurnLeases
 
 log = logging.getLogger(__name__)
+
+PUBLISH_WAIT_SECONDS = 5.0
+"""How long a run's end waits for the fan-out to store its last events before storage alone holds them."""
+_CLOSE_ATTEMPTS = 20
+"""How often a dead replica's stream is re-read when another writer took the failure's number first."""
 
 S = TypeVar("S")
 
@@ -111,17 +122,20 @@ class TurnHost:
                 for data in encode(event, first_seq + len(events)):
                     seq = first_seq + len(events)
                     events.append(data)
-                    self.fanout.publish(stream, seq, data)
-                    await live.channel.publish(StoredEvent(seq, data))
+                    live.channel.hold(StoredEvent(seq, data))
+                    self.fanout.publish(stream, seq, data, live.channel)  # releases it once stored
 
             return await run(emit)
 
-        async def finish(_: LiveRun[S]) -> None:
+        async def finish(live: LiveRun[S]) -> None:
             try:
-                await settle(events)
+                kept = await _published(live, events)
+                await settle(kept)
+                if kept:  # storage holds them now: those the fan-out could not store in time go out too
+                    live.channel.stored(first_seq + len(kept) - 1)
             finally:
                 if events:
-                    self.fanout.end_run(stream, first_seq + len(events) - 1)
+                    self.fanout.end_run(stream, first_seq + len(events) - 1, live.channel)
                 await self._free_slot(turn_id)
 
         return self.runner.start(
@@ -145,7 +159,27 @@ class TurnHost:
             return follow_elsewhere(self.fanout, stream, after, stored_after, is_running)
         earlier = await stored_after(after) if live.first_seq > after + 1 else []
         earlier = [event for event in earlier if event.seq < live.first_seq]
-        return _chained(earlier, live.channel.read(start=max(0, after + 1 - live.first_seq)))
+        return self._from_live(live, after, earlier, stored_after, is_running)
+
+    async def _from_live(
+        self,
+        live: LiveRun[Any],
+        after: int,
+        earlier: list[StoredEvent],
+        stored_after: StoredAfter,
+        is_running: Callable[[], Awaitable[bool]],
+    ) -> AsyncIterator[StoredEvent]:
+        """The events before a live run's, then its own; then, if another replica ended its stream, theirs."""
+        last = after
+        for event in earlier:
+            last = event.seq
+            yield event
+        async for event in live.channel.read(start=max(0, after + 1 - live.first_seq)):
+            last = event.seq
+            yield event
+        if live.channel.lost:  # the run goes on here a while, but its stream ends with another replica's failure
+            async for event in follow_elsewhere(self.fanout, live.stream, last, stored_after, is_running):
+                yield event
 
     async def stop(self, live: LiveRun[Any], reason: str) -> None:
         """Cancel a run of this process and wait until its outcome is stored."""
@@ -180,23 +214,37 @@ class TurnHost:
     ) -> None:
         """Store what a dead replica streamed past the ``stored`` events, ending the stream with its failure.
 
+        The failure is numbered after the last event of the shared stream (every
+        event a client may have received is there) and appended to it first, only
+        if no other event took that number meanwhile (a replica that only stalled
+        may still be writing): the stream decides what the turn's events are.
+
         Args:
             stream: The stream's name.
             stored: How many of its events are stored already.
             failure: The failure event(s) that end the stream, numbered from the given number.
             save: Stores the events from number ``stored`` on.
+
+        Raises:
+            ConflictError: the stream kept growing past every attempt to end it.
         """
-        events = contiguous(await self.fanout.recorded(stream, stored - 1), stored)
-        first_failure = stored + len(events)
-        closing = failure(first_failure)
-        await save([*events, *closing])
-        for offset, data in enumerate(closing):
-            self.fanout.publish(stream, first_failure + offset, data)
-        self.fanout.end_run(stream, first_failure + len(closing) - 1)
+        for _ in range(_CLOSE_ATTEMPTS):
+            events = contiguous(await self.fanout.recorded(stream, stored - 1), stored)
+            first_failure = stored + len(events)
+            closing = failure(first_failure)
+            if await self.fanout.append(stream, first_failure, closing):
+                await save([*events, *closing])
+                return
+        raise ConflictError(f"stream {stream} kept growing while its failure was being appended")
 
 
-async def _chained(stored: list[StoredEvent], live: AsyncIterator[StoredEvent]) -> AsyncIterator[StoredEvent]:
-    for event in stored:
-        yield event
-    async for event in live:
-        yield event
+async def _published(live: LiveRun[Any], events: list[str]) -> list[str]:
+    """The run's events to store once the fan-out stored them (or took too long).
+
+    Those the shared stream took, if another replica ended it first (it failed the turn
+    while this replica stalled): the rest are its no more.
+    """
+    with contextlib.suppress(TimeoutError):  # a Redis that went away: storage is where they replay from
+        async with asyncio.timeout(PUBLISH_WAIT_SECONDS):
+            await live.channel.drained()
+    return events[: len(live.channel.events)] if live.channel.lost else events

@@ -110,11 +110,13 @@ class TurnLeases:
             await self._runner.cancel(turn_id, LEASE_LOST)
 
     async def _beat_forever(self) -> None:
+        # Sleep first: ``start`` has just beaten. A stop soon after start then cancels a sleep, not a store
+        # call (a Redis client can swallow a cancellation that lands mid-command, and the task never ends).
         while True:
+            await asyncio.sleep(self.beat)  # the beat is a period, not a wait for an event
             try:
                 await self.beat_once()
             except (FerrymanError, OSError) as exc:
                 log.warning("turn leases not renewed: %s", exc)
             except Exception:
                 log.exception("turn leases not renewed")
-            await asyncio.sleep(self.beat)  # the beat is a period, not a wait for an event

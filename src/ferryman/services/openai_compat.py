@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.base import EmbeddingProvider
+from ferryman.inference.context import check_context
 from ferryman.inference.openai_adapter import chat_request_from_body, completion, completion_chunks
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import count_tokens
@@ -35,12 +37,19 @@ class OpenAICompatService:
         self._router = router
 
     async def chat_completions(self, body: dict[str, Any], provider_data: dict[str, Any] | None) -> OpenAIResult:
-        """A completion (or a stream of chunks when ``body["stream"]``) from the model's provider."""
+        """A completion (or a stream of chunks when ``body["stream"]``) from the model's provider.
+
+        Raises:
+            ContextLengthExceededError: the prompt is longer than the model's context (a provider that
+                takes the request as it is refuses it itself), before a stream starts.
+        """
         route = await self._router.route(_model_of(body))
         upstream = {**body, "model": route.model.provider_resource_id}
         if isinstance(route.provider, Passthrough):
             return await route.provider.passthrough("/chat/completions", upstream, provider_data)
-        chunks = route.provider.stream_chat(chat_request_from_body(upstream, provider_data))
+        request = chat_request_from_body(upstream, provider_data)
+        await check_context(self._router, replace(request, model=route.model.identifier))
+        chunks = route.provider.stream_chat(request)
         if body.get("stream"):
             return completion_chunks(chunks, route.model.identifier)
         return await completion(chunks, route.model.identifier)

@@ -7,6 +7,7 @@ owned like the session), and deleted with the session.
 
 from __future__ import annotations
 
+from ferryman.api.limits import MAX_SEARCH_QUERY_CHARS
 from ferryman.api.vector_stores import CreateVectorStoreRequest
 from ferryman.engine.memory import MemoryDocument, Recollection
 from ferryman.errors import ConflictError, NotFoundError
@@ -43,6 +44,8 @@ class SessionMemory:
         store_id = await self._session_store(session_id)
         texts = [(d.document_id, d.text, dict(d.metadata)) for d in documents]
         await self._vector_stores.insert_texts(store_id, texts, CHUNK_TOKENS)
+        # The user's message may be far longer than a search query may be: its start stands for it.
+        query = query[:MAX_SEARCH_QUERY_CHARS]
         if not query.strip():
             return Recollection(store_id, "")
         outcome = await self._search.search(

@@ -15,7 +15,7 @@ from typing import Any
 
 from ferryman.api.content import ToolDef
 from ferryman.api.registry import RegisterToolGroupRequest, Tool, ToolGroup, ToolInvocationResult
-from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError, UpstreamError
+from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError, ToolsUnlistedError, UpstreamError
 from ferryman.storage.toolgroups import ToolGroupStore
 from ferryman.tools.base import ServerTool
 from ferryman.tools.context import ToolContext, tool_context
@@ -130,8 +130,8 @@ class ToolGroupService:
         """The tools of a registered group (an MCP server's are listed now), or None if there is none.
 
         Raises:
-            UpstreamError: the group's MCP server cannot list its tools.
-            InvalidRequestError: the fetch policy refuses its URL.
+            ToolsUnlistedError: the group's MCP server cannot list its tools now (down, slow, failing, its host
+                unresolvable or refused by the fetch policy).
         """
         try:
             group = await self._store.get_toolgroup(toolgroup_id)
@@ -143,9 +143,13 @@ class ToolGroupService:
         if group.mcp_endpoint is None:
             builtin = self._registry.builtin_tools(group.provider_id)
             return [AliasedTool(tool, group.identifier, dict(group.args or {})) for tool in builtin]
-        pool = self._pool("toolgroups")
         uri = group.mcp_endpoint.uri
-        listed = await pool.list_tools(provider_endpoint(uri, provider_data))
+        try:
+            pool = self._pool("toolgroups")
+            listed = await pool.list_tools(provider_endpoint(uri, provider_data))
+        except (UpstreamError, InvalidRequestError) as exc:
+            # The group was registered earlier; that its server cannot be reached now is no fault of the request.
+            raise ToolsUnlistedError(group.identifier, exc.message) from exc
         return [McpTool(pool, tool, group.identifier, from_provider_data(uri)) for tool in listed]
 
     # ---- tools -------------------------------------------------------------
@@ -181,8 +185,8 @@ class ToolGroupService:
     async def _reachable_tools(self, group: ToolGroup, provider_data: dict[str, Any] | None) -> list[ServerTool]:
         try:
             return await self._tools_of(group, provider_data)
-        except (UpstreamError, InvalidRequestError) as exc:
-            log.warning("tools of toolgroup %s not listed: %s", group.identifier, exc.message)
+        except ToolsUnlistedError as exc:
+            log.warning("tools of toolgroup %s not listed: %s", group.identifier, exc.reason)
             return []
 
     async def tool(self, tool_name: str, provider_data: dict[str, Any] | None) -> ServerTool:

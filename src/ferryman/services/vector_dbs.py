@@ -11,6 +11,7 @@ from typing import Any
 
 from ferryman.api.agents import Document
 from ferryman.api.content import content_to_text
+from ferryman.api.limits import MAX_ID_CHARS, has_control_character
 from ferryman.api.vector_io import Chunk as WireChunk
 from ferryman.api.vector_io import (
     InsertChunksRequest,
@@ -129,7 +130,12 @@ class VectorDbService:
         await self._vector_stores.delete(vector_db_id)
 
     async def insert(self, request: InsertChunksRequest) -> None:
-        """Index chunks, embedding those given without an ``embedding``; each names its ``metadata.document_id``."""
+        """Index chunks, embedding those given without an ``embedding``; each names its ``metadata.document_id``.
+
+        Raises:
+            InvalidRequestError: a chunk has no text, or a ``document_id`` that is no id (too long, or holding
+                a control character).
+        """
         await self._vector_stores.record(request.vector_db_id)
         chunks: list[tuple[str, dict[str, Any], str, list[float] | None]] = []
         for index, chunk in enumerate(request.chunks):
@@ -139,6 +145,12 @@ class VectorDbService:
             document_id = chunk.metadata.get("document_id")
             if not isinstance(document_id, str) or not document_id:
                 document_id = new_id()
+            elif len(document_id) > MAX_ID_CHARS or has_control_character(document_id):
+                # Stored as the chunk's source, an id column (PostgreSQL's text cannot hold NUL).
+                raise InvalidRequestError(
+                    f"a document_id must be at most {MAX_ID_CHARS} characters long, without control characters",
+                    f"chunks[{index}].metadata.document_id",
+                )
             chunks.append((text, dict(chunk.metadata), document_id, chunk.embedding))
         if chunks:
             await self._vector_stores.insert_chunks(request.vector_db_id, chunks)

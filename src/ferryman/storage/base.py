@@ -187,7 +187,10 @@ class TurnStore(Protocol):
         ...
 
     async def load_history(self, session_id: str, turn_id: str) -> list[Message]:
-        """Messages of the session's completed turns before this one, then this turn's own."""
+        """Messages of the session's completed turns before this one, then this turn's own.
+
+        Of a turn not stored yet: every completed turn's, the history a new turn would continue.
+        """
         ...
 
     async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
@@ -398,7 +401,7 @@ class ApiKeyRecord:
     """An API key as stored: its hash (never the key), its name, what it grants, and whether it was revoked.
 
     ``attributes`` are the principal's (``roles``, ``teams``…); the key acts as
-    the principal named ``name``.
+    the API-key principal named ``name`` (``key:NAME``, apart from every token subject).
     """
 
     name: str

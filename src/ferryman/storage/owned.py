@@ -284,7 +284,7 @@ class OwnedStore:
         if parent is not None:
             await self.check(rule.parent_action, *parent)
         if rule.replaces and (existing := await self.owner_of(*target)) is not None:
-            if existing.id == user.id or self.policy.allows(user, "update", _resource(*target), existing):
+            if user.same_as(existing) or self.policy.allows(user, "update", _resource(*target), existing):
                 return await method(*args, **kwargs)
             audit("denied", "update", _resource(*target))
             raise ConflictError(f"{target[0]} '{target[1]}' already exists")

@@ -27,7 +27,7 @@ _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
 class PostgresDialect:
-    """PostgreSQL's side of :class:`~ferryman.storage.sql.seam.Dialect`: native times, arrays, jsonb and pgvector."""
+    """PostgreSQL's side of :class:`~ferryman.storage.sql.seam.Dialect`: native times, arrays and pgvector."""
 
     # Replicas sweep at the same moment without waiting on each other.
     skip_locked = " FOR UPDATE OF t SKIP LOCKED"
@@ -64,13 +64,6 @@ class PostgresDialect:
     def any_of(self, column: str, param: str) -> str:
         """``= ANY`` of a text array."""
         return f"{column} = ANY(:{param}::text[])"
-
-    def failed_body(self, param: str) -> str:
-        """A jsonb merge of status and error."""
-        return (
-            "(body::jsonb || jsonb_build_object('status', 'failed', 'error', "
-            f"jsonb_build_object('code', 'interrupted', 'message', :{param}::text)))::text"
-        )
 
 
 @lru_cache(maxsize=1024)

@@ -58,6 +58,7 @@ kind                type         holds
 ``file_chunks``     sorted set   one file's chunk ids in a store by position (id as vs_file)
 ``schema``          string       the layout version of the data (absent: 1)
 ``schema_lock``     string       held by the replica that upgrades the layout
+``schema_renamed``  set          idempotency keys an unfinished upgrade to layout 4 renamed
 ==================  ===========  ====================================================
 """
 

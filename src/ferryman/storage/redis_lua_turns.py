@@ -279,7 +279,7 @@ LOAD_HISTORY = Script(
     _HISTORY
     + """
 local f = redis.call('HMGET', key('turn', turn_id), 'session_id', 'seq')
-if not f[2] then return {OK} end
+if not f[2] then return history(session_id, turn_id, '+inf', false) end
 return history(session_id, turn_id, f[2], f[1] == session_id)
 """,
     values,

@@ -7,6 +7,11 @@ idempotent, so a replica that dies midway leaves data the next one finishes
 converting once the lock expires.
 
 Versions: 1 stored stream events as whole SSE frames; 2 stores their JSON data.
+3 withholds what a shield blocked, which earlier versions stored raw
+(``redis_blocked_upgrade``: placeholders, as this version stores for a block).
+4 types principals: an owner's JSON gets its ``kind`` (``key:NAME`` was an API
+key, anything else a token's subject) and a subject's idempotency keys are
+renamed to its qualified name ``sub:ID``.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -22,10 +27,19 @@ from redis.asyncio.lock import Lock
 from ferryman.errors import ConfigurationError
 
 from .codec import frame_data
+from .owners import legacy_principal, typed_owner
+from .redis_blocked_upgrade import withhold_blocked_text
+from .redis_idempotency import record_id
 from .redis_keys import RESPONSE_EVENTS, SCHEMA, SCHEMA_LOCK, SEQ, TURN_EVENTS, Keys, event_member, stored_event
+from .redis_owners import OWNERS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 LOCK_SECONDS = 30.0
+_BLOCKED_TEXT = 3
+_TYPED_PRINCIPALS = 4
+_IDEMPOTENCY = "idempotency"
+_RENAMED = "schema_renamed"
+"""A set of the idempotency keys a conversion to version 4 renamed, so that one finishing it renames none twice."""
 _SCAN_BATCH = 500
 
 
@@ -39,14 +53,23 @@ async def upgrade(client: Redis, keys: Keys) -> None:
         return
     lock: Lock = client.lock(keys.global_(SCHEMA_LOCK), timeout=LOCK_SECONDS)
     async with lock:
-        if await _version(client, keys) == SCHEMA_VERSION:
+        found = await _version(client, keys)
+        if found == SCHEMA_VERSION:
             return  # another replica converted while this one waited
         fresh = not await client.exists(keys.global_(SEQ))  # every record ever stored drew a number
         for kind in () if fresh else (TURN_EVENTS, RESPONSE_EVENTS):
             async for key in client.scan_iter(match=_escaped(keys.base(kind)) + "*", count=_SCAN_BATCH):
                 await _events_as_data(client, key)
                 await lock.reacquire()
-        await client.set(keys.global_(SCHEMA), SCHEMA_VERSION)
+        if found < _BLOCKED_TEXT and not fresh:  # after the events: it reads them as data
+            await withhold_blocked_text(client, keys, lock, _escaped)
+        if found < _TYPED_PRINCIPALS:  # idempotency keys are stored before any record: fresh or not
+            await _typed_principals(client, keys, lock)
+        async with client.pipeline(transaction=True) as pipe:
+            # The renamed keys' record goes with the version that makes it useless, never before.
+            pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
+            pipe.delete(keys.global_(_RENAMED))
+            await pipe.execute()
 
 
 async def _version(client: Redis, keys: Keys) -> int:
@@ -79,6 +102,72 @@ async def _events_as_data(client: Redis, key: str) -> None:
             pipe.zadd(key, fresh)
 
     await client.transaction(convert, key)
+
+
+async def _typed_principals(client: Redis, keys: Keys, lock: Lock) -> None:
+    """Version 4: every owner gets its kind, every subject's idempotency key its ``sub:`` owner."""
+    async for key in client.scan_iter(match=_escaped(keys.base(OWNERS)) + "*", count=_SCAN_BATCH):
+        typed: dict[str, str] = {}
+        scanned = 0
+        async for field, value in client.hscan_iter(key, count=_SCAN_BATCH):
+            if (owner := typed_owner(value)) != value:
+                typed[field] = owner
+            scanned += 1
+            if scanned % _SCAN_BATCH == 0:  # a hash of many owners must not outlast the lock
+                if typed:
+                    await client.hset(key, mapping=typed)  # type: ignore[arg-type]  # str keys and values
+                typed.clear()
+                await lock.reacquire()
+        if typed:
+            await client.hset(key, mapping=typed)  # type: ignore[arg-type]
+        await lock.reacquire()
+    base = keys.base(_IDEMPOTENCY)
+    renamed = keys.global_(_RENAMED)
+    untyped: list[tuple[str, str, str]] = []
+    batch: list[str] = []
+    async for key in client.scan_iter(match=_escaped(base) + "*", count=_SCAN_BATCH):
+        batch.append(key)
+        if len(batch) == _SCAN_BATCH:  # many keys must not outlast the lock
+            untyped.extend(await _not_renamed(client, base, batch, renamed))
+            batch.clear()
+            await lock.reacquire()
+    untyped.extend(await _not_renamed(client, base, batch, renamed))
+    # Longest owners first: "bob" becomes "sub:bob" only once the subject "sub:bob" has left that name.
+    for key, owner, idempotency_key in sorted(untyped, key=lambda found: -len(found[1])):
+        qualified = legacy_principal(owner).qualified
+        if qualified != owner:
+            await _rename(client, key, keys.of(_IDEMPOTENCY, record_id(qualified, idempotency_key)), renamed)
+            await lock.reacquire()
+
+
+async def _not_renamed(client: Redis, base: str, keys: list[str], renamed: str) -> list[tuple[str, str, str]]:
+    """Of these idempotency keys, those of an owner that no earlier run renamed: ``(key, owner, idempotency key)``."""
+    if not keys:
+        return []
+    async with client.pipeline(transaction=False) as pipe:  # SISMEMBERs in one round trip (no SMISMEMBER: 6.2+)
+        for key in keys:
+            pipe.sismember(renamed, key)
+        done = await pipe.execute()
+    found = []
+    for key, was_renamed in zip(keys, done, strict=True):
+        length, _, rest = key.removeprefix(base).partition(":")
+        owner, idempotency_key = rest[: int(length)], rest[int(length) + 1 :]
+        if owner and not was_renamed:
+            found.append((key, owner, idempotency_key))
+    return found
+
+
+async def _rename(client: Redis, key: str, new_key: str, renamed: str) -> None:
+    """Rename ``key`` (unless it expired meanwhile) and record the new name as renamed, in one transaction."""
+
+    async def rename(pipe: Pipeline) -> None:
+        exists = await pipe.exists(key)
+        pipe.multi()  # type: ignore[no-untyped-call]
+        if exists:
+            pipe.rename(key, new_key)
+        pipe.sadd(renamed, new_key)
+
+    await client.transaction(rename, key)
 
 
 def _escaped(prefix: str) -> str:

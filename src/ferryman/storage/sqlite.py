@@ -59,12 +59,6 @@ class SqliteDialect:
         """Membership in a JSON array parameter."""
         return f"{column} IN (SELECT value FROM json_each(:{param}))"  # noqa: S608
 
-    def failed_body(self, param: str) -> str:
-        """``json_set`` of status and error."""
-        return (
-            f"json_set(body, '$.status', 'failed', '$.error', json_object('code', 'interrupted', 'message', :{param}))"
-        )
-
 
 def _connect(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)

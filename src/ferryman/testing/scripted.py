@@ -14,6 +14,7 @@ from ferryman.errors import UpstreamError
 from ferryman.inference.base import (
     ChatChunk,
     ChatRequest,
+    ContextWindow,
     FinishChunk,
     ModelInfo,
     TextChunk,
@@ -59,6 +60,9 @@ class ScriptedReply(BaseModel):
         tool_calls: Tool calls to make after the text.
         error: Fail instead of answering.
         gate: Name of a gate to wait on before answering (see ``open_gate``).
+        pause: Name of a gate the streamed answer waits on after its first ``pause_after`` text pieces
+            (a reply held mid-stream; past the last piece: after the text, before any tool call).
+        pause_after: How many text pieces stream before ``pause``.
         finish: Override of the finish reason (``stop``, ``length``, ``tool_calls``).
         delay: Seconds the HTTP server waits before answering (to exercise timeouts).
     """
@@ -67,6 +71,8 @@ class ScriptedReply(BaseModel):
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
     error: ScriptedError | None = None
     gate: str | None = None
+    pause: str | None = None
+    pause_after: int = Field(default=1, ge=0)
     chunks: int = Field(default=3, ge=1)
     finish: str | None = None
     delay: float = Field(default=0.0, ge=0)
@@ -130,6 +136,15 @@ class Script:
             await self.gate(reply.gate).wait()
         return reply
 
+    async def text_stream(self, reply: ScriptedReply) -> AsyncIterator[str]:
+        """The reply's text pieces, held at its ``pause`` gate after the first ``pause_after`` of them."""
+        pieces = reply.text_pieces()
+        for index in range(len(pieces) + 1):
+            if reply.pause and index == min(reply.pause_after, len(pieces)):
+                await self.gate(reply.pause).wait()
+            if index < len(pieces):
+                yield pieces[index]
+
     async def record(self, request_record: dict[str, Any]) -> None:
         """Record a request, waking those waiting for it."""
         async with self._arrived:
@@ -192,6 +207,8 @@ class Enqueuing:
 class ScriptedModel(Enqueuing):
     """An in-process inference provider that answers from a :class:`Script`.
 
+    ``context_length``, when given, is the context size its model list publishes for each model.
+
     Example:
         >>> model = ScriptedModel()
         >>> model.enqueue(ScriptedReply(text="hello"))
@@ -202,10 +219,12 @@ class ScriptedModel(Enqueuing):
         provider_id: str = "scripted",
         model_ids: tuple[str, ...] = ("scripted-model",),
         script: Script | None = None,
+        context_length: int | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.model_ids = model_ids
         self.script = script or Script()
+        self.context_length = context_length
 
     def enqueue(self, *replies: ScriptedReply) -> None:
         """Queue replies for the next requests."""
@@ -221,8 +240,11 @@ class ScriptedModel(Enqueuing):
         return self.script.requests
 
     async def list_models(self) -> list[ModelInfo]:
-        """The configured model ids."""
-        return [ModelInfo(model_id=model_id) for model_id in self.model_ids]
+        """The configured model ids, with the context size when one is given."""
+        if self.context_length is None:
+            return [ModelInfo(model_id=model_id) for model_id in self.model_ids]
+        context = ContextWindow(self.context_length, f"the model list of provider '{self.provider_id}'")
+        return [ModelInfo(model_id, context=context) for model_id in self.model_ids]
 
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream the next scripted reply."""
@@ -232,7 +254,7 @@ class ScriptedModel(Enqueuing):
             raise UpstreamError(str(exc)) from exc
         if reply.error is not None:
             raise UpstreamError(f"scripted failure ({reply.error.status_code}): {reply.error.message}")
-        for piece in reply.text_pieces():
+        async for piece in self.script.text_stream(reply):
             yield TextChunk(piece)
         for index, call in enumerate(reply.tool_calls):
             call_id = call.call_id or f"call_{len(self.script.requests)}_{index}"

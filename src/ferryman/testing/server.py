@@ -74,9 +74,9 @@ def _chunk(body: dict[str, Any], request_no: int, delta: dict[str, Any], finish:
     return f"data: {json.dumps(chunk)}\n\n"
 
 
-async def _stream(body: dict[str, Any], reply: ScriptedReply, request_no: int) -> AsyncIterator[str]:
+async def _stream(script: Script, body: dict[str, Any], reply: ScriptedReply, request_no: int) -> AsyncIterator[str]:
     yield _chunk(body, request_no, {"role": "assistant", "content": ""}, None)
-    for piece in reply.text_pieces():
+    async for piece in script.text_stream(reply):
         yield _chunk(body, request_no, {"content": piece}, None)
     for index, call in enumerate(reply.tool_calls):
         head = _tool_call_json(call, index, request_no)
@@ -106,11 +106,12 @@ def _vector(text: str, size: int = 8) -> list[float]:
     return slots
 
 
-def build_app(script: Script, model_ids: list[str]) -> Starlette:
-    """The scripted server's ASGI app."""
+def build_app(script: Script, model_ids: list[str], max_model_len: int | None = None) -> Starlette:
+    """The scripted server's ASGI app; ``max_model_len``, when given, is published in its model list, as vLLM does."""
+    published = {} if max_model_len is None else {"max_model_len": max_model_len}
 
     async def models(request: Request) -> Response:
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in model_ids]
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "scripted", **published} for m in model_ids]
         return JSONResponse({"object": "list", "data": data})
 
     async def chat(request: Request) -> Response:
@@ -130,7 +131,7 @@ def build_app(script: Script, model_ids: list[str]) -> Starlette:
             return JSONResponse(error, status_code=reply.error.status_code, headers=headers)
         request_no = len(script.requests)
         if body.get("stream"):
-            return StreamingResponse(_stream(body, reply, request_no), media_type="text/event-stream")
+            return StreamingResponse(_stream(script, body, reply, request_no), media_type="text/event-stream")
         return JSONResponse(_completion(body, reply, request_no))
 
     async def enqueue(request: Request) -> Response:

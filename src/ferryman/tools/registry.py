@@ -59,6 +59,9 @@ class ToolGroupSource(Protocol):
         """The tools of a registered group the caller may read; None when there is no such group (for it).
 
         ``provider_data`` carries the request's credentials for the servers that list them.
+
+        Raises:
+            ToolsUnlistedError: the group exists but its tools cannot be listed now (its MCP server is down).
         """
         ...
 
@@ -136,6 +139,7 @@ class ToolRegistry:
 
         Raises:
             InvalidRequestError: a reference names no toolgroup or tool (a deleted registration included).
+            ToolsUnlistedError: a registered group's tools cannot be listed now.
         """
         bound: dict[str, BoundTool] = {}
         for ref in refs:

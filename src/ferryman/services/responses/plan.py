@@ -8,6 +8,7 @@ from ferryman.api.content import ToolDef
 from ferryman.api.inference import JsonSchemaResponseFormat
 from ferryman.api.responses import CreateResponseRequest, FunctionTool, TextConfig
 from ferryman.engine.plan import TurnPlan
+from ferryman.engine.unlisted import UnlistedTools
 from ferryman.inference.base import Sampling
 from ferryman.safety.base import Shield
 from ferryman.tools.registry import BoundTool
@@ -48,12 +49,14 @@ def response_plan(
     server_tools: dict[str, BoundTool],
     held: frozenset[str] = frozenset(),
     guardrails: list[Shield] | None = None,
+    unlisted: tuple[UnlistedTools, ...] = (),
 ) -> TurnPlan:
     """The plan of the turn a response runs as; function calls end it (the client runs them).
 
     ``server_tools`` are the request's hosted tools, bound (see ``hosted/table.py``): the engine runs them inside
     the turn, except calls of the ``held`` ones, which end it as approval requests (see ``approvals.py``).
-    ``guardrails`` check the input and the answer (see ``guardrails.py``).
+    ``guardrails`` check the input and the answer (see ``guardrails.py``). ``unlisted`` are the ``mcp`` servers
+    that could not list their tools: the model is told.
     """
     client_tools = {
         tool.name: ToolDef(
@@ -78,4 +81,5 @@ def response_plan(
         provider_data=provider_data,
         client_tools_end_turn=True,
         approval_required=held,
+        unlisted=unlisted,
     )

@@ -1,9 +1,11 @@
-"""A response's input items in the form its input shields (``guardrails``) redacted them to.
+"""A response's input items in the form its input shields (``guardrails``) left them in.
 
 The items are stored when the response starts, before any shield ran; a redacting
 shield's form then replaces them (what ``input_items`` lists and the conversation
 gets), so that what the caller sent outlives the check nowhere. Each item takes the
 redacted content of the message it became (see :func:`~.items.message_positions`).
+A blocking shield withholds the input: each item a model would read gives way to
+its placeholder (:func:`withheld_items`), which is all a later response replays.
 """
 
 from __future__ import annotations
@@ -19,23 +21,40 @@ from ferryman.api.responses import (
     OutputText,
     Refusal,
 )
-from ferryman.engine.state import InputRedacted
+from ferryman.safety.withheld import withheld_item
 from ferryman.storage.base import ResponseStore
 
 from .items import message_positions
 
 
-def input_redactor(store: ResponseStore, response_id: str, items: list[Item]) -> InputRedacted:
-    """What keeps a response's input items in step with its redacted input: stored, and in ``items``.
+class InputItems:
+    """A response's input items kept in step with its turn's input: stored, and in ``items``.
 
-    ``items`` is the list the response adds to its conversation when it ends: it is changed in place.
+    Args:
+        store: Where the response's input items are stored.
+        response_id: The response.
+        items: The list the response adds to its conversation when it ends: it is changed in place.
     """
 
-    async def redact(given: list[Message], redacted: list[Message]) -> None:
-        items[:] = redacted_items(items, given, redacted)
-        await store.replace_items(response_id, items)
+    def __init__(self, store: ResponseStore, response_id: str, items: list[Item]) -> None:
+        self._store = store
+        self._response_id = response_id
+        self._items = items
 
-    return redact
+    async def redacted(self, given: list[Message], redacted: list[Message]) -> None:
+        """Take the input shields' redactions of the items' messages."""
+        self._items[:] = redacted_items(self._items, given, redacted)
+        await self._store.replace_items(self._response_id, self._items)
+
+    async def withheld(self) -> None:
+        """Put each item's placeholder in its place: an input shield blocked the input."""
+        self._items[:] = withheld_items(self._items)
+        await self._store.replace_items(self._response_id, self._items)
+
+
+def withheld_items(items: list[Item]) -> list[Item]:
+    """The items of a blocked input as they are kept (see :func:`~ferryman.safety.withheld.withheld_item`)."""
+    return [withheld_item(item) for item in items]
 
 
 def redacted_items(items: list[Item], given: list[Message], redacted: list[Message]) -> list[Item]:

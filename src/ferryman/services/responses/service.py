@@ -28,6 +28,7 @@ from ferryman.engine.events import Emit
 from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.state import TurnState
 from ferryman.errors import ConflictError, ConversationLockedError, FailureCode, InvalidRequestError, NotFoundError
+from ferryman.inference.context import check_context
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
@@ -42,7 +43,7 @@ from .hosted.table import HostedTools
 from .included import shown_events, shown_items, shown_response
 from .items import input_items, items_to_messages, with_ids
 from .plan import response_plan
-from .redaction import input_redactor
+from .redaction import InputItems
 from .stream import ResponseEncoder
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ class ResponsesService:
         # Admitted before anything is stored: a caller over its quota leaves no session behind.
         async with self._host.admitting(turn_id):
             conversation_id = request.conversation_id()
-            prior, session_id, earlier = await self._context(request, conversation_id)
+            prior, session_id, earlier, new_session = await self._context(request, conversation_id)
             # Items the client sends back (say, the function call it answers) already stand
             # in the conversation; they are part of the history once, not twice.
             known = {item.id for item in earlier}
@@ -118,6 +119,17 @@ class ResponsesService:
             chain_root = request.previous_response_id if conversation_id is None else None
             binding = await self._hosted.bind(request, session_id, earlier, lambda: self._root(chain_root, session_id))
             new_messages = items_to_messages(items)
+            plan = response_plan(
+                request,
+                provider_data,
+                binding.server_tools,
+                frozenset(binding.held),
+                guardrails,
+                tuple(binding.unlisted),
+            )
+            await check_context(self._models, plan.chat_request([*prior, *new_messages]))
+            if new_session is not None:
+                await self._store.create_session(new_session)
             response_id = f"resp_{uuid.uuid4().hex}"
             turn = TurnRecord(
                 turn_id=turn_id,
@@ -146,10 +158,9 @@ class ResponsesService:
                 turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
                 await asyncio.shield(self._store.finish_turn(turn))
                 raise
-            plan = response_plan(request, provider_data, binding.server_tools, frozenset(binding.held), guardrails)
-            redactor = input_redactor(self._store, response_id, items)
+            copies = InputItems(self._store, response_id, items)
             state = TurnState(
-                turn, plan, [*prior, *new_messages], ruled=ruled, fresh=len(new_messages), input_redacted=redactor
+                turn, plan, [*prior, *new_messages], ruled=ruled, fresh=len(new_messages), input_copies=copies
             )
             encoder = ResponseEncoder(
                 record.response,
@@ -163,18 +174,18 @@ class ResponsesService:
 
     async def _context(
         self, request: CreateResponseRequest, conversation_id: str | None
-    ) -> tuple[list[Message], str, list[Item]]:
-        """The history a new response continues, its session, and the conversation's items (if it has one)."""
+    ) -> tuple[list[Message], str, list[Item], SessionRecord | None]:
+        """The history a new response continues, its session, the conversation's items (if it has one), and
+        the session to store once the response is accepted (outside a conversation: its own)."""
         if conversation_id is not None:
             conversation = await self._store.get_conversation(conversation_id)
             items = await self._store.all_items(conversation_id)
-            return items_to_messages(items), conversation.session_id, items
+            return items_to_messages(items), conversation.session_id, items, None
         prior: list[Message] = []
         if request.previous_response_id:
             prior = await self._chain(request.previous_response_id)
         session = SessionRecord(new_id(), None, "response", utcnow())
-        await self._store.create_session(session)
-        return prior, session.session_id, []
+        return prior, session.session_id, [], session
 
     async def _ruled(
         self, request: CreateResponseRequest, items: list[Item], conversation_items: list[Item]
@@ -285,10 +296,13 @@ class ResponsesService:
             include: What the reader asks to see of the items the events hold (``included.py``).
         """
         record = await self._store.get_response(response_id)  # also when live: the caller may not see it
-        if self._live(response_id) is None:
-            if record.response.status not in _RUNNING:
-                # The final state and the events are stored together: nothing is still on its way.
-                return shown_events(_iterate(await self._store.events_after(response_id, starting_after)), include)
+        if self._live(response_id) is None and record.response.status not in _RUNNING:
+            # A run stores its final state and its events together; a replica failing a dead one's
+            # response stores the state first and the events a moment later: until then, they are
+            # read from the dead replica's stream.
+            stored = await self._store.events_after(response_id, starting_after)
+            if stored:
+                return shown_events(_iterate(stored), include)
         return shown_events(await self._events(response_id, starting_after), include)
 
     async def _events(self, response_id: str, after: int) -> AsyncIterator[StoredEvent]:

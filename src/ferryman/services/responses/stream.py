@@ -48,6 +48,7 @@ from ferryman.engine.events import (
     TurnFailed,
     TurnStarted,
 )
+from ferryman.engine.unlisted import UNLISTED_METADATA
 from ferryman.errors import FailureCode
 
 from .approvals import approval_item
@@ -144,6 +145,8 @@ class ResponseEncoder:
                 self._close_call(call)
             case StepCompleted(step=InferenceStep() as step):
                 self._inference_done(step)
+            case StepStarted(step_type="tool_execution", metadata=metadata) if UNLISTED_METADATA in metadata:
+                pass  # the failed mcp_list_tools items, shown first, say what the step records
             case StepStarted(step_type="tool_execution", metadata=metadata):
                 self._request_approvals(metadata.get("approval_call_ids") or [])
                 self._open_hosted()

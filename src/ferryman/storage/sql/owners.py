@@ -1,4 +1,7 @@
-"""Owners of records: one row per ``(kind, id)``, for every kind of record."""
+"""Owners of records: one row per ``(kind, id)``, for every kind of record.
+
+The ``principal`` column is the owner's qualified name (``key:NAME`` or ``sub:ID``), unique across namespaces.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ class OwnerTables:
 
     async def set_owner(self, kind: str, record_id: str, owner: Principal) -> None:
         """Record (or replace) the owner of a record."""
-        params = {"kind": kind, "record_id": record_id, "principal": owner.id, "owner": dump_owner(owner)}
+        params = {"kind": kind, "record_id": record_id, "principal": owner.qualified, "owner": dump_owner(owner)}
 
         def work() -> Work[None]:
             # Portable upsert: the row is the unit's own once deleted (PostgreSQL locks, SQLite is serial).

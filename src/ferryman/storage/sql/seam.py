@@ -118,10 +118,6 @@ class Dialect(Protocol):
         """A condition: ``column`` equals one of the strings in parameter ``param``."""
         ...
 
-    def failed_body(self, param: str) -> str:
-        """An expression: the JSON ``body`` column with status ``failed`` and error ``interrupted``/``param``."""
-        ...
-
     @property
     def keywords(self) -> KeywordSearch:
         """The database's full-text search over chunks."""

@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 
 from ferryman.api.agents import Step, Turn
 from ferryman.api.content import Message, TurnInputMessage
-from ferryman.errors import ConflictError, FerrymanError, NotFoundError
+from ferryman.errors import ConflictError, FailureCode, FerrymanError, NotFoundError
 
 from .. import codec
 from ..base import ExpiredTurn, StepWrite, StoredEvent, TurnRecord, turn_from_record
 from ..rows import TURN_COLUMNS, turn_record
 from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
+_log = logging.getLogger(__name__)
+
 # A turn's history: the messages of the session's completed turns that started before
 # it, then its own, each turn's messages kept together.
 _HISTORY = (
     "SELECT m.id, m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
     "WHERE m.session_id = :session_id AND (m.turn_id = :turn_id OR (t.status = 'completed' "
-    "AND t.id < (SELECT id FROM turns WHERE turn_id = :turn_id))) ORDER BY t.id, m.id"
+    "AND t.id < COALESCE((SELECT id FROM turns WHERE turn_id = :turn_id), t.id + 1))) ORDER BY t.id, m.id"
 )
+"""The history of turn ``turn_id``; of a turn not stored yet, the history a new turn would continue."""
 
 
 def _append(session_id: str, turn_id: str, messages: list[Message]) -> Work[None]:
@@ -46,6 +50,24 @@ def _write_step(turn_id: str, session_id: str, write: StepWrite) -> Work[None]:
         body=codec.dump_step(step),
     )
     yield from _append(session_id, turn_id, write.messages)
+
+
+def _failed_body(response_id: str, body: str, message: str) -> str:
+    """A stored response body with status ``failed`` and error ``interrupted``/``message``.
+
+    A body that is not a JSON object is kept as it is (its status column is failed all the same),
+    so that one damaged row cannot stop the sweep from failing the others.
+    """
+    try:
+        stored = json.loads(body)
+    except ValueError:
+        stored = None
+    if not isinstance(stored, dict):
+        _log.warning("response %r has an unreadable stored body; it is failed without an error", response_id)
+        return body
+    stored["status"] = "failed"
+    stored["error"] = {"code": FailureCode.INTERRUPTED.value, "message": message}
+    return json.dumps(stored, separators=(",", ":"))
 
 
 def _gone(turn_id: str, exists: bool) -> FerrymanError:
@@ -210,7 +232,8 @@ class TurnTables:
         return codec.load_step(row[0]) if row else None
 
     async def load_history(self, session_id: str, turn_id: str) -> list[Message]:
-        """Messages of completed earlier turns, then this turn's own, each turn's kept together.
+        """Messages of completed earlier turns, then this turn's own, each turn's kept together (of a turn
+        not stored yet: every completed turn's).
 
         Ordering by turn first matters: a turn resumed after later turns ran
         appends its messages late, yet its tool calls and their answers must
@@ -322,11 +345,16 @@ class TurnTables:
             if not found:
                 return []
             expired = d.array([row[0] for row in found])
-            yield count(
-                f"UPDATE responses SET status = 'failed', body = {d.failed_body('message')} "  # noqa: S608
-                f"WHERE {d.any_of('turn_id', 'expired')}",
-                message=message,
+            # The update locks the rows and returns their latest bodies, which are merged here:
+            # PostgreSQL's jsonb refuses the "\u0000" that a response's text may hold.
+            failing: list[Row] = yield rows(
+                f"UPDATE responses SET status = 'failed' WHERE {d.any_of('turn_id', 'expired')} "  # noqa: S608
+                "RETURNING response_id, body",
                 expired=expired,
+            )
+            yield each(
+                "UPDATE responses SET body = :body WHERE response_id = :response_id",
+                [{"response_id": row[0], "body": _failed_body(row[0], row[1], message)} for row in failing],
             )
             yield count(
                 "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = :message, "  # noqa: S608

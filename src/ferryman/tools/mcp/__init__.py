@@ -6,7 +6,9 @@ and :class:`McpTool` is one of its tools as a server tool (for registered
 toolgroups and the Responses ``mcp`` tool alike).
 """
 
-from .endpoint import McpEndpoint, McpTransport, check_url, redacted_url
+from ferryman.logs import redacted_url
+
+from .endpoint import McpEndpoint, McpTransport, check_url
 from .pool import McpClientPool, McpSettings
 from .tool import PROVIDER_ID, EndpointSource, McpTool, fixed, from_provider_data, provider_endpoint
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -26,12 +27,17 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from ferryman.logs import redacted_url
+
 from .endpoint import CheckedTarget, McpEndpoint, pinned_client
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Operation = Callable[[Client], Awaitable[Any]]
+
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+"""A URL quoted in an error message."""
 
 _STREAM_READ_SECONDS = 300.0
 """How long an open event stream may stay silent before the transport gives it up (the SDK's default)."""
@@ -236,9 +242,15 @@ class McpConnection:
 
 
 def _describe(exc: BaseException | None) -> str:
-    """An exception in a few words, with the leaves of an exception group (the SDK's task groups raise them)."""
+    """An exception in a few words, with the leaves of an exception group (the SDK's task groups raise them).
+
+    Clients and models read it: its first line only, every URL in it without user info or query
+    (an HTTP error quotes the URL it requested, credentials and all).
+    """
     if exc is None:
         return "no error"
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(inner) for inner in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = next(iter(str(exc).splitlines()), "")
+    text = _URL.sub(lambda found: redacted_url(found.group()), text)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -18,11 +18,11 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 
 from ferryman.errors import InvalidRequestError
+from ferryman.logs import redacted_url
 from ferryman.safe_fetch import FetchPolicy, IPAddress, checked_addresses
 
 log = logging.getLogger(__name__)
@@ -55,19 +55,6 @@ class McpEndpoint:
     def display_url(self) -> str:
         """The URL without user info, query or fragment (any of which may hold a secret)."""
         return redacted_url(self.url)
-
-
-def redacted_url(url: str) -> str:
-    """``url`` without user info, query or fragment."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = f"{host}:{parts.port}" if parts.port else host
-    except ValueError:
-        return "<invalid URL>"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 @dataclass(frozen=True)

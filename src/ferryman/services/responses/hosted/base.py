@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from ferryman.api.content import ToolCall, ToolResponse, content_to_text
 from ferryman.api.response_events import CallEvent
 from ferryman.api.responses import HostedCallItem, HostedTool, Item
+from ferryman.engine.unlisted import UnlistedTools
 from ferryman.tools.registry import BoundTool
 
 from ..citations import Sources
@@ -94,6 +95,8 @@ class Binding:
     held: dict[str, str | None] = field(default_factory=dict)
     """Tools whose calls wait for the client's approval, with the ``server_label`` their requests show
     (None: ``"ferryman"``); a kind fills it from its tool's ``require_approval`` (see ``engine/approvals.py``)."""
+    unlisted: list[UnlistedTools] = field(default_factory=list)
+    """Servers whose tools could not be listed (each also announced as a failed item); the model is told."""
 
     def add(self, name: str, tool: BoundTool, renderer: CallRenderer) -> None:
         """Offer ``tool`` to the model as ``name``, its calls shown by ``renderer``."""
@@ -106,6 +109,7 @@ class Binding:
         self.renderers.update(other.renderers)
         self.announced.extend(other.announced)
         self.held.update(other.held)
+        self.unlisted.extend(other.unlisted)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from ferryman.api.responses import (
 )
 from ferryman.api.responses import McpTool as McpRequestTool
 from ferryman.engine.approvals import ApprovalPolicy
+from ferryman.engine.unlisted import UnlistedTools
 from ferryman.errors import InvalidRequestError, UpstreamError
 from ferryman.inference.openai_wire import parse_arguments
 from ferryman.tools.mcp import McpClientPool, McpEndpoint, McpTool, fixed
@@ -180,10 +181,11 @@ class McpKind:
         earlier = _listings(context.prior)
         binding = Binding()
         listings = await asyncio.gather(*(self._listing(tool, earlier) for tool in servers))
-        binding.announced.extend(announced for _, announced in listings if announced is not None)
+        binding.announced.extend(announced for _, announced, _ in listings if announced is not None)
+        binding.unlisted.extend(unlisted for _, _, unlisted in listings if unlisted is not None)
         offered = [
             (server, listed)
-            for server, (listing, _) in zip(servers, listings, strict=True)
+            for server, (listing, _, _) in zip(servers, listings, strict=True)
             for listed in listing
             if _allowed(server, listed)
         ]
@@ -202,23 +204,27 @@ class McpKind:
 
     async def _listing(
         self, tool: McpRequestTool, earlier: dict[str, McpListToolsItem]
-    ) -> tuple[list[McpListedTool], Announced | None]:
+    ) -> tuple[list[McpListedTool], Announced | None, UnlistedTools | None]:
         """The server's tools: listed before in the conversation, or now (with the item that shows it).
+
+        A server that cannot list them now offers none: its item is a failed listing, and the
+        failure (the same the Agents API records as a step) is what the model is told.
 
         Raises:
             InvalidRequestError: the server's URL is refused (the fetch policy) or invalid.
         """
         reused = earlier.get(tool.server_label)
         if reused is not None:
-            return reused.tools, None
+            return reused.tools, None, None
         item_id = new_item_id("mcp_list_tools")
         try:
             listed = [_listed(found) for found in await self._pool.list_tools(_endpoint(tool))]
         except UpstreamError as exc:
-            item = McpListToolsItem(id=item_id, server_label=tool.server_label, error=exc.message)
-            return [], Announced(item, [(McpListToolsInProgress, {}), (McpListToolsFailed, {})])
+            unlisted = UnlistedTools(tool.server_label, exc.message)
+            item = McpListToolsItem(id=item_id, server_label=tool.server_label, error=unlisted.reason)
+            return [], Announced(item, [(McpListToolsInProgress, {}), (McpListToolsFailed, {})]), unlisted
         item = McpListToolsItem(id=item_id, server_label=tool.server_label, tools=listed)
-        return listed, Announced(item, [(McpListToolsInProgress, {}), (McpListToolsCompleted, {})])
+        return listed, Announced(item, [(McpListToolsInProgress, {}), (McpListToolsCompleted, {})]), None
 
 
 def _listings(prior: list[Item]) -> dict[str, McpListToolsItem]:
