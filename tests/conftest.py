@@ -6,11 +6,20 @@ Real processes (``scripted_proc``, ``server_proc``, ``served_model``) are for
 the tests where a process matters: restarts, kills, replicas, workers, real sockets.
 Either model fails the test at teardown if a scripted reply was left unused
 (unless the test is marked ``leaves_replies``) or a call found nothing scripted.
+
+Nothing a test runs writes outside temporary directories: ``pytest_configure``
+points ``FERRYMAN_HOME`` (else ``~/.ferryman``), the Hugging Face cache and
+Hypothesis's directory (else ``./.hypothesis``) at one made for the run, which
+this process and every process it starts (xdist workers, servers) inherit.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +28,26 @@ from ferryman.testing import ScriptedServerClient
 from inprocess import Served, check_script, served
 from mcp_servers import mcp_http_server, mcp_sse_server  # noqa: F401  (fixtures)
 from support import Proc, ferryman_server, scripted_server
+
+ISOLATED = {"FERRYMAN_HOME": "ferryman", "HF_HOME": "huggingface", "HYPOTHESIS_STORAGE_DIRECTORY": "hypothesis"}
+"""What would write under the home directory or the working tree, and the folder of the run's directory it gets."""
+_made: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point the variables of ``ISOLATED`` into a directory made for this run, before anything is collected."""
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: started by its controller, after this ran there, with its environment
+    run_home = Path(tempfile.mkdtemp(prefix="ferryman-tests-"))
+    _made.append(run_home)
+    for name, folder in ISOLATED.items():
+        os.environ[name] = str(run_home / folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the directory this process made (workers made none)."""
+    while _made:
+        shutil.rmtree(_made.pop(), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,62 +1,47 @@
 """``llama-stack-client==0.7.5``'s responses-backed ``Agent`` (Python >= 3.12) against a running ferryman.
 
-That client needs a newer Python than the suite's, so the test builds a virtual
-environment for it once, from PyPI, under ``.venv-compat/`` (git-ignored; a file
-lock keeps two xdist workers from building it at once), and runs
-``llama_stack_agent_script.py`` there against the shared ferryman server, which
-talks to the scripted model. Without a Python >= 3.12 the test is skipped,
-except under ``CI=true``, where it fails.
+That client needs a newer Python than the suite's, so it has a virtual
+environment of its own, ``.venv-compat/ls075`` (git-ignored), which the install
+step builds (``.ci/install-compat-clients``, from
+``requirements/compat-llama-stack-client.txt``; nothing is downloaded while the
+tests run). The test runs ``llama_stack_agent_script.py`` there against the
+shared ferryman server, which talks to the scripted model. Without that
+environment the test is skipped, except under ``CI=true``, where it fails.
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
+import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from filelock import FileLock
 
 from ferryman.testing import ScriptedReply, ScriptedServerClient, ScriptedToolCall
 
+ROOT = Path(__file__).parents[2]
+REQUIREMENTS = ROOT / "requirements" / "compat-llama-stack-client.txt"
 CLIENT = "llama-stack-client"
-CLIENT_VERSION = "0.7.5"
 MODEL = "scripted-model"
 SCRIPT = Path(__file__).with_name("llama_stack_agent_script.py")
-VENV = Path(__file__).parents[2] / ".venv-compat" / "ls075"
+VENV = ROOT / ".venv-compat" / "ls075"
 TOOL_OUTPUT = "Paris: sunny, 21C"
 """What the script's ``get_weather`` client tool returns for Paris."""
-BUILD_TIMEOUT = 600
 RUN_TIMEOUT = 120
 
 
-def _is_312_or_newer(python: str) -> bool:
-    try:
-        probe = subprocess.run(
-            [python, "-c", "import sys; print(sys.version_info >= (3, 12))"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0 and probe.stdout.strip() == "True"
+def pinned_version() -> str:
+    """The client's version that ``REQUIREMENTS`` pins (the one the install step put in the venv)."""
+    pin = re.search(rf"^{CLIENT}==(\S+)", REQUIREMENTS.read_text(), re.MULTILINE)
+    assert pin is not None, f"{REQUIREMENTS} pins no {CLIENT}"
+    return pin.group(1)
 
 
-def find_python() -> str | None:
-    """A Python >= 3.12: on ``PATH`` first, then under pyenv's versions."""
-    names = [f"python3.{minor}" for minor in range(19, 11, -1)] + ["python3", "python"]
-    on_path = [found for name in names if (found := shutil.which(name))]
-    under_pyenv = sorted(glob.glob("/root/.pyenv/versions/3.1[2-9]*/bin/python"), reverse=True)
-    return next((python for python in [*on_path, *under_pyenv] if _is_312_or_newer(python)), None)
-
-
-def _installed_version(venv: Path) -> str | None:
+def installed_version(venv: Path) -> str | None:
+    """The client's version in ``venv``, or None when the venv or the client is missing."""
     python = venv / "bin" / "python"
     if not python.exists():
         return None
@@ -69,32 +54,19 @@ def _installed_version(venv: Path) -> str | None:
     return probe.stdout.strip() if probe.returncode == 0 else None
 
 
-def build_client_venv(python: str, venv: Path) -> Path:
-    """The venv's interpreter, the client installed from PyPI; built once, reused while its version is right."""
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(venv.with_suffix(".lock")), timeout=BUILD_TIMEOUT):
-        if _installed_version(venv) != CLIENT_VERSION:
-            shutil.rmtree(venv, ignore_errors=True)
-            subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=BUILD_TIMEOUT)
-            subprocess.run(
-                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{CLIENT}=={CLIENT_VERSION}"],
-                check=True,
-                timeout=BUILD_TIMEOUT,
-                env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            )
-    return venv / "bin" / "python"
-
-
 @pytest.fixture(scope="session")
-def client_python() -> Iterator[Path]:
-    """The interpreter of the ``llama-stack-client==0.7.5`` venv."""
-    python = find_python()
-    if python is None:
-        message = "no Python >= 3.12 (on PATH or under /root/.pyenv/versions) to run llama-stack-client 0.7.5"
+def client_python() -> Path:
+    """The interpreter of the ``llama-stack-client==0.7.5`` venv the install step built."""
+    found, pinned = installed_version(VENV), pinned_version()
+    if found != pinned:
+        message = (
+            f"{VENV} holds {CLIENT} {found or 'nothing'}, not {pinned}: "
+            "run `bash .ci/install-compat-clients` (it needs a Python >= 3.12 on PATH or in pyenv)"
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    yield build_client_venv(python, VENV)
+    return VENV / "bin" / "python"
 
 
 def run_agent_script(python: Path, base_url: str) -> dict[str, Any]:

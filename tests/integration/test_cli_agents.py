@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from collections import Counter
 
 import httpx
 import pytest
@@ -14,7 +16,7 @@ from cli_support import cli
 from ferryman.client import Agent, Client, client_tool
 from ferryman.client.events import TurnCompleted
 from ferryman.testing import ScriptedError, ScriptedReply, ScriptedServerClient, ScriptedToolCall
-from support import create_session
+from support import create_agent, create_session
 
 
 def _agent(capsys: pytest.CaptureFixture[str], base: str, *extra: str) -> str:
@@ -169,3 +171,54 @@ def test_the_entry_point_runs_a_command(served_base_url: str) -> None:
     ran = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
     assert ran.returncode == 0, ran.stderr
     assert "scripted-model" in ran.stdout
+
+
+def test_the_short_ids_chat_prints_are_accepted_everywhere(
+    capsys: pytest.CaptureFixture[str], served_base_url: str, served_model: ScriptedServerClient
+) -> None:
+    base = served_base_url
+    served_model.enqueue(ScriptedReply(text="Hello."))
+    first = cli(capsys, base, "chat", "--model", "scripted-model", "Hi")
+    assert first.code == 0, first.err
+    banner = re.search(r"agent ([0-9a-f]{8}) · session ([0-9a-f]{8})", first.err)
+    assert banner is not None, first.err
+    agent8, session8 = banner.groups()
+
+    agent_id = cli(capsys, base, "agents", "show", agent8, "--json").json()["agent_id"]
+    assert agent_id.startswith(agent8) and len(agent_id) > 8
+    [session] = cli(capsys, base, "sessions", "list", agent8, "--json").json()
+    assert session["session_id"].startswith(session8)
+    [turn] = cli(capsys, base, "sessions", "show", agent8, session8, "--json").json()["turns"]
+    timeline = cli(capsys, base, "turns", "show", agent8, session8, turn["turn_id"][:6], "--json").json()
+    assert timeline["turn_id"] == turn["turn_id"] and timeline["output"] == "Hello."
+
+    served_model.enqueue(ScriptedReply(text="Again."))
+    again = cli(capsys, base, "chat", "--agent", agent8, "--session", session8, "Again?", "--json")
+    assert again.err == ""  # with --json: no banner, nothing but the document
+    assert (again.json()["agent_id"], again.json()["session_id"]) == (agent_id, session["session_id"])
+
+
+def test_an_ambiguous_prefix_is_one_line_and_exit_code_1(
+    capsys: pytest.CaptureFixture[str], served_base_url: str
+) -> None:
+    with httpx.Client(base_url=served_base_url) as http:
+        for _ in range(17):  # two of them, at least, begin with the same hex digit
+            create_agent(http)
+    listed = cli(capsys, served_base_url, "agents", "list", "--json").json()
+    digit, count = Counter(agent["agent_id"][0] for agent in listed).most_common(1)[0]
+    ran = cli(capsys, served_base_url, "agents", "show", digit)
+    assert (ran.code, ran.out) == (1, "")
+    [line] = ran.err.splitlines()
+    assert line.startswith(f"error: agent id prefix '{digit}' is ambiguous: {count} agents begin with it (")
+
+
+def test_json_into_a_closed_pipe_ends_quietly(served_base_url: str) -> None:
+    with httpx.Client(base_url=served_base_url) as http:
+        create_agent(http)
+    command = [sys.executable, "-m", "ferryman.cli.main", "agents", "list", "--json", "--url", served_base_url]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # `| head -1` that has read its line, before this writes
+        errors = process.stderr.read().decode()
+        status = process.wait(timeout=120)
+    assert (status, errors) == (141, "")

@@ -75,14 +75,16 @@ def test_vector_stores_are_created_fed_with_files_and_searched(
 
     store = cli(capsys, base, "vector-stores", "create", "crossings", "--json").json()
     assert store["name"] == "crossings" and store["file_counts"]["total"] == 0
-    # a file id and a local path (uploaded first); ``add`` waits for the ingestion to finish
-    added = cli(capsys, base, "vector-stores", "add", store["id"], uploaded["id"], str(stars), "--json").json()
+    # a file id and a local path (uploaded first), ids by a unique prefix; ``add`` waits for the ingestion to finish
+    store_prefix, file_prefix = store["id"][:12], uploaded["id"][:14]
+    added = cli(capsys, base, "vector-stores", "add", store_prefix, file_prefix, str(stars), "--json").json()
+    assert added["id"] == store["id"]
     assert added["file_counts"]["completed"] == 2 and added["status"] == "completed"
 
     found = cli(capsys, base, "vector-stores", "search", store["id"], "how is the toll paid?", "--json").json()
     assert found["data"] and "silver coins" in found["data"][0]["content"][0]["text"]
     assert found["data"][0]["filename"] == "river.txt"
-    human = cli(capsys, base, "vector-stores", "search", store["id"], "pole star", "--max-results", "1")
+    human = cli(capsys, base, "vector-stores", "search", store_prefix, "pole star", "--max-results", "1")
     assert human.code == 0 and "stars.txt" in human.out and "pole star" in human.out
 
     listed = cli(capsys, base, "vector-stores", "list", "--json").json()

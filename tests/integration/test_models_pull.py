@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -14,15 +15,19 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from huggingface_hub import constants
 from huggingface_hub.constants import DOWNLOAD_CHUNK_SIZE
 
+from ferryman.cli import main as cli
+from ferryman.cli import serve_model
 from ferryman.cli.main import main
+from ferryman.config import Settings
 from ferryman.errors import NotFoundError, UpstreamError
 from ferryman.inference.embedded import DEFAULT_MODEL_ID, default_model_path
 from ferryman.inference.hub_pull import PullRequest, pull
 from ferryman.inference.pulled import PulledModels
 from hub_standin import COMMIT, HubStandIn, hub_standin
-from support import ferryman_proc, running
+from support import ferryman_proc, free_port, running
 
 REPO = "ferryman-tests/tiny-GGUF"
 FILE = "tiny-q4_k_m.gguf"
@@ -103,8 +108,18 @@ def test_a_download_cut_midway_resumes_with_a_range_request(hub: HubStandIn, tmp
 
 
 def test_a_file_the_hub_lacks_is_not_found(hub: HubStandIn, tmp_path: Path) -> None:
-    with pytest.raises(NotFoundError, match=f"no file {REPO}/missing.gguf"):
+    with pytest.raises(NotFoundError, match=f"no file {REPO}/missing.gguf at {hub.url} ") as raised:
         pull(PullRequest(REPO, "missing.gguf"), PulledModels(tmp_path / "models"), endpoint=hub.url)
+    assert all(setting in raised.value.message for setting in ("HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE"))
+
+
+def test_a_hub_out_of_reach_is_named_with_the_settings_that_change_it(tmp_path: Path) -> None:
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    with pytest.raises(UpstreamError) as raised:
+        pull(PullRequest(REPO, FILE), PulledModels(tmp_path / "models"), endpoint=endpoint)
+    message = raised.value.message
+    assert message.startswith(f"could not pull {REPO}/{FILE} from {endpoint}: ")
+    assert all(setting in message for setting in ("HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE"))
 
 
 def test_hf_token_is_sent_as_a_bearer_token(hub: HubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,3 +192,82 @@ def test_a_pulled_model_is_served_after_a_restart_and_by_default_with_model(
     proc, base = ferryman_proc(tmp_path, None, tmp_path / "serve.db")
     with running(proc.start()):
         assert _chat_models(base) == [(DEFAULT_MODEL_ID, "embedded"), (name, f"embedded-{name}")]
+
+
+@pytest.fixture()
+def serve_from_hub(hub: HubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Settings]]:
+    """``ferryman serve`` in this process, its Hub the stand-in (as HF_ENDPOINT sets it); nothing is started.
+
+    Yields the settings each successful run would have served.
+    """
+    monkeypatch.setenv("FERRYMAN_HOME", str(tmp_path))
+    # What HF_ENDPOINT sets when huggingface_hub is imported.
+    monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}")
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    served: list[Settings] = []
+    monkeypatch.setattr(cli, "services_from_settings", served.append)
+    monkeypatch.setattr(cli, "create_app", lambda services: services)
+    monkeypatch.setattr(cli.uvicorn, "run", lambda app, **options: None)
+    monkeypatch.setattr(cli, "pick_runtime", lambda runtime: "xllamacpp")
+    monkeypatch.setattr(serve_model, "interactive", lambda: False)
+    yield served
+
+
+def _serve(tmp_path: Path, *argv: str) -> int:
+    return main(["serve", "--port", str(free_port()), "--db", str(tmp_path / "serve.db"), *argv])
+
+
+def test_serve_pulls_a_missing_hub_model_with_pull_and_serves_it(
+    serve_from_hub: list[Settings], hub: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _serve(tmp_path, "--model", f"{REPO}/{FILE}", "--pull") == 0
+    [settings] = serve_from_hub
+    default = settings.providers[0]
+    assert (default.provider_id, default.model_id) == ("embedded", "tiny-q4_k_m")
+    assert Path(default.model_path or "") == (tmp_path / "models" / REPO / FILE).resolve()
+    shown = capsys.readouterr().err
+    assert f"pulling {REPO}/{FILE} from {hub.url}" in shown and "pulled tiny-q4_k_m into " in shown
+
+    hub.seen.clear()  # pulled now: served again without asking the Hub
+    assert _serve(tmp_path, "--model", f"hf://{REPO}/{FILE}") == 0
+    assert serve_from_hub[1].providers[0].model_id == "tiny-q4_k_m" and hub.seen == []
+
+
+def test_serve_without_a_terminal_or_pull_says_to_pass_pull(
+    serve_from_hub: list[Settings], hub: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _serve(tmp_path, "--model", f"{REPO}/{FILE}") == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"ferryman: {REPO}/{FILE} is not pulled: pass --pull to download it from {hub.url}")
+    assert hub.seen == [] and serve_from_hub == [] and PulledModels(tmp_path / "models").all() == []
+
+
+def test_serve_on_a_terminal_asks_before_pulling(
+    serve_from_hub: list[Settings],
+    hub: HubStandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(serve_model, "interactive", lambda: True)
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert _serve(tmp_path, "--model", f"{REPO}/{FILE}") == 2
+    asked = capsys.readouterr().err
+    assert f"{REPO}/{FILE} is not pulled: download it from {hub.url} into " in asked and "[Y/n]" in asked
+    assert asked.splitlines()[-1].endswith(f"ferryman: not pulling {REPO}/{FILE}: nothing was started")
+    assert hub.seen == [] and serve_from_hub == []
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n"))  # Enter: yes
+    assert _serve(tmp_path, "--model", f"{REPO}/{FILE}") == 0
+    assert [model.name for model in PulledModels(tmp_path / "models").all()] == ["tiny-q4_k_m"]
+
+
+def test_a_failed_pull_names_the_hub_it_tried(
+    serve_from_hub: list[Settings], hub: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _serve(tmp_path, "--model", f"{REPO}/missing.gguf", "--pull") == 2
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert line.startswith(f"ferryman: no file {REPO}/missing.gguf at {hub.url} (HF_ENDPOINT ")
+    assert serve_from_hub == []

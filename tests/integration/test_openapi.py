@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from html.parser import HTMLParser
@@ -140,6 +141,16 @@ async def test_docs_page_loads_only_local_assets_which_are_served(http: httpx.As
         assert url.startswith("/") and not url.startswith("//"), url
         asset = await http.get(url)
         assert asset.status_code == 200 and asset.content, url
+
+
+async def test_docs_page_calls_no_outside_validator(http: httpx.AsyncClient) -> None:
+    """Swagger UI's default ``validatorUrl`` sends the document's URL to an outside validator: set to none."""
+    page = await http.get("/docs", headers={"Host": "ferryman.example.org"})
+    found = re.search(r"SwaggerUIBundle\((\{.*?\})\);", page.text)
+    assert found is not None, page.text
+    config = json.loads(found.group(1))
+    assert "validatorUrl" in config and config["validatorUrl"] is None
+    assert config["url"] == "/openapi.json"
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ferryman import config
 from ferryman.cli.main import _with_embedded
 from ferryman.config import EMBEDDED_TYPE, ProviderSettings, Settings, embedded_providers
 from ferryman.errors import ConfigurationError, InvalidRequestError
@@ -71,7 +72,10 @@ def test_without_a_model_smollm2_is_the_default_and_every_pulled_model_is_served
     assert [p.provider_id for p in embedded_providers(None, PulledModels(pulled.directory / "none"))] == ["embedded"]
 
 
-def test_a_pulled_model_named_is_the_embedded_providers_model(pulled: PulledModels) -> None:
+def test_a_pulled_model_named_is_the_embedded_providers_model(
+    pulled: PulledModels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config, "default_model_path", lambda: None)  # SmolLM2 not installed: not needed either
     providers = embedded_providers("big", pulled)
     assert [(p.provider_id, p.model_id) for p in providers] == [("embedded", "big"), ("embedded-other", "other")]
     assert providers[0].model_path == str(pulled.directory / "owner/repo/big.gguf")
@@ -119,3 +123,15 @@ def test_a_repository_or_file_escaping_the_models_directory_is_refused_before_an
     with pytest.raises(InvalidRequestError):  # the endpoint is closed: refused before any request
         pull(PullRequest(repo_id, filename), models, endpoint="http://127.0.0.1:9")
     assert not (tmp_path / "home").exists()
+
+
+def test_smollm2_stays_served_beside_a_pulled_model_named_when_it_is_installed(
+    pulled: PulledModels, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(config, "default_model_path", lambda: tmp_path / "smollm2.gguf")
+    providers = embedded_providers("big", pulled)
+    assert [(p.provider_id, p.model_id) for p in providers] == [
+        ("embedded", "big"),
+        (f"embedded-{DEFAULT_MODEL_ID}", None),
+        ("embedded-other", "other"),
+    ]

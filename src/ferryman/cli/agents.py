@@ -11,7 +11,7 @@ from ferryman.api.agents import Agent, Session
 from ferryman.api.content import content_to_text
 from ferryman.client import Client
 
-from . import remote
+from . import ids, remote
 from .remote import Output, when
 
 
@@ -22,7 +22,7 @@ def add_parsers(commands: Any) -> None:
     listing = actions.add_parser("list", help="list agents")
     listing.set_defaults(handler=list_agents)
     show = actions.add_parser("show", help="show an agent's configuration")
-    show.add_argument("agent_id")
+    show.add_argument("agent_id", help="the agent's id, or a prefix of it")
     show.set_defaults(handler=show_agent)
     create = actions.add_parser("create", help="create an agent and print its id")
     create.add_argument("--model", required=True)
@@ -32,17 +32,17 @@ def add_parsers(commands: Any) -> None:
     create.add_argument("--max-infer-iters", type=int, default=10)
     create.set_defaults(handler=create_agent)
     delete = actions.add_parser("delete", help="delete an agent (its sessions and turns too)")
-    delete.add_argument("agent_id")
+    delete.add_argument("agent_id", help="the agent's id, or a prefix of it")
     delete.set_defaults(handler=delete_agent)
 
     sessions = commands.add_parser("sessions", help="list and show an agent's sessions")
     session_actions = sessions.add_subparsers(dest="sessions_command", required=True)
     session_list = session_actions.add_parser("list", help="list an agent's sessions")
-    session_list.add_argument("agent_id")
+    session_list.add_argument("agent_id", help="the agent's id, or a prefix of it")
     session_list.set_defaults(handler=list_sessions)
     session_show = session_actions.add_parser("show", help="show a session and its turns")
-    session_show.add_argument("agent_id")
-    session_show.add_argument("session_id")
+    session_show.add_argument("agent_id", help="the agent's id, or a prefix of it")
+    session_show.add_argument("session_id", help="the session's id, or a prefix of it")
     session_show.set_defaults(handler=show_session)
     for action in (listing, show, create, delete, session_list, session_show):
         remote.add_flags(action)
@@ -61,7 +61,7 @@ def list_agents(client: Client, args: argparse.Namespace, out: Output) -> int:
 
 def show_agent(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Print an agent's configuration."""
-    agent = client.agents.retrieve(args.agent_id)
+    agent = client.agents.retrieve(ids.agent(client, args.agent_id))
     if out.as_json:
         out.document(agent)
     else:
@@ -85,14 +85,15 @@ def create_agent(client: Client, args: argparse.Namespace, out: Output) -> int:
 
 def delete_agent(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Delete an agent."""
-    client.agents.delete(args.agent_id)
-    out.result({"agent_id": args.agent_id, "deleted": True}, f"deleted agent {args.agent_id}")
+    agent_id = ids.agent(client, args.agent_id)
+    client.agents.delete(agent_id)
+    out.result({"agent_id": agent_id, "deleted": True}, f"deleted agent {agent_id}")
     return 0
 
 
 def list_sessions(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Print an agent's sessions."""
-    sessions = list(client.agents.sessions.list(args.agent_id))
+    sessions = list(client.agents.sessions.list(ids.agent(client, args.agent_id)))
     if out.as_json:
         out.document(sessions)
         return 0
@@ -103,7 +104,7 @@ def list_sessions(client: Client, args: argparse.Namespace, out: Output) -> int:
 
 def show_session(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Print a session and a line per turn."""
-    session = client.agents.sessions.retrieve(args.agent_id, args.session_id)
+    session = client.agents.sessions.retrieve(*ids.agent_session(client, args.agent_id, args.session_id))
     if out.as_json:
         out.document(session)
         return 0

@@ -11,7 +11,7 @@ from typing import Any
 from ferryman.client import APIConnectionError, Client, EventLogger
 from ferryman.client.events import AgentEvent, TurnAwaitingInput, TurnCompleted, TurnFailed, from_server
 
-from . import remote
+from . import ids, remote
 from .remote import Output, UsageError
 
 _WAIT_STEP = 0.2
@@ -24,23 +24,29 @@ def add_parser(commands: Any) -> None:
     """Register the ``chat`` sub-command."""
     chat = commands.add_parser("chat", help="chat with an agent on a running server")
     chat.add_argument("message", nargs="?", help="one message to send; without it, read messages from stdin")
-    chat.add_argument("--agent", help="an existing agent's id (default: create one)")
-    chat.add_argument("--session", help="an existing session of that agent (default: create one)")
+    chat.add_argument("--agent", help="an existing agent's id, or its prefix (default: create one)")
+    chat.add_argument("--session", help="an existing session of that agent, or its id's prefix (default: create one)")
     chat.add_argument("--model", help="model of a new agent (default: the first model the server lists)")
     chat.add_argument("--instructions", default="You are a helpful assistant. Answer briefly.")
     chat.add_argument("--toolgroup", action="append", default=[], help="a toolgroup of a new agent (repeatable)")
     chat.add_argument("--max-tokens", type=int, default=256)
-    chat.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the server to come up")
+    chat.add_argument(
+        "--wait", type=float, default=0.0, metavar="SECONDS", help="seconds to wait for the server to come up"
+    )
     remote.add_flags(chat, read_timeout=READ_TIMEOUT)
     chat.set_defaults(handler=run)
 
 
 def run(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Stream a turn per message (one argument, or lines of stdin) in one session; 1 if a turn failed."""
-    _wait_until_up(client, args.wait)
+    _wait_until_up(client, args.wait, out)
     agent_id, model = _agent(client, args)
-    session_id = args.session or client.agents.sessions.create(agent_id, session_name="chat").session_id
-    out.note(f"[{model} · agent {agent_id[:8]} · session {session_id[:8]}]")
+    if args.session:
+        session_id = ids.session(client, agent_id, args.session)
+    else:
+        session_id = client.agents.sessions.create(agent_id, session_name="chat").session_id
+    if not out.as_json:  # the document holds both ids; stderr stays for errors
+        out.note(f"[{model} · agent {agent_id[:8]} · session {session_id[:8]}]")
     messages: Iterable[str] = [args.message] if args.message else (line.strip() for line in sys.stdin)
     logger = None if out.as_json else EventLogger(console=out.console)
     turns = []
@@ -81,7 +87,8 @@ def _record(outcome: dict[str, Any], event: AgentEvent) -> None:
 def _agent(client: Client, args: argparse.Namespace) -> tuple[str, str]:
     """The agent to talk to (``--agent``, or a new one) and its model."""
     if args.agent:
-        return args.agent, client.agents.retrieve(args.agent).agent_config.model
+        agent_id = ids.agent(client, args.agent)
+        return agent_id, client.agents.retrieve(agent_id).agent_config.model
     model = args.model or _first_model(client)
     config = {
         "model": model,
@@ -99,14 +106,22 @@ def _first_model(client: Client) -> str:
     raise UsageError("the server lists no language model")
 
 
-def _wait_until_up(client: Client, seconds: float) -> None:
-    """Return once the server answers, trying for up to ``seconds`` (then its connection error is raised)."""
+def _wait_until_up(client: Client, seconds: float, out: Output) -> None:
+    """Return once the server answers, trying for up to ``seconds`` (then its connection error is raised).
+
+    When the first try finds no server, a note on stderr says what is awaited, and where.
+    """
     deadline = time.monotonic() + seconds
+    told = False
     while True:
         try:
             client.models.list()
             return
         except APIConnectionError:
+            if seconds > 0 and not told:
+                url = str(client.base_url).rstrip("/")
+                out.note(f"waiting for the server at {url} (up to {seconds:g} s)…{remote.exited_server(url)}")
+                told = True
             if time.monotonic() >= deadline:
                 raise
         time.sleep(_WAIT_STEP)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -16,8 +17,10 @@ from typing import Any, TypeVar
 from ferryman.auth.api_keys import key_record, new_key
 from ferryman.config import StorageSettings, load_settings
 from ferryman.errors import ConflictError
-from ferryman.storage.base import Store
+from ferryman.storage.base import ApiKeyRecord, Store
 from ferryman.storage.select import store_for
+
+from .arguments import check_paths
 
 T = TypeVar("T")
 
@@ -38,6 +41,7 @@ def add_parser(commands: Any) -> None:
     for action in (create, listing, revoke):
         action.add_argument("--config", help="YAML config file (its storage section names the database)")
         action.add_argument("--db", help="the database, as for 'ferryman serve --db'")
+        action.add_argument("--json", action="store_true", help="print one JSON document (for scripts)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if args.db:
         storage = StorageSettings.model_validate(settings.storage.model_dump() | {"db": args.db})
         settings = settings.model_copy(update={"storage": storage})
+    check_paths(settings)
     store = store_for(settings.db_path())
     command: dict[str, Callable[[Store, argparse.Namespace], Awaitable[int]]] = {
         "create": _create,
@@ -71,13 +76,22 @@ async def _create(store: Store, args: argparse.Namespace) -> int:
     except (ValueError, ConflictError) as exc:
         print(f"ferryman: {exc}", file=sys.stderr)
         return 2
-    print(key)
+    if args.json:
+        _document({"name": record.name, "key": key, "grants": record.attributes})
+    else:
+        print(key)
     print(f"API key '{args.name}' created; it is shown only now: keep it.", file=sys.stderr)
     return 0
 
 
 async def _list(store: Store, args: argparse.Namespace) -> int:
-    for record in await store.list_api_keys():
+    records = await store.list_api_keys()
+    if args.json:
+        _document([_listed(record) for record in records])
+        return 0
+    if not records:
+        print("no API keys (make one with 'ferryman keys create --name NAME')", file=sys.stderr)
+    for record in records:
         grants = " ".join(f"{kind}={','.join(values)}" for kind, values in sorted(record.attributes.items()))
         revoked = f"revoked {record.revoked_at.isoformat()}" if record.revoked_at else "active"
         print(f"{record.name}\tcreated {record.created_at.isoformat()}\t{revoked}\t{grants}".rstrip())
@@ -88,5 +102,22 @@ async def _revoke(store: Store, args: argparse.Namespace) -> int:
     if not await store.revoke_api_key(args.name, datetime.now(UTC)):
         print(f"ferryman: no API key named '{args.name}'", file=sys.stderr)
         return 1
-    print(f"API key '{args.name}' revoked", file=sys.stderr)
+    if args.json:
+        _document({"name": args.name, "revoked": True})
+    else:
+        print(f"API key '{args.name}' revoked", file=sys.stderr)
     return 0
+
+
+def _listed(record: ApiKeyRecord) -> dict[str, Any]:
+    """What ``keys list --json`` tells of a key: never the key, nor its hash."""
+    return {
+        "name": record.name,
+        "grants": record.attributes,
+        "created_at": record.created_at.isoformat(),
+        "revoked_at": record.revoked_at.isoformat() if record.revoked_at else None,
+    }
+
+
+def _document(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False), flush=True)

@@ -23,37 +23,83 @@ from ferryman.config import (
 )
 from ferryman.coordination.select import fanout_for
 from ferryman.errors import ConfigurationError, FerrymanError
-from ferryman.inference.embedded import INSTALL_HINT, embedded_available
+from ferryman.inference.embedded import DEFAULT_MODEL_ID, INSTALL_HINT, embedded_available, pick_runtime, runtime_hint
+from ferryman.logs import configure_logging, escape, logging_config
 from ferryman.server.app import SETTINGS_ENV, create_app, services_from_settings
 from ferryman.storage.select import store_for
 
-from . import keys
+from . import detach, keys
+from .arguments import (
+    OneLineParser,
+    check_listen,
+    check_paths,
+    http_url,
+    non_negative_int,
+    port,
+    positive,
+    positive_int,
+    redis_url,
+)
+from .exits import EPILOG, EXIT_INTERRUPTED, EXIT_USAGE, closed_stdout
+from .serve_model import model_to_serve
 
 log = logging.getLogger("ferryman")
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 (got {text})")
-    return value
-
-
-LOCAL_COMMANDS = frozenset({"serve", "keys"})
+LOCAL_COMMANDS = frozenset({"serve", "keys", "stop"})
 """Commands that need no running server: their path loads none of the client commands' modules (rich…)."""
 
 
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of ``command`` (the first argument that is no flag); every command's when it is another."""
-    parser = argparse.ArgumentParser(prog="ferryman", description="A durable agent server.")
+    parser = OneLineParser(
+        prog="ferryman",
+        description="A durable agent server.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the HTTP server")
+    serve = commands.add_parser("serve", help="run the HTTP server (in the background with --detach)")
+    _add_serve_arguments(serve)
+    serve.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background (log: $FERRYMAN_HOME/server.log, pidfile: $FERRYMAN_HOME/server.pid); "
+        "return once it answers, printing its URL and pid ('ferryman stop' stops it)",
+    )
+    serve.add_argument(
+        "--pull",
+        action="store_true",
+        help="download a --model OWNER/NAME/FILE.gguf not pulled yet without asking (needed without a terminal)",
+    )
+    serve.add_argument("--json", action="store_true", help="with --detach: print the URL and pid as one JSON document")
+    stop = commands.add_parser("stop", help="stop the server 'ferryman serve --detach' started (SIGTERM, then wait)")
+    stop.add_argument(
+        "--timeout",
+        type=positive,
+        default=detach.STOP_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long to wait for it to end (default {detach.STOP_TIMEOUT:g})",
+    )
+    stop.add_argument("--json", action="store_true", help="print one JSON document (for scripts)")
+    keys.add_parser(commands)
+    if command not in LOCAL_COMMANDS:
+        _add_client_commands(commands)
+    return parser
+
+
+_NOT_PASSED_ON = frozenset({"help", "detach", "pull", "json"})
+"""``serve`` flags that the detached server process does not get (the model is pulled before it starts)."""
+
+
+def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """The flags of the server itself (what ``--detach`` passes on to the process it starts)."""
     serve.add_argument("--config", help="YAML config file (providers, models, storage)")
     serve.add_argument("--host", help="interface to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port to bind (default 8321)")
+    serve.add_argument("--port", type=port, help="port to bind (default 8321)")
     serve.add_argument(
         "--keep-alive",
-        type=_positive,
+        type=positive,
         metavar="SECONDS",
         help="how long an idle HTTP connection stays open (default 65: longer than client pools keep theirs)",
     )
@@ -63,23 +109,25 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--redis",
+        type=redis_url,
         metavar="URL",
         help="redis:// URL that replicas share live events and cancellations through (with a postgresql:// --db)",
     )
     serve.add_argument(
         "--turn-lease",
-        type=_positive,
+        type=positive,
         metavar="SECONDS",
         help="a turn whose replica stops renewing its lease this long is failed by another (default 30)",
     )
     serve.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=1,
         help="server processes on this port (more than 1 needs a postgresql:// or redis:// --db and --redis)",
     )
     serve.add_argument(
         "--inference-url",
+        type=http_url,
         action="append",
         default=[],
         help="base URL of an OpenAI-compatible server (…/v1); repeat for several",
@@ -87,21 +135,40 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     serve.add_argument(
         "--model",
         metavar="NAME",
-        help="the default embedded model: a model pulled with 'ferryman models pull', or a .gguf file "
-        "(default: SmolLM2-135M-Instruct)",
+        help="the default embedded model: a model pulled with 'ferryman models pull', a .gguf file, or a file "
+        "on the Hugging Face Hub (OWNER/NAME/FILE.gguf or hf://OWNER/NAME/FILE), pulled first if missing "
+        f"(default: {DEFAULT_MODEL_ID})",
     )
-    serve.add_argument("--inference-timeout", type=float, help="seconds allowed per upstream request (default 120)")
-    serve.add_argument("--inference-retries", type=int, help="retries on connection errors, 429 and 5xx (default 2)")
+    serve.add_argument("--inference-timeout", type=positive, help="seconds allowed per upstream request (default 120)")
+    serve.add_argument(
+        "--inference-retries", type=non_negative_int, help="retries on connection errors, 429 and 5xx (default 2)"
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument(
         "--insecure-no-auth",
         action="store_true",
         help="serve a non-loopback address without authentication (anyone who reaches it can do anything)",
     )
-    keys.add_parser(commands)
-    if command not in LOCAL_COMMANDS:
-        _add_client_commands(commands)
-    return parser
+
+
+def _detached_arguments(args: argparse.Namespace, model: str | None) -> list[str]:
+    """The flags that start the same server as ``args`` (``--model`` as resolved), without ``--detach``."""
+    parser = argparse.ArgumentParser(add_help=False)
+    _add_serve_arguments(parser)
+    flags: list[str] = []
+    for action in parser._actions:
+        if action.dest in _NOT_PASSED_ON or not action.option_strings:
+            continue
+        value = model if action.dest == "model" else getattr(args, action.dest)
+        if value is None or value == action.default:
+            continue
+        flag = action.option_strings[0]
+        if action.nargs == 0:  # a switch
+            flags.append(flag)
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                flags += [flag, str(item)]
+    return flags
 
 
 def _add_client_commands(commands: Any) -> None:
@@ -144,34 +211,44 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _refusal(settings: Settings, workers: int, insecure_no_auth: bool = False) -> str | None:
-    """Why these settings cannot be served as asked, if they cannot."""
+def _refusal(settings: Settings, workers: int, insecure_no_auth: bool = False, model: str | None = None) -> str | None:
+    """Why these settings cannot be served as asked (``model``: ``--model``), if they cannot."""
     if settings.auth is None and not insecure_no_auth and not _is_loopback(settings.host):
         return (
             f"refusing to serve {settings.host} without authentication: configure server.auth "
-            "(see 'Authentication' in the README) or pass --insecure-no-auth"
+            "(see docs/apis/auth.md) or pass --insecure-no-auth"
         )
     if workers > 1 and not settings.shares_state():
         return (
             f"--workers {workers} needs state that several processes can share: a PostgreSQL "
-            "(or Redis) --db, plus --redis for live events. SQLite serves one process. For example:\n"
-            f"  ferryman serve --workers {workers} --db postgresql://USER@HOST/DB --redis redis://HOST:6379/0\n"
-            "See 'Running several replicas' in the README."
+            "(or Redis) --db, plus --redis for live events; SQLite serves one process (for example "
+            f"'ferryman serve --workers {workers} --db postgresql://USER@HOST/DB --redis redis://HOST:6379/0'; "
+            "see docs/operations/replicas.md)"
         )
     if not settings.providers:
-        available, why = embedded_available(settings.embedded.runtime)
+        available, why = _embedded_runs(settings, model is None or model == DEFAULT_MODEL_ID)
         if not available:
             hint = "" if INSTALL_HINT in why else f" (install the 'local' extra: {INSTALL_HINT})"
             return (
                 f"no inference provider configured, and the embedded model is not usable: {why}{hint}; "
-                "see 'About the embedded runtime' in the README, "
+                "see docs/apis/models.md, "
                 "or pass --inference-url http://HOST:PORT/v1 for any OpenAI-compatible server."
             )
     elif any(provider.type == EMBEDDED_TYPE for provider in settings.providers):
-        available, why = embedded_available(settings.embedded.runtime)
+        smollm2 = any(p.type == EMBEDDED_TYPE and p.model_path is None for p in settings.providers)
+        available, why = _embedded_runs(settings, smollm2)
         if not available:
             return f"a provider of type {EMBEDDED_TYPE} is configured, but {why}"
     return None
+
+
+def _embedded_runs(settings: Settings, smollm2: bool) -> tuple[bool, str]:
+    """Whether the embedded runtime is installed (and SmolLM2's package, when ``smollm2`` is served); why not."""
+    if smollm2:
+        return embedded_available(settings.embedded.runtime)
+    if pick_runtime(settings.embedded.runtime) is None:
+        return False, f"the embedded model cannot run: {runtime_hint(settings.embedded.runtime)}"
+    return True, ""
 
 
 def _check_backends(settings: Settings) -> None:
@@ -184,27 +261,27 @@ def _check_backends(settings: Settings) -> None:
     fanout_for(settings.coordination_url())
 
 
-QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "mcp")
-"""Libraries whose INFO and DEBUG records name URLs, headers or session ids (an MCP server's URL
-or a search provider's may carry a key); they log at WARNING or above, whatever ``--log-level``."""
-
-
-def configure_logging(level: str) -> None:
-    """Log at ``level``; the :data:`QUIET_LOGGERS` never below WARNING, so no secret in a URL reaches the log."""
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in QUIET_LOGGERS:
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
-
-
 def serve(args: argparse.Namespace) -> int:
-    """Run the server until interrupted."""
+    """Run the server until interrupted.
+
+    Raises:
+        ConfigurationError: an argument or the config file is invalid (nothing was started or created).
+    """
+    if args.json and not args.detach:
+        raise ConfigurationError("--json goes with --detach (a server in the foreground prints its log)")
     settings = _settings(args)
-    refusal = _refusal(settings, args.workers, args.insecure_no_auth)
+    check_paths(settings)
+    refusal = _refusal(settings, args.workers, args.insecure_no_auth, args.model)
     if refusal:
         print(f"ferryman: {refusal}", file=sys.stderr)
         return 2
     _check_backends(settings)
-    settings = _with_embedded(settings, args.model)
+    model = model_to_serve(args.model, args.pull, before_pull=lambda: check_listen(settings.host, settings.port))
+    settings = _with_embedded(settings, model)
+    check_listen(settings.host, settings.port)
+    if args.detach:  # a port taken now would be found by the server only after the health check saw another
+        url = detach.local_url(settings.host, settings.port)
+        return detach.start(_detached_arguments(args, model), url, args.json)
     configure_logging(args.log_level)
     if settings.db_path().startswith(SHARED_DB_PREFIXES) and settings.coordination_url() is None:
         log.warning("no --redis: live events and cancellations reach only readers of this replica")
@@ -243,6 +320,8 @@ def uvicorn_options(settings: Settings, log_level: str) -> dict[str, Any]:
         "host": settings.host,
         "port": settings.port,
         "log_level": log_level,
+        # One-line records, applied by uvicorn in every worker (its own loggers included).
+        "log_config": logging_config(log_level),
         "access_log": False,
         # Bounded graceful shutdown: open turn streams must not keep the process alive;
         # turns still running are then cancelled and stored as failed.
@@ -254,8 +333,20 @@ def uvicorn_options(settings: Settings, log_level: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ferryman`` command."""
-    argv = sys.argv[1:] if argv is None else argv
+    """Entry point of the ``ferryman`` command: its exit status (see :data:`~ferryman.cli.exits.EPILOG`).
+
+    A closed stdout (``| head``) and Ctrl-C end it quietly, here for every command.
+    """
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:
+        return closed_stdout()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str]) -> int:
     command = next((arg for arg in argv if not arg.startswith("-")), None)
     args = _parser(command).parse_args(argv)
     if getattr(args, "handler", None) is not None:  # a command on a running server, through ferryman.client
@@ -265,10 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "local", None) is not None:  # a command without a server (ferryman models pull)
             return int(args.local(args))
+        if args.command == "stop":
+            return detach.stop(args.json, args.timeout)
         return keys.run(args) if args.command == "keys" else serve(args)
     except FerrymanError as exc:
-        print(f"ferryman: {exc.message}", file=sys.stderr)
-        return 2
+        print(f"ferryman: {escape(exc.message)}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

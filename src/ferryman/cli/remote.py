@@ -3,7 +3,8 @@
 A command is a function ``(client, args, out) -> int``. :func:`run` builds the
 client from ``--url`` / ``--api-key`` (or ``FERRYMAN_URL`` / ``FERRYMAN_API_KEY``),
 calls it, and turns the client's errors into one line on stderr and an exit
-code: 1 for an answer from the server (a 404, a 400…), 2 when no answer came.
+code: 1 for an answer from the server (a 404, a 400…), 2 when no answer came
+(with why, when the server ``ferryman serve --detach`` started there has exited).
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from rich.text import Text
 from ferryman.client import Client
 from ferryman.client.errors import APIConnectionError, APIError
 
-EXIT_API_ERROR = 1
-"""The server answered with an error."""
-EXIT_UNREACHABLE = 2
+from . import pidfile
+from .exits import EXIT_API_ERROR as EXIT_API_ERROR
+from .exits import EXIT_USAGE
+
+EXIT_UNREACHABLE = EXIT_USAGE
 """No answer: the server is down, unreachable or too slow."""
 
 READ_TIMEOUT = 60.0
@@ -83,8 +86,8 @@ class Output:
         self.console.print(Text(text))
 
     def note(self, text: str) -> None:
-        """A line for people on stderr (never mixed into a JSON document), as it is (no markup)."""
-        self.errors.print(Text(text))
+        """A line for people on stderr (never mixed into a JSON document), as it is (no markup, never folded)."""
+        self.errors.print(Text(text), soft_wrap=True)
 
 
 Command = Callable[[Client, argparse.Namespace, Output], int]
@@ -117,7 +120,10 @@ def run(command: Command, args: argparse.Namespace) -> int:
         with client:
             return command(client, args, out)
     except APIConnectionError as exc:
-        print(f"error: cannot reach {client.base_url}: {exc.message}", file=sys.stderr)
+        print(
+            f"error: cannot reach {client.base_url}: {exc.message}{exited_server(str(client.base_url))}",
+            file=sys.stderr,
+        )
         return EXIT_UNREACHABLE
     except APIError as exc:
         print(f"error: {error_line(exc)}", file=sys.stderr)
@@ -125,6 +131,14 @@ def run(command: Command, args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_API_ERROR
+
+
+def exited_server(url: str) -> str:
+    """Why nothing answers at ``url`` when it is the address of a server ``serve --detach`` started that exited."""
+    detached = pidfile.read()
+    if detached is None or not detached.serves(url) or detached.state() == "running":
+        return ""
+    return f" (the server 'ferryman serve --detach' started there, pid {detached.pid}, has exited: see {detached.log})"
 
 
 class UsageError(Exception):

@@ -8,7 +8,7 @@ from typing import Any
 from ferryman.client import Client, EventLogger
 from ferryman.client.events import from_server
 
-from . import remote
+from . import ids, remote
 from .remote import Output
 from .timeline import timeline, timeline_table
 
@@ -22,15 +22,15 @@ def add_parser(commands: Any) -> None:
     replay = actions.add_parser("replay", help="the turn's stored events, printed as they streamed")
     replay.set_defaults(handler=replay_turn)
     for action in (show, replay):
-        action.add_argument("agent_id")
-        action.add_argument("session_id")
-        action.add_argument("turn_id")
+        action.add_argument("agent_id", help="the agent's id, or a prefix of it")
+        action.add_argument("session_id", help="the session's id, or a prefix of it")
+        action.add_argument("turn_id", help="the turn's id, or a prefix of it")
         remote.add_flags(action)
 
 
 def show_turn(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Print the turn's step timeline."""
-    turn = client.agents.turns.retrieve(args.agent_id, args.session_id, args.turn_id)
+    turn = client.agents.turns.retrieve(*_ids(client, args))
     if out.as_json:
         out.document(timeline(turn))
     else:
@@ -43,7 +43,7 @@ def replay_turn(client: Client, args: argparse.Namespace, out: Output) -> int:
 
     A turn that paused for input and was resumed replays whole: every run of it, its pauses included.
     """
-    stream = client.agents.turns.events(args.agent_id, args.session_id, args.turn_id, through_pauses=True)
+    stream = client.agents.turns.events(*_ids(client, args), through_pauses=True)
     if out.as_json:
         with stream:
             out.document([event.data for event in stream])
@@ -53,3 +53,9 @@ def replay_turn(client: Client, args: argparse.Namespace, out: Output) -> int:
         for event in from_server(stream):
             logger.handle(event)
     return 0
+
+
+def _ids(client: Client, args: argparse.Namespace) -> tuple[str, str, str]:
+    """The agent, session and turn ids, each given whole or by a prefix."""
+    agent_id, session_id = ids.agent_session(client, args.agent_id, args.session_id)
+    return agent_id, session_id, ids.turn(client, agent_id, session_id, args.turn_id)

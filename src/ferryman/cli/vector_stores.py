@@ -13,7 +13,7 @@ from rich.text import Text
 from ferryman.api.vector_stores import VectorStore
 from ferryman.client import Client
 
-from . import remote
+from . import ids, remote
 from .files import upload
 from .remote import Output, UsageError, when
 
@@ -32,13 +32,15 @@ def add_parser(commands: Any) -> None:
     listing = actions.add_parser("list", help="list vector stores")
     listing.set_defaults(handler=list_stores)
     add = actions.add_parser("add", help="attach files (ids, or local paths uploaded first) and wait for ingestion")
-    add.add_argument("store_id")
-    add.add_argument("files", nargs="+", metavar="FILE", help="a file id, or the path of a local file to upload")
+    add.add_argument("store_id", help="the store's id, or a prefix of it")
+    add.add_argument(
+        "files", nargs="+", metavar="FILE", help="a file id (or a prefix of it), or the path of a local file to upload"
+    )
     add.add_argument("--no-wait", action="store_true", help="return once attached, without waiting for ingestion")
     add.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for ingestion (default 600)")
     add.set_defaults(handler=add_files)
     search = actions.add_parser("search", help="search a vector store")
-    search.add_argument("store_id")
+    search.add_argument("store_id", help="the store's id, or a prefix of it")
     search.add_argument("query")
     search.add_argument("--max-results", type=int, default=5)
     search.add_argument("--mode", choices=["vector", "keyword", "hybrid"], help="the ranker (default: the server's)")
@@ -70,7 +72,7 @@ def list_stores(client: Client, args: argparse.Namespace, out: Output) -> int:
 
 def add_files(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Attach files to a store (uploading local paths first), then follow the ingestion to its end."""
-    store = client.vector_stores.retrieve(args.store_id)  # a missing store fails before any upload
+    store = client.vector_stores.retrieve(ids.vector_store(client, args.store_id))  # fails before any upload
     file_ids = _file_ids(client, args.files, out)
     client.vector_stores.file_batches.create(store.id, file_ids=file_ids)
     if not args.no_wait:
@@ -88,7 +90,10 @@ def add_files(client: Client, args: argparse.Namespace, out: Output) -> int:
 def search_store(client: Client, args: argparse.Namespace, out: Output) -> int:
     """Print the chunks a search finds, best first."""
     page = client.vector_stores.search(
-        args.store_id, query=args.query, max_num_results=args.max_results, search_mode=args.mode
+        ids.vector_store(client, args.store_id),
+        query=args.query,
+        max_num_results=args.max_results,
+        search_mode=args.mode,
     )
     if out.as_json:
         out.document(page)
@@ -103,9 +108,11 @@ def search_store(client: Client, args: argparse.Namespace, out: Output) -> int:
 
 def _file_ids(client: Client, files: list[str], out: Output) -> list[str]:
     """The ids of ``files``: an existing local path is uploaded, anything else is taken as an id."""
+    given = [ids.file(client, name) for name in files if not Path(name).is_file()]  # all found before any upload
     paths = [Path(name) for name in files if Path(name).is_file()]
     uploaded = iter(upload(client, paths, "assistants", out)) if paths else iter(())
-    return [next(uploaded).id if Path(name).is_file() else name for name in files]
+    known = iter(given)
+    return [next(uploaded).id if Path(name).is_file() else next(known) for name in files]
 
 
 def _await_ingestion(client: Client, store_id: str, timeout: float, out: Output) -> VectorStore:

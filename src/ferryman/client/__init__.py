@@ -25,15 +25,17 @@ from .errors import (
     PayloadTooLargeError,
     PermissionDeniedError,
     RateLimitError,
+    TurnFailedError,
     UnprocessableEntityError,
 )
 from .logger import EventLogger
-from .react import ReActAgent
+from .react import AsyncReActAgent, ReActAgent
 from .tools import ClientTool, client_tool
 
 __all__ = [
     "Agent",
     "AsyncAgent",
+    "AsyncReActAgent",
     "ClientTool",
     "EventLogger",
     "ReActAgent",
@@ -61,5 +63,6 @@ __all__ = [
     "Stream",
     "SyncPage",
     "TurnData",
+    "TurnFailedError",
     "UnprocessableEntityError",
 ]

@@ -6,6 +6,8 @@ of :mod:`ferryman.client.events`, and says what the turn waits for
 (:class:`Pending`). The agent's sync or async shell does the I/O: it makes the
 calls, runs the client tools, asks for approvals and hands the answers back
 with :meth:`TurnFlow.answer`, which names the call that resumes the same turn.
+Once no call is left, :attr:`TurnFlow.failure` is the error the shell raises
+when the turn did not complete.
 
 :class:`AgentsFlow` runs a turn on the Agents API; the Responses API's flow is
 in :mod:`ferryman.client._responses_flow`.
@@ -13,6 +15,7 @@ in :mod:`ferryman.client._responses_flow`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,6 +38,7 @@ from ferryman.api.approvals import ApprovalDecision, ApprovalRequest
 from ferryman.api.content import ToolCall, ToolResponse, TurnInputMessage, content_to_text
 from ferryman.api.responses import Response
 
+from .errors import APIStatusError, TurnFailedError
 from .events import (
     AgentEvent,
     StepCompleted,
@@ -51,6 +55,10 @@ from .events import (
     TurnStarted,
     Usage,
 )
+
+ENDED_EARLY = "the turn's stream ended before the turn did"
+# How the server words the error answer of a turn (or a response) that failed while the caller waited for it.
+_FAILED_CALL = re.compile(r"(?:turn|response) (?P<id>\S+) failed: (?P<message>.*)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -100,8 +108,83 @@ class TurnFlow(Protocol):
         """The events of handing the answers to the server, and the call that resumes the turn."""
         ...
 
+    def rejected(self, error: APIStatusError) -> list[AgentEvent]:
+        """The events of a call the server answered with an error: a ``TurnFailed`` when the turn failed.
 
-class AgentsFlow:
+        Raises:
+            APIStatusError: ``error`` itself, when it does not say that the turn failed (a rejected request).
+        """
+        ...
+
+    @property
+    def failure(self) -> TurnFailedError | None:
+        """Once no call is left: why the turn did not complete (a stream that stopped early is ``interrupted``)."""
+        ...
+
+
+class TurnEnd:
+    """How a flow's turn ended: what both flows keep to say :attr:`TurnFlow.failure`."""
+
+    _turn_id: str | None
+
+    def __init__(self) -> None:
+        """Nothing ended yet."""
+        self._error: TurnFailedError | None = None
+        self._completed = False
+
+    @property
+    def failure(self) -> TurnFailedError | None:
+        """The turn's failure; ``interrupted`` when its events stopped before it completed or failed."""
+        if self._error is None and not self._completed:
+            return TurnFailedError(ENDED_EARLY, "interrupted", turn_id=self._turn_id)
+        return self._error
+
+    def _fail(
+        self, event: TurnFailed, response_id: str | None = None, error: APIStatusError | None = None
+    ) -> list[AgentEvent]:
+        """Keep the failure ``event`` says (``error``: the error answer that said it) and pass the event on."""
+        self._error = TurnFailedError(
+            event.message,
+            event.code,
+            turn_id=event.turn_id or None,
+            response_id=response_id,
+            status_code=error.status_code if error else None,
+            body=error.body if error else None,
+        )
+        self._error.__cause__ = error
+        return [event]
+
+
+def failed_call(error: APIStatusError) -> tuple[str, str]:
+    """The id and the failure's message of an error answer that says a turn (or a response) failed.
+
+    Raises:
+        APIStatusError: ``error`` itself, when it says something else.
+    """
+    found = _FAILED_CALL.fullmatch(error.message)
+    if found is None:
+        raise error
+    return found["id"], found["message"]
+
+
+def stream_error(data: Any) -> TurnFailed | None:
+    """The failure in an error event this client has no model for (``{"error": {...}}``, ``{"type": "error"}``)."""
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    if not isinstance(error, dict):
+        if data.get("type") != "error":
+            return None
+        error = data
+    code, message = error.get("code"), error.get("message")
+    return TurnFailed(
+        turn_id=str(error.get("turn_id") or ""),
+        code=code if isinstance(code, str) and code else "turn_failed",
+        message=message if isinstance(message, str) else "the turn failed",
+    )
+
+
+class AgentsFlow(TurnEnd):
     """A turn of a stored agent, on the Agents API: paused turns are resumed with ``/resume``."""
 
     def __init__(
@@ -114,6 +197,7 @@ class AgentsFlow:
         client_tools: frozenset[str],
     ) -> None:
         """Prepare a turn of ``agent_id`` in ``session_id``, whose agent has the ``client_tools`` (their names)."""
+        super().__init__()
         self._agent_id, self._session_id, self._stream = agent_id, session_id, stream
         self._client_tools = client_tools
         self._messages, self._documents = messages, documents
@@ -138,9 +222,13 @@ class AgentsFlow:
         """Translate one Agents API stream event."""
         if isinstance(data, TurnStreamError):
             self._pending = None
-            return [TurnFailed(turn_id=data.error.turn_id, code=data.error.code, message=data.error.message)]
+            return self._fail(TurnFailed(turn_id=data.error.turn_id, code=data.error.code, message=data.error.message))
         if not isinstance(data, TurnStreamChunk):
-            return []  # an event this client does not know: newer servers may add some
+            failed = stream_error(data)
+            if failed is None:
+                return []  # an event this client does not know: newer servers may add some
+            self._pending = None
+            return self._fail(failed.model_copy(update={"turn_id": failed.turn_id or self._turn_id or ""}))
         payload = data.event.payload
         if isinstance(payload, TurnStartPayload):
             return self._turn_started(payload.turn_id)
@@ -175,7 +263,8 @@ class AgentsFlow:
             ]
         if turn.status == "failed":
             code, message = (turn.error.code, turn.error.message) if turn.error else ("failed", "the turn failed")
-            return [TurnFailed(turn_id=turn.turn_id, code=code, message=message)]
+            return self._fail(TurnFailed(turn_id=turn.turn_id, code=code, message=message))
+        self._completed = True
         return [
             TurnCompleted(
                 turn_id=turn.turn_id,
@@ -204,6 +293,12 @@ class AgentsFlow:
         """``agents.turns.resume`` of the same turn with the results and decisions."""
         kwargs = {"turn_id": self.result.turn_id, "tool_responses": responses, "approvals": decisions}
         return [], ClientCall(("agents", "turns", "resume"), {**self._where(), **kwargs, "stream": self._stream})
+
+    def rejected(self, error: APIStatusError) -> list[AgentEvent]:
+        """A ``TurnFailed`` when the server answered that the turn failed (a call that was not streamed)."""
+        turn_id, message = failed_call(error)
+        self._turn_id, self._pending = turn_id, None
+        return self._fail(TurnFailed(turn_id=turn_id, code=error.code or "turn_failed", message=message), error=error)
 
     def _where(self) -> dict[str, Any]:
         return {"agent_id": self._agent_id, "session_id": self._session_id}

@@ -25,6 +25,7 @@ from ferryman.api.response_events import (
     OutputItemAdded,
     OutputItemDone,
     OutputTextDelta,
+    ResponseCancelled,
     ResponseCompleted,
     ResponseCreated,
     ResponseFailed,
@@ -45,7 +46,8 @@ from ferryman.api.responses import (
     WebSearchCallItem,
 )
 
-from ._agent_flow import ClientCall, Pending
+from ._agent_flow import ClientCall, Pending, TurnEnd, failed_call, stream_error
+from .errors import APIStatusError
 from .events import (
     AgentEvent,
     StepCompleted,
@@ -66,11 +68,12 @@ from .events import (
 _HostedItem = FileSearchCallItem | McpCallItem | CodeInterpreterCallItem | WebSearchCallItem
 
 
-class ResponsesFlow:
+class ResponsesFlow(TurnEnd):
     """A turn as responses in one conversation; ``request`` holds what every response of it repeats."""
 
     def __init__(self, conversation_id: str, request: dict[str, Any], input_items: list[Any], stream: bool) -> None:
         """Prepare a turn in ``conversation_id`` (``request``: model, instructions, tools and options)."""
+        super().__init__()
         self._conversation, self._request, self._input, self._stream = conversation_id, request, input_items, stream
         self._turn_id: str | None = None
         self._steps: list[Step] = []
@@ -100,9 +103,13 @@ class ResponsesFlow:
         if isinstance(data, FunctionCallArgumentsDelta | McpCallArgumentsDelta | CodeInterpreterCallCodeDelta):
             delta = ToolCallArgumentsDelta(delta=data.delta, call_id=self._call_ids.get(data.item_id, data.item_id))
             return self._progress(data.item_id, delta)
-        if isinstance(data, ResponseCompleted | ResponseIncomplete | ResponseFailed):
+        if isinstance(data, ResponseCompleted | ResponseIncomplete | ResponseFailed | ResponseCancelled):
             return self._settle(data.response)
-        return []
+        failed = stream_error(data)
+        if failed is None:
+            return []
+        self._pending = None
+        return [*self._close_inference(), *self._fail(failed.model_copy(update={"turn_id": self.turn_id}))]
 
     def on_result(self, result: Any) -> list[AgentEvent]:
         """Take a response that was not streamed: its items become steps as if they had streamed."""
@@ -153,6 +160,13 @@ class ResponsesFlow:
             for d in decisions
         ]
         return events, self._create(items)
+
+    def rejected(self, error: APIStatusError) -> list[AgentEvent]:
+        """A ``TurnFailed`` when the server answered that the response failed (a call that was not streamed)."""
+        response_id, message = failed_call(error)
+        self._turn_id, self._pending = self._turn_id or response_id, None
+        failed = TurnFailed(turn_id=self.turn_id, code=error.code or "turn_failed", message=message)
+        return self._fail(failed, response_id, error)
 
     @property
     def turn_id(self) -> str:
@@ -215,9 +229,10 @@ class ResponsesFlow:
                 input_tokens=self._usage.input_tokens + response.usage.input_tokens,
                 output_tokens=self._usage.output_tokens + response.usage.output_tokens,
             )
-        if response.status == "failed":
-            code, message = (response.error.code, response.error.message) if response.error else ("failed", "")
-            return [*events, TurnFailed(turn_id=self.turn_id, code=code, message=message)]
+        if response.status in ("failed", "cancelled"):
+            code, message = (response.error.code, response.error.message) if response.error else (response.status, "")
+            failed = TurnFailed(turn_id=self.turn_id, code=code, message=message)
+            return [*events, *self._fail(failed, response.id)]
         calls = [_call(i.call_id, i.name, i.arguments) for i in response.output if isinstance(i, FunctionCallItem)]
         approvals = [_approval(i) for i in response.output if isinstance(i, McpApprovalRequestItem)]
         if calls or approvals:
@@ -226,6 +241,7 @@ class ResponsesFlow:
             if calls:
                 events.append(self._started(self._client_step_id(), "tool_execution", server_side=False))
             return [*events, awaiting]
+        self._completed = True
         text = "".join(_message_text(i) for i in response.output if isinstance(i, MessageItem))
         completed = TurnCompleted(
             turn_id=self.turn_id, output_text=text, step_count=len(self._steps), usage=self._usage, result=response

@@ -10,13 +10,19 @@ Approvals: a server tool call that waits for approval is put to the agent's
 ``on_approval`` callback (True runs it, False refuses it). Without a callback
 every such call is refused, and the model is told so: a tool the caller did
 not approve never runs by default.
+
+Failures: a turn that ends in failure on the server (cancelled and
+interrupted turns included) raises :class:`~ferryman.client.TurnFailedError`,
+which carries the server's failure code. Streamed, the turn's
+:class:`~ferryman.client.events.TurnFailed` event is yielded first, and the
+error is raised when the iteration goes on past it.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any, Literal, Self, overload
 
 from ferryman.api.agents import Document, Turn
 from ferryman.api.approvals import ApprovalDecision, ApprovalRequest
@@ -26,7 +32,8 @@ from ferryman.api.responses import Response
 from ._agent_flow import ClientCall, TurnFlow
 from ._agent_setup import AgentSetup, Api, ApprovalCallback, MessagesInput, ToolSpec
 from ._client import AsyncClient, Client
-from .events import AgentEvent
+from .errors import APIStatusError
+from .events import AgentEvent, TurnCompleted
 from .tools import ClientTool, run_blocking
 
 __all__ = ["Agent", "AsyncAgent"]
@@ -83,7 +90,7 @@ class Agent:
         tools: Sequence[ClientTool | Callable[..., Any]] = (),
         *,
         on_approval: ApprovalCallback | None = None,
-    ) -> Agent:
+    ) -> Self:
         """The agent ``agent_id`` already stored on the server, its turns run from this process.
 
         Args:
@@ -145,13 +152,27 @@ class Agent:
 
         Returns:
             The events (``stream=True``); else the finished ``Turn`` (Agents API) or last ``Response``.
+
+        Raises:
+            TurnFailedError: The turn failed (streamed: once the iteration goes on past its ``TurnFailed`` event).
         """
-        flow = self.setup.flow(self.agent_id, _session_of(self.sessions, session_id), messages, documents, stream)
+        events = self._turn(messages, _session_of(self.sessions, session_id), documents, stream)
         if stream:
-            return self._drive(flow, stream=True)
-        for _ in self._drive(flow, stream=False):
-            pass
-        return flow.result
+            return events
+        last: AgentEvent | None = None
+        for event in events:
+            last = event
+        return _result(last)
+
+    def _turn(
+        self,
+        messages: MessagesInput,
+        session_id: str,
+        documents: Sequence[Document | Mapping[str, Any]] | None,
+        stream: bool,
+    ) -> Iterator[AgentEvent]:
+        """The events of one turn, the last a ``TurnCompleted`` (what a subclass changes of a turn)."""
+        return self._drive(self.setup.flow(self.agent_id, session_id, messages, documents, stream), stream)
 
     def _drive(self, flow: TurnFlow, stream: bool) -> Iterator[AgentEvent]:
         call = flow.first_call()
@@ -161,14 +182,21 @@ class Agent:
                     for event in events:
                         yield from flow.on_event(event.data)
             else:
-                yield from flow.on_result(_invoke(self.client, call))
+                try:
+                    answered = flow.on_result(_invoke(self.client, call))
+                except APIStatusError as exc:
+                    answered = flow.rejected(exc)
+                yield from answered
             pending = flow.pending
             if pending is None:
-                return
+                break
             responses = [self._run(c) for c in pending.tool_calls]
             decisions = [self._decide(r) for r in pending.approvals]
             events, call = flow.answer(responses, decisions)
             yield from events
+        failure = flow.failure
+        if failure is not None:
+            raise failure
 
     def _run(self, call: ToolCall) -> ToolResponse:
         tool = self.setup.tool_for(call)
@@ -217,7 +245,7 @@ class AsyncAgent:
         tools: Sequence[ClientTool | Callable[..., Any]] = (),
         *,
         on_approval: ApprovalCallback | None = None,
-    ) -> AsyncAgent:
+    ) -> Self:
         """The agent ``agent_id`` already stored on the server (see :meth:`Agent.attach`)."""
         stored = await client.agents.retrieve(agent_id)
         setup = AgentSetup.attached(stored.agent_config, tools, on_approval)
@@ -257,14 +285,29 @@ class AsyncAgent:
         stream: bool = True,
         documents: Sequence[Document | Mapping[str, Any]] | None = None,
     ) -> AsyncIterator[AgentEvent] | Turn | Response:
-        """Run a turn to its end (see :meth:`Agent.create_turn`); ``async for`` over the awaited events."""
+        """Run a turn to its end (see :meth:`Agent.create_turn`); ``async for`` over the awaited events.
+
+        Raises:
+            TurnFailedError: The turn failed (streamed: once the iteration goes on past its ``TurnFailed`` event).
+        """
         await self.initialize()
-        flow = self.setup.flow(self.agent_id, _session_of(self.sessions, session_id), messages, documents, stream)
+        events = self._turn(messages, _session_of(self.sessions, session_id), documents, stream)
         if stream:
-            return self._drive(flow, stream=True)
-        async for _ in self._drive(flow, stream=False):
-            pass
-        return flow.result
+            return events
+        last: AgentEvent | None = None
+        async for event in events:
+            last = event
+        return _result(last)
+
+    def _turn(
+        self,
+        messages: MessagesInput,
+        session_id: str,
+        documents: Sequence[Document | Mapping[str, Any]] | None,
+        stream: bool,
+    ) -> AsyncIterator[AgentEvent]:
+        """The events of one turn, the last a ``TurnCompleted`` (what a subclass changes of a turn)."""
+        return self._drive(self.setup.flow(self.agent_id, session_id, messages, documents, stream), stream)
 
     async def _drive(self, flow: TurnFlow, stream: bool) -> AsyncIterator[AgentEvent]:
         call = flow.first_call()
@@ -275,16 +318,23 @@ class AsyncAgent:
                         for typed in flow.on_event(event.data):
                             yield typed
             else:
-                for typed in flow.on_result(await _invoke(self.client, call)):
+                try:
+                    answered = flow.on_result(await _invoke(self.client, call))
+                except APIStatusError as exc:
+                    answered = flow.rejected(exc)
+                for typed in answered:
                     yield typed
             pending = flow.pending
             if pending is None:
-                return
+                break
             responses = [await self._run(c) for c in pending.tool_calls]
             decisions = [await self._decide(r) for r in pending.approvals]
             answered, call = flow.answer(responses, decisions)
             for typed in answered:
                 yield typed
+        failure = flow.failure
+        if failure is not None:
+            raise failure
 
     async def _run(self, call: ToolCall) -> ToolResponse:
         tool = self.setup.tool_for(call)
@@ -306,6 +356,13 @@ def _session_of(sessions: list[str], session_id: str | None) -> str:
     if not sessions:
         raise ValueError("no session: call create_session() first or pass session_id")
     return sessions[-1]
+
+
+def _result(last: AgentEvent | None) -> Turn | Response:
+    """The final object of a turn whose events ended with ``last``."""
+    if not isinstance(last, TurnCompleted):
+        raise RuntimeError(f"the turn's events ended with {last!r}, not with its completion")
+    return last.result
 
 
 def _invoke(client: Client | AsyncClient, call: ClientCall) -> Any:

@@ -96,6 +96,39 @@ class APITimeoutError(APIConnectionError):
     """No answer in time."""
 
 
+class TurnFailedError(APIError):
+    """A turn an agent ran ended in failure on the server (cancelled and interrupted turns included).
+
+    :class:`~ferryman.client.Agent` and :class:`~ferryman.client.AsyncAgent` raise it from
+    ``create_turn``: at once when the turn is not streamed; streamed, when the iteration goes on
+    past the :class:`~ferryman.client.events.TurnFailed` event it yields first (a loop that stops
+    at that event sees no exception).
+
+    Attributes:
+        code: The server's failure code: ``internal_error``, ``upstream_error``, ``cancelled``,
+            ``interrupted``, ``context_length_exceeded``…
+        turn_id: The turn (Agents API), or the first response of the turn (Responses API), when known.
+        response_id: The response that failed (Responses API), when known.
+        status_code: The HTTP status of the answer that said so (``None`` when a stream said it).
+    """
+
+    code: str
+
+    def __init__(
+        self,
+        message: str,
+        code: str,
+        *,
+        turn_id: str | None = None,
+        response_id: str | None = None,
+        status_code: int | None = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(message, status_code, code, None, body)
+        self.turn_id = turn_id
+        self.response_id = response_id
+
+
 _BY_STATUS: dict[int, type[APIStatusError]] = {
     400: BadRequestError,
     401: AuthenticationError,

@@ -1,174 +1,275 @@
-"""``ReActAgent``: reason, act, observe, as turns of one :class:`~ferryman.client.Agent` session.
+"""``ReActAgent`` and ``AsyncReActAgent``: reason, act, observe, as an :class:`~ferryman.client.Agent`'s turn.
 
-The model answers every turn with one JSON object (:class:`ReActStep`, asked
-for through the agent's ``response_format``): a thought, then either an
-action (a client tool and its arguments) or the final answer. The agent runs
-the action's tool here and sends what it returned as the next turn's
-message, until the model answers or ``max_iterations`` is reached. Output
-that does not fit the format is sent back as the observation, so the model
-can correct itself.
+The model answers every turn of the server with one JSON object
+(:class:`ReActStep`, asked for through the agent's ``response_format``): a
+thought, then either an action (a client tool and its arguments) or the final
+answer. The agent runs the action's tool here and sends what it returned as
+the next turn's message, until the model answers or ``max_iterations`` turns
+ran. Output that does not fit the format is sent back as the observation, so
+the model can correct itself.
+
+For the caller, ``create_turn`` is one turn, as with an ``Agent``: its
+events carry one ``turn_id``, each action is a client ``tool_execution``
+step, and the ``TurnCompleted`` event's ``output_text`` is the answer. The
+loop itself is :class:`~ferryman.client._react_flow.ReActLoop`, without I/O;
+these classes only run its turns and tools.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any, Self
 
-from pydantic import BaseModel, Field, ValidationError
+from ferryman.api.agents import Document
 
-from ferryman.api.agents import Turn
-from ferryman.api.content import ToolCall, content_to_text
-from ferryman.api.responses import MessageItem, OutputText, Response
-
-from ._agent_setup import Api
-from ._client import Client
-from .agent import Agent
+from ._agent_setup import Api, ApprovalCallback, MessagesInput
+from ._client import AsyncClient, Client
+from ._react_flow import (
+    DEFAULT_MAX_ITERATIONS,
+    INSTRUCTIONS,
+    RESPONSE_FORMAT,
+    ReActAction,
+    ReActIteration,
+    ReActLoop,
+    ReActResult,
+    ReActStep,
+    ReActTools,
+    default_instructions,
+)
+from .agent import Agent, AsyncAgent
 from .events import AgentEvent
 from .tools import ClientTool
 
-DEFAULT_MAX_ITERATIONS = 10
-INSTRUCTIONS = """You solve the user's task step by step, alternating Thought, Action and Observation.
-Answer every message with one JSON object and nothing else:
-{{"thought": "...", "action": {{"tool_name": "...", "arguments": {{...}}}}, "answer": null}}
-to use a tool (its result comes back as the next message, starting with "Observation:"), or
-{{"thought": "...", "action": null, "answer": "..."}}
-once you know the final answer.
-The tools:
-{tools}"""
+__all__ = [
+    "DEFAULT_MAX_ITERATIONS",
+    "INSTRUCTIONS",
+    "AsyncReActAgent",
+    "ReActAction",
+    "ReActAgent",
+    "ReActIteration",
+    "ReActResult",
+    "ReActStep",
+    "default_instructions",
+]
+
+_Tools = Sequence[ClientTool | Callable[..., Any]]
 
 
-class ReActAction(BaseModel):
-    """A tool the model wants to run."""
-
-    tool_name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class ReActStep(BaseModel):
-    """One answer of the model: a thought, and an action or the final answer."""
-
-    thought: str
-    action: ReActAction | None = None
-    answer: str | None = None
-
-
-class ReActIteration(BaseModel):
-    """One round of the loop: what the model said, and what its action returned."""
-
-    step: ReActStep | None
-    """None when the model's output did not fit the format."""
-    observation: str | None = None
-
-
-class ReActResult(BaseModel):
-    """The outcome of :meth:`ReActAgent.run`."""
-
-    answer: str | None
-    """None when ``max_iterations`` was reached first."""
-    iterations: list[ReActIteration]
-    session_id: str
-
-
-class ReActAgent:
-    """A ReAct loop over an :class:`~ferryman.client.Agent` whose tools are client tools.
+class ReActAgent(Agent):
+    """An :class:`~ferryman.client.Agent` that runs a ReAct loop with client tools in each turn.
 
     Args:
         client: The client of the server.
         model: The model's id.
-        tools: The client tools the model may act with (``@client_tool`` or plain typed functions).
         instructions: The system instructions; by default ReAct's format and the tools' descriptions.
+        tools: The client tools the model may act with (``@client_tool`` or plain typed functions); they
+            are described in the instructions, not offered to the model as tools.
         api: The API the agent's turns run on (see :class:`~ferryman.client.Agent`).
-        max_iterations: The most turns one :meth:`run` takes.
-        **agent_config: More fields of the agent's configuration.
+        on_approval: Decides each server tool call that waits for approval; without it they are refused.
+        response_options: More fields of every response, ``api="responses"``.
+        max_iterations: The most turns of the server one ``create_turn`` (or :meth:`run`) takes.
+        **agent_config: More fields of the agent's configuration (as for ``Agent``).
+
+    Raises:
+        ValueError: A tool is not a client tool, or an option has no form on the chosen API.
+        TypeError: ``instructions`` is not text.
     """
 
     def __init__(
         self,
         client: Client,
         model: str,
-        tools: Sequence[ClientTool | Callable[..., Any]] = (),
         instructions: str | None = None,
+        tools: _Tools = (),
         *,
         api: Api = "agents",
+        on_approval: ApprovalCallback | None = None,
+        response_options: Mapping[str, Any] | None = None,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         **agent_config: Any,
     ) -> None:
-        self.tools = {t.name: t for t in (t if isinstance(t, ClientTool) else ClientTool(t) for t in tools)}
-        self.max_iterations = max_iterations
-        schema = {"type": "json_schema", "json_schema": ReActStep.model_json_schema(), "name": "react_step"}
-        # The tools are described in the instructions, not offered as tools: the model acts through its JSON.
-        self.agent = Agent(
+        self.react = ReActTools(tools, max_iterations)
+        super().__init__(
             client,
             model,
-            instructions if instructions is not None else default_instructions(list(self.tools.values())),
+            self.react.instructions(instructions),
             api=api,
-            response_format=schema,
+            on_approval=on_approval,
+            response_options=response_options,
+            response_format=RESPONSE_FORMAT,
             **agent_config,
         )
+
+    @classmethod
+    def attach(
+        cls,
+        client: Client,
+        agent_id: str,
+        tools: _Tools = (),
+        *,
+        on_approval: ApprovalCallback | None = None,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    ) -> Self:
+        """The ReAct agent ``agent_id`` already stored on the server, acting with ``tools`` from this process.
+
+        Args:
+            client: The client of the server.
+            agent_id: The stored agent (created by a ``ReActAgent``: its instructions describe the tools).
+            tools: The client tools the model may act with.
+            on_approval: Decides each server tool call that waits for approval; without it they are refused.
+            max_iterations: The most turns of the server one ``create_turn`` takes.
+
+        Returns:
+            The agent, its configuration as stored.
+        """
+        react = ReActTools(tools, max_iterations)
+        agent = super().attach(client, agent_id, on_approval=on_approval)
+        agent.react = react
+        return agent
+
+    @property
+    def tools(self) -> dict[str, ClientTool]:
+        """The client tools the model acts with, by name."""
+        return self.react.tools
 
     def run(
         self, task: str, session_id: str | None = None, on_event: Callable[[AgentEvent], None] | None = None
     ) -> ReActResult:
-        """Loop until the model answers the task.
+        """Loop until the model answers the task; every step of the loop comes back.
 
         Args:
             task: The user's task.
             session_id: The session to run in; a new one by default.
-            on_event: Called with each event of every turn (the turns stream when it is given).
+            on_event: Called with each event of the turn (which streams when it is given).
+
+        Returns:
+            The answer (None when ``max_iterations`` came first) and each iteration.
+
+        Raises:
+            TurnFailedError: A turn of the server failed.
         """
-        session = session_id or self.agent.create_session("react")
-        iterations: list[ReActIteration] = []
-        message = task
-        for _ in range(self.max_iterations):
-            output = self._turn(message, session, on_event)
-            try:
-                step = ReActStep.model_validate_json(output)
-            except ValidationError as exc:
-                observation = f"Your output does not fit the JSON format: {exc.errors(include_url=False)}"
-                iterations.append(ReActIteration(step=None, observation=observation))
-                message = f"Observation: {observation}"
-                continue
-            if step.answer is not None or step.action is None:
-                iterations.append(ReActIteration(step=step))
-                return ReActResult(answer=step.answer or "", iterations=iterations, session_id=session)
-            observation = self._act(step.action, len(iterations))
-            iterations.append(ReActIteration(step=step, observation=observation))
-            message = f"Observation: {observation}"
-        return ReActResult(answer=None, iterations=iterations, session_id=session)
+        session = session_id or self.create_session("react")
+        loop = self.react.loop(task)
+        for event in self._loop(loop, session, None, stream=on_event is not None):
+            if on_event is not None:
+                on_event(event)
+        return loop.result(session)
 
-    def _turn(self, message: str, session_id: str, on_event: Callable[[AgentEvent], None] | None) -> str:
-        if on_event is None:
-            return output_text(self.agent.create_turn(message, session_id, stream=False))
-        result: Turn | Response | None = None
-        for event in self.agent.create_turn(message, session_id, stream=True):
-            on_event(event)
-            if event.type == "turn_completed":
-                result = event.result
-        return output_text(result) if result is not None else ""
+    def _turn(
+        self,
+        messages: MessagesInput,
+        session_id: str,
+        documents: Sequence[Document | Mapping[str, Any]] | None,
+        stream: bool,
+    ) -> Iterator[AgentEvent]:
+        return self._loop(self.react.loop(messages), session_id, documents, stream)
 
-    def _act(self, action: ReActAction, index: int) -> str:
-        tool = self.tools.get(action.tool_name)
-        if tool is None:
-            return f"error: no tool named {action.tool_name!r}; the tools are {sorted(self.tools)}"
-        call = ToolCall(call_id=f"react_{index}", tool_name=action.tool_name, arguments=action.arguments)
-        return content_to_text(tool.run(call).content)
+    def _loop(
+        self,
+        loop: ReActLoop,
+        session_id: str,
+        documents: Sequence[Document | Mapping[str, Any]] | None,
+        stream: bool,
+    ) -> Iterator[AgentEvent]:
+        while (message := loop.next_message()) is not None:
+            for event in super()._turn(message, session_id, documents, stream):
+                yield from loop.on_event(event)
+            documents = None  # given with the task only
+            if loop.action is not None:
+                tool = loop.tool_for(loop.action)
+                yield from loop.observe(tool.run(loop.action) if tool else loop.unknown_tool(loop.action))
+        yield from loop.finish()
 
 
-def default_instructions(tools: Sequence[ClientTool]) -> str:
-    """ReAct's instructions, describing ``tools``."""
-    described = "\n".join(f"- {t.name}: {t.description} Arguments: {json.dumps(t.input_schema)}" for t in tools)
-    return INSTRUCTIONS.format(tools=described or "(none)")
+class AsyncReActAgent(AsyncAgent):
+    """:class:`ReActAgent` over an :class:`~ferryman.client.AsyncClient` (arguments as for it).
 
+    Plain-function tools run in a worker thread; ``run`` and ``create_turn`` are awaited as
+    :class:`~ferryman.client.AsyncAgent`'s are.
+    """
 
-def output_text(result: Turn | Response | Mapping[str, Any]) -> str:
-    """The model's final text in a turn or response."""
-    if isinstance(result, Turn):
-        return content_to_text(result.output_message.content)
-    response = result if isinstance(result, Response) else Response.model_validate(result)
-    texts = []
-    for item in response.output:
-        if isinstance(item, MessageItem):
-            parts = [item.content] if isinstance(item.content, str) else item.content
-            texts += [p if isinstance(p, str) else p.text for p in parts if isinstance(p, str | OutputText)]
-    return "".join(texts)
+    def __init__(
+        self,
+        client: AsyncClient,
+        model: str,
+        instructions: str | None = None,
+        tools: _Tools = (),
+        *,
+        api: Api = "agents",
+        on_approval: ApprovalCallback | None = None,
+        response_options: Mapping[str, Any] | None = None,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        **agent_config: Any,
+    ) -> None:
+        self.react = ReActTools(tools, max_iterations)
+        super().__init__(
+            client,
+            model,
+            self.react.instructions(instructions),
+            api=api,
+            on_approval=on_approval,
+            response_options=response_options,
+            response_format=RESPONSE_FORMAT,
+            **agent_config,
+        )
+
+    @classmethod
+    async def attach(
+        cls,
+        client: AsyncClient,
+        agent_id: str,
+        tools: _Tools = (),
+        *,
+        on_approval: ApprovalCallback | None = None,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    ) -> Self:
+        """The ReAct agent ``agent_id`` already stored on the server (see :meth:`ReActAgent.attach`)."""
+        react = ReActTools(tools, max_iterations)
+        agent = await super().attach(client, agent_id, on_approval=on_approval)
+        agent.react = react
+        return agent
+
+    @property
+    def tools(self) -> dict[str, ClientTool]:
+        """The client tools the model acts with, by name."""
+        return self.react.tools
+
+    async def run(
+        self, task: str, session_id: str | None = None, on_event: Callable[[AgentEvent], None] | None = None
+    ) -> ReActResult:
+        """Loop until the model answers the task (see :meth:`ReActAgent.run`)."""
+        session = session_id or await self.create_session("react")
+        loop = self.react.loop(task)
+        async for event in self._loop(loop, session, None, stream=on_event is not None):
+            if on_event is not None:
+                on_event(event)
+        return loop.result(session)
+
+    def _turn(
+        self,
+        messages: MessagesInput,
+        session_id: str,
+        documents: Sequence[Document | Mapping[str, Any]] | None,
+        stream: bool,
+    ) -> AsyncIterator[AgentEvent]:
+        return self._loop(self.react.loop(messages), session_id, documents, stream)
+
+    async def _loop(
+        self,
+        loop: ReActLoop,
+        session_id: str,
+        documents: Sequence[Document | Mapping[str, Any]] | None,
+        stream: bool,
+    ) -> AsyncIterator[AgentEvent]:
+        while (message := loop.next_message()) is not None:
+            async for event in super()._turn(message, session_id, documents, stream):
+                for shown in loop.on_event(event):
+                    yield shown
+            documents = None  # given with the task only
+            if loop.action is not None:
+                tool = loop.tool_for(loop.action)
+                response = await tool.arun(loop.action) if tool else loop.unknown_tool(loop.action)
+                for shown in loop.observe(response):
+                    yield shown
+        for shown in loop.finish():
+            yield shown

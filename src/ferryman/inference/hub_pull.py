@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import httpx2
-from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url, is_offline_mode
+from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url, is_offline_mode
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -36,6 +36,10 @@ from ferryman.errors import ConfigurationError, InvalidRequestError, NotFoundErr
 from .pulled import PulledModel, PulledModels
 
 HF_SCHEME = "hf://"
+SETTINGS_HINT = (
+    "HF_ENDPOINT names the Hub or a mirror, HF_TOKEN authenticates, HF_HUB_OFFLINE=1 uses only files pulled before"
+)
+"""The settings that change where and how a pull downloads, named by its errors (with the endpoint tried)."""
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
 
@@ -73,6 +77,11 @@ def parse_source(source: str, filename: str | None) -> tuple[str, str]:
     return source, filename
 
 
+def hub_endpoint(endpoint: str | None = None) -> str:
+    """The Hub a pull downloads from: ``endpoint``, else ``HF_ENDPOINT`` (read at import), else huggingface.co."""
+    return (endpoint or constants.ENDPOINT).rstrip("/")
+
+
 def pull(
     request: PullRequest,
     models: PulledModels | None = None,
@@ -94,19 +103,22 @@ def pull(
     """
     models = models or PulledModels()
     local_dir = _local_dir(models.directory, request)
+    where = hub_endpoint(endpoint)
     try:
         if is_offline_mode():
             return _record(models, request, _offline_copy(request, local_dir))
-        return _record(models, request, _download(request, local_dir, endpoint, token))
+        return _record(models, request, _download(request, local_dir, where, token))
     except (OfflineModeIsEnabled, LocalEntryNotFoundError) as exc:
         raise ConfigurationError(
             f"HF_HUB_OFFLINE is set and {request.repo_id}/{request.filename} was never pulled: "
-            "unset HF_HUB_OFFLINE to download it"
+            f"unset HF_HUB_OFFLINE to download it from {where} (HF_ENDPOINT names another Hub or a mirror)"
         ) from exc
     except (RepositoryNotFoundError, RevisionNotFoundError, RemoteEntryNotFoundError) as exc:
-        raise NotFoundError(_not_found(request, exc)) from exc
+        raise NotFoundError(f"{_not_found(request, exc)} at {where} ({SETTINGS_HINT})") from exc
     except (HfHubHTTPError, httpx2.HTTPError, OSError) as exc:
-        raise UpstreamError(f"could not pull {request.repo_id}/{request.filename}: {_first_line(exc)}") from exc
+        raise UpstreamError(
+            f"could not pull {request.repo_id}/{request.filename} from {where}: {_first_line(exc)} ({SETTINGS_HINT})"
+        ) from exc
 
 
 def _local_dir(directory: Path, request: PullRequest) -> Path:
