@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ferryman.testing import ScriptedServerClient
+from ferryman.testing import ScriptedModel, ScriptedServerClient
 from inprocess import Served, check_script, served
 from mcp_servers import mcp_http_server, mcp_sse_server  # noqa: F401  (fixtures)
 from support import Proc, ferryman_server, scripted_server
@@ -69,6 +69,14 @@ def model(inprocess_server: Served, request: pytest.FixtureRequest) -> Iterator[
 def http(model: Served) -> httpx.Client:
     """The client of the in-process server (the scripted model is reset for this test)."""
     return model.http
+
+
+@pytest.fixture()
+def scripted(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
+    """A fresh scripted model, checked at teardown (no reply left unused, no call unscripted)."""
+    model = ScriptedModel()
+    yield model
+    check_script(request, model.script)
 
 
 @pytest.fixture()

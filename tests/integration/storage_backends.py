@@ -15,7 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import pytest
 
@@ -164,6 +164,28 @@ async def redis_store(tmp_path: Path) -> AsyncIterator[Store]:
                 await admin.delete(*keys)
         finally:
             await admin.aclose()
+
+
+@asynccontextmanager
+async def unopened_store(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
+    """A store of ``backend`` on a fresh, migrated database that its user opens itself (an app, say).
+
+    The database (file, schema or key prefix) is prepared and cleaned up as by ``BACKENDS``;
+    the store yielded is a second, unopened one over it.
+    """
+    if backend == "sqlite":
+        yield SqliteStore(migrated_sqlite(tmp_path / "unopened.db"))
+        return
+    if backend == "postgres":
+        from ferryman.storage.postgres import PostgresStore
+
+        async with postgres_store(tmp_path) as migrated:
+            yield PostgresStore(POSTGRES_URL, schema=migrated._db._schema)  # type: ignore[attr-defined]
+        return
+    from ferryman.storage.redis_store import RedisStore
+
+    async with redis_store(tmp_path) as prepared:
+        yield RedisStore(REDIS_URL, prefix=cast(RedisStore, prepared)._keys.prefix)
 
 
 Opener = Callable[[Path], AbstractAsyncContextManager[Store]]

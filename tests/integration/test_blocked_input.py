@@ -14,23 +14,20 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
 import httpx
 import pytest
-from storage_backends import REDIS_URL, redis_store
+from storage_backends import unopened_store
 
 from ferryman.safety.settings import SafetySettings
 from ferryman.safety.withheld import KEPT_KEY, WITHHELD_TEXT
 from ferryman.server.app import Services, build_services
-from ferryman.storage.base import Store
-from ferryman.storage.redis_store import RedisStore
-from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
-from inprocess import check_script, migrated_sqlite, serving
+from inprocess import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -40,27 +37,11 @@ CLEAN = "second clean message"
 GUARD_REFUSAL = "I can't answer that. Can I help with something else?"
 
 
-@pytest.fixture()
-def scripted(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
-    model = ScriptedModel()
-    yield model
-    check_script(request, model.script)
-
-
-@asynccontextmanager
-async def _backend_store(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
-    if backend == "sqlite":
-        yield SqliteStore(migrated_sqlite(tmp_path / "blocked.db"))
-        return
-    async with redis_store(tmp_path) as prepared:
-        yield RedisStore(REDIS_URL, prefix=cast(RedisStore, prepared)._keys.prefix)
-
-
 @asynccontextmanager
 async def _app(
     backend: str, tmp_path: Path, scripted: ScriptedModel, keep: bool = False
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Services]]:
-    async with _backend_store(backend, tmp_path) as store:
+    async with unopened_store(backend, tmp_path) as store:
         services = build_services(store, [scripted], safety_settings=SafetySettings(keep_blocked_text=keep))
         async with serving(services) as http:
             yield http, services

@@ -9,19 +9,16 @@ in path parameters and in query parameters.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
-from storage_backends import POSTGRES_URL, REDIS_URL, postgres_store, redis_store
+from storage_backends import unopened_store
 
 from ferryman.server.app import build_services
-from ferryman.storage.base import Store
-from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
-from inprocess import migrated_sqlite, serving
+from inprocess import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -29,26 +26,9 @@ CONTROLS = ("\x00", "\x01", "\n", "\x1f", "\x7f", "\x85", "\x9f")
 """NUL, other C0 characters (a newline among them), DEL and C1 characters."""
 
 
-@asynccontextmanager
-async def _store(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
-    """A store the app opens itself, on a fresh database of ``backend``."""
-    if backend == "sqlite":
-        yield SqliteStore(migrated_sqlite(tmp_path / "ids.db"))
-    elif backend == "postgres":
-        from ferryman.storage.postgres import PostgresStore
-
-        async with postgres_store(tmp_path) as migrated:
-            yield PostgresStore(POSTGRES_URL, schema=migrated._db._schema)  # type: ignore[attr-defined]
-    else:
-        from ferryman.storage.redis_store import RedisStore
-
-        async with redis_store(tmp_path) as prepared:
-            yield RedisStore(REDIS_URL, prefix=cast(RedisStore, prepared)._keys.prefix)
-
-
 @pytest.fixture(params=["sqlite", "postgres", "redis"])
 async def http(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    async with _store(request.param, tmp_path) as store:
+    async with unopened_store(request.param, tmp_path) as store:
         async with serving(build_services(store, [ScriptedModel()])) as client:
             yield client
 

@@ -12,21 +12,17 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
-from storage_backends import REDIS_URL, redis_store
+from storage_backends import unopened_store
 
 from ferryman.server.app import Services, build_services
-from ferryman.storage.base import Store
-from ferryman.storage.redis_store import RedisStore
-from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
-from inprocess import check_script, migrated_sqlite, serving
+from inprocess import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -34,28 +30,11 @@ SECRET = "AKIAABCDEFGHIJKLMNOP"
 MARKER = "[REDACTED:aws_access_key]"
 
 
-@pytest.fixture()
-def scripted(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
-    model = ScriptedModel()
-    yield model
-    check_script(request, model.script)
-
-
-@asynccontextmanager
-async def _backend_store(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
-    """A store the app opens itself: a fresh SQLite file, or a Redis prefix cleaned up afterwards."""
-    if backend == "sqlite":
-        yield SqliteStore(migrated_sqlite(tmp_path / "redact.db"))
-        return
-    async with redis_store(tmp_path) as prepared:
-        yield RedisStore(REDIS_URL, prefix=cast(RedisStore, prepared)._keys.prefix)
-
-
 @pytest.fixture(params=["sqlite", "redis"])
 async def app(
     request: pytest.FixtureRequest, tmp_path: Path, scripted: ScriptedModel
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Services]]:
-    async with _backend_store(request.param, tmp_path) as store:
+    async with unopened_store(request.param, tmp_path) as store:
         services = build_services(store, [scripted])
         async with serving(services) as http:
             yield http, services

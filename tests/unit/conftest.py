@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -10,15 +10,7 @@ import pytest
 from ferryman.server.app import Services, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
-from inprocess import check_script, migrated_sqlite
-
-
-@pytest.fixture()
-def scripted(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
-    """A fresh scripted model, checked at teardown (no reply left unused, no call unscripted)."""
-    model = ScriptedModel()
-    yield model
-    check_script(request, model.script)
+from inprocess import migrated_sqlite
 
 
 @pytest.fixture()
