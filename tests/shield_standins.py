@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ferryman.api.agents import SafetyViolation
-from ferryman.api.content import Message, content_to_text
+from ferryman.api.content import Message, ToolParameter, content_to_text
+from ferryman.api.registry import Tool, ToolInvocationResult
 from ferryman.safety.base import ShieldVerdict
 
 Level = Literal["info", "warn", "error"]
@@ -78,3 +79,20 @@ class HangingShield:
         self.started.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
+
+
+class EchoTool:
+    """A server tool (``echo`` of ``test::echo``) that records its calls and answers with a fixed text."""
+
+    def __init__(self, answer: str = "echoed") -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.answer = answer
+
+    @property
+    def definition(self) -> Tool:
+        parameter = ToolParameter(name="text", parameter_type="string", description="text")
+        return Tool(identifier="echo", toolgroup_id="test::echo", description="echo", parameters=[parameter])
+
+    async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
+        self.calls.append(arguments)
+        return ToolInvocationResult(content=self.answer)

@@ -25,8 +25,7 @@ from ferryman.api.agents import (
     TurnCompletePayload,
     TurnStreamChunk,
 )
-from ferryman.api.content import ToolParameter, UserMessage
-from ferryman.api.registry import Tool, ToolInvocationResult
+from ferryman.api.content import UserMessage
 from ferryman.api.safety import ShieldResource
 from ferryman.config import load_settings
 from ferryman.safety.settings import SafetySettings
@@ -35,27 +34,11 @@ from ferryman.server.app import Services, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import migrated_sqlite
+from shield_standins import EchoTool
 
 pytestmark = pytest.mark.anyio
 
 SECRET = "alice@example.com"
-
-
-class _Echo:
-    """A server tool that records its calls and answers with a fixed text."""
-
-    def __init__(self, answer: str) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.answer = answer
-
-    @property
-    def definition(self) -> Tool:
-        parameter = ToolParameter(name="text", parameter_type="string", description="text")
-        return Tool(identifier="echo", toolgroup_id="test::echo", description="echo", parameters=[parameter])
-
-    async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
-        self.calls.append(arguments)
-        return ToolInvocationResult(content=self.answer)
 
 
 @pytest.fixture(params=[False, True], ids=["default", "keep_blocked_text"])
@@ -120,7 +103,7 @@ async def test_blocked_arguments_are_withheld_everywhere_the_call_is_kept(
     kept: tuple[Services, bool], scripted: ScriptedModel, kind: str
 ) -> None:
     services, keep = kept
-    echo = _Echo("echoed")
+    echo = EchoTool("echoed")
     services.tools.register("test::echo", [echo])
     shield_id = _shield(services, kind)
     config = AgentConfig(
@@ -161,7 +144,7 @@ async def test_blocked_arguments_are_withheld_everywhere_the_call_is_kept(
 
 async def test_a_blocked_result_is_kept_for_review_only(kept: tuple[Services, bool], scripted: ScriptedModel) -> None:
     services, keep = kept
-    echo = _Echo(f"write to {SECRET}")
+    echo = EchoTool(f"write to {SECRET}")
     services.tools.register("test::echo", [echo])
     shield_id = _shield(services, "local")
     config = AgentConfig(
@@ -191,7 +174,7 @@ async def test_a_blocked_result_is_kept_for_review_only(kept: tuple[Services, bo
 
 async def test_a_call_held_for_approval_is_judged_first(services: Services, scripted: ScriptedModel) -> None:
     """Blocked arguments are never put to an approver, nor kept to run once approved: the call is refused."""
-    echo = _Echo("echoed")
+    echo = EchoTool("echoed")
     services.tools.register("test::echo", [echo])
     shield_id = _shield(services, "local")
     config = AgentConfig(

@@ -26,33 +26,15 @@ from ferryman.api.agents import (
     TurnCompletePayload,
     TurnStreamChunk,
 )
-from ferryman.api.content import ToolParameter, UserMessage
-from ferryman.api.registry import Tool, ToolInvocationResult
+from ferryman.api.content import UserMessage
 from ferryman.engine.shield_step import UNCHECKED_MESSAGE
 from ferryman.safety.base import Shield
 from ferryman.server.app import Services
 from ferryman.services.agents import LiveTurn
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
-from shield_standins import BrokenShield, HangingShield, WordShield
+from shield_standins import BrokenShield, EchoTool, HangingShield, WordShield
 
 pytestmark = pytest.mark.anyio
-
-
-class _Echo:
-    """A server tool that records its calls and answers with a fixed text."""
-
-    def __init__(self, answer: str = "echoed") -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.answer = answer
-
-    @property
-    def definition(self) -> Tool:
-        parameter = ToolParameter(name="text", parameter_type="string", description="text")
-        return Tool(identifier="echo", toolgroup_id="test::echo", description="echo", parameters=[parameter])
-
-    async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
-        self.calls.append(arguments)
-        return ToolInvocationResult(content=self.answer)
 
 
 async def _turn(services: Services, text: str, *shields: Shield, **config: Any) -> list[EventPayload]:
@@ -173,7 +155,7 @@ async def test_a_redacted_answer_streams_redacted(services: Services, scripted: 
 
 
 async def test_blocked_tool_arguments_keep_the_tool_from_running(services: Services, scripted: ScriptedModel) -> None:
-    echo = _Echo()
+    echo = EchoTool()
     services.tools.register("test::echo", [echo])
     shield = WordShield("no-rm", "rm -rf")
     scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="echo", arguments={"text": "rm -rf /"})]))
@@ -188,7 +170,7 @@ async def test_blocked_tool_arguments_keep_the_tool_from_running(services: Servi
 
 
 async def test_a_blocked_tool_result_is_replaced_by_a_note(services: Services, scripted: ScriptedModel) -> None:
-    echo = _Echo("the password is hunter2")
+    echo = EchoTool("the password is hunter2")
     services.tools.register("test::echo", [echo])
     shield = WordShield("no-pw", "hunter2")
     scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="echo", arguments={"text": "x"})]))
