@@ -32,6 +32,7 @@ from .procs import ManagedProcess, ferryman_process, stub_process
 from .profiling import PySpy, summarise
 from .report import note, write_json, write_profile, write_table
 from .suite import Suite, Target
+from .trace_sink import TraceSink
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 DEFAULT_REPLY = "The answer is 42."
@@ -54,6 +55,16 @@ def _parser() -> argparse.ArgumentParser:
         default="routed",
         help="routed: tool calls chosen by message content (bench.stub, default); "
         "queue: plain ferryman.testing.server, a reply queued before each tool turn",
+    )
+    parser.add_argument(
+        "--server-config",
+        type=Path,
+        help="passed to 'ferryman serve --config' (e.g. a file with 'telemetry: {metrics: false}')",
+    )
+    parser.add_argument(
+        "--traces",
+        action="store_true",
+        help="export the server's traces over OTLP/HTTP to a sink on loopback (OTEL_* variables; default: off)",
     )
     parser.add_argument("--repeats", type=int, help="override the mode's number of runs per figure")
     parser.add_argument("--window", type=float, help="override the mode's seconds per timed window")
@@ -93,6 +104,8 @@ def _meta(mode: Mode, args: argparse.Namespace, db: str) -> dict[str, Any]:
         "ferryman_version": version,
         "git_commit": commit or None,
         "stub": args.stub,
+        "server_config": str(args.server_config) if args.server_config else None,
+        "traces": "otlp to a loopback sink" if args.traces else "off",
         "db_kind": db.split("://", 1)[0] if "://" in db else "sqlite",
         "db": db if args.db else "(temporary sqlite file)",
         "repeats": mode.repeats,
@@ -151,6 +164,13 @@ def run_tool_use(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trace_sink() -> TraceSink:
+    """Start the loopback OTLP sink and point the server's exporter at it (its environment is this one's)."""
+    sink = TraceSink().start()
+    os.environ.update({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint})
+    return sink
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by the parsed arguments; return the exit status."""
     if args.tool_use:
@@ -164,7 +184,9 @@ def run(args: argparse.Namespace) -> int:
         tmp = Path(tmp_name)
         db = args.db or str(tmp / "bench.db")
         stub, stub_root = stub_process(tmp, DEFAULT_REPLY, routed=args.stub == "routed")
-        server, base = ferryman_process(tmp, db, stub_root)
+        config = ["--config", str(args.server_config)] if args.server_config else []
+        sink = _trace_sink() if args.traces else None
+        server, base = ferryman_process(tmp, db, stub_root, extra=config)
         meta = _meta(mode, args, db)
         profile: dict[str, Any] | None = None
         try:
@@ -188,6 +210,9 @@ def run(args: argparse.Namespace) -> int:
         finally:
             server.stop()
             stub.stop()
+            if sink is not None:
+                sink.stop()
+                meta.update({f"traces.{k}": v for k, v in sink.counts.items()})
     meta["duration_s"] = round(time.monotonic() - began, 1)
     meta.update({f"info.{k}": v for k, v in suite.info.items()})
     write_table(suite.figures, meta)

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -52,6 +53,13 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024.0
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) a process has used so far, in seconds, from ``/proc/PID/stat``."""
+    # The command name (field 2) may hold spaces: the fields after it start past its closing parenthesis.
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class ManagedProcess:
@@ -127,6 +135,10 @@ class ManagedProcess:
         """The process's current resident set size in MiB."""
         return rss_mib(self.pid)
 
+    def cpu_seconds(self) -> float:
+        """The CPU time the process has used so far, in seconds."""
+        return cpu_seconds(self.pid)
+
 
 def stub_process(log_dir: Path, reply: str, routed: bool = True) -> tuple[ManagedProcess, str]:
     """The inference stub on a free loopback port; returns it (not started) and its root URL.
@@ -145,7 +157,7 @@ def stub_process(log_dir: Path, reply: str, routed: bool = True) -> tuple[Manage
 
 
 def ferryman_process(
-    log_dir: Path, db: str, inference_root: str, wrapper: list[str] | None = None
+    log_dir: Path, db: str, inference_root: str, wrapper: list[str] | None = None, extra: Sequence[str] = ()
 ) -> tuple[ManagedProcess, str]:
     """``ferryman serve`` on a free loopback port; returns it (not started) and its base URL.
 
@@ -154,6 +166,7 @@ def ferryman_process(
         db: Passed through as ``--db`` (a SQLite path, or a postgresql:// or redis:// URL).
         inference_root: Root URL of the stub (``/v1`` is appended).
         wrapper: Command to prefix (e.g. a profiler); the server's PID is then the wrapper's child.
+        extra: More ``ferryman serve`` arguments (``--config FILE``).
     """
     port = free_port()
     base = f"http://{HOST}:{port}"
@@ -165,5 +178,6 @@ def ferryman_process(
         "--db", db,
         "--inference-url", f"{inference_root}/v1",
         "--log-level", "warning",
+        *extra,
     ]  # fmt: skip
     return ManagedProcess("ferryman", args, f"{base}/v1/health", log_dir), base

@@ -145,8 +145,14 @@ class Suite:
             for c in mode.concurrencies
             for scenario in ("direct", "turn", "tool_turn")
         ]  # fmt: skip
+        cpu_before = self.target.server.cpu_seconds()
         output = self.loadgen(jobs, mode.repeats)
+        cpu = self.target.server.cpu_seconds() - cpu_before
         results: dict[str, list[RunSummary]] = output["results"]
+        turns = sum(run["ok"] for name, runs in results.items() if not name.startswith("direct") for run in runs)
+        per_turn = cpu * 1000.0 / turns if turns else math.nan
+        label = "server CPU per turn, throughput sweep (one-step and tool turns, warm-up included)"
+        self.add(figure("cpu.per_turn", label, "ms", [per_turn], 0, "cpu"))
         self.info["direct_request_messages"] = output["info"][f"direct.c{mode.concurrencies[0]}"]["payload_messages"]
         units = {"direct": "req/s", "turn": "turns/s", "tool_turn": "turns/s"}
         labels = {"direct": "stub alone (direct)", "turn": "one-step turn", "tool_turn": "turn + server tool"}

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-STARTUP_TIMEOUT = 30.0
+STARTUP_TIMEOUT = 120.0
 
 
 def free_port() -> int:

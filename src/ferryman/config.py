@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from ferryman.audit_settings import AuditSettings
 from ferryman.auth.quotas import QuotaSettings
 from ferryman.auth.settings import AuthSettings
 from ferryman.errors import ConfigurationError
@@ -18,9 +19,11 @@ from ferryman.inference.embedded import DEFAULT_MODEL_ID, Runtime, default_model
 from ferryman.inference.pulled import PulledModels
 from ferryman.knowledge.isolated import DEFAULT_MEMORY_MB as DEFAULT_EXTRACTION_MEMORY_MB
 from ferryman.knowledge.isolated import DEFAULT_TIMEOUT_SECONDS as DEFAULT_EXTRACTION_TIMEOUT_SECONDS
+from ferryman.logs import LogFormat
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.settings import SafetySettings
 from ferryman.sandbox.settings import SandboxSettings
+from ferryman.telemetry_settings import TelemetrySettings
 from ferryman.tools.websearch.settings import WebSearchSettings
 
 _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
@@ -146,6 +149,13 @@ class ToolSettings(BaseModel):
     mcp_idle_seconds: float = Field(default=300.0, gt=0)
 
 
+class UsageSettings(BaseModel):
+    """Token usage (``GET /v1/usage``): ``max_records`` is the most usage records (one per run of a turn or
+    response) one request sums; a range holding more is refused (400), to be asked for in narrower ranges."""
+
+    max_records: int = Field(default=100_000, ge=1)
+
+
 class Settings(BaseModel):
     """Everything ``ferryman serve`` needs.
 
@@ -156,14 +166,19 @@ class Settings(BaseModel):
     ``quotas`` limits each authenticated principal's requests and running turns;
     ``auth`` (``server.auth``) is how callers authenticate, None: not at all;
     ``sandbox`` confines and limits the code interpreter's kernels; ``websearch`` picks the search
-    provider of ``builtin::websearch``; ``safety`` says whether blocked text is kept for review.
+    provider of ``builtin::websearch``; ``safety`` says whether blocked text is kept for review;
+    ``telemetry`` says what the server reports about itself (metrics); ``usage`` bounds the token usage summaries;
+    ``audit`` says how audit records (``GET /v1/audit``) are written and how long they are kept.
     ``max_body_bytes`` (``server.max_body_bytes``) is the largest
     JSON request body accepted (413 above it; uploads are bounded by ``files.max_bytes`` instead).
+    ``log_format`` (``server.log_format``, or ``--log-format``) writes each log record as one text
+    line (``text``) or one JSON object (``json``).
     """
 
     host: str = "127.0.0.1"
     port: int = Field(default=8321, ge=1, le=65535)
     keep_alive: float = Field(default=65.0, gt=0)
+    log_format: LogFormat = "text"
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     providers: list[ProviderSettings] = Field(default_factory=list)
@@ -179,6 +194,9 @@ class Settings(BaseModel):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     websearch: WebSearchSettings = Field(default_factory=WebSearchSettings)
     safety: SafetySettings = Field(default_factory=SafetySettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    usage: UsageSettings = Field(default_factory=UsageSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
     def db_path(self) -> str:
         """The database path: the configured one or ``$FERRYMAN_HOME/ferryman.db``."""

@@ -194,6 +194,10 @@ CASES: dict[tuple[str, str], list[Call]] = {
         Call({"vector_db_id": "{vector_db_id}", "documents": [{"document_id": "d", "content": "x"}]})
     ],
     ("POST", "/tool-runtime/rag-tool/query"): [Call({"content": "river", "vector_db_ids": ["{vector_db_id}"]})],
+    # B's usage names none of A's agents (each row's key is an agent id).
+    ("GET", "/usage"): [Call(expect="list")],
+    # B's audit trail: its own records only (tests/integration/test_audit.py checks whose records each reads).
+    ("GET", "/audit"): [Call(expect="list"), Call(query={"principal": "sub:alice"}, expect="list")],
 }
 """Every route of every API (keyed by method and path under its mount), with B's calls on A's records."""
 
@@ -356,7 +360,7 @@ async def _alice_makes_knowledge(http: httpx.AsyncClient) -> dict[str, str]:
 def _ids_in(listing: Any) -> set[str]:
     found: set[str] = set()
     for entry in listing.get("data", []):
-        found |= {v for k, v in entry.items() if k in ("agent_id", "session_id", "id", "identifier")}
+        found |= {v for k, v in entry.items() if k in ("agent_id", "session_id", "id", "identifier", "key")}
     return found
 
 

@@ -18,6 +18,7 @@ from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.server.app import build_services
 from ferryman.storage.base import Store
+from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script
@@ -42,7 +43,7 @@ async def keys(*argv: str) -> subprocess.CompletedProcess[str]:
 
 @asynccontextmanager
 async def replica(store: Store, api_keys: bool = True) -> AsyncIterator[httpx.AsyncClient]:
-    authenticator = BearerAuthenticator(ApiKeyAuthenticator(store) if api_keys else None, None)
+    authenticator = BearerAuthenticator(ApiKeyAuthenticator(ApiKeys(store.kernel)) if api_keys else None, None)
     services = build_services(store, [scripted_provider(Script())], authenticator=authenticator)
     async with serving(services) as client:
         yield client
@@ -79,9 +80,9 @@ async def test_unknown_keys_and_keys_when_keys_are_off_are_refused(tmp_path: Pat
     store = SqliteStore(str(tmp_path / "keys.db"))
     key = new_key()
     async with replica(store) as client:
-        await store.create_api_key(key_record("bot", key, {"roles": ["dev"], "teams": ["ml"]}))
+        await ApiKeys(store.kernel).create(key_record("bot", key, {"roles": ["dev"], "teams": ["ml"]}))
         assert (await client.get(PROTECTED, headers=bearer(key))).status_code == 200
-        assert await ApiKeyAuthenticator(store).authenticate(key) == Principal(
+        assert await ApiKeyAuthenticator(ApiKeys(store.kernel)).authenticate(key) == Principal(
             PrincipalKind.API_KEY, "bot", {"roles": ("dev",), "teams": ("ml",)}
         )
         assert (await client.get(PROTECTED, headers=bearer(new_key()))).status_code == 401

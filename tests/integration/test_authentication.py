@@ -121,7 +121,7 @@ async def test_a_failure_is_audited_with_its_reason_and_request_id_never_the_tok
     assert (record.event, record.principal, record.action, record.resource, record.request_id) == (  # type: ignore[attr-defined]
         "authentication_failed",
         None,
-        "GET",
+        "read",  # the action a GET asks for, as every audit record names it
         PROTECTED,
         "req-42",
     )

@@ -24,9 +24,9 @@ import pytest
 from storage_backends import unopened_store
 
 from ferryman.safety.settings import SafetySettings
-from ferryman.safety.withheld import KEPT_KEY, WITHHELD_TEXT
 from ferryman.server.app import Services, build_services
 from ferryman.testing import ScriptedModel
+from ferryman.withheld import KEPT_KEY, WITHHELD_TEXT
 from inprocess import serving
 
 pytestmark = pytest.mark.anyio

@@ -48,7 +48,6 @@ from ferryman.api.content import (
 )
 from ferryman.api.responses import InputText, Item, MessageItem, Refusal, Response
 from ferryman.redis_url import split_prefix
-from ferryman.safety.withheld import WITHHELD_ARGUMENTS, WITHHELD_TEXT, withheld_item
 from ferryman.storage import codec
 from ferryman.storage.base import (
     ConversationRecord,
@@ -63,6 +62,7 @@ from ferryman.storage.redis_keys import SCHEMA, Keys
 from ferryman.storage.redis_store import RedisStore
 from ferryman.storage.sql.migrate import upgrade_postgres, upgrade_sqlite
 from ferryman.storage.sqlite import SqliteStore
+from ferryman.withheld import WITHHELD_ARGUMENTS, WITHHELD_TEXT, withheld_item
 
 pytestmark = pytest.mark.anyio
 

@@ -93,7 +93,8 @@ async def test_registered_models_route_and_persist(two_providers: Routed) -> Non
     missing_provider = await http.post("/v1/models", json={"model_id": "x", "provider_id": "nope"})
     assert missing_provider.status_code == 400
     with sqlite3.connect(two_providers.db) as db:
-        assert db.execute("SELECT provider_resource_id FROM models WHERE model_id = 'fast'").fetchone() == ("beta",)
+        (body,) = db.execute("SELECT body FROM records WHERE kind = 'model' AND id = 'fast'").fetchone()
+        assert json.loads(body)["provider_resource_id"] == "beta"
     assert (await http.delete("/v1/models/fast")).status_code == 200
     assert (await http.get("/v1/models/fast")).status_code == 404
     assert (await http.delete("/v1/models/alpha")).status_code == 400

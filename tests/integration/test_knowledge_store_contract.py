@@ -264,6 +264,18 @@ async def test_a_lapsed_claim_is_taken_over_and_the_first_claimer_writes_nothing
     assert await store.finish_ingestion(replace(again, status="completed"), [], later + LEASE)
 
 
+async def test_the_ingestion_backlog_counts_the_files_waiting_or_claimed_in_every_store(store: Store) -> None:
+    assert await store.ingestion_backlog() == 0
+    await store.create_vector_store(a_store(), [attached("file_a"), attached("file_b", created_at=101)])
+    await store.create_vector_store(a_store("vs_2"), [attached("file_c", "vs_2")])
+    assert await store.ingestion_backlog() == 3
+    first, *_ = await store.claim_ingestion(NOW, NOW + LEASE, 1)
+    assert await store.ingestion_backlog() == 3  # claimed, still in progress
+    assert await store.finish_ingestion(replace(first, status="completed"), [], NOW + LEASE)
+    await store.delete_vector_store_file("vs_2", "file_c")
+    assert await store.ingestion_backlog() == 1
+
+
 async def test_only_the_claim_a_job_is_held_under_is_renewed(store: Store) -> None:
     files = [attached(f"file_{c}", created_at=100 + i) for i, c in enumerate("abcd")]
     await store.create_vector_store(a_store(), files[:3])

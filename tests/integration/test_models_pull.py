@@ -18,8 +18,7 @@ import pytest
 from huggingface_hub import constants
 from huggingface_hub.constants import DOWNLOAD_CHUNK_SIZE
 
-from ferryman.cli import main as cli
-from ferryman.cli import serve_model
+from ferryman.cli import serve, serve_model
 from ferryman.cli.main import main
 from ferryman.config import Settings
 from ferryman.errors import NotFoundError, UpstreamError
@@ -207,10 +206,10 @@ def serve_from_hub(hub: HubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     served: list[Settings] = []
-    monkeypatch.setattr(cli, "services_from_settings", served.append)
-    monkeypatch.setattr(cli, "create_app", lambda services: services)
-    monkeypatch.setattr(cli.uvicorn, "run", lambda app, **options: None)
-    monkeypatch.setattr(cli, "pick_runtime", lambda runtime: "xllamacpp")
+    monkeypatch.setattr(serve, "services_from_settings", served.append)
+    monkeypatch.setattr(serve, "create_app", lambda services: services)
+    monkeypatch.setattr(serve.uvicorn, "run", lambda app, **options: None)
+    monkeypatch.setattr(serve, "pick_runtime", lambda runtime: "xllamacpp")
     monkeypatch.setattr(serve_model, "interactive", lambda: False)
     yield served
 

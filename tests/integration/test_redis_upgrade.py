@@ -1,4 +1,5 @@
-"""Redis data an older ferryman wrote (stream events as whole SSE frames) is converted once, at open."""
+"""Redis data an older ferryman wrote (stream events as whole SSE frames, registries beside the kernel) is
+converted once, at open."""
 
 from __future__ import annotations
 
@@ -7,14 +8,20 @@ import json
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from redis.asyncio import Redis
 from replicas import redis_database
 
 from ferryman.api.responses import Response
-from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import ConfigurationError
+from ferryman.ids import new_id, utcnow
 from ferryman.redis_url import split_prefix
 from ferryman.storage.base import ResponseRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.domain.kinds import MODEL
+from ferryman.storage.domain.kinds import SCHEMA as KINDS
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.kernel.ops import Page, Put
+from ferryman.storage.redis.kernel import RedisKernel
 from ferryman.storage.redis_keys import RESPONSE_EVENTS, SCHEMA, SCHEMA_LOCK, TURN_EVENTS, Keys
 from ferryman.storage.redis_store import RedisStore
 from ferryman.storage.redis_upgrade import SCHEMA_VERSION
@@ -129,3 +136,85 @@ async def test_data_of_a_newer_version_is_refused(deployment: tuple[str, str], a
     await admin.set(Keys(prefix).global_(SCHEMA), SCHEMA_VERSION + 1)
     with pytest.raises(ConfigurationError, match="layout version"):
         await RedisStore(url, prefix).open()
+
+
+# -- layout 5: the registries and API keys move into the kernel -----------------------------------------------------
+
+REGISTRY_KEYS = {
+    "model": ("models", "model_order"),
+    "toolgroup": ("toolgroups", "toolgroup_order"),
+    "shield": ("shields", "shield_order"),
+}
+
+
+async def _registries_of_layout_4(admin: Redis, keys: Keys) -> list[str]:
+    """Models, toolgroups, shields (some owned) and API keys (one revoked) as layout 4 stored them; their keys."""
+    await admin.set(keys.global_(SCHEMA), 4)
+    written = []
+    for kind, (bodies, order) in REGISTRY_KEYS.items():
+        for value in REGISTERED[kind]:
+            seq = await admin.incr(keys.global_("seq"))
+            await admin.hset(keys.global_(bodies), value.identifier, value.model_dump_json())
+            await admin.zadd(keys.global_(order), {value.identifier: seq})
+        written += [keys.global_(bodies), keys.global_(order), keys.of("owners", kind)]
+    for (kind, record_id), owner in {**OWNERS, ORPHAN: OWNERS[("model", "zeta")]}.items():
+        await admin.hset(keys.of("owners", kind), record_id, json.dumps(owner))
+    for name, key_hash, attributes, created, revoked in API_KEYS:
+        times = {"created_at": created.isoformat(), "revoked_at": revoked and revoked.isoformat()}
+        await admin.hset(
+            keys.global_("api_keys"), name, json.dumps({"key_hash": key_hash, "attributes": attributes} | times)
+        )
+        await admin.hset(keys.global_("api_key_hashes"), key_hash, name)
+    return [*written, keys.global_("api_keys"), keys.global_("api_key_hashes")]
+
+
+async def _open_and_check(url: str, prefix: str) -> dict[tuple[str, str], int]:
+    """Open a store (converting), check every record; the records' numbers by kind and id."""
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        await assert_moved(store.kernel, with_times=False)
+        pages = await store.kernel.read([Page(kind) for kind in KINDS.kinds.values()])
+        return {(rec.kind, rec.id): rec.seq for page in pages for rec in page.items}
+    finally:
+        await store.close()
+
+
+async def test_registries_and_api_keys_of_layout_4_move_into_the_kernel(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    old = await _registries_of_layout_4(admin, keys)
+    await _open_and_check(url, prefix)
+    assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION) == "5"
+    assert await admin.exists(*old) == 0
+
+
+async def test_a_conversion_that_died_midway_finishes_without_duplicates(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    await _registries_of_layout_4(admin, keys)
+    # It had written the first model (at its own time) and died before the rest.
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")
+    await kernel.open()
+    zeta = REGISTERED["model"][0]
+    earlier = 1234.5
+    body = zeta.model_dump(mode="json", exclude_none=True)
+    await kernel.write(
+        [Put(MODEL, zeta.identifier, body, owner=Owner.from_json(OWNERS[("model", "zeta")]), at=earlier)]
+    )
+    await kernel.close()
+    first = await _open_and_check(url, prefix)
+    # It died after writing everything, before deleting the old keys: the next run writes nothing twice.
+    await _registries_of_layout_4(admin, keys)
+    assert await _open_and_check(url, prefix) == first
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")
+    await kernel.open()
+    try:
+        [page] = await kernel.read([Page(MODEL)])
+        assert page.items[0].at == earlier
+    finally:
+        await kernel.close()

@@ -1,4 +1,4 @@
-"""The storage contract for shield registrations, over every backend."""
+"""The storage contract for shield registrations (records over each backend's kernel), over every backend."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from storage_backends import BACKENDS
 
 from ferryman.api.safety import ShieldResource
 from ferryman.errors import ConflictError, NotFoundError
-from ferryman.storage.base import Store
+from ferryman.storage.domain import registry
+from ferryman.storage.domain.records import Records
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(params=list(BACKENDS))
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Records[ShieldResource]]:
     async with BACKENDS[request.param](tmp_path) as opened:
-        yield opened
+        yield registry.shields(opened.kernel)
 
 
 def guard(shield_id: str, model: str = "guard-model") -> ShieldResource:
@@ -30,53 +31,54 @@ def guard(shield_id: str, model: str = "guard-model") -> ShieldResource:
     )
 
 
-async def test_a_created_shield_reads_back_whole(store: Store) -> None:
+async def test_a_created_shield_reads_back_whole(store: Records[ShieldResource]) -> None:
     shield = guard("guard")
-    await store.create_shield(shield)
-    assert await store.get_shield("guard") == shield
+    await store.create(shield)
+    assert await store.get("guard") == shield
 
 
-async def test_shields_list_in_registration_order(store: Store) -> None:
+async def test_shields_list_in_registration_order(store: Records[ShieldResource]) -> None:
     for shield_id in ("b", "a", "c"):
-        await store.create_shield(guard(shield_id))
-    assert [s.identifier for s in await store.list_shields()] == ["b", "a", "c"]
+        await store.create(guard(shield_id))
+    assert [s.identifier for s in await store.all()] == ["b", "a", "c"]
 
 
-async def test_creating_a_taken_id_conflicts_and_keeps_the_first(store: Store) -> None:
-    await store.create_shield(guard("g", "first"))
+async def test_creating_a_taken_id_conflicts_and_keeps_the_first(store: Records[ShieldResource]) -> None:
+    await store.create(guard("g", "first"))
     with pytest.raises(ConflictError):
-        await store.create_shield(guard("g", "second"))
-    assert (await store.get_shield("g")).provider_resource_id == "first"
-    assert [s.identifier for s in await store.list_shields()] == ["g"]
+        await store.create(guard("g", "second"))
+    assert (await store.get("g")).provider_resource_id == "first"
+    assert [s.identifier for s in await store.all()] == ["g"]
 
 
-async def test_delete_tells_whether_it_existed_and_the_shield_is_gone(store: Store) -> None:
-    await store.create_shield(guard("g"))
-    await store.create_shield(guard("h"))
-    assert await store.delete_shield("g") is True
-    assert await store.delete_shield("g") is False
+async def test_delete_tells_whether_it_existed_and_the_shield_is_gone(store: Records[ShieldResource]) -> None:
+    await store.create(guard("g"))
+    await store.create(guard("h"))
+    assert await store.delete("g") is True
+    assert await store.delete("g") is False
     with pytest.raises(NotFoundError):
-        await store.get_shield("g")
-    assert [s.identifier for s in await store.list_shields()] == ["h"]
+        await store.get("g")
+    assert [s.identifier for s in await store.all()] == ["h"]
 
 
-async def test_a_deleted_id_can_be_registered_again_and_lists_last(store: Store) -> None:
-    await store.create_shield(guard("g"))
-    await store.create_shield(guard("h"))
-    await store.delete_shield("g")
-    await store.create_shield(guard("g", "again"))
-    assert [s.identifier for s in await store.list_shields()] == ["h", "g"]
-    assert (await store.get_shield("g")).provider_resource_id == "again"
+async def test_a_deleted_id_can_be_registered_again_and_lists_last(store: Records[ShieldResource]) -> None:
+    await store.create(guard("g"))
+    await store.create(guard("h"))
+    await store.delete("g")
+    await store.create(guard("g", "again"))
+    assert [s.identifier for s in await store.all()] == ["h", "g"]
+    assert (await store.get("g")).provider_resource_id == "again"
 
 
-async def test_shields_and_toolgroups_do_not_share_ids(store: Store) -> None:
-    await store.create_shield(guard("same"))
-    assert await store.list_toolgroups() == []
+async def test_shields_and_toolgroups_do_not_share_ids(store: Records[ShieldResource]) -> None:
+    await store.create(guard("same"))
+    toolgroups = registry.toolgroups(store.kernel)
+    assert await toolgroups.all() == []
     with pytest.raises(NotFoundError):
-        await store.get_toolgroup("same")
+        await toolgroups.get("same")
 
 
-async def test_an_unknown_shield_is_not_found(store: Store) -> None:
+async def test_an_unknown_shield_is_not_found(store: Records[ShieldResource]) -> None:
     with pytest.raises(NotFoundError):
-        await store.get_shield("nope")
-    assert await store.list_shields() == []
+        await store.get("nope")
+    assert await store.all() == []

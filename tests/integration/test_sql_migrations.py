@@ -11,13 +11,29 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
 import asyncpg
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from legacy_registries import (
+    API_KEYS,
+    MODELS,
+    ORPHAN,
+    OWNERS,
+    REGISTERED,
+    SHIELDS,
+    TOOLGROUPS,
+    assert_moved,
+    principal,
+    registered_at,
+    same_registration,
+)
 from legacy_schema import build_postgres, build_sqlite
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
 from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, postgres_store
 
 from ferryman.api.agents import Agent, AgentConfig
@@ -25,14 +41,16 @@ from ferryman.api.content import CompletionMessage, UserMessage
 from ferryman.api.responses import Response
 from ferryman.errors import ConfigurationError
 from ferryman.storage.base import IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.domain.kinds import MODEL
+from ferryman.storage.kernel.ops import Page
 from ferryman.storage.postgres import PostgresStore
-from ferryman.storage.sql.migrate import alembic_config, sqlite_engine
+from ferryman.storage.sql.migrate import alembic_config, asyncpg_url, sqlite_engine, upgrade
 from ferryman.storage.sql.store import SqlStore
 from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0010_typed_principals"
+HEAD = "0012_registries"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -145,6 +163,17 @@ class Database:
     store: Callable[[], SqlStore]
     tables: Callable[[], Awaitable[set[str]]]
     revision: Callable[[], Awaitable[list[str]]]
+    query: Callable[[str], Awaitable[list[tuple[Any, ...]]]]
+    """Run one statement of SQL; its rows."""
+    migrate: Callable[[str, bool], Awaitable[None]]
+    """Bring the schema up (or, when the flag is set, down) to a revision, as Alembic does."""
+
+
+def _alembic(conn: sa.Connection, target: str, down: bool) -> None:
+    if down:
+        command.downgrade(alembic_config(conn), target)
+    else:
+        upgrade(conn, target)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -158,9 +187,12 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
                 conn.execute(row)
             conn.close()
 
-        def query(sql: str) -> list[tuple[str, ...]]:
+        def query(sql: str) -> list[tuple[Any, ...]]:
             with sqlite3.connect(path) as conn:
                 return conn.execute(sql).fetchall()
+
+        async def sqlite_query(sql: str) -> list[tuple[Any, ...]]:
+            return query(sql)
 
         async def sqlite_tables() -> set[str]:
             return {row[0] for row in query("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -168,7 +200,23 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
         async def sqlite_revision() -> list[str]:
             return [row[0] for row in query("SELECT version_num FROM alembic_version")]
 
-        yield Database("sqlite", legacy_sqlite, lambda: SqliteStore(str(path)), sqlite_tables, sqlite_revision)
+        async def sqlite_migrate(target: str, down: bool) -> None:
+            engine = sqlite_engine(str(path))
+            try:
+                with engine.begin() as conn:
+                    _alembic(conn, target, down)
+            finally:
+                engine.dispose()
+
+        yield Database(
+            "sqlite",
+            legacy_sqlite,
+            lambda: SqliteStore(str(path)),
+            sqlite_tables,
+            sqlite_revision,
+            sqlite_query,
+            sqlite_migrate,
+        )
         return
     async with postgres_store(tmp_path):  # skips (or, under CI, fails) when PostgreSQL is unreachable
         pass
@@ -189,6 +237,18 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
     async def postgres_revision() -> list[str]:
         return [row[0] for row in await admin.fetch("SELECT version_num FROM alembic_version")]
 
+    async def postgres_query(sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in await admin.fetch(sql)]
+
+    async def postgres_migrate(target: str, down: bool) -> None:
+        settings = {"server_settings": {"search_path": schema}}
+        engine = create_async_engine(asyncpg_url(POSTGRES_URL), poolclass=NullPool, connect_args=settings)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(_alembic, target, down)
+        finally:
+            await engine.dispose()
+
     try:
         yield Database(
             "postgres",
@@ -196,6 +256,8 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
             lambda: PostgresStore(POSTGRES_URL, schema=schema),
             postgres_tables,
             postgres_revision,
+            postgres_query,
+            postgres_migrate,
         )
     finally:
         await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
@@ -239,7 +301,8 @@ async def test_the_schema_on_main_upgrades_in_place_with_its_rows_and_frames_bec
         assert await store.turn_events_after("turn_old", -1) == [StoredEvent(i, d) for i, d in enumerate(TURN_DATA)]
         assert await store.events_after("resp_old", 0) == [StoredEvent(1, RESPONSE_DATA[1])]
         assert (await store.get_response("resp_old")).response == RESPONSE
-        assert [m.identifier for m in await store.registered_models()] == ["extra"]
+        [models] = await store.kernel.read([Page(MODEL)])
+        assert [(rec.id, rec.body["provider_resource_id"]) for rec in models.items] == [("extra", "gpt")]
         claim = IdempotencyRecord("", "key-1", "new", "fp", WHEN, WHEN + timedelta(days=1))
         held = await store.claim_idempotency_key(claim, datetime.now(UTC))
         assert held is not None and (held.token, held.result) == ("tok", '{"status": 200}')
@@ -309,3 +372,134 @@ async def test_the_data_revision_goes_down_to_the_frames_earlier_versions_read(t
         assert await store.turn_events_after("turn", -1) == [StoredEvent(i, d) for i, d in enumerate(TURN_DATA)]
     finally:
         await store.close()
+
+
+# -- the registries move into the kernel's records (0012) ---------------------------------------------------------
+
+BEFORE_KERNEL = "0010_typed_principals"
+REGISTRY_TABLES = {"models", "toolgroups", "shields", "api_keys"}
+
+
+def registry_rows(dialect: str) -> list[str]:
+    """Models, toolgroups, shields (some owned) and API keys (one revoked) as the versions at 0010 wrote them."""
+    sqlite = dialect == "sqlite"
+
+    def instant(moment: datetime | None) -> float | str | None:  # an API key's time column
+        return None if moment is None else moment.timestamp() if sqlite else moment.isoformat()
+
+    found = [
+        _insert(
+            "models",
+            model_id=m.identifier,
+            provider_id=m.provider_id,
+            provider_resource_id=m.provider_resource_id,
+            model_type=m.model_type,
+            metadata=json.dumps(m.metadata),
+            created_at=registered_at("model", index).isoformat(),
+        )
+        for index, m in enumerate(MODELS)
+    ]
+    for kind, table, column in (("toolgroup", "toolgroups", "toolgroup_id"), ("shield", "shields", "shield_id")):
+        found += [
+            _insert(
+                table,
+                **{column: value.identifier},
+                body=value.model_dump_json(),
+                created_at=registered_at(kind, index).isoformat(),
+            )
+            for index, value in enumerate(REGISTERED[kind])
+        ]
+    found += [
+        _insert(
+            "api_keys",
+            name=name,
+            key_hash=key_hash,
+            attributes=json.dumps(attributes),
+            created_at=instant(created),
+            revoked_at=instant(revoked),
+        )
+        for name, key_hash, attributes, created, revoked in API_KEYS
+    ]
+    owners = {**OWNERS, ORPHAN: OWNERS[("model", "zeta")]}
+    found += [
+        _insert("record_owners", kind=kind, record_id=rid, principal=principal(owner), owner=json.dumps(owner))
+        for (kind, rid), owner in owners.items()
+    ]
+    return found
+
+
+def _epoch(value: datetime | str | float) -> float:
+    """A time as either dialect returns it (SQLite: ISO text or epoch seconds), as epoch seconds."""
+    if isinstance(value, float | int):
+        return float(value)
+    return (datetime.fromisoformat(value) if isinstance(value, str) else value).timestamp()
+
+
+async def _assert_old_tables(database: Database) -> None:
+    """The tables of 0010 hold what :func:`registry_rows` wrote (the orphan owner aside)."""
+    models = await database.query(
+        "SELECT model_id, provider_id, provider_resource_id, model_type, metadata, created_at FROM models ORDER BY id"
+    )
+    assert [(*row[:4], json.loads(row[4]), _epoch(row[5])) for row in models] == [
+        (
+            m.identifier,
+            m.provider_id,
+            m.provider_resource_id,
+            m.model_type,
+            m.metadata,
+            registered_at("model", i).timestamp(),
+        )
+        for i, m in enumerate(MODELS)
+    ]
+    for kind, table, values in (("toolgroup", "toolgroups", TOOLGROUPS), ("shield", "shields", SHIELDS)):
+        rows = await database.query(f"SELECT body, created_at FROM {table} ORDER BY id")  # noqa: S608
+        assert len(rows) == len(values)
+        for index, ((body, created), value) in enumerate(zip(rows, values, strict=True)):
+            assert same_registration(body, value), body
+            assert _epoch(created) == registered_at(kind, index).timestamp()
+    keys = await database.query("SELECT name, key_hash, attributes, created_at, revoked_at FROM api_keys")
+    assert sorted((*row[:2], json.loads(row[2]), _epoch(row[3]), row[4] and _epoch(row[4])) for row in keys) == sorted(
+        (name, key_hash, attributes, created.timestamp(), revoked and revoked.timestamp())
+        for name, key_hash, attributes, created, revoked in API_KEYS
+    )
+    owners = await database.query(
+        "SELECT kind, record_id, principal, owner FROM record_owners WHERE kind IN ('model', 'toolgroup', 'shield')"
+    )
+    assert {(row[0], row[1]): (row[2], json.loads(row[3])) for row in owners} == {
+        key: (principal(owner), owner) for key, owner in OWNERS.items()
+    }
+
+
+async def test_registries_and_api_keys_move_into_the_kernel_with_their_owners(database: Database) -> None:
+    await database.migrate(BEFORE_KERNEL, False)
+    for row in registry_rows(database.dialect):
+        await database.query(row)
+    store = database.store()
+    await store.open()
+    try:
+        await assert_moved(store.kernel)
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    assert not REGISTRY_TABLES & await database.tables()
+    assert await database.query("SELECT kind, record_id FROM record_owners") == []
+
+
+async def test_the_registries_go_down_to_the_old_tables_and_up_again(database: Database) -> None:
+    await database.migrate(BEFORE_KERNEL, False)
+    for row in registry_rows(database.dialect):
+        await database.query(row)
+    await database.migrate("head", False)
+    await database.migrate("0011_kernel_tables", True)
+    assert REGISTRY_TABLES <= await database.tables()
+    await _assert_old_tables(database)
+    assert await database.query("SELECT kind FROM records UNION ALL SELECT kind FROM record_terms") == []
+    await database.migrate("head", False)  # and up again: the same records, owners and terms
+    store = database.store()
+    await store.open()
+    try:
+        await assert_moved(store.kernel)
+    finally:
+        await store.close()
+    await database.migrate("0002_idempotency_keys", True)  # through every revision, with the data in place
+    assert await database.revision() == ["0002_idempotency_keys"]

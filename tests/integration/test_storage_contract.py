@@ -46,8 +46,8 @@ from ferryman.api.responses import (
     Response,
     Usage,
 )
-from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import (
     ConversationRecord,
     ExpiredTurn,
@@ -58,6 +58,7 @@ from ferryman.storage.base import (
     StoredEvent,
     TurnRecord,
 )
+from ferryman.storage.domain import registry
 
 pytestmark = pytest.mark.anyio
 
@@ -880,27 +881,30 @@ def model(identifier: str, provider: str = "openai", **metadata: object) -> Mode
 
 
 async def test_registered_models_come_in_registration_order(store: Store) -> None:
+    models = registry.models(store.kernel)
     saved = [model("zeta"), model("alpha", context_length=4096), model("embed", provider="local")]
     saved[2] = saved[2].model_copy(update={"model_type": "embedding"})
     for m in saved:
-        await store.save_model(m)
-    assert await store.registered_models() == saved
+        await models.upsert(m)
+    assert await models.all() == saved
 
 
 async def test_saving_a_model_again_replaces_it_in_place(store: Store) -> None:
-    await store.save_model(model("first"))
-    await store.save_model(model("second"))
+    models = registry.models(store.kernel)
+    await models.upsert(model("first"))
+    await models.upsert(model("second"))
     replaced = model("first", provider="other", note="moved")
-    await store.save_model(replaced)
-    assert await store.registered_models() == [replaced, model("second")]
+    await models.upsert(replaced)
+    assert await models.all() == [replaced, model("second")]
 
 
 async def test_delete_model_tells_whether_it_existed(store: Store) -> None:
-    await store.save_model(model("gone"))
-    await store.save_model(model("kept"))
-    assert await store.delete_model("gone") is True
-    assert await store.delete_model("gone") is False
-    assert await store.registered_models() == [model("kept")]
+    models = registry.models(store.kernel)
+    await models.upsert(model("gone"))
+    await models.upsert(model("kept"))
+    assert await models.delete("gone") is True
+    assert await models.delete("gone") is False
+    assert await models.all() == [model("kept")]
 
 
 # ---- conversations and items --------------------------------------------------------

@@ -19,7 +19,7 @@ from storage_backends import BACKENDS
 
 from ferryman.api.content import UserMessage
 from ferryman.api.responses import MessageItem, OutputText, Response, ResponseError
-from ferryman.engine.ids import new_id, utcnow
+from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ExpiredTurn, ResponseRecord, SessionRecord, Store, TurnRecord
 from ferryman.storage.sql.seam import count
 from ferryman.storage.sql.store import SqlStore

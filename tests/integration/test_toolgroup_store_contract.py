@@ -1,4 +1,4 @@
-"""The storage contract for toolgroup registrations, over every backend."""
+"""The storage contract for toolgroup registrations (records over each backend's kernel), over every backend."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from storage_backends import BACKENDS
 
 from ferryman.api.registry import McpEndpoint, ToolGroup
 from ferryman.errors import ConflictError, NotFoundError
-from ferryman.storage.base import Store
+from ferryman.storage.domain import registry
+from ferryman.storage.domain.records import Records
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(params=list(BACKENDS))
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Records[ToolGroup]]:
     async with BACKENDS[request.param](tmp_path) as opened:
-        yield opened
+        yield registry.toolgroups(opened.kernel)
 
 
 def mcp_group(group_id: str, uri: str = "http://127.0.0.1:9/mcp") -> ToolGroup:
@@ -31,47 +32,47 @@ def mcp_group(group_id: str, uri: str = "http://127.0.0.1:9/mcp") -> ToolGroup:
     )
 
 
-async def test_a_created_toolgroup_reads_back_whole(store: Store) -> None:
+async def test_a_created_toolgroup_reads_back_whole(store: Records[ToolGroup]) -> None:
     group = mcp_group("mcp::files")
-    await store.create_toolgroup(group)
-    assert await store.get_toolgroup("mcp::files") == group
+    await store.create(group)
+    assert await store.get("mcp::files") == group
 
 
-async def test_toolgroups_list_in_registration_order(store: Store) -> None:
+async def test_toolgroups_list_in_registration_order(store: Records[ToolGroup]) -> None:
     for group_id in ("b", "a", "c"):
-        await store.create_toolgroup(mcp_group(group_id))
-    assert [g.identifier for g in await store.list_toolgroups()] == ["b", "a", "c"]
+        await store.create(mcp_group(group_id))
+    assert [g.identifier for g in await store.all()] == ["b", "a", "c"]
 
 
-async def test_creating_a_taken_id_conflicts_and_keeps_the_first(store: Store) -> None:
-    await store.create_toolgroup(mcp_group("g", "http://first/mcp"))
+async def test_creating_a_taken_id_conflicts_and_keeps_the_first(store: Records[ToolGroup]) -> None:
+    await store.create(mcp_group("g", "http://first/mcp"))
     with pytest.raises(ConflictError):
-        await store.create_toolgroup(mcp_group("g", "http://second/mcp"))
-    stored = await store.get_toolgroup("g")
+        await store.create(mcp_group("g", "http://second/mcp"))
+    stored = await store.get("g")
     assert stored.mcp_endpoint == McpEndpoint(uri="http://first/mcp")
-    assert [g.identifier for g in await store.list_toolgroups()] == ["g"]
+    assert [g.identifier for g in await store.all()] == ["g"]
 
 
-async def test_delete_tells_whether_it_existed_and_the_group_is_gone(store: Store) -> None:
-    await store.create_toolgroup(mcp_group("g"))
-    await store.create_toolgroup(mcp_group("h"))
-    assert await store.delete_toolgroup("g") is True
-    assert await store.delete_toolgroup("g") is False
+async def test_delete_tells_whether_it_existed_and_the_group_is_gone(store: Records[ToolGroup]) -> None:
+    await store.create(mcp_group("g"))
+    await store.create(mcp_group("h"))
+    assert await store.delete("g") is True
+    assert await store.delete("g") is False
     with pytest.raises(NotFoundError):
-        await store.get_toolgroup("g")
-    assert [g.identifier for g in await store.list_toolgroups()] == ["h"]
+        await store.get("g")
+    assert [g.identifier for g in await store.all()] == ["h"]
 
 
-async def test_a_deleted_id_can_be_registered_again_and_lists_last(store: Store) -> None:
-    await store.create_toolgroup(mcp_group("g"))
-    await store.create_toolgroup(mcp_group("h"))
-    await store.delete_toolgroup("g")
-    await store.create_toolgroup(mcp_group("g", "http://again/mcp"))
-    assert [g.identifier for g in await store.list_toolgroups()] == ["h", "g"]
-    assert (await store.get_toolgroup("g")).mcp_endpoint == McpEndpoint(uri="http://again/mcp")
+async def test_a_deleted_id_can_be_registered_again_and_lists_last(store: Records[ToolGroup]) -> None:
+    await store.create(mcp_group("g"))
+    await store.create(mcp_group("h"))
+    await store.delete("g")
+    await store.create(mcp_group("g", "http://again/mcp"))
+    assert [g.identifier for g in await store.all()] == ["h", "g"]
+    assert (await store.get("g")).mcp_endpoint == McpEndpoint(uri="http://again/mcp")
 
 
-async def test_an_unknown_toolgroup_is_not_found(store: Store) -> None:
+async def test_an_unknown_toolgroup_is_not_found(store: Records[ToolGroup]) -> None:
     with pytest.raises(NotFoundError):
-        await store.get_toolgroup("nope")
-    assert await store.list_toolgroups() == []
+        await store.get("nope")
+    assert await store.all() == []

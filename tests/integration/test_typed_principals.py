@@ -20,6 +20,7 @@ from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.auth.jwt_tokens import JwtAuthenticator
 from ferryman.auth.settings import OAuth2TokenSettings
 from ferryman.server.app import build_services
+from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script
 from inprocess import scripted_provider, serving
@@ -41,11 +42,11 @@ async def server(tmp_path: Path, idp: Provider) -> AsyncIterator[tuple[httpx.Asy
     """The server, and the API key ``alice``'s headers."""
     store = SqliteStore(str(tmp_path / "typed.db"))
     tokens = JwtAuthenticator(OAuth2TokenSettings(jwks={"uri": idp.jwks_uri}, issuer=ISSUER, audience=AUDIENCE))
-    authenticator = BearerAuthenticator(ApiKeyAuthenticator(store), tokens)
+    authenticator = BearerAuthenticator(ApiKeyAuthenticator(ApiKeys(store.kernel)), tokens)
     services = build_services(store, [scripted_provider(Script())], sole_process=True, authenticator=authenticator)
     async with serving(services) as client:
         key = new_key()
-        await store.create_api_key(key_record("alice", key, {}))
+        await ApiKeys(store.kernel).create(key_record("alice", key, {}))
         yield client, bearer(key)
 
 

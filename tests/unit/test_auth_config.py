@@ -9,6 +9,7 @@ import pytest
 
 from ferryman.auth.settings import DEFAULT_CLAIMS_MAPPING, AuthSettings
 from ferryman.cli import main as cli
+from ferryman.cli import serve
 from ferryman.config import Settings, load_settings
 from ferryman.errors import ConfigurationError
 
@@ -101,8 +102,8 @@ def test_the_introspection_secret_is_masked_but_reaches_the_workers() -> None:
 
 def _serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *argv: str) -> tuple[int, dict[str, Any]]:
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(cli.uvicorn, "run", lambda app, **options: seen.update(options))
-    monkeypatch.setattr(cli, "check_listen", lambda host, port: None)  # nothing listens: uvicorn.run is replaced
+    monkeypatch.setattr(serve.uvicorn, "run", lambda app, **options: seen.update(options))
+    monkeypatch.setattr(serve, "check_listen", lambda host, port: None)  # nothing listens: uvicorn.run is replaced
     code = cli.main(["serve", "--inference-url", "http://127.0.0.1:9/v1", "--db", str(tmp_path / "x.db"), *argv])
     return code, seen
 

@@ -29,10 +29,10 @@ from ferryman.api.content import UserMessage
 from ferryman.api.safety import ShieldResource
 from ferryman.config import load_settings
 from ferryman.safety.settings import SafetySettings
-from ferryman.safety.withheld import KEPT_KEY, WITHHELD_ARGUMENTS
 from ferryman.server.app import Services, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+from ferryman.withheld import KEPT_KEY, WITHHELD_ARGUMENTS
 from inprocess import migrated_sqlite
 from shield_standins import EchoTool
 

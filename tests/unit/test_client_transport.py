@@ -20,6 +20,7 @@ from ferryman.client import (
     PayloadTooLargeError,
     PermissionDeniedError,
     RateLimitError,
+    RetryPolicy,
     UnprocessableEntityError,
     _transport,
 )
@@ -36,7 +37,7 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return waited
 
 
-def client_of(handler: Handler, max_retries: int = 2) -> Client:
+def client_of(handler: Handler, max_retries: int | RetryPolicy = 2) -> Client:
     http = httpx.Client(transport=httpx.MockTransport(handler))
     return Client(base_url="http://ferryman.test", api_key="sk-test", max_retries=max_retries, http_client=http)
 
@@ -112,6 +113,18 @@ def test_connection_errors_past_the_retries_raise_connection_and_timeout_errors(
     handler, _ = answers(httpx.ReadTimeout("slow"))
     with pytest.raises(APITimeoutError):
         client_of(handler, max_retries=0).agents.retrieve("a")
+
+
+def test_a_policy_may_give_up_at_once_on_a_failed_connection_but_not_on_answers(sleeps: list[float]) -> None:
+    told_at_once = RetryPolicy(connect_failures=False)
+    for failure in (httpx.ConnectError("refused"), httpx.ConnectTimeout("unreachable")):
+        handler, seen = answers(failure)
+        with pytest.raises(APIConnectionError):
+            client_of(handler, told_at_once).agents.retrieve("a")
+        assert len(seen) == 1 and sleeps == []
+    handler, seen = answers(httpx.ReadError("reset"), httpx.Response(503, json={}), httpx.Response(200, json=AGENT))
+    assert client_of(handler, told_at_once).agents.create({"model": "m", "instructions": "i"}).agent_id == "agent-1"
+    assert len(seen) == 3 and len(sleeps) == 2
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])

@@ -12,8 +12,8 @@ import pytest
 from ferryman.api.agents import Agent, AgentConfig
 from ferryman.api.content import UserMessage
 from ferryman.engine.channel import LiveRun, StopReason, TurnRunner
-from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import FailureCode
+from ferryman.ids import new_id, utcnow
 from ferryman.services.leases import ABANDONED, LEASE_LOST, TurnLeases
 from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.sqlite import SqliteStore

@@ -15,7 +15,7 @@ import pytest
 from ferryman.auth.audit import audit
 from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
-from ferryman.cli.main import uvicorn_options
+from ferryman.cli.serve import uvicorn_options
 from ferryman.config import Settings
 from ferryman.errors import InvalidRequestError
 from ferryman.logs import CONTINUATION, FORMAT, OneLineFormatter, escape, redacted_url
@@ -73,7 +73,7 @@ async def test_an_unauthenticated_path_with_a_newline_stays_in_its_audit_line(
         answer = await client.get("/v1/agents/x%0A" + FORGED.replace(" ", "%20"))
     assert answer.status_code == 401
     [line] = audit_lines.getvalue().splitlines()
-    assert line.startswith("WARNING ferryman.audit: authentication_failed: GET /v1/agents/x\\n2030-01-01")
+    assert line.startswith("WARNING ferryman.audit: authentication_failed: read /v1/agents/x\\n2030-01-01")
 
 
 def test_the_server_formatter_keeps_every_record_on_its_line() -> None:

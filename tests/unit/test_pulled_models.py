@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ferryman import config
-from ferryman.cli.main import _with_embedded
+from ferryman.cli.serve import _with_embedded
 from ferryman.config import EMBEDDED_TYPE, ProviderSettings, Settings, embedded_providers
 from ferryman.errors import ConfigurationError, InvalidRequestError
 from ferryman.inference.embedded import DEFAULT_MODEL_ID

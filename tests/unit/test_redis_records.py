@@ -9,7 +9,7 @@ import pytest
 from ferryman.api.agents import TurnError
 from ferryman.api.content import CompletionMessage, UserMessage
 from ferryman.api.responses import Response
-from ferryman.engine.ids import new_id, utcnow
+from ferryman.ids import new_id, utcnow
 from ferryman.storage import codec, redis_keys
 from ferryman.storage.base import ResponseRecord, StoredEvent, TurnRecord
 from ferryman.storage.redis_keys import Keys, event_member, message_row, stored_event

@@ -7,6 +7,8 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -77,3 +79,22 @@ def test_the_target_must_name_a_known_service_and_a_model() -> None:
     for target in ("other/omni", "remote", "remote/"):
         with pytest.raises(InvalidRequestError):
             shield([], target)
+
+
+async def test_the_moderation_request_carries_the_current_trace() -> None:
+    sent: list[str | None] = []
+
+    async def moderations(request: Request) -> JSONResponse:
+        sent.append(request.headers.get("traceparent"))
+        return JSONResponse({"id": "modr-1", "model": "omni", "results": []})
+
+    app = Starlette(routes=[Route("/v1/moderations", moderations, methods=["POST"])])
+    client = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://m/v1")
+    service = OpenAICompatibleModeration(
+        openai.AsyncOpenAI(base_url="http://m/v1", api_key="k", http_client=client, max_retries=0)
+    )
+    context = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, False, TraceFlags(1))
+    with trace.use_span(NonRecordingSpan(context)):
+        await service.moderate("omni", ["hello"])
+    await service.moderate("omni", ["hello"])
+    assert sent == ["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", None]

@@ -11,8 +11,8 @@ import pytest
 
 from ferryman.api.agents import Agent, AgentConfig
 from ferryman.api.content import UserMessage
-from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import ConflictError, NotFoundError
+from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.codec import MessageCache
 from ferryman.storage.sql.seam import count, first

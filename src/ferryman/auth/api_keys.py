@@ -3,7 +3,7 @@
 The hash is SHA-256. A slow hash (bcrypt, argon2) protects guessable
 passwords; a key here is 32 random bytes (256 bits), which no one can find
 from its hash by trying, so a fast hash loses nothing and lets the lookup be a
-primary-key read on every request. Checking the store each time (instead of
+indexed read on every request. Checking the store each time (instead of
 caching) is what makes a revocation hold on every replica at once.
 """
 
@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from ferryman.storage.base import ApiKeyRecord, ApiKeyStore
+from ferryman.storage.domain.api_keys import ApiKeyRecord, ApiKeys
 
 from .credentials import CredentialRejected
 from .principal import ATTRIBUTE_KINDS, Principal, PrincipalKind
@@ -55,11 +55,11 @@ class ApiKeyAuthenticator:
     """Keys made by ``ferryman keys create``, looked up by hash in the store.
 
     Args:
-        store: Where the keys are.
+        keys: Where the keys are.
     """
 
-    def __init__(self, store: ApiKeyStore) -> None:
-        self._store = store
+    def __init__(self, keys: ApiKeys) -> None:
+        self._keys = keys
 
     async def authenticate(self, credential: str) -> Principal:
         """The principal named by the key's record, unless it is unknown or revoked.
@@ -67,7 +67,7 @@ class ApiKeyAuthenticator:
         The key's name lives in the API-key namespace: a key named ``alice`` and the
         identity provider's subject ``alice`` (or ``key:alice``) are different callers.
         """
-        record = await self._store.api_key_by_hash(hash_key(credential))
+        record = await self._keys.by_hash(hash_key(credential))
         if record is None:
             raise CredentialRejected("unknown API key")
         if record.revoked_at is not None:

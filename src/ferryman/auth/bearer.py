@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ferryman.storage.base import ApiKeyStore
+from ferryman.storage.domain.api_keys import ApiKeys
 
 from .api_keys import KEY_PREFIX, ApiKeyAuthenticator
 from .credentials import CredentialRejected
@@ -34,7 +34,7 @@ class BearerAuthenticator:
         return await self._tokens.authenticate(credential)
 
 
-def authenticator_for(settings: AuthSettings | None, keys: ApiKeyStore) -> Authenticator | None:
+def authenticator_for(settings: AuthSettings | None, keys: ApiKeys) -> Authenticator | None:
     """The authenticator ``server.auth`` asks for over the key store; None when authentication is off."""
     if settings is None:
         return None

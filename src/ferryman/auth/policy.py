@@ -98,6 +98,9 @@ class Scope(BaseModel):
     def _qualified(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(r"[^:\s]+::\S+", value):
             raise ValueError(f"resource must be 'type::id' or 'type::*', not {value!r}")
+        if value is not None and value.endswith("::*") and value != value.split("::", 1)[0] + "::*":
+            # 'agent::team-a::*' would match ids by prefix, which no storage index answers (auth.filters).
+            raise ValueError(f"a wildcard resource is 'type::*' (no id prefix), not {value!r}")
         return value
 
     def covers(self, user: Principal, action: Action, resource: str) -> bool:
@@ -160,6 +163,7 @@ class AccessPolicy:
 
     def __init__(self, rules: Sequence[Rule] = ()) -> None:
         rules = list(rules) or [Rule(permit=Scope(actions=list(ACTIONS)), when="user is owner")]
+        self._parsed = tuple(rules)
         self._rules = [
             _Compiled(
                 rule.permit is not None,
@@ -169,6 +173,11 @@ class AccessPolicy:
             )
             for rule in rules
         ]
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """The rules in force, in order (the default rule when none were given); see :mod:`ferryman.auth.filters`."""
+        return self._parsed
 
     def allows(self, user: Principal | None, action: Action, resource: str, owner: Principal | None) -> bool:
         """Whether ``user`` may do ``action`` on ``resource`` (``type::id``) owned by ``owner``.

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from ferryman.errors import RateLimitedError
 from ferryman.extras import require
+from ferryman.metrics import instruments as metrics
 from ferryman.redis_url import split_prefix
 
 from .principal import Principal, current_principal
@@ -173,6 +174,7 @@ class Quotas:
         item = RateLimitItemPerMinute(per_minute)
         if await self._limiter.hit(item, "requests", principal.qualified):
             return
+        metrics.quota_refused("requests")
         reset_at, _ = await self._limiter.get_window_stats(item, "requests", principal.qualified)
         retry_after = max(1, math.ceil(reset_at - time.time()))
         raise RateLimitedError(f"rate limit reached: {per_minute} requests per minute", retry_after=retry_after)
@@ -192,6 +194,7 @@ class Quotas:
             return False
         principal, most = caller[0], caller[1].max_running_turns
         if not await self._slots.take(principal.qualified, turn_id, most):
+            metrics.quota_refused("running_turns")
             raise RateLimitedError(
                 f"too many running turns: at most {most} at once; retry when one ends",
                 retry_after=TURN_RETRY_SECONDS,

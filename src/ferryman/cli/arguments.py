@@ -1,4 +1,4 @@
-"""What the local commands (``serve``, ``keys``) take from the command line, checked before anything starts.
+"""What the server's commands (``serve``, ``keys``…) take from the command line, checked before anything starts.
 
 A bad value is one line on stderr and exit status 2, never a traceback, and
 nothing is created for it: a ``--db`` in a folder that does not exist is
@@ -9,26 +9,36 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import socket
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
 from urllib.parse import urlsplit
 
 from ferryman.config import SHARED_DB_PREFIXES, Settings
-from ferryman.errors import ConfigurationError
+from ferryman.errors import ConfigurationError, FerrymanError
 from ferryman.logs import escape, redacted_url
+
+from .exits import EXIT_USAGE
 
 _SQLITE_URL = "sqlite:///"
 _FAMILY_MISSING = (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
 """Errors of an address whose family this machine has not enabled (IPv6 switched off, say)."""
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (no usage block) and exit status 2."""
+def guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``command`` with ferryman's errors (a bad argument or configuration) made one line on stderr and status 2."""
 
-    def error(self, message: str) -> NoReturn:
-        """Print the error in one line and exit 2."""
-        self.exit(2, f"{self.prog}: {escape(message)} (see '{self.prog} --help')\n")
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except FerrymanError as exc:
+            print(f"ferryman: {escape(exc.message)}", file=sys.stderr)
+            return EXIT_USAGE
+
+    return run
 
 
 def port(text: str) -> int:

@@ -10,6 +10,7 @@ time and command line prove it is still the server, and waits for it to end.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import pidfile
+from .arguments import positive
 from .exits import EXIT_API_ERROR, EXIT_OK, EXIT_USAGE
 
 START_TIMEOUT = 120.0
@@ -31,6 +33,19 @@ STOP_TIMEOUT = 30.0
 _POLL = 0.1
 _EXCEPTION = re.compile(r"[A-Za-z_][\w.]*: \S")
 """The line of a traceback that names the exception (``sqlite3.DatabaseError: file is not a database``)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``ferryman stop`` to its parser."""
+    parser.add_argument(
+        "--timeout",
+        type=positive,
+        default=STOP_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long to wait for it to end (default {STOP_TIMEOUT:g})",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document (for scripts)")
+    parser.set_defaults(local=lambda args: stop(args.json, args.timeout))
 
 
 def local_url(host: str, port: int) -> str:

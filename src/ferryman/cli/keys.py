@@ -17,19 +17,20 @@ from typing import Any, TypeVar
 from ferryman.auth.api_keys import key_record, new_key
 from ferryman.config import StorageSettings, load_settings
 from ferryman.errors import ConflictError
-from ferryman.storage.base import ApiKeyRecord, Store
+from ferryman.storage.base import Store
+from ferryman.storage.domain.api_keys import ApiKeyRecord, ApiKeys
 from ferryman.storage.select import store_for
 
-from .arguments import check_paths
+from .arguments import check_paths, guarded
 
 T = TypeVar("T")
 
 _GRANTS = (("role", "roles"), ("team", "teams"), ("project", "projects"), ("namespace", "namespaces"))
 
 
-def add_parser(commands: Any) -> None:
-    """Add ``keys`` and its subcommands to the ``ferryman`` parser."""
-    keys = commands.add_parser("keys", help="manage API keys (create, list, revoke)")
+def add_arguments(keys: argparse.ArgumentParser) -> None:
+    """Add the subcommands of ``ferryman keys`` to its parser."""
+    keys.set_defaults(local=run)
     actions = keys.add_subparsers(dest="keys_command", required=True)
     create = actions.add_parser("create", help="make a key and print it (once)")
     create.add_argument("--name", required=True, help="the key's name: the principal it acts as")
@@ -44,6 +45,7 @@ def add_parser(commands: Any) -> None:
         action.add_argument("--json", action="store_true", help="print one JSON document (for scripts)")
 
 
+@guarded
 def run(args: argparse.Namespace) -> int:
     """Run a ``keys`` subcommand against the configured database."""
     settings = load_settings(args.config)
@@ -52,12 +54,12 @@ def run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"storage": storage})
     check_paths(settings)
     store = store_for(settings.db_path())
-    command: dict[str, Callable[[Store, argparse.Namespace], Awaitable[int]]] = {
+    command: dict[str, Callable[[ApiKeys, argparse.Namespace], Awaitable[int]]] = {
         "create": _create,
         "list": _list,
         "revoke": _revoke,
     }
-    return asyncio.run(_with_store(store, lambda: command[args.keys_command](store, args)))
+    return asyncio.run(_with_store(store, lambda: command[args.keys_command](ApiKeys(store.kernel), args)))
 
 
 async def _with_store(store: Store, work: Callable[[], Awaitable[T]]) -> T:
@@ -68,11 +70,11 @@ async def _with_store(store: Store, work: Callable[[], Awaitable[T]]) -> T:
         await store.close()
 
 
-async def _create(store: Store, args: argparse.Namespace) -> int:
+async def _create(keys: ApiKeys, args: argparse.Namespace) -> int:
     key = new_key()
     try:
         record = key_record(args.name, key, {kind: getattr(args, kind) for _, kind in _GRANTS})
-        await store.create_api_key(record)
+        await keys.create(record)
     except (ValueError, ConflictError) as exc:
         print(f"ferryman: {exc}", file=sys.stderr)
         return 2
@@ -84,8 +86,8 @@ async def _create(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _list(store: Store, args: argparse.Namespace) -> int:
-    records = await store.list_api_keys()
+async def _list(keys: ApiKeys, args: argparse.Namespace) -> int:
+    records = await keys.list()
     if args.json:
         _document([_listed(record) for record in records])
         return 0
@@ -98,8 +100,8 @@ async def _list(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _revoke(store: Store, args: argparse.Namespace) -> int:
-    if not await store.revoke_api_key(args.name, datetime.now(UTC)):
+async def _revoke(keys: ApiKeys, args: argparse.Namespace) -> int:
+    if not await keys.revoke(args.name, datetime.now(UTC)):
         print(f"ferryman: no API key named '{args.name}'", file=sys.stderr)
         return 1
     if args.json:

@@ -9,33 +9,34 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
-from typing import Any
 
-from ferryman.inference.hub_pull import PullRequest, parse_source, pull
 from ferryman.inference.pulled import PulledModels
 
+from .arguments import guarded
 from .remote import Output
 
 
-def add_parsers(actions: Any) -> None:
-    """Add ``pull`` and ``pulled`` to the ``models`` command group."""
-    fetch = actions.add_parser(
-        "pull",
-        help="download a GGUF from the Hugging Face Hub and serve it as an embedded model (no server needed)",
-    )
+def add_pull(fetch: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``ferryman models pull`` to its parser."""
     fetch.add_argument("source", help="the repository (OWNER/NAME), or hf://OWNER/NAME/FILE")
     fetch.add_argument("filename", nargs="?", help="the GGUF file in the repository")
     fetch.add_argument("--revision", help="branch, tag or commit (default: main)")
     fetch.add_argument("--name", help="the model id to serve it under (default: the file name without .gguf)")
     fetch.add_argument("--json", action="store_true", help="print one JSON document (for scripts)")
     fetch.set_defaults(local=pull_model)
-    listing = actions.add_parser("pulled", help="list the pulled models (no server needed)")
+
+
+def add_pulled(listing: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``ferryman models pulled`` to its parser."""
     listing.add_argument("--json", action="store_true", help="print one JSON document (for scripts)")
     listing.set_defaults(local=list_pulled)
 
 
+@guarded
 def pull_model(args: argparse.Namespace) -> int:
     """Download the file, verify it and record it; print how to serve it."""
+    from ferryman.inference.hub_pull import PullRequest, parse_source, pull  # noqa: PLC0415 - huggingface_hub: slow
+
     repo_id, filename = parse_source(args.source, args.filename)
     model = pull(PullRequest(repo_id, filename, args.revision, args.name))
     out = Output(args.json)
@@ -48,6 +49,7 @@ def pull_model(args: argparse.Namespace) -> int:
     return 0
 
 
+@guarded
 def list_pulled(args: argparse.Namespace) -> int:
     """Print the pulled models."""
     models = PulledModels()

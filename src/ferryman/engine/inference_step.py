@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ferryman.api.content import CompletionMessage, StopReason, ToolCall
+from ferryman.ids import new_id
 from ferryman.inference.base import ChatChunk, ChatRequest, FinishChunk, TextChunk, ToolCallChunk, Usage
 from ferryman.inference.context import ContextModel
 from ferryman.inference.openai_wire import parse_arguments
 
 from .events import Emit, TextDelta, ToolCallArgumentsDelta, ToolCallDone, ToolCallStarted
-from .ids import new_id
 
 
 class ChatModel(Protocol):

@@ -10,8 +10,8 @@ nowhere: not in the turn, nor in the history later turns read (a session's next 
 from __future__ import annotations
 
 from ferryman.api.content import CompletionMessage, Message
-from ferryman.safety.withheld import withheld_message
 from ferryman.storage.base import TurnStore
+from ferryman.withheld import withheld_message
 
 from .state import TurnState
 
@@ -24,7 +24,7 @@ async def keep_redacted(store: TurnStore, state: TurnState, given: list[Message]
 
 
 async def withhold_input(store: TurnStore, state: TurnState, given: list[Message], answer: CompletionMessage) -> None:
-    """Put placeholders (``safety/withheld.py``) wherever the blocked input ``given`` was kept, then the refusal.
+    """Put placeholders (``ferryman/withheld.py``) wherever the blocked input ``given`` was kept, then the refusal.
 
     The refusal joins the history after the placeholders, as any answer does, so that later
     turns read the exchange in order, and never the input.

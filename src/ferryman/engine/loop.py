@@ -26,6 +26,7 @@ from ferryman.api.content import (
     content_to_text,
 )
 from ferryman.errors import ConflictError, FailureCode, FerrymanError
+from ferryman.ids import new_id, utcnow
 from ferryman.inference.context import check_context
 from ferryman.safety.base import Shield
 from ferryman.storage.base import StepWrite, TurnStore
@@ -34,7 +35,6 @@ from ferryman.tools.context import ToolContext
 from .approvals import Ruling, approval_request, unheld
 from .channel import StopReason
 from .events import Emit, StepCompleted, StepStarted, TurnAwaitingInput, TurnCompleted, TurnFailed, TurnStarted
-from .ids import new_id, utcnow
 from .inference_step import TurnModel, run_inference
 from .kept_input import keep_redacted, withhold_input
 from .memory import Retriever, recalled_context, user_query, with_context
@@ -51,6 +51,8 @@ from .shield_step import (
     screen_results,
 )
 from .state import TurnState
+from .tracing import chat_span, record_chat, retrieval_span, running_turn, timed_model
+from .turn_log import logged_turn
 from .unlisted import UNLISTED_METADATA, unlisted_step
 
 log = logging.getLogger(__name__)
@@ -84,13 +86,19 @@ class TurnEngine:
 
     async def run(self, state: TurnState, emit: Emit) -> Turn:
         """Run a new turn from its input messages to an answer or a pause."""
-        return await self._guarded(state, emit, self._start(state, emit))
+        with logged_turn(state.record, "started"):
+            return await self._guarded(state, emit, self._start(state, emit))
 
     async def resume(self, state: TurnState, answer: PendingAnswer, emit: Emit) -> Turn:
         """Continue a paused turn with the caller's answer to its pending step (see :func:`complete_pending_step`)."""
-        return await self._guarded(state, emit, self._resume(state, answer, emit))
+        with logged_turn(state.record, "resumed"):
+            return await self._guarded(state, emit, self._resume(state, answer, emit))
 
     async def _guarded(self, state: TurnState, emit: Emit, body: Coroutine[Any, Any, Turn]) -> Turn:
+        with running_turn(state.span, state.record):
+            return await self._outcome(state, emit, body)
+
+    async def _outcome(self, state: TurnState, emit: Emit, body: Coroutine[Any, Any, Turn]) -> Turn:
         record = state.record
         try:
             return await body
@@ -136,7 +144,10 @@ class TurnEngine:
             raise ConflictError("this server cannot index a turn's documents")
         step_id, started = new_id(), utcnow()
         await emit(StepStarted("memory_retrieval", step_id))
-        found = await self._retriever.recall(state.record.session_id, state.documents, user_query(state.history))
+        query = user_query(state.history)
+        with retrieval_span(query) as span:
+            found = await self._retriever.recall(state.record.session_id, state.documents, query)
+            span.set_attribute("gen_ai.data_source.id", found.vector_db_id)
         step = MemoryRetrievalStep(
             turn_id=state.record.turn_id,
             step_id=step_id,
@@ -241,7 +252,9 @@ class TurnEngine:
         await check_context(self._model, request)
         step_id, started = new_id(), utcnow()
         await withheld.emit_now(StepStarted("inference", step_id))
-        result = await run_inference(self._model, request, step_id, withheld)
+        with chat_span(request, self._model) as span:
+            result = await run_inference(timed_model(self._model, span), request, step_id, withheld)
+            record_chat(span, request, result.message, result.usage)
         step = InferenceStep(
             turn_id=state.record.turn_id,
             step_id=step_id,

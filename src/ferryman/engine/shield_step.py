@@ -16,7 +16,7 @@ A redacting input verdict replaces the turn's input in the history the model rea
 (and the output shields judge), and wherever the input as sent was stored when the
 turn started, before any shield ran: the turn's record and history messages, and a
 response's input items (see ``kept_input.py``); a blocking one puts placeholders
-there instead (``safety/withheld.py``). Output shields judge every text the model
+there instead (``ferryman/withheld.py``). Output shields judge every text the model
 says: the final answer, and text said beside tool calls (a blocked one ends the turn
 before its calls run). The tool input shields judge a step's server calls before the
 step is kept anywhere (:func:`screen_calls`), so that a blocked call's arguments are
@@ -41,15 +41,17 @@ from ferryman.api.content import (
     ToolResponseMessage,
     content_to_text,
 )
+from ferryman.ids import new_id, utcnow
 from ferryman.inference.openai_wire import parse_arguments
+from ferryman.metrics import instruments as metrics
 from ferryman.safety.base import Shield, ShieldVerdict
-from ferryman.safety.withheld import kept_for_review, withheld_call
 from ferryman.tools.context import ToolContext
+from ferryman.withheld import kept_for_review, withheld_call
 
 from .events import Emit, EngineEvent, StepStarted, TextDelta, ToolCallArgumentsDelta, ToolCallDone, ToolCallStarted
-from .ids import new_id, utcnow
 from .plan import TurnPlan
 from .tool_step import run_server_tools
+from .tracing import judged, shield_span
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +97,17 @@ async def screen(
 
     A redacting verdict's messages are what the next shield (and the turn) sees;
     the first blocking violation ends the check. With ``keep_blocked``, a blocking
-    step's violation keeps the messages as given, for review (``safety/withheld.py``).
+    step's violation keeps the messages as given, for review (``ferryman/withheld.py``).
     """
     given = messages
     for shield in shields:
         step_id, started = new_id(), utcnow()
         await emit(StepStarted("shield_call", step_id, {"shield": shield.shield_id, "phase": phase}))
-        verdict = await _verdict(shield, messages)
+        with shield_span(shield.shield_id, phase) as span:
+            verdict = await _verdict(shield, messages)
+            if span.is_recording():
+                judged(span, _word(verdict))
+        metrics.shield_judged(shield.shield_id, _word(verdict))
         if verdict.redacted is not None:
             messages = verdict.redacted
         violation = verdict.violation
@@ -132,6 +138,18 @@ async def _verdict(shield: Shield, messages: list[Message]) -> ShieldVerdict:
         log.error("shield %s redacted %d messages into %d", shield.shield_id, len(messages), len(verdict.redacted))
         return ShieldVerdict(_failure(shield, "error"))
     return verdict
+
+
+def _word(verdict: ShieldVerdict) -> metrics.Verdict:
+    """The verdict as the shield-verdicts metric names it."""
+    violation = verdict.violation
+    if violation is not None and "shield_failure" in (violation.metadata or {}):
+        return "error"
+    if violation is not None and violation.violation_level == "error":
+        return "block"
+    if violation is not None and violation.violation_level == "warn":
+        return "warn"
+    return "redact" if verdict.redacted is not None else "pass"
 
 
 def _failure(shield: Shield, reason: Literal["timeout", "error"]) -> SafetyViolation:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from opentelemetry.trace import Span
+
 from ferryman.api.agents import Step, Turn
 from ferryman.api.content import Message, ToolResponseMessage, TurnInputMessage, UserMessage
 from ferryman.storage.base import TurnRecord, turn_from_record
@@ -45,6 +47,8 @@ class TurnState:
     """How many of the history's last messages are the turn's own input (None: one per input message)."""
     input_copies: InputCopies | None = None
     """What else keeps the input as sent (the Responses API's input items), to redact or withhold it there too."""
+    span: Span | None = None
+    """The run's ``invoke_agent`` span, started where the turn was accepted (``tracing.start_turn_span``)."""
 
     def turn(self) -> Turn:
         """The wire form of the turn as it stands."""

@@ -17,8 +17,7 @@ from datetime import datetime
 
 from ferryman.api.agents import ToolExecutionStep
 from ferryman.api.content import ToolCall, ToolResponse
-
-from .ids import new_id, utcnow
+from ferryman.ids import new_id, utcnow
 
 LIST_TOOLS = "list_tools"
 """The tool name of the step's calls: listing a toolgroup's tools, which the server does before the turn."""

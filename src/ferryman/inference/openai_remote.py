@@ -11,6 +11,7 @@ import openai
 from ferryman.api.inference import GrammarResponseFormat
 from ferryman.errors import ContextLengthExceededError, InvalidRequestError, ProviderKeyRejectedError, UpstreamError
 from ferryman.logs import redacted_url
+from ferryman.trace_headers import trace_headers
 
 from .base import ChatChunk, ChatRequest, ContextWindow, FinishChunk, ModelInfo, TextChunk, ToolCallChunk, Usage
 from .context import context_overflow, published_context
@@ -95,7 +96,12 @@ class OpenAICompatibleProvider:
             # skips the SDK's per-call walk over every message and tool (which grew with
             # the history and dominated a turn's CPU), and chunks stay plain dicts.
             stream = await client.post(
-                "/chat/completions", cast_to=dict[str, Any], body=params, stream=True, stream_cls=_ChunkStream
+                "/chat/completions",
+                cast_to=dict[str, Any],
+                body=params,
+                options={"headers": trace_headers()},
+                stream=True,
+                stream_cls=_ChunkStream,
             )
             finish: str | None = None
             usage: Usage | None = None
@@ -121,7 +127,9 @@ class OpenAICompatibleProvider:
             batch = texts[start : start + _EMBED_BATCH]
             body = {"model": model, "input": batch, "encoding_format": "float"}
             try:
-                answer = await self._client.post("/embeddings", cast_to=dict[str, Any], body=body)
+                answer = await self._client.post(
+                    "/embeddings", cast_to=dict[str, Any], body=body, options={"headers": trace_headers()}
+                )
             except openai.OpenAIError as exc:
                 raise self._failure(exc, None, f"embedding model {model} failed upstream") from exc
             vectors.extend(_vectors_of(answer, len(batch), model))
@@ -173,13 +181,14 @@ class OpenAICompatibleProvider:
             UpstreamError: the upstream server failed or could not be reached.
         """
         client, key = self._client_for(provider_data)
+        traced: openai.RequestOptions = {"headers": trace_headers()}
         try:
             if body.get("stream"):
                 stream = await client.post(
-                    path, cast_to=dict[str, Any], body=body, stream=True, stream_cls=_ChunkStream
+                    path, cast_to=dict[str, Any], body=body, options=traced, stream=True, stream_cls=_ChunkStream
                 )
                 return self._relay(stream, key)
-            result = await client.post(path, cast_to=dict[str, Any], body=body)
+            result = await client.post(path, cast_to=dict[str, Any], body=body, options=traced)
             return result
         except openai.OpenAIError as exc:
             raise self._failure(exc, key, "upstream", client_errors=True) from exc

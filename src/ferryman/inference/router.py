@@ -23,6 +23,7 @@ from .base import (
 )
 from .context import configured_tokens, estimate_prompt_tokens
 from .local_embeddings import MODEL_ID as LOCAL_EMBEDDING_MODEL
+from .measured import EMBEDDINGS, measured, measured_chat
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +177,11 @@ class ModelRouter:
             )
         return None
 
+    def provider_name(self, model_id: str) -> str | None:
+        """The ``provider_id`` of the provider serving ``model_id`` in the current listing (None: unknown)."""
+        route = self._lookup(model_id)
+        return route.model.provider_id if route is not None else None
+
     async def prompt_size(self, request: ChatRequest, budget: int) -> PromptSize:
         """The tokens of a request's prompt: counted by its provider if it can, else estimated (:mod:`.context`)."""
         route = self._lookup(request.model)
@@ -191,7 +197,7 @@ class ModelRouter:
         provider_request = request
         if route.model.provider_resource_id != request.model:
             provider_request = replace(request, model=route.model.provider_resource_id)
-        async for chunk in route.provider.stream_chat(provider_request):
+        async for chunk in measured_chat(request.model, route.provider.stream_chat(provider_request)):
             yield chunk
 
     def embedding_model(self, model_id: str | None) -> Model:
@@ -231,7 +237,7 @@ class ModelRouter:
         route = await self.route(model_id)
         if not isinstance(route.provider, EmbeddingProvider):
             raise InvalidRequestError(f"provider '{route.model.provider_id}' does not serve embeddings", "model")
-        return await route.provider.embed(route.model.provider_resource_id, texts)
+        return await measured(EMBEDDINGS, model_id, route.provider.embed(route.model.provider_resource_id, texts))
 
     async def aclose(self) -> None:
         """Close every provider."""

@@ -23,10 +23,11 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
-from ferryman.engine.ids import new_id, utcnow
 from ferryman.errors import FerrymanError, NotFoundError
 from ferryman.heap import release_freed_memory
+from ferryman.ids import new_id, utcnow
 from ferryman.inference.router import ModelRouter
+from ferryman.metrics.instruments import INGESTION_BACKLOG
 from ferryman.storage.base import Store
 from ferryman.storage.knowledge import ChunkRecord, LastError, VectorStoreFileRecord
 
@@ -40,6 +41,8 @@ from .views import now
 log = logging.getLogger(__name__)
 
 _FAR_PAST_LAPSE = timedelta(days=365 * 100)
+BACKLOG_SECONDS = 10.0
+"""How often a worker counts the files waiting or in progress, for the ``ferryman_ingestion_backlog_files`` gauge."""
 
 Key = tuple[str, str]
 
@@ -84,6 +87,8 @@ class IngestionWorker:
         self._until: dict[Key, datetime] = {}
         self._claims = asyncio.Lock()
         self._renewed_at = utcnow()
+        self._counted_at: float | None = None
+        self._stopping = False
         self.idle = asyncio.Event()
         """Set while no job runs here and the last look found none to claim (cleared by :meth:`wake`)."""
 
@@ -98,6 +103,9 @@ class IngestionWorker:
 
     async def stop(self) -> None:
         """Stop claiming and cancel the jobs running here (their claims lapse; another run takes them)."""
+        # Python 3.11's wait_for can swallow a cancellation that meets its wake-up: the loop also checks the flag.
+        self._stopping = True
+        self._wake.set()
         tasks = [t for t in (self._task, *self._jobs.values()) if t is not None]
         for task in tasks:
             task.cancel()
@@ -116,11 +124,13 @@ class IngestionWorker:
 
     async def _run(self) -> None:
         first = True
-        while True:
+        self._stopping = False
+        while not self._stopping:
             self._wake.clear()
             try:
                 await self._renew_if_due()
                 await self._claim(takeover=first and self._sole_process)
+                await self._count_backlog_if_due()
                 first = False
                 if not self._jobs and not self._wake.is_set():  # a wake since this look started: look again
                     if self._freed:
@@ -149,6 +159,14 @@ class IngestionWorker:
                     self._abandon(key)
                 self._until[key] = until
                 self._jobs[key] = asyncio.create_task(self._job(job), name=f"ingest {job.file_id}")
+
+    async def _count_backlog_if_due(self) -> None:
+        """Set the backlog gauge from storage, at most every :data:`BACKLOG_SECONDS` (a count of every store)."""
+        clock = asyncio.get_running_loop().time()
+        if self._counted_at is not None and clock - self._counted_at < BACKLOG_SECONDS:
+            return
+        self._counted_at = clock
+        INGESTION_BACKLOG.set(await self._store.ingestion_backlog())
 
     async def _renew_if_due(self) -> None:
         if not self._jobs or utcnow() - self._renewed_at < timedelta(seconds=self.lease_seconds / 3):

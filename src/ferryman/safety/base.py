@@ -1,4 +1,4 @@
-"""The safety seam: shields that inspect messages, the store of registered ones, and their registry.
+"""The safety seam: shields that inspect messages, the lookup of registered ones, and their registry.
 
 A shield's :meth:`Shield.run` only classifies: it raises when its provider fails
 and leaves timeouts and the fail-open/closed decision to its caller, which reads
@@ -7,6 +7,7 @@ and leaves timeouts and the fail-open/closed decision to its caller, which reads
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -14,10 +15,12 @@ from ferryman.api.agents import SafetyViolation
 from ferryman.api.content import Message
 from ferryman.api.safety import ShieldResource
 from ferryman.errors import InvalidRequestError, NotFoundError
-from ferryman.storage.shields import ShieldStore
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 """How long a shield may take, unless its params say (``timeout_seconds``)."""
+
+ShieldLookup = Callable[[str], Awaitable[ShieldResource]]
+"""A stored registration by id, as the current caller may read it; NotFoundError when there is none."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ class ShieldRegistry:
     def __init__(self, shields: list[Shield] | None = None, providers: list[ShieldProvider] | None = None) -> None:
         self._shields = {shield.shield_id: shield for shield in shields or []}
         self._providers = {provider.provider_id: provider for provider in providers or []}
-        self.store: ShieldStore | None = None
+        self.registered: ShieldLookup | None = None
         """Where registrations are read from (every replica reads the same); None: in-code shields only."""
 
     def register(self, shield: Shield) -> None:
@@ -149,9 +152,9 @@ class ShieldRegistry:
         """
         if shield_id in self._shields:
             return self._shields[shield_id]
-        if self.store is None:
+        if self.registered is None:
             raise NotFoundError(f"shield '{shield_id}' not found")
-        return self.build(await self.store.get_shield(shield_id))
+        return self.build(await self.registered(shield_id))
 
     async def resolve(self, shield_ids: list[str], field: str) -> list[Shield]:
         """The shields of these ids, in order.

@@ -20,6 +20,7 @@ from ferryman.api.agents import SafetyViolation
 from ferryman.api.content import CompletionMessage, Message, UserMessage, content_to_text
 from ferryman.api.safety import ShieldResource
 from ferryman.errors import InvalidRequestError, UpstreamError
+from ferryman.trace_headers import trace_headers
 
 from .base import ShieldOptions, ShieldVerdict
 
@@ -62,7 +63,7 @@ class OpenAICompatibleModeration:
     async def moderate(self, model: str, texts: list[str]) -> list[Moderated]:
         """Classify ``texts`` with ``model``."""
         try:
-            answer = await self._client.moderations.create(model=model, input=texts)
+            answer = await self._client.moderations.create(model=model, input=texts, extra_headers=trace_headers())
         except openai.APIError as exc:
             raise UpstreamError(f"the moderation service failed: {type(exc).__name__}") from None
         verdicts = []

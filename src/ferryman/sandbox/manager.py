@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import time
@@ -242,7 +243,8 @@ class Sandbox:
 
     def _start_reaper(self) -> None:
         if self._reaper is None or self._reaper.done():
-            self._reaper = asyncio.create_task(self._reap_forever())
+            # A fresh context: the reaper outlives the turn that started it, and must not log under its ids.
+            self._reaper = asyncio.create_task(self._reap_forever(), context=contextvars.Context())
 
     async def _reap_forever(self) -> None:
         interval = min(self.settings.idle_seconds / 2, _MAX_REAP_INTERVAL)

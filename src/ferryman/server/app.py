@@ -13,6 +13,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount
 
 from ferryman.api.registry import Model
+from ferryman.audit_settings import AuditSettings
 from ferryman.auth.bearer import authenticator_for
 from ferryman.auth.policy import AccessPolicy, parse_policy
 from ferryman.auth.principal import Authenticator
@@ -26,6 +27,7 @@ from ferryman.config import (
     ProviderSettings,
     Settings,
     ToolSettings,
+    UsageSettings,
 )
 from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice, RecordDeleted
 from ferryman.coordination.select import fanout_for
@@ -42,18 +44,22 @@ from ferryman.knowledge.blobs import BlobStore, LocalBlobStore, MemoryBlobStore
 from ferryman.knowledge.ingest import IngestionWorker
 from ferryman.knowledge.isolated import ExtractionLimits
 from ferryman.knowledge.search import SearchService
+from ferryman.metrics.multiprocess import process_ended
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
 from ferryman.safety.llama_guard import LlamaGuardProvider
 from ferryman.safety.local import LocalShieldProvider
 from ferryman.safety.settings import SafetySettings
 from ferryman.sandbox import Sandbox
+from ferryman.services.access import Access
 from ferryman.services.agents import AgentService
+from ferryman.services.audit import AuditService
 from ferryman.services.files import FileService
 from ferryman.services.host import TurnHost
 from ferryman.services.leases import TurnLeases
 from ferryman.services.models import ModelService
 from ferryman.services.openai_compat import OpenAICompatService
+from ferryman.services.registrations import Registrations
 from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.responses.history import HistoryCache
 from ferryman.services.responses.hosted.catalog import hosted_tools
@@ -61,9 +67,12 @@ from ferryman.services.responses.service import ResponsesService
 from ferryman.services.safety import SafetyService
 from ferryman.services.session_memory import SessionMemory
 from ferryman.services.toolgroups import ToolGroupService
+from ferryman.services.usage import UsageLedger
 from ferryman.services.vector_dbs import VectorDbService
 from ferryman.services.vector_stores import VectorStoreService
 from ferryman.storage.base import Store
+from ferryman.storage.domain import registry as registry_records
+from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.owned import owned
 from ferryman.storage.select import store_for
 from ferryman.tools.code_interpreter import TOOLGROUP_ID as CODE_INTERPRETER
@@ -71,26 +80,35 @@ from ferryman.tools.code_interpreter import CodeInterpreter
 from ferryman.tools.mcp.pool import McpClientPool, McpSettings
 from ferryman.tools.registry import ToolRegistry, builtin_tools
 from ferryman.tools.websearch import WebSearch, WebSearchSettings
+from ferryman.trace_settings import TraceSettings
 
 from . import (
     agents_routes,
+    audit_routes,
     files_routes,
     openai_routes,
     responses_routes,
     safety_routes,
     system_routes,
     tool_routes,
+    usage_routes,
     vector_io_routes,
     vector_store_routes,
 )
+from .access_log import AccessLogMiddleware
+from .audit_scope import AuditMiddleware
 from .authn import AuthenticationMiddleware
 from .body_limit import FORM_OVERHEAD, BodyLimit, BodyLimitMiddleware, upload_routes
 from .contract import starlette_routes
 from .errors import EXCEPTION_HANDLERS
+from .http_metrics import HttpMetricsMiddleware
+from .http_spans import TracingMiddleware
 from .idempotency import IdempotencyMiddleware
 from .idempotent_routes import idempotent_routes
+from .metrics_routes import MetricsServed, metrics_routes, metrics_served
 from .openapi import docs_routes, openapi_document
 from .ratelimit import RateLimitMiddleware
+from .tracing import Tracing
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +141,19 @@ class Services:
     sandbox: Sandbox | None = None
     web_search: WebSearch | None = None
     safety: SafetyService = field(kw_only=True)
+    usage: UsageLedger = field(kw_only=True)
+    """Runs' token usage, summed by ``GET /v1/usage``."""
+    audit: AuditService = field(kw_only=True)
+    """Audit records: written by every create, delete and denial, listed by ``GET /v1/audit``."""
     max_body_bytes: int = field(default=DEFAULT_MAX_BODY_BYTES, kw_only=True)
     """The largest JSON request body (``server.max_body_bytes``); uploads are bounded by ``files.max_bytes``."""
+    policy: AccessPolicy = field(default_factory=AccessPolicy, kw_only=True)
+    """Who may do what (records' access is enforced by the store; this decides who reads ``/metrics``)."""
+    metrics: MetricsServed = field(default="here", kw_only=True)
+    """Where the metrics are served: ``/metrics`` here, on a separate listener, or nowhere (not even recorded
+    per HTTP request)."""
+    tracing: TraceSettings | None = field(default=None, kw_only=True)
+    """``telemetry.traces``: whether and where traces go (None: the defaults, off unless ``OTEL_*`` variables ask)."""
 
 
 def build_services(
@@ -148,6 +177,10 @@ def build_services(
     websearch: WebSearchSettings | None = None,
     safety_settings: SafetySettings | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    metrics: MetricsServed = "here",
+    tracing: TraceSettings | None = None,
+    usage: UsageSettings | None = None,
+    audit: AuditSettings | None = None,
 ) -> Services:
     """Wire the services over a store and inference providers.
 
@@ -164,12 +197,20 @@ def build_services(
     ``sandbox`` runs ``builtin::code_interpreter`` (None: that toolgroup is not offered);
     ``websearch`` picks ``builtin::websearch``'s provider (offered in the default registry, configured or not);
     ``safety_settings`` says whether what shields block is also kept, raw, for review (off by default);
-    ``max_body_bytes`` bounds a JSON request body (``files.max_bytes`` an upload).
+    ``max_body_bytes`` bounds a JSON request body (``files.max_bytes`` an upload);
+    ``metrics`` says where the Prometheus metrics are served (``/metrics`` by default);
+    ``tracing`` whether and where traces are exported (``telemetry.traces``; off by default);
+    ``usage`` bounds the token usage summaries (``usage.max_records``);
+    ``audit`` how audit records are queued, kept (``audit.retention_days``) and listed.
     """
+    policy = policy or AccessPolicy()
     store = owned(store, policy)
+    access = Access(policy)
     models = ModelRouter(providers, configured_models)
     fanout = fanout or LocalFanout()
-    registry = ModelService(models, store, list(configured_models or []), fanout)
+    registry = ModelService(
+        models, Registrations(registry_records.models(store.kernel), access), list(configured_models or []), fanout
+    )
     search = SearchService(store, models)
     files = files or FileSettings()
     blobs = blobs or MemoryBlobStore()
@@ -195,17 +236,18 @@ def build_services(
     )
     if sandbox is not None:
         tools.register(CODE_INTERPRETER, [CodeInterpreter(sandbox, FileService(store, blobs, files.max_bytes))])
-    toolgroups = ToolGroupService(tools, store, mcp)
+    toolgroups = ToolGroupService(tools, Registrations(registry_records.toolgroups(store.kernel), access), mcp)
     shields = shields or ShieldRegistry()
     shields.add_provider(LlamaGuardProvider(models))
     shields.add_provider(LocalShieldProvider())
-    safety = SafetyService(shields, store, models)
+    safety = SafetyService(shields, Registrations(registry_records.shields(store.kernel), access), models)
     runner = TurnRunner()
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
     keep_blocked_text = safety_settings.keep_blocked_text if safety_settings else False
     engine = TurnEngine(store, models, SessionMemory(vector_stores, search), keep_blocked_text=keep_blocked_text)
     quotas = quotas or Quotas()
-    host = TurnHost(store, engine, runner, leases, fanout, quotas)
+    ledger = UsageLedger(store.kernel, Access(policy), (usage or UsageSettings()).max_records)
+    host = TurnHost(store, engine, runner, leases, fanout, quotas, ledger)
     knowledge = knowledge or KnowledgeSettings()
     agents = AgentService(
         host,
@@ -252,6 +294,11 @@ def build_services(
         web_search=web_search,
         safety=safety,
         max_body_bytes=max_body_bytes,
+        policy=policy,
+        metrics=metrics,
+        tracing=tracing,
+        usage=ledger,
+        audit=AuditService(store.kernel, access, audit),
     )
 
 
@@ -295,7 +342,7 @@ def services_from_settings(settings: Settings) -> Services:
         lease_seconds=settings.storage.turn_lease_seconds,
         sole_process=not settings.db_path().startswith(SHARED_DB_PREFIXES),
         fetch=settings.fetch,
-        authenticator=authenticator_for(settings.auth, store),
+        authenticator=authenticator_for(settings.auth, ApiKeys(store.kernel)),
         policy=parse_policy(settings.auth.access_policy) if settings.auth is not None else None,
         quotas=quotas_for(settings.quotas, settings.coordination_url(), settings.storage.turn_lease_seconds),
         blobs=LocalBlobStore(settings.files.directory()),
@@ -306,6 +353,10 @@ def services_from_settings(settings: Settings) -> Services:
         safety_settings=settings.safety,
         tool_settings=settings.tools,
         max_body_bytes=settings.max_body_bytes,
+        metrics=metrics_served(settings.telemetry),
+        tracing=settings.telemetry.traces,
+        usage=settings.usage,
+        audit=settings.audit,
     )
     services.models.default_embedding_model = settings.embeddings.default_model
     return services
@@ -347,6 +398,8 @@ API_MOUNTS = (
             *vector_store_routes.ROUTES,
             *vector_io_routes.ROUTES,
             *safety_routes.ROUTES,
+            *usage_routes.ROUTES,
+            *audit_routes.ROUTES,
         ),
     ),
     ("/v1alpha", agents_routes.ROUTES),
@@ -364,6 +417,17 @@ def create_app(services: Services) -> Starlette:
     The endpoints find ``services`` in the app's state.
     """
 
+    tracing = Tracing.of(services.tracing)
+
+    @contextlib.asynccontextmanager
+    async def traced(app: Starlette) -> AsyncIterator[None]:
+        tracing.start()
+        try:
+            async with lifespan(app):
+                yield
+        finally:
+            tracing.stop()  # after the runs ended: their spans are exported too
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.store.open()
@@ -373,11 +437,14 @@ def create_app(services: Services) -> Starlette:
         await services.leases.start()
         await services.model_registry.load()
         await services.ingestion.start()
+        await services.audit.start()
         try:
             yield
         finally:
             await services.ingestion.stop()
             await services.runner.shutdown()
+            await services.usage.flush()  # the runs' usage writes still under way
+            await services.audit.stop()  # after the runs ended: what they audited is written too
             if services.sandbox is not None:
                 await services.sandbox.close()
             await services.mcp.close()
@@ -388,14 +455,25 @@ def create_app(services: Services) -> Starlette:
             await services.fanout.close()
             await services.models.aclose()
             await services.store.close()
+            process_ended()  # this worker's running-turn gauge leaves the sums of a server of several
 
-    routes = [Mount(prefix, routes=starlette_routes(table)) for prefix, table in API_MOUNTS]
+    routes = [*(Mount(prefix, routes=starlette_routes(table)) for prefix, table in API_MOUNTS), *docs_routes()]
+    if services.metrics == "here":
+        routes.extend(metrics_routes())
     app = Starlette(
-        routes=[*routes, *docs_routes()],
+        routes=routes,
         exception_handlers=EXCEPTION_HANDLERS,
-        lifespan=lifespan,
+        lifespan=traced,
         middleware=[
-            # Outermost: everything inside runs as the caller it names.
+            # Outermost: each request's server span, current for everything inside (its access line's trace id).
+            *([Middleware(TracingMiddleware, routes=routes)] if tracing.on else []),
+            # Every request gets its id, and its access line, however it is answered.
+            Middleware(AccessLogMiddleware, routes=routes),
+            # Audit records go to this app's sink, with the request's id (named just above); every 429 audited.
+            Middleware(AuditMiddleware, sink=services.audit.trail, routes=routes),
+            # Times every request, refusals included (nothing when metrics are off).
+            *([Middleware(HttpMetricsMiddleware, routes=routes)] if services.metrics != "off" else []),
+            # Then everything inside runs as the caller it names.
             Middleware(AuthenticationMiddleware, authenticator=services.authenticator),
             # After authentication named the caller; before anything a refused request should not touch.
             Middleware(RateLimitMiddleware, quotas=services.quotas),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
@@ -91,6 +93,38 @@ def cursor_paging(request: Request, default_order: str = "desc", max_limit: int 
     if limit > max_limit:
         raise InvalidRequestError(f"limit must be at most {max_limit}", "limit")
     return request.query_params.get("after") or None, limit, query_order(request, default_order)
+
+
+LATEST_SECONDS = 253_402_300_799
+"""The last second of year 9999: the latest instant a query parameter may name."""
+
+
+def query_instant(request: Request, name: str) -> float | None:
+    """A query parameter naming an instant: ISO 8601 (UTC unless it says otherwise) or seconds since the epoch.
+
+    Raises:
+        InvalidRequestError: it is neither, or lies before 1970 or after 9999.
+    """
+    raw = (request.query_params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = _iso_seconds(raw, name)
+    if not math.isfinite(seconds) or not 0 <= seconds <= LATEST_SECONDS:
+        raise InvalidRequestError(f"query parameter '{name}' must lie between 1970 and 9999", name)
+    return seconds
+
+
+def _iso_seconds(raw: str, name: str) -> float:
+    try:
+        instant = datetime.fromisoformat(raw)
+    except ValueError as exc:
+        raise InvalidRequestError(
+            f"query parameter '{name}' must be an ISO 8601 date or time, or seconds since the epoch", name
+        ) from exc
+    return (instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)).timestamp()
 
 
 def query_list(request: Request, name: str) -> list[str] | None:

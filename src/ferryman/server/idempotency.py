@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ferryman.auth.principal import current_principal
 from ferryman.errors import FailureCode
 from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
+from ferryman.metrics import instruments as metrics
 from ferryman.storage.base import IdempotencyRecord, IdempotencyStore
 
 from .errors import error_body
@@ -167,6 +168,7 @@ class IdempotencyMiddleware:
             log.warning("an idempotency key was taken over while its first call ran: both calls ran")
 
     async def _replay(self, scope: Scope, receive: Receive, send: Send, result: dict[str, Any]) -> None:
+        metrics.replayed()
         if "replay" not in result:
             headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in result["headers"]]
             await send(

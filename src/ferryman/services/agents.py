@@ -22,12 +22,13 @@ from ferryman.api.content import TurnInputMessage, UserMessage
 from ferryman.coordination.base import RecordDeleted
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit, TurnFailed
-from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.memory import MemoryDocument
 from ferryman.engine.plan import TurnOverrides, TurnPlan, build_plan
 from ferryman.engine.resume import complete_pending_step
 from ferryman.engine.state import TurnState
+from ferryman.engine.tracing import ended_if_refused, paused_span, start_turn_span
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, InvalidRequestError, NotFoundError
+from ferryman.ids import new_id, utcnow
 from ferryman.inference.context import check_context
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import count_tokens
@@ -40,8 +41,10 @@ from ferryman.tools.registry import ToolRegistry
 from .documents import attach_documents, document_texts
 from .host import TurnHost
 from .leases import ABANDONED
+from .run_metrics import RunMetrics
 from .session_memory import SessionMemory
 from .turn_stream import turn_event_data
+from .usage import RunUsage
 
 log = logging.getLogger(__name__)
 
@@ -235,10 +238,14 @@ class AgentService:
             overrides=overrides.to_json(),
             lease_until=self._leases.until(),
         )
-        async with self._host.admitting(record.turn_id):
-            history = await self._store.start_turn(record, list(history_inputs))
-            state = TurnState(record, plan, history, documents=memorized)
-            return self._launch(record, 0, lambda emit: self._engine.run(state, emit))
+        span = start_turn_span(record, "agents", session_id, agent_name=agent.agent_config.name)
+        with ended_if_refused(span):
+            async with self._host.admitting(record.turn_id):
+                history = await self._store.start_turn(record, list(history_inputs))
+                state = TurnState(record, plan, history, documents=memorized, span=span)
+                return self._launch(
+                    record, 0, lambda emit: self._engine.run(state, emit), metered=_metered(record, plan, 0)
+                )
 
     async def _check_context(
         self, plan: TurnPlan, session_id: str, turn_id: str, inputs: list[TurnInputMessage]
@@ -293,9 +300,17 @@ class AgentService:
             record = await self._store.claim_resume(session_id, turn_id, self._leases.until())
             history = await self._store.load_history(session_id, turn_id)
             done = await self._store.list_turns([session_id], [turn_id])
-            state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [])
-            first_seq = await self._store.turn_event_count(turn_id)
-            return self._launch(record, first_seq, lambda emit: self._engine.resume(state, answer, emit))
+            span = start_turn_span(
+                record, "agents", session_id, agent_name=agent.agent_config.name, resumes=paused_span(record.overrides)
+            )
+            with ended_if_refused(span):
+                state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [], span=span)
+                first_seq = await self._store.turn_event_count(turn_id)
+                counted = RunMetrics("agents", decided=len(answer.ruling.approved) + len(answer.ruling.denied))
+                metered = _metered(record, plan, first_seq)
+                return self._launch(
+                    record, first_seq, lambda emit: self._engine.resume(state, answer, emit), counted, metered
+                )
 
     async def _previous_run_recorded(self, turn_id: str) -> None:
         """Wait until the run that paused the turn has stored its events.
@@ -311,7 +326,14 @@ class AgentService:
                 async with asyncio.timeout(RUN_END_WAIT_SECONDS):
                     await self._fanout.wait_run_end(_stream(turn_id))
 
-    def _launch(self, record: TurnRecord, first_seq: int, run: Callable[[Emit], Awaitable[Turn]]) -> LiveTurn:
+    def _launch(
+        self,
+        record: TurnRecord,
+        first_seq: int,
+        run: Callable[[Emit], Awaitable[Turn]],
+        counted: RunMetrics | None = None,
+        metered: RunUsage | None = None,
+    ) -> LiveTurn:
         turn_id = record.turn_id
 
         async def settle(events: list[str]) -> None:
@@ -321,7 +343,10 @@ class AgentService:
                 log.warning("events of turn %s not stored: %s", turn_id, exc.message)
 
         owners = (record.agent_id or "", record.session_id)
-        return self._host.launch(turn_id, _stream(turn_id), run, turn_event_data, settle, owners, first_seq)
+        counted = counted or RunMetrics("agents")
+        return self._host.launch(
+            turn_id, _stream(turn_id), run, turn_event_data, settle, owners, first_seq, counted=counted, metered=metered
+        )
 
     async def turn_events(self, agent_id: str, session_id: str, turn_id: str, after: int) -> AsyncIterator[StoredEvent]:
         """A turn's events numbered above ``after``: stored ones, then live ones until it ends."""
@@ -373,6 +398,11 @@ class AgentService:
 
 def _stream(turn_id: str) -> str:
     return f"turn:{turn_id}"
+
+
+def _metered(record: TurnRecord, plan: TurnPlan, first_seq: int) -> RunUsage:
+    """What counts the usage of a run of the turn (its first, or a resume's from event ``first_seq``)."""
+    return RunUsage("agents", record.turn_id, first_seq, plan.model, record.agent_id, record.session_id)
 
 
 def _session(record: SessionRecord, turns: list[Turn]) -> Session:

@@ -32,6 +32,8 @@ from ferryman.errors import ConflictError
 from ferryman.storage.base import ExpiredTurn, Store, StoredEvent
 
 from .leases import TurnLeases
+from .run_metrics import RunMetrics
+from .usage import RunUsage, UsageLedger
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class TurnHost:
         leases: Leases of running turns.
         fanout: Live events and notices shared with other replicas.
         quotas: The callers' quotas of running turns (none by default).
+        ledger: Where runs' token usage is stored (None: nowhere).
     """
 
     store: Store
@@ -68,6 +71,7 @@ class TurnHost:
     leases: TurnLeases
     fanout: Fanout
     quotas: Quotas = field(default_factory=Quotas)
+    ledger: UsageLedger | None = None
 
     @contextlib.asynccontextmanager
     async def admitting(self, turn_id: str) -> AsyncIterator[None]:
@@ -102,6 +106,8 @@ class TurnHost:
         owners: tuple[str, ...],
         first_seq: int = 0,
         subject: S = None,  # type: ignore[assignment]
+        counted: RunMetrics | None = None,
+        metered: RunUsage | None = None,
     ) -> LiveRun[S]:
         """Run a turn in the background, its events encoded, numbered from ``first_seq`` and published.
 
@@ -114,18 +120,28 @@ class TurnHost:
             owners: Agent, session or response ids the run is cancelled by.
             first_seq: The number of the run's first event (a resume continues the numbering).
             subject: What the façade keeps of the run, on :attr:`LiveRun.subject`.
+            counted: What the run adds to the metrics (default: an Agents API turn's).
+            metered: Counts the run's token usage, stored (in :attr:`ledger`, in the background) once the run's
+                outcome is.
         """
         events: list[str] = []
+        counted = counted or RunMetrics("agents")
 
         async def body(live: LiveRun[S]) -> Any:
             async def emit(event: EngineEvent) -> None:
+                counted.saw(event)
+                if metered is not None:
+                    metered.saw(event)
                 for data in encode(event, first_seq + len(events)):
                     seq = first_seq + len(events)
                     events.append(data)
                     live.channel.hold(StoredEvent(seq, data))
                     self.fanout.publish(stream, seq, data, live.channel)  # releases it once stored
 
-            return await run(emit)
+            counted.started()
+            outcome = await run(emit)
+            counted.returned(outcome)
+            return outcome
 
         async def finish(live: LiveRun[S]) -> None:
             try:
@@ -134,8 +150,11 @@ class TurnHost:
                 if kept:  # storage holds them now: those the fan-out could not store in time go out too
                     live.channel.stored(first_seq + len(kept) - 1)
             finally:
+                counted.ended()
                 if events:
                     self.fanout.end_run(stream, first_seq + len(events) - 1, live.channel)
+                if metered is not None and self.ledger is not None:
+                    self.ledger.submit(metered)  # not awaited: the stream ends without a storage write
                 await self._free_slot(turn_id)
 
         return self.runner.start(

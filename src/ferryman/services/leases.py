@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from ferryman.engine.channel import TurnRunner
-from ferryman.engine.ids import utcnow
 from ferryman.errors import FerrymanError
+from ferryman.ids import utcnow
+from ferryman.metrics import instruments as metrics
 from ferryman.storage.base import ExpiredTurn, Store
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class TurnLeases:
 
     async def _fail_and_close(self, now: datetime) -> list[ExpiredTurn]:
         failed = await self._store.fail_expired_turns(now, ABANDONED)
+        metrics.leases_expired("turn", len(failed))
         if failed:
             ids = ", ".join(turn.turn_id for turn in failed)
             log.warning("failed %d turn(s) whose replica stopped: %s", len(failed), ids)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 
 from ferryman.api.registry import Model, RegisterModelRequest
-from ferryman.auth.principal import acting_as, current_principal
+from ferryman.auth.principal import current_principal
 from ferryman.coordination.base import Fanout, LocalFanout, ModelsChanged
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
-from ferryman.storage.base import ModelStore
+
+from .registrations import Registrations
 
 log = logging.getLogger(__name__)
 
@@ -19,16 +20,20 @@ class ModelService:
 
     Args:
         router: The router that serves requests by model id.
-        store: Where run-time registrations persist.
+        registered: The run-time registrations, as each caller may see them.
         configured: Models declared in the config file (already declared on the router).
         fanout: Tells the other replicas when registrations change.
     """
 
     def __init__(
-        self, router: ModelRouter, store: ModelStore, configured: list[Model], fanout: Fanout | None = None
+        self,
+        router: ModelRouter,
+        registered: Registrations[Model],
+        configured: list[Model],
+        fanout: Fanout | None = None,
     ) -> None:
         self._router = router
-        self._store = store
+        self._models = registered
         self._configured = {model.identifier: model for model in configured}
         self._fanout = fanout or LocalFanout()
         self._registered: set[str] = set()
@@ -41,8 +46,8 @@ class ModelService:
 
     async def reload(self) -> None:
         """Declare the configured models and the stored registrations (which win), dropping any other."""
-        with acting_as(None):  # the router serves everyone: it knows every registration, whoever asks
-            registered = await self._store.registered_models()
+        # The router serves everyone: it knows every registration, whoever asks (the server reads them all).
+        registered = await self._models.list(None)
         self._registered = {model.identifier for model in registered}
         for model, why in self._router.redeclare([*self._configured.values(), *registered]):
             log.warning("registered model %s is not routable: %s", model.identifier, why)
@@ -68,11 +73,12 @@ class ModelService:
 
     async def _hidden(self) -> set[str]:
         """The registrations the caller may not see (none when the server itself asks)."""
-        if current_principal.get() is None:
+        who = current_principal.get()
+        if who is None:
             return set()
         # Every registration the router knows is already here (kept by reload, register, unregister):
         # only the caller's view needs a read.
-        visible = {model.identifier for model in await self._store.registered_models()}
+        visible = {model.identifier for model in await self._models.list(who)}
         return self._registered - visible
 
     async def register(self, request: RegisterModelRequest) -> Model:
@@ -84,11 +90,12 @@ class ModelService:
             model_type=request.model_type,
             metadata=request.metadata,
         )
+        who = current_principal.get()
         shared = model.identifier not in self._registered and self._router.knows(model.identifier)
-        if shared and current_principal.get() is not None:
+        if shared and who is not None:
             # A configured or provider-listed id serves every caller: one caller may not redirect it.
             raise ConflictError(f"model '{model.identifier}' is served to everyone; register it under another id")
-        await self._store.save_model(model)  # checks the caller may (re)place it before anything routes there
+        await self._models.save(who, model)  # checks the caller may (re)place it before anything routes there
         self._router.declare(model)
         self._registered.add(model.identifier)
         await self._fanout.notify(ModelsChanged())
@@ -96,7 +103,7 @@ class ModelService:
 
     async def unregister(self, model_id: str) -> None:
         """Forget a model registered at run time (a configured one of the same id comes back)."""
-        if await self._store.delete_model(model_id):
+        if await self._models.delete(current_principal.get(), model_id):
             self._registered.discard(model_id)
             self._router.undeclare(model_id)
             if model_id in self._configured:

@@ -12,6 +12,7 @@ import numpy as np
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.base import EmbeddingProvider
 from ferryman.inference.context import check_context
+from ferryman.inference.measured import measured_chat
 from ferryman.inference.openai_adapter import chat_request_from_body, completion, completion_chunks
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import count_tokens
@@ -49,7 +50,7 @@ class OpenAICompatService:
             return await route.provider.passthrough("/chat/completions", upstream, provider_data)
         request = chat_request_from_body(upstream, provider_data)
         await check_context(self._router, replace(request, model=route.model.identifier))
-        chunks = route.provider.stream_chat(request)
+        chunks = measured_chat(route.model.identifier, route.provider.stream_chat(request))
         if body.get("stream"):
             return completion_chunks(chunks, route.model.identifier)
         return await completion(chunks, route.model.identifier)

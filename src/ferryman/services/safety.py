@@ -1,6 +1,6 @@
 """Shields as records, and the Safety API: registering shields, running one, and OpenAI moderations.
 
-Registrations are stored (owned, kind ``shield``) and read back through the store
+Registrations are stored (owned, kind ``shield``) and read back from storage
 on every use, so every replica sees the same ones. A run outside a turn applies
 the shield's timeout; a shield that fails or times out is an upstream error here
 (the caller of the API decides), while turns apply fail-open/closed themselves.
@@ -19,12 +19,14 @@ from ferryman.api.safety import (
     RunShieldRequest,
     ShieldResource,
 )
+from ferryman.auth.principal import current_principal
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError, UpstreamError
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import Shield, ShieldRegistry, ShieldVerdict
 from ferryman.safety.llama_guard import PROVIDER_ID as LLAMA_GUARD
 from ferryman.safety.moderation import moderation_result
-from ferryman.storage.shields import ShieldStore
+
+from .registrations import Registrations
 
 DEFAULT_PROVIDER = LLAMA_GUARD
 """The provider of a registration that names none (Llama Stack's common case: a guard model's id)."""
@@ -34,16 +36,18 @@ class SafetyService:
     """Registering, listing, running shields, and moderating text.
 
     Args:
-        registry: The shields turns may name; its ``store`` is set to ``store``.
-        store: Where registrations live.
+        registry: The shields turns may name; it looks registrations up through this service (:meth:`get`).
+        registered: The registrations (owned: a caller uses the shields it may read).
         models: The model router (a moderation ``model`` may name a guard model directly).
     """
 
-    def __init__(self, registry: ShieldRegistry, store: ShieldStore, models: ModelRouter) -> None:
+    def __init__(
+        self, registry: ShieldRegistry, registered: Registrations[ShieldResource], models: ModelRouter
+    ) -> None:
         self._registry = registry
-        self._store = store
+        self._shields = registered
         self._models = models
-        registry.store = store
+        registry.registered = self.get
 
     async def register(self, request: RegisterShieldRequest) -> ShieldResource:
         """Register a shield; the same registration again is a no-op.
@@ -64,10 +68,10 @@ class SafetyService:
         self._registry.build(resource)
         if resource.provider_id == LLAMA_GUARD:
             await self._check_model(resource.provider_resource_id or shield_id)
-        try:
-            existing = await self._store.get_shield(shield_id)
-        except NotFoundError:
-            await self._store.create_shield(resource)
+        who = current_principal.get()
+        existing = await self._shields.find(who, shield_id)
+        if existing is None:
+            await self._shields.create(who, resource)
             return resource
         if existing != resource:
             raise ConflictError(f"shield '{shield_id}' is registered with other settings; unregister it first")
@@ -81,15 +85,15 @@ class SafetyService:
 
     async def get(self, shield_id: str) -> ShieldResource:
         """One registration the caller may read, or NotFoundError."""
-        return await self._store.get_shield(shield_id)
+        return await self._shields.get(current_principal.get(), shield_id)
 
     async def list_shields(self) -> list[ShieldResource]:
         """The registrations the caller may read, in registration order."""
-        return await self._store.list_shields()
+        return await self._shields.list(current_principal.get())
 
     async def unregister(self, shield_id: str) -> None:
         """Forget a registration, or NotFoundError."""
-        if not await self._store.delete_shield(shield_id):
+        if not await self._shields.delete(current_principal.get(), shield_id):
             raise NotFoundError(f"shield '{shield_id}' not found")
 
     async def run_shield(self, request: RunShieldRequest) -> ShieldVerdict:
@@ -120,7 +124,7 @@ class SafetyService:
 
     async def _moderator(self, model: str | None) -> tuple[str, Shield]:
         if model is None:
-            registered = await self._store.list_shields()
+            registered = await self._shields.list(current_principal.get())
             if not registered:
                 raise InvalidRequestError("name a shield or a guard model in 'model' (none is registered)", "model")
             return registered[0].identifier, self._registry.build(registered[0])

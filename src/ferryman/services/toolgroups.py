@@ -4,7 +4,7 @@ A registration names a provider: ``model-context-protocol`` with an
 ``mcp_endpoint`` (the group's tools are the MCP server's, listed with the
 credentials of the request that uses them), or a builtin toolgroup id (the
 group offers that group's tools with its ``args`` bound). Registrations are
-read through the store on every use, so every replica sees one at once and a
+read from storage on every use, so every replica sees one at once and a
 deleted group fails the next turn that names it with a clear 400.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from ferryman.api.content import ToolDef
 from ferryman.api.registry import RegisterToolGroupRequest, Tool, ToolGroup, ToolInvocationResult
+from ferryman.auth.principal import current_principal
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError, ToolsUnlistedError, UpstreamError
-from ferryman.storage.toolgroups import ToolGroupStore
 from ferryman.tools.base import ServerTool
 from ferryman.tools.context import ToolContext, tool_context
 from ferryman.tools.mcp import PROVIDER_ID as MCP_PROVIDER
@@ -24,6 +24,8 @@ from ferryman.tools.mcp import McpTool, from_provider_data, provider_endpoint
 from ferryman.tools.mcp.pool import McpClientPool
 from ferryman.tools.registered import AliasedTool
 from ferryman.tools.registry import BoundTool, ToolRegistry
+
+from .registrations import Registrations
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +35,15 @@ class ToolGroupService:
 
     Args:
         registry: The builtin groups; this service becomes its source of registered ones.
-        store: Where registrations persist (owned: a caller sees the groups it may read).
+        registered: The registrations (owned: a caller sees the groups it may read).
         mcp: The MCP sessions (None: MCP toolgroups cannot be registered).
     """
 
-    def __init__(self, registry: ToolRegistry, store: ToolGroupStore, mcp: McpClientPool | None = None) -> None:
+    def __init__(
+        self, registry: ToolRegistry, registered: Registrations[ToolGroup], mcp: McpClientPool | None = None
+    ) -> None:
         self._registry = registry
-        self._store = store
+        self._groups = registered
         self._mcp = mcp
         registry.source = self
 
@@ -63,10 +67,10 @@ class ToolGroupService:
             mcp_endpoint=request.mcp_endpoint,
         )
         self._check_provider(group)
-        try:
-            existing = await self._store.get_toolgroup(group_id)
-        except NotFoundError:
-            await self._store.create_toolgroup(group)
+        who = current_principal.get()
+        existing = await self._groups.find(who, group_id)
+        if existing is None:
+            await self._groups.create(who, group)
             return group
         if existing != group:
             raise ConflictError(f"toolgroup '{group_id}' is registered with other settings; unregister it first")
@@ -96,11 +100,11 @@ class ToolGroupService:
         """One toolgroup (builtin, or registered and readable), or NotFoundError."""
         if self._registry.is_builtin(toolgroup_id):
             return self._registry.get_group(toolgroup_id)
-        return await self._store.get_toolgroup(toolgroup_id)
+        return await self._groups.get(current_principal.get(), toolgroup_id)
 
     async def list_groups(self) -> list[ToolGroup]:
         """The builtin groups, then the registered ones the caller may read, in registration order."""
-        return [*self._registry.groups(), *await self._store.list_toolgroups()]
+        return [*self._registry.groups(), *await self._groups.list(current_principal.get())]
 
     async def unregister(self, toolgroup_id: str) -> None:
         """Forget a registration; agents that name it fail their next turn.
@@ -113,18 +117,14 @@ class ToolGroupService:
             raise InvalidRequestError(
                 f"toolgroup '{toolgroup_id}' is builtin; it cannot be unregistered", "toolgroup_id"
             )
-        if not await self._store.delete_toolgroup(toolgroup_id):
+        if not await self._groups.delete(current_principal.get(), toolgroup_id):
             raise NotFoundError(f"toolgroup '{toolgroup_id}' not found")
 
     # ---- the registry's source ---------------------------------------------
 
     async def has_group(self, toolgroup_id: str) -> bool:
         """Whether a registration of that id exists for the caller."""
-        try:
-            await self._store.get_toolgroup(toolgroup_id)
-        except NotFoundError:
-            return False
-        return True
+        return await self._groups.find(current_principal.get(), toolgroup_id) is not None
 
     async def group_tools(self, toolgroup_id: str, provider_data: dict[str, Any] | None) -> list[ServerTool] | None:
         """The tools of a registered group (an MCP server's are listed now), or None if there is none.
@@ -133,11 +133,8 @@ class ToolGroupService:
             ToolsUnlistedError: the group's MCP server cannot list its tools now (down, slow, failing, its host
                 unresolvable or refused by the fetch policy).
         """
-        try:
-            group = await self._store.get_toolgroup(toolgroup_id)
-        except NotFoundError:
-            return None
-        return await self._tools_of(group, provider_data)
+        group = await self._groups.find(current_principal.get(), toolgroup_id)
+        return None if group is None else await self._tools_of(group, provider_data)
 
     async def _tools_of(self, group: ToolGroup, provider_data: dict[str, Any] | None) -> list[ServerTool]:
         if group.mcp_endpoint is None:
@@ -162,7 +159,7 @@ class ToolGroupService:
         if toolgroup_id is not None:
             return [tool.definition for tool in await self._one_group(toolgroup_id, provider_data)]
         listed = self._registry.tools()
-        for group in await self._store.list_toolgroups():
+        for group in await self._groups.list(current_principal.get()):
             listed.extend(tool.definition for tool in await self._reachable_tools(group, provider_data))
         return listed
 
@@ -199,7 +196,7 @@ class ToolGroupService:
             return self._registry.get_tool(tool_name)
         except NotFoundError:
             pass
-        for group in await self._store.list_toolgroups():
+        for group in await self._groups.list(current_principal.get()):
             for tool in await self._reachable_tools(group, provider_data):
                 if tool.definition.identifier == tool_name:
                     return tool

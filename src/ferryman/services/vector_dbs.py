@@ -25,8 +25,8 @@ from ferryman.api.vector_io import (
     VectorDB,
 )
 from ferryman.api.vector_stores import CreateVectorStoreRequest
-from ferryman.engine.ids import new_id
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+from ferryman.ids import new_id
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.rag import Searcher, chunk_metadata, rag_query
 from ferryman.knowledge.results import RankingOptions, SearchMode, SearchQuery

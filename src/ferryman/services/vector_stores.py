@@ -33,8 +33,8 @@ from ferryman.api.vector_stores import (
     VectorStoreFileList,
     VectorStoreList,
 )
-from ferryman.engine.ids import new_id
 from ferryman.errors import InvalidRequestError
+from ferryman.ids import new_id
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import chunk_text, resolve_strategy
 from ferryman.knowledge.embedding import embed_chunks, unit_bytes

@@ -8,14 +8,12 @@ from typing import Any, Protocol
 
 from ferryman.api.agents import Agent, Step, Turn, TurnError, TurnStatus
 from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
-from ferryman.api.registry import Model
 from ferryman.api.responses import Item, Response
 from ferryman.auth.principal import Principal
 
+from .kernel.protocol import Kernel
 from .knowledge import KnowledgeStore
 from .page import Page as Page
-from .shields import ShieldStore
-from .toolgroups import ToolGroupStore
 
 
 @dataclass(frozen=True)
@@ -235,22 +233,6 @@ class TurnStore(Protocol):
         ...
 
 
-class ModelStore(Protocol):
-    """Models registered at run time."""
-
-    async def save_model(self, model: Model) -> None:
-        """Store (or replace) a registered model."""
-        ...
-
-    async def delete_model(self, model_id: str) -> bool:
-        """Forget a registered model; return whether it existed."""
-        ...
-
-    async def registered_models(self) -> list[Model]:
-        """Every registered model, in registration order."""
-        ...
-
-
 @dataclass(frozen=True)
 class ConversationRecord:
     """A stored conversation; its turns run in its own session."""
@@ -396,45 +378,6 @@ class IdempotencyStore(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class ApiKeyRecord:
-    """An API key as stored: its hash (never the key), its name, what it grants, and whether it was revoked.
-
-    ``attributes`` are the principal's (``roles``, ``teams``…); the key acts as
-    the API-key principal named ``name`` (``key:NAME``, apart from every token subject).
-    """
-
-    name: str
-    key_hash: str
-    attributes: dict[str, tuple[str, ...]]
-    created_at: datetime
-    revoked_at: datetime | None = None
-
-
-class ApiKeyStore(Protocol):
-    """API keys, found by their hash on every request (so a revocation holds on every replica at once)."""
-
-    async def create_api_key(self, key: ApiKeyRecord) -> None:
-        """Store a new key.
-
-        Raises:
-            ConflictError: a key with this name (revoked or not) or this hash exists.
-        """
-        ...
-
-    async def api_key_by_hash(self, key_hash: str) -> ApiKeyRecord | None:
-        """The key with this hash, revoked or not; None if there is none."""
-        ...
-
-    async def list_api_keys(self) -> list[ApiKeyRecord]:
-        """Every key, revoked ones too, by name."""
-        ...
-
-    async def revoke_api_key(self, name: str, at: datetime) -> bool:
-        """Mark the named key revoked (a revoked one keeps its first revocation time); False if there is none."""
-        ...
-
-
 class OwnershipStore(Protocol):
     """Who owns each record: one ``(kind, id) -> owner`` map for every kind, so a new kind needs no schema.
 
@@ -458,17 +401,18 @@ class Store(
     AgentStore,
     SessionStore,
     TurnStore,
-    ModelStore,
     ResponseStore,
     IdempotencyStore,
-    ApiKeyStore,
     OwnershipStore,
     KnowledgeStore,
-    ToolGroupStore,
-    ShieldStore,
     Protocol,
 ):
     """Everything one backend stores."""
+
+    @property
+    def kernel(self) -> Kernel:
+        """The storage kernel on the same database: the kinds moved onto it are read and written through it."""
+        ...
 
     async def open(self) -> None:
         """Connect and apply pending migrations."""

@@ -6,7 +6,7 @@ turns replayed it), its stream events, and a response's input items and its conv
 copies of them; a tool call whose arguments a tool input shield blocked kept them in the
 assistant message of the history, the steps and the events. Both backends' upgrades read a
 turn's stored JSON, ask :func:`withhold` what to write instead, and write it back: the
-placeholders this version stores for a block (``ferryman.safety.withheld``), and the
+placeholders this version stores for a block (``ferryman.withheld``), and the
 refusal joined to the history after a blocked input, as this version does.
 
 It works on the stored JSON as those versions wrote it, never by validating whole records:
@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferryman.safety.withheld import WITHHELD_ARGUMENTS, WITHHELD_ARGUMENTS_JSON, WITHHELD_TEXT
+from ferryman.withheld import WITHHELD_ARGUMENTS, WITHHELD_ARGUMENTS_JSON, WITHHELD_TEXT
 
 _BLOCKED_CALL_NOTE = "error: this call of '"
 """How the note of a call a tool input shield blocked begins (``engine.shield_step.blocked_call``)."""
@@ -112,7 +112,7 @@ def blocked_call_ids(steps: list[dict[str, Any]]) -> set[str]:
 
 
 def withheld_message(message: dict[str, Any]) -> dict[str, Any]:
-    """A stored message as this version keeps a blocked one (``ferryman.safety.withheld.withheld_message``)."""
+    """A stored message as this version keeps a blocked one (``ferryman.withheld.withheld_message``)."""
     role = message.get("role")
     if role == "user":
         return {"role": "user", "content": WITHHELD_TEXT, "context": None}
@@ -134,7 +134,7 @@ def _withheld_call(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def withheld_item(body: str) -> str:
-    """A stored Responses item of a blocked input as this version keeps it (``safety.withheld.withheld_item``)."""
+    """A stored Responses item of a blocked input as this version keeps it (``ferryman.withheld.withheld_item``)."""
     item = json.loads(body)
     kind = item.get("type")
     if kind == "message":

@@ -256,6 +256,10 @@ class IngestionStore(Protocol):
         """
         ...
 
+    async def ingestion_backlog(self) -> int:
+        """How many attached files are still in progress (waiting for a claim or being processed), in every store."""
+        ...
+
 
 class ChunkIndex(Protocol):
     """A vector store's chunks, searchable by keyword and by vector."""

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from ferryman.api.agents import Agent, Turn
-from ferryman.api.registry import Model, ToolGroup
-from ferryman.api.safety import ShieldResource
 from ferryman.auth.audit import audit
 from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
@@ -127,9 +125,6 @@ RULES: dict[str, Rule] = {
     "save_turn_events": Act("update", _turn),
     "turn_events_after": Act("read", _turn),
     "turn_event_count": Act("read", _turn),
-    "save_model": Create(_arg("model", "model", "identifier"), replaces=True),
-    "delete_model": Act("delete", _arg("model", "model_id")),
-    "registered_models": Listing(),
     "create_conversation": Create(_arg("conversation", "record", "conversation_id"), _arg("session", "record", "session_id")),  # noqa: E501
     "get_conversation": Act("read", _conversation),
     "update_conversation": Act("update", _conversation),
@@ -170,26 +165,15 @@ RULES: dict[str, Rule] = {
     "claim_ingestion": Server(),
     "renew_ingestion": Server(),
     "finish_ingestion": Server(),
+    "ingestion_backlog": Server(),
     "add_chunks": Act("update", _vector_store),
     "list_chunks": Act("read", _vector_store),
     "keyword_search": Act("read", _vector_store),
     "vector_search": Act("read", _vector_store),
-    "create_toolgroup": Create(_arg("toolgroup", "group", "identifier"), named=True),
-    "get_toolgroup": Act("read", _arg("toolgroup", "toolgroup_id")),
-    "list_toolgroups": Listing(),
-    "delete_toolgroup": Act("delete", _arg("toolgroup", "toolgroup_id")),
-    "create_shield": Create(_arg("shield", "shield", "identifier"), named=True),
-    "get_shield": Act("read", _arg("shield", "shield_id")),
-    "list_shields": Listing(),
-    "delete_shield": Act("delete", _arg("shield", "shield_id")),
     "claim_idempotency_key": Server(),
     "renew_idempotency_key": Server(),
     "complete_idempotency_key": Server(),
     "release_idempotency_key": Server(),
-    "create_api_key": Server(),
-    "api_key_by_hash": Server(),
-    "list_api_keys": Server(),
-    "revoke_api_key": Server(),
     "set_owner": Server(),
     "owners_of": Server(),
     "forget_owner": Server(),
@@ -223,6 +207,7 @@ class OwnedStore:
     def __init__(self, inner: Store, policy: AccessPolicy) -> None:
         self.inner = inner
         self.policy = policy
+        self.kernel = inner.kernel
         self._signatures = {name: inspect.signature(getattr(Store, name)) for name in RULES}
 
     def __getattr__(self, name: str) -> Any:
@@ -269,10 +254,10 @@ class OwnedStore:
         owner = await self.owner_of(kind, record_id)
         resource = _resource(kind, record_id)
         if not self.policy.allows(user, "read", resource, owner):
-            audit("denied", action, resource)
+            audit("denied", action, resource, status=404)
             raise NotFoundError(f"{kind} '{record_id}' not found")
         if action != "read" and not self.policy.allows(user, action, resource, owner):
-            audit("denied", action, resource)
+            audit("denied", action, resource, status=403)
             raise ForbiddenError(f"not allowed to {action} {kind} '{record_id}'")
 
     async def _create(
@@ -286,13 +271,13 @@ class OwnedStore:
         if rule.replaces and (existing := await self.owner_of(*target)) is not None:
             if user.same_as(existing) or self.policy.allows(user, "update", _resource(*target), existing):
                 return await method(*args, **kwargs)
-            audit("denied", "update", _resource(*target))
+            audit("denied", "update", _resource(*target), status=409)
             raise ConflictError(f"{target[0]} '{target[1]}' already exists")
         if rule.named and await self.owner_of(*target) is not None:
             # Checked before the owner is stamped, which would hand the existing record to this caller.
             raise ConflictError(f"{target[0]} '{target[1]}' already exists")
         if not self.policy.allows(user, "create", _resource(*target), user):
-            audit("denied", "create", _resource(*target))
+            audit("denied", "create", _resource(*target), status=403)
             raise ForbiddenError(f"not allowed to create {target[0]} '{target[1]}'")
         if rule.named:
             # A chosen id: only the caller whose create won stamps itself (two at once both passed the check
@@ -349,24 +334,6 @@ class OwnedStore:
         """Full turns of those of the sessions that are readable."""
         readable = await self._readable("session", session_ids)
         return await self.inner.list_turns([s for s in session_ids if s in readable], turn_ids)
-
-    async def registered_models(self) -> list[Model]:
-        """The readable registered models."""
-        models = await self.inner.registered_models()
-        readable = await self._readable("model", [m.identifier for m in models])
-        return [m for m in models if m.identifier in readable]
-
-    async def list_toolgroups(self) -> list[ToolGroup]:
-        """The readable registered toolgroups."""
-        groups = await self.inner.list_toolgroups()
-        readable = await self._readable("toolgroup", [g.identifier for g in groups])
-        return [g for g in groups if g.identifier in readable]
-
-    async def list_shields(self) -> list[ShieldResource]:
-        """The readable registered shields."""
-        shields = await self.inner.list_shields()
-        readable = await self._readable("shield", [s.identifier for s in shields])
-        return [s for s in shields if s.identifier in readable]
 
     async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
         """Readable responses after the cursor, fetching more when filtering thins a page (honest has_more)."""

@@ -23,8 +23,6 @@ kind                type         holds
 ``messages``        list         a turn's history messages, ``"<id> <json>"``
 ``turn_events``     sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``leases``          sorted set   running turn ids by lease end (epoch seconds)
-``models``          hash         model id -> model JSON
-``model_order``     sorted set   model ids by first registration
 ``conversation``    hash         session_id, metadata, created_at
 ``items``           sorted set   an owner's item ids by insertion
 ``item_bodies``     hash         item id -> item JSON
@@ -32,8 +30,6 @@ kind                type         holds
 ``response``        hash         the response's columns, body, seq, interrupted
 ``response_events`` sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``owners``          hash         id: a kind of record; record id -> owner JSON
-``api_keys``        hash         API key name -> record JSON (key_hash, attributes, times)
-``api_key_hashes``  hash         API key hash (SHA-256) -> name
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
                                  id ``<len(owner)>:<owner>:<key>``, expires itself
 ``files``           sorted set   file ids by creation
@@ -80,16 +76,12 @@ STEP_BODIES = "step_bodies"
 PENDING = "pending"
 TURN_EVENTS = "turn_events"
 LEASES = "leases"
-MODELS = "models"
-MODEL_ORDER = "model_order"
 CONVERSATION = "conversation"
 ITEMS = "items"
 ITEM_BODIES = "item_bodies"
 RESPONSES = "responses"
 RESPONSE = "response"
 RESPONSE_EVENTS = "response_events"
-API_KEYS = "api_keys"
-API_KEY_HASHES = "api_key_hashes"
 FILES = "files"
 PURPOSE_FILES = "purpose_files"
 FILE = "file"

@@ -30,6 +30,7 @@ from .redis_keys import (
     BATCH_FILES,
     FILE,
     FILES,
+    INGESTION,
     PURPOSE_FILES,
     VECTOR_STORE,
     VECTOR_STORES,
@@ -319,6 +320,10 @@ class RedisKnowledge(RedisBase):
                 job.lease_until = until
                 jobs.append(job)
         return jobs
+
+    async def ingestion_backlog(self) -> int:
+        """How many attached files are still in progress (waiting for a claim or being processed)."""
+        return int(await self._db.zcard(self._keys.global_(INGESTION)))
 
     async def renew_ingestion(self, jobs: list[tuple[str, str, datetime]], until: datetime) -> list[tuple[str, str]]:
         """Extend the claims still in progress under the lease each job names; returns the jobs renewed."""

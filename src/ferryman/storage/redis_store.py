@@ -1,7 +1,7 @@
 """The Redis backend: records in Redis structures, shared by any number of replicas.
 
 Each record is a hash; each list (agents, an agent's sessions, a session's
-turns, responses, an owner's items, registered models) is a sorted set scored
+turns, responses, an owner's items) is a sorted set scored
 by one ``INCR`` counter, so creation order is exact and a page is a range by
 rank or by score, never a scan. Key layout: :mod:`ferryman.storage.redis_keys`.
 """
@@ -13,18 +13,18 @@ from typing import cast
 from redis.asyncio import Redis
 
 from ferryman.api.agents import Agent
-from ferryman.api.registry import Model
 from ferryman.errors import NotFoundError
 from ferryman.redis_url import DEFAULT_PREFIX, connect
 
 from . import codec
 from .base import SessionRecord
+from .domain.kinds import SCHEMA
 from .keyword_cache import KeywordCache
 from .page import Page
-from .redis_api_keys import RedisApiKeys
+from .redis.kernel import RedisKernel
 from .redis_chunks import RedisChunks
 from .redis_idempotency import RedisIdempotency
-from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, MODEL_ORDER, MODELS, SESSION, Keys
+from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, SESSION, Keys
 from .redis_owners import RedisOwners
 from .redis_records import AGENT_FIELDS, SESSION_FIELDS, agent_of, session_of
 from .redis_responses import RedisResponses
@@ -40,8 +40,6 @@ from .redis_scripts import (
     CreateSession,
     SessionOfAgent,
 )
-from .redis_shields import RedisShields
-from .redis_toolgroups import RedisToolGroups
 from .redis_turns import RedisTurns
 from .redis_upgrade import upgrade
 from .rows import page_of
@@ -54,11 +52,8 @@ class RedisStore(
     RedisChunks,
     RedisIdempotency,
     RedisOwners,
-    RedisApiKeys,
-    RedisToolGroups,
-    RedisShields,
 ):
-    """Agents, sessions, turns, responses, models and knowledge in one Redis database.
+    """Agents, sessions, turns, responses and knowledge in one Redis database (the rest: ``kernel``).
 
     Args:
         url: A ``redis://`` or ``rediss://`` URL (a database number may follow the host).
@@ -74,6 +69,8 @@ class RedisStore(
         self._messages = codec.MessageCache()
         self._vectors = VectorCache()
         self._keywords = KeywordCache()
+        self.kernel = RedisKernel(None, SCHEMA, prefix=f"{self._keys.prefix}k:")
+        """The storage kernel on the same database (the kinds moved onto it: :mod:`ferryman.storage.domain`)."""
 
     async def open(self) -> None:
         """Connect (checking the server answers), bring older data up to this layout, and register the scripts."""
@@ -86,10 +83,14 @@ class RedisStore(
             raise
         self._client = client
         self._scripts = Scripts(client, self._keys.prefix, LIBRARY)
+        self.kernel.client = client
+        await self.kernel.open()
 
     async def close(self) -> None:
         """Close the connection pool."""
         client, self._client, self._scripts = self._client, None, None
+        await self.kernel.close()
+        self.kernel.client = None
         if client is not None:
             await client.aclose()
 
@@ -160,20 +161,6 @@ class RedisStore(
     async def delete_session(self, agent_id: str, session_id: str) -> None:
         """Delete a session with its turns, or raise NotFoundError."""
         await self._run(DELETE_SESSION, SessionOfAgent(agent_id=agent_id, session_id=session_id))
-
-    # ---- models ----------------------------------------------------------
-
-    async def save_model(self, model: Model) -> None:
-        """Store (or replace, keeping its place) a registered model."""
-        await self._register(MODELS, MODEL_ORDER, model.identifier, model.model_dump_json(), True)
-
-    async def delete_model(self, model_id: str) -> bool:
-        """Forget a registered model; return whether it existed."""
-        return await self._unregister(MODELS, MODEL_ORDER, model_id)
-
-    async def registered_models(self) -> list[Model]:
-        """Every registered model, in registration order."""
-        return [Model.model_validate_json(body) for body in await self._registrations(MODELS, MODEL_ORDER)]
 
 
 def _count(limit: int | None) -> int:

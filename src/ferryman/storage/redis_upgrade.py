@@ -11,7 +11,8 @@ Versions: 1 stored stream events as whole SSE frames; 2 stores their JSON data.
 (``redis_blocked_upgrade``: placeholders, as this version stores for a block).
 4 types principals: an owner's JSON gets its ``kind`` (``key:NAME`` was an API
 key, anything else a token's subject) and a subject's idempotency keys are
-renamed to its qualified name ``sub:ID``.
+renamed to its qualified name ``sub:ID``. 5 moves registered models, toolgroups,
+shields and API keys into the storage kernel's records (``redis_registry_upgrade``).
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -31,12 +32,14 @@ from .owners import legacy_principal, typed_owner
 from .redis_blocked_upgrade import withhold_blocked_text
 from .redis_idempotency import record_id
 from .redis_keys import RESPONSE_EVENTS, SCHEMA, SCHEMA_LOCK, SEQ, TURN_EVENTS, Keys, event_member, stored_event
-from .redis_owners import OWNERS
+from .redis_registry_upgrade import move_registries
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
+_KERNEL_RECORDS = 5
+_OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
 """A set of the idempotency keys a conversion to version 4 renamed, so that one finishing it renames none twice."""
@@ -65,6 +68,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await withhold_blocked_text(client, keys, lock, _escaped)
         if found < _TYPED_PRINCIPALS:  # idempotency keys are stored before any record: fresh or not
             await _typed_principals(client, keys, lock)
+        if found < _KERNEL_RECORDS:  # after the owners are typed; API keys draw no number: fresh or not
+            await move_registries(client, keys, lock)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
@@ -106,7 +111,7 @@ async def _events_as_data(client: Redis, key: str) -> None:
 
 async def _typed_principals(client: Redis, keys: Keys, lock: Lock) -> None:
     """Version 4: every owner gets its kind, every subject's idempotency key its ``sub:`` owner."""
-    async for key in client.scan_iter(match=_escaped(keys.base(OWNERS)) + "*", count=_SCAN_BATCH):
+    async for key in client.scan_iter(match=_escaped(keys.base(_OWNERS)) + "*", count=_SCAN_BATCH):
         typed: dict[str, str] = {}
         scanned = 0
         async for field, value in client.hscan_iter(key, count=_SCAN_BATCH):

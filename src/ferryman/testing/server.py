@@ -118,6 +118,8 @@ def build_app(script: Script, model_ids: list[str], max_model_len: int | None = 
         body = await request.json()
         record = dict(body)
         record["headers"] = {"authorization": request.headers.get("authorization", "")}
+        if "traceparent" in request.headers:  # the trace ferryman continues here, when it traces
+            record["headers"]["traceparent"] = request.headers["traceparent"]
         try:
             reply = await script.next_reply(record)
         except LookupError as exc:

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from ferryman.api.responses import Conversation, CreateConversationRequest, Item
-from ferryman.engine.ids import new_id, utcnow
+from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ConversationRecord, Page, SessionRecord, Store
 
 from .included import shown_items

@@ -21,8 +21,8 @@ from ferryman.api.responses import (
     OutputText,
     Refusal,
 )
-from ferryman.safety.withheld import withheld_item
 from ferryman.storage.base import ResponseStore
+from ferryman.withheld import withheld_item
 
 from .items import message_positions
 
@@ -53,7 +53,7 @@ class InputItems:
 
 
 def withheld_items(items: list[Item]) -> list[Item]:
-    """The items of a blocked input as they are kept (see :func:`~ferryman.safety.withheld.withheld_item`)."""
+    """The items of a blocked input as they are kept (see :func:`~ferryman.withheld.withheld_item`)."""
     return [withheld_item(item) for item in items]
 
 

@@ -25,23 +25,28 @@ from ferryman.coordination.base import CancelTurns, RecordDeleted
 from ferryman.engine.approvals import Ruling
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit
-from ferryman.engine.ids import new_id, utcnow
 from ferryman.engine.state import TurnState
+from ferryman.engine.tracing import ended_if_refused, start_turn_span
 from ferryman.errors import ConflictError, ConversationLockedError, FailureCode, InvalidRequestError, NotFoundError
+from ferryman.ids import new_id, utcnow
 from ferryman.inference.context import check_context
 from ferryman.inference.router import ModelRouter
+from ferryman.logs import log_fields
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.owned import authorize
 
 from ..host import TurnHost
 from ..leases import ABANDONED
+from ..run_metrics import RunMetrics
+from ..usage import RunUsage
 from .approvals import has_answers, rule_answers
 from .guardrails import resolve_guardrails
 from .history import HistoryCache
 from .hosted.table import HostedTools
 from .included import shown_events, shown_items, shown_response
 from .items import input_items, items_to_messages, with_ids
+from .paused import paused_response_span
 from .plan import response_plan
 from .redaction import InputItems
 from .stream import ResponseEncoder
@@ -140,37 +145,52 @@ class ResponsesService:
                 started_at=utcnow(),
                 lease_until=self._leases.until(),
             )
-            await self._start_turn(turn, new_messages, conversation_id)
-            record = ResponseRecord(
-                response=_initial(response_id, request, conversation_id),
-                turn_id=turn.turn_id,
-                session_id=session_id,
-                conversation_id=conversation_id,
-                previous_response_id=request.previous_response_id,
-                background=bool(request.background),
+            resumes = await paused_response_span(self._store, request, items)
+            span = start_turn_span(
+                turn, "responses", conversation_id or session_id, response_id=response_id, resumes=resumes
             )
-            try:
-                await self._store.save_response(record)
-                await self._store.add_items(response_id, items)
-            except BaseException:
-                # Never leave the turn running (and its conversation locked) behind a failed start.
-                turn.status, turn.completed_at = "failed", utcnow()
-                turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
-                await asyncio.shield(self._store.finish_turn(turn))
-                raise
-            copies = InputItems(self._store, response_id, items)
-            state = TurnState(
-                turn, plan, [*prior, *new_messages], ruled=ruled, fresh=len(new_messages), input_copies=copies
-            )
-            encoder = ResponseEncoder(
-                record.response,
-                set(plan.client_tools),
-                binding.renderers,
-                binding.announced,
-                held=binding.held,
-                approved=ruled.approved if ruled else None,
-            )
-            return self._launch(record, state, items, encoder, store=request.store is not False)
+            with ended_if_refused(span):
+                await self._start_turn(turn, new_messages, conversation_id)
+                record = ResponseRecord(
+                    response=_initial(response_id, request, conversation_id),
+                    turn_id=turn.turn_id,
+                    session_id=session_id,
+                    conversation_id=conversation_id,
+                    previous_response_id=request.previous_response_id,
+                    background=bool(request.background),
+                )
+                try:
+                    await self._store.save_response(record)
+                    await self._store.add_items(response_id, items)
+                except BaseException:
+                    # Never leave the turn running (and its conversation locked) behind a failed start.
+                    turn.status, turn.completed_at = "failed", utcnow()
+                    turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
+                    await asyncio.shield(self._store.finish_turn(turn))
+                    raise
+                copies = InputItems(self._store, response_id, items)
+                state = TurnState(
+                    turn,
+                    plan,
+                    [*prior, *new_messages],
+                    ruled=ruled,
+                    fresh=len(new_messages),
+                    input_copies=copies,
+                    span=span,
+                )
+                encoder = ResponseEncoder(
+                    record.response,
+                    set(plan.client_tools),
+                    binding.renderers,
+                    binding.announced,
+                    held=binding.held,
+                    approved=ruled.approved if ruled else None,
+                )
+                decided = len(ruled.approved) + len(ruled.denied) if ruled else 0
+                with log_fields(response_id=response_id):  # what the run logs names the response too
+                    return self._launch(
+                        record, state, items, encoder, request.store is not False, RunMetrics("responses", decided)
+                    )
 
     async def _context(
         self, request: CreateResponseRequest, conversation_id: str | None
@@ -240,7 +260,13 @@ class ResponsesService:
             ) from exc
 
     def _launch(
-        self, record: ResponseRecord, state: TurnState, items: list[Item], encoder: ResponseEncoder, store: bool
+        self,
+        record: ResponseRecord,
+        state: TurnState,
+        items: list[Item],
+        encoder: ResponseEncoder,
+        store: bool,
+        counted: RunMetrics,
     ) -> LiveResponse:
         response_id = record.response.id
 
@@ -267,6 +293,8 @@ class ResponsesService:
             settle,
             (response_id, record.session_id),
             subject=ResponseRun(record, encoder),
+            counted=counted,
+            metered=RunUsage("responses", response_id, 0, state.plan.model, None, record.conversation_id),
         )
 
     def _live(self, response_id: str) -> LiveResponse | None:

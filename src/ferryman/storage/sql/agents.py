@@ -1,13 +1,10 @@
-"""Agents, their sessions, and models registered at run time."""
+"""Agents and their sessions."""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
 from typing import Any
 
 from ferryman.api.agents import Agent
-from ferryman.api.registry import Model
 from ferryman.errors import NotFoundError
 
 from .. import codec
@@ -24,7 +21,7 @@ def _window(start_index: int, limit: int | None) -> dict[str, int]:
 
 
 class AgentTables:
-    """Agents, sessions and models, over a :class:`Driver`."""
+    """Agents and sessions, over a :class:`Driver`."""
 
     _db: Driver
 
@@ -71,42 +68,6 @@ class AgentTables:
         """Delete an agent and, by cascade, everything under it."""
         if not await self._db.write(count("DELETE FROM agents WHERE agent_id = :agent_id", agent_id=agent_id)):
             raise NotFoundError(f"agent '{agent_id}' not found")
-
-    # ---- models ----------------------------------------------------------
-
-    async def save_model(self, model: Model) -> None:
-        """Store (or replace) a registered model."""
-        await self._db.write(
-            count(
-                "INSERT INTO models (model_id, provider_id, provider_resource_id, model_type, metadata, created_at) "
-                "VALUES (:model_id, :provider_id, :resource_id, :model_type, :metadata, :created_at) "
-                "ON CONFLICT (model_id) DO UPDATE SET provider_id = excluded.provider_id, "
-                "provider_resource_id = excluded.provider_resource_id, model_type = excluded.model_type, "
-                "metadata = excluded.metadata",
-                model_id=model.identifier,
-                provider_id=model.provider_id,
-                resource_id=model.provider_resource_id,
-                model_type=model.model_type,
-                metadata=json.dumps(model.metadata),
-                created_at=self._db.dialect.stamp(datetime.now(UTC)),
-            )
-        )
-
-    async def delete_model(self, model_id: str) -> bool:
-        """Forget a registered model."""
-        return await self._db.write(count("DELETE FROM models WHERE model_id = :model_id", model_id=model_id)) > 0
-
-    async def registered_models(self) -> list[Model]:
-        """Every registered model, in registration order."""
-        found = await self._db.read(
-            rows("SELECT model_id, provider_id, provider_resource_id, model_type, metadata FROM models ORDER BY id")
-        )
-        return [
-            Model(
-                identifier=r[0], provider_id=r[1], provider_resource_id=r[2], model_type=r[3], metadata=json.loads(r[4])
-            )
-            for r in found
-        ]
 
     # ---- sessions --------------------------------------------------------
 

@@ -39,6 +39,13 @@ class IngestionTables:
         jobs = [file_record(d, row) for row in found]
         return sorted(jobs, key=lambda job: (job.created_at, job.file_id))
 
+    async def ingestion_backlog(self) -> int:
+        """How many attached files are still in progress (waiting for a claim or being processed)."""
+        found: list[Row] = await self._db.read(
+            rows("SELECT count(*) FROM vector_store_files WHERE status = 'in_progress'")
+        )
+        return int(found[0][0])
+
     async def renew_ingestion(self, jobs: list[tuple[str, str, datetime]], until: datetime) -> list[tuple[str, str]]:
         """Extend the claims still in progress under the lease each job names; returns the jobs renewed."""
         d = self._db.dialect

@@ -8,18 +8,17 @@ here, and one Alembic revision under ``migrations/versions``.
 from __future__ import annotations
 
 from .. import codec
+from ..domain.kinds import SCHEMA
 from ..vector_cache import VectorCache
 from .agents import AgentTables
-from .api_keys import ApiKeyTables
 from .chunks import ChunkTables
 from .files import FileTables
 from .idempotency import IdempotencyTables
 from .ingestion import IngestionTables
+from .kernel import SqlKernel
 from .owners import OwnerTables
 from .responses import ResponseTables
 from .seam import Driver
-from .shields import ShieldTables
-from .toolgroups import ToolGroupTables
 from .turns import TurnTables
 from .vector_stores import VectorStoreTables
 
@@ -30,15 +29,12 @@ class SqlStore(
     ResponseTables,
     IdempotencyTables,
     OwnerTables,
-    ApiKeyTables,
     FileTables,
     VectorStoreTables,
     IngestionTables,
     ChunkTables,
-    ToolGroupTables,
-    ShieldTables,
 ):
-    """Agents, sessions, turns, responses, idempotency keys, API keys and knowledge in a SQL database.
+    """Agents, sessions, turns, responses, idempotency keys and knowledge in a SQL database (the rest: ``kernel``).
 
     Args:
         driver: The database's driver (SQLite or PostgreSQL), not yet open.
@@ -46,6 +42,8 @@ class SqlStore(
 
     def __init__(self, driver: Driver) -> None:
         self._db = driver
+        self.kernel = SqlKernel(driver, SCHEMA)
+        """The storage kernel on the same database (the kinds moved onto it: :mod:`ferryman.storage.domain`)."""
         self._messages = codec.MessageCache()
         self._vectors = VectorCache()
 

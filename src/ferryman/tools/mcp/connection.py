@@ -18,7 +18,7 @@ import contextvars
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
@@ -26,6 +26,7 @@ import httpx2
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from opentelemetry import context as otel_context
 
 from ferryman.logs import redacted_url
 
@@ -66,6 +67,8 @@ class ConnectionTimeouts:
 class _Request:
     operation: Operation
     future: asyncio.Future[Any]
+    trace: otel_context.Context = field(default_factory=otel_context.get_current)
+    """The caller's trace context: the request is sent in it (the SDK puts its ``traceparent`` in ``_meta``)."""
 
 
 class McpConnection:
@@ -171,16 +174,20 @@ class McpConnection:
         future = request.future
         if future.done():
             return
-        with anyio.CancelScope() as scope:
-            future.add_done_callback(lambda done: scope.cancel() if done.cancelled() else None)
-            try:
-                result = await request.operation(client)
-            except Exception as exc:
-                if not future.done():
-                    future.set_exception(exc)
-            else:
-                if not future.done():
-                    future.set_result(result)
+        traced = otel_context.attach(request.trace)  # this child task's own context: detached as it ends
+        try:
+            with anyio.CancelScope() as scope:
+                future.add_done_callback(lambda done: scope.cancel() if done.cancelled() else None)
+                try:
+                    result = await request.operation(client)
+                except Exception as exc:
+                    if not future.done():
+                        future.set_exception(exc)
+                else:
+                    if not future.done():
+                        future.set_result(result)
+        finally:
+            otel_context.detach(traced)
 
     def _fail_waiting(self, failure: BaseException | None) -> None:
         reason = f"the MCP connection closed: {_describe(failure)}" if failure else "the MCP connection closed"

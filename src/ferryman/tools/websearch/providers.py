@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from ferryman.trace_headers import trace_headers
+
 BRAVE_URL = "https://api.search.brave.com"
 TAVILY_URL = "https://api.tavily.com"
 
@@ -90,6 +92,7 @@ class _HttpProvider:
         """Send a request; the decoded JSON answer, or :class:`SearchFailed`."""
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=self._timeout, trust_env=False)
+        request.headers.update(trace_headers())
         try:
             response = await self._client.send(request)
         except httpx.TimeoutException:

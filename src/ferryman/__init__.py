@@ -1,3 +1,0 @@
-"""Ferryman: a self-hosted, durable agent server."""
-
-__version__ = "0.1.0"

@@ -1,0 +1,167 @@
+"""Typed records of one kind over a kernel: create, read, page, replace and delete, written once.
+
+A kind whose records are plain values (a registration, a key, an audit entry)
+needs nothing more than its :class:`~ferryman.storage.kernel.model.Kind` and a
+:class:`Records` over it: the owner rides in the record's own write, a caller's
+access filter in the same query, and every backend serves it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from ferryman.errors import NotFoundError
+
+from ..kernel import ops
+from ..kernel.filters import ALL, Filter
+from ..kernel.model import Json, Kind, Owner, PageOf, Rec
+from ..kernel.protocol import Kernel
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class Codec(Protocol[T]):
+    """How a value becomes a record's JSON body and back."""
+
+    def dump(self, value: T) -> Json:
+        """The body of ``value``."""
+        ...
+
+    def load(self, body: Json) -> T:
+        """The value of ``body``."""
+        ...
+
+
+class ModelCodec(Generic[M]):
+    """A pydantic model as its JSON-mode dump.
+
+    Args:
+        model: The model class.
+    """
+
+    def __init__(self, model: type[M]) -> None:
+        self.model = model
+
+    def dump(self, value: M) -> Json:
+        """The model's JSON-mode dump (``None`` fields left out)."""
+        return value.model_dump(mode="json", exclude_none=True)
+
+    def load(self, body: Json) -> M:
+        """The model, validated from ``body``."""
+        return self.model.model_validate(body)
+
+
+@dataclass(frozen=True)
+class Stored(Generic[T]):
+    """A value and the record that holds it (its owner, creation order and time)."""
+
+    value: T
+    rec: Rec
+
+
+class Records(Generic[T]):
+    """The records of one kind, as typed values.
+
+    Args:
+        kernel: The backend.
+        kind: The kind.
+        codec: How values become bodies.
+        id_of: A value's id.
+    """
+
+    def __init__(self, kernel: Kernel, kind: Kind, codec: Codec[T], id_of: Callable[[T], str]) -> None:
+        self.kernel = kernel
+        self.kind = kind
+        self.codec = codec
+        self.id_of = id_of
+
+    def put(
+        self,
+        value: T,
+        *,
+        owner: Owner | None = None,
+        parent: str = "",
+        mode: Literal["create", "upsert"] = "create",
+        at: float | None = None,
+    ) -> ops.Put:
+        """The operation storing ``value`` (to run in a batch with others)."""
+        return ops.Put(self.kind, self.id_of(value), self.codec.dump(value), parent, owner, mode, at=at)
+
+    async def create(
+        self,
+        value: T,
+        *,
+        owner: Owner | None = None,
+        parent: str = "",
+        before: Sequence[ops.Op] = (),
+        after: Sequence[ops.Op] = (),
+    ) -> None:
+        """Store a new record, with ``before`` (a guard, an idempotency claim) and ``after`` in the same batch.
+
+        Raises:
+            ConflictError: its id is taken.
+        """
+        await self.kernel.write([*before, self.put(value, owner=owner, parent=parent), *after])
+
+    async def upsert(self, value: T, *, owner: Owner | None = None, before: Sequence[ops.Op] = ()) -> None:
+        """Store ``value``, replacing the body of an existing record of its id (which keeps its owner)."""
+        await self.kernel.write([*before, self.put(value, owner=owner, mode="upsert")])
+
+    async def find(self, record_id: str, *, allow: Filter = ALL, parent: str | None = None) -> Stored[T] | None:
+        """The record, or None when it is missing or ``allow`` excludes it."""
+        (rec,) = await self.kernel.read([ops.Get(self.kind, record_id, parent, allow)])
+        return None if rec is None else self.stored(rec)
+
+    async def get(self, record_id: str, *, allow: Filter = ALL, parent: str | None = None) -> T:
+        """The value of a record.
+
+        Raises:
+            NotFoundError: it is missing, or ``allow`` excludes it.
+        """
+        found = await self.find(record_id, allow=allow, parent=parent)
+        if found is None:
+            raise NotFoundError(f"{self.kind.noun} '{record_id}' not found")
+        return found.value
+
+    async def page(
+        self,
+        *,
+        allow: Filter = ALL,
+        parent: str | None = "",
+        where: tuple[str, str] | None = None,
+        after: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+        desc: bool = False,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> PageOf[T]:
+        """A page of values in creation order (see :class:`~ferryman.storage.kernel.ops.Page`)."""
+        found = await self.stored_page(
+            allow=allow, parent=parent, where=where, after=after, offset=offset, limit=limit, desc=desc,
+            since=since, until=until,
+        )  # fmt: skip
+        return PageOf([item.value for item in found.items], found.has_more)
+
+    async def stored_page(self, **query: Any) -> PageOf[Stored[T]]:
+        """Like :meth:`page`, with each value's record."""
+        (found,) = await self.kernel.read([ops.Page(self.kind, **query)])
+        return PageOf([self.stored(rec) for rec in found.items], found.has_more)
+
+    async def all(self, *, allow: Filter = ALL, parent: str | None = "") -> list[T]:
+        """Every value ``allow`` admits, in creation order."""
+        return (await self.page(allow=allow, parent=parent)).items
+
+    async def delete(self, record_id: str, *, before: Sequence[ops.Op] = ()) -> bool:
+        """Delete a record and what belongs to it; whether it existed."""
+        results = await self.kernel.write([*before, ops.Delete(self.kind, record_id)])
+        return bool(results[-1])
+
+    def stored(self, rec: Rec) -> Stored[T]:
+        """The value a record holds."""
+        return Stored(self.codec.load(rec.body), rec)

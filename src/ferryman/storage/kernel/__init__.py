@@ -1,0 +1,1 @@
+"""The storage kernel: what each backend implements once (see :class:`~.protocol.Kernel`)."""

@@ -1,0 +1,1 @@
+"""The storage kernel on Redis (see :class:`~.kernel.RedisKernel`)."""

@@ -1,0 +1,453 @@
+"""The SQL kernel's statements, built with SQLAlchemy Core once per shape (see :mod:`.dialects`).
+
+Each function returns the :class:`~.dialects.Compiled` text of one statement for a dialect; parameters are
+bound by name when the statement runs. A shape is whatever changes the text (which options a page uses, the
+structure of a filter); values never do, so the cache holds one entry per shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql.elements import ClauseElement
+
+from ferryman.storage.kernel.filters import All, And, Filter, IdIn, Not, Or, Terms
+
+from .dialects import Compiled, SqlDialect
+from .tables import record_keys, record_logs, record_terms, records
+
+R = records.c
+REC_COLUMNS = (R.kind, R.id, R.parent, R.seq, R.at, R.owner, R.body, R.status, R.lease_until)
+"""A record's columns in the order :func:`~.kernel_rows.record` reads them."""
+INDEX_COLUMNS = (R.k1, R.k2, R.k3)
+MAX_TERM_ARMS = 8
+"""A filter of up to this many terms reads each term's index in order (more: one lookup of them all, sorted)."""
+_KEY_COLUMNS = tuple(record_keys.c[name] for name in ("fingerprint", "ref_kind", "ref_id", "result", "expires_at"))
+
+
+def _p(name: str) -> sa.BindParameter[Any]:
+    return sa.bindparam(name)
+
+
+def _this(kind_param: str = "kind", id_param: str = "id") -> sa.ColumnElement[bool]:
+    return sa.and_(R.kind == _p(kind_param), R.id == _p(id_param))
+
+
+def _seq_of(id_param: str) -> sa.ScalarSelect[Any]:
+    """The seq of the record of ``:kind`` with id ``:<id_param>`` (NULL when missing)."""
+    inner = records.alias("mark")
+    return sa.select(inner.c.seq).where(inner.c.kind == _p("kind"), inner.c.id == _p(id_param)).scalar_subquery()
+
+
+# -- records ---------------------------------------------------------------------------------------------------
+
+
+def get_record(d: SqlDialect, *, lock: bool = False) -> Compiled:
+    """The record ``(:kind, :id)``; ``lock``: locked for the rest of the write unit (PostgreSQL)."""
+
+    def build() -> ClauseElement:
+        query = sa.select(*REC_COLUMNS).where(_this())
+        return query.with_for_update(of=records) if lock else query
+
+    return d.compiled(("get", lock), build)
+
+
+def get_many(d: SqlDialect) -> Compiled:
+    """The records of ``:kind`` whose ids are in list ``:ids``."""
+    return d.compiled("get_many", lambda: sa.select(*REC_COLUMNS).where(R.kind == _p("kind"), d.one_of(R.id, "ids")))
+
+
+def find_parent(d: SqlDialect) -> Compiled:
+    """The seq of a record with id ``:parent`` of one of the kinds in list ``:kinds``."""
+    return d.compiled(
+        "parent",
+        lambda: sa.select(R.seq).where(R.id == _p("parent"), d.one_of(R.kind, "kinds")).order_by(R.seq).limit(1),
+    )
+
+
+def slot_holder(d: SqlDialect) -> Compiled:
+    """Another record of ``:kind`` holding slot ``:slot`` (not ``:id``)."""
+    return d.compiled(
+        "slot",
+        lambda: sa.select(R.id, R.status).where(R.kind == _p("kind"), R.slot == _p("slot"), R.id != _p("id")).limit(1),
+    )
+
+
+def insert_record(d: SqlDialect) -> Compiled:
+    """A new record, unless ``(:kind, :id)`` is taken; returns its seq (no row when taken)."""
+
+    def build() -> ClauseElement:
+        names = ("kind", "id", "parent", "parent_seq", "owner_key", "owner", "body", "status", "lease_until", "at")
+        values = {name: _p(name) for name in (*names, "k1", "k2", "k3", "slot")}
+        return d.insert(records).values(values).on_conflict_do_nothing(index_elements=["kind", "id"]).returning(R.seq)
+
+    return d.compiled("insert", build)
+
+
+def update_record(d: SqlDialect) -> Compiled:
+    """Replace the body, status, lease, index values and slot of record ``:seq``."""
+
+    def build() -> ClauseElement:
+        names = ("body", "status", "lease_until", "k1", "k2", "k3", "slot")
+        return sa.update(records).where(R.seq == _p("seq")).values({name: _p(name) for name in names})
+
+    return d.compiled("update", build)
+
+
+def insert_terms(d: SqlDialect) -> Compiled:
+    """One owner term of record ``:seq`` (run once per term)."""
+    return d.compiled("terms", lambda: sa.insert(record_terms).values(kind=_p("kind"), term=_p("term"), seq=_p("seq")))
+
+
+def delete_record(d: SqlDialect) -> Compiled:
+    """Delete ``(:kind, :id)``; its children, logs and terms go with it (foreign keys cascade)."""
+    return d.compiled("delete", lambda: sa.delete(records).where(_this()))
+
+
+def children_of(d: SqlDialect) -> Compiled:
+    """The ids of the records of ``:kind`` whose parent is one of list ``:ids``."""
+    return d.compiled(
+        "children_of", lambda: sa.select(R.id).where(R.kind == _p("kind"), d.one_of(R.parent, "ids")).order_by(R.id)
+    )
+
+
+def delete_many(d: SqlDialect) -> Compiled:
+    """Delete the records of ``:kind`` whose ids are in list ``:ids`` (what is below them cascades)."""
+    return d.compiled("delete_many", lambda: sa.delete(records).where(R.kind == _p("kind"), d.one_of(R.id, "ids")))
+
+
+def renew(d: SqlDialect) -> Compiled:
+    """Move to ``:until`` the leases of the records of ``:kind`` in list ``:ids`` that hold one."""
+    return d.compiled(
+        "renew",
+        lambda: (
+            sa.update(records)
+            .where(R.kind == _p("kind"), d.one_of(R.id, "ids"), R.lease_until.is_not(None))
+            .values(lease_until=_p("until"))
+            .returning(R.id)
+        ),
+    )
+
+
+def expired(d: SqlDialect) -> Compiled:
+    """Up to ``:limit`` records of ``:kind`` after ``:after_seq`` whose lease ended before ``:now``, locked."""
+    return d.compiled(
+        "expired",
+        lambda: (
+            sa.select(*REC_COLUMNS)
+            .where(R.kind == _p("kind"), R.lease_until < _p("now"), R.seq > _p("after_seq"))
+            .order_by(R.seq)
+            .limit(_p("limit"))
+            .offset(0)
+            .with_for_update(of=records, skip_locked=True)
+        ),
+    )
+
+
+def claim(d: SqlDialect, *, with_status: bool) -> Compiled:
+    """Set record ``:seq``'s lease to ``:lease_until`` (and its ``:status`` and ``:slot``)."""
+
+    def build() -> ClauseElement:
+        values = {"lease_until": _p("lease_until")}
+        if with_status:
+            values |= {"status": _p("status"), "slot": _p("slot")}
+        return sa.update(records).where(R.seq == _p("seq")).values(values)
+
+    return d.compiled(("claim", with_status), build)
+
+
+def count_status(d: SqlDialect, where: int | None) -> Compiled:
+    """Records of ``:kind`` under ``:parent`` (with index ``where`` equal to ``:value``) per status."""
+
+    def build() -> ClauseElement:
+        conditions = [R.kind == _p("kind"), R.parent == _p("parent"), R.status.is_not(None)]
+        if where is not None:
+            conditions.append(INDEX_COLUMNS[where] == _p("value"))
+        return sa.select(R.status, sa.func.count()).where(*conditions).group_by(R.status)
+
+    return d.compiled(("count_status", where), build)
+
+
+def chain(d: SqlDialect, via: int) -> Compiled:
+    """Record ``(:kind, :id)`` and those its index ``via`` points to, nearest first, at most ``:limit``."""
+
+    def build() -> ClauseElement:
+        pointer = INDEX_COLUMNS[via]
+        start = (
+            sa.select(R.seq, pointer.label("next"), sa.literal_column("1", sa.Integer()).label("depth"))
+            .where(_this())
+            .cte("chain", recursive=True)
+        )
+        step = records.alias("step")
+        follow = sa.select(
+            step.c.seq, step.c[pointer.name], start.c.depth + sa.literal_column("1", sa.Integer())
+        ).where(step.c.kind == _p("kind"), step.c.id == start.c.next, start.c.depth < _p("limit"))
+        walk = start.union_all(follow)
+        return sa.select(*REC_COLUMNS).join(walk, walk.c.seq == R.seq).order_by(walk.c.depth)
+
+    return d.compiled(("chain", via), build)
+
+
+# -- logs ------------------------------------------------------------------------------------------------------
+
+L = record_logs.c
+
+
+def log_head(d: SqlDialect) -> Compiled:
+    """Record ``(:kind, :id)``'s seq and the last number of its log ``:channel`` (NULL: empty), locked."""
+
+    def build() -> ClauseElement:
+        last = sa.select(sa.func.max(L.n)).where(L.rec_seq == R.seq, L.channel == _p("channel")).scalar_subquery()
+        return sa.select(R.seq, last).where(_this()).with_for_update(of=records)
+
+    return d.compiled("log_head", build)
+
+
+def insert_entry(d: SqlDialect) -> Compiled:
+    """One log entry (run once per entry)."""
+    return d.compiled(
+        "entry",
+        lambda: sa.insert(record_logs).values(rec_seq=_p("seq"), channel=_p("channel"), n=_p("n"), body=_p("body")),
+    )
+
+
+def clear_log(d: SqlDialect) -> Compiled:
+    """Every entry of record ``:seq``'s log ``:channel``."""
+    return d.compiled(
+        "clear_log", lambda: sa.delete(record_logs).where(L.rec_seq == _p("seq"), L.channel == _p("channel"))
+    )
+
+
+def events(d: SqlDialect) -> Compiled:
+    """Entries of ``(:kind, :id)``'s log ``:channel`` numbered above ``:after``, at most ``:limit``."""
+    return d.compiled(
+        "events",
+        lambda: (
+            sa.select(L.n, L.body)
+            .join(records, R.seq == L.rec_seq)
+            .where(_this(), L.channel == _p("channel"), L.n > _p("after"))
+            .order_by(L.n)
+            .limit(_p("limit"))
+            .offset(0)
+        ),
+    )
+
+
+def log_count(d: SqlDialect) -> Compiled:
+    """How many entries ``(:kind, :id)``'s log ``:channel`` holds."""
+    return d.compiled(
+        "log_count",
+        lambda: (
+            sa.select(sa.func.count())
+            .select_from(record_logs)
+            .join(records, R.seq == L.rec_seq)
+            .where(_this(), L.channel == _p("channel"))
+        ),
+    )
+
+
+def history(d: SqlDialect, *, through: bool) -> Compiled:
+    """Log ``:channel`` of ``:kind``'s records under ``:parent`` with a status in ``:statuses``, in order.
+
+    With ``through``: record ``:through`` too, and nothing created after it (nothing when it is missing).
+    """
+
+    def build() -> ClauseElement:
+        wanted: sa.ColumnElement[bool] = d.one_of(R.status, "statuses")
+        conditions = [R.kind == _p("kind"), R.parent == _p("parent")]
+        if through:
+            mark = records.alias("mark")
+            last = sa.select(mark.c.seq).where(
+                mark.c.kind == _p("kind"), mark.c.id == _p("through"), mark.c.parent == _p("parent")
+            )
+            wanted = sa.or_(wanted, R.id == _p("through"))
+            conditions.append(R.seq <= last.scalar_subquery())
+        return (
+            sa.select(R.id, L.n, L.body)
+            .join(record_logs, sa.and_(L.rec_seq == R.seq, L.channel == _p("channel")))
+            .where(*conditions, wanted)
+            .order_by(R.seq, L.n)
+        )
+
+    return d.compiled(("history", through), build)
+
+
+# -- idempotency keys -----------------------------------------------------------------------------------------
+
+K = record_keys.c
+
+
+def claim_key(d: SqlDialect) -> Compiled:
+    """Store a key unless a live one (expiring after ``:now``) holds it; returns a row when stored."""
+
+    def build() -> ClauseElement:
+        names = ("owner_key", "key", "fingerprint", "ref_kind", "ref_id", "result", "expires_at")
+        insert = d.insert(record_keys).values({name: _p(name) for name in names})
+        return insert.on_conflict_do_update(
+            index_elements=["owner_key", "key"],
+            set_={name: insert.excluded[name] for name in names[2:]},
+            where=K.expires_at <= _p("now"),
+        ).returning(K.key)
+
+    return d.compiled("claim_key", build)
+
+
+def live_key(d: SqlDialect) -> Compiled:
+    """The entry of ``(:owner_key, :key)`` expiring after ``:now``."""
+    return d.compiled(
+        "live_key",
+        lambda: sa.select(*_KEY_COLUMNS).where(
+            K.owner_key == _p("owner_key"), K.key == _p("key"), K.expires_at > _p("now")
+        ),
+    )
+
+
+def settle_key(d: SqlDialect, fields: tuple[str, ...]) -> Compiled:
+    """Set ``fields`` of ``(:owner_key, :key)`` (none: count whether it exists); ``release``: delete it."""
+
+    def build() -> ClauseElement:
+        this = sa.and_(K.owner_key == _p("owner_key"), K.key == _p("key"))
+        if fields == ("release",):
+            return sa.delete(record_keys).where(this)
+        if not fields:
+            return sa.select(sa.func.count()).select_from(record_keys).where(this)
+        return sa.update(record_keys).where(this).values({name: _p(name) for name in fields})
+
+    return d.compiled(("settle_key", fields), build)
+
+
+# -- filtered pages --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageShape:
+    """What changes a page's text: which options it uses, and its filter's structure."""
+
+    any_parent: bool
+    where: int | None
+    statuses: bool
+    since: bool
+    until: bool
+    after: bool
+    desc: bool
+    allow: Any
+
+
+def filter_shape(flt: Filter) -> tuple[Any, dict[str, Any]]:
+    """The structure of ``flt`` (a cache key) and its values by parameter name (``f0``, ``f1`` …)."""
+    values: dict[str, Any] = {}
+
+    def walk(node: Filter) -> Any:
+        name = f"f{len(values)}"
+        if isinstance(node, Terms) and 1 <= len(node.terms) <= MAX_TERM_ARMS:
+            arms = []
+            for term in sorted(node.terms):
+                arms.append(("term", f"f{len(values)}"))
+                values[arms[-1][1]] = term
+            return arms[0] if len(arms) == 1 else ("or", tuple(arms))
+        if isinstance(node, Terms | IdIn):
+            values[name] = node.terms if isinstance(node, Terms) else node.ids
+            return ("terms" if isinstance(node, Terms) else "ids", name)
+        if isinstance(node, Not):
+            return ("not", walk(node.inner))
+        if isinstance(node, And | Or):
+            return ("and" if isinstance(node, And) else "or", tuple(walk(part) for part in node.parts))
+        return ("all",) if isinstance(node, All) else ("nothing",)
+
+    return walk(flt), values
+
+
+def _arms(shape: Any) -> list[Any] | None:
+    """The parts of a filter that is terms or ids, or a union of them; None for any other shape."""
+    if shape[0] in ("term", "terms", "ids"):
+        return [shape]
+    if shape[0] == "or":
+        parts = [_arms(part) for part in shape[1]]
+        if all(part is not None for part in parts):
+            return [arm for part in parts if part is not None for arm in part]
+    return None
+
+
+def _seqs(d: SqlDialect, arm: Any) -> sa.Select[Any]:
+    """The seqs of the records of ``:kind`` one arm (see :func:`_arms`) admits, read from an index."""
+    if arm[0] == "ids":
+        named = records.alias("named")
+        return sa.select(named.c.seq).where(named.c.kind == _p("kind"), d.one_of(named.c.id, arm[1]))
+    term = record_terms.c.term
+    held = term == _p(arm[1]) if arm[0] == "term" else d.one_of(term, arm[1])
+    return sa.select(record_terms.c.seq).where(record_terms.c.kind == _p("kind"), held)
+
+
+def _condition(d: SqlDialect, shape: Any) -> sa.ColumnElement[bool]:
+    """The filter as a condition on ``records`` (what a page uses where its filter has no arms)."""
+    tag = shape[0]
+    if tag in ("term", "terms", "ids"):
+        return R.seq.in_(_seqs(d, shape))
+    if tag == "not":
+        return sa.not_(_condition(d, shape[1]))
+    if tag in ("and", "or"):
+        parts = [_condition(d, part) for part in shape[1]]
+        return sa.and_(*parts) if tag == "and" else sa.or_(*parts)
+    return sa.true() if tag == "all" else sa.false()
+
+
+def _conditions(d: SqlDialect, shape: PageShape, order: sa.ColumnElement[Any]) -> list[sa.ColumnElement[bool]]:
+    """The page's conditions but its filter (``order``: the seq column it is read in order of)."""
+    conditions: list[sa.ColumnElement[bool]] = [R.kind == _p("kind")]
+    if not shape.any_parent:
+        conditions.append(R.parent == _p("parent"))
+    if shape.where is not None:
+        conditions.append(INDEX_COLUMNS[shape.where] == _p("value"))
+    if shape.statuses:
+        conditions.append(d.one_of(R.status, "statuses"))
+    if shape.since:
+        conditions.append(R.at >= _p("since"))
+    if shape.until:
+        conditions.append(R.at < _p("until"))
+    if shape.after:
+        conditions.append(order < _seq_of("after") if shape.desc else order > _seq_of("after"))
+    return conditions
+
+
+def _arm_page(d: SqlDialect, shape: PageShape, arm: Any, limit: str, offset: str) -> sa.Select[Any]:
+    """The page of the records one arm admits, read from its index: one term in the order of its index."""
+    if arm[0] == "term":
+        order: sa.ColumnElement[Any] = record_terms.c.seq
+        query = sa.select(*REC_COLUMNS).select_from(record_terms).join(records, R.seq == record_terms.c.seq)
+        where = [record_terms.c.kind == _p("kind"), record_terms.c.term == _p(arm[1])]
+    else:
+        order, query, where = R.seq, sa.select(*REC_COLUMNS), [R.seq.in_(_seqs(d, arm))]
+    ordered = order.desc() if shape.desc else order.asc()
+    conditions = [*_conditions(d, shape, order), *where]
+    return query.where(*conditions).order_by(ordered).limit(_p(limit)).offset(_p(offset))
+
+
+def page(d: SqlDialect, shape: PageShape) -> Compiled:
+    """A page of ``:kind`` in creation order: ``:limit`` rows after skipping ``:offset``, as ``shape`` says.
+
+    Parameters by option: ``:parent``, ``:value`` (the index), ``:statuses``, ``:since``, ``:until``,
+    ``:after`` (an id of the kind), ``:window`` (limit + offset), and the filter's ``f0``… A filter of terms
+    and ids (an owner's, or a policy's grants) is read from their indexes, one term in the order of
+    ``record_terms``'s primary key (kind, term, seq): the page costs about its own size, whatever others own.
+    Several arms each read their first ``:window`` records, and the page is taken from their union.
+    """
+
+    def build() -> ClauseElement:
+        arms = _arms(shape.allow)
+        if arms is None:
+            conditions = _conditions(d, shape, R.seq)
+            if shape.allow != ("all",):
+                conditions.append(_condition(d, shape.allow))
+            ordered = R.seq.desc() if shape.desc else R.seq.asc()
+            query = sa.select(*REC_COLUMNS).where(*conditions)
+            return query.order_by(ordered).limit(_p("limit")).offset(_p("offset"))
+        if len(arms) == 1:
+            return _arm_page(d, shape, arms[0], "limit", "offset")
+        union = sa.union(*(sa.select(_arm_page(d, shape, arm, "window", "zero").subquery()) for arm in arms))
+        merged = union.subquery("merged")
+        ordered = merged.c.seq.desc() if shape.desc else merged.c.seq.asc()
+        return sa.select(merged).order_by(ordered).limit(_p("limit")).offset(_p("offset"))
+
+    return d.compiled(("page", shape), build)

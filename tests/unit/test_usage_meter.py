@@ -1,0 +1,89 @@
+"""What one run's usage record holds: its inference steps' tokens (each once), its caller, and whether it counts
+the turn (a resume does not); and the ledger's own bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferryman.api.agents import InferenceStep, ShieldCallStep, TokenUsage
+from ferryman.api.content import CompletionMessage
+from ferryman.auth.policy import AccessPolicy
+from ferryman.auth.principal import Principal, PrincipalKind, acting_as
+from ferryman.engine.events import StepCompleted, TurnStarted
+from ferryman.services.access import Access
+from ferryman.services.usage import RunUsage, UsageLedger
+from ferryman.storage.domain.kinds import SCHEMA, USAGE
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.memory import MemoryKernel
+
+
+def _inference(step_id: str, tokens: tuple[int, int] | None) -> StepCompleted:
+    usage = TokenUsage(input_tokens=tokens[0], output_tokens=tokens[1]) if tokens else None
+    message = CompletionMessage(content="x")
+    return StepCompleted(InferenceStep(turn_id="t", step_id=step_id, model_response=message, usage=usage))
+
+
+def test_a_run_counts_each_inference_step_once_and_nothing_else() -> None:
+    with acting_as(Principal(PrincipalKind.API_KEY, "bot", {"teams": ("red",)})):
+        run = RunUsage("agents", "t", 0, "m", "agent-1", "session-1")
+    for event in (
+        TurnStarted("t"),
+        _inference("s1", (10, 3)),
+        StepCompleted(ShieldCallStep(turn_id="t", step_id="s2")),
+        _inference("s3", (7, 2)),
+        _inference("s3", (7, 2)),  # the same step again (stored anew with its final text)
+        _inference("s4", None),  # a provider that reported no usage
+    ):
+        run.saw(event)
+    put = run.put()
+    assert (put.kind, put.id, put.parent) == (USAGE, "t.0", "")
+    assert put.owner is not None and put.owner.key == "key:bot" and put.owner.attributes == {"teams": ("red",)}
+    assert put.body == {
+        "api": "agents",
+        "run_id": "t",
+        "agent_id": "agent-1",
+        "conversation_id": "session-1",
+        "model": "m",
+        "input_tokens": 17,
+        "output_tokens": 5,
+        "turns": 1,
+    }
+
+
+def test_a_resume_is_a_record_of_its_own_that_does_not_count_the_turn_again() -> None:
+    resumed = RunUsage("agents", "t", 12, "m", "agent-1", "session-1")
+    resumed.saw(_inference("s9", (4, 4)))
+    put = resumed.put()
+    assert put.id == "t.12" and put.owner is None
+    assert (put.body["turns"], put.body["input_tokens"], put.body["output_tokens"]) == (0, 4, 4)
+
+
+@pytest.mark.anyio
+async def test_the_ledger_stores_a_run_once_and_refuses_a_bound_below_one(caplog: pytest.LogCaptureFixture) -> None:
+    kernel = MemoryKernel(SCHEMA)
+    await kernel.open()
+    ledger = UsageLedger(kernel, Access(AccessPolicy()))
+    run = RunUsage("responses", "resp_1", 0, "m", None, None, owner=None)
+    run.saw(_inference("s1", (1, 2)))
+    await ledger.record(run)
+    await ledger.record(run)  # a second store of the same run is refused by its id, and only logged
+    assert "usage of run resp_1 not stored" in caplog.text
+    summary = await ledger.summary(None, "model", 0)
+    assert [(row.key, row.total_tokens, row.turns) for row in summary.data] == [("m", 3, 1)]
+    with pytest.raises(ValueError, match="usage.max_records"):
+        UsageLedger(kernel, Access(AccessPolicy()), 0)
+
+
+@pytest.mark.anyio
+async def test_a_submitted_write_runs_in_the_background_and_flush_waits_for_it() -> None:
+    kernel = MemoryKernel(SCHEMA)
+    await kernel.open()
+    ledger = UsageLedger(kernel, Access(AccessPolicy()))
+    run = RunUsage("responses", "resp_2", 0, "m", None, None, owner=None)
+    run.saw(_inference("s1", (4, 5)))
+    ledger.submit(run)  # returns at once: nothing is stored yet
+    (stored,) = await kernel.read([ops.Get(USAGE, "resp_2.0")])
+    assert stored is None
+    await ledger.flush()
+    (stored,) = await kernel.read([ops.Get(USAGE, "resp_2.0")])
+    assert stored is not None and stored.body["output_tokens"] == 5
