@@ -322,3 +322,16 @@ async def test_the_cli_lists_records_as_json_and_as_a_table(
     assert code == 0 and [r["request_id"] for r in json.loads(out)] == ["req-delete", "req-limited"]
     code, out = await ferryman("audit", "list", "--outcome", "denied")
     assert code == 0 and "denied (403)" in out and "key:carol" in out and "req-anon" in out
+
+
+async def test_deleting_an_agent_with_a_session_records_no_denial_of_its_memory_store(served: Served) -> None:
+    body = {"agent_config": {"model": "scripted-model", "instructions": "Be brief."}}
+    agent_id = (await served.call("POST", "/v1/agents", "alice", "req-agent", json=body)).json()["agent_id"]
+    session = await served.call(
+        "POST", f"/v1/agents/{agent_id}/session", "alice", "req-session", json={"session_name": "s"}
+    )
+    assert session.status_code == 200, session.text
+    assert (await served.call("DELETE", AGENT.format(agent_id=agent_id), "alice", "req-delete")).status_code == 200
+    rows = await served.rows("auditor")
+    assert [row for row in rows if row[4] == "denied"] == []
+    assert [(row[0], row[3]) for row in rows if row[7] == "req-delete"] == [("delete", f"agent::{agent_id}")]

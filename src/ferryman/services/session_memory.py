@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ferryman.api.limits import MAX_SEARCH_QUERY_CHARS
 from ferryman.api.vector_stores import CreateVectorStoreRequest
+from ferryman.auth.principal import acting_as
 from ferryman.engine.memory import MemoryDocument, Recollection
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.knowledge.rag import Searcher, document_id_of
@@ -55,9 +56,14 @@ class SessionMemory:
         return Recollection(store_id, "\n\n".join(blocks))
 
     async def forget(self, session_id: str) -> None:
-        """Delete the session's store, if it has one."""
+        """Delete the session's store, if it has one.
+
+        As the server: the caller's right to delete the session was checked already, and a session that
+        never needed a store must not leave a denied delete of one in the audit trail.
+        """
         try:
-            await self._vector_stores.delete(session_store_id(session_id))
+            with acting_as(None):
+                await self._vector_stores.delete(session_store_id(session_id))
         except NotFoundError:
             pass  # the session never needed one
 
