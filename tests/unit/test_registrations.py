@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from ferryman.storage.domain import registry
 from ferryman.storage.domain.kinds import SCHEMA
 from ferryman.storage.domain.records import Records
 from ferryman.storage.kernel.memory import MemoryKernel
+from ferryman.storage.kernel.ops import ReadOp
 
 pytestmark = pytest.mark.anyio
 
@@ -137,3 +139,59 @@ async def test_creates_deletes_and_refused_creates_are_audited(
         ("delete", "sub:alice", "delete", "model::m"),
         ("denied", "key:bob", "create", "model::n"),
     ]
+
+
+class Interleaved(MemoryKernel):
+    """A memory kernel that lets another caller act once, right after the next read answers."""
+
+    between: Callable[[], Awaitable[None]] | None = None
+
+    async def read(self, ops: Sequence[ReadOp]) -> list[Any]:
+        found = await super().read(ops)
+        step, self.between = self.between, None
+        if step is not None:
+            await step()
+        return found
+
+
+@pytest.fixture()
+async def interleaved() -> AsyncIterator[tuple[Interleaved, Records[Model]]]:
+    kernel = Interleaved(SCHEMA)
+    await kernel.open()
+    try:
+        yield kernel, registry.models(kernel)
+    finally:
+        await kernel.close()
+
+
+async def test_two_callers_claiming_one_unowned_registration_at_once_leave_it_to_the_first(
+    interleaved: tuple[Interleaved, Records[Model]],
+) -> None:
+    kernel, records = interleaved
+    models = Registrations(records, Access(AccessPolicy()))
+    await models.save(None, model("m"))
+
+    async def alice_claims_it_first() -> None:
+        await models.save(ALICE, model("m", "alice's"))
+
+    kernel.between = alice_claims_it_first  # after Bob read it unowned, before Bob's write
+    with pytest.raises(ConflictError, match="^model 'm' already exists$"):
+        await models.save(BOB, model("m", "bob's"))
+    assert await models.list(ALICE) == [model("m", "alice's")]
+
+
+async def test_a_save_does_not_replace_a_registration_another_caller_made_after_it_read_its_own(
+    interleaved: tuple[Interleaved, Records[Model]],
+) -> None:
+    kernel, records = interleaved
+    models = Registrations(records, Access(AccessPolicy()))
+    await models.save(ALICE, model("m"))
+
+    async def deleted_and_taken_by_bob() -> None:
+        await models.delete(ALICE, "m")
+        await models.create(BOB, model("m", "bob's"))
+
+    kernel.between = deleted_and_taken_by_bob  # after Alice read her own, before her replacing write
+    with pytest.raises(ConflictError, match="^model 'm' already exists$"):
+        await models.save(ALICE, model("m", "alice's again"))
+    assert await models.list(BOB) == [model("m", "bob's")]

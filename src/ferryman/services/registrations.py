@@ -10,13 +10,15 @@ deletes are audited as :class:`Access` does.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Generic, TypeVar
 
 from ferryman.auth.principal import Principal
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 from ferryman.storage.domain.records import Records
 from ferryman.storage.kernel import ops
-from ferryman.storage.kernel.filters import ALL
+from ferryman.storage.kernel.filters import ALL, Terms
+from ferryman.storage.kernel.model import UNOWNED, principal_term
 
 from .access import Access
 
@@ -89,17 +91,30 @@ class Registrations(Generic[T]):
         record_id = self._records.id_of(value)
         existing = await self._records.find(record_id)
         if existing is not None and existing.rec.owner is not None:
-            if existing.rec.owner.key != owner.key:
+            if existing.rec.owner.key == owner.key:
+                # Still the caller's when the write runs: not one made by another after this read.
+                guard = ops.Check(self._kind, record_id, read=Terms(frozenset({principal_term(owner.key)})))
+            else:
                 try:
                     self._access.check(who, "update", self._kind, record_id, existing.rec.owner)
                 except (NotFoundError, ForbiddenError):
                     raise ConflictError(f"{self._kind.noun} '{record_id}' already exists") from None
-            await self._records.upsert(value, owner=owner)
+                guard = self._access.guard(who, "update", self._kind, record_id)
+            await self._changed_meanwhile(self._records.upsert(value, owner=owner, before=(guard,)), record_id)
             return
         self._access.check(who, "create", self._kind, record_id)
-        taken = () if existing is None else (ops.Delete(self._kind, record_id),)
-        await self._records.create(value, owner=owner, before=taken)
+        # Taking an unowned registration: it must still be unowned when the write runs, not another's claim.
+        unowned = ops.Check(self._kind, record_id, read=Terms(frozenset({UNOWNED})))
+        taken = () if existing is None else (unowned, ops.Delete(self._kind, record_id))
+        await self._changed_meanwhile(self._records.create(value, owner=owner, before=taken), record_id)
         self._access.record(who, "create", self._kind, record_id)
+
+    async def _changed_meanwhile(self, write: Awaitable[None], record_id: str) -> None:
+        """Run a write whose guard checks what :meth:`save` read; another caller's change since is a conflict."""
+        try:
+            await write
+        except (NotFoundError, ForbiddenError):
+            raise ConflictError(f"{self._kind.noun} '{record_id}' already exists") from None
 
     async def delete(self, who: Principal | None, record_id: str) -> bool:
         """Forget a registration; whether it existed (the server itself may forget any).
