@@ -246,7 +246,7 @@ def build_services(
     keep_blocked_text = safety_settings.keep_blocked_text if safety_settings else False
     engine = TurnEngine(store, models, SessionMemory(vector_stores, search), keep_blocked_text=keep_blocked_text)
     quotas = quotas or Quotas()
-    ledger = UsageLedger(store.kernel, Access(policy), (usage or UsageSettings()).max_records)
+    ledger = UsageLedger(store.kernel, access, (usage or UsageSettings()).max_records)
     host = TurnHost(store, engine, runner, leases, fanout, quotas, ledger)
     knowledge = knowledge or KnowledgeSettings()
     agents = AgentService(
