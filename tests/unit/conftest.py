@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,10 @@ async def services(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[Ser
     yield built
     await built.runner.shutdown()
     await built.store.close()
+
+
+@pytest.fixture()
+def caught(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """``caplog``, capturing the audit logger's INFO records (read them with ``audit_capture.audit_of``)."""
+    with caplog.at_level(logging.INFO, logger="ferryman.audit"):
+        yield caplog

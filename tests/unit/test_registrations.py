@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
 
+from audit_capture import audit_of
 from ferryman.api.registry import Model
 from ferryman.auth.policy import ACTIONS, AccessPolicy, parse_policy
 from ferryman.auth.principal import Principal, PrincipalKind
@@ -25,8 +25,6 @@ pytestmark = pytest.mark.anyio
 ALICE = Principal(PrincipalKind.SUBJECT, "alice", {"teams": ("red",)})
 BOB = Principal(PrincipalKind.API_KEY, "bob", {"teams": ("red",)})
 
-Audit = list[tuple[str, str | None, str, str]]
-
 
 def model(identifier: str, resource: str = "upstream") -> Model:
     return Model(identifier=identifier, provider_id="remote", provider_resource_id=resource)
@@ -40,20 +38,6 @@ async def records() -> AsyncIterator[Records[Model]]:
         yield registry.models(kernel)
     finally:
         await kernel.close()
-
-
-def audit_of(caplog: pytest.LogCaptureFixture) -> Audit:
-    return [
-        (r.event, r.principal, r.action, r.resource)  # type: ignore[attr-defined]
-        for r in caplog.records
-        if r.name == "ferryman.audit"
-    ]
-
-
-@pytest.fixture()
-def caught(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    with caplog.at_level(logging.INFO, logger="ferryman.audit"):
-        yield caplog
 
 
 async def test_a_create_stores_its_caller_as_owner_and_a_taken_id_conflicts(records: Records[Model]) -> None:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 
+from audit_capture import audit_of
 from ferryman.auth.policy import ACTIONS, AccessPolicy, parse_policy
 from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.errors import ForbiddenError, NotFoundError
@@ -28,20 +26,6 @@ TEAM_READS = parse_policy(
         {"permit": {"actions": ["read"]}, "when": "user in owners teams"},
     ]
 )
-
-
-def audit_of(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str | None, str, str]]:
-    return [
-        (r.event, r.principal, r.action, r.resource)  # type: ignore[attr-defined]
-        for r in caplog.records
-        if r.name == "ferryman.audit"
-    ]
-
-
-@pytest.fixture()
-def caught(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    with caplog.at_level(logging.INFO, logger="ferryman.audit"):
-        yield caplog
 
 
 def test_a_record_the_caller_may_not_read_is_missing_and_audited(caught: pytest.LogCaptureFixture) -> None:

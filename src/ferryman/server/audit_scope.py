@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ferryman.auth.audit import AuditScope, AuditSink, audit, auditing, http_action
 
-from .access_log import route_template
+from .access_log import served_route
 
 TOO_MANY_REQUESTS = 429
 
@@ -45,7 +45,7 @@ class AuditMiddleware:
             return
         asked: dict[str, Any] = dict(scope)  # routing adds to the scope: the template is found in the original
         method = str(scope.get("method", ""))
-        audited = AuditScope(self._sink, method, lambda: route_template(self._routes, asked))
+        audited = AuditScope(self._sink, method, lambda: served_route(self._routes, asked, scope))
 
         async def answer(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == TOO_MANY_REQUESTS:

@@ -7,12 +7,12 @@ import re
 import time
 from collections.abc import Sequence
 
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ferryman.metrics.instruments import HTTP_DURATION
 
-from .access_log import route_template
+from .access_log import served_route
 
 UNMATCHED = "unmatched"
 """The ``http_route`` of a request no route serves (a 404 by path): never the path itself."""
@@ -26,15 +26,6 @@ _CONVERTER = re.compile(r"\{(\w+):\w+\}")
 def _as_documented(template: str) -> str:
     """A route's template as the OpenAPI document writes it: ``{model_id}``, not Starlette's ``{model_id:path}``."""
     return _CONVERTER.sub(r"{\1}", template)
-
-
-def _routed(scope: Scope, asked: Scope) -> str | None:
-    """The template of the route the router chose for this request, read off the scope it routed (None: it did
-    not route it, e.g. a refusal before routing): its mounts' prefixes (the root path it added), then its path."""
-    route = scope.get("route")
-    if not isinstance(route, Route):
-        return None
-    return str(scope.get("root_path", ""))[len(asked.get("root_path", "")) :] + route.path
 
 
 class HttpMetricsMiddleware:
@@ -68,7 +59,7 @@ class HttpMetricsMiddleware:
         try:
             await self.app(scope, receive, answer)
         finally:
-            template = _routed(scope, asked) or route_template(self._routes, asked)
+            template = served_route(self._routes, asked, scope)
             route = _as_documented(template) if template is not None else UNMATCHED
             method = asked.get("method", "")
             method = method if method in KNOWN_METHODS else OTHER_METHOD

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .access_log import route_template
+from .access_log import served_route
 
 _tracer = trace.get_tracer("ferryman.server")
 
@@ -46,7 +46,7 @@ class TracingMiddleware:
 
             async def answer(message: Message) -> None:
                 if message["type"] == "http.response.start":
-                    route = _routed(asked, scope) or route_template(self._routes, asked)
+                    route = served_route(self._routes, asked, scope)
                     if route is not None:
                         span.update_name(f"{method} {route}")
                         span.set_attribute("http.route", route)
@@ -58,16 +58,3 @@ class TracingMiddleware:
                 await send(message)
 
             await self.app(scope, receive, answer)
-
-
-def _routed(asked: Scope, scope: Scope) -> str | None:
-    """The template of the route the router chose (its mounts' prefixes first), None before it routed.
-
-    Read off the scope the router filled in: cheaper than matching the path against every route again,
-    which refusals answered before routing (401, 429, 413) fall back to.
-    """
-    route = scope.get("route")
-    if not isinstance(route, Route):
-        return None
-    prefix = str(scope.get("root_path", ""))[len(str(asked.get("root_path", ""))) :]
-    return prefix + route.path
