@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from importlib.metadata import PackageNotFoundError, version
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
 from ferryman.engine.tracing import CONTENT
 from ferryman.trace_settings import TraceSettings
+
+from .otlp_encoding import encode_spans
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +112,7 @@ def build_provider(settings: TraceSettings, environ: Mapping[str, str]) -> Trace
     endpoint = settings.endpoint.rstrip("/") + "/v1/traces" if settings.endpoint else None
     if environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf") != "http/protobuf":
         log.warning("ferryman exports traces over OTLP/HTTP (http/protobuf) only; OTEL_EXPORTER_OTLP_PROTOCOL ignored")
-    exporter = OTLPSpanExporter(endpoint=endpoint, headers=dict(settings.headers) or None)
+    exporter = LeanOTLPSpanExporter(endpoint=endpoint, headers=dict(settings.headers) or None)
     processor = BatchSpanProcessor(
         exporter,
         max_queue_size=settings.max_queue_size,
@@ -120,6 +123,28 @@ def build_provider(settings: TraceSettings, environ: Mapping[str, str]) -> Trace
     provider = TracerProvider(resource=_resource(settings))
     provider.add_span_processor(processor)
     return provider
+
+
+class LeanOTLPSpanExporter(OTLPSpanExporter):
+    """OpenTelemetry's OTLP/HTTP span exporter, encoding each batch with :func:`.otlp_encoding.encode_spans`.
+
+    The SDK's exporter still resolves every ``OTEL_EXPORTER_OTLP_*`` variable and sends, retries and
+    compresses; only the encoding (half of what an exported span costs) is ours. An exporter whose
+    internals differ from those of the version this was written against exports as the SDK does.
+    """
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Send ``spans`` to the collector in one request."""
+        client: Any = getattr(self, "_client", None)
+        if getattr(self, "_shutdown", True) or not callable(getattr(client, "export", None)):
+            return super().export(spans)
+        try:
+            data = encode_spans(spans)
+        except TypeError:
+            log.exception("a span batch could not be encoded; the SDK's encoder takes it")
+            return super().export(spans)
+        sent = client.export(data)
+        return SpanExportResult.SUCCESS if sent.success else SpanExportResult.FAILURE
 
 
 def _resource(settings: TraceSettings) -> Resource:
