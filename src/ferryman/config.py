@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from ferryman.audit_settings import AuditSettings
 from ferryman.auth.quotas import QuotaSettings
 from ferryman.auth.settings import AuthSettings
+from ferryman.context_settings import ContextSettings
 from ferryman.errors import ConfigurationError
 from ferryman.home import ferryman_home
 from ferryman.inference.embedded import DEFAULT_MODEL_ID, Runtime, default_model_path
@@ -23,8 +24,10 @@ from ferryman.logs import LogFormat
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.settings import SafetySettings
 from ferryman.sandbox.settings import SandboxSettings
+from ferryman.schedule_settings import ScheduleSettings
 from ferryman.telemetry_settings import TelemetrySettings
 from ferryman.tools.websearch.settings import WebSearchSettings
+from ferryman.webhook_settings import WebhookSettings
 
 _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 
@@ -82,12 +85,14 @@ class StorageSettings(BaseModel):
     ``redis://`` URL; ``redis`` names the Redis that carries live events and
     cancellations between replicas (a ``redis://`` ``db`` does that itself);
     ``turn_lease_seconds`` bounds how long a turn whose replica died stays
-    running before another replica fails it.
+    running before another replica fails it; ``max_fork_turns`` is the most
+    turns one session fork copies (a fork past it is refused, 400).
     """
 
     db: str | None = None
     redis: str | None = None
     turn_lease_seconds: float = Field(default=30.0, gt=0)
+    max_fork_turns: int = Field(default=1000, ge=1, le=1_000_000)
 
 
 class FileSettings(BaseModel):
@@ -156,6 +161,22 @@ class UsageSettings(BaseModel):
     max_records: int = Field(default=100_000, ge=1)
 
 
+class MemorySettings(BaseModel):
+    """Agent memory (``/v1/agents/{agent_id}/memory``, ``builtin::memory``): ``max_block_chars`` bounds one
+    block's value, ``max_blocks`` how many blocks one agent holds, ``max_total_chars`` all of an agent's blocks'
+    values together, ``max_versions`` how many earlier versions of a block are kept (the oldest are dropped); a
+    write past the first three is refused (400) naming the setting. ``max_context_share`` is the share of the
+    agent's model's context its memory may take in the system message (where the context size is known): the
+    ``memory`` tool refuses an edit past it, and memory longer than it is shown cut, with a note, never failing
+    the turn."""
+
+    max_block_chars: int = Field(default=5_000, ge=1, le=1024 * 1024)
+    max_blocks: int = Field(default=16, ge=1, le=1000)
+    max_total_chars: int = Field(default=12_000, ge=1, le=16 * 1024 * 1024)
+    max_versions: int = Field(default=10, ge=0, le=1000)
+    max_context_share: float = Field(default=0.25, gt=0, le=0.9)
+
+
 class Settings(BaseModel):
     """Everything ``ferryman serve`` needs.
 
@@ -168,7 +189,11 @@ class Settings(BaseModel):
     ``sandbox`` confines and limits the code interpreter's kernels; ``websearch`` picks the search
     provider of ``builtin::websearch``; ``safety`` says whether blocked text is kept for review;
     ``telemetry`` says what the server reports about itself (metrics); ``usage`` bounds the token usage summaries;
-    ``audit`` says how audit records (``GET /v1/audit``) are written and how long they are kept.
+    ``memory`` bounds agents' memory blocks;
+    ``audit`` says how audit records (``GET /v1/audit``) are written and how long they are kept;
+    ``webhooks`` signs runs' webhook events and bounds their deliveries;
+    ``schedules`` says how often due schedules are fired and bounds them;
+    ``context`` seals compaction items and names the model that writes summaries.
     ``max_body_bytes`` (``server.max_body_bytes``) is the largest
     JSON request body accepted (413 above it; uploads are bounded by ``files.max_bytes`` instead).
     ``log_format`` (``server.log_format``, or ``--log-format``) writes each log record as one text
@@ -196,7 +221,11 @@ class Settings(BaseModel):
     safety: SafetySettings = Field(default_factory=SafetySettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     usage: UsageSettings = Field(default_factory=UsageSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    schedules: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
 
     def db_path(self) -> str:
         """The database path: the configured one or ``$FERRYMAN_HOME/ferryman.db``."""

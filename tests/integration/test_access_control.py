@@ -8,23 +8,30 @@ and gets a 404 (or a list without A's records); A still can do everything.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from tests.inprocess import scripted_provider, serving
+from tests.webhook_receiver import Receiver, receiving
 
 from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.errors import AuthenticationError
 from ferryman.inference.local_embeddings import LocalEmbeddingProvider
+from ferryman.safe_fetch import FetchPolicy
+from ferryman.schedule_settings import ScheduleSettings
 from ferryman.server.app import API_MOUNTS, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
+from ferryman.webhook_settings import WebhookSettings
+from ferryman.webhooks.signing import new_secret
 
 TOKENS = {
     "token-a": Principal(PrincipalKind.SUBJECT, "alice", {"teams": ("red",)}),
@@ -60,7 +67,8 @@ class Call:
     expect: str = "missing"
     """``missing``: 404; ``list``: 200 naming none of A's ids; ``own``: B's own create, 200; ``open``: 200;
     ``taken``: 409 (a name A holds is not B's to replace); ``stateless``: touches no record, not called;
-    ``absent``: the same answer as the same call naming ``alice-model``'s id replaced by one nobody has."""
+    ``absent``: a 400 or 404, the same answer as the same call with A's ids it names (``alice-model``, an
+    agent) replaced by ones nobody has."""
 
 
 @dataclass
@@ -78,8 +86,11 @@ class Owned:
 _SESSION = "/agents/{agent_id}/session/{session_id}"
 _TURN = f"{_SESSION}/turn/{{turn_id}}"
 _CONV = "/conversations/{conversation_id}"
+_BLOCK = "/agents/{agent_id}/memory/{label}"
 _VS_OPENAI = "/vector_stores/{vector_store_id}"
+_SCHEDULE = "/schedules/{schedule_id}"
 MESSAGE = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+YEARLY = {"cron": "0 0 1 1 *", "message": "hi"}
 CASES: dict[tuple[str, str], list[Call]] = {
     ("POST", "/agents"): [
         Call({"agent_config": {"model": "scripted-model", "instructions": "b"}}, expect="own"),
@@ -93,6 +104,7 @@ CASES: dict[tuple[str, str], list[Call]] = {
     ("GET", "/agents/{agent_id}/sessions"): [Call()],
     ("GET", _SESSION): [Call()],
     ("DELETE", _SESSION): [Call()],
+    ("POST", f"{_SESSION}/fork"): [Call({"turn_id": "{turn_id}"})],
     ("POST", f"{_SESSION}/turn"): [Call(MESSAGE), Call({**MESSAGE, "stream": False})],
     ("GET", _TURN): [Call()],
     ("POST", f"{_TURN}/resume"): [
@@ -100,6 +112,11 @@ CASES: dict[tuple[str, str], list[Call]] = {
     ],
     ("GET", f"{_TURN}/step/{{step_id}}"): [Call()],
     ("GET", f"{_TURN}/events"): [Call(), Call(headers={"Last-Event-ID": "0"})],
+    ("GET", "/agents/{agent_id}/memory"): [Call()],
+    ("GET", _BLOCK): [Call()],
+    ("PUT", _BLOCK): [Call({"value": "b"}), Call({"value": "b", "version": 1})],
+    ("DELETE", _BLOCK): [Call()],
+    ("GET", f"{_BLOCK}/versions"): [Call()],
     ("GET", "/health"): [Call(expect="open")],
     ("GET", "/models"): [Call(expect="list")],
     ("POST", "/models"): [
@@ -141,7 +158,7 @@ CASES: dict[tuple[str, str], list[Call]] = {
         Call({"model": "scripted-model", "input": "x", "previous_response_id": "{response_id}"}),
         Call({"model": "scripted-model", "input": "x", "conversation": "{conversation_id}", "stream": True}),
     ],
-    ("GET", "/responses"): [Call(expect="list")],
+    ("GET", "/responses"): [Call(expect="list"), Call(query={"conversation_id": "{conversation_id}"})],
     ("GET", "/responses/{response_id}"): [
         Call(),
         Call(query={"stream": "true"}),
@@ -149,11 +166,18 @@ CASES: dict[tuple[str, str], list[Call]] = {
     ],
     ("DELETE", "/responses/{response_id}"): [Call()],
     ("POST", "/responses/{response_id}/cancel"): [Call()],
+    ("POST", "/responses/compact"): [
+        Call({"model": "scripted-model", "input": "x"}, expect="own"),
+        Call({"model": "scripted-model", "input": "x", "previous_response_id": "{response_id}"}),
+        Call({"model": "alice-model", "input": "x"}, expect="absent"),
+    ],
     ("GET", "/responses/{response_id}/input_items"): [Call()],
     ("POST", "/conversations"): [Call({}, expect="own")],
+    ("GET", "/conversations"): [Call(expect="list")],
     ("GET", _CONV): [Call()],
     ("POST", _CONV): [Call({"metadata": {"k": "v"}})],
     ("DELETE", _CONV): [Call()],
+    ("POST", f"{_CONV}/fork"): [Call({"item_id": "{item_id}"})],
     ("POST", f"{_CONV}/items"): [Call({"items": [{"type": "message", "role": "user", "content": "x"}]})],
     ("GET", f"{_CONV}/items"): [Call()],
     ("GET", f"{_CONV}/items/{{item_id}}"): [Call()],
@@ -198,6 +222,25 @@ CASES: dict[tuple[str, str], list[Call]] = {
     ("GET", "/usage"): [Call(expect="list")],
     # B's audit trail: its own records only (tests/integration/test_audit.py checks whose records each reads).
     ("GET", "/audit"): [Call(expect="list"), Call(query={"principal": "sub:alice"}, expect="list")],
+    ("POST", "/schedules"): [
+        Call({**YEARLY, "agent_id": "{bob_agent_id}"}, expect="own"),
+        # A's agent is named as one nobody has: a 400 naming ``agent_id``, as for any agent B cannot see.
+        Call({**YEARLY, "agent_id": "{agent_id}"}, expect="absent"),
+    ],
+    ("GET", "/schedules"): [Call(expect="list"), Call(query={"agent_id": "{agent_id}"}, expect="list")],
+    ("GET", _SCHEDULE): [Call()],
+    ("POST", _SCHEDULE): [Call({"paused": True}), Call({"paused": False})],
+    ("DELETE", _SCHEDULE): [Call()],
+    ("GET", f"{_SCHEDULE}/runs"): [Call()],
+    ("GET", "/approvals"): [
+        Call(expect="list"),
+        Call(query={"agent_id": "{agent_id}"}, expect="list"),
+        Call(query={"source": "turn"}, expect="list"),
+    ],
+    ("POST", "/approvals/{approval_id}/approve"): [Call({})],
+    ("POST", "/approvals/{approval_id}/deny"): [Call({"reason": "b"})],
+    ("GET", "/webhook_deliveries"): [Call(expect="list"), Call(query={"run_id": "{hooked_turn_id}"}, expect="list")],
+    ("GET", "/webhook_deliveries/{delivery_id}"): [Call()],
 }
 """Every route of every API (keyed by method and path under its mount), with B's calls on A's records."""
 
@@ -210,18 +253,30 @@ def test_every_route_has_a_case() -> None:
     assert set(CASES) <= {(m, p) for _, m, p in ROUTES}, "cases for routes that no longer exist"
 
 
+@dataclass
+class Served:
+    """The app's client, the script its model answers from, and a webhook receiver on loopback."""
+
+    http: httpx.AsyncClient
+    script: Script
+    receiver: Receiver
+
+
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
     script = Script(default_reply=ScriptedReply(text="ok"))
-    script.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", arguments={"city": "Paris"})]))
     services = build_services(
         SqliteStore(str(tmp_path / "acl.db")),
         [scripted_provider(script), LocalEmbeddingProvider()],
         sole_process=True,
         authenticator=StaticTokens(),
+        fetch=FetchPolicy(allowed_hosts=["127.0.0.1"]),  # the receiver's host, for A's webhook
+        webhooks=WebhookSettings(secret=SecretStr(new_secret())),
+        schedules=ScheduleSettings(fire=False),  # A's schedule is read and changed here, never fired
     )
-    async with serving(services) as http:
-        yield http
+    with receiving() as receiver:
+        async with serving(services) as http:
+            yield Served(http, script, receiver)
 
 
 async def _ok(response: httpx.Response) -> dict[str, Any]:
@@ -229,22 +284,37 @@ async def _ok(response: httpx.Response) -> dict[str, Any]:
     return response.json() if response.content else {}  # type: ignore[no-any-return]
 
 
-async def _alice_makes_one_of_everything(http: httpx.AsyncClient) -> Owned:
-    agent = {"agent_config": {"model": "scripted-model", "instructions": "a", "client_tools": [WEATHER]}}
+async def _alice_makes_one_of_everything(served: Served) -> Owned:
+    http = served.http
+    # A client tool pauses one turn for input; every calculator call waits for approval.
+    config = {"client_tools": [WEATHER], "toolgroups": ["builtin::math"], "require_approval": "always"}
+    agent = {"agent_config": {"model": "scripted-model", "instructions": "a", **config}}
     agent_id = (await _ok(await http.post("/v1/agents", json=agent, headers=A)))["agent_id"]
-    session_id = (await _ok(await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "a"}, headers=A)))[
-        "session_id"
-    ]
-    turn_url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
-    paused = await _ok(await http.post(turn_url, json={**MESSAGE, "stream": False}, headers=A))
+
+    async def session(name: str) -> str:
+        made = await _ok(await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": name}, headers=A))
+        return str(made["session_id"])
+
+    async def turn(session_id: str, call: ScriptedToolCall | None = None, **extra: Any) -> dict[str, Any]:
+        if call is not None:
+            served.script.enqueue(ScriptedReply(tool_calls=[call]))
+        url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+        return await _ok(await http.post(url, json={**MESSAGE, "stream": False, **extra}, headers=A))
+
+    session_id = await session("a")
+    paused = await turn(session_id, ScriptedToolCall(name="get_weather", arguments={"city": "Paris"}))
     assert paused["status"] == "awaiting_input"
-    second = (await _ok(await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "b"}, headers=A)))[
-        "session_id"
-    ]
-    finished = await _ok(
-        await http.post(f"/v1/agents/{agent_id}/session/{second}/turn", json={**MESSAGE, "stream": False}, headers=A)
-    )
+    second = await session("b")
+    finished = await turn(second, webhook=served.receiver.url)
     assert finished["status"] == "completed"
+    (posted,) = await asyncio.to_thread(served.receiver.wait_for, 1)
+    held_session = await session("c")
+    held = await turn(held_session, ScriptedToolCall(name="calculator", arguments={"expression": "6 * 7"}))
+    assert held["status"] == "awaiting_input" and held["approval_requests"]
+    approvals = await _ok(await http.get("/v1/approvals", headers=A))
+    [approval] = [a for a in approvals["data"] if a["turn_id"] == held["turn_id"]]
+    schedule = await _ok(await http.post("/v1/schedules", json={**YEARLY, "agent_id": agent_id}, headers=A))
+    await _ok(await http.put(f"/v1/agents/{agent_id}/memory/notes", json={"value": "alice's"}, headers=A))
     response = await _ok(await http.post("/v1/responses", json={"model": "scripted-model", "input": "hi"}, headers=A))
     conversation = await _ok(
         await http.post(
@@ -278,6 +348,13 @@ async def _alice_makes_one_of_everything(http: httpx.AsyncClient) -> Owned:
             "toolgroup_id": "alice-tools",
             "shield_id": "alice-shield",
             "tool_name": "calculator",
+            "label": "notes",
+            "hooked_turn_id": finished["turn_id"],
+            "delivery_id": posted.headers["webhook-id"],
+            "held_session": held_session,
+            "held_turn_id": held["turn_id"],
+            "approval_id": approval["id"],
+            "schedule_id": schedule["id"],
             **await _alice_makes_knowledge(http),
         }
     )
@@ -294,9 +371,12 @@ def _fill(value: Any, owned: Owned) -> Any:
 
 
 @pytest.mark.anyio
-async def test_no_principal_touches_another_principals_records_through_any_route(served: httpx.AsyncClient) -> None:
-    http = served
-    owned = await _alice_makes_one_of_everything(http)
+async def test_no_principal_touches_another_principals_records_through_any_route(served: Served) -> None:
+    http = served.http
+    owned = await _alice_makes_one_of_everything(served)
+    # B's own records that its own creates name (not A's: listings may show them).
+    bobs = {"bob_agent_id": await _bob_makes_an_agent(http)}
+    named = Owned({**owned.ids, **bobs})
     # The step lives in A's finished session: its route is called with that session.
     step_ids = {**owned.ids, "session_id": owned.ids["finished_session"]}
     checked = 0
@@ -306,13 +386,14 @@ async def test_no_principal_touches_another_principals_records_through_any_route
                 continue
             ids = Owned(step_ids) if "step_id" in path else owned
             url = prefix + ids.fill(path)
-            body = _fill(call.body, owned) if call.body is not None else None
-            answer = await _call(http, method, url, body, call)
+            body = _fill(call.body, named) if call.body is not None else None
+            answer = await _call(http, method, url, body, replace(call, query=_fill(call.query, owned)))
             where = f"B {method} {url} {call}"
             if call.expect == "absent":
-                nobody = json.loads(json.dumps(body).replace("alice-model", "nobodys-model"))
+                nobodys = _nobodys_ids(body, owned)
+                nobody = json.loads(_replaced(json.dumps(body), nobodys))
                 unknown = await http.request(method, url, json=nobody, headers=B, timeout=10)
-                seen = answer.text.replace("alice-model", "nobodys-model")
+                seen = _replaced(answer.text, nobodys)
                 assert (answer.status_code, seen) == (unknown.status_code, unknown.text), where
                 assert answer.status_code in (400, 404), where
             elif call.expect == "missing":
@@ -326,6 +407,23 @@ async def test_no_principal_touches_another_principals_records_through_any_route
             checked += 1
     assert checked == sum(c.expect != "stateless" for _, m, p in ROUTES for c in CASES[(m, p)])
     await _alice_still_can_do_everything(http, owned)
+
+
+async def _bob_makes_an_agent(http: httpx.AsyncClient) -> str:
+    agent = {"agent_config": {"model": "scripted-model", "instructions": "b"}}
+    return str((await _ok(await http.post("/v1/agents", json=agent, headers=B)))["agent_id"])
+
+
+def _nobodys_ids(body: Any, owned: Owned) -> dict[str, str]:
+    """A's ids that ``body`` names (as whole values), each with an id nobody has in its place."""
+    sent = json.dumps(body)
+    return {v: f"nobodys-{k.removesuffix('_id')}" for k, v in owned.ids.items() if json.dumps(v) in sent}
+
+
+def _replaced(text: str, ids: dict[str, str]) -> str:
+    for old, new in ids.items():
+        text = text.replace(old, new)
+    return text
 
 
 async def _call(http: httpx.AsyncClient, method: str, url: str, body: Any, call: Call) -> httpx.Response:
@@ -382,6 +480,7 @@ async def _alice_still_can_do_everything(http: httpx.AsyncClient, owned: Owned) 
         f"/v1/agents/{agent}",
         f"/v1/agents/{agent}/session/{session}",
         f"/v1/agents/{agent}/session/{session}/turn/{turn}",
+        f"/v1/agents/{agent}/memory/notes/versions",
         f"/v1/responses/{ids['response_id']}",
         f"/v1/responses/{ids['response_id']}/input_items",
         f"/v1/conversations/{ids['conversation_id']}/items/{ids['item_id']}",
@@ -389,10 +488,16 @@ async def _alice_still_can_do_everything(http: httpx.AsyncClient, owned: Owned) 
         f"/v1/files/{ids['file_id']}",
         f"/v1/vector_stores/{ids['vector_store_id']}/files/{ids['file_id']}",
         f"/v1/vector_stores/{ids['vector_store_id']}/file_batches/{ids['batch_id']}",
+        f"/v1/schedules/{ids['schedule_id']}/runs",
+        f"/v1/webhook_deliveries/{ids['delivery_id']}",
     ):
         await _ok(await http.get(url, headers=A))
+    await _alice_still_has_her_schedule_delivery_and_compaction(http, owned)
+    await _alice_still_decides_her_approval(http, owned)
     events = await http.get(f"/v1/agents/{agent}/session/{session}/turn/{turn}/events", headers=A)
     assert events.status_code == 200 and "turn_awaiting_input" in events.text
+    notes = await _ok(await http.get(f"/v1/agents/{agent}/memory/notes", headers=A))
+    assert (notes["value"], notes["version"]) == ("alice's", 1), "B's writes must not have reached A's block"
     paused = await _ok(await http.get(f"/v1/agents/{agent}/session/{session}/turn/{turn}", headers=A))
     assert paused["status"] == "awaiting_input", "B's resume must not have run"
     call = paused["output_message"]["tool_calls"][0]
@@ -404,11 +509,45 @@ async def _alice_still_can_do_everything(http: httpx.AsyncClient, owned: Owned) 
         )
     )
     assert resumed["status"] == "completed"
+    await _ok(await http.delete(f"/v1/schedules/{ids['schedule_id']}", headers=A))
     await _ok(await http.delete(f"/v1/agents/{agent}", headers=A))
     assert (await http.get(f"/v1/agents/{agent}", headers=A)).status_code == 404
 
 
+async def _alice_still_has_her_schedule_delivery_and_compaction(http: httpx.AsyncClient, owned: Owned) -> None:
+    ids = owned.ids
+    schedules = await _ok(await http.get("/v1/schedules", params={"agent_id": ids["agent_id"]}, headers=A))
+    assert [s["id"] for s in schedules["data"]] == [ids["schedule_id"]]
+    schedule = await _ok(await http.get(f"/v1/schedules/{ids['schedule_id']}", headers=A))
+    assert schedule["paused"] is False, "B's pause must not have reached A's schedule"
+    paused = await _ok(await http.post(f"/v1/schedules/{ids['schedule_id']}", json={"paused": True}, headers=A))
+    assert paused["paused"] is True
+    deliveries = await _ok(
+        await http.get("/v1/webhook_deliveries", params={"run_id": ids["hooked_turn_id"]}, headers=A)
+    )
+    assert [d["id"] for d in deliveries["data"]] == [ids["delivery_id"]]
+    body = {"model": "scripted-model", "input": "more", "previous_response_id": ids["response_id"]}
+    compacted = await _ok(await http.post("/v1/responses/compact", json=body, headers=A))
+    assert compacted["object"] == "response.compaction" and compacted["output"][-1]["type"] == "compaction"
+
+
+async def _alice_still_decides_her_approval(http: httpx.AsyncClient, owned: Owned) -> None:
+    """A's call still waits (B's approve and deny reached nothing); A approves it and its turn completes."""
+    ids = owned.ids
+    waiting = await _ok(await http.get("/v1/approvals", params={"agent_id": ids["agent_id"]}, headers=A))
+    assert [(a["id"], a["status"]) for a in waiting["data"]] == [(ids["approval_id"], "pending")]
+    approved = await http.post(f"/v1/approvals/{ids['approval_id']}/approve", json={}, headers=A)
+    assert approved.status_code == 202, approved.text
+    turn = f"/v1/agents/{ids['agent_id']}/session/{ids['held_session']}/turn/{ids['held_turn_id']}"
+    async with http.stream("GET", f"{turn}/events", headers=A) as events:  # followed to the turn's end
+        assert events.status_code == 200
+        async for _ in events.aiter_lines():
+            pass
+    done = await _ok(await http.get(turn, headers=A))
+    assert done["status"] == "completed", done
+
+
 @pytest.mark.anyio
-async def test_a_request_without_a_valid_token_is_refused(served: httpx.AsyncClient) -> None:
-    assert (await served.get("/v1/agents")).status_code == 401
-    assert (await served.get("/v1/agents", headers={"Authorization": "Bearer nope"})).status_code == 401
+async def test_a_request_without_a_valid_token_is_refused(served: Served) -> None:
+    assert (await served.http.get("/v1/agents")).status_code == 401
+    assert (await served.http.get("/v1/agents", headers={"Authorization": "Bearer nope"})).status_code == 401

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -196,6 +197,28 @@ def test_the_short_ids_chat_prints_are_accepted_everywhere(
     again = cli(capsys, base, "chat", "--agent", agent8, "--session", session8, "Again?", "--json")
     assert again.err == ""  # with --json: no banner, nothing but the document
     assert (again.json()["agent_id"], again.json()["session_id"]) == (agent_id, session["session_id"])
+
+
+def test_chat_sends_its_multitask_strategy(
+    capsys: pytest.CaptureFixture[str], served_base_url: str, served_model: ScriptedServerClient
+) -> None:
+    base = served_base_url
+    agent_id = _agent(capsys, base)
+    with httpx.Client(base_url=base) as http:
+        session_id = create_session(http, agent_id, "busy")
+    served_model.enqueue(ScriptedReply(text="never", gate="held"), ScriptedReply(text="Instead."))
+    url = f"{base}/v1/agents/{agent_id}/session/{session_id}/turn"
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(httpx.post, url, json={"messages": [{"role": "user", "content": "one"}]}, timeout=60)
+        served_model.wait_for_requests(1)
+        chat = ("chat", "--agent", agent_id, "--session", session_id)
+        refused = cli(capsys, base, *chat, "two")
+        assert refused.code == 1 and "\nerror: conflict: " in refused.err, refused.err  # the default: reject
+        ran = cli(capsys, base, *chat, "--multitask-strategy", "interrupt", "never mind", "--json")
+        assert [turn["output"] for turn in ran.json()["turns"]] == ["Instead."]
+        cancelled = held.result()
+    assert cancelled.status_code == 409 and cancelled.json()["error"]["code"] == "cancelled", cancelled.text
+    served_model.open_gate("held")
 
 
 def test_an_ambiguous_prefix_is_one_line_and_exit_code_1(

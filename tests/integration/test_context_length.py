@@ -72,7 +72,10 @@ def _turn_url(agent_id: str, session_id: str) -> str:
 async def test_a_turn_whose_history_outgrew_the_context_is_refused_before_it_starts(
     http: httpx.AsyncClient, model: ScriptedModel, db: Path
 ) -> None:
-    agent_id, session_id = await agent_and_session(http)
+    # An agent that asks for no truncation (its default: see test_long_sessions.py).
+    config = {"model": "scripted-model", "instructions": "a", "context_management": {"strategy": "disabled"}}
+    agent_id = (await http.post("/v1/agents", json={"agent_config": config})).json()["agent_id"]
+    session_id = (await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})).json()["session_id"]
     model.enqueue(ScriptedReply(text="y " * 300))
     first = await http.post(_turn_url(agent_id, session_id), json={"messages": [{"role": "user", "content": FITS}]})
     assert first.status_code == 200, first.text

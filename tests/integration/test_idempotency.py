@@ -135,6 +135,15 @@ async def test_conversation_item_and_model_creates_return_the_first_result(http:
     await twice(http, "/v1/models", body, "model-key")
 
 
+async def test_a_repeated_schedule_create_makes_one_schedule(http: httpx.AsyncClient) -> None:
+    body = {"agent_id": await new_agent(http), "cron": "0 0 1 1 *", "message": "Happy new year"}
+    first = (await twice(http, "/v1/schedules", body, "schedule-key")).json()
+    assert [s["id"] for s in (await http.get("/v1/schedules")).json()["data"]] == [first["id"]]
+    other = (await post(http, "/v1/schedules", body, "another-key")).json()
+    assert other["id"] != first["id"]
+    assert len((await http.get("/v1/schedules")).json()["data"]) == 2
+
+
 async def test_a_repeated_turn_returns_the_first_turn_and_runs_the_model_once(
     http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:

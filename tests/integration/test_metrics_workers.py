@@ -14,6 +14,7 @@ import httpx
 import pytest
 from integration_helpers import run_turn
 from metrics_support import key, samples
+from prometheus_client.mmap_dict import MmapedDict
 from replicas import shared_state
 
 from ferryman.testing import ScriptedServerClient
@@ -25,8 +26,16 @@ SCRAPES = 6
 
 
 def _writers(directory: Path) -> set[str]:
-    """The process ids that wrote histograms (request durations) to the shared directory."""
-    return {path.stem.rsplit("_", 1)[1] for path in directory.glob("histogram_*.db")}
+    """The process ids that counted a ``GET /v1/models`` in the shared directory.
+
+    Other histograms are written by each worker's background loops as it starts: only this route's samples
+    tell which workers answered the test's requests.
+    """
+    return {
+        path.stem.rsplit("_", 1)[1]
+        for path in directory.glob("histogram_*.db")
+        if any('"/v1/models"' in key for key, *_ in MmapedDict.read_all_values_from_file(str(path)))
+    }
 
 
 def _list_models(base: str) -> int:

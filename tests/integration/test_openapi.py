@@ -94,10 +94,12 @@ async def test_every_post_that_creates_or_runs_accepts_an_idempotency_key(http: 
     creating = {
         "/v1/agents",
         "/v1/agents/{agent_id}/session",
+        "/v1/agents/{agent_id}/session/{session_id}/fork",
         "/v1/agents/{agent_id}/session/{session_id}/turn",
         "/v1/agents/{agent_id}/session/{session_id}/turn/{turn_id}/resume",
         "/v1/responses",
         "/v1/conversations",
+        "/v1/conversations/{conversation_id}/fork",
         "/v1/conversations/{conversation_id}/items",
         "/v1/models",
         "/v1/toolgroups",
@@ -110,6 +112,7 @@ async def test_every_post_that_creates_or_runs_accepts_an_idempotency_key(http: 
         "/v1/vector-io/insert",
         "/v1/tool-runtime/rag-tool/insert",
         "/v1/tool-runtime/invoke",
+        "/v1/schedules",
     }
     with_key = {
         path
@@ -118,6 +121,35 @@ async def test_every_post_that_creates_or_runs_accepts_an_idempotency_key(http: 
         and any(p["name"] == "Idempotency-Key" for p in item.get("post", {}).get("parameters", []))
     }
     assert with_key == creating
+
+
+async def test_agent_memory_routes_are_documented_with_their_shapes(http: httpx.AsyncClient) -> None:
+    paths = (await _document(http))["paths"]
+    block = "/v1/agents/{agent_id}/memory/{label}"
+    assert set(paths["/v1/agents/{agent_id}/memory"]) == {"get"}
+    assert set(paths[block]) == {"get", "put", "delete"}
+    assert set(paths[f"{block}/versions"]) == {"get"}
+    put = paths[block]["put"]
+    assert {"409", "404", "400"} <= set(put["responses"])
+    schema = put["requestBody"]["content"]["application/json"]["schema"]
+    assert schema["$ref"].endswith("/PutMemoryBlockRequest")
+
+
+async def test_webhook_deliveries_and_the_webhook_field_are_documented(http: httpx.AsyncClient) -> None:
+    document = await _document(http)
+    paths, schemas = document["paths"], document["components"]["schemas"]
+    assert set(paths["/v1/webhook_deliveries"]) == {"get"}
+    assert set(paths["/v1/webhook_deliveries/{delivery_id}"]) == {"get"}
+    listed = paths["/v1/webhook_deliveries"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert listed["$ref"].endswith("/WebhookDeliveryList")
+    assert {p["name"] for p in paths["/v1/webhook_deliveries"]["get"]["parameters"]} >= {"run_id", "after", "limit"}
+    for request in ("CreateTurnRequest", "ResumeTurnRequest", "CreateResponseRequest"):
+        webhook = schemas[request]["properties"]["webhook"]
+        assert {"type": "string", "maxLength": 2048} in webhook["anyOf"], webhook
+    assert set(schemas["WebhookDelivery"]["properties"]["type"]["enum"]) == {
+        "turn.completed", "turn.failed", "turn.awaiting_input",
+        "response.completed", "response.failed", "response.cancelled",
+    }  # fmt: skip
 
 
 class _Assets(HTMLParser):
@@ -168,3 +200,48 @@ async def test_integers_beyond_what_the_stores_keep_are_400s_not_500s(
     async with app.router.lifespan_context(app):
         response = await http.get(url, headers=headers)
     assert response.status_code == 400, response.text
+
+
+async def test_the_approval_inbox_is_documented_as_ferrymans_own(http: httpx.AsyncClient) -> None:
+    paths = (await _document(http))["paths"]
+    listing = paths["/v1/approvals"]["get"]
+    assert listing["x-ferryman-extension"] is True
+    assert {p["name"] for p in listing["parameters"]} == {"agent_id", "source", "after", "limit", "order"}
+    assert listing["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ApprovalList"
+    }
+    for verdict in ("approve", "deny"):
+        decide = paths[f"/v1/approvals/{{approval_id}}/{verdict}"]["post"]
+        assert decide["x-ferryman-extension"] is True
+        assert "200" not in decide["responses"] and {"202", "404", "409"} <= set(decide["responses"])
+    assert "x-ferryman-extension" not in paths["/v1/responses"]["post"]
+
+
+async def test_listing_conversations_and_responses_by_conversation_are_documented_as_ferrymans_own(
+    http: httpx.AsyncClient,
+) -> None:
+    paths = (await _document(http))["paths"]
+    listing = paths["/v1/conversations"]["get"]
+    assert listing["x-ferryman-extension"] is True
+    assert listing["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ConversationList"
+    }
+    responses = paths["/v1/responses"]["get"]
+    assert "x-ferryman-extension" not in responses
+    own = {p["name"] for p in responses["parameters"] if p.get("x-ferryman-extension")}
+    assert own == {"conversation_id"}
+
+
+async def test_schedules_are_documented_with_their_shapes(http: httpx.AsyncClient) -> None:
+    document = await _document(http)
+    paths, schemas = document["paths"], document["components"]["schemas"]
+    assert set(paths["/v1/schedules"]) == {"get", "post"}
+    assert set(paths["/v1/schedules/{schedule_id}"]) == {"get", "post", "delete"}
+    assert set(paths["/v1/schedules/{schedule_id}/runs"]) == {"get"}
+    create = paths["/v1/schedules"]["post"]
+    assert create["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/CreateScheduleRequest")
+    assert any(p["name"] == "Idempotency-Key" for p in create["parameters"])
+    runs = paths["/v1/schedules/{schedule_id}/runs"]["get"]["responses"]["200"]["content"]["application/json"]
+    assert runs["schema"]["$ref"].endswith("/ScheduleRunList")
+    assert {"agent_id", "cron", "message"} <= set(schemas["CreateScheduleRequest"]["required"])
+    assert schemas["CreateScheduleRequest"]["properties"]["cron"]["maxLength"] == 256

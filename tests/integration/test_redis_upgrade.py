@@ -16,7 +16,7 @@ from ferryman.api.responses import Response
 from ferryman.errors import ConfigurationError
 from ferryman.ids import new_id, utcnow
 from ferryman.redis_url import split_prefix
-from ferryman.storage.base import ResponseRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.base import ConversationRecord, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.kinds import MODEL
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
 from ferryman.storage.kernel.model import Owner
@@ -187,7 +187,7 @@ async def test_registries_and_api_keys_of_layout_4_move_into_the_kernel(
     keys = Keys(prefix)
     old = await _registries_of_layout_4(admin, keys)
     await _open_and_check(url, prefix)
-    assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION) == "5"
+    assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
     assert await admin.exists(*old) == 0
 
 
@@ -218,3 +218,72 @@ async def test_a_conversion_that_died_midway_finishes_without_duplicates(
         assert page.items[0].at == earlier
     finally:
         await kernel.close()
+
+
+# -- layout 6: conversations and each one's responses get the indexes that list them ------------------------------
+
+
+async def _conversations_of_layout_5(url: str, prefix: str, admin: Redis) -> tuple[list[str], list[str]]:
+    """Three conversations (two created in one second) and two responses in the first, as layout 5 left them."""
+    keys = Keys(prefix)
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        ids = []
+        for created_at, name in ((20, "conv_b"), (10, "conv_z"), (20, "conv_a")):
+            session = SessionRecord(new_id(), None, "conversation", utcnow())
+            await store.create_session(session)
+            await store.create_conversation(ConversationRecord(name, session.session_id, {}, created_at), [])
+            ids.append(name)
+        responses = []
+        for _ in range(2):
+            session_id = (await store.get_conversation(ids[0])).session_id
+            turn = TurnRecord(new_id(), session_id, None, "completed", [], utcnow())
+            await store.start_turn(turn, [])
+            response = Response(id=f"resp_{new_id()}", created_at=1, status="completed", model="m")
+            await store.save_response(ResponseRecord(response, turn.turn_id, turn.session_id, ids[0]))
+            responses.append(response.id)
+    finally:
+        await store.close()
+    await admin.delete(keys.global_("conversations"), keys.of("conv_responses", ids[0]))
+    await admin.set(keys.global_(SCHEMA), 5)
+    return ids, responses
+
+
+async def test_conversations_of_layout_5_are_listed_in_creation_order(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    _, responses = await _conversations_of_layout_5(url, prefix, admin)
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        listed = await store.list_conversations(None, 10, "asc")
+        assert [c.conversation_id for c in listed.items] == ["conv_z", "conv_a", "conv_b"]
+        session = SessionRecord(new_id(), None, "conversation", utcnow())
+        await store.create_session(session)
+        await store.create_conversation(ConversationRecord("conv_new", session.session_id, {}, 5), [])
+        newest = await store.list_conversations(None, 1, "desc")
+        assert [c.conversation_id for c in newest.items] == ["conv_new"] and newest.has_more
+        of_b = await store.list_responses(None, 10, "asc", "conv_b")
+        assert [r.response.id for r in of_b.items] == responses
+    finally:
+        await store.close()
+    assert await admin.get(Keys(prefix).global_(SCHEMA)) == str(SCHEMA_VERSION)
+
+
+async def test_a_conversation_index_conversion_that_died_midway_keeps_its_order(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    await _conversations_of_layout_5(url, prefix, admin)
+    # It had indexed the oldest conversation, then died.
+    await admin.zadd(keys.global_("conversations"), {"conv_z": int(await admin.incr(keys.global_("seq")))})
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        listed = await store.list_conversations(None, 10, "asc")
+        assert [c.conversation_id for c in listed.items] == ["conv_z", "conv_a", "conv_b"]
+    finally:
+        await store.close()

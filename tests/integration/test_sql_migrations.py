@@ -50,7 +50,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0012_registries"
+HEAD = "0013_live_turns"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}

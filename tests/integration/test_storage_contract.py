@@ -482,6 +482,30 @@ async def test_load_history_of_a_resumed_turn_ends_with_its_own_messages(store: 
     assert history[3] == said("calling", *waiting.tool_calls)
 
 
+async def test_turn_messages_are_each_named_turns_own_in_one_read(store: Store) -> None:
+    agent_id = (await new_agent(store)).agent_id
+    session = await new_session(store, agent_id)
+    done = await start(store, session, "q1")
+    await complete(store, done, "a1")
+    paused = await start(store, session, "q2")
+    waiting = await pause(store, paused, "calling")
+    failed = turn_of(session, "q3")
+    await store.start_turn(failed, [user("q3")], load_history=False)
+    failed.status, failed.completed_at = "failed", utcnow()
+    await store.finish_turn(failed)
+    other = await start(store, await new_session(store, agent_id), "elsewhere")
+    owned = await store.turn_messages(
+        session.session_id, [failed.turn_id, paused.turn_id, done.turn_id, other.turn_id, new_id()]
+    )
+    assert {turn_id: texts(messages) for turn_id, messages in owned.items()} == {
+        done.turn_id: ["user:q1", "assistant:a1"],
+        paused.turn_id: ["user:q2", "assistant:calling"],
+        failed.turn_id: ["user:q3"],
+    }
+    assert owned[paused.turn_id][1] == said("calling", *waiting.tool_calls)
+    assert await store.turn_messages(session.session_id, []) == {}
+
+
 async def test_second_running_turn_in_a_session_conflicts(store: Store) -> None:
     agent = await new_agent(store)
     session = await new_session(store, agent.agent_id)
@@ -537,6 +561,33 @@ async def test_claim_resume_moves_an_awaiting_turn_back_to_running(store: Store)
     assert (await store.get_turn_record(session.session_id, record.turn_id)).status == "in_progress"
 
 
+async def test_claim_resume_stores_the_overrides_of_the_run_it_starts(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = turn_of(session, "q")
+    record.overrides = {"toolgroups": ["builtin::calculator"], "webhook": {"url": "http://a/1", "run": "t.0"}}
+    await store.start_turn(record, [user("q")])
+    await pause(store, record, "calling")
+    kept = {"toolgroups": ["builtin::calculator"], "webhook": {"url": "http://b/2", "run": "t.3"}}
+    claimed = await store.claim_resume(session.session_id, record.turn_id, lease(), overrides=kept)
+    assert claimed.overrides == kept
+    assert (await store.get_turn_record(session.session_id, record.turn_id)).overrides == kept
+    await pause(store, claimed, "calling again")
+    refused = turn_of(session, "other")  # a conflicting claim changes nothing
+    await store.start_turn(refused, [user("other")])
+    with pytest.raises(ConflictError):
+        await store.claim_resume(session.session_id, record.turn_id, lease(), overrides={})
+    assert (await store.get_turn_record(session.session_id, record.turn_id)).overrides == kept
+
+
+async def test_a_failed_expired_turn_names_its_session(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = turn_of(session, "q")
+    record.lease_until = lease(-1)
+    await store.start_turn(record, [user("q")])
+    (expired,) = await store.fail_expired_turns(utcnow(), "gone")
+    assert (expired.turn_id, expired.session_id) == (record.turn_id, session.session_id)
+
+
 async def test_claim_resume_of_a_turn_not_awaiting_input_conflicts(store: Store) -> None:
     agent = await new_agent(store)
     running_session = await new_session(store, agent.agent_id)
@@ -571,6 +622,149 @@ async def test_claim_resume_of_an_unknown_turn_is_not_found(store: Store) -> Non
     other = await new_session(store, agent.agent_id)
     with pytest.raises(NotFoundError):
         await store.claim_resume(other.session_id, paused.turn_id, lease())
+
+
+# ---- turns: queued turns and deleting one ------------------------------------
+
+
+async def test_a_queued_turn_waits_beside_a_running_one_and_is_claimed_once_it_ended(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    running = await start(store, session, "first")
+    queued = turn_of(session, "second")
+    queued.status = "queued"
+    assert await store.start_turn(queued, [user("second")], load_history=False) == []
+    with pytest.raises(ConflictError):
+        await store.claim_resume(session.session_id, queued.turn_id, lease(), expected="queued")
+    await complete(store, running, "one")
+    with pytest.raises(ConflictError):  # queued, not awaiting input
+        await store.claim_resume(session.session_id, queued.turn_id, lease())
+    claimed = await store.claim_resume(session.session_id, queued.turn_id, lease(), expected="queued")
+    assert claimed.status == "in_progress"
+    assert texts(await store.load_history(session.session_id, queued.turn_id)) == [
+        "user:first",
+        "assistant:one",
+        "user:second",
+    ]
+    with pytest.raises(ConflictError):
+        await store.claim_resume(session.session_id, queued.turn_id, lease(), expected="queued")
+
+
+async def queue(store: Store, session: SessionRecord, text: str, until: datetime | None = None) -> TurnRecord:
+    """Store a queued turn with the user message ``text``."""
+    record = turn_of(session, text)
+    record.status = "queued"
+    if until is not None:
+        record.lease_until = until
+    await store.start_turn(record, [user(text)], load_history=False)
+    return record
+
+
+async def test_a_new_running_turn_does_not_overtake_a_queued_one(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    first = await start(store, session, "first")
+    second = await queue(store, session, "second")
+    await complete(store, first, "one")
+    with pytest.raises(ConflictError, match="queued"):  # the session runs nothing, yet the second waits
+        await start(store, session, "third")
+    await store.claim_resume(session.session_id, second.turn_id, lease(), expected="queued")
+    await complete(store, second, "two")
+    third = await start(store, session, "third")
+    assert [t.turn_id for t in await store.list_turns([session.session_id])] == [
+        first.turn_id,
+        second.turn_id,
+        third.turn_id,
+    ]
+
+
+async def test_session_queue_names_the_running_turn_then_the_queued_ones_oldest_first(store: Store) -> None:
+    agent = await new_agent(store)
+    session, other = await new_session(store, agent.agent_id), await new_session(store, agent.agent_id)
+    done = await start(store, session, "done")
+    await complete(store, done, "a")
+    running = await start(store, session, "running")
+    waiting = [await queue(store, session, f"queued {n}") for n in range(3)]
+    await queue(store, other, "elsewhere")
+    assert await store.session_queue(session.session_id) == [
+        (running.turn_id, "in_progress"),
+        *[(turn.turn_id, "queued") for turn in waiting],
+    ]
+    cancelled = waiting[0]
+    cancelled.status, cancelled.completed_at = "failed", utcnow()
+    cancelled.error = TurnError(code="cancelled", message="stopped")
+    await store.finish_turn(cancelled)
+    await store.delete_turn(session.session_id, waiting[2].turn_id)
+    await complete(store, running, "b")
+    assert await store.session_queue(session.session_id) == [(waiting[1].turn_id, "queued")]
+    await store.claim_resume(session.session_id, waiting[1].turn_id, lease(), expected="queued")
+    assert await store.session_queue(session.session_id) == [(waiting[1].turn_id, "in_progress")]
+    await complete(store, waiting[1], "c")
+    assert await store.session_queue(session.session_id) == []
+    await start(store, session, "next")  # nothing waits any more
+
+
+async def test_the_lease_sweep_and_renewal_cover_queued_turns(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    await complete(store, await start(store, session, "first"), "one")
+    waiting = await queue(store, session, "second", until=lease(5))
+    assert await store.renew_leases([waiting.turn_id], lease(120)) == []
+    assert await store.fail_expired_turns(lease(60), "too late") == []
+    assert await store.fail_expired_turns(lease(180), "too late") == [ExpiredTurn(waiting.turn_id)]
+    failed = await store.get_turn_record(session.session_id, waiting.turn_id)
+    assert (failed.status, failed.error) == ("failed", TurnError(code="interrupted", message="too late"))
+    assert await store.session_queue(session.session_id) == []
+    assert await store.renew_leases([waiting.turn_id], lease(240)) == [waiting.turn_id]
+    await start(store, session, "third")  # the failed turn no longer holds the queue
+
+
+async def test_delete_turn_removes_one_turn_with_its_steps_messages_and_events(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    first = await start(store, session, "q1")
+    await complete(store, first, "a1")
+    dropped = await start(store, session, "q2")
+    step = await complete(store, dropped, "a2")
+    await store.save_turn_events(dropped.turn_id, 0, [turn_event(0)])
+    await store.delete_turn(session.session_id, dropped.turn_id)
+    assert [t.turn_id for t in await store.list_turns([session.session_id])] == [first.turn_id]
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(session.session_id, dropped.turn_id)
+    with pytest.raises(NotFoundError):
+        await store.get_step(session.session_id, dropped.turn_id, step.step_id)
+    assert await store.turn_events_after(dropped.turn_id, -1) == []
+    after = await start(store, session, "q3")
+    assert texts(await store.load_history(session.session_id, after.turn_id)) == ["user:q1", "assistant:a1", "user:q3"]
+    with pytest.raises(NotFoundError):
+        await store.delete_turn(session.session_id, dropped.turn_id)
+
+
+async def test_delete_turn_refuses_a_running_turn_and_one_of_another_session(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    other = await new_session(store, agent.agent_id)
+    running = await start(store, session, "q")
+    with pytest.raises(ConflictError):
+        await store.delete_turn(session.session_id, running.turn_id)
+    with pytest.raises(NotFoundError):
+        await store.delete_turn(other.session_id, running.turn_id)
+    assert (await store.get_turn_record(session.session_id, running.turn_id)).status == "in_progress"
+    running.status, running.completed_at = "failed", utcnow()
+    running.error = TurnError(code="cancelled", message="stopped")
+    await store.finish_turn(running)
+    await store.delete_turn(session.session_id, running.turn_id)
+    await start(store, session, "again")  # the session runs turns as before
+
+
+async def test_delete_turn_of_a_response_deletes_the_response_and_its_input_items(store: Store) -> None:
+    earlier = text_item("earlier")
+    conversation = await new_conversation(store, earlier)
+    record, turn = await new_response(store, "q", conversation=conversation)
+    turn.status, turn.completed_at = "failed", utcnow()
+    await store.finish_turn(turn)
+    await store.delete_turn(conversation.session_id, turn.turn_id)
+    with pytest.raises(NotFoundError):
+        await store.get_response(record.response.id)
+    assert await store.all_items(record.response.id) == []
+    assert [item.id for item in await store.all_items(conversation.conversation_id)] == [earlier.id]
+    assert (await store.list_responses(None, 10, "asc", conversation.conversation_id)).items == []
 
 
 # ---- turns: steps ------------------------------------------------------------------

@@ -8,9 +8,10 @@ import pytest
 
 from ferryman.api.content import ToolResponse
 from ferryman.api.response_events import ResponseCancelled, ResponseCreated
-from ferryman.api.responses import Response, ResponseError
+from ferryman.api.responses import FunctionCallItem, Response, ResponseError
 from ferryman.client import AsyncAgent, AsyncClient, AsyncReActAgent, ConflictError, InternalServerError
 from ferryman.client._agent_flow import AgentsFlow, failed_call
+from ferryman.client._agent_setup import AgentSetup, Api
 from ferryman.client._react_flow import ReActTools
 from ferryman.client._responses_flow import ResponsesFlow
 from ferryman.client.events import StepCompleted, StepProgress, StepStarted, TurnCompleted, TurnFailed, TurnStarted
@@ -130,3 +131,21 @@ def test_a_failed_server_turn_ends_the_react_loop() -> None:
     [failed] = loop.on_event(TurnFailed(turn_id="t1", code="cancelled", message="stopped"))
     assert isinstance(failed, TurnFailed) and failed.code == "cancelled"
     assert loop.next_message() is None and loop.finish() == []
+
+
+@pytest.mark.parametrize("api", ["agents", "responses"])
+def test_a_multitask_strategy_goes_with_the_turns_first_call_only(api: Api) -> None:
+    setup = AgentSetup("m", "", [weather], api, None, {})
+    plain = setup.flow("agent_1", "conv_1", "Weather?", None, stream=False).first_call()
+    assert "multitask_strategy" not in plain.kwargs, "unset: the server's default"
+    flow = setup.flow("agent_1", "conv_1", "Weather?", None, stream=False, multitask_strategy="enqueue")
+    assert flow.first_call().kwargs["multitask_strategy"] == "enqueue"
+    if api == "responses":  # the turn's later responses continue it: they go with the server's default
+        call = FunctionCallItem(id="fc_1", call_id="call_1", name="weather", arguments='{"city": "Oslo"}')
+        paused = response("resp_1").model_copy(update={"output": [call]})
+        flow.on_result(paused)
+        pending = flow.pending
+        assert pending is not None
+        [asked] = pending.tool_calls
+        _, follow_up = flow.answer([ToolResponse(call_id=asked.call_id, tool_name="weather", content="sunny")], [])
+        assert follow_up.target == ("responses", "create") and "multitask_strategy" not in follow_up.kwargs

@@ -21,9 +21,10 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({
         "api", "errors", "config", "logs", "home", "heap", "extras", "redis_url", "safe_fetch", "metrics",
         "trace_settings", "telemetry_settings", "audit_settings", "trace_headers", "ids", "withheld",
+        "schedule_settings", "context_settings", "webhook_settings", "console",
     }),
     frozenset({"storage", "inference", "sandbox", "coordination", "testing"}),
-    frozenset({"knowledge", "tools", "safety", "auth"}),
+    frozenset({"knowledge", "tools", "safety", "auth", "webhooks"}),
     frozenset({"engine"}),
     frozenset({"services"}),
     frozenset({"server"}),

@@ -1,4 +1,5 @@
-"""The commands the server's distribution adds to ``ferryman``: ``serve``, ``stop``, ``keys``, ``models pull|pulled``.
+"""The commands the server's distribution adds to ``ferryman``: ``serve``, ``stop``, ``keys``, ``models pull|pulled``,
+``webhooks secret``.
 
 Each is a :class:`~ferryman.cli.commands.Command`, declared as an entry point of the
 ``ferryman.commands`` group in the server's ``pyproject.toml``: ``ferryman --help`` reads
@@ -18,3 +19,6 @@ MODELS_PULL = Command(
     "add_pull",
 )
 MODELS_PULLED = Command("list the pulled models (no server needed)", "ferryman.cli.models_pull", "add_pulled")
+WEBHOOKS_SECRET = Command(
+    "print the secret webhook events are signed with (no server needed)", "ferryman.cli.webhook_secret", "add_secret"
+)

@@ -25,15 +25,15 @@ from ferryman.api.content import (
     ToolResponseMessage,
     content_to_text,
 )
-from ferryman.errors import ConflictError, FailureCode, FerrymanError
+from ferryman.errors import ConflictError, ContextLengthExceededError, FailureCode, FerrymanError
 from ferryman.ids import new_id, utcnow
-from ferryman.inference.context import check_context
 from ferryman.safety.base import Shield
 from ferryman.storage.base import StepWrite, TurnStore
 from ferryman.tools.context import ToolContext
 
 from .approvals import Ruling, approval_request, unheld
 from .channel import StopReason
+from .context_fit import Fitted, fit_history
 from .events import Emit, StepCompleted, StepStarted, TurnAwaitingInput, TurnCompleted, TurnFailed, TurnStarted
 from .inference_step import TurnModel, run_inference
 from .kept_input import keep_redacted, withhold_input
@@ -51,12 +51,17 @@ from .shield_step import (
     screen_results,
 )
 from .state import TurnState
+from .summary import summarize
 from .tracing import chat_span, record_chat, retrieval_span, running_turn, timed_model
 from .turn_log import logged_turn
 from .unlisted import UNLISTED_METADATA, unlisted_step
 
 log = logging.getLogger(__name__)
 
+_REFITS = 3
+"""How many times an inference the model server refused as too long is fitted shorter and asked again."""
+_WHOLE = 1 << 30
+"""A budget no prompt reaches: a count against it is exact, not a bound."""
 _BARE: dict[str, Any] = {"content": "", "tool_calls": []}
 """What a step stored before shields judged it holds of its message: neither its text nor its calls."""
 
@@ -70,6 +75,7 @@ class TurnEngine:
         retriever: Indexes and searches a turn's large documents (None: turns carry none).
         keep_blocked_text: Keep what a shield blocked in its ``shield_call`` step's violation
             metadata, for an operator's review (it is never replayed either way).
+        summary_model: The model that writes compaction's summaries (None: each turn's own model).
     """
 
     def __init__(
@@ -78,11 +84,13 @@ class TurnEngine:
         model: TurnModel,
         retriever: Retriever | None = None,
         keep_blocked_text: bool = False,
+        summary_model: str | None = None,
     ) -> None:
         self._store = store
         self._model = model
         self._retriever = retriever
         self._keep_blocked_text = keep_blocked_text
+        self._summary_model = summary_model
 
     async def run(self, state: TurnState, emit: Emit) -> Turn:
         """Run a new turn from its input messages to an answer or a pause."""
@@ -245,16 +253,33 @@ class TurnEngine:
     async def _infer(self, state: TurnState, withheld: Withheld) -> InferenceStep:
         """Run one inference, streaming its progress (held back while output shields judge); not stored yet.
 
-        A prompt that no longer fits the model's context (the turn's tool results grew it) fails the
-        turn before the model is asked.
+        The history is fitted to the model's context by the plan's strategy (``_fit``); a prompt no strategy
+        can fit, or any that does not fit with ``disabled``, fails the turn before the model is asked.
         """
-        request = state.plan.chat_request(state.history)
-        await check_context(self._model, request)
+        fitted = await self._fit(state)
+        request = fitted.request or state.plan.chat_request(fitted.history)
         step_id, started = new_id(), utcnow()
         await withheld.emit_now(StepStarted("inference", step_id))
-        with chat_span(request, self._model) as span:
-            result = await run_inference(timed_model(self._model, span), request, step_id, withheld)
-            record_chat(span, request, result.message, result.usage)
+        for _ in range(_REFITS):
+            try:
+                with chat_span(request, self._model) as span:
+                    result = await run_inference(timed_model(self._model, span), request, step_id, withheld)
+                    record_chat(span, request, result.message, result.usage)
+                break
+            except ContextLengthExceededError:
+                # The model server counted more tokens than we did: fit below what it was sent, and ask again.
+                if state.plan.context.strategy == "disabled":
+                    raise
+                sent = await self._model.prompt_size(request, _WHOLE)
+                refused = len(fitted.history)
+                fitted = await self._fit(state, shrink_to=max(1, sent.tokens * 3 // 4))
+                if len(fitted.history) >= refused:  # nothing more can be left out
+                    raise
+                request = fitted.request or state.plan.chat_request(fitted.history)
+        else:
+            raise ContextLengthExceededError(
+                f"model '{request.model}' refused the prompt as too long {_REFITS} times, each one shorter"
+            )
         step = InferenceStep(
             turn_id=state.record.turn_id,
             step_id=step_id,
@@ -264,10 +289,36 @@ class TurnEngine:
             usage=TokenUsage(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens)
             if result.usage
             else None,
+            context_management=fitted.note,
         )
         state.record.infer_iters += 1
         state.record.output_message = result.message
         return step
+
+    async def _fit(self, state: TurnState, shrink_to: int | None = None) -> Fitted:
+        """The history the next inference reads, within the model's context (``context_fit.py``).
+
+        A summary replaces what it summarized for the rest of the run; made before the turn's first inference,
+        it is also stored in place of the turn's messages so far (the summary, then what the model reads of the
+        history), so that later turns start from it (``since_last_summary``).
+        """
+        plan = state.plan
+
+        async def summarize_messages(messages: list[Message]) -> str:
+            model = self._summary_model or plan.model
+            return (await summarize(self._model, model, messages, plan.provider_data)).text
+
+        fitted = await fit_history(
+            self._model, plan.chat_request, state.history, plan.context, summarize_messages, shrink_to
+        )
+        if fitted.note is not None and fitted.note.strategy == "compaction":
+            first = state.record.infer_iters == 0 and state.ruled is None and not state.documents
+            if first and fitted.history[-len(state.turn_input()) :] == state.turn_input():
+                await self._store.redact_turn_input(
+                    state.record.turn_id, state.record.input_messages, list(fitted.history)
+                )
+            state.history = list(fitted.history)
+        return fitted
 
     async def _commit_inference(self, state: TurnState, step: InferenceStep, emit: Emit) -> None:
         # A turn that ends on calls awaiting approval keeps them out of its history: the
@@ -326,7 +377,8 @@ class TurnEngine:
 
     @staticmethod
     def _context(state: TurnState) -> ToolContext:
-        return ToolContext(state.record.session_id, state.record.turn_id, state.plan.provider_data or {})
+        record = state.record
+        return ToolContext(record.session_id, record.turn_id, state.plan.provider_data or {}, record.agent_id)
 
     def _checker(self, state: TurnState, emit: Emit) -> Check:
         async def check(shields: list[Shield], messages: list[Message], phase: ShieldPhase) -> Screened:

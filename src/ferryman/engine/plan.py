@@ -21,6 +21,7 @@ from ferryman.safety.base import Shield, ShieldRegistry
 from ferryman.tools.registry import DEFAULT_MAX_OUTPUT_CHARS, BoundTool, ToolRegistry
 
 from .approvals import ApprovalPolicy
+from .context_fit import ContextPolicy
 from .unlisted import UnlistedTools, system_note
 
 
@@ -98,6 +99,10 @@ class TurnPlan:
     """Shields that check a server tool's result before the model reads it."""
     unlisted: tuple[UnlistedTools, ...] = ()
     """Toolgroups whose tools could not be listed: the turn runs without them, and the model is told."""
+    context: ContextPolicy = ContextPolicy()
+    """How the history is kept within the model's context (``context_fit.py``)."""
+    memory: str = ""
+    """The agent's memory blocks as its system message shows them (``tools/memory.py``; empty: none)."""
 
     def tool_defs(self) -> list[ToolDef]:
         """Every tool offered to the model."""
@@ -106,7 +111,8 @@ class TurnPlan:
     def chat_request(self, history: list[Message]) -> ChatRequest:
         """The model request for the next inference step."""
         messages: list[Message] = []
-        system = "\n\n".join(filter(None, [self.instructions, system_note(self.unlisted) if self.unlisted else ""]))
+        notes = [self.instructions, self.memory, system_note(self.unlisted) if self.unlisted else ""]
+        system = "\n\n".join(filter(None, notes))
         if system:
             messages.append(SystemMessage(content=system))
         messages.extend(history)
@@ -166,7 +172,15 @@ async def build_plan(
         approval_required=held,
         provider_data=provider_data,
         unlisted=unlisted,
+        context=_context_policy(config),
     )
+
+
+def _context_policy(config: AgentConfig) -> ContextPolicy:
+    settings = config.context_management
+    if settings is None:
+        return ContextPolicy()
+    return ContextPolicy(settings.strategy, settings.compact_threshold)
 
 
 async def _server_tools(

@@ -105,6 +105,16 @@ INGESTION_BACKLOG = Gauge(
     multiprocess_mode="mostrecent",
 )
 
+SCHEDULE_LOOKS = Counter(
+    "ferryman_schedule_looks",
+    "Looks this replica made for due schedules (one every schedules.poll_interval_seconds).",
+)
+SCHEDULE_RUNS = Counter(
+    "ferryman_schedule_runs",
+    "Ticks of schedules this replica fired, by outcome (started: a turn started; failed: none could start).",
+    ["outcome"],
+)
+
 Api = Literal["agents", "responses"]
 ToolOutcome = Literal["ok", "error", "unknown_tool", "invalid_arguments"]
 Verdict = Literal["pass", "redact", "warn", "block", "error"]

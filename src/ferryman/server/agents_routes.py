@@ -13,6 +13,7 @@ from ferryman.api.agents import (
     CreateAgentRequest,
     CreateSessionRequest,
     CreateTurnRequest,
+    ForkSessionRequest,
     PaginatedResponse,
     ResumeTurnRequest,
     Session,
@@ -103,6 +104,15 @@ async def delete_session(request: Request) -> Response:
     return Response(status_code=200)
 
 
+async def fork_session(request: Request) -> Response:
+    """A new session whose history is the session's up to and including a turn."""
+    body = await parse_body(request, ForkSessionRequest)
+    p = request.path_params
+    agents = services(request).agents
+    session_id = await agents.fork_session(p["agent_id"], p["session_id"], body.turn_id, body.session_name)
+    return JSONModelResponse(SessionCreated(session_id=session_id))
+
+
 async def create_turn(request: Request) -> Response:
     """Run a turn: the ``Turn``, or its events as they happen."""
     body = await parse_body(request, CreateTurnRequest)
@@ -165,6 +175,8 @@ ROUTES: tuple[Endpoint, ...] = (
     Endpoint("GET", _SESSION, get_session, "Get a session", _TAG, response=Session,
              query=(Param("turn_ids", list[str], "Only these turns (repeated, or comma-separated)."),)),
     Endpoint("DELETE", _SESSION, delete_session, "Delete a session", _TAG),
+    Endpoint("POST", f"{_SESSION}/fork", fork_session, "Fork a session at a turn", _TAG, ForkSessionRequest,
+             SessionCreated, errors=(400, 404, 409), creates=True),
     Endpoint("POST", f"{_SESSION}/turn", create_turn, "Create a turn", _TAG, CreateTurnRequest, Turn,
              stream=_TURN_EVENTS, headers=(PROVIDER_DATA,), errors=_TURN_ERRORS, creates=True,
              replay=turn_replay, example={"messages": [{"role": "user", "content": "What is 2+2?"}], "stream": True}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -24,11 +25,13 @@ from ferryman.config import (
     SHARED_DB_PREFIXES,
     FileSettings,
     KnowledgeSettings,
+    MemorySettings,
     ProviderSettings,
     Settings,
     ToolSettings,
     UsageSettings,
 )
+from ferryman.context_settings import ContextSettings
 from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice, RecordDeleted
 from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
@@ -51,10 +54,16 @@ from ferryman.safety.llama_guard import LlamaGuardProvider
 from ferryman.safety.local import LocalShieldProvider
 from ferryman.safety.settings import SafetySettings
 from ferryman.sandbox import Sandbox
+from ferryman.schedule_settings import ScheduleSettings
 from ferryman.services.access import Access
+from ferryman.services.agent_memory import AgentMemory
 from ferryman.services.agents import AgentService
+from ferryman.services.approval_holds import ApprovalHolds
+from ferryman.services.approval_sweep import ApprovalSweep
+from ferryman.services.approvals import ApprovalService
 from ferryman.services.audit import AuditService
 from ferryman.services.files import FileService
+from ferryman.services.forks import MAX_FORK_TURNS
 from ferryman.services.host import TurnHost
 from ferryman.services.leases import TurnLeases
 from ferryman.services.models import ModelService
@@ -65,40 +74,54 @@ from ferryman.services.responses.history import HistoryCache
 from ferryman.services.responses.hosted.catalog import hosted_tools
 from ferryman.services.responses.service import ResponsesService
 from ferryman.services.safety import SafetyService
+from ferryman.services.scheduler import Scheduler
+from ferryman.services.schedules import Clock, ScheduleService
 from ferryman.services.session_memory import SessionMemory
 from ferryman.services.toolgroups import ToolGroupService
 from ferryman.services.usage import UsageLedger
 from ferryman.services.vector_dbs import VectorDbService
 from ferryman.services.vector_stores import VectorStoreService
+from ferryman.services.webhooks import Webhooks
 from ferryman.storage.base import Store
 from ferryman.storage.domain import registry as registry_records
 from ferryman.storage.domain.api_keys import ApiKeys
+from ferryman.storage.domain.approvals import HeldCalls
+from ferryman.storage.domain.memory_blocks import MemoryBlocks
+from ferryman.storage.domain.schedules import ScheduleRecords
 from ferryman.storage.owned import owned
 from ferryman.storage.select import store_for
 from ferryman.tools.code_interpreter import TOOLGROUP_ID as CODE_INTERPRETER
 from ferryman.tools.code_interpreter import CodeInterpreter
 from ferryman.tools.mcp.pool import McpClientPool, McpSettings
+from ferryman.tools.memory import TOOLGROUP_ID as MEMORY_TOOLGROUP
+from ferryman.tools.memory import MemoryTool
 from ferryman.tools.registry import ToolRegistry, builtin_tools
 from ferryman.tools.websearch import WebSearch, WebSearchSettings
 from ferryman.trace_settings import TraceSettings
+from ferryman.webhook_settings import WebhookSettings
 
 from . import (
     agents_routes,
+    approvals_routes,
     audit_routes,
     files_routes,
+    memory_routes,
     openai_routes,
     responses_routes,
     safety_routes,
+    schedule_routes,
     system_routes,
     tool_routes,
     usage_routes,
     vector_io_routes,
     vector_store_routes,
+    webhook_routes,
 )
 from .access_log import AccessLogMiddleware
 from .audit_scope import AuditMiddleware
 from .authn import AuthenticationMiddleware
 from .body_limit import FORM_OVERHEAD, BodyLimit, BodyLimitMiddleware, upload_routes
+from .console_routes import console_routes
 from .contract import starlette_routes
 from .errors import EXCEPTION_HANDLERS
 from .http_metrics import HttpMetricsMiddleware
@@ -145,6 +168,18 @@ class Services:
     """Runs' token usage, summed by ``GET /v1/usage``."""
     audit: AuditService = field(kw_only=True)
     """Audit records: written by every create, delete and denial, listed by ``GET /v1/audit``."""
+    webhooks: Webhooks = field(kw_only=True)
+    """Runs' ends posted to their webhooks from the outbox, listed by ``GET /v1/webhook_deliveries``."""
+    schedules: ScheduleService = field(kw_only=True)
+    """Cron schedules (``/v1/schedules``) and their runs."""
+    scheduler: Scheduler = field(kw_only=True)
+    """Fires due schedules (``schedules.fire``), starting their turns."""
+    agent_memory: AgentMemory = field(kw_only=True)
+    """Agents' memory blocks (``/v1/agents/{agent_id}/memory``, ``builtin::memory``)."""
+    approvals: ApprovalService = field(kw_only=True)
+    """The server tool calls waiting for approval, listed and decided by ``/v1/approvals``."""
+    approval_sweep: ApprovalSweep = field(kw_only=True)
+    """Continues the runs whose approvals were decided by a process that died before continuing them."""
     max_body_bytes: int = field(default=DEFAULT_MAX_BODY_BYTES, kw_only=True)
     """The largest JSON request body (``server.max_body_bytes``); uploads are bounded by ``files.max_bytes``."""
     policy: AccessPolicy = field(default_factory=AccessPolicy, kw_only=True)
@@ -181,6 +216,12 @@ def build_services(
     tracing: TraceSettings | None = None,
     usage: UsageSettings | None = None,
     audit: AuditSettings | None = None,
+    memory: MemorySettings | None = None,
+    webhooks: WebhookSettings | None = None,
+    schedules: ScheduleSettings | None = None,
+    clock: Clock = time.time,
+    context: ContextSettings | None = None,
+    max_fork_turns: int = MAX_FORK_TURNS,
 ) -> Services:
     """Wire the services over a store and inference providers.
 
@@ -201,7 +242,12 @@ def build_services(
     ``metrics`` says where the Prometheus metrics are served (``/metrics`` by default);
     ``tracing`` whether and where traces are exported (``telemetry.traces``; off by default);
     ``usage`` bounds the token usage summaries (``usage.max_records``);
-    ``audit`` how audit records are queued, kept (``audit.retention_days``) and listed.
+    ``audit`` how audit records are queued, kept (``audit.retention_days``) and listed;
+    ``memory`` bounds agents' memory blocks (``memory.*``);
+    ``webhooks`` signs runs' webhook events and bounds their deliveries (``webhooks.*``);
+    ``context`` seals compaction items and names the model that writes summaries (``context.*``);
+    ``schedules`` how often due schedules are fired and their bounds (``schedules.*``), read on ``clock``;
+    ``max_fork_turns`` is the most turns one session fork copies (``storage.max_fork_turns``).
     """
     policy = policy or AccessPolicy()
     store = owned(store, policy)
@@ -225,7 +271,10 @@ def build_services(
     vector_stores = VectorStoreService(store, models, ingestion.wake)
     tool_settings = tool_settings or ToolSettings()
     web_search = WebSearch(websearch)
-    tools = tools or builtin_tools(search, tool_settings.max_output_chars, web_search)
+    agent_memory = AgentMemory(store, MemoryBlocks(store.kernel), access, memory or MemorySettings(), models)
+    if tools is None:  # a given registry is the caller's whole choice of builtin groups
+        tools = builtin_tools(search, tool_settings.max_output_chars, web_search)
+        tools.register(MEMORY_TOOLGROUP, [MemoryTool(agent_memory)])
     mcp = McpClientPool(
         fetch or FetchPolicy(),
         McpSettings(
@@ -244,11 +293,20 @@ def build_services(
     runner = TurnRunner()
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
     keep_blocked_text = safety_settings.keep_blocked_text if safety_settings else False
-    engine = TurnEngine(store, models, SessionMemory(vector_stores, search), keep_blocked_text=keep_blocked_text)
+    context = context or ContextSettings()
+    engine = TurnEngine(
+        store,
+        models,
+        SessionMemory(vector_stores, search),
+        keep_blocked_text=keep_blocked_text,
+        summary_model=context.summary_model,
+    )
     quotas = quotas or Quotas()
     ledger = UsageLedger(store.kernel, access, (usage or UsageSettings()).max_records)
-    host = TurnHost(store, engine, runner, leases, fanout, quotas, ledger)
+    outbox = Webhooks(store.kernel, access, fetch, webhooks)
+    host = TurnHost(store, engine, runner, leases, fanout, quotas, ledger, webhooks=outbox)
     knowledge = knowledge or KnowledgeSettings()
+    holds = ApprovalHolds(store, HeldCalls(store.kernel))
     agents = AgentService(
         host,
         models,
@@ -257,13 +315,22 @@ def build_services(
         fetch,
         SessionMemory(vector_stores, search),
         inline_document_tokens=knowledge.inline_document_tokens,
+        blocks=agent_memory,
+        holds=holds,
+        max_fork_turns=max_fork_turns,
     )
+    agents.on_session_deleted(holds.forget)
     if sandbox is not None:
         agents.on_session_deleted(sandbox.remove)
     interpreter = CodeInterpreter(sandbox, FileService(store, blobs, files.max_bytes)) if sandbox else None
     hosted = hosted_tools(search, store, mcp, interpreter, web_search)
-    responses = ResponsesService(host, models, HistoryCache(), hosted, shields)
+    responses = ResponsesService(host, models, HistoryCache(), hosted, shields, holds, context)
+    schedule_service = ScheduleService(
+        ScheduleRecords(store.kernel), access, store, schedules or ScheduleSettings(), clock
+    )
     conversations = ConversationService(store)
+    conversations.on_session_deleted(holds.forget)  # the held calls of the responses made in it
+    approvals = ApprovalService(holds.calls, access, store, agents, responses)
     if sandbox is not None:
         # A container goes with its conversation, or with the first response of its chain.
         responses.on_session_deleted(sandbox.remove)
@@ -299,6 +366,12 @@ def build_services(
         tracing=tracing,
         usage=ledger,
         audit=AuditService(store.kernel, access, audit),
+        webhooks=outbox,
+        schedules=schedule_service,
+        scheduler=Scheduler(schedule_service, agents),
+        agent_memory=agent_memory,
+        approvals=approvals,
+        approval_sweep=ApprovalSweep(approvals, holds.calls, store),
     )
 
 
@@ -340,6 +413,7 @@ def services_from_settings(settings: Settings) -> Services:
         configured,
         fanout=fanout_for(settings.coordination_url()),
         lease_seconds=settings.storage.turn_lease_seconds,
+        max_fork_turns=settings.storage.max_fork_turns,
         sole_process=not settings.db_path().startswith(SHARED_DB_PREFIXES),
         fetch=settings.fetch,
         authenticator=authenticator_for(settings.auth, ApiKeys(store.kernel)),
@@ -357,6 +431,10 @@ def services_from_settings(settings: Settings) -> Services:
         tracing=settings.telemetry.traces,
         usage=settings.usage,
         audit=settings.audit,
+        memory=settings.memory,
+        webhooks=settings.webhooks,
+        schedules=settings.schedules,
+        context=settings.context,
     )
     services.models.default_embedding_model = settings.embeddings.default_model
     return services
@@ -390,6 +468,7 @@ API_MOUNTS = (
         "/v1",
         (
             *agents_routes.ROUTES,
+            *memory_routes.ROUTES,
             *system_routes.ROUTES,
             *tool_routes.ROUTES,
             *openai_routes.ROUTES,
@@ -400,6 +479,9 @@ API_MOUNTS = (
             *safety_routes.ROUTES,
             *usage_routes.ROUTES,
             *audit_routes.ROUTES,
+            *approvals_routes.ROUTES,
+            *webhook_routes.ROUTES,
+            *schedule_routes.ROUTES,
         ),
     ),
     ("/v1alpha", agents_routes.ROUTES),
@@ -438,13 +520,19 @@ def create_app(services: Services) -> Starlette:
         await services.model_registry.load()
         await services.ingestion.start()
         await services.audit.start()
+        await services.webhooks.start()
+        await services.scheduler.start()
+        await services.approval_sweep.start()
         try:
             yield
         finally:
             await services.ingestion.stop()
+            await services.scheduler.stop()  # before the runs end: it starts none after
+            await services.approval_sweep.stop()  # likewise
             await services.runner.shutdown()
             await services.usage.flush()  # the runs' usage writes still under way
             await services.audit.stop()  # after the runs ended: what they audited is written too
+            await services.webhooks.stop()  # after the runs ended: their events wait in the outbox
             if services.sandbox is not None:
                 await services.sandbox.close()
             await services.mcp.close()
@@ -457,7 +545,11 @@ def create_app(services: Services) -> Starlette:
             await services.store.close()
             process_ended()  # this worker's running-turn gauge leaves the sums of a server of several
 
-    routes = [*(Mount(prefix, routes=starlette_routes(table)) for prefix, table in API_MOUNTS), *docs_routes()]
+    routes = [
+        *(Mount(prefix, routes=starlette_routes(table)) for prefix, table in API_MOUNTS),
+        *docs_routes(),
+        *console_routes(),
+    ]
     if services.metrics == "here":
         routes.extend(metrics_routes())
     app = Starlette(

@@ -20,10 +20,10 @@ from ferryman.errors import AuthenticationError
 from .errors import error_response
 
 AUTHENTICATION_FAILED = 401
-OPEN_PATHS = frozenset({"/v1/health", "/openapi.json", "/docs"})
-"""What anyone may read: the health check and the API's description."""
-OPEN_PREFIXES = ("/docs/",)
-"""The /docs page's own files."""
+OPEN_PATHS = frozenset({"/v1/health", "/openapi.json", "/docs", "/console"})
+"""What anyone may read: the health check, the API's description and the console's page (which signs in itself)."""
+OPEN_PREFIXES = ("/docs/", "/console/")
+"""The /docs page's and the console's own files."""
 
 
 def _open(path: str) -> bool:

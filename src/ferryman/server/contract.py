@@ -44,12 +44,14 @@ class Param:
         annotation: Its type, with constraints (``Annotated[int, Field(ge=1)]``); its JSON schema is documented.
         description: What it does.
         required: Whether a request must carry it.
+        own: A parameter of ferryman's own on a route of an API it shares: marked ``x-ferryman-extension``.
     """
 
     name: str
     annotation: Any
     description: str
     required: bool = False
+    own: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,9 @@ class Endpoint:
         example: An example body, for the document's readers (and the fuzzer's first cases).
         body_media_type: How the body is sent: JSON, or ``multipart/form-data`` (an upload; ``body`` documents it).
             A JSON body may hold ``server.max_body_bytes``, an upload ``files.max_bytes`` (413 above).
+        status: The status of a successful answer (202: accepted, the work goes on in the background).
+        own: A route of ferryman's own on an API it otherwise shares (OpenAI's, Llama Stack's), where that API has
+            none: marked ``x-ferryman-extension`` in the document.
     """
 
     method: str
@@ -103,6 +108,8 @@ class Endpoint:
     replay: StreamReplay | None = None
     example: dict[str, Any] | None = None
     body_media_type: str = "application/json"
+    status: int = 200
+    own: bool = False
 
     def is_upload(self) -> bool:
         """Whether the body is an upload (a multipart form), held to ``files.max_bytes`` rather than
@@ -136,6 +143,10 @@ PATH_PARAMS: dict[str, str] = {
     "vector_store_id": "The vector store's id.",
     "batch_id": "The file batch's id.",
     "vector_db_id": "The vector DB's id (the caller chose it when registering).",
+    "schedule_id": "The schedule's id.",
+    "label": "The memory block's label.",
+    "approval_id": "The approval request's id.",
+    "delivery_id": "The webhook delivery's id.",
 }
 
 PROVIDER_DATA = Param(

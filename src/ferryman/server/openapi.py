@@ -85,6 +85,8 @@ def _parameter(param: Param, location: str) -> dict[str, Any]:
         spec["description"] = param.description
     if location == "query" and schema.get("type") == "array":
         spec["explode"] = True
+    if param.own:
+        spec["x-ferryman-extension"] = True
     return spec
 
 
@@ -128,7 +130,7 @@ def _operation(prefix: str, entry: Endpoint, schemas: _Schemas) -> dict[str, Any
     headers = (*entry.headers, IDEMPOTENCY_KEY) if entry.creates else entry.headers
     parameters += [_parameter(param, "header") for param in headers]
     error = {"application/json": {"schema": schemas.of(ErrorResponse, "serialization")}}
-    responses: dict[str, Any] = {"200": _success(entry, schemas)}
+    responses: dict[str, Any] = {str(entry.status): _success(entry, schemas)}
     errors = set(entry.errors)
     if parameters:  # a parameter that is no id a store can hold (see contract.check_parameters)
         errors.add(400)
@@ -146,6 +148,8 @@ def _operation(prefix: str, entry: Endpoint, schemas: _Schemas) -> dict[str, Any
     }
     if entry.handler.__doc__:
         operation["description"] = entry.handler.__doc__.strip()
+    if entry.own:
+        operation["x-ferryman-extension"] = True
     if parameters:
         operation["parameters"] = parameters
     if entry.body is not None:

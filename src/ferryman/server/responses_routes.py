@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 from starlette.requests import Request
@@ -13,10 +13,14 @@ from ferryman.api.limits import Id
 from ferryman.api.response_events import ResponseStreamEvent
 from ferryman.api.responses import (
     AddItemsRequest,
+    CompactedResponse,
+    CompactRequest,
     Conversation,
+    ConversationList,
     CreateConversationRequest,
     CreateResponseRequest,
     DeletedObject,
+    ForkConversationRequest,
     Item,
     ItemList,
     ResponseList,
@@ -49,11 +53,19 @@ def _include(request: Request) -> frozenset[str]:
     return frozenset(query_list(request, "include") or ())
 
 
-def _item_list(page: Page[Item]) -> ItemList:
+Listing = TypeVar("Listing", ItemList, ResponseList, ConversationList)
+
+
+def _listed(kind: type[Listing], page: Page[Any]) -> Listing:
+    """A page as OpenAI's list object: the items, the first and last ids, and whether more follow."""
     ids = [item.id for item in page.items]
-    return ItemList(
+    return kind(
         data=page.items, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=page.has_more
     )
+
+
+def _item_list(page: Page[Item]) -> ItemList:
+    return _listed(ItemList, page)
 
 
 async def create_response(request: Request) -> Response:
@@ -69,6 +81,12 @@ async def create_response(request: Request) -> Response:
     if result.status == "failed" and result.error is not None:
         raise error_for_code(result.error.code, f"response {result.id} failed: {result.error.message}")
     return JSONModelResponse(shown_response(result, body.include))
+
+
+async def compact_response(request: Request) -> Response:
+    """Summarize a conversation into a ``compaction`` item that later inputs give in its place."""
+    body = await parse_body(request, CompactRequest)
+    return JSONModelResponse(await services(request).responses.compact(body, provider_data(request)))
 
 
 async def retrieve_response(request: Request) -> Response:
@@ -107,19 +125,30 @@ async def input_items(request: Request) -> Response:
 
 
 async def list_responses(request: Request) -> Response:
-    """One page of stored responses."""
-    page = await services(request).responses.list(*cursor_paging(request, "desc"))
-    ids = [r.id for r in page.items]
-    listing = ResponseList(
-        data=page.items, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=page.has_more
-    )
-    return JSONModelResponse(listing)
+    """One page of stored responses (of one conversation, with ``conversation_id``)."""
+    conversation_id = request.query_params.get("conversation_id") or None
+    page = await services(request).responses.list(*cursor_paging(request, "desc"), conversation_id)
+    return JSONModelResponse(_listed(ResponseList, page))
 
 
 async def create_conversation(request: Request) -> Response:
     """Create a conversation, with items if given."""
     body = await parse_body(request, CreateConversationRequest)
     return JSONModelResponse(await services(request).conversations.create(body))
+
+
+async def list_conversations(request: Request) -> Response:
+    """One page of the conversations the caller may read (ferryman's own: OpenAI lists none)."""
+    page = await services(request).conversations.listing(*cursor_paging(request, "desc"))
+    return JSONModelResponse(_listed(ConversationList, page))
+
+
+async def fork_conversation(request: Request) -> Response:
+    """A new conversation whose items are the conversation's up to and including one."""
+    body = await parse_body(request, ForkConversationRequest)
+    conversations = services(request).conversations
+    fork = await conversations.fork(request.path_params["conversation_id"], body.item_id, body.metadata)
+    return JSONModelResponse(fork)
 
 
 async def get_conversation(request: Request) -> Response:
@@ -177,6 +206,9 @@ _PAGING = (
     Param("limit", Annotated[int, Field(ge=1, le=100)], "Most items on the page (default 20)."),
     Param("order", Literal["asc", "desc"], "Oldest (asc) or newest (desc, the default) first."),
 )
+_OF_CONVERSATION = Param(
+    "conversation_id", Id, "Only the responses made in this conversation (ferryman's own).", own=True
+)
 _INCLUDE = Param(
     "include", list[str], "What to show of the items (``file_search_call.results``), repeated or comma-separated."
 )
@@ -198,8 +230,11 @@ ROUTES: tuple[Endpoint, ...] = (
              ResponseObject, stream=_EVENTS, headers=(PROVIDER_DATA,), errors=(400, 404, 409, 500, 502),
              creates=True, replay=response_replay,
              example={"model": "my-model", "input": "What is 2+2?", "stream": True}),
+    Endpoint("POST", "/responses/compact", compact_response, "Compact a conversation", _RESPONSES, CompactRequest,
+             CompactedResponse, headers=(PROVIDER_DATA,), errors=(400, 404, 409, 502),
+             example={"model": "my-model", "previous_response_id": "resp_123"}),
     Endpoint("GET", "/responses", list_responses, "List responses", _RESPONSES, response=ResponseList,
-             query=_PAGING),
+             query=(*_PAGING, _OF_CONVERSATION)),
     Endpoint("GET", "/responses/{response_id}", retrieve_response, "Get a response, or replay its events",
              _RESPONSES, response=ResponseObject, stream=_EVENTS, query=_REPLAY, headers=(LAST_EVENT_ID,)),
     Endpoint("DELETE", "/responses/{response_id}", delete_response, "Delete a response", _RESPONSES,
@@ -210,10 +245,14 @@ ROUTES: tuple[Endpoint, ...] = (
              _RESPONSES, response=ItemList, query=(*_PAGING, _INCLUDE)),
     Endpoint("POST", "/conversations", create_conversation, "Create a conversation", _CONVERSATIONS,
              CreateConversationRequest, Conversation, errors=(400,), creates=True),
+    Endpoint("GET", "/conversations", list_conversations, "List conversations", _CONVERSATIONS,
+             response=ConversationList, query=_PAGING, own=True),
     Endpoint("GET", _CONV, get_conversation, "Get a conversation", _CONVERSATIONS, response=Conversation),
     Endpoint("POST", _CONV, update_conversation, "Update a conversation's metadata", _CONVERSATIONS,
              UpdateConversationRequest, Conversation),
     Endpoint("DELETE", _CONV, delete_conversation, "Delete a conversation", _CONVERSATIONS, response=DeletedObject),
+    Endpoint("POST", f"{_CONV}/fork", fork_conversation, "Fork a conversation at an item", _CONVERSATIONS,
+             ForkConversationRequest, Conversation, errors=(400, 404), creates=True),
     Endpoint("POST", f"{_CONV}/items", add_items, "Add items to a conversation", _CONVERSATIONS, AddItemsRequest,
              ItemList, creates=True, query=(_INCLUDE,)),
     Endpoint("GET", f"{_CONV}/items", list_items, "List a conversation's items", _CONVERSATIONS, response=ItemList,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+
+from opentelemetry.trace import Span
 
 from ferryman.api.agents import (
     Agent,
@@ -19,9 +22,11 @@ from ferryman.api.agents import (
     Turn,
 )
 from ferryman.api.content import TurnInputMessage, UserMessage
+from ferryman.auth.principal import current_principal
 from ferryman.coordination.base import RecordDeleted
 from ferryman.engine.channel import LiveRun
-from ferryman.engine.events import Emit, TurnFailed
+from ferryman.engine.context_fit import minimal_fit
+from ferryman.engine.events import Emit, EngineEvent, TurnAwaitingInput, TurnFailed
 from ferryman.engine.memory import MemoryDocument
 from ferryman.engine.plan import TurnOverrides, TurnPlan, build_plan
 from ferryman.engine.resume import complete_pending_step
@@ -34,17 +39,24 @@ from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import count_tokens
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
-from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, StoredEvent, TurnRecord, turn_from_record
 from ferryman.storage.owned import authorize
+from ferryman.tools.memory import TOOL_NAME
 from ferryman.tools.registry import ToolRegistry
+from ferryman.webhooks.outbox import ArmedRun
 
+from .agent_memory import AgentMemory
+from .approval_holds import ApprovalHolds
 from .documents import attach_documents, document_texts
+from .forks import MAX_FORK_TURNS, SessionForks
 from .host import TurnHost
 from .leases import ABANDONED
 from .run_metrics import RunMetrics
 from .session_memory import SessionMemory
+from .turn_queue import TurnQueue
 from .turn_stream import turn_event_data
 from .usage import RunUsage
+from .webhooks import TURN_EVENTS, KeptWebhook, keep_webhook, kept_webhook
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +83,9 @@ class AgentService:
         memory: Indexes a turn's documents too large to inline in its session's vector store (None: all inline).
         inline_document_tokens: The documents' size in tokens (``knowledge.chunking.count_tokens``) above which
             they are retrieved from.
+        blocks: The agents' memory blocks, shown in each turn's system message and deleted with their agent
+            (None: agents have no memory).
+        holds: The approval inbox, told of the calls turns hold and of those a resume answers (None: no inbox).
     """
 
     def __init__(
@@ -82,6 +97,9 @@ class AgentService:
         fetch: FetchPolicy | None = None,
         memory: SessionMemory | None = None,
         inline_document_tokens: int = INLINE_DOCUMENT_TOKENS,
+        blocks: AgentMemory | None = None,
+        holds: ApprovalHolds | None = None,
+        max_fork_turns: int = MAX_FORK_TURNS,
     ) -> None:
         self._host = host
         self._store = host.store
@@ -95,12 +113,19 @@ class AgentService:
         self._fetch = fetch or FetchPolicy()
         self._memory = memory
         self._inline_document_tokens = inline_document_tokens
+        self._blocks = blocks
+        self._holds = holds
+        self._max_fork_turns = max_fork_turns
         # Agents never change once created, so turns use kept configs; this saves a database
         # round trip on every turn. A delete drops the entry on every replica (RecordDeleted);
         # reading an agent always asks the store, so a delete elsewhere is seen at once.
         self._agents: dict[str, Agent] = {}
         self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
+        self._queue = TurnQueue(self._store, self._runner, self._fanout, _stream_named, host.cancel_everywhere)
         host.on_abandoned(lambda turn: turn.response_id is None, self._close_abandoned)
+        if (webhooks := host.webhooks) is not None:
+            webhooks.recoverers["turn"] = self._recover_end
+            self._session_deleted.append(lambda session_id: webhooks.forget(session_id=session_id))
 
     # ---- agents ----------------------------------------------------------
 
@@ -142,6 +167,8 @@ class AgentService:
         keeps = self._memory is not None or self._session_deleted
         sessions = (await self._store.list_sessions(agent_id, 0, None)).items if keeps else []
         await self._store.delete_agent(agent_id)
+        if self._blocks is not None:
+            await self._blocks.forget(agent_id)
         for session in sessions:
             await self._forget_memory(session.session_id)
         await self._fanout.notify(RecordDeleted(agent_id, "agent"))
@@ -194,6 +221,12 @@ class AgentService:
         await self._store.delete_session(agent_id, session_id)
         await self._forget_memory(session_id)
 
+    async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:
+        """A new session whose history is the session's up to and including ``turn_id``; its id (see ``forks.py``)."""
+        return await SessionForks(self._store, self._leases.until, self._max_fork_turns).fork_session(
+            agent_id, session_id, turn_id, session_name
+        )
+
     async def _forget_memory(self, session_id: str) -> None:
         """Delete what lives beside the session: its own vector store (its turns' large documents), if it has
         one, and whatever the session-deletion callbacks hold (the code interpreter's kernel and files)."""
@@ -221,8 +254,11 @@ class AgentService:
                 model's context (less the answer's room); nothing is stored.
         """
         agent = await self._agent(agent_id)
+        await self._host.check_webhook(request.webhook)
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
-        plan = await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
+        plan = await self._remembering(
+            agent_id, await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
+        )
         if request.documents:  # fetch nothing for a session that does not exist
             await self._store.get_session(agent_id, session_id)
         history_inputs, memorized = await self._documents(request)
@@ -235,26 +271,76 @@ class AgentService:
             status="in_progress",
             input_messages=list(request.messages),
             started_at=utcnow(),
-            overrides=overrides.to_json(),
+            overrides=keep_webhook(overrides.to_json(), request.webhook, _run_key(turn_id, 0)),
             lease_until=self._leases.until(),
         )
         span = start_turn_span(record, "agents", session_id, agent_name=agent.agent_config.name)
         with ended_if_refused(span):
             async with self._host.admitting(record.turn_id):
+                if request.multitask_strategy != "reject":
+                    return await self._enqueue(record, plan, history_inputs, memorized, span, request)
                 history = await self._store.start_turn(record, list(history_inputs))
                 state = TurnState(record, plan, history, documents=memorized, span=span)
                 return self._launch(
-                    record, 0, lambda emit: self._engine.run(state, emit), metered=_metered(record, plan, 0)
+                    record,
+                    0,
+                    lambda emit: self._engine.run(state, emit),
+                    metered=_metered(record, plan, 0),
+                    webhook=request.webhook,
                 )
+
+    async def _enqueue(
+        self,
+        record: TurnRecord,
+        plan: TurnPlan,
+        inputs: list[TurnInputMessage],
+        documents: list[MemoryDocument],
+        span: Span,
+        request: CreateTurnRequest,
+    ) -> LiveTurn:
+        """Store the turn ``queued`` and launch a run that starts it in its place in the queue (``turn_queue.py``);
+        ``interrupt`` first cancels the session's running turn, ``rollback`` cancels and deletes it. Once it
+        starts, it reads its history and the agent's memory blocks as they are then."""
+        strategy = request.multitask_strategy
+        await self._queue.check(record.session_id, strategy)
+        record.status = "queued"
+        await self._store.start_turn(record, list(inputs), load_history=False)
+        ready: list[TurnState] = []
+
+        async def started() -> None:
+            history = await self._store.load_history(record.session_id, record.turn_id)
+            now = await self._remembering(record.agent_id or "", plan)
+            ready.append(TurnState(record, now, history, documents=documents, span=span))
+
+        async def run(emit: Emit) -> Turn:
+            if not await self._queue.take_turn(record, strategy, span, emit, self._leases.until, started):
+                return turn_from_record(record, [])
+            return await self._engine.run(ready[0], emit)
+
+        return self._launch(record, 0, run, metered=_metered(record, plan, 0), webhook=request.webhook)
+
+    async def _remembering(self, agent_id: str, plan: TurnPlan) -> TurnPlan:
+        """The plan with the agent's memory blocks, as they are now, in its system message."""
+        if self._blocks is None:
+            return plan
+        memory = await self._blocks.prompt(
+            current_principal.get(), agent_id, plan.model, TOOL_NAME in plan.server_tools
+        )
+        return dataclasses.replace(plan, memory=memory)
 
     async def _check_context(
         self, plan: TurnPlan, session_id: str, turn_id: str, inputs: list[TurnInputMessage]
     ) -> None:
         """Refuse a turn whose first prompt cannot fit its model's context, before anything is stored.
 
-        The session's history is read for it only when the model's context size is known.
+        With the agent's ``truncation`` or ``compaction`` (``context_fit.py``) only the instructions, tools and
+        the turn's input must fit; with ``disabled``, the whole history too. The session's history is read
+        for it only when the model's context size is known.
         """
         if self._models.context_window(plan.model) is None:
+            return
+        if plan.context.strategy != "disabled":
+            await minimal_fit(self._models, plan.chat_request, list(inputs))
             return
         earlier = await self._store.load_history(session_id, turn_id)
         await check_context(self._models, plan.chat_request([*earlier, *inputs]))
@@ -282,22 +368,40 @@ class AgentService:
         turn_id: str,
         request: ResumeTurnRequest,
         provider_data: dict[str, Any] | None = None,
+        continued: bool = False,
     ) -> LiveTurn:
-        """Continue a turn that awaits client tool results or decisions on its approval requests."""
+        """Continue a turn that awaits client tool results or decisions on its approval requests.
+
+        ``continued``: the server continues the run itself (the approval inbox), with the webhook of the run
+        that paused, checked when that run's request named it (and again at every attempt).
+        """
         if not request.tool_responses and not request.approvals:
             raise InvalidRequestError("a resume needs tool_responses, approvals, or both", "tool_responses")
         agent = await self._agent(agent_id)
+        if not continued:
+            await self._host.check_webhook(request.webhook)
         await self._store.get_session(agent_id, session_id)
         record = await self._store.get_turn_record(session_id, turn_id)
         if record.status != "awaiting_input":
             raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status})")
         await self._previous_run_recorded(turn_id)
         pending = await self._store.pending_step(turn_id)
-        answer = complete_pending_step(pending, list(request.tool_responses), list(request.approvals))
+        decisions = list(request.approvals)
+        held = _held_call_ids(pending)
+        if self._holds is not None:  # decisions made in the inbox on calls the caller left undecided
+            decisions += await self._holds.decisions(turn_id, held, {d.call_id for d in decisions})
+        answer = complete_pending_step(pending, list(request.tool_responses), decisions)
         overrides = TurnOverrides.from_json(record.overrides)
-        plan = await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
+        plan = await self._remembering(
+            agent_id, await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
+        )
         async with self._host.admitting(turn_id):
-            record = await self._store.claim_resume(session_id, turn_id, self._leases.until())
+            # Numbered on from the events stored by now: the run that paused has recorded its own.
+            first_seq = await self._store.turn_event_count(turn_id)
+            kept = keep_webhook(record.overrides, request.webhook, _run_key(turn_id, first_seq))
+            record = await self._store.claim_resume(session_id, turn_id, self._leases.until(), overrides=kept)
+            if self._holds is not None:
+                await self._holds.turn_answered(turn_id, held)
             history = await self._store.load_history(session_id, turn_id)
             done = await self._store.list_turns([session_id], [turn_id])
             span = start_turn_span(
@@ -305,11 +409,15 @@ class AgentService:
             )
             with ended_if_refused(span):
                 state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [], span=span)
-                first_seq = await self._store.turn_event_count(turn_id)
                 counted = RunMetrics("agents", decided=len(answer.ruling.approved) + len(answer.ruling.denied))
                 metered = _metered(record, plan, first_seq)
                 return self._launch(
-                    record, first_seq, lambda emit: self._engine.resume(state, answer, emit), counted, metered
+                    record,
+                    first_seq,
+                    lambda emit: self._engine.resume(state, answer, emit),
+                    counted,
+                    metered,
+                    request.webhook,
                 )
 
     async def _previous_run_recorded(self, turn_id: str) -> None:
@@ -333,6 +441,7 @@ class AgentService:
         run: Callable[[Emit], Awaitable[Turn]],
         counted: RunMetrics | None = None,
         metered: RunUsage | None = None,
+        webhook: str | None = None,
     ) -> LiveTurn:
         turn_id = record.turn_id
 
@@ -341,12 +450,41 @@ class AgentService:
                 await self._store.save_turn_events(turn_id, first_seq, events)
             except FerrymanError as exc:
                 log.warning("events of turn %s not stored: %s", turn_id, exc.message)
+            if webhook is not None:
+                await self._notify(record, first_seq, webhook)
 
-        owners = (record.agent_id or "", record.session_id)
+        owners = (record.agent_id or "", record.session_id, turn_id)  # the turn's own id: what interrupts it
+        if self._holds is not None:
+            run = _holding(run, self._holds, record.agent_id)
+        if webhook is not None:
+            run = self._host.armed(run, ArmedRun(kind="turn", run_id=turn_id, run_key=_run_key(turn_id, first_seq),
+                                                 session_id=record.session_id))  # fmt: skip
         counted = counted or RunMetrics("agents")
         return self._host.launch(
             turn_id, _stream(turn_id), run, turn_event_data, settle, owners, first_seq, counted=counted, metered=metered
         )
+
+    async def _notify(self, record: TurnRecord, first_seq: int, webhook: str) -> None:
+        """Queue the end of a run of the turn (stored by now) for the webhook its request named, owned by the turn's
+        owner (a run the approval inbox continues has its approver, or no one, as the caller)."""
+        await self._queue_end(record, KeptWebhook(webhook, _run_key(record.turn_id, first_seq)))
+
+    async def _queue_end(self, record: TurnRecord, hook: KeptWebhook) -> None:
+        """Queue the turn's state (its run's end, stored by now) for ``hook``, owned by the turn's owner; a turn
+        removed by then (a rollback, its session deleted) is told as ``turn.failed``, status ``deleted``."""
+        try:
+            turn = await self.get_turn(record.agent_id or "", record.session_id, record.turn_id)
+        except NotFoundError:
+            gone = {"turn_id": record.turn_id, "session_id": record.session_id, "status": "deleted"}
+            owner = ("session", record.session_id)  # the turn's, gone with it
+            await self._host.notify(hook.url, hook.run_key, record.turn_id, "turn.failed", gone, owner)
+            return
+        except FerrymanError as exc:  # unreadable now: nothing is told
+            log.warning("the webhook of turn %s was not queued: %s", record.turn_id, exc.message)
+            return
+        data = turn.model_dump(mode="json")
+        owned_as = ("turn", turn.turn_id)
+        await self._host.notify(hook.url, hook.run_key, turn.turn_id, TURN_EVENTS.get(turn.status), data, owned_as)
 
     async def turn_events(self, agent_id: str, session_id: str, turn_id: str, after: int) -> AsyncIterator[StoredEvent]:
         """A turn's events numbered above ``after``: stored ones, then live ones until it ends."""
@@ -358,24 +496,56 @@ class AgentService:
 
         async def is_running() -> bool:
             try:
-                return (await self._store.get_turn_record(session_id, turn_id)).status == "in_progress"
+                return (await self._store.get_turn_record(session_id, turn_id)).status in ("in_progress", "queued")
             except NotFoundError:  # deleted while followed: its stream just ends
                 return False
 
         return await self._host.events(_stream(turn_id), after, stored_after, is_running)
 
     async def _close_abandoned(self, turn: ExpiredTurn) -> None:
-        """Store what a dead replica streamed of a turn, and end the stream with the turn's failure."""
+        """Store what a dead replica streamed of a turn, end the stream with the turn's failure, and queue the
+        failure for the webhook of the run it ended (the dead replica's task never will)."""
         turn_id = turn.turn_id
-        stored = await self._store.turn_event_count(turn_id)
+        try:
+            stored = await self._store.turn_event_count(turn_id)
 
-        def failure(seq: int) -> list[str]:
-            return turn_event_data(TurnFailed(turn_id, FailureCode.INTERRUPTED, ABANDONED), seq)
+            def failure(seq: int) -> list[str]:
+                return turn_event_data(TurnFailed(turn_id, FailureCode.INTERRUPTED, ABANDONED), seq)
 
-        async def save(events: list[str]) -> None:
-            await self._store.save_turn_events(turn_id, stored, events)
+            async def save(events: list[str]) -> None:
+                await self._store.save_turn_events(turn_id, stored, events)
 
-        await self._host.close_abandoned(_stream(turn_id), stored, failure, save)
+            await self._host.close_abandoned(_stream(turn_id), stored, failure, save)
+        finally:  # failed in storage, whatever became of its stream
+            await self._queue_abandoned(turn)
+
+    async def _queue_abandoned(self, turn: ExpiredTurn) -> None:
+        """Queue the failure of a turn a dead replica left for the webhook its run's request named, if any."""
+        if turn.session_id is None:
+            return
+        try:
+            record = await self._store.get_turn_record(turn.session_id, turn.turn_id)
+        except FerrymanError as exc:  # deleted meanwhile: nothing is left to tell
+            log.warning("the webhook of turn %s was not queued: %s", turn.turn_id, exc.message)
+            return
+        hook = kept_webhook(record.overrides)
+        if hook is not None:
+            await self._queue_end(record, hook)
+
+    async def _recover_end(self, run: ArmedRun) -> bool:
+        """Queue the end of an armed run of a turn that ended without queueing it; False while the run goes on."""
+        try:
+            record = await self._store.get_turn_record(run.session_id or "", run.run_id)
+        except NotFoundError:  # deleted: nothing is left to tell
+            return True
+        hook = kept_webhook(record.overrides)
+        if hook is None or hook.run_key != run.run_key:  # a later run replaced it: its end is no longer stored
+            log.warning("the end of run %s of turn %s was not queued, and is lost", run.run_key, run.run_id)
+            return True
+        if record.status in ("in_progress", "queued"):
+            return False
+        await self._queue_end(record, hook)
+        return True
 
     async def get_turn(self, agent_id: str, session_id: str, turn_id: str) -> Turn:
         """One turn with its completed steps."""
@@ -398,6 +568,41 @@ class AgentService:
 
 def _stream(turn_id: str) -> str:
     return f"turn:{turn_id}"
+
+
+async def _stream_named(turn_id: str) -> str:
+    return _stream(turn_id)
+
+
+def _run_key(turn_id: str, first_seq: int) -> str:
+    """Names one run of a turn (its first, or a resume's from event ``first_seq``) for its webhook's delivery."""
+    return f"{turn_id}.{first_seq}"
+
+
+def _holding(
+    run: Callable[[Emit], Awaitable[Turn]], holds: ApprovalHolds, agent_id: str | None
+) -> Callable[[Emit], Awaitable[Turn]]:
+    """The run, the calls its pause holds for approval stored before the pause reaches any client."""
+
+    async def held(emit: Emit) -> Turn:
+        async def noting(event: EngineEvent) -> None:
+            if isinstance(event, TurnAwaitingInput) and event.turn.approval_requests:
+                try:
+                    await holds.hold_turn(event.turn, agent_id)
+                except FerrymanError as exc:  # the turn paused all the same; its requests are on the turn
+                    log.warning("approval requests of turn %s not in the inbox: %s", event.turn.turn_id, exc.message)
+            await emit(event)
+
+        return await run(noting)
+
+    return held
+
+
+def _held_call_ids(pending: Step | None) -> list[str]:
+    """The call ids a paused step holds for approval (none: it waits for client tool results only)."""
+    if isinstance(pending, ToolExecutionStep):
+        return [request.call_id for request in pending.approval_requests or []]
+    return []
 
 
 def _metered(record: TurnRecord, plan: TurnPlan, first_seq: int) -> RunUsage:

@@ -22,18 +22,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ferryman.api.webhooks import WebhookEventType
+from ferryman.auth.principal import current_principal
 from ferryman.auth.quotas import Quotas
 from ferryman.coordination.base import CancelTurns, Fanout
 from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.engine.channel import LiveRun, TurnRunner
 from ferryman.engine.events import Emit, EngineEvent
 from ferryman.engine.loop import TurnEngine
-from ferryman.errors import ConflictError
+from ferryman.errors import ConflictError, InvalidRequestError
 from ferryman.storage.base import ExpiredTurn, Store, StoredEvent
+from ferryman.webhooks.outbox import ArmedRun
 
 from .leases import TurnLeases
 from .run_metrics import RunMetrics
 from .usage import RunUsage, UsageLedger
+from .webhooks import Webhooks
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,7 @@ _CLOSE_ATTEMPTS = 20
 """How often a dead replica's stream is re-read when another writer took the failure's number first."""
 
 S = TypeVar("S")
+T = TypeVar("T")
 
 Encode = Callable[[EngineEvent, int], list[str]]
 """A façade's encoder: the stream events (JSON data) one engine event becomes, numbered from the given number."""
@@ -63,6 +68,7 @@ class TurnHost:
         fanout: Live events and notices shared with other replicas.
         quotas: The callers' quotas of running turns (none by default).
         ledger: Where runs' token usage is stored (None: nowhere).
+        webhooks: Where runs' ends are queued for their webhooks (None: no webhooks).
     """
 
     store: Store
@@ -72,6 +78,57 @@ class TurnHost:
     fanout: Fanout
     quotas: Quotas = field(default_factory=Quotas)
     ledger: UsageLedger | None = None
+    webhooks: Webhooks | None = None
+
+    async def check_webhook(self, url: str | None) -> None:
+        """Refuse a run whose ``webhook`` cannot be delivered to (see :meth:`Webhooks.check`).
+
+        Raises:
+            InvalidRequestError: the URL is refused, or this server delivers no webhooks.
+        """
+        if url is None:
+            return
+        if self.webhooks is None:
+            raise InvalidRequestError("this server delivers no webhooks", "webhook")
+        await self.webhooks.check(url)
+
+    async def notify(
+        self,
+        url: str | None,
+        run_key: str,
+        run_id: str,
+        event: WebhookEventType | None,
+        data: dict[str, Any],
+        owned_as: tuple[str, str] | None = None,
+    ) -> None:
+        """Queue a run's end for its webhook (nothing without a webhook, or for a state that ends no run).
+
+        The delivery is owned by the current caller, or, with ``owned_as`` (a record's kind and id: what ends a
+        run for another caller, such as the lease sweep), by that record's owner.
+        """
+        if url is None or event is None or self.webhooks is None:
+            return
+        who = current_principal.get()
+        if owned_as is not None:
+            kind, record_id = owned_as
+            try:
+                who = (await self.store.owners_of(kind, [record_id])).get(record_id)
+            except Exception:  # the event matters more than who may list its delivery
+                log.exception("the owner of %s %s was not read; its webhook delivery is the server's", kind, record_id)
+                who = None
+        await self.webhooks.notify(url, run_key, run_id, event, data, who)
+
+    def armed(self, run: Callable[[Emit], Awaitable[T]], armed: ArmedRun) -> Callable[[Emit], Awaitable[T]]:
+        """``run``, arming its webhook's delivery first (see :meth:`Webhooks.arm`)."""
+        webhooks = self.webhooks
+        if webhooks is None:
+            return run
+
+        async def arming(emit: Emit) -> T:
+            await webhooks.arm(armed)
+            return await run(emit)
+
+        return arming
 
     @contextlib.asynccontextmanager
     async def admitting(self, turn_id: str) -> AsyncIterator[None]:

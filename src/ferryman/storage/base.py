@@ -52,10 +52,14 @@ class TurnRecord:
 
 @dataclass(frozen=True)
 class ExpiredTurn:
-    """A running turn failed because its lease ran out, and the response it ran for (if any)."""
+    """A running turn failed because its lease ran out, and the response it ran for (if any).
+
+    ``session_id`` says where to read the turn (compared by the turn and response alone).
+    """
 
     turn_id: str
     response_id: str | None = None
+    session_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -142,16 +146,26 @@ class TurnStore(Protocol):
 
         Raises:
             NotFoundError: the session does not exist (for this agent).
-            ConflictError: another turn of the session is running.
+            ConflictError: another turn of the session is running, or (for a running turn) some wait queued:
+                a new turn does not overtake them.
         """
         ...
 
-    async def claim_resume(self, session_id: str, turn_id: str, lease_until: datetime) -> TurnRecord:
-        """Move an awaiting turn back to running, under a lease until ``lease_until``, and return it.
+    async def claim_resume(
+        self,
+        session_id: str,
+        turn_id: str,
+        lease_until: datetime,
+        expected: TurnStatus = "awaiting_input",
+        overrides: dict[str, Any] | None = None,
+    ) -> TurnRecord:
+        """Move an awaiting turn back to running (or, with ``expected="queued"``, start a queued one), under a
+        lease until ``lease_until``, and return it; ``overrides``, when given, replace the turn's in the same
+        write (what this run keeps with it).
 
         Raises:
             NotFoundError: no such turn in this session.
-            ConflictError: the turn is not awaiting input, or another turn of the session runs.
+            ConflictError: the turn is not ``expected``, or another turn of the session runs.
         """
         ...
 
@@ -173,11 +187,28 @@ class TurnStore(Protocol):
         ...
 
     async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
-        """Store a turn's final or awaiting state (status, output, error, completion time), with its last step."""
+        """Store a turn's final or awaiting state (status, output, error, completion time), with its last step.
+
+        Only a running or queued turn is finished: one that ended meanwhile keeps that end.
+        """
+        ...
+
+    async def delete_turn(self, session_id: str, turn_id: str) -> None:
+        """Delete a turn that does not run, with its steps, history messages, stream events and response.
+
+        Raises:
+            NotFoundError: no such turn in this session.
+            ConflictError: the turn is running.
+        """
         ...
 
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
         """Return a turn's own columns or raise NotFoundError."""
+        ...
+
+    async def session_queue(self, session_id: str) -> list[tuple[str, TurnStatus]]:
+        """The ids and statuses of the session's running and queued turns, oldest first (an index read: no
+        step or message is read)."""
         ...
 
     async def pending_step(self, turn_id: str) -> Step | None:
@@ -189,6 +220,11 @@ class TurnStore(Protocol):
 
         Of a turn not stored yet: every completed turn's, the history a new turn would continue.
         """
+        ...
+
+    async def turn_messages(self, session_id: str, turn_ids: list[str]) -> dict[str, list[Message]]:
+        """Each named turn's own history messages, in the order stored (none of the earlier turns' it
+        continues), in one read; a turn not of this session, or without messages, is left out."""
         ...
 
     async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
@@ -270,6 +306,14 @@ class ResponseStore(Protocol):
         """Replace a conversation's metadata."""
         ...
 
+    async def list_conversations(self, after: str | None, limit: int, order: str) -> Page[ConversationRecord]:
+        """Conversations in creation order ``asc`` or ``desc``, after the conversation ``after``.
+
+        Raises:
+            NotFoundError: no conversation has the id ``after``.
+        """
+        ...
+
     async def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation and its items (responses stay)."""
         ...
@@ -314,8 +358,10 @@ class ResponseStore(Protocol):
         """Return a response or raise NotFoundError."""
         ...
 
-    async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
-        """Responses in creation order ``asc`` or ``desc``."""
+    async def list_responses(
+        self, after: str | None, limit: int, order: str, conversation_id: str | None = None
+    ) -> Page[ResponseRecord]:
+        """Responses in creation order ``asc`` or ``desc`` (only those made in ``conversation_id``, if given)."""
         ...
 
     async def delete_response(self, response_id: str) -> None:

@@ -32,7 +32,7 @@ from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 
-from .base import Page, ResponseRecord, SessionRecord, Store
+from .base import ConversationRecord, Page, ResponseRecord, SessionRecord, Store
 from .knowledge import FileRecord, VectorStoreRecord
 
 T = TypeVar("T")
@@ -115,9 +115,12 @@ RULES: dict[str, Rule] = {
     "save_step": Act("update", _turn),
     "redact_turn_input": Act("update", _turn),
     "finish_turn": Act("update", _arg("turn", "record", "turn_id")),
+    "delete_turn": Act("delete", _turn),
     "get_turn_record": Act("read", _session),
+    "session_queue": Act("read", _session),
     "pending_step": Act("read", _turn),
     "load_history": Act("read", _session),
+    "turn_messages": Act("read", _session),
     "list_turns": Listing(),
     "get_step": Act("read", _session),
     "renew_leases": Server(),
@@ -129,6 +132,7 @@ RULES: dict[str, Rule] = {
     "get_conversation": Act("read", _conversation),
     "update_conversation": Act("update", _conversation),
     "delete_conversation": Act("delete", _conversation),
+    "list_conversations": Listing(),
     "add_items": Act("update", _items_parent),
     "replace_items": Act("update", _items_parent),
     "list_items": Act("read", _items_parent),
@@ -335,21 +339,25 @@ class OwnedStore:
         readable = await self._readable("session", session_ids)
         return await self.inner.list_turns([s for s in session_ids if s in readable], turn_ids)
 
-    async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
-        """Readable responses after the cursor, fetching more when filtering thins a page (honest has_more)."""
-        if current_principal.get() is None:
-            return await self.inner.list_responses(after, limit, order)
-        if after:
-            await self.check("read", "response", after)
-        kept: list[ResponseRecord] = []
-        cursor = after
-        while True:
-            page = await self.inner.list_responses(cursor, max(limit + 1, _PAGE_BATCH), order)
-            readable = await self._readable("response", [r.response.id for r in page.items])
-            kept.extend(r for r in page.items if r.response.id in readable)
-            if len(kept) > limit or not page.has_more or not page.items:
-                return Page(kept[:limit], len(kept) > limit)
-            cursor = page.items[-1].response.id
+    async def list_responses(
+        self, after: str | None, limit: int, order: str, conversation_id: str | None = None
+    ) -> Page[ResponseRecord]:
+        """Readable responses (of a readable conversation, if given) after the cursor (honest has_more)."""
+        if conversation_id is not None:
+            await self.check("read", "conversation", conversation_id)
+
+        async def fetch(cursor: str | None, count: int) -> Page[ResponseRecord]:
+            return await self.inner.list_responses(cursor, count, order, conversation_id)
+
+        return await self._cursor_page("response", fetch, lambda r: r.response.id, after, limit)
+
+    async def list_conversations(self, after: str | None, limit: int, order: str) -> Page[ConversationRecord]:
+        """Readable conversations after the cursor, fetching more when filtering thins a page (honest has_more)."""
+
+        async def fetch(cursor: str | None, count: int) -> Page[ConversationRecord]:
+            return await self.inner.list_conversations(cursor, count, order)
+
+        return await self._cursor_page("conversation", fetch, lambda c: c.conversation_id, after, limit)
 
     async def list_files(self, purpose: str | None, after: str | None, limit: int, order: str) -> Page[FileRecord]:
         """Readable files after the cursor, fetching more when filtering thins a page (honest has_more)."""

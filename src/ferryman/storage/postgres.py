@@ -31,6 +31,7 @@ class PostgresDialect:
 
     # Replicas sweep at the same moment without waiting on each other.
     skip_locked = " FOR UPDATE OF t SKIP LOCKED"
+    locked = " FOR UPDATE"
     keywords = TsvectorKeywords()
     sweep_expired_keys = (
         "DELETE FROM idempotency_keys WHERE ctid IN (SELECT ctid FROM idempotency_keys "

@@ -15,6 +15,7 @@ kind                type         holds
                                  running (the id of its running turn, if any)
 ``session_turns``   sorted set   a session's turn ids by start
 ``session_done``    sorted set   its *completed* turn ids, scored like session_turns
+``session_queued``  sorted set   its *queued* turn ids, scored like session_turns
 ``session_convs``   set          the conversations that run in the session
 ``turn``            hash         the turn's columns, seq, response_id
 ``steps``           sorted set   a turn's step ids by first save
@@ -23,7 +24,9 @@ kind                type         holds
 ``messages``        list         a turn's history messages, ``"<id> <json>"``
 ``turn_events``     sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``leases``          sorted set   running turn ids by lease end (epoch seconds)
+``conversations``   sorted set   conversation ids by creation
 ``conversation``    hash         session_id, metadata, created_at
+``conv_responses``  sorted set   the ids of the responses made in a conversation, scored as in responses
 ``items``           sorted set   an owner's item ids by insertion
 ``item_bodies``     hash         item id -> item JSON
 ``responses``       sorted set   response ids by creation
@@ -70,13 +73,17 @@ AGENT = "agent"
 AGENT_SESSIONS = "agent_sessions"
 SESSION = "session"
 SESSION_TURNS = "session_turns"
+SESSION_QUEUED = "session_queued"
 TURN = "turn"
 STEPS = "steps"
 STEP_BODIES = "step_bodies"
 PENDING = "pending"
+MESSAGES = "messages"
 TURN_EVENTS = "turn_events"
 LEASES = "leases"
+CONVERSATIONS = "conversations"
 CONVERSATION = "conversation"
+CONV_RESPONSES = "conv_responses"
 ITEMS = "items"
 ITEM_BODIES = "item_bodies"
 RESPONSES = "responses"

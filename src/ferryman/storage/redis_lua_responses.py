@@ -112,6 +112,7 @@ local function upsert_response()
   redis.call('HSET', r, 'turn_id', turn_id, 'session_id', session_id, 'conversation_id', conversation_id,
     'previous_response_id', previous_response_id, 'background', background and '1' or '0', 'body', body, 'seq', seq)
   redis.call('ZADD', global('responses'), seq, response_id)
+  if conversation_id ~= '' then redis.call('ZADD', key('conv_responses', conversation_id), seq, response_id) end
   redis.call('HSET', t, 'response_id', response_id)
   return true
 end
@@ -189,6 +190,7 @@ if redis.call('EXISTS', c) == 1 then return {CONFLICT} end
 if not items_ok(conversation_id, item_ids) then return {INVALID} end
 redis.call('HSET', c, 'session_id', session_id, 'metadata', metadata, 'created_at', created_at)
 redis.call('SADD', key('session_convs', session_id), conversation_id)
+redis.call('ZADD', global('conversations'), next_seq(1), conversation_id)
 insert_items(conversation_id, item_ids, item_bodies)
 return {OK}
 """,

@@ -40,6 +40,16 @@ end
 local function runs(tid)
   return tid and redis.call('HGET', key('turn', tid), 'status') == IN_PROGRESS
 end
+
+-- Whether a turn of the session waits queued (an entry whose turn no longer waits is dropped).
+local function queued(sid)
+  local waiting = key('session_queued', sid)
+  for _, tid in ipairs(redis.call('ZRANGE', waiting, 0, -1)) do
+    if redis.call('HGET', key('turn', tid), 'status') == QUEUED then return true end
+    redis.call('ZREM', waiting, tid)
+  end
+  return false
+end
 """
 
 
@@ -61,11 +71,14 @@ class StartTurn:
 
 @dataclass(frozen=True)
 class ClaimResume:
-    """An awaiting turn to run again, under a lease."""
+    """An awaiting (or queued) turn to run, under a lease."""
 
     session_id: str
     turn_id: str
     lease: float
+    expected: str = "awaiting_input"
+    overrides: str = ""
+    """The turn's overrides from now on, as JSON ("": kept)."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,7 @@ def _pairs(found: list[Any]) -> dict[str, str]:
 
 
 def _expired(found: list[Any]) -> list[ExpiredTurn]:
-    return [ExpiredTurn(turn_id, response_id or None) for turn_id, response_id in found]
+    return [ExpiredTurn(turn_id, response_id or None, session_id or None) for turn_id, response_id, session_id in found]
 
 
 START_TURN = Script(
@@ -154,10 +167,14 @@ local t = key('turn', turn_id)
 if redis.call('EXISTS', t) == 1 then return {CONFLICT} end
 if status == IN_PROGRESS then
   if f[3] and f[3] ~= turn_id and runs(f[3]) then return {CONFLICT} end
+  if queued(session_id) then return {CONFLICT, QUEUED} end
   redis.call('HSET', s, 'running', turn_id)
+  redis.call('ZADD', global('leases'), lease, turn_id)
+elseif status == QUEUED then
   redis.call('ZADD', global('leases'), lease, turn_id)
 end
 local seq = next_seq(1)
+if status == QUEUED then redis.call('ZADD', key('session_queued', session_id), seq, turn_id) end
 redis.call('HSET', t, 'session_id', session_id, 'status', status, 'inputs', inputs, 'overrides', overrides,
   'started_at', started_at, 'infer_iters', 0, 'seq', seq)
 if agent_id ~= '' then redis.call('HSET', t, 'agent_id', agent_id) end
@@ -169,8 +186,11 @@ return history(session_id, turn_id, seq, true)
     values,
     {
         Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' of agent '{a.agent_id}' not found"),
-        Outcome.CONFLICT: lambda a, _: ConflictError(
-            f"session '{a.session_id}' already has a turn in progress; wait for it to finish"
+        Outcome.CONFLICT: lambda a, found: ConflictError(
+            f"session '{a.session_id}' has turns queued; send the turn with a multitask_strategy "
+            "to queue it behind them, or wait for them to finish"
+            if found
+            else f"session '{a.session_id}' already has a turn in progress; wait for it to finish"
         ),
     },
 )
@@ -183,11 +203,13 @@ CLAIM_RESUME = Script(
 local t = key('turn', turn_id)
 local f = redis.call('HMGET', t, 'session_id', 'status')
 if f[1] ~= session_id then return {NOT_FOUND} end
-if f[2] ~= AWAITING_INPUT then return {NOT_AWAITING, f[2]} end
+if f[2] ~= expected then return {NOT_AWAITING, f[2]} end
 local s = key('session', session_id)
 local running = redis.call('HGET', s, 'running')
 if running and running ~= turn_id and runs(running) then return {CONFLICT} end
 redis.call('HSET', t, 'status', IN_PROGRESS)
+if overrides ~= '' then redis.call('HSET', t, 'overrides', overrides) end
+redis.call('ZREM', key('session_queued', session_id), turn_id)
 redis.call('HSET', s, 'running', turn_id)
 redis.call('ZADD', global('leases'), lease, turn_id)
 return {OK, redis.call('HGETALL', t)}
@@ -196,7 +218,7 @@ return {OK, redis.call('HGETALL', t)}
     {
         Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' of session '{a.session_id}' not found"),
         Outcome.NOT_AWAITING: lambda a, found: ConflictError(
-            f"turn '{a.turn_id}' is not awaiting input (status: {found[0]}); nothing to resume"
+            f"turn '{a.turn_id}' is not {a.expected} (status: {found[0]}); nothing to run"
         ),
         Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already has a turn in progress"),
     },
@@ -249,7 +271,7 @@ FINISH_TURN = Script(
     """
 local t = key('turn', turn_id)
 local f = redis.call('HMGET', t, 'session_id', 'seq', 'status')
-if not f[1] or f[3] ~= IN_PROGRESS then return {OK} end
+if not f[1] or (f[3] ~= IN_PROGRESS and f[3] ~= QUEUED) then return {OK} end
 if step_id ~= '' then
   write_step(turn_id, step_id, pending, step)
   append_messages(turn_id, messages)
@@ -294,14 +316,14 @@ for _, tid in ipairs(redis.call('ZRANGEBYSCORE', leases, '-inf', '(' .. now)) do
   redis.call('ZREM', leases, tid)
   local t = key('turn', tid)
   local f = redis.call('HMGET', t, 'status', 'session_id', 'response_id')
-  if f[1] == IN_PROGRESS then
+  if f[1] == IN_PROGRESS or f[1] == QUEUED then
     redis.call('HSET', t, 'status', FAILED, 'error_code', code, 'error_message', message,
       'completed_at', completed_at)
     release(f[2], tid)
     if f[3] and redis.call('EXISTS', key('response', f[3])) == 1 then
       redis.call('HSET', key('response', f[3]), 'interrupted', message)
     end
-    failed[#failed + 1] = {tid, f[3] or ''}
+    failed[#failed + 1] = {tid, f[3] or '', f[2] or ''}
   end
 end
 return failed
@@ -318,4 +340,21 @@ return {OK}
 """,
     nothing,
     {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found")},
+)
+
+# Only a turn that does not run goes: a run still writing would find its turn gone midway.
+DELETE_TURN = Script(
+    TurnOfSession,
+    """
+local f = redis.call('HMGET', key('turn', turn_id), 'session_id', 'status')
+if f[1] ~= session_id then return {NOT_FOUND} end
+if f[2] == IN_PROGRESS then return {CONFLICT} end
+del_turn(turn_id)
+return {OK}
+""",
+    nothing,
+    {
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' of session '{a.session_id}' not found"),
+        Outcome.CONFLICT: lambda a, _: ConflictError(f"turn '{a.turn_id}' is running; it cannot be deleted"),
+    },
 )

@@ -18,7 +18,9 @@ from ferryman.errors import InvalidRequestError, NotFoundError
 from .base import ConversationRecord, ResponseRecord, StoredEvent
 from .page import Page
 from .redis_keys import (
+    CONV_RESPONSES,
     CONVERSATION,
+    CONVERSATIONS,
     ITEM_BODIES,
     ITEMS,
     RESPONSE,
@@ -91,6 +93,19 @@ class RedisResponses(RedisBase):
         if values[0] is None:
             raise NotFoundError(f"conversation '{conversation_id}' not found")
         return conversation_of(conversation_id, values)
+
+    async def list_conversations(self, after: str | None, limit: int, order: str) -> Page[ConversationRecord]:
+        """Conversations in creation order ``asc`` or ``desc``, after the conversation ``after``."""
+        ids = await self._ids(
+            self._keys.global_(CONVERSATIONS),
+            limit + 1,
+            after=after,
+            descending=order == "desc",
+            missing=NotFoundError(f"conversation '{after}' not found"),
+        )
+        rows = await self._records(self._keys.base(CONVERSATION), ids, _CONVERSATION_FIELDS)
+        found = [conversation_of(row[0], row[1:]) for row in rows]
+        return Page(found[:limit], len(found) > limit)
 
     async def update_conversation(self, conversation_id: str, metadata: dict[str, str]) -> ConversationRecord:
         """Replace a conversation's metadata and return the conversation."""
@@ -168,10 +183,15 @@ class RedisResponses(RedisBase):
             raise NotFoundError(f"response '{response_id}' not found")
         return response_of(values)
 
-    async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
-        """Responses in creation order ``asc`` or ``desc``, after the response ``after``."""
+    async def list_responses(
+        self, after: str | None, limit: int, order: str, conversation_id: str | None = None
+    ) -> Page[ResponseRecord]:
+        """Responses in creation order ``asc`` or ``desc`` (of one conversation, if given), after ``after``."""
+        index = self._keys.global_(RESPONSES)
+        if conversation_id is not None:
+            index = self._keys.of(CONV_RESPONSES, conversation_id)
         ids = await self._ids(
-            self._keys.global_(RESPONSES),
+            index,
             limit + 1,
             after=after,
             descending=order == "desc",

@@ -39,9 +39,11 @@ LIBRARY = (
     + """
 local function next_seq(count) return redis.call('INCRBY', global('seq'), count) end
 
+-- The turn no longer runs, nor waits in the session's queue.
 local function release(sid, tid)
   local s = key('session', sid)
   if redis.call('HGET', s, 'running') == tid then redis.call('HDEL', s, 'running') end
+  redis.call('ZREM', key('session_queued', sid), tid)
 end
 
 local function del_items(owner)
@@ -49,7 +51,10 @@ local function del_items(owner)
 end
 
 local function del_response(rid)
-  redis.call('DEL', key('response', rid), key('response_events', rid))
+  local r = key('response', rid)
+  local cid = redis.call('HGET', r, 'conversation_id')
+  if cid and cid ~= '' then redis.call('ZREM', key('conv_responses', cid), rid) end
+  redis.call('DEL', r, key('response_events', rid))
   redis.call('ZREM', global('responses'), rid)
   del_items(rid)
 end
@@ -72,7 +77,8 @@ local function del_conversation(cid)
   local c = key('conversation', cid)
   local sid = redis.call('HGET', c, 'session_id')
   if sid then redis.call('SREM', key('session_convs', sid), cid) end
-  redis.call('DEL', c)
+  redis.call('ZREM', global('conversations'), cid)
+  redis.call('DEL', c, key('conv_responses', cid))
   del_items(cid)
 end
 
@@ -82,7 +88,8 @@ local function del_session(sid)
   for _, cid in ipairs(redis.call('SMEMBERS', key('session_convs', sid))) do del_conversation(cid) end
   local agent = redis.call('HGET', s, 'agent_id')
   if agent then redis.call('ZREM', key('agent_sessions', agent), sid) end
-  redis.call('DEL', s, key('session_turns', sid), key('session_done', sid), key('session_convs', sid))
+  redis.call('DEL', s, key('session_turns', sid), key('session_done', sid), key('session_queued', sid),
+    key('session_convs', sid))
 end
 
 -- Each message JSON body gets a unique id for the decode cache.

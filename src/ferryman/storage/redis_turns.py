@@ -13,15 +13,29 @@ import json
 from datetime import datetime
 from typing import Any, cast
 
-from ferryman.api.agents import Step, Turn
+from ferryman.api.agents import Step, Turn, TurnStatus
 from ferryman.api.content import Message, TurnInputMessage
 from ferryman.errors import FailureCode, NotFoundError
 
 from . import codec
 from .base import ExpiredTurn, StepWrite, StoredEvent, TurnRecord, turn_from_record
-from .redis_keys import LEASES, PENDING, SESSION_TURNS, STEP_BODIES, STEPS, TURN, TURN_EVENTS, message_row, stored_event
+from .redis_keys import (
+    LEASES,
+    MESSAGES,
+    PENDING,
+    SESSION,
+    SESSION_QUEUED,
+    SESSION_TURNS,
+    STEP_BODIES,
+    STEPS,
+    TURN,
+    TURN_EVENTS,
+    message_row,
+    stored_event,
+)
 from .redis_lua_turns import (
     CLAIM_RESUME,
+    DELETE_TURN,
     FAIL_EXPIRED,
     FINISH_TURN,
     LOAD_HISTORY,
@@ -67,14 +81,28 @@ class RedisTurns(RedisBase):
         )
         return self._history(await self._run(START_TURN, start))
 
-    async def claim_resume(self, session_id: str, turn_id: str, lease_until: datetime) -> TurnRecord:
-        """Move an awaiting turn back to running, under a lease until ``lease_until``, and return it.
+    async def claim_resume(
+        self,
+        session_id: str,
+        turn_id: str,
+        lease_until: datetime,
+        expected: TurnStatus = "awaiting_input",
+        overrides: dict[str, Any] | None = None,
+    ) -> TurnRecord:
+        """Move an awaiting (or ``expected``) turn to running, under a lease until ``lease_until`` (with new
+        ``overrides``, if given), and return it.
 
         Raises:
             NotFoundError: no such turn in this session.
-            ConflictError: the turn is not awaiting input, or another turn of the session runs.
+            ConflictError: the turn is not ``expected``, or another turn of the session runs.
         """
-        claim = ClaimResume(session_id=session_id, turn_id=turn_id, lease=lease_score(lease_until))
+        claim = ClaimResume(
+            session_id=session_id,
+            turn_id=turn_id,
+            lease=lease_score(lease_until),
+            expected=expected,
+            overrides="" if overrides is None else json.dumps(overrides),
+        )
         record = turn_of(turn_id, await self._run(CLAIM_RESUME, claim))
         record.lease_until = lease_until
         return record
@@ -102,12 +130,39 @@ class RedisTurns(RedisBase):
         """
         await self._run(FINISH_TURN, finish_args(record, last))
 
+    async def delete_turn(self, session_id: str, turn_id: str) -> None:
+        """Delete a turn that does not run, with its steps, history messages, events and response.
+
+        Raises:
+            NotFoundError: no such turn in this session.
+            ConflictError: the turn is running.
+        """
+        await self._run(DELETE_TURN, TurnOfSession(session_id=session_id, turn_id=turn_id))
+
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
         """Return a turn's own columns or raise NotFoundError."""
         fields = cast(dict[str, str], await self._db.hgetall(self._keys.of(TURN, turn_id)))
         if fields.get("session_id") != session_id:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
         return turn_of(turn_id, fields)
+
+    async def session_queue(self, session_id: str) -> list[tuple[str, TurnStatus]]:
+        """The ids and statuses of the session's running and queued turns, oldest first."""
+        async with self._db.pipeline(transaction=True) as pipe:
+            pipe.hget(self._keys.of(SESSION, session_id), "running")
+            pipe.zrange(self._keys.of(SESSION_QUEUED, session_id), 0, -1)
+            running, waiting = await pipe.execute()
+        turn_ids = ([running] if running else []) + [turn_id for turn_id in waiting if turn_id != running]
+        async with self._db.pipeline(transaction=True) as pipe:
+            for turn_id in turn_ids:
+                pipe.hmget(self._keys.of(TURN, turn_id), "session_id", "status", "seq")
+            replies: list[list[str | None]] = await pipe.execute()
+        live = [
+            (int(seq), turn_id, cast(TurnStatus, status))
+            for turn_id, (owner, status, seq) in zip(turn_ids, replies, strict=True)
+            if owner == session_id and status in ("in_progress", "queued") and seq is not None
+        ]
+        return [(turn_id, status) for _, turn_id, status in sorted(live)]
 
     async def pending_step(self, turn_id: str) -> Step | None:
         """Return the tool-execution step a paused turn waits on (the latest pending one)."""
@@ -120,6 +175,21 @@ class RedisTurns(RedisBase):
     async def load_history(self, session_id: str, turn_id: str) -> list[Message]:
         """Messages of completed earlier turns, then this turn's own, each turn's kept together."""
         return self._history(await self._run(LOAD_HISTORY, TurnOfSession(session_id=session_id, turn_id=turn_id)))
+
+    async def turn_messages(self, session_id: str, turn_ids: list[str]) -> dict[str, list[Message]]:
+        """Each named turn's own history messages, in the order stored, in one transaction."""
+        if not turn_ids:
+            return {}
+        async with self._db.pipeline(transaction=True) as pipe:
+            for turn_id in turn_ids:
+                pipe.hget(self._keys.of(TURN, turn_id), "session_id")
+                pipe.lrange(self._keys.of(MESSAGES, turn_id), 0, -1)
+            replies: list[Any] = await pipe.execute()
+        owned: dict[str, list[Message]] = {}
+        for turn_id, owner, entries in zip(turn_ids, replies[::2], replies[1::2], strict=True):
+            if owner == session_id and entries:
+                owned[turn_id] = self._history(entries)
+        return owned
 
     async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
         """Full turns (with completed steps) of the given sessions, in the order they started."""

@@ -12,7 +12,8 @@ Versions: 1 stored stream events as whole SSE frames; 2 stores their JSON data.
 4 types principals: an owner's JSON gets its ``kind`` (``key:NAME`` was an API
 key, anything else a token's subject) and a subject's idempotency keys are
 renamed to its qualified name ``sub:ID``. 5 moves registered models, toolgroups,
-shields and API keys into the storage kernel's records (``redis_registry_upgrade``).
+shields and API keys into the storage kernel's records (``redis_registry_upgrade``). 6 indexes the
+conversations, and each one's responses, so that they can be listed (``redis_conversation_upgrade``).
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -30,15 +31,27 @@ from ferryman.errors import ConfigurationError
 from .codec import frame_data
 from .owners import legacy_principal, typed_owner
 from .redis_blocked_upgrade import withhold_blocked_text
+from .redis_conversation_upgrade import index_conversations
 from .redis_idempotency import record_id
-from .redis_keys import RESPONSE_EVENTS, SCHEMA, SCHEMA_LOCK, SEQ, TURN_EVENTS, Keys, event_member, stored_event
+from .redis_keys import (
+    CONVERSATION,
+    RESPONSE_EVENTS,
+    SCHEMA,
+    SCHEMA_LOCK,
+    SEQ,
+    TURN_EVENTS,
+    Keys,
+    event_member,
+    stored_event,
+)
 from .redis_registry_upgrade import move_registries
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
 _KERNEL_RECORDS = 5
+_CONVERSATION_INDEX = 6
 _OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -70,6 +83,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await _typed_principals(client, keys, lock)
         if found < _KERNEL_RECORDS:  # after the owners are typed; API keys draw no number: fresh or not
             await move_registries(client, keys, lock)
+        if found < _CONVERSATION_INDEX and not fresh:
+            await index_conversations(client, keys, lock, _escaped(keys.base(CONVERSATION)))
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ferryman.errors import UpstreamError
+from ferryman.errors import ContextLengthExceededError, UpstreamError
 from ferryman.inference.base import (
     ChatChunk,
     ChatRequest,
@@ -21,6 +21,7 @@ from ferryman.inference.base import (
     ToolCallChunk,
     Usage,
 )
+from ferryman.inference.context import ANSWER_TOKENS, estimate_prompt_tokens
 
 
 class ScriptedToolCall(BaseModel):
@@ -106,6 +107,8 @@ class Script:
         self.replies: deque[ScriptedReply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.unexpected: list[dict[str, Any]] = []
+        self.overflows: list[str] = []
+        """Prompts sent over the model's context by ferryman's own count (see :class:`ScriptedModel`)."""
         self.default_reply = default_reply
         self._gates: dict[str, asyncio.Event] = {}
         self._arrived = asyncio.Condition()
@@ -162,9 +165,11 @@ class Script:
         found = (
             [] if allow_unused else [f"unused reply: {r.model_dump_json(exclude_defaults=True)}" for r in self.replies]
         )
-        return found + [
-            f"unexpected call (no reply scripted): {json.dumps(r, default=str)[:500]}" for r in self.unexpected
-        ]
+        return (
+            found
+            + [f"unexpected call (no reply scripted): {json.dumps(r, default=str)[:500]}" for r in self.unexpected]
+            + [f"prompt over the context: {overflow}" for overflow in self.overflows]
+        )
 
     def check(self, allow_unused: bool = False) -> None:
         """Fail if replies are left (unless ``allow_unused``) or a call found nothing scripted.
@@ -181,6 +186,7 @@ class Script:
         self.replies.clear()
         self.requests.clear()
         self.unexpected.clear()
+        self.overflows.clear()
         self._gates.clear()
 
 
@@ -207,7 +213,13 @@ class Enqueuing:
 class ScriptedModel(Enqueuing):
     """An in-process inference provider that answers from a :class:`Script`.
 
-    ``context_length``, when given, is the context size its model list publishes for each model.
+    ``context_length``, when given, is the context size its model list publishes for each model, and the
+    model holds each prompt to it as a model server does: a prompt whose tokens (ferryman's estimate,
+    :func:`~ferryman.inference.context.estimate_prompt_tokens`, times ``token_ratio``) and the answer's room
+    (``max_tokens``, else ``ANSWER_TOKENS``) pass it is refused with a "context length exceeded" error. One
+    that passes it by ferryman's own count (ratio 1) is also kept in ``script.overflows``, which fails the
+    test (:meth:`Script.check`): ferryman sent a prompt it knew was too long. A ``token_ratio`` above 1
+    stands for a tokenizer that counts more than ferryman's estimate (its refusals fail no test).
 
     Example:
         >>> model = ScriptedModel()
@@ -220,11 +232,15 @@ class ScriptedModel(Enqueuing):
         model_ids: tuple[str, ...] = ("scripted-model",),
         script: Script | None = None,
         context_length: int | None = None,
+        token_ratio: float = 1.0,
     ) -> None:
         self.provider_id = provider_id
         self.model_ids = model_ids
         self.script = script or Script()
         self.context_length = context_length
+        self.token_ratio = token_ratio
+        self.refused: list[int] = []
+        """The counted tokens of each prompt refused as too long."""
 
     def enqueue(self, *replies: ScriptedReply) -> None:
         """Queue replies for the next requests."""
@@ -247,7 +263,8 @@ class ScriptedModel(Enqueuing):
         return [ModelInfo(model_id, context=context) for model_id in self.model_ids]
 
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        """Stream the next scripted reply."""
+        """Stream the next scripted reply (or refuse a prompt over the context, see the class's text)."""
+        self._hold_to_context(request)
         try:
             reply = await self.script.next_reply(record_request(request))
         except LookupError as exc:
@@ -262,6 +279,20 @@ class ScriptedModel(Enqueuing):
             yield ToolCallChunk(index=index, arguments=call.arguments_text())
         stop = {"length": "out_of_tokens", "tool_calls": "end_of_message"}.get(reply.finish_reason(), "end_of_turn")
         yield FinishChunk(stop_reason=stop, usage=Usage(10, len(reply.text.split())))  # type: ignore[arg-type]
+
+    def _hold_to_context(self, request: ChatRequest) -> None:
+        if self.context_length is None:
+            return
+        answer = request.sampling.max_tokens or ANSWER_TOKENS
+        estimated = estimate_prompt_tokens(request).tokens
+        counted = int(estimated * self.token_ratio)
+        if estimated + answer > self.context_length:
+            self.script.overflows.append(f"{estimated} + {answer} tokens for the answer > {self.context_length}")
+        if counted + answer > self.context_length:
+            self.refused.append(counted)
+            raise ContextLengthExceededError(
+                f"request ({counted + answer} tokens) exceeds the available context size ({self.context_length} tokens)"
+            )
 
     async def aclose(self) -> None:
         """Nothing to release."""

@@ -21,11 +21,14 @@ class ToolContext:
         turn_id: The turn, if any.
         provider_data: The request's provider data (per-request keys such as ``tavily_search_api_key``);
             a tool reads what it needs and never stores or logs it.
+        agent_id: The agent whose turn it is (None: a response, or no turn); its memory is what
+            ``builtin::memory`` edits.
     """
 
     session_id: str | None = None
     turn_id: str | None = None
     provider_data: dict[str, Any] = field(default_factory=dict)
+    agent_id: str | None = None
 
 
 NO_CONTEXT = ToolContext()

@@ -29,6 +29,7 @@ from .limits import (
     Name,
     RequiredId,
 )
+from .webhooks import WebhookUrl
 
 
 class ToolGroupWithArgs(BaseModel):
@@ -87,6 +88,18 @@ class _ToolSettings(BaseModel):
         return self
 
 
+class ContextManagement(BaseModel):
+    """How a session's history is kept within the model's context (a ferryman extension of the agent).
+
+    ``truncation`` (the default) drops the oldest messages from the prompt until it fits, ``compaction``
+    puts a summary in their place once the prompt passes ``compact_threshold`` tokens (or the context),
+    ``disabled`` refuses a turn whose prompt does not fit (``context_length_exceeded``).
+    """
+
+    strategy: Literal["truncation", "compaction", "disabled"] = "truncation"
+    compact_threshold: int | None = Field(default=None, ge=1, le=10_000_000)
+
+
 class AgentConfig(_ToolSettings):
     """Everything that defines an agent."""
 
@@ -101,6 +114,8 @@ class AgentConfig(_ToolSettings):
     """Shields that check a server tool call's arguments before it runs (a ferryman extension)."""
     tool_output_shields: ShieldIds | None = Field(default_factory=list)
     """Shields that check a server tool's result before the model reads it (a ferryman extension)."""
+    context_management: ContextManagement | None = None
+    """How the session's history is kept within the model's context (a ferryman extension; default truncation)."""
 
 
 class Agent(BaseModel):
@@ -133,6 +148,19 @@ class TokenUsage(BaseModel):
     output_tokens: int = 0
 
 
+class ContextNote(BaseModel):
+    """What an inference left out of its prompt to fit the model's context (a ferryman addition to the step)."""
+
+    strategy: Literal["truncation", "compaction"]
+    dropped_messages: int = 0
+    """The oldest history messages the model did not read."""
+    summarized_messages: int = 0
+    """The history messages a summary stood in for."""
+    prompt_tokens: int | None = None
+    """The prompt's tokens as counted (or estimated) once fitted."""
+    context_length: int | None = None
+
+
 class InferenceStep(_StepBase):
     """One call of the model."""
 
@@ -141,6 +169,8 @@ class InferenceStep(_StepBase):
     step_type: Literal["inference"] = "inference"
     model_response: CompletionMessage
     usage: TokenUsage | None = None
+    context_management: ContextNote | None = None
+    """What the prompt left out of the history to fit the model's context (None: nothing)."""
 
 
 class ToolExecutionStep(_StepBase):
@@ -173,7 +203,13 @@ Step = Annotated[
     Field(discriminator="step_type"),
 ]
 StepType = Literal["inference", "tool_execution", "shield_call", "memory_retrieval"]
-TurnStatus = Literal["in_progress", "awaiting_input", "completed", "failed"]
+TurnStatus = Literal["queued", "in_progress", "awaiting_input", "completed", "failed"]
+
+MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+"""What a new turn (or response) does while another runs in its session (or conversation): ``reject`` it
+with 409, ``enqueue`` it (it runs once those before it ended; ``queued`` until then), ``interrupt`` the
+running one (cancelled, its completed steps kept) and run once it stopped, or ``rollback`` (the running one
+is cancelled and deleted, as if never sent) (a ferryman extension)."""
 
 
 class TurnError(BaseModel):
@@ -355,9 +391,18 @@ class CreateSessionRequest(BaseModel):
 
 
 class SessionCreated(BaseModel):
-    """Answer to ``POST /agents/{id}/session``."""
+    """Answer to ``POST /agents/{id}/session`` (and to a session's fork)."""
 
     session_id: str
+
+
+class ForkSessionRequest(BaseModel):
+    """Body of ``POST /agents/{id}/session/{session_id}/fork`` (a ferryman extension)."""
+
+    turn_id: RequiredId
+    """The last turn the fork keeps: its history is the session's up to and including this turn."""
+    session_name: Name | None = None
+    """The fork's name (default: the original's)."""
 
 
 class CreateTurnRequest(BaseModel):
@@ -368,6 +413,11 @@ class CreateTurnRequest(BaseModel):
     documents: Annotated[list[Document], AtMost(MAX_DOCUMENTS)] | None = None
     toolgroups: ToolGroupRefs | None = None
     tool_config: ToolConfig | None = None
+    webhook: WebhookUrl | None = None
+    """Where the server posts ``turn.completed``, ``turn.failed`` or ``turn.awaiting_input`` when this run ends
+    (a ferryman extension; Standard Webhooks signatures)."""
+    multitask_strategy: MultitaskStrategy = "reject"
+    """What the turn does while another turn runs in the session (a ferryman extension)."""
 
 
 class ResumeTurnRequest(BaseModel):
@@ -377,3 +427,5 @@ class ResumeTurnRequest(BaseModel):
     approvals: Annotated[list[ApprovalDecision], AtMost(MAX_MESSAGES)] = Field(default_factory=list)
     """Decisions on the turn's approval requests (a ferryman extension)."""
     stream: bool | None = False
+    webhook: WebhookUrl | None = None
+    """Where the server posts the turn's state when this run of it ends (as :attr:`CreateTurnRequest.webhook`)."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag
 
+from .agents import MultitaskStrategy
 from .approvals import RequireApproval
 from .limits import (
     MAX_MESSAGE_CHARS,
@@ -21,6 +22,7 @@ from .limits import (
     RequiredId,
     TextAtMost,
 )
+from .webhooks import WebhookUrl
 
 
 class InputText(BaseModel):
@@ -206,6 +208,31 @@ class McpApprovalResponseItem(BaseModel):
     reason: MessageText | None = None
 
 
+class CompactionItem(BaseModel):
+    """What ``POST /v1/responses/compact`` made of a conversation: its summary, sealed by the server.
+
+    Given back in a later input, it stands in for the items it summarized. ``encrypted_content`` is opaque:
+    only the server that made it (with the same ``context.secret``) can read it.
+    """
+
+    type: Literal["compaction"] = "compaction"
+    id: Id | None = None
+    encrypted_content: Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS)]
+    created_by: str | None = None
+    _summary: str | None = PrivateAttr(default=None)
+
+    @property
+    def summary(self) -> str | None:
+        """The summary, once the server opened ``encrypted_content`` (never serialized)."""
+        return self._summary
+
+    def opened(self, summary: str) -> CompactionItem:
+        """A copy that holds ``summary``, what ``encrypted_content`` sealed."""
+        copy = self.model_copy()
+        copy._summary = summary
+        return copy
+
+
 HostedCallItem = FileSearchCallItem | McpCallItem | CodeInterpreterCallItem | WebSearchCallItem
 """An item of a call the server ran itself (a hosted tool's call)."""
 
@@ -219,7 +246,8 @@ Item = Annotated[
     | CodeInterpreterCallItem
     | WebSearchCallItem
     | McpApprovalRequestItem
-    | McpApprovalResponseItem,
+    | McpApprovalResponseItem
+    | CompactionItem,
     Field(discriminator="type"),
 ]
 
@@ -378,6 +406,34 @@ class GuardrailSpec(BaseModel):
     type: RequiredId
 
 
+class ContextManagementEntry(BaseModel):
+    """One way a response keeps its prompt within the model's context: compaction, the one there is."""
+
+    type: Literal["compaction"]
+    compact_threshold: int | None = Field(default=None, ge=1, le=10_000_000)
+
+
+class CompactRequest(BaseModel):
+    """Body of ``POST /v1/responses/compact``: a conversation, by its items, its previous response, or both."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: RequiredId
+    input: MessageText | ItemsInput | None = None
+    instructions: Instructions | None = None
+    previous_response_id: Id | None = None
+
+
+class CompactedResponse(BaseModel):
+    """The answer of ``POST /v1/responses/compact``: the user messages, then one ``compaction`` item."""
+
+    id: str
+    object: Literal["response.compaction"] = "response.compaction"
+    created_at: int
+    output: list[Item]
+    usage: Usage
+
+
 class CreateResponseRequest(BaseModel):
     """Body of ``POST /v1/responses``."""
 
@@ -403,6 +459,19 @@ class CreateResponseRequest(BaseModel):
     background: bool | None = False
     guardrails: Annotated[list[Id | GuardrailSpec], AtMost(MAX_SHIELDS)] | None = None
     """Llama Stack's guardrails: shields that check the input before the model and the answer before the client."""
+    truncation: Literal["disabled", "auto"] | None = None
+    """``auto``: the oldest items are left out of the prompt until it fits the model's context; ``disabled``
+    (the default): a prompt that does not fit is refused (400, ``context_length_exceeded``)."""
+    context_management: Annotated[list[ContextManagementEntry], AtMost(1)] | None = None
+    """``[{"type": "compaction", "compact_threshold": N}]``: past N prompt tokens, a summary made by the model
+    stands in for the oldest items (the rest of the chain reads it too)."""
+    webhook: WebhookUrl | None = None
+    """Where the server posts ``response.completed``, ``response.failed`` or ``response.cancelled`` when the
+    response ends (a ferryman extension; Standard Webhooks signatures)."""
+    multitask_strategy: MultitaskStrategy = "reject"
+    """What the response does while another response runs in its ``conversation`` (a ferryman extension):
+    ``reject`` (409), ``enqueue`` (``queued`` until those before it ended), ``interrupt`` the running one
+    (cancelled), or ``rollback`` (cancelled and deleted). Outside a conversation nothing else runs: it is unused."""
 
     def conversation_id(self) -> str | None:
         """The conversation's id, whichever form named it."""
@@ -501,6 +570,15 @@ class UpdateConversationRequest(BaseModel):
     metadata: Metadata
 
 
+class ForkConversationRequest(BaseModel):
+    """Body of ``POST /v1/conversations/{id}/fork`` (a ferryman extension)."""
+
+    item_id: RequiredId
+    """The last item the fork keeps: its items are the conversation's up to and including this one."""
+    metadata: Metadata | None = None
+    """The fork's metadata (default: the original's)."""
+
+
 class AddItemsRequest(BaseModel):
     """Body of ``POST /v1/conversations/{id}/items``."""
 
@@ -514,6 +592,16 @@ class Conversation(BaseModel):
     object: Literal["conversation"] = "conversation"
     created_at: int
     metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class ConversationList(BaseModel):
+    """A page of conversations (``GET /v1/conversations``, ferryman's own: OpenAI lists none)."""
+
+    object: Literal["list"] = "list"
+    data: list[Conversation]
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool = False
 
 
 class DeletedObject(BaseModel):

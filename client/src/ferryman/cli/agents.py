@@ -1,4 +1,4 @@
-"""``ferryman agents list|show|create|delete`` and ``ferryman sessions list|show``."""
+"""``ferryman agents list|show|create|delete`` and ``ferryman sessions list|show|fork``."""
 
 from __future__ import annotations
 
@@ -47,7 +47,15 @@ def add_sessions(sessions: argparse.ArgumentParser) -> None:
     session_show.add_argument("agent_id", help="the agent's id, or a prefix of it")
     session_show.add_argument("session_id", help="the session's id, or a prefix of it")
     session_show.set_defaults(handler=show_session)
-    for action in (session_list, session_show):
+    session_fork = session_actions.add_parser(
+        "fork", help="make a new session holding a session's turns up to and including one; print its id"
+    )
+    session_fork.add_argument("agent_id", help="the agent's id, or a prefix of it")
+    session_fork.add_argument("session_id", help="the session's id, or a prefix of it")
+    session_fork.add_argument("turn_id", help="the last turn the fork keeps (its id, or a prefix of it)")
+    session_fork.add_argument("--name", help="the fork's name (default: the original's)")
+    session_fork.set_defaults(handler=fork_session)
+    for action in (session_list, session_show, session_fork):
         remote.add_flags(action)
 
 
@@ -113,6 +121,15 @@ def show_session(client: Client, args: argparse.Namespace, out: Output) -> int:
         return 0
     out.fields((("session", session.session_id), ("name", session.session_name), ("started", when(session.started_at))))
     out.table(("turn", "status", "started", "steps", "answer"), _turn_rows(session), title="turns")
+    return 0
+
+
+def fork_session(client: Client, args: argparse.Namespace, out: Output) -> int:
+    """Fork a session at a turn and print the new session's id."""
+    agent_id, session_id = ids.agent_session(client, args.agent_id, args.session_id)
+    turn_id = ids.turn(client, agent_id, session_id, args.turn_id)
+    forked = client.agents.sessions.fork(agent_id, session_id, turn_id=turn_id, session_name=args.name)
+    out.result({"session_id": forked.session_id, "forked_from": session_id, "turn_id": turn_id}, forked.session_id)
     return 0
 
 

@@ -6,8 +6,9 @@ import argparse
 import sys
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, get_args
 
+from ferryman.api.agents import MultitaskStrategy
 from ferryman.client import APIConnectionError, Client, EventLogger
 from ferryman.client.events import AgentEvent, TurnAwaitingInput, TurnCompleted, TurnFailed, from_server
 
@@ -30,6 +31,14 @@ def add_arguments(chat: argparse.ArgumentParser) -> None:
     chat.add_argument("--toolgroup", action="append", default=[], help="a toolgroup of a new agent (repeatable)")
     chat.add_argument("--max-tokens", type=int, default=256)
     chat.add_argument(
+        "--multitask-strategy",
+        choices=get_args(MultitaskStrategy),
+        help="what each message's turn does while another runs in the session (default: the server's, reject)",
+    )
+    chat.add_argument(
+        "--webhook", metavar="URL", help="where the server posts each turn's end, signed (see docs/apis/webhooks.md)"
+    )
+    chat.add_argument(
         "--wait", type=float, default=0.0, metavar="SECONDS", help="seconds to wait for the server to come up"
     )
     remote.add_flags(chat, read_timeout=READ_TIMEOUT)
@@ -51,7 +60,7 @@ def run(client: Client, args: argparse.Namespace, out: Output) -> int:
     turns = []
     for text in messages:
         if text:
-            turns.append(_turn(client, agent_id, session_id, text, logger))
+            turns.append(_turn(client, agent_id, session_id, text, logger, args.multitask_strategy, args.webhook))
     if out.as_json:
         out.document({"agent_id": agent_id, "session_id": session_id, "turns": turns})
     failed = [turn["error"] for turn in turns if turn["status"] == "failed"]
@@ -60,12 +69,23 @@ def run(client: Client, args: argparse.Namespace, out: Output) -> int:
     return remote.EXIT_API_ERROR if failed else 0
 
 
-def _turn(client: Client, agent_id: str, session_id: str, text: str, logger: EventLogger | None) -> dict[str, Any]:
+def _turn(
+    client: Client,
+    agent_id: str,
+    session_id: str,
+    text: str,
+    logger: EventLogger | None,
+    strategy: MultitaskStrategy | None,
+    webhook: str | None,
+) -> dict[str, Any]:
     """Stream one turn through the event logger; its id, status and answer (or error)."""
     message = {"role": "user", "content": text}
     ended = {"code": "interrupted", "message": "the turn's stream ended before the turn did"}
     outcome: dict[str, Any] = {"turn_id": None, "status": "failed", "output": None, "error": ended}
-    with client.agents.turns.create(agent_id, session_id, messages=[message], stream=True) as stream:
+    stream = client.agents.turns.create(
+        agent_id, session_id, messages=[message], stream=True, multitask_strategy=strategy, webhook=webhook
+    )
+    with stream:
         for event in from_server(stream):
             if logger is not None:
                 logger.handle(event)

@@ -50,13 +50,19 @@ class Command:
 BUILTIN: Mapping[str, Command] = {
     "chat": Command("chat with an agent on a running server", "ferryman.cli.chat"),
     "agents": Command("list, show, create and delete agents", "ferryman.cli.agents", "add_agents"),
-    "sessions": Command("list and show an agent's sessions", "ferryman.cli.agents", "add_sessions"),
+    "sessions": Command("list, show and fork an agent's sessions", "ferryman.cli.agents", "add_sessions"),
+    "conversations": Command("list conversations, and fork one at one of its items", "ferryman.cli.conversations"),
+    "responses": Command("list stored responses; compact a conversation", "ferryman.cli.responses"),
     "turns": Command("show a turn's step timeline, or replay its events", "ferryman.cli.turns"),
     "models": Command("list, register and unregister a server's models (the server adds pull)", "ferryman.cli.models"),
     "files": Command("upload and list files", "ferryman.cli.files"),
     "vector-stores": Command("create, fill and search vector stores", "ferryman.cli.vector_stores"),
+    "memory": Command("list, show, set and delete an agent's memory blocks", "ferryman.cli.memory"),
     "usage": Command("show the tokens and turns used per agent, principal or model", "ferryman.cli.usage"),
     "audit": Command("list the audit records: creates, deletes and denials", "ferryman.cli.audit"),
+    "schedules": Command("create, list, pause, resume and delete cron schedules", "ferryman.cli.schedules"),
+    "approvals": Command("list the calls waiting for approval, and approve or deny them", "ferryman.cli.approvals"),
+    "webhooks": Command("list the events posted to runs' webhooks (the server adds secret)", "ferryman.cli.webhooks"),
 }
 """ferryman-client's commands, all on a running server, in the order ``ferryman --help`` lists them."""
 

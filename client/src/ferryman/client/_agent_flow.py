@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from ferryman.api.agents import (
     Document,
     InferenceStep,
+    MultitaskStrategy,
     StepCompletePayload,
     StepProgressPayload,
     StepStartPayload,
@@ -195,11 +196,16 @@ class AgentsFlow(TurnEnd):
         documents: list[Document] | None,
         stream: bool,
         client_tools: frozenset[str],
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> None:
-        """Prepare a turn of ``agent_id`` in ``session_id``, whose agent has the ``client_tools`` (their names)."""
+        """Prepare a turn of ``agent_id`` in ``session_id``, whose agent has the ``client_tools`` (their names);
+        ``multitask_strategy`` goes with the turn's create (None: the server's default), ``webhook`` with the
+        create and every resume (each is a run whose end the server posts)."""
         super().__init__()
         self._agent_id, self._session_id, self._stream = agent_id, session_id, stream
-        self._client_tools = client_tools
+        self._client_tools, self._multitask_strategy = client_tools, multitask_strategy
+        self._webhook = webhook
         self._messages, self._documents = messages, documents
         self._turn_id: str | None = None
         self._started = False
@@ -216,7 +222,9 @@ class AgentsFlow(TurnEnd):
         kwargs: dict[str, Any] = {"messages": self._messages, "stream": self._stream}
         if self._documents:
             kwargs["documents"] = self._documents
-        return ClientCall(("agents", "turns", "create"), {**self._where(), **kwargs})
+        if self._multitask_strategy is not None:
+            kwargs["multitask_strategy"] = self._multitask_strategy
+        return ClientCall(("agents", "turns", "create"), {**self._where(), **kwargs, **self._hook()})
 
     def on_event(self, data: Any) -> list[AgentEvent]:
         """Translate one Agents API stream event."""
@@ -291,7 +299,7 @@ class AgentsFlow(TurnEnd):
         self, responses: list[ToolResponse], decisions: list[ApprovalDecision]
     ) -> tuple[list[AgentEvent], ClientCall]:
         """``agents.turns.resume`` of the same turn with the results and decisions."""
-        kwargs = {"turn_id": self.result.turn_id, "tool_responses": responses, "approvals": decisions}
+        kwargs = {"turn_id": self.result.turn_id, "tool_responses": responses, "approvals": decisions, **self._hook()}
         return [], ClientCall(("agents", "turns", "resume"), {**self._where(), **kwargs, "stream": self._stream})
 
     def rejected(self, error: APIStatusError) -> list[AgentEvent]:
@@ -302,6 +310,9 @@ class AgentsFlow(TurnEnd):
 
     def _where(self) -> dict[str, Any]:
         return {"agent_id": self._agent_id, "session_id": self._session_id}
+
+    def _hook(self) -> dict[str, Any]:
+        return {} if self._webhook is None else {"webhook": self._webhook}
 
     def _turn_started(self, turn_id: str) -> list[AgentEvent]:
         self._turn_id = turn_id

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
-from ferryman.api.agents import AgentConfig, Document, ToolGroupWithArgs
+from ferryman.api.agents import AgentConfig, Document, MultitaskStrategy, ToolGroupWithArgs
 from ferryman.api.approvals import ApprovalDecision, ApprovalRequest, RequireApproval
 from ferryman.api.content import URL, ToolCall, ToolResponse, TurnInputMessage, UserMessage, content_to_text
 from ferryman.api.inference import JsonSchemaResponseFormat
@@ -134,15 +134,19 @@ class AgentSetup:
         messages: MessagesInput,
         documents: Sequence[Document | Mapping[str, Any]] | None,
         stream: bool,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> TurnFlow:
-        """The flow of one turn."""
+        """The flow of one turn (``multitask_strategy``: what it does while another runs in the session;
+        ``webhook``: where the server posts the end of each of its runs)."""
         typed = _MESSAGES.validate_python([UserMessage(content=messages)] if isinstance(messages, str) else messages)
         docs = _DOCUMENTS.validate_python(documents) if documents else None
         if self.api == "agents":
             assert agent_id is not None
             client_tools = frozenset(self.client_tools) | self.declared_tools
-            return AgentsFlow(agent_id, session_id, typed, docs, stream, client_tools)
-        return ResponsesFlow(session_id, self._response_request(), _input_items(typed, docs), stream)
+            return AgentsFlow(agent_id, session_id, typed, docs, stream, client_tools, multitask_strategy, webhook)
+        request, items = self._response_request(), _input_items(typed, docs)
+        return ResponsesFlow(session_id, request, items, stream, multitask_strategy, webhook)
 
     def tool_for(self, call: ToolCall) -> ClientTool | None:
         """The client tool a call names."""

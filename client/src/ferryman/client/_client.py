@@ -9,8 +9,10 @@ import httpx
 
 from ._transport import AsyncTransport, ClientOptions, RetryPolicy, SyncTransport
 from .resources.agents import Agents, AsyncAgents
+from .resources.approvals import Approvals, AsyncApprovals
 from .resources.audit import AsyncAudit, Audit
 from .resources.files import AsyncFiles, Files
+from .resources.memory import AsyncMemory, Memory
 from .resources.registry import (
     AsyncEmbeddings,
     AsyncModels,
@@ -30,8 +32,10 @@ from .resources.registry import (
     VectorDbs,
 )
 from .resources.responses import AsyncConversations, AsyncResponses, Conversations, Responses
+from .resources.schedules import AsyncSchedules, Schedules
 from .resources.usage import AsyncUsage, Usage
 from .resources.vector_stores import AsyncVectorStores, VectorStores
+from .resources.webhooks import AsyncWebhookDeliveries, WebhookDeliveries
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
@@ -84,7 +88,11 @@ class Client:
         self.moderations = Moderations(transport)
         self.embeddings = Embeddings(transport)
         self.usage = Usage(transport)
+        self.schedules = Schedules(transport)
+        self.memory = Memory(transport)
         self.audit = Audit(transport)
+        self.approvals = Approvals(transport)
+        self.webhook_deliveries = WebhookDeliveries(transport)
 
     @property
     def base_url(self) -> str:
@@ -144,7 +152,11 @@ class AsyncClient:
         self.moderations = AsyncModerations(transport)
         self.embeddings = AsyncEmbeddings(transport)
         self.usage = AsyncUsage(transport)
+        self.schedules = AsyncSchedules(transport)
+        self.memory = AsyncMemory(transport)
         self.audit = AsyncAudit(transport)
+        self.approvals = AsyncApprovals(transport)
+        self.webhook_deliveries = AsyncWebhookDeliveries(transport)
 
     @property
     def base_url(self) -> str:

@@ -15,7 +15,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from ferryman.api.agents import InferenceStep, Step, ToolExecutionStep
+from ferryman.api.agents import InferenceStep, MultitaskStrategy, Step, ToolExecutionStep
 from ferryman.api.approvals import ApprovalDecision, ApprovalRequest
 from ferryman.api.content import CompletionMessage, ToolCall, ToolResponse, content_to_text
 from ferryman.api.response_events import (
@@ -71,10 +71,21 @@ _HostedItem = FileSearchCallItem | McpCallItem | CodeInterpreterCallItem | WebSe
 class ResponsesFlow(TurnEnd):
     """A turn as responses in one conversation; ``request`` holds what every response of it repeats."""
 
-    def __init__(self, conversation_id: str, request: dict[str, Any], input_items: list[Any], stream: bool) -> None:
-        """Prepare a turn in ``conversation_id`` (``request``: model, instructions, tools and options)."""
+    def __init__(
+        self,
+        conversation_id: str,
+        request: dict[str, Any],
+        input_items: list[Any],
+        stream: bool,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
+    ) -> None:
+        """Prepare a turn in ``conversation_id`` (``request``: model, instructions, tools and options);
+        ``multitask_strategy`` goes with the turn's first response (None: the server's default), ``webhook``
+        with each of its responses (each is a run whose end the server posts)."""
         super().__init__()
         self._conversation, self._request, self._input, self._stream = conversation_id, request, input_items, stream
+        self._multitask_strategy, self._webhook = multitask_strategy, webhook
         self._turn_id: str | None = None
         self._steps: list[Step] = []
         self._open: _OpenInference | None = None
@@ -85,7 +96,10 @@ class ResponsesFlow(TurnEnd):
 
     def first_call(self) -> ClientCall:
         """``responses.create`` with the turn's input."""
-        return self._create(self._input)
+        call = self._create(self._input)
+        if self._multitask_strategy is not None:  # the later responses of the turn follow it: nothing runs then
+            call.kwargs["multitask_strategy"] = self._multitask_strategy
+        return call
 
     def on_event(self, data: Any) -> list[AgentEvent]:
         """Translate one Responses API stream event."""
@@ -178,6 +192,8 @@ class ResponsesFlow(TurnEnd):
 
     def _create(self, input_items: list[Any]) -> ClientCall:
         kwargs = {**self._request, "input": input_items, "conversation": self._conversation, "stream": self._stream}
+        if self._webhook is not None:
+            kwargs["webhook"] = self._webhook
         return ClientCall(("responses", "create"), kwargs)
 
     def _item_added(self, item: Item) -> list[AgentEvent]:

@@ -24,7 +24,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Self, overload
 
-from ferryman.api.agents import Document, Turn
+from ferryman.api.agents import Document, MultitaskStrategy, Turn
 from ferryman.api.approvals import ApprovalDecision, ApprovalRequest
 from ferryman.api.content import ToolCall, ToolResponse
 from ferryman.api.responses import Response
@@ -126,12 +126,14 @@ class Agent:
     def create_turn(
         self, messages: MessagesInput, session_id: str | None = None, *, stream: Literal[True] = True,
         documents: Sequence[Document | Mapping[str, Any]] | None = None,
+        multitask_strategy: MultitaskStrategy | None = None, webhook: str | None = None,
     ) -> Iterator[AgentEvent]: ...  # fmt: skip
 
     @overload
     def create_turn(
         self, messages: MessagesInput, session_id: str | None = None, *, stream: Literal[False],
         documents: Sequence[Document | Mapping[str, Any]] | None = None,
+        multitask_strategy: MultitaskStrategy | None = None, webhook: str | None = None,
     ) -> Turn | Response: ...  # fmt: skip
 
     def create_turn(
@@ -141,6 +143,8 @@ class Agent:
         *,
         stream: bool = True,
         documents: Sequence[Document | Mapping[str, Any]] | None = None,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> Iterator[AgentEvent] | Turn | Response:
         """Run a turn to its end, running client tools and resuming the same turn as often as it asks.
 
@@ -149,6 +153,12 @@ class Agent:
             session_id: The session; the last one this agent opened by default.
             stream: Yield the turn's events as they happen; otherwise return its final object.
             documents: Documents given to the model with the messages.
+            multitask_strategy: What the turn does while another runs in the session (``reject``, the server's
+                default; ``enqueue``, ``interrupt``, ``rollback``); with ``api="responses"`` it goes with the
+                turn's first response.
+            webhook: An ``http(s)`` URL the server posts a signed event to when each run of the turn ends: its
+                create and every resume (``turn.*`` events), or with ``api="responses"`` each response
+                (``response.*`` events).
 
         Returns:
             The events (``stream=True``); else the finished ``Turn`` (Agents API) or last ``Response``.
@@ -156,7 +166,10 @@ class Agent:
         Raises:
             TurnFailedError: The turn failed (streamed: once the iteration goes on past its ``TurnFailed`` event).
         """
-        events = self._turn(messages, _session_of(self.sessions, session_id), documents, stream)
+        session = _session_of(self.sessions, session_id)
+        events = self._turn(
+            messages, session, documents, stream, multitask_strategy=multitask_strategy, webhook=webhook
+        )
         if stream:
             return events
         last: AgentEvent | None = None
@@ -170,9 +183,13 @@ class Agent:
         session_id: str,
         documents: Sequence[Document | Mapping[str, Any]] | None,
         stream: bool,
+        *,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> Iterator[AgentEvent]:
         """The events of one turn, the last a ``TurnCompleted`` (what a subclass changes of a turn)."""
-        return self._drive(self.setup.flow(self.agent_id, session_id, messages, documents, stream), stream)
+        flow = self.setup.flow(self.agent_id, session_id, messages, documents, stream, multitask_strategy, webhook)
+        return self._drive(flow, stream)
 
     def _drive(self, flow: TurnFlow, stream: bool) -> Iterator[AgentEvent]:
         call = flow.first_call()
@@ -269,12 +286,14 @@ class AsyncAgent:
     async def create_turn(
         self, messages: MessagesInput, session_id: str | None = None, *, stream: Literal[True] = True,
         documents: Sequence[Document | Mapping[str, Any]] | None = None,
+        multitask_strategy: MultitaskStrategy | None = None, webhook: str | None = None,
     ) -> AsyncIterator[AgentEvent]: ...  # fmt: skip
 
     @overload
     async def create_turn(
         self, messages: MessagesInput, session_id: str | None = None, *, stream: Literal[False],
         documents: Sequence[Document | Mapping[str, Any]] | None = None,
+        multitask_strategy: MultitaskStrategy | None = None, webhook: str | None = None,
     ) -> Turn | Response: ...  # fmt: skip
 
     async def create_turn(
@@ -284,6 +303,8 @@ class AsyncAgent:
         *,
         stream: bool = True,
         documents: Sequence[Document | Mapping[str, Any]] | None = None,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> AsyncIterator[AgentEvent] | Turn | Response:
         """Run a turn to its end (see :meth:`Agent.create_turn`); ``async for`` over the awaited events.
 
@@ -291,7 +312,10 @@ class AsyncAgent:
             TurnFailedError: The turn failed (streamed: once the iteration goes on past its ``TurnFailed`` event).
         """
         await self.initialize()
-        events = self._turn(messages, _session_of(self.sessions, session_id), documents, stream)
+        session = _session_of(self.sessions, session_id)
+        events = self._turn(
+            messages, session, documents, stream, multitask_strategy=multitask_strategy, webhook=webhook
+        )
         if stream:
             return events
         last: AgentEvent | None = None
@@ -305,9 +329,13 @@ class AsyncAgent:
         session_id: str,
         documents: Sequence[Document | Mapping[str, Any]] | None,
         stream: bool,
+        *,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """The events of one turn, the last a ``TurnCompleted`` (what a subclass changes of a turn)."""
-        return self._drive(self.setup.flow(self.agent_id, session_id, messages, documents, stream), stream)
+        flow = self.setup.flow(self.agent_id, session_id, messages, documents, stream, multitask_strategy, webhook)
+        return self._drive(flow, stream)
 
     async def _drive(self, flow: TurnFlow, stream: bool) -> AsyncIterator[AgentEvent]:
         call = flow.first_call()

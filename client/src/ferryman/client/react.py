@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
-from ferryman.api.agents import Document
+from ferryman.api.agents import Document, MultitaskStrategy
 
 from ._agent_setup import Api, ApprovalCallback, MessagesInput
 from ._client import AsyncClient, Client
@@ -161,8 +161,11 @@ class ReActAgent(Agent):
         session_id: str,
         documents: Sequence[Document | Mapping[str, Any]] | None,
         stream: bool,
+        *,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> Iterator[AgentEvent]:
-        return self._loop(self.react.loop(messages), session_id, documents, stream)
+        return self._loop(self.react.loop(messages), session_id, documents, stream, multitask_strategy, webhook)
 
     def _loop(
         self,
@@ -170,11 +173,16 @@ class ReActAgent(Agent):
         session_id: str,
         documents: Sequence[Document | Mapping[str, Any]] | None,
         stream: bool,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> Iterator[AgentEvent]:
         while (message := loop.next_message()) is not None:
-            for event in super()._turn(message, session_id, documents, stream):
+            turn = super()._turn(
+                message, session_id, documents, stream, multitask_strategy=multitask_strategy, webhook=webhook
+            )
+            for event in turn:
                 yield from loop.on_event(event)
-            documents = None  # given with the task only
+            documents = multitask_strategy = None  # given with the task only; the webhook gets every turn's end
             if loop.action is not None:
                 tool = loop.tool_for(loop.action)
                 yield from loop.observe(tool.run(loop.action) if tool else loop.unknown_tool(loop.action))
@@ -251,8 +259,11 @@ class AsyncReActAgent(AsyncAgent):
         session_id: str,
         documents: Sequence[Document | Mapping[str, Any]] | None,
         stream: bool,
+        *,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> AsyncIterator[AgentEvent]:
-        return self._loop(self.react.loop(messages), session_id, documents, stream)
+        return self._loop(self.react.loop(messages), session_id, documents, stream, multitask_strategy, webhook)
 
     async def _loop(
         self,
@@ -260,12 +271,17 @@ class AsyncReActAgent(AsyncAgent):
         session_id: str,
         documents: Sequence[Document | Mapping[str, Any]] | None,
         stream: bool,
+        multitask_strategy: MultitaskStrategy | None = None,
+        webhook: str | None = None,
     ) -> AsyncIterator[AgentEvent]:
         while (message := loop.next_message()) is not None:
-            async for event in super()._turn(message, session_id, documents, stream):
+            turn = super()._turn(
+                message, session_id, documents, stream, multitask_strategy=multitask_strategy, webhook=webhook
+            )
+            async for event in turn:
                 for shown in loop.on_event(event):
                     yield shown
-            documents = None  # given with the task only
+            documents = multitask_strategy = None  # given with the task only; the webhook gets every turn's end
             if loop.action is not None:
                 tool = loop.tool_for(loop.action)
                 response = await tool.arun(loop.action) if tool else loop.unknown_tool(loop.action)

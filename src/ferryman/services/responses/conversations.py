@@ -10,6 +10,7 @@ from ferryman.api.responses import Conversation, CreateConversationRequest, Item
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ConversationRecord, Page, SessionRecord, Store
 
+from ..forks import fork_conversation
 from .included import shown_items
 from .items import with_ids
 
@@ -42,9 +43,18 @@ class ConversationService:
         await self._store.create_conversation(record, with_ids(list(request.items)))
         return _wire(record)
 
+    async def fork(self, conversation_id: str, item_id: str, metadata: dict[str, str] | None) -> Conversation:
+        """A new conversation whose items are the conversation's up to and including ``item_id``."""
+        return _wire(await fork_conversation(self._store, conversation_id, item_id, metadata))
+
     async def get(self, conversation_id: str) -> Conversation:
         """One conversation."""
         return _wire(await self._store.get_conversation(conversation_id))
+
+    async def listing(self, after: str | None, limit: int, order: str) -> Page[Conversation]:
+        """A page of the conversations the caller may read, as ``get`` shows each."""
+        page = await self._store.list_conversations(after, limit, order)
+        return Page([_wire(record) for record in page.items], page.has_more)
 
     async def update(self, conversation_id: str, metadata: dict[str, str]) -> Conversation:
         """Replace a conversation's metadata."""

@@ -15,6 +15,7 @@ _PREFIX = {
     "mcp_call": "mcp",
     "code_interpreter_call": "ci",
     "web_search_call": "ws",
+    "compaction": "cmp",
 }
 
 

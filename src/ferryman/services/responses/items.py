@@ -18,6 +18,7 @@ from ferryman.api.content import (
     UserMessage,
 )
 from ferryman.api.responses import (
+    CompactionItem,
     ContentPart,
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -123,6 +124,12 @@ def _converted(items: list[Item]) -> tuple[list[Message], list[int | None]]:
             messages.append(ToolResponseMessage(call_id=item.call_id, content=item.output))
         elif isinstance(item, FunctionCallItem):
             _append_call(messages, _function_call(item))
+        elif isinstance(item, CompactionItem):
+            # What it summarized stands in the conversation as the summary; the item's own text is sealed.
+            if item.summary is not None:
+                messages.append(compacted_message(item.summary))
+            positions.append(None)
+            continue
         else:
             if (replay := replayed(item)) is not None:
                 _append_call(messages, replay.call)
@@ -131,6 +138,14 @@ def _converted(items: list[Item]) -> tuple[list[Message], list[int | None]]:
             continue
         positions.append(len(messages) - 1)
     return messages, positions
+
+
+COMPACTED_HEADER = "[Summary of the conversation before this point]"
+
+
+def compacted_message(summary: str) -> CompletionMessage:
+    """A ``compaction`` item as the model reads it: the summary, said by the assistant."""
+    return CompletionMessage(content=f"{COMPACTED_HEADER}\n{summary}", stop_reason="end_of_turn", tool_calls=[])
 
 
 def _function_call(item: FunctionCallItem) -> ToolCall:

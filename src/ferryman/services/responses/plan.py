@@ -7,6 +7,7 @@ from typing import Any
 from ferryman.api.content import ToolDef
 from ferryman.api.inference import JsonSchemaResponseFormat
 from ferryman.api.responses import CreateResponseRequest, FunctionTool, TextConfig
+from ferryman.engine.context_fit import ContextPolicy
 from ferryman.engine.plan import TurnPlan
 from ferryman.engine.unlisted import UnlistedTools
 from ferryman.inference.base import Sampling
@@ -82,4 +83,13 @@ def response_plan(
         client_tools_end_turn=True,
         approval_required=held,
         unlisted=unlisted,
+        context=context_policy(request),
     )
+
+
+def context_policy(request: CreateResponseRequest) -> ContextPolicy:
+    """How a response keeps its prompt within the context: ``context_management``'s compaction, else
+    ``truncation`` (``auto``: drop the oldest items; ``disabled``, the default: refuse)."""
+    for entry in request.context_management or []:
+        return ContextPolicy("compaction", entry.compact_threshold)
+    return ContextPolicy("truncation" if request.truncation == "auto" else "disabled")

@@ -10,9 +10,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ferryman.api.agents import TurnError
+from ferryman.api.agents import MultitaskStrategy, TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import (
+    CompactedResponse,
+    CompactRequest,
     ConversationRef,
     CreateResponseRequest,
     Item,
@@ -20,14 +22,25 @@ from ferryman.api.responses import (
     McpTool,
     Response,
     TextConfig,
+    Usage,
 )
+from ferryman.context_settings import ContextSettings
 from ferryman.coordination.base import CancelTurns, RecordDeleted
 from ferryman.engine.approvals import Ruling
 from ferryman.engine.channel import LiveRun
+from ferryman.engine.context_fit import minimal_fit
 from ferryman.engine.events import Emit
 from ferryman.engine.state import TurnState
+from ferryman.engine.summary import summarize
 from ferryman.engine.tracing import ended_if_refused, start_turn_span
-from ferryman.errors import ConflictError, ConversationLockedError, FailureCode, InvalidRequestError, NotFoundError
+from ferryman.errors import (
+    ConflictError,
+    ConversationLockedError,
+    FailureCode,
+    FerrymanError,
+    InvalidRequestError,
+    NotFoundError,
+)
 from ferryman.ids import new_id, utcnow
 from ferryman.inference.context import check_context
 from ferryman.inference.router import ModelRouter
@@ -35,17 +48,22 @@ from ferryman.logs import log_fields
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.owned import authorize
+from ferryman.webhooks.outbox import ArmedRun
 
+from ..approval_holds import ApprovalHolds
 from ..host import TurnHost
 from ..leases import ABANDONED
 from ..run_metrics import RunMetrics
 from ..usage import RunUsage
+from ..webhooks import RESPONSE_EVENTS, keep_webhook, stored_webhook
 from .approvals import has_answers, rule_answers
+from .compaction import Sealing, compacted, user_messages
 from .guardrails import resolve_guardrails
 from .history import HistoryCache
 from .hosted.table import HostedTools
 from .included import shown_events, shown_items, shown_response
 from .items import input_items, items_to_messages, with_ids
+from .multitask import ConversationQueue
 from .paused import paused_response_span
 from .plan import response_plan
 from .redaction import InputItems
@@ -75,6 +93,8 @@ class ResponsesService:
         cache: Finished responses' histories, so that chains are not re-read.
         hosted: The hosted tools offered (``file_search``, ``mcp``, ``code_interpreter``, ``web_search``).
         shields: The shields ``guardrails`` may name (None: none).
+        holds: The approval inbox, told of the requests responses end with and of those answered (None: no inbox).
+        context: Compaction's key and summary model (``context:`` in the config; default: a generated key).
     """
 
     def __init__(
@@ -84,6 +104,8 @@ class ResponsesService:
         cache: HistoryCache,
         hosted: HostedTools,
         shields: ShieldRegistry | None = None,
+        holds: ApprovalHolds | None = None,
+        context: ContextSettings | None = None,
     ) -> None:
         self._host = host
         self._store = host.store
@@ -95,16 +117,31 @@ class ResponsesService:
         self._hosted = hosted
         self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
         self._shields = shields or ShieldRegistry()
+        self._holds = holds
+        context = context or ContextSettings()
+        self._sealing = Sealing(context.key(), self._store.kernel)
+        self._queue = ConversationQueue(host, self._sealing, _stream)
+        self._summary_model = context.summary_model
         host.on_abandoned(lambda turn: turn.response_id is not None, self._close_abandoned)
+        if host.webhooks is not None:
+            host.webhooks.recoverers["response"] = self._recover_end
 
-    async def create(self, request: CreateResponseRequest, provider_data: dict[str, Any] | None) -> LiveResponse:
-        """Start a response; it runs in the background whatever the caller does next."""
+    async def create(
+        self, request: CreateResponseRequest, provider_data: dict[str, Any] | None, continued: bool = False
+    ) -> LiveResponse:
+        """Start a response; it runs in the background whatever the caller does next.
+
+        ``continued``: the server continues a response itself (the approval inbox), with the webhook of the
+        response it continues, checked when that response's request named it (and again at every attempt).
+        """
         _validate(request)
         self._hosted.validate(request)
         await self._hosted.check(request)
+        if not continued:
+            await self._host.check_webhook(request.webhook)
         await self._models.route(request.model)
         guardrails = await resolve_guardrails(request, self._shields)
-        items = with_ids(input_items(request.input))
+        items = await self._sealing.opened(with_ids(input_items(request.input)))
         if not items:
             raise InvalidRequestError("input must hold at least one item", "input")
         turn_id = new_id()
@@ -132,17 +169,23 @@ class ResponsesService:
                 guardrails,
                 tuple(binding.unlisted),
             )
-            await check_context(self._models, plan.chat_request([*prior, *new_messages]))
+            if plan.context.strategy == "disabled":
+                await check_context(self._models, plan.chat_request([*prior, *new_messages]))
+            else:  # only what no strategy leaves out must fit
+                await minimal_fit(self._models, plan.chat_request, [*prior, *new_messages])
             if new_session is not None:
                 await self._store.create_session(new_session)
             response_id = f"resp_{uuid.uuid4().hex}"
+            # In a conversation, a response sent with a strategy other than reject waits its turn (multitask.py).
+            queued = conversation_id is not None and request.multitask_strategy != "reject"
             turn = TurnRecord(
                 turn_id=turn_id,
                 session_id=session_id,
                 agent_id=None,
-                status="in_progress",
+                status="queued" if queued else "in_progress",
                 input_messages=[m for m in new_messages if isinstance(m, UserMessage | ToolResponseMessage)],
                 started_at=utcnow(),
+                overrides=keep_webhook({}, request.webhook, response_id),
                 lease_until=self._leases.until(),
             )
             resumes = await paused_response_span(self._store, request, items)
@@ -150,9 +193,11 @@ class ResponsesService:
                 turn, "responses", conversation_id or session_id, response_id=response_id, resumes=resumes
             )
             with ended_if_refused(span):
+                if queued:  # one that would stop a response the caller may not stop is refused first
+                    await self._queue.check(session_id, request.multitask_strategy)
                 await self._start_turn(turn, new_messages, conversation_id)
                 record = ResponseRecord(
-                    response=_initial(response_id, request, conversation_id),
+                    response=_initial(response_id, request, conversation_id, queued),
                     turn_id=turn.turn_id,
                     session_id=session_id,
                     conversation_id=conversation_id,
@@ -168,6 +213,9 @@ class ResponsesService:
                     turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
                     await asyncio.shield(self._store.finish_turn(turn))
                     raise
+                if ruled is not None and self._holds is not None:
+                    answered = [call.call_id for call in ruled.approved] + [call.call_id for call, _ in ruled.denied]
+                    await self._holds.requests_answered(answered)
                 copies = InputItems(self._store, response_id, items)
                 state = TurnState(
                     turn,
@@ -189,7 +237,16 @@ class ResponsesService:
                 decided = len(ruled.approved) + len(ruled.denied) if ruled else 0
                 with log_fields(response_id=response_id):  # what the run logs names the response too
                     return self._launch(
-                        record, state, items, encoder, request.store is not False, RunMetrics("responses", decided)
+                        record,
+                        state,
+                        items,
+                        encoder,
+                        request.store is not False,
+                        RunMetrics("responses", decided),
+                        request.webhook,
+                        (request.multitask_strategy, conversation_id, new_messages)
+                        if queued and conversation_id is not None
+                        else None,
                     )
 
     async def _context(
@@ -199,7 +256,7 @@ class ResponsesService:
         the session to store once the response is accepted (outside a conversation: its own)."""
         if conversation_id is not None:
             conversation = await self._store.get_conversation(conversation_id)
-            items = await self._store.all_items(conversation_id)
+            items = await self._sealing.opened(await self._store.all_items(conversation_id))
             return items_to_messages(items), conversation.session_id, items, None
         prior: list[Message] = []
         if request.previous_response_id:
@@ -267,14 +324,25 @@ class ResponsesService:
         encoder: ResponseEncoder,
         store: bool,
         counted: RunMetrics,
+        webhook: str | None = None,
+        waits: tuple[MultitaskStrategy, str, list[Message]] | None = None,
     ) -> LiveResponse:
+        """Run the response in the background (``waits``: first wait its turn in this conversation, with these
+        new messages)."""
         response_id = record.response.id
 
         async def settle(events: list[str]) -> None:
             response = encoder.response
             done = response.status in ("completed", "incomplete")
             conversation_items = [*items, *response.output] if done else []
+            if done and store and self._holds is not None:
+                # Held before the response is stored as done: no client can answer its requests before then.
+                await self._hold(response, record.session_id)
             await self._store.finish_response(record, events, conversation_items)
+            if webhook is not None:
+                shown = shown_response(response.model_copy(deep=True), None).model_dump(mode="json")
+                event, owner = RESPONSE_EVENTS.get(response.status), ("response", response_id)
+                await self._host.notify(webhook, response_id, response_id, event, shown, owner)
             if done and store:
                 self._cache.put(response_id, state.history, record.previous_response_id)
             if not store:
@@ -282,20 +350,58 @@ class ResponsesService:
                 await self._session_ended(record)
 
         async def run(emit: Emit) -> Response:
+            if waits is not None and not await self._queue.take_turn(state, *waits, emit):
+                return encoder.response
             await self._engine.run(state, emit)
             return encoder.response
 
+        armed = ArmedRun(kind="response", run_id=response_id, run_key=response_id)
         return self._host.launch(
             state.record.turn_id,
             _stream(response_id),
-            run,
+            run if webhook is None else self._host.armed(run, armed),
             encoder.encode,
             settle,
-            (response_id, record.session_id),
+            (response_id, record.session_id, state.record.turn_id),  # the turn's id: what interrupts it
             subject=ResponseRun(record, encoder),
             counted=counted,
             metered=RunUsage("responses", response_id, 0, state.plan.model, None, record.conversation_id),
         )
+
+    async def _hold(self, response: Response, session_id: str) -> None:
+        """Put the approval requests a finished response ended with in the inbox."""
+        assert self._holds is not None
+        try:
+            await self._holds.hold_response(response, session_id)
+        except FerrymanError as exc:  # the response ends all the same; its requests are in its output
+            log.warning("approval requests of response %s not in the inbox: %s", response.id, exc.message)
+        except Exception:  # held before the response is stored as done: never keep it from being stored
+            log.exception("approval requests of response %s not in the inbox", response.id)
+
+    async def compact(self, request: CompactRequest, provider_data: dict[str, Any] | None) -> CompactedResponse:
+        """Summarize a conversation (its input items, after its previous response's, if named) into a
+        ``compaction`` item, which a later input gives in place of what it summarized (``compaction.py``).
+
+        The summary is made by ``context.summary_model``, else the request's model, within that model's context.
+        """
+        await self._models.route(request.model)
+        items = await self._sealing.opened(with_ids(input_items(request.input or "")))
+        earlier: list[Item] = []
+        history: list[Message] = []
+        if request.previous_response_id:
+            history = await self._chain(request.previous_response_id)
+            earlier = await self._chain_items(request.previous_response_id)
+        history = [*history, *items_to_messages(items)]
+        if not history:
+            raise InvalidRequestError("nothing to compact: give input, previous_response_id, or both", "input")
+        made = await summarize(self._models, self._summary_model or request.model, history, provider_data)
+        used = made.usage
+        usage = Usage(
+            input_tokens=used.input_tokens if used else 0,
+            output_tokens=used.output_tokens if used else 0,
+            total_tokens=used.input_tokens + used.output_tokens if used else 0,
+        )
+        return compacted(user_messages([*earlier, *items]), await self._sealing.seal(made.text), usage)
 
     def _live(self, response_id: str) -> LiveResponse | None:
         return self._host.live(_stream(response_id))
@@ -344,14 +450,16 @@ class ResponsesService:
                 record = await self._store.get_response(response_id)
                 if record.response.status not in _RUNNING:
                     return False
-                return (await self._store.get_turn_record(record.session_id, record.turn_id)).status == "in_progress"
+                turn = await self._store.get_turn_record(record.session_id, record.turn_id)
+                return turn.status in ("in_progress", "queued")
             except NotFoundError:  # deleted while followed: its stream just ends
                 return False
 
         return await self._host.events(_stream(response_id), after, stored_after, is_running)
 
     async def _close_abandoned(self, turn: ExpiredTurn) -> None:
-        """Store what a dead replica streamed of a response, ending the stream with ``response.failed``."""
+        """Store what a dead replica streamed of a response, ending the stream with ``response.failed``, and
+        queue the failure for the webhook its request named (the dead replica's task never will)."""
         assert turn.response_id is not None
         record = await self._store.get_response(turn.response_id)
         encoder = ResponseEncoder(record.response, set())
@@ -362,8 +470,37 @@ class ResponsesService:
         async def save(events: list[str]) -> None:
             await self._store.finish_response(record, events, [])
 
-        # Responses store their events when they end: none is stored yet.
-        await self._host.close_abandoned(_stream(turn.response_id), 0, failure, save)
+        try:
+            # Responses store their events when they end: none is stored yet.
+            await self._host.close_abandoned(_stream(turn.response_id), 0, failure, save)
+        finally:  # failed in storage, whatever became of its stream
+            await self._queue_abandoned(record)
+
+    async def _recover_end(self, run: ArmedRun) -> bool:
+        """Queue the end of an armed response that ended without queueing it; False while it goes on."""
+        try:
+            record = await self._store.get_response(run.run_id)
+        except NotFoundError:  # deleted: nothing is left to tell
+            return True
+        if record.response.status in _RUNNING:
+            return False
+        await self._queue_abandoned(record)
+        return True
+
+    async def _queue_abandoned(self, record: ResponseRecord) -> None:
+        """Queue the failure of a response a dead replica left for the webhook its request named, if any."""
+        response_id = record.response.id
+        try:
+            hook = await stored_webhook(self._store, record.session_id, record.turn_id)
+            if hook is None:
+                return
+            response = (await self._store.get_response(response_id)).response
+        except FerrymanError as exc:  # deleted meanwhile: nothing is left to tell
+            log.warning("the webhook of response %s was not queued: %s", response_id, exc.message)
+            return
+        shown = shown_response(response, None).model_dump(mode="json")
+        event = RESPONSE_EVENTS.get(response.status)
+        await self._host.notify(hook.url, hook.run_key, response_id, event, shown, ("response", response_id))
 
     async def _stop_elsewhere(self, record: ResponseRecord, reason: str) -> None:
         """Ask the replica running a response to cancel it, and wait until it stored the outcome."""
@@ -397,7 +534,11 @@ class ResponsesService:
         else:
             await self._stop_elsewhere(stored, "the response was deleted")
         await self._store.delete_response(response_id)
+        if self._host.webhooks is not None:
+            await self._host.webhooks.forget(run_id=response_id)
         self.forget(response_id)
+        if self._holds is not None:
+            await self._holds.response_deleted(stored.response)
         await self._session_ended(stored)
         await self._fanout.notify(RecordDeleted(response_id, "response"))
 
@@ -426,9 +567,19 @@ class ResponsesService:
         page = await self._store.list_items(response_id, after, limit, order)
         return Page(shown_items(page.items, include), page.has_more)
 
-    async def list(self, after: str | None, limit: int, order: str) -> Page[ListedResponse]:
-        """A page of stored responses, each with its input items (a listing takes no ``include``)."""
-        page = await self._store.list_responses(after, limit, order)
+    async def list(
+        self, after: str | None, limit: int, order: str, conversation_id: str | None = None
+    ) -> Page[ListedResponse]:
+        """A page of stored responses (of one conversation, if given), each with its input items.
+
+        A listing takes no ``include``.
+
+        Raises:
+            NotFoundError: the conversation is missing, or the caller may not read it.
+        """
+        if conversation_id is not None:
+            await self._store.get_conversation(conversation_id)
+        page = await self._store.list_responses(after, limit, order, conversation_id)
         listed = []
         for record in page.items:
             inputs = await self._store.all_items(record.response.id)
@@ -451,11 +602,13 @@ def _validate(request: CreateResponseRequest) -> None:
         raise InvalidRequestError("a background response must be stored (store: true)", "store")
 
 
-def _initial(response_id: str, request: CreateResponseRequest, conversation_id: str | None) -> Response:
+def _initial(
+    response_id: str, request: CreateResponseRequest, conversation_id: str | None, queued: bool = False
+) -> Response:
     return Response(
         id=response_id,
         created_at=int(time.time()),
-        status="queued" if request.background else "in_progress",
+        status="queued" if request.background or queued else "in_progress",
         model=request.model,
         instructions=request.instructions,
         tools=[tool.without_credentials() if isinstance(tool, McpTool) else tool for tool in request.tools],
@@ -471,6 +624,7 @@ def _initial(response_id: str, request: CreateResponseRequest, conversation_id: 
         conversation=ConversationRef(id=conversation_id) if conversation_id else None,
         background=bool(request.background),
         store=request.store is not False,
+        truncation=request.truncation or "disabled",
     )
 
 

@@ -15,6 +15,10 @@ TOOLGROUP = Kind("toolgroup")
 """A toolgroup registered at run time (an MCP server)."""
 SHIELD = Kind("shield")
 """A shield registered at run time."""
+AGENT = Kind("agent")
+"""An agent (``POST /v1/agents``): its config, never changed once created."""
+SESSION = Kind("session", parents=("agent",))
+"""A session: under its agent, or a root (parent "") when the Responses or Conversations API opened it."""
 API_KEY = Kind("api_key", noun="API key", indexes=("key_hash",))
 """An API key, by its name; found by the hash of the key on every request."""
 USAGE = Kind("usage")
@@ -22,6 +26,52 @@ USAGE = Kind("usage")
 
 AUDIT = Kind("audit", noun="audit record", indexes=("principal", "resource", "outcome"))
 """An audit record (a create, a delete, a denial), owned by whoever acted; listed by its most selective fields."""
+MEMORY_BLOCK = Kind("memory_block", noun="memory block", indexes=("agent_id",))
+"""A block of an agent's memory (``<agent_id>/<label>``), owned by whoever wrote it first; listed by agent."""
+WEBHOOK_DELIVERY = Kind("webhook_delivery", noun="webhook delivery", indexes=("run_id", "session_id"))
+"""An event on its way to a run's webhook (the outbox): owned by the run's caller, leased by the replica posting it
+(status ``pending`` while attempts remain, its lease ending when the next one is due); listed by run, deleted
+with its run (by run, or by a turn's session)."""
 
-SCHEMA = Schema([MODEL, TOOLGROUP, SHIELD, API_KEY, USAGE, AUDIT])
+WEBHOOK_ARM = Kind("webhook_arm", noun="armed webhook")
+"""A run's webhook delivery to come, by its delivery id, written when the run starts and deleted when its delivery
+is written: the server's own, never listed. Its lease ends when a replica should check that the run's end was not
+lost (the process died between storing the run's outcome and its delivery)."""
+
+SERVER_SECRET = Kind("server_secret", noun="server secret")
+"""A secret the server generated for one use (``webhooks`` signing when ``webhooks.secret`` is unset,
+``compaction`` when ``context.secret`` is), written once and shared by every replica of the store; the
+server's own, never listed or returned (see :mod:`.server_secrets`)."""
+
+APPROVAL = Kind("approval", indexes=("scope", "agent_id", "source"))
+"""A server tool call held for approval (a paused turn's, or a response's ``mcp_approval_request``), owned like
+the session or response that holds it; its status is ``pending`` until decided. ``scope`` is the turn's session,
+the conversation's session of a response made in one, or else the response, whose deletion deletes it. A decided
+call is leased until its run is continued: one whose lease ran out is claimed by the sweep that continues it."""
+
+SCHEDULE = Kind("schedule", indexes=("agent_id",))
+"""A cron schedule starting an agent's turns, owned by its creator; listed by agent. Its status is ``active`` or
+``paused``, and its lease ends at its next tick (none while paused), so replicas claim it when due."""
+SCHEDULE_RUN = Kind("schedule_run", noun="schedule run", parents=("schedule",))
+"""One tick a schedule fired (the turn it started), under its schedule, whose deletion deletes it."""
+
+SCHEMA = Schema(
+    [
+        MODEL,
+        TOOLGROUP,
+        SHIELD,
+        AGENT,
+        SESSION,
+        API_KEY,
+        USAGE,
+        AUDIT,
+        MEMORY_BLOCK,
+        WEBHOOK_DELIVERY,
+        WEBHOOK_ARM,
+        SERVER_SECRET,
+        APPROVAL,
+        SCHEDULE,
+        SCHEDULE_RUN,
+    ]
+)
 """The kinds every backend's kernel stores."""

@@ -102,6 +102,26 @@ class ResponseTables:
             raise NotFoundError(f"conversation '{conversation_id}' not found")
         return ConversationRecord(row[0], row[1], json.loads(row[2]), row[3])
 
+    async def list_conversations(self, after: str | None, limit: int, order: str) -> Page[ConversationRecord]:
+        """A page of conversations in creation order."""
+
+        def work() -> Work[list[Row]]:
+            cursor_id = None
+            if after:
+                sql = "SELECT id FROM conversations WHERE conversation_id = :conversation_id"
+                cursor_id = yield from _row_id(sql, f"conversation '{after}' not found", conversation_id=after)
+            bound, direction = _page(cursor_id, order == "desc")
+            found: list[Row] = yield rows(
+                "SELECT conversation_id, session_id, metadata, created_at FROM conversations "  # noqa: S608
+                f"WHERE TRUE{bound} ORDER BY id {direction} LIMIT :limit",
+                cursor=cursor_id,
+                limit=limit + 1,
+            )
+            return found
+
+        found = await self._db.read(work())
+        return Page([ConversationRecord(r[0], r[1], json.loads(r[2]), r[3]) for r in found[:limit]], len(found) > limit)
+
     async def update_conversation(self, conversation_id: str, metadata: dict[str, str]) -> ConversationRecord:
         """Replace a conversation's metadata."""
         updated = await self._db.write(
@@ -217,19 +237,25 @@ class ResponseTables:
             raise NotFoundError(f"response '{response_id}' not found")
         return response_record(row)
 
-    async def list_responses(self, after: str | None, limit: int, order: str) -> Page[ResponseRecord]:
-        """A page of responses."""
+    async def list_responses(
+        self, after: str | None, limit: int, order: str, conversation_id: str | None = None
+    ) -> Page[ResponseRecord]:
+        """A page of responses (of one conversation, if given)."""
+        scope = "" if conversation_id is None else " AND conversation_id = :conversation_id"
 
         def work() -> Work[list[Row]]:
             cursor_id = None
             if after:
-                sql = "SELECT id FROM responses WHERE response_id = :response_id"
-                cursor_id = yield from _row_id(sql, f"'{after}' not found", response_id=after)
+                sql = f"SELECT id FROM responses WHERE response_id = :response_id{scope}"  # noqa: S608
+                cursor_id = yield from _row_id(
+                    sql, f"'{after}' not found", response_id=after, conversation_id=conversation_id or ""
+                )
             bound, direction = _page(cursor_id, order == "desc")
             found: list[Row] = yield rows(
-                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE TRUE{bound} "  # noqa: S608
+                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE TRUE{scope}{bound} "  # noqa: S608
                 f"ORDER BY id {direction} LIMIT :limit",
                 cursor=cursor_id,
+                conversation_id=conversation_id,
                 limit=limit + 1,
             )
             return found

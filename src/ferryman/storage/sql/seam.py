@@ -134,6 +134,11 @@ class Dialect(Protocol):
         ...
 
     @property
+    def locked(self) -> str:
+        """Appended to a ``SELECT`` whose rows the write unit holds until it ends (empty where writes are serial)."""
+        ...
+
+    @property
     def sweep_expired_keys(self) -> str:
         """Deletes some idempotency records that expired by ``:now``, never waiting on another sweep."""
         ...

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
+from typing import Any
 
-from ferryman.api.agents import Step, Turn
+from ferryman.api.agents import Step, Turn, TurnStatus
 from ferryman.api.content import Message, TurnInputMessage
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, NotFoundError
 
@@ -25,6 +26,10 @@ _HISTORY = (
     "AND t.id < COALESCE((SELECT id FROM turns WHERE turn_id = :turn_id), t.id + 1))) ORDER BY t.id, m.id"
 )
 """The history of turn ``turn_id``; of a turn not stored yet, the history a new turn would continue."""
+
+# The running and queued turns (``live_turns`` indexes them alone).
+_LIVE = "status IN ('in_progress', 'queued')"
+_QUEUED = f"SELECT 1 FROM turns WHERE session_id = :session_id AND {_LIVE} AND status = 'queued' LIMIT 1"  # noqa: S608
 
 
 def _append(session_id: str, turn_id: str, messages: list[Message]) -> Work[None]:
@@ -87,14 +92,23 @@ class TurnTables:
         d = self._db.dialect
 
         def work() -> Work[list[Row]]:
+            # The session's row is held until the turn is stored: turns of a session start one at a time,
+            # so a running turn cannot start beside a queued one being stored.
             known = yield first(
-                "SELECT 1 FROM sessions WHERE session_id = :session_id "
-                "AND (agent_id = :agent_id OR (agent_id IS NULL AND :agent_id IS NULL))",
+                "SELECT 1 FROM sessions WHERE session_id = :session_id "  # noqa: S608
+                f"AND (agent_id = :agent_id OR (agent_id IS NULL AND :agent_id IS NULL)){d.locked}",
                 session_id=record.session_id,
                 agent_id=record.agent_id,
             )
             if known is None:
                 raise NotFoundError(f"session '{record.session_id}' of agent '{record.agent_id}' not found")
+            if record.status == "in_progress":
+                waiting = yield first(_QUEUED, session_id=record.session_id)
+                if waiting is not None:
+                    raise ConflictError(
+                        f"session '{record.session_id}' has turns queued; send the turn with a multitask_strategy "
+                        "to queue it behind them, or wait for them to finish"
+                    )
             try:
                 yield count(
                     "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
@@ -122,25 +136,36 @@ class TurnTables:
         found = await self._db.write(work())
         return self._messages.load([(r[0], r[1]) for r in found])
 
-    async def claim_resume(self, session_id: str, turn_id: str, lease_until: datetime) -> TurnRecord:
-        """Move an awaiting turn back to running, under a lease, and return it."""
+    async def claim_resume(
+        self,
+        session_id: str,
+        turn_id: str,
+        lease_until: datetime,
+        expected: TurnStatus = "awaiting_input",
+        overrides: dict[str, Any] | None = None,
+    ) -> TurnRecord:
+        """Move an awaiting (or ``expected``) turn to running, under a lease (with new ``overrides``, if given),
+        and return it."""
         record = await self.get_turn_record(session_id, turn_id)
+        kept = record.overrides if overrides is None else overrides
 
         def work() -> Work[int]:
             try:
                 claimed: int = yield count(
-                    "UPDATE turns SET status = 'in_progress', lease_until = :lease_until "
-                    "WHERE turn_id = :turn_id AND status = 'awaiting_input'",
+                    "UPDATE turns SET status = 'in_progress', lease_until = :lease_until, overrides = :overrides "
+                    "WHERE turn_id = :turn_id AND status = :expected",
                     lease_until=self._db.dialect.epoch(lease_until),
+                    overrides=json.dumps(kept),
                     turn_id=turn_id,
+                    expected=expected,
                 )
             except UniqueViolation as exc:
                 raise ConflictError(f"session '{session_id}' already has a turn in progress") from exc
             return claimed
 
         if not await self._db.write(work()):
-            raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status}); nothing to resume")
-        record.status, record.lease_until = "in_progress", lease_until
+            raise ConflictError(f"turn '{turn_id}' is not {expected} (status: {record.status}); nothing to run")
+        record.status, record.lease_until, record.overrides = "in_progress", lease_until, kept
         return record
 
     async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
@@ -195,7 +220,7 @@ class TurnTables:
             finished = yield count(
                 "UPDATE turns SET status = :status, output_message = :output, infer_iters = :infer_iters, "
                 "error_code = :code, error_message = :message, completed_at = :completed_at "
-                "WHERE turn_id = :turn_id AND status = 'in_progress'",
+                "WHERE turn_id = :turn_id AND status IN ('in_progress', 'queued')",
                 status=record.status,
                 output=record.output_message.model_dump_json() if record.output_message else None,
                 infer_iters=record.infer_iters,
@@ -206,6 +231,29 @@ class TurnTables:
             )
             if finished and last is not None:
                 yield from _write_step(record.turn_id, record.session_id, last)
+
+        await self._db.write(work())
+
+    async def delete_turn(self, session_id: str, turn_id: str) -> None:
+        """Delete a turn that does not run; its steps, messages, events and response go by cascade."""
+
+        def work() -> Work[None]:
+            row = yield first(
+                "SELECT status FROM turns WHERE turn_id = :turn_id AND session_id = :session_id",
+                turn_id=turn_id,
+                session_id=session_id,
+            )
+            if row is None:
+                raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
+            yield count(
+                "DELETE FROM items WHERE owner IN (SELECT response_id FROM responses WHERE turn_id = :turn_id)",
+                turn_id=turn_id,
+            )
+            deleted = yield count(
+                "DELETE FROM turns WHERE turn_id = :turn_id AND status <> 'in_progress'", turn_id=turn_id
+            )
+            if not deleted:  # raised inside the transaction: the items stay too
+                raise ConflictError(f"turn '{turn_id}' is running; it cannot be deleted")
 
         await self._db.write(work())
 
@@ -221,6 +269,16 @@ class TurnTables:
         if row is None:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
         return turn_record(row, self._db.dialect.read_stamp)
+
+    async def session_queue(self, session_id: str) -> list[tuple[str, TurnStatus]]:
+        """The ids and statuses of the session's running and queued turns, oldest first."""
+        found = await self._db.read(
+            rows(
+                f"SELECT turn_id, status FROM turns WHERE session_id = :session_id AND {_LIVE} ORDER BY id",  # noqa: S608
+                session_id=session_id,
+            )
+        )
+        return [(row[0], row[1]) for row in found]
 
     async def pending_step(self, turn_id: str) -> Step | None:
         """Return the tool-execution step a paused turn waits on."""
@@ -241,6 +299,22 @@ class TurnTables:
         """
         found = await self._db.read(rows(_HISTORY, session_id=session_id, turn_id=turn_id))
         return self._messages.load([(r[0], r[1]) for r in found])
+
+    async def turn_messages(self, session_id: str, turn_ids: list[str]) -> dict[str, list[Message]]:
+        """Each named turn's own history messages, in the order stored, in one read."""
+        if not turn_ids:
+            return {}
+        d = self._db.dialect
+        sql = (
+            "SELECT turn_id, id, body FROM messages "  # noqa: S608
+            f"WHERE session_id = :session_id AND {d.any_of('turn_id', 'turns')} ORDER BY id"
+        )
+        found = await self._db.read(rows(sql, session_id=session_id, turns=d.array(turn_ids)))
+        loaded = self._messages.load([(r[1], r[2]) for r in found])
+        owned: dict[str, list[Message]] = {}
+        for row, message in zip(found, loaded, strict=True):
+            owned.setdefault(row[0], []).append(message)
+        return owned
 
     async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
         """Full turns of the given sessions, in the order they started."""
@@ -323,8 +397,8 @@ class TurnTables:
         d = self._db.dialect
         found = await self._db.write(
             rows(
-                f"UPDATE turns SET lease_until = :until WHERE status = 'in_progress' AND {d.any_of('turn_id', 'ids')} "  # noqa: S608
-                "RETURNING turn_id",
+                f"UPDATE turns SET lease_until = :until WHERE {_LIVE} "  # noqa: S608
+                f"AND {d.any_of('turn_id', 'ids')} RETURNING turn_id",
                 until=d.epoch(until),
                 ids=d.array(turn_ids),
             )
@@ -338,8 +412,10 @@ class TurnTables:
 
         def work() -> Work[list[ExpiredTurn]]:
             found: list[Row] = yield rows(
-                "SELECT t.turn_id, r.response_id FROM turns t LEFT JOIN responses r ON r.turn_id = t.turn_id "  # noqa: S608
-                f"WHERE t.status = 'in_progress' AND (t.lease_until IS NULL OR t.lease_until < :now){d.skip_locked}",
+                "SELECT t.turn_id, r.response_id, t.session_id FROM turns t "  # noqa: S608
+                "LEFT JOIN responses r ON r.turn_id = t.turn_id "
+                f"WHERE t.{_LIVE} AND (t.lease_until IS NULL OR t.lease_until < :now)"
+                f"{d.skip_locked}",
                 now=d.epoch(now),
             )
             if not found:
@@ -363,6 +439,6 @@ class TurnTables:
                 completed_at=d.stamp(now),
                 expired=expired,
             )
-            return [ExpiredTurn(row[0], row[1]) for row in found]
+            return [ExpiredTurn(row[0], row[1], row[2]) for row in found]
 
         return await self._db.write(work())

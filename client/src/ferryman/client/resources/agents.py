@@ -15,6 +15,7 @@ from ferryman.api.agents import (
     AgentConfig,
     AgentCreated,
     Document,
+    MultitaskStrategy,
     Session,
     SessionCreated,
     Step,
@@ -77,6 +78,12 @@ def _retrieve_session(agent_id: str, session_id: str, turn_ids: Sequence[str] | 
 
 def _delete_session(agent_id: str, session_id: str) -> Call[None]:
     return Call(RequestPlan("DELETE", path(_SESSION, agent_id, session_id)), nothing)
+
+
+def _fork_session(agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> Call[SessionCreated]:
+    plan = RequestPlan("POST", path(_SESSION + "/fork", agent_id, session_id),
+                       json=body(turn_id=turn_id, session_name=session_name), idempotent=True)  # fmt: skip
+    return Call(plan, model(SessionCreated))
 
 
 def _headers(idempotency_key: str | None, provider_data: Mapping[str, Any] | None) -> dict[str, str]:
@@ -163,6 +170,10 @@ class Sessions(SyncResource):
         """Delete a session."""
         self._transport.call(_delete_session(agent_id, session_id))
 
+    def fork(self, agent_id: str, session_id: str, *, turn_id: str, session_name: str | None = None) -> SessionCreated:
+        """A new session whose history is this one's up to and including ``turn_id``; the original is untouched."""
+        return self._transport.call(_fork_session(agent_id, session_id, turn_id, session_name))
+
 
 class Turns(SyncResource):
     """``client.agents.turns``: run a turn, resume it with tool results or approvals, read it, replay its events."""
@@ -171,25 +182,35 @@ class Turns(SyncResource):
     def create(self, agent_id: str, session_id: str, *, messages: Messages, stream: Literal[False] = False,
                documents: Sequence[Document | Mapping[str, Any]] | None = None, toolgroups: Toolgroups | None = None,
                tool_config: ToolConfig | Mapping[str, Any] | None = None, idempotency_key: str | None = None,
-               provider_data: Mapping[str, Any] | None = None) -> Turn: ...  # fmt: skip
+               provider_data: Mapping[str, Any] | None = None,
+               multitask_strategy: MultitaskStrategy | None = None,
+               webhook: str | None = None) -> Turn: ...  # fmt: skip
 
     @overload
     def create(self, agent_id: str, session_id: str, *, messages: Messages, stream: Literal[True],
                documents: Sequence[Document | Mapping[str, Any]] | None = None, toolgroups: Toolgroups | None = None,
                tool_config: ToolConfig | Mapping[str, Any] | None = None, idempotency_key: str | None = None,
-               provider_data: Mapping[str, Any] | None = None) -> Stream[TurnData]: ...  # fmt: skip
+               provider_data: Mapping[str, Any] | None = None,
+               multitask_strategy: MultitaskStrategy | None = None,
+               webhook: str | None = None) -> Stream[TurnData]: ...  # fmt: skip
 
     def create(self, agent_id: str, session_id: str, *, messages: Messages, stream: bool = False,
                documents: Sequence[Document | Mapping[str, Any]] | None = None, toolgroups: Toolgroups | None = None,
                tool_config: ToolConfig | Mapping[str, Any] | None = None, idempotency_key: str | None = None,
-               provider_data: Mapping[str, Any] | None = None) -> Turn | Stream[TurnData]:  # fmt: skip
+               provider_data: Mapping[str, Any] | None = None,
+               multitask_strategy: MultitaskStrategy | None = None,
+               webhook: str | None = None) -> Turn | Stream[TurnData]:  # fmt: skip
         """Run a turn: the finished ``Turn``, or (``stream=True``) its events as they happen.
 
         A dropped stream is read on where it stopped; a repeated request (a retry) reuses the call's
-        ``Idempotency-Key``, so the turn runs once.
+        ``Idempotency-Key``, so the turn runs once. ``multitask_strategy`` says what the turn does while
+        another runs in the session (``reject``, the server's default; ``enqueue``, ``interrupt``,
+        ``rollback``). With ``webhook`` (an ``http(s)`` URL) the server posts a signed ``turn.completed``,
+        ``turn.failed`` or ``turn.awaiting_input`` there when this run of the turn ends.
         """
         plan = _create_turn(agent_id, session_id, stream, idempotency_key, provider_data, messages=messages,
-                            documents=documents, toolgroups=toolgroups, tool_config=tool_config)  # fmt: skip
+                            documents=documents, toolgroups=toolgroups, tool_config=tool_config,
+                            multitask_strategy=multitask_strategy, webhook=webhook)  # fmt: skip
         if stream:
             return Stream(self._transport, plan, TurnStreamKind(agent_id, session_id))
         return self._transport.call(Call(plan, model(Turn)))
@@ -198,24 +219,27 @@ class Turns(SyncResource):
     def resume(self, agent_id: str, session_id: str, turn_id: str, *,
                tool_responses: Sequence[ToolResponse | Mapping[str, Any]] = (),
                approvals: Sequence[ApprovalDecision | Mapping[str, Any]] = (), stream: Literal[False] = False,
-               idempotency_key: str | None = None,
-               provider_data: Mapping[str, Any] | None = None) -> Turn: ...  # fmt: skip
+               idempotency_key: str | None = None, provider_data: Mapping[str, Any] | None = None,
+               webhook: str | None = None) -> Turn: ...  # fmt: skip
 
     @overload
     def resume(self, agent_id: str, session_id: str, turn_id: str, *,
                tool_responses: Sequence[ToolResponse | Mapping[str, Any]] = (),
                approvals: Sequence[ApprovalDecision | Mapping[str, Any]] = (), stream: Literal[True],
-               idempotency_key: str | None = None,
-               provider_data: Mapping[str, Any] | None = None) -> Stream[TurnData]: ...  # fmt: skip
+               idempotency_key: str | None = None, provider_data: Mapping[str, Any] | None = None,
+               webhook: str | None = None) -> Stream[TurnData]: ...  # fmt: skip
 
     def resume(self, agent_id: str, session_id: str, turn_id: str, *,
                tool_responses: Sequence[ToolResponse | Mapping[str, Any]] = (),
                approvals: Sequence[ApprovalDecision | Mapping[str, Any]] = (), stream: bool = False,
-               idempotency_key: str | None = None,
-               provider_data: Mapping[str, Any] | None = None) -> Turn | Stream[TurnData]:  # fmt: skip
-        """Continue a turn waiting for client tool results or approvals: the ``Turn``, or its events."""
+               idempotency_key: str | None = None, provider_data: Mapping[str, Any] | None = None,
+               webhook: str | None = None) -> Turn | Stream[TurnData]:  # fmt: skip
+        """Continue a turn waiting for client tool results or approvals: the ``Turn``, or its events.
+
+        A resume is a run of its own: ``webhook`` gets its end (the turn's earlier webhook is not used for it).
+        """
         plan = _resume_turn(agent_id, session_id, turn_id, stream, idempotency_key, provider_data,
-                            tool_responses=tool_responses, approvals=approvals)  # fmt: skip
+                            tool_responses=tool_responses, approvals=approvals, webhook=webhook)  # fmt: skip
         if stream:
             return Stream(self._transport, plan, TurnStreamKind(agent_id, session_id, turn_id))
         return self._transport.call(Call(plan, model(Turn)))
@@ -290,6 +314,11 @@ class AsyncSessions(AsyncResource):
         """Delete a session."""
         await self._transport.call(_delete_session(agent_id, session_id))
 
+    async def fork(self, agent_id: str, session_id: str, *, turn_id: str,
+                   session_name: str | None = None) -> SessionCreated:  # fmt: skip
+        """A new session whose history is this one's up to and including ``turn_id``; the original is untouched."""
+        return await self._transport.call(_fork_session(agent_id, session_id, turn_id, session_name))
+
 
 class AsyncTurns(AsyncResource):
     """``client.agents.turns`` of an ``AsyncClient``."""
@@ -298,24 +327,28 @@ class AsyncTurns(AsyncResource):
     async def create(self, agent_id: str, session_id: str, *, messages: Messages, stream: Literal[False] = False,
                      documents: Sequence[Document | Mapping[str, Any]] | None = None,
                      toolgroups: Toolgroups | None = None, tool_config: ToolConfig | Mapping[str, Any] | None = None,
-                     idempotency_key: str | None = None,
-                     provider_data: Mapping[str, Any] | None = None) -> Turn: ...  # fmt: skip
+                     idempotency_key: str | None = None, provider_data: Mapping[str, Any] | None = None,
+                     multitask_strategy: MultitaskStrategy | None = None,
+                     webhook: str | None = None) -> Turn: ...  # fmt: skip
 
     @overload
     async def create(self, agent_id: str, session_id: str, *, messages: Messages, stream: Literal[True],
                      documents: Sequence[Document | Mapping[str, Any]] | None = None,
                      toolgroups: Toolgroups | None = None, tool_config: ToolConfig | Mapping[str, Any] | None = None,
-                     idempotency_key: str | None = None,
-                     provider_data: Mapping[str, Any] | None = None) -> AsyncStream[TurnData]: ...  # fmt: skip
+                     idempotency_key: str | None = None, provider_data: Mapping[str, Any] | None = None,
+                     multitask_strategy: MultitaskStrategy | None = None,
+                     webhook: str | None = None) -> AsyncStream[TurnData]: ...  # fmt: skip
 
     async def create(self, agent_id: str, session_id: str, *, messages: Messages, stream: bool = False,
                      documents: Sequence[Document | Mapping[str, Any]] | None = None,
                      toolgroups: Toolgroups | None = None, tool_config: ToolConfig | Mapping[str, Any] | None = None,
-                     idempotency_key: str | None = None,
-                     provider_data: Mapping[str, Any] | None = None) -> Turn | AsyncStream[TurnData]:  # fmt: skip
+                     idempotency_key: str | None = None, provider_data: Mapping[str, Any] | None = None,
+                     multitask_strategy: MultitaskStrategy | None = None,
+                     webhook: str | None = None) -> Turn | AsyncStream[TurnData]:  # fmt: skip
         """Run a turn: the finished ``Turn``, or (``stream=True``) its events as they happen (see ``Turns``)."""
         plan = _create_turn(agent_id, session_id, stream, idempotency_key, provider_data, messages=messages,
-                            documents=documents, toolgroups=toolgroups, tool_config=tool_config)  # fmt: skip
+                            documents=documents, toolgroups=toolgroups, tool_config=tool_config,
+                            multitask_strategy=multitask_strategy, webhook=webhook)  # fmt: skip
         if stream:
             return AsyncStream(self._transport, plan, TurnStreamKind(agent_id, session_id))
         return await self._transport.call(Call(plan, model(Turn)))
@@ -324,24 +357,24 @@ class AsyncTurns(AsyncResource):
     async def resume(self, agent_id: str, session_id: str, turn_id: str, *,
                      tool_responses: Sequence[ToolResponse | Mapping[str, Any]] = (),
                      approvals: Sequence[ApprovalDecision | Mapping[str, Any]] = (), stream: Literal[False] = False,
-                     idempotency_key: str | None = None,
-                     provider_data: Mapping[str, Any] | None = None) -> Turn: ...  # fmt: skip
+                     idempotency_key: str | None = None, provider_data: Mapping[str, Any] | None = None,
+                     webhook: str | None = None) -> Turn: ...  # fmt: skip
 
     @overload
     async def resume(self, agent_id: str, session_id: str, turn_id: str, *,
                      tool_responses: Sequence[ToolResponse | Mapping[str, Any]] = (),
                      approvals: Sequence[ApprovalDecision | Mapping[str, Any]] = (), stream: Literal[True],
-                     idempotency_key: str | None = None,
-                     provider_data: Mapping[str, Any] | None = None) -> AsyncStream[TurnData]: ...  # fmt: skip
+                     idempotency_key: str | None = None, provider_data: Mapping[str, Any] | None = None,
+                     webhook: str | None = None) -> AsyncStream[TurnData]: ...  # fmt: skip
 
     async def resume(self, agent_id: str, session_id: str, turn_id: str, *,
                      tool_responses: Sequence[ToolResponse | Mapping[str, Any]] = (),
                      approvals: Sequence[ApprovalDecision | Mapping[str, Any]] = (), stream: bool = False,
-                     idempotency_key: str | None = None,
-                     provider_data: Mapping[str, Any] | None = None) -> Turn | AsyncStream[TurnData]:  # fmt: skip
-        """Continue a turn waiting for client tool results or approvals: the ``Turn``, or its events."""
+                     idempotency_key: str | None = None, provider_data: Mapping[str, Any] | None = None,
+                     webhook: str | None = None) -> Turn | AsyncStream[TurnData]:  # fmt: skip
+        """Continue a turn waiting for client tool results or approvals (see :meth:`Turns.resume`)."""
         plan = _resume_turn(agent_id, session_id, turn_id, stream, idempotency_key, provider_data,
-                            tool_responses=tool_responses, approvals=approvals)  # fmt: skip
+                            tool_responses=tool_responses, approvals=approvals, webhook=webhook)  # fmt: skip
         if stream:
             return AsyncStream(self._transport, plan, TurnStreamKind(agent_id, session_id, turn_id))
         return await self._transport.call(Call(plan, model(Turn)))

@@ -7,7 +7,17 @@ from typing import Any, Literal, overload
 
 import httpx
 
-from ferryman.api.responses import Conversation, DeletedObject, Item, ItemList, ListedResponse, Response, ResponseList
+from ferryman.api.responses import (
+    CompactedResponse,
+    Conversation,
+    ConversationList,
+    DeletedObject,
+    Item,
+    ItemList,
+    ListedResponse,
+    Response,
+    ResponseList,
+)
 
 from .._pagination import AsyncPage, SyncPage, by_cursor
 from .._parsing import adapted, body, model
@@ -24,6 +34,12 @@ def _create(model_id: str, input: Any, stream: bool, options: Mapping[str, Any])
                        idempotent=True, stream=stream)  # fmt: skip
 
 
+def _compact(model_id: str, input: Any, previous_response_id: str | None,
+             options: Mapping[str, Any]) -> Call[CompactedResponse]:  # fmt: skip
+    fields = body(model=model_id, input=input, previous_response_id=previous_response_id, **options)
+    return Call(RequestPlan("POST", "/v1/responses/compact", json=fields), model(CompactedResponse))
+
+
 def _replay(response_id: str, starting_after: int | None) -> RequestPlan:
     params = {"stream": "true", "starting_after": starting_after}
     return RequestPlan("GET", path(_RESPONSE, response_id), params=params, stream=True)
@@ -31,6 +47,22 @@ def _replay(response_id: str, starting_after: int | None) -> RequestPlan:
 
 def _paging(limit: int | None, order: str | None, after: str | None) -> dict[str, Any]:
     return {"limit": limit, "order": order, "after": after}
+
+
+def _responses(limit: int | None, order: str | None, after: str | None, conversation_id: str | None) -> RequestPlan:
+    return RequestPlan(
+        "GET", "/v1/responses", params={**_paging(limit, order, after), "conversation_id": conversation_id}
+    )
+
+
+def _conversations(limit: int | None, order: str | None, after: str | None) -> RequestPlan:
+    return RequestPlan("GET", "/v1/conversations", params=_paging(limit, order, after))
+
+
+def _fork(conversation_id: str, item_id: str, metadata: Mapping[str, str] | None) -> Call[Conversation]:
+    plan = RequestPlan("POST", path(_CONV + "/fork", conversation_id), json=body(item_id=item_id, metadata=metadata),
+                       idempotent=True)  # fmt: skip
+    return Call(plan, model(Conversation))
 
 
 def _add_items(conversation_id: str, items: Sequence[Any]) -> Call[ItemList]:
@@ -54,12 +86,32 @@ class Responses(SyncResource):
                **options: Any) -> Response | Stream[ResponseData]:  # fmt: skip
         """Create a response (``instructions``, ``tools``, ``conversation``, ``previous_response_id``, ``background``…).
 
-        With ``stream=True`` its events, read on across dropped connections.
+        With ``stream=True`` its events, read on across dropped connections. In a ``conversation``,
+        ``multitask_strategy`` (ferryman's own: ``reject``, the default, ``enqueue``, ``interrupt``, ``rollback``)
+        says what the response does while another runs there. With ``webhook`` (ferryman's own, an ``http(s)``
+        URL) the server posts a signed ``response.completed``, ``response.failed`` or ``response.cancelled``
+        there when the response ends.
         """
         plan = _create(model, input, stream, options)
         if stream:
             return Stream(self._transport, plan, ResponseStreamKind())
         return self._transport.call(Call(plan, _response))
+
+    def compact(self, *, model: str, input: Any = None, previous_response_id: str | None = None,
+                **options: Any) -> CompactedResponse:  # fmt: skip
+        """Summarize a conversation (its ``input`` items, after ``previous_response_id``'s chain) into one item.
+
+        Args:
+            model: The model that writes the summary (unless the server names ``context.summary_model``).
+            input: The conversation's items (or a text), all or those after ``previous_response_id``.
+            previous_response_id: A stored response whose chain comes first.
+            **options: More fields of the request (``instructions``).
+
+        Returns:
+            The conversation's user messages, then a ``compaction`` item whose sealed ``encrypted_content``
+            stands in for the rest when the whole ``output`` is given as a later response's ``input``.
+        """
+        return self._transport.call(_compact(model, input, previous_response_id, options))
 
     def retrieve(self, response_id: str) -> Response:
         """One response."""
@@ -77,10 +129,10 @@ class Responses(SyncResource):
         """Delete a stored response."""
         return self._transport.call(route_call("DELETE", _RESPONSE, DeletedObject, response_id))
 
-    def list(self, *, limit: int | None = None, order: str | None = None,
-             after: str | None = None) -> SyncPage[ListedResponse]:  # fmt: skip
-        """Stored responses, a page at a time."""
-        plan = RequestPlan("GET", "/v1/responses", params=_paging(limit, order, after))
+    def list(self, *, limit: int | None = None, order: str | None = None, after: str | None = None,
+             conversation_id: str | None = None) -> SyncPage[ListedResponse]:  # fmt: skip
+        """Stored responses (only those made in ``conversation_id``, ferryman's own filter), a page at a time."""
+        plan = _responses(limit, order, after, conversation_id)
         return SyncPage.fetch(self._transport, plan, by_cursor(ResponseList))
 
     def input_items(self, response_id: str, *, limit: int | None = None, order: str | None = None,
@@ -110,6 +162,11 @@ class Conversations(SyncResource):
         """One conversation."""
         return self._transport.call(route_call("GET", _CONV, Conversation, conversation_id))
 
+    def list(self, *, limit: int | None = None, order: str | None = None,
+             after: str | None = None) -> SyncPage[Conversation]:  # fmt: skip
+        """The conversations the caller may read, newest first by default, a page at a time (ferryman's own)."""
+        return SyncPage.fetch(self._transport, _conversations(limit, order, after), by_cursor(ConversationList))
+
     def update(self, conversation_id: str, *, metadata: Mapping[str, str]) -> Conversation:
         """Replace a conversation's metadata."""
         return self._transport.call(
@@ -119,6 +176,10 @@ class Conversations(SyncResource):
     def delete(self, conversation_id: str) -> DeletedObject:
         """Delete a conversation with its items."""
         return self._transport.call(route_call("DELETE", _CONV, DeletedObject, conversation_id))
+
+    def fork(self, conversation_id: str, *, item_id: str, metadata: Mapping[str, str] | None = None) -> Conversation:
+        """A new conversation whose items are this one's up to and including ``item_id``; the original is untouched."""
+        return self._transport.call(_fork(conversation_id, item_id, metadata))
 
 
 class ConversationItems(SyncResource):
@@ -163,6 +224,11 @@ class AsyncResponses(AsyncResource):
             return AsyncStream(self._transport, plan, ResponseStreamKind())
         return await self._transport.call(Call(plan, _response))
 
+    async def compact(self, *, model: str, input: Any = None, previous_response_id: str | None = None,
+                      **options: Any) -> CompactedResponse:  # fmt: skip
+        """Summarize a conversation into a ``compaction`` item (see :meth:`Responses.compact`)."""
+        return await self._transport.call(_compact(model, input, previous_response_id, options))
+
     async def retrieve(self, response_id: str) -> Response:
         """One response."""
         return await self._transport.call(route_call("GET", _RESPONSE, Response, response_id))
@@ -179,10 +245,10 @@ class AsyncResponses(AsyncResource):
         """Delete a stored response."""
         return await self._transport.call(route_call("DELETE", _RESPONSE, DeletedObject, response_id))
 
-    async def list(self, *, limit: int | None = None, order: str | None = None,
-                   after: str | None = None) -> AsyncPage[ListedResponse]:  # fmt: skip
-        """Stored responses, a page at a time."""
-        plan = RequestPlan("GET", "/v1/responses", params=_paging(limit, order, after))
+    async def list(self, *, limit: int | None = None, order: str | None = None, after: str | None = None,
+                   conversation_id: str | None = None) -> AsyncPage[ListedResponse]:  # fmt: skip
+        """Stored responses (only those made in ``conversation_id``, ferryman's own filter), a page at a time."""
+        plan = _responses(limit, order, after, conversation_id)
         return await AsyncPage.fetch(self._transport, plan, by_cursor(ResponseList))
 
 
@@ -202,9 +268,20 @@ class AsyncConversations(AsyncResource):
         """One conversation."""
         return await self._transport.call(route_call("GET", _CONV, Conversation, conversation_id))
 
+    async def list(self, *, limit: int | None = None, order: str | None = None,
+                   after: str | None = None) -> AsyncPage[Conversation]:  # fmt: skip
+        """The conversations the caller may read, newest first by default, a page at a time (ferryman's own)."""
+        plan = _conversations(limit, order, after)
+        return await AsyncPage.fetch(self._transport, plan, by_cursor(ConversationList))
+
     async def delete(self, conversation_id: str) -> DeletedObject:
         """Delete a conversation with its items."""
         return await self._transport.call(route_call("DELETE", _CONV, DeletedObject, conversation_id))
+
+    async def fork(self, conversation_id: str, *, item_id: str,
+                   metadata: Mapping[str, str] | None = None) -> Conversation:  # fmt: skip
+        """A new conversation whose items are this one's up to and including ``item_id``; the original is untouched."""
+        return await self._transport.call(_fork(conversation_id, item_id, metadata))
 
 
 class AsyncConversationItems(AsyncResource):

@@ -1,0 +1,350 @@
+"""The approval inbox (``/v1/approvals``, ferryman's own): every held call a caller may read, and its decisions.
+
+A decision is recorded on the held call (once: a second one conflicts), and
+when it was the run's last undecided call the server continues the run itself,
+with the existing paths: a turn is resumed with the decisions (bound to the
+digests of the stored arguments, as a client's resume is), a response is
+continued by a background response answering its requests along its
+``previous_response_id`` chain (or in its conversation). Both run like any
+background run: leased, followed through their event streams. A turn whose
+paused step also waits for client tool results is not continued: the client's
+resume carries its results, and the inbox's decisions are added to it.
+
+The continuation is durable: a decision and the claim of a run's
+continuation are leased until the run has been continued, so a process that
+died in between leaves a lease that runs out, and the sweep
+(:mod:`ferryman.services.approval_sweep`) continues the run on some replica.
+
+A response is continued with its stored parameters (``truncation`` too): what
+is never stored (an MCP tool's ``headers`` and ``authorization``,
+``guardrails``, ``context_management``, ``include``, ``reasoning``, provider
+data) is not sent again, so a client that needs them answers the request
+itself. Its request items are checked against the calls held first: a
+conversation's items can be deleted and added anew. A run the inbox continues
+goes on as the caller who made its last decision. One that refuses to go on
+puts its pause's calls back in the inbox, undecided; one whose session,
+response or conversation is gone takes them with it.
+
+Who sees a held call is who may read its session or response (``approval_view.py``).
+The continuing run posts its end to the webhook of the run that paused, if
+that run's request named one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ferryman.api.agents import ResumeTurnRequest, ToolExecutionStep
+from ferryman.api.approvals import Approval, ApprovalDecision, ApprovalList
+from ferryman.api.responses import (
+    ConversationRef,
+    CreateResponseRequest,
+    McpApprovalRequestItem,
+    McpApprovalResponseItem,
+    Response,
+)
+from ferryman.auth.principal import Principal
+from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
+from ferryman.storage.base import Store
+from ferryman.storage.domain.approvals import DECIDED, PENDING, HeldCall, HeldCalls
+from ferryman.storage.domain.records import Stored
+from ferryman.storage.owned import authorize
+
+from .access import Access
+from .agents import AgentService
+from .approval_holds import request_binding
+from .approval_view import ApprovalView
+from .responses.service import ResponsesService
+from .webhooks import stored_webhook
+
+SOURCES = ("turn", "response")
+HOLD_SECONDS = 60.0
+"""How long a decision's or a claim's lease lasts: a continuation not started by then is the sweep's."""
+
+
+class ApprovalService:
+    """Lists the held calls a caller may read, records its decisions and continues the runs they free.
+
+    Args:
+        calls: The held calls.
+        access: The access policy.
+        store: The turns and responses.
+        agents: Resumes turns.
+        responses: Continues responses.
+        hold_seconds: How long a decision or a claim is leased before the sweep may take its run over.
+    """
+
+    def __init__(
+        self,
+        calls: HeldCalls,
+        access: Access,
+        store: Store,
+        agents: AgentService,
+        responses: ResponsesService,
+        hold_seconds: float = HOLD_SECONDS,
+    ) -> None:
+        self.hold_seconds = hold_seconds
+        self._calls = calls
+        self._access = access
+        self._store = store
+        self._agents = agents
+        self._responses = responses
+
+    async def list(
+        self,
+        who: Principal | None,
+        *,
+        agent_id: str | None = None,
+        source: str | None = None,
+        after: str | None = None,
+        limit: int = 20,
+        order: str = "desc",
+    ) -> ApprovalList:
+        """One page of the calls waiting for approval that ``who`` may read, newest first unless ``order`` is asc.
+
+        Raises:
+            InvalidRequestError: ``source`` is neither ``turn`` nor ``response``.
+            NotFoundError: ``after`` names no approval the caller may read.
+        """
+        if source is not None and source not in SOURCES:
+            raise InvalidRequestError("source must be 'turn' or 'response'", "source")
+        if agent_id is not None and source == "response":
+            return ApprovalList(data=[])  # a response has no agent
+        where = ("agent_id", agent_id) if agent_id is not None else ("source", source) if source else None
+        view = ApprovalView(self._access, who)
+        if after is not None:
+            cursor = await self._calls.find(after)
+            if cursor is None or not view.admits(cursor):
+                raise NotFoundError(f"approval '{after}' not found")
+        kept: list[Stored[HeldCall]] = []
+        while True:  # read on past the calls the wide filter admits and the caller may not read
+            page = await self._calls.pending(view.wide, where, after, limit + 1, desc=order != "asc")
+            kept += [held for held in page.items if view.admits(held)]
+            if len(kept) > limit or not page.has_more:
+                break
+            after = page.items[-1].value.id
+        data = [shown(held) for held in kept[:limit]]
+        ids = [approval.id for approval in data]
+        return ApprovalList(
+            data=data, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=len(kept) > limit
+        )
+
+    async def decide(self, who: Principal | None, approval_id: str, approve: bool, reason: str | None) -> Approval:
+        """Record a decision on a pending call, and continue its run if no other call of it waits.
+
+        Raises:
+            NotFoundError: no approval ``who`` may read has this id (or its turn or response is gone).
+            ForbiddenError: ``who`` may read the turn or response but not continue it.
+            ConflictError: the call was decided already (here, or by a client answering its run itself).
+        """
+        found = await self._calls.find(approval_id)
+        if found is None or not ApprovalView(self._access, who).admits(found):
+            raise NotFoundError(f"approval '{approval_id}' not found")
+        held = found.value
+        if found.rec.status != PENDING:
+            raise ConflictError(f"approval '{approval_id}' is already decided")
+        await self._check_waiting(held)
+        now = time.time()
+        if not await self._calls.decide(approval_id, approve, reason, now, now + self.hold_seconds):
+            raise ConflictError(f"approval '{approval_id}' is already decided")
+        decided = held.model_copy(
+            update={"decision": "approved" if approve else "denied", "reason": reason, "decided_at": now}
+        )
+        next_response_id = await self.continue_run(decided)
+        if next_response_id is not None:
+            decided.next_response_id = next_response_id
+        return shown(Stored(decided, found.rec), DECIDED)
+
+    async def _check_waiting(self, held: HeldCall) -> None:
+        """Refuse a decision the caller may not act on, or on a run that can no longer be continued with it.
+
+        A call whose turn, session, response or conversation is gone leaves the inbox (``NotFoundError``); one
+        its run no longer waits for, or whose request item was changed, is answered (``ConflictError``).
+        """
+        try:
+            if held.source == "turn":
+                await self._check_turn(held)
+            else:
+                await self._check_response(held)
+        except NotFoundError:
+            await self._calls.delete_ids(held.held_with or [held.id])
+            raise
+
+    async def _check_turn(self, held: HeldCall) -> None:
+        assert held.session_id is not None and held.turn_id is not None
+        await authorize(self._store, "update", "session", held.session_id)
+        record = await self._store.get_turn_record(held.session_id, held.turn_id)
+        step = await self._store.pending_step(held.turn_id) if record.status == "awaiting_input" else None
+        requested = (step.approval_requests or []) if isinstance(step, ToolExecutionStep) else []
+        if held.call_id not in {request.call_id for request in requested}:
+            await self._calls.drop(held.held_with or [held.id])
+            raise ConflictError(f"turn '{held.turn_id}' no longer waits for approval (status: {record.status})")
+
+    async def _check_response(self, held: HeldCall) -> None:
+        assert held.response_id is not None
+        await authorize(self._store, "update", "response", held.response_id)
+        response = (await self._store.get_response(held.response_id)).response
+        if response.status in ("queued", "in_progress"):
+            raise ConflictError(f"response '{response.id}' is still in progress; decide once it is done")
+        if response.status not in ("completed", "incomplete"):
+            await self._calls.drop(held.held_with or [held.id])
+            raise ConflictError(f"response '{response.id}' ended {response.status}; it cannot be continued")
+        await self._check_requests(response, [held])
+
+    async def _check_requests(self, response: Response, calls: Sequence[HeldCall]) -> None:
+        """Refuse to continue a response whose request items, as the continuation reads them (a conversation's
+        items can be deleted and added anew), no longer hold the calls that were held; those calls are answered.
+
+        Raises:
+            NotFoundError: the response's conversation is gone.
+            ConflictError: a request item was changed or removed.
+        """
+        conversation = response.conversation
+        items = await self._store.all_items(conversation.id) if conversation else list(response.output)
+        requests = {item.id: item for item in items if isinstance(item, McpApprovalRequestItem)}
+        changed = [
+            call.id
+            for call in calls
+            if (request := requests.get(call.id)) is None
+            or request_binding(request, response) != (call.digest, call.server_label)
+        ]
+        if changed:
+            await self._calls.drop(changed)
+            raise ConflictError(f"approval request '{changed[0]}' was changed or removed since it was held")
+
+    async def continue_run(self, held: HeldCall, *, taken: bool = False) -> str | None:
+        """Continue the run of a decided call once all its calls are decided; the continuing response's id, if any.
+
+        Args:
+            held: A decided call of the run.
+            taken: The caller holds the claim of the run's continuation already (a sweep that took its lease).
+        """
+        run = await self._calls.of_run(held)
+        if not run or any(call.rec.status == PENDING for call in run) or await self._waits_for_client(held):
+            await self._calls.settle([held.id])  # not due: the last decision (or the client) continues it
+            return None
+        first = run[0].value.id
+        if not taken and not await self._calls.claim(first, time.time() + self.hold_seconds):
+            # Another decision, made at the same moment, continues it (or, if its process dies, the sweep).
+            if held.id != first:
+                await self._calls.settle([held.id])
+            return None
+        calls = [held if call.value.id == held.id else call.value for call in run]
+        try:
+            if held.source == "turn":
+                await self._resume_turn(held, calls)
+                next_id = None
+            else:
+                next_id = await self._continue_response(held, calls)
+        except FerrymanError as exc:
+            if isinstance(exc, NotFoundError) and await self._gone(held):
+                await self._calls.delete_ids([call.id for call in calls])  # with their session or response
+            else:
+                # Refused (the turn moved on, the conversation is busy, the model is gone): the calls go back
+                # to the inbox, undecided, for another try (or for the client to answer them itself).
+                await self._calls.reopen([call.id for call in calls])
+            raise
+        except BaseException:
+            # Not continued: the decisions stand, and the client's own answer, or the sweep once the lease
+            # runs out, goes on.
+            await self._calls.unclaim(first)
+            raise
+        await self._calls.settle([call.id for call in calls], {"next_response_id": next_id} if next_id else None)
+        return next_id
+
+    async def _gone(self, held: HeldCall) -> bool:
+        """Whether the turn, or the response or its conversation, that holds the call was deleted."""
+        try:
+            if held.source == "turn":
+                assert held.session_id is not None and held.turn_id is not None
+                await self._store.get_turn_record(held.session_id, held.turn_id)
+            else:
+                assert held.response_id is not None
+                await self._store.get_response(held.response_id)
+                if held.conversation_id is not None:
+                    await self._store.get_conversation(held.conversation_id)
+        except NotFoundError:
+            return True
+        return False
+
+    async def _waits_for_client(self, held: HeldCall) -> bool:
+        """Whether the turn's paused step also waits for client tool results (the client resumes it then)."""
+        if held.source != "turn":
+            return False
+        assert held.turn_id is not None
+        step = await self._store.pending_step(held.turn_id)
+        if not isinstance(step, ToolExecutionStep):
+            return False
+        done = {response.call_id for response in step.tool_responses}
+        requested = {request.call_id for request in step.approval_requests or []}
+        return any(call.call_id not in done and call.call_id not in requested for call in step.tool_calls)
+
+    async def _resume_turn(self, held: HeldCall, calls: Sequence[HeldCall]) -> None:
+        assert held.agent_id is not None and held.session_id is not None and held.turn_id is not None
+        decisions = [
+            ApprovalDecision(call_id=c.call_id, approve=c.decision == "approved", reason=c.reason, digest=c.digest)
+            for c in calls
+        ]
+        # The run goes on with the webhook of the run that paused, if its request named one.
+        hook = await stored_webhook(self._store, held.session_id, held.turn_id)
+        request = ResumeTurnRequest(approvals=decisions, stream=False, webhook=hook.url if hook else None)
+        # The resumed run goes on in the background, leased like any; its events are the turn's stream.
+        await self._agents.resume_turn(held.agent_id, held.session_id, held.turn_id, request, continued=True)
+
+    async def _continue_response(self, held: HeldCall, calls: Sequence[HeldCall]) -> str:
+        assert held.response_id is not None
+        record = await self._store.get_response(held.response_id)
+        response = record.response
+        hook = await stored_webhook(self._store, record.session_id, record.turn_id)
+        answers = [
+            McpApprovalResponseItem(approval_request_id=c.id, approve=c.decision == "approved", reason=c.reason)
+            for c in calls
+        ]
+        await self._check_requests(response, calls)
+        conversation = response.conversation
+        request = CreateResponseRequest(
+            model=response.model,
+            input=list(answers),
+            instructions=response.instructions,
+            tools=list(response.tools),
+            tool_choice=response.tool_choice,
+            parallel_tool_calls=response.parallel_tool_calls,
+            max_tool_calls=response.max_tool_calls,
+            max_output_tokens=response.max_output_tokens,
+            temperature=response.temperature,
+            top_p=response.top_p,
+            text=response.text,
+            truncation=response.truncation,
+            metadata=response.metadata or None,
+            previous_response_id=None if conversation else response.id,
+            conversation=ConversationRef(id=conversation.id) if conversation else None,
+            background=True,
+            webhook=hook.url if hook else None,
+        )
+        live = await self._responses.create(request, None, continued=True)
+        return live.subject.record.response.id
+
+
+def shown(held: Stored[HeldCall], status: str | None = None) -> Approval:
+    """A held call as the API shows it."""
+    call = held.value
+    state = status or held.rec.status
+    return Approval(
+        id=call.id,
+        status="pending" if state == PENDING or call.decision is None else call.decision,
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        server_label=call.server_label,
+        agent_id=call.agent_id,
+        session_id=call.session_id,
+        turn_id=call.turn_id,
+        response_id=call.response_id,
+        conversation_id=call.conversation_id,
+        call_id=call.call_id,
+        digest=call.digest,
+        created_at=int(held.rec.at),
+        decided_at=int(call.decided_at) if call.decided_at is not None else None,
+        reason=call.reason,
+        next_response_id=call.next_response_id,
+    )

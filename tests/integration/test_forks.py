@@ -1,0 +1,258 @@
+"""Forks: a session forked at a middle turn, a conversation forked at a middle item (issue #27, item 2).
+
+The fork's next turn (or response) sees only the history up to the fork point: the
+scripted model's prompt says so. The original is untouched, and keeps growing on its own.
+Each test runs on every storage backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import pytest
+from integration_helpers import assert_error, message_text, session_url, tool_response, turn_url, user
+from storage_backends import unopened_store
+
+from ferryman.api.content import Message
+from ferryman.errors import ConflictError
+from ferryman.ids import utcnow
+from ferryman.server.app import build_services
+from ferryman.services.forks import SessionForks
+from ferryman.storage.base import Store
+from ferryman.testing import Script, ScriptedReply
+from ferryman.testing.scripted import ScriptedToolCall
+from inprocess import agent_and_session, scripted_provider, serving
+from support import WEATHER_TOOL
+
+pytestmark = pytest.mark.anyio
+
+MAX_FORK_TURNS = 2
+WAIT_SECONDS = 20
+
+
+class App:
+    """The client of a server on one backend, the script its model answers from, and its (unchecked) store."""
+
+    def __init__(self, http: httpx.AsyncClient, script: Script, store: Store) -> None:
+        self.http, self.script, self.store = http, script, store
+
+    async def turn(self, agent_id: str, session_id: str, text: str) -> dict[str, Any]:
+        answer = await self.http.post(turn_url(agent_id, session_id), json={"messages": [user(text)], "stream": False})
+        assert answer.status_code == 200, answer.text
+        return answer.json()  # type: ignore[no-any-return]
+
+    async def session(self, agent_id: str, session_id: str) -> dict[str, Any]:
+        found = await self.http.get(session_url(agent_id, session_id))
+        assert found.status_code == 200, found.text
+        return found.json()  # type: ignore[no-any-return]
+
+    async def prompt(self, n: int) -> dict[str, Any]:
+        """The model's ``n``-th request (from 1)."""
+        async with asyncio.timeout(WAIT_SECONDS):
+            return (await self.script.wait_for_requests(n))[n - 1]
+
+
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
+async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[App]:
+    script = Script()
+    async with unopened_store(request.param, tmp_path) as store:
+        services = build_services(store, [scripted_provider(script)], sole_process=True, max_fork_turns=MAX_FORK_TURNS)
+        async with serving(services) as http:
+            yield App(http, script, store)
+    script.check()
+
+
+def _texts(request: dict[str, Any]) -> list[str]:
+    """The texts of a prompt's user and assistant messages, in order."""
+    return [message_text(m) for m in request["messages"] if m["role"] in ("user", "assistant")]
+
+
+async def _paused_agent(app: App) -> tuple[str, str, dict[str, Any]]:
+    """An agent with a client tool, a session of it, and its first turn, paused on a weather call."""
+    created = await app.http.post(
+        "/v1/agents",
+        json={"agent_config": {"model": "scripted-model", "instructions": "-", "client_tools": [WEATHER_TOOL]}},
+    )
+    assert created.status_code == 200, created.text
+    agent_id = created.json()["agent_id"]
+    session = await app.http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})
+    session_id = session.json()["session_id"]
+    app.script.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", arguments={"city": "Paris"})]))
+    paused = await app.turn(agent_id, session_id, "weather?")
+    assert paused["status"] == "awaiting_input"
+    return agent_id, session_id, paused
+
+
+async def test_a_session_forked_at_a_middle_turn_continues_from_that_turn_only(app: App) -> None:
+    http = app.http
+    agent_id, session_id = await agent_and_session(http)
+    turns = []
+    for n in range(3):
+        app.script.enqueue(ScriptedReply(text=f"answer {n}"))
+        turns.append(await app.turn(agent_id, session_id, f"question {n}"))
+
+    forked = await http.post(f"{session_url(agent_id, session_id)}/fork", json={"turn_id": turns[1]["turn_id"]})
+    assert forked.status_code == 200, forked.text
+    fork_id = forked.json()["session_id"]
+    assert fork_id != session_id
+
+    fork = await app.session(agent_id, fork_id)
+    assert fork["session_name"] == "s"
+    assert [t["input_messages"][0]["content"] for t in fork["turns"]] == ["question 0", "question 1"]
+    assert [t["output_message"]["content"] for t in fork["turns"]] == ["answer 0", "answer 1"]
+    assert [t["status"] for t in fork["turns"]] == ["completed", "completed"]
+    copied = {t["turn_id"] for t in fork["turns"]} | {s["step_id"] for t in fork["turns"] for s in t["steps"]}
+    original = {t["turn_id"] for t in turns} | {s["step_id"] for t in turns for s in t["steps"]}
+    assert not copied & original, "a fork shares no turn or step with its original"
+    first_copy = fork["turns"][0]
+    step = await http.get(
+        f"{turn_url(agent_id, fork_id, first_copy['turn_id'])}/step/{first_copy['steps'][0]['step_id']}"
+    )
+    assert step.status_code == 200 and step.json()["step"]["turn_id"] == first_copy["turn_id"]
+
+    app.script.enqueue(ScriptedReply(text="forked answer"))
+    await app.turn(agent_id, fork_id, "question in the fork")
+    assert _texts(await app.prompt(4)) == ["question 0", "answer 0", "question 1", "answer 1", "question in the fork"]
+
+    # The original is untouched by the fork and by the fork's new turn.
+    app.script.enqueue(ScriptedReply(text="original answer"))
+    await app.turn(agent_id, session_id, "question 3")
+    expected = [*(t for n in range(3) for t in (f"question {n}", f"answer {n}")), "question 3"]
+    assert _texts(await app.prompt(5)) == expected
+    assert len((await app.session(agent_id, session_id))["turns"]) == 4
+    assert len((await app.session(agent_id, fork_id))["turns"]) == 3
+
+
+async def test_a_fork_copying_more_turns_than_the_setting_allows_is_refused_naming_it(app: App) -> None:
+    agent_id, session_id = await agent_and_session(app.http)
+    turns = []
+    for n in range(MAX_FORK_TURNS + 1):
+        app.script.enqueue(ScriptedReply(text=f"answer {n}"))
+        turns.append(await app.turn(agent_id, session_id, f"question {n}"))
+    refused = await app.http.post(f"{session_url(agent_id, session_id)}/fork", json={"turn_id": turns[-1]["turn_id"]})
+    assert "storage.max_fork_turns" in assert_error(refused, 400)["message"]
+    sessions = await app.http.get(f"/v1/agents/{agent_id}/sessions")
+    assert [s["session_id"] for s in sessions.json()["data"]] == [session_id], "a refused fork leaves no session"
+
+
+async def test_a_fork_keeps_a_paused_turn_resumable_in_the_fork(app: App) -> None:
+    http = app.http
+    agent_id, session_id, paused = await _paused_agent(app)
+
+    forked = await http.post(f"{session_url(agent_id, session_id)}/fork", json={"turn_id": paused["turn_id"]})
+    assert forked.status_code == 200, forked.text
+    fork_id = forked.json()["session_id"]
+    copy = (await app.session(agent_id, fork_id))["turns"][0]
+    assert copy["status"] == "awaiting_input"
+    call = copy["output_message"]["tool_calls"][0]
+    assert call == paused["output_message"]["tool_calls"][0]
+    app.script.enqueue(ScriptedReply(text="sunny in the fork"))
+    answer = await http.post(
+        f"{turn_url(agent_id, fork_id, copy['turn_id'])}/resume",
+        json={"tool_responses": [tool_response(call, "sunny")], "stream": False},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "completed"
+    assert [m["role"] for m in (await app.prompt(2))["messages"]][-3:] == ["user", "assistant", "tool"]
+    # The original still waits for its own answer.
+    original = await http.get(turn_url(agent_id, session_id, paused["turn_id"]))
+    assert original.json()["status"] == "awaiting_input"
+
+
+async def test_a_fork_of_a_missing_turn_or_item_is_not_found(app: App) -> None:
+    http = app.http
+    agent_id, session_id = await agent_and_session(http)
+    assert_error(
+        await http.post(f"{session_url(agent_id, session_id)}/fork", json={"turn_id": "nope"}), 404, "not_found"
+    )
+    assert_error(await http.post(f"{session_url(agent_id, 'nope')}/fork", json={"turn_id": "nope"}), 404, "not_found")
+    conversation = (await http.post("/v1/conversations", json={})).json()
+    missing = await http.post(f"/v1/conversations/{conversation['id']}/fork", json={"item_id": "x"})
+    assert_error(missing, 404, "not_found")
+    assert_error(await http.post("/v1/conversations/conv_nope/fork", json={"item_id": "x"}), 404, "not_found")
+    assert_error(await http.post(f"{session_url(agent_id, session_id)}/fork", json={}), 400)
+
+
+async def test_a_conversation_forked_at_a_middle_item_continues_from_that_item_only(app: App) -> None:
+    http = app.http
+    conversation = (await http.post("/v1/conversations", json={"metadata": {"topic": "t"}})).json()
+    for n in range(3):
+        app.script.enqueue(ScriptedReply(text=f"answer {n}"))
+        created = await http.post(
+            "/v1/responses",
+            json={"model": "scripted-model", "input": f"question {n}", "conversation": conversation["id"]},
+        )
+        assert created.status_code == 200, created.text
+    listed = await http.get(f"/v1/conversations/{conversation['id']}/items", params={"order": "asc"})
+    items = listed.json()["data"]
+    assert len(items) == 6
+    middle = items[3]  # the answer to question 1
+
+    forked = await http.post(f"/v1/conversations/{conversation['id']}/fork", json={"item_id": middle["id"]})
+    assert forked.status_code == 200, forked.text
+    fork = forked.json()
+    assert fork["id"] != conversation["id"] and fork["metadata"] == {"topic": "t"}
+    kept = await http.get(f"/v1/conversations/{fork['id']}/items", params={"order": "asc"})
+    assert kept.json()["data"] == items[:4]
+
+    app.script.enqueue(ScriptedReply(text="forked answer"))
+    created = await http.post(
+        "/v1/responses", json={"model": "scripted-model", "input": "question in the fork", "conversation": fork["id"]}
+    )
+    assert created.status_code == 200, created.text
+    assert _texts(await app.prompt(4)) == ["question 0", "answer 0", "question 1", "answer 1", "question in the fork"]
+    assert len((await http.get(f"/v1/conversations/{conversation['id']}/items")).json()["data"]) == 6
+    assert len((await http.get(f"/v1/conversations/{fork['id']}/items")).json()["data"]) == 6
+
+    renamed = await http.post(
+        f"/v1/conversations/{conversation['id']}/fork", json={"item_id": items[0]["id"], "metadata": {"k": "v"}}
+    )
+    assert renamed.json()["metadata"] == {"k": "v"}
+
+
+async def test_a_fork_refuses_a_turn_that_still_runs(app: App) -> None:
+    http = app.http
+    agent_id, session_id = await agent_and_session(http)
+    app.script.enqueue(ScriptedReply(text="slow", gate="fork-running"))
+    running = asyncio.create_task(app.turn(agent_id, session_id, "q"))
+    try:
+        await app.prompt(1)
+        turn_id = (await app.session(agent_id, session_id))["turns"][0]["turn_id"]
+        refused = await http.post(f"{session_url(agent_id, session_id)}/fork", json={"turn_id": turn_id})
+        assert_error(refused, 409, "conflict")
+    finally:
+        app.script.open_gate("fork-running")
+        async with asyncio.timeout(WAIT_SECONDS):
+            finished = await running
+    assert finished["status"] == "completed"
+
+
+class _ResumedWhileRead:
+    """The store, but a paused turn is resumed (claimed to run again) just after the fork read the messages."""
+
+    def __init__(self, store: Store, turn_id: str) -> None:
+        self._store, self._turn_id = store, turn_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def turn_messages(self, session_id: str, turn_ids: list[str]) -> dict[str, list[Message]]:
+        read = await self._store.turn_messages(session_id, turn_ids)
+        await self._store.claim_resume(session_id, self._turn_id, utcnow() + timedelta(minutes=1))
+        return read
+
+
+async def test_a_fork_refuses_a_kept_turn_resumed_while_it_is_read(app: App) -> None:
+    agent_id, session_id, paused = await _paused_agent(app)
+    resumed_meanwhile = cast(Store, _ResumedWhileRead(app.store, paused["turn_id"]))
+    forks = SessionForks(resumed_meanwhile, lambda: utcnow() + timedelta(minutes=1))
+    with pytest.raises(ConflictError, match="changed while"):
+        await forks.fork_session(agent_id, session_id, paused["turn_id"], None)
+    sessions = await app.http.get(f"/v1/agents/{agent_id}/sessions")
+    assert [s["session_id"] for s in sessions.json()["data"]] == [session_id], "a refused fork leaves no session"
+    assert (await app.session(agent_id, session_id))["turns"][0]["status"] == "in_progress"
