@@ -23,10 +23,11 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any, get_args
 
+import anyio
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, RedisError
@@ -131,6 +132,7 @@ class RedisFanout:
         self._client: aioredis.Redis | None = None
         self._script: AsyncScript | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._scopes: list[anyio.CancelScope] = []
         self._sending: list[_Entry] = []
 
     @property
@@ -155,9 +157,15 @@ class RedisFanout:
         await self._redis.ping()
         self._script = self._redis.register_script(_APPEND)
         pubsub = await self._subscribe()
+        # A cancel scope's cancellation is delivered again until its task leaves it; a plain
+        # Task.cancel() is delivered once, and a blocked pub/sub read in redis-py can absorb it,
+        # which held close() (and with it a replica's shutdown) forever.
+        self._scopes = [anyio.CancelScope(), anyio.CancelScope()]
         self._tasks = [
-            asyncio.create_task(self._send_forever(), name="fanout-send"),
-            asyncio.create_task(self._listen_forever(pubsub, on_notice), name="fanout-notices"),
+            asyncio.create_task(_within(self._scopes[0], self._send_forever()), name="fanout-send"),
+            asyncio.create_task(
+                _within(self._scopes[1], self._listen_forever(pubsub, on_notice)), name="fanout-notices"
+            ),
         ]
 
     async def _subscribe(self) -> Any:
@@ -178,9 +186,10 @@ class RedisFanout:
         with contextlib.suppress(TimeoutError):  # a Redis that went away must not hold the shutdown
             async with asyncio.timeout(_CLOSE_SECONDS):
                 await self._queue.join()
-        for task in self._tasks:
-            task.cancel()
+        for scope in self._scopes:
+            scope.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._scopes = []
         self._tasks = []
         if self._client is not None:
             # The batch the sender was retrying goes first: sending only what came after it would
@@ -420,3 +429,9 @@ def _decode(data: str) -> Notice | None:
     except (ValueError, KeyError, TypeError):
         return None
     return None
+
+
+async def _within(scope: anyio.CancelScope, work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` until it ends or ``scope`` is cancelled."""
+    with scope:
+        await work
