@@ -14,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as sdk_encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
@@ -124,6 +124,34 @@ def test_equal_values_of_different_types_are_each_written_as_their_own() -> None
         "int_value",
         "bool_value",
     ]
+
+
+def test_minus_zero_is_written_as_itself() -> None:
+    plan = {
+        "name": "n", "kind": SpanKind.INTERNAL, "later": {}, "events": [], "links": [], "status": None,
+        "parent": None, "child": False, "state": None, "scope": ("a", None),
+    }  # fmt: skip
+    # 0.0 == -0.0, with one hash: a cache of written attributes keyed by value would write one for the other.
+    spans = _made([{**plan, "attributes": {"v": value}} for value in (0.0, -0.0, 0.0)], Resource({}))
+    assert encode_spans(spans) == sdk_encode_spans(spans).SerializeToString()
+
+
+def test_a_span_not_made_by_the_sdk_tracer_is_written_as_the_sdk_writes_it() -> None:
+    # Its attributes a plain dict, its events and links tuples: not the SDK's bounded containers.
+    span = ReadableSpan(
+        "made by hand",
+        context=_context((7, 8), remote=False),
+        parent=_context((7, 9), remote=True),
+        resource=Resource({"service.name": "ferryman"}),
+        attributes={"a": 1, "b": "two", "c": [True, False]},
+        events=(Event("happened", {"k": "v"}, timestamp=5),),
+        links=(Link(_context((10, 11), remote=True), {"why": "resumes"}),),
+        kind=SpanKind.CLIENT,
+        status=Status(StatusCode.ERROR, "it broke"),
+        start_time=1,
+        end_time=2,
+    )
+    assert encode_spans([span]) == sdk_encode_spans([span]).SerializeToString()
 
 
 def test_the_cache_of_written_attributes_is_bounded() -> None:

@@ -19,8 +19,9 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, cast
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -61,15 +62,6 @@ class ContentCapture:
 
 CONTENT = ContentCapture()
 """This process's choice (``telemetry.traces.capture_content``), set when the server starts."""
-
-
-@runtime_checkable
-class ProviderNames(Protocol):
-    """A model source that tells which provider serves a model (the model router)."""
-
-    def provider_name(self, model_id: str) -> str | None:
-        """The provider serving ``model_id``, or None when unknown."""
-        ...
 
 
 def start_turn_span(
@@ -152,30 +144,38 @@ def running_turn(span: Span | None, record: TurnRecord) -> Iterator[None]:
     """
     if span is None:
         span = start_turn_span(record, "agents", record.session_id, resumes=None)
-    with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-        try:
-            yield
-        finally:
-            if span.is_recording():
-                span.set_attribute("ferryman.turn.status", record.status)
-                if record.status == "failed" and record.error is not None:
-                    span.set_attribute(ERROR_TYPE, str(record.error.code))
-                    span.set_status(Status(StatusCode.ERROR, record.error.message))
+    # What trace.use_span(span, end_on_exit=True) does with exceptions unrecorded: without its layers.
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+        if span.is_recording():
+            span.set_attribute("ferryman.turn.status", record.status)
+            if record.status == "failed" and record.error is not None:
+                span.set_attribute(ERROR_TYPE, str(record.error.code))
+                span.set_status(Status(StatusCode.ERROR, record.error.message))
+        span.end()
 
 
 @contextmanager
 def operation_span(name: str, attributes: dict[str, Any], kind: SpanKind = SpanKind.INTERNAL) -> Iterator[Span]:
     """A child span of the current one; a failure inside sets its ``error.type`` and status, and propagates."""
-    with _tracer.start_as_current_span(
+    # Tracer.start_as_current_span without its three context-manager layers (a span per model and tool call).
+    span = _tracer.start_span(
         name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
-    ) as span:
-        try:
-            yield span
-        except BaseException as exc:
-            if span.is_recording():
-                span.set_attribute(ERROR_TYPE, error_type(exc))
-                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-            raise
+    )
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        yield span
+    except BaseException as exc:
+        if span.is_recording():
+            span.set_attribute(ERROR_TYPE, error_type(exc))
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        raise
+    finally:
+        otel_context.detach(token)
+        span.end()
 
 
 def error_type(exc: BaseException) -> str:
@@ -190,7 +190,7 @@ def error_type(exc: BaseException) -> str:
 def chat_span(request: ChatRequest, model: object) -> AbstractContextManager[Span]:
     """The ``chat`` span of one model call."""
     attributes: dict[str, Any] = {OPERATION: "chat", "gen_ai.request.model": request.model}
-    provider = model.provider_name(request.model) if isinstance(model, ProviderNames) else None
+    provider = _provider_name(model, request.model)
     if provider is not None:
         attributes["gen_ai.provider.name"] = provider
     if request.sampling.temperature is not None:
@@ -199,6 +199,15 @@ def chat_span(request: ChatRequest, model: object) -> AbstractContextManager[Spa
         attributes["gen_ai.request.max_tokens"] = request.sampling.max_tokens
     # A call to a model server: a client span, as the GenAI conventions want it.
     return operation_span(f"chat {request.model}", attributes, SpanKind.CLIENT)
+
+
+def _provider_name(model: object, model_id: str) -> str | None:
+    """The provider serving ``model_id``, when ``model`` tells (the model router's ``provider_name``).
+
+    Looked up, not checked against a runtime Protocol: that check costs microseconds per model call.
+    """
+    named = getattr(model, "provider_name", None)
+    return cast("str | None", named(model_id)) if callable(named) else None
 
 
 def timed_model(model: ChatModel, span: Span) -> ChatModel:

@@ -40,21 +40,23 @@ class TracingMiddleware:
         method = scope.get("method", "")
         asked = dict(scope)  # the router adds its route to ``scope`` as it routes
         attributes = {"http.request.method": method, "url.path": scope.get("path", ""), "url.scheme": scope["scheme"]}
-        with _tracer.start_as_current_span(
+        span = _tracer.start_span(
             method, context=propagate.extract(carrier), kind=SpanKind.SERVER, attributes=attributes
-        ) as span:
+        )
 
-            async def answer(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    route = served_route(self._routes, asked, scope)
-                    if route is not None:
-                        span.update_name(f"{method} {route}")
-                        span.set_attribute("http.route", route)
-                    status = message["status"]
-                    span.set_attribute("http.response.status_code", status)
-                    if status >= 500:
-                        span.set_attribute("error.type", str(status))
-                        span.set_status(Status(StatusCode.ERROR))
-                await send(message)
+        async def answer(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                route = served_route(self._routes, asked, scope)
+                if route is not None:
+                    span.update_name(f"{method} {route}")
+                    span.set_attribute("http.route", route)
+                status = message["status"]
+                span.set_attribute("http.response.status_code", status)
+                if status >= 500:
+                    span.set_attribute("error.type", str(status))
+                    span.set_status(Status(StatusCode.ERROR))
+            await send(message)
 
+        # Tracer.start_as_current_span's use_span, without its other two layers.
+        with trace.use_span(span, end_on_exit=True):
             await self.app(scope, receive, answer)

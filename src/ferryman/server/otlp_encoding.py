@@ -33,6 +33,10 @@ _FIXED64_PACK = struct.Struct("<Q").pack
 _FIXED32_PACK = struct.Struct("<I").pack
 _DOUBLE_PACK = struct.Struct("<d").pack
 _UINT64 = (1 << 64) - 1
+_KIND_FIELDS = {kind: bytes((0x30, number)) for kind, number in _KINDS.items()}
+_UNSET_STATUS = b"\x7a\x00"  # field 15, empty: no code, no description
+_LOCAL_FLAGS = b"\x85\x01" + _FIXED32_PACK(_HAS_IS_REMOTE)
+_REMOTE_FLAGS = b"\x85\x01" + _FIXED32_PACK(_HAS_IS_REMOTE | _IS_REMOTE)
 
 
 def encode_spans(spans: Iterable[ReadableSpan]) -> bytes:
@@ -95,25 +99,50 @@ def _span(span: ReadableSpan) -> bytes:
     parts = [b"\x0a\x10", context.trace_id.to_bytes(16, "big"), b"\x12\x08", context.span_id.to_bytes(8, "big")]
     if context.trace_state:
         parts.append(_text(3, ",".join(f"{key}={value}" for key, value in context.trace_state.items())))
-    if span.parent is not None:
-        parts += (b"\x22\x08", span.parent.span_id.to_bytes(8, "big"))
-    parts += (_text(5, span.name), b"\x30", _varint(_KINDS[span.kind]))
+    parent = span.parent
+    if parent is not None:
+        parts += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
+    parts += (_name(span.name), _KIND_FIELDS[span.kind])
     if span.start_time:
         parts += (b"\x39", _FIXED64_PACK(span.start_time))
     if span.end_time:
         parts += (b"\x41", _FIXED64_PACK(span.end_time))
-    parts.append(_attributes(9, span.attributes))
+    parts.append(_attributes(9, _plain(span)))
     if span.dropped_attributes:
         parts.append(_count(10, span.dropped_attributes))
-    if span.events:
-        parts += [_field(11, _event(event)) for event in span.events]
+    events = span.events if getattr(span, "_events", True) else ()  # the SDK's copy made only when there are any
+    if events:
+        parts += [_field(11, _event(event)) for event in events]
         parts.append(_count(12, span.dropped_events))
-    if span.links:
-        parts += [_field(13, _link(link)) for link in span.links]
+    links = span.links if getattr(span, "_links", True) else ()
+    if links:
+        parts += [_field(13, _link(link)) for link in links]
         parts.append(_count(14, span.dropped_links))
-    parts += (_field(15, _status(span.status.status_code.value, span.status.description)), b"\x85\x01")
-    parts.append(_FIXED32_PACK(_flags(span.parent)))
+    status = span.status
+    code, description = status.status_code.value, status.description
+    parts.append(_UNSET_STATUS if not code and not description else _field(15, _status(code, description)))
+    parts.append(_REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS)
     return b"".join(parts)
+
+
+def _plain(span: ReadableSpan) -> Mapping[str, Any] | None:
+    """The span's attributes: the dict inside the SDK's ``BoundedAttributes`` when it has one (read at C speed)."""
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    return inner if type(inner) is dict else span.attributes
+
+
+_NAMES: dict[str, bytes] = {}
+_MAX_NAMES = 1024
+
+
+def _name(name: str) -> bytes:
+    # Span names are route templates, agent and model names: few, met again in every batch.
+    found = _NAMES.get(name)
+    if found is None:
+        if len(_NAMES) >= _MAX_NAMES:
+            _NAMES.clear()
+        found = _NAMES[name] = _text(5, name)
+    return found
 
 
 def _event(event: Event) -> bytes:
@@ -147,39 +176,41 @@ def _flags(parent: SpanContext | None) -> int:
 def _attributes(number: int, attributes: Mapping[str, Any] | None) -> bytes:
     if not attributes:
         return b""
-    tag = _tag(number, _BYTES)
     parts: list[bytes] = []
     for key, value in attributes.items():
-        # Keyed by type too: True == 1 == 1.0, but each is written differently.
-        known = (key, type(value), value) if _cacheable(value) else None
-        pair = _PAIRS.get(known) if known is not None else None
-        if pair is None:
-            pair = _key_value(key, value)
-            if known is not None:
+        kind = type(value)
+        # Keyed by type too: True == 1, but each is written differently. Floats are not kept (0.0 == -0.0).
+        if kind is str and len(value) <= _MAX_CACHED_TEXT or kind is int or kind is bool:
+            known = (number, key, kind, value)
+            written = _PAIRS.get(known)
+            if written is None:
                 if len(_PAIRS) >= _MAX_PAIRS:
                     _PAIRS.clear()  # ids fill it in a long run; the few common pairs come back at once
-                _PAIRS[known] = pair
-        parts += (tag, _varint(len(pair)), pair)
+                written = _PAIRS[known] = _field(number, _key_value(key, value))
+            parts.append(written)
+        else:
+            parts.append(_field(number, _key_value(key, value)))
     return b"".join(parts)
-
-
-def _cacheable(value: Any) -> bool:
-    return isinstance(value, _SCALARS) and not (isinstance(value, str) and len(value) > _MAX_CACHED_TEXT)
 
 
 def _key_value(key: str, value: Any) -> bytes:
     return _text(1, key) + _field(2, _any_value(value))
 
 
-_SCALARS = (str, bool, int, float)
 _MAX_PAIRS = 4096
 _MAX_CACHED_TEXT = 256
-_PAIRS: dict[tuple[str, type, Any], bytes] = {}
-"""Encoded attributes by key and value: a turn's spans repeat most of theirs (operation, model, provider)."""
+_PAIRS: dict[tuple[int, str, type, Any], bytes] = {}
+"""Encoded attribute fields by field number, key and value: a turn's spans repeat most of theirs
+(operation, model, provider), and every span repeats its keys."""
 
 
 def _any_value(value: Any) -> bytes:
     # A oneof: its member is written even when it holds its type's default (False, 0, "").
+    kind = type(value)  # the common types by identity first: isinstance against the ABCs below is slow
+    if kind is str:
+        return _field(1, value.encode())
+    if kind is int:
+        return _tag(3, _VARINT) + _varint(value & _UINT64)
     if value is None:
         return b""
     if isinstance(value, bool):
@@ -208,10 +239,14 @@ def _text(number: int, text: str) -> bytes:
 
 
 def _field(number: int, payload: bytes | bytearray) -> bytes:
-    return _tag(number, _BYTES) + _varint(len(payload)) + bytes(payload)
+    size = len(payload)
+    tag = _LENGTH_TAGS[number] if number < 0x10 else _tag(number, _BYTES)
+    return tag + (_ONE_BYTE[size] if size < 0x80 else _varint(size)) + bytes(payload)
 
 
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
 _TAGS: dict[tuple[int, int], bytes] = {}
+_LENGTH_TAGS = [_ONE_BYTE[number << 3 | _BYTES] for number in range(0x10)]
 
 
 def _tag(number: int, wire_type: int) -> bytes:
@@ -223,7 +258,7 @@ def _tag(number: int, wire_type: int) -> bytes:
 
 def _varint(value: int) -> bytes:
     if value < 0x80:
-        return bytes((value,))
+        return _ONE_BYTE[value]
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
