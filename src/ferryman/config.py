@@ -86,13 +86,17 @@ class StorageSettings(BaseModel):
     cancellations between replicas (a ``redis://`` ``db`` does that itself);
     ``turn_lease_seconds`` bounds how long a turn whose replica died stays
     running before another replica fails it; ``max_fork_turns`` is the most
-    turns one session fork copies (a fork past it is refused, 400).
+    turns one session fork copies (a fork past it is refused, 400);
+    ``rollback_wait_seconds`` is the most a turn or response sent with
+    ``multitask_strategy: rollback`` waits for the run it cancelled to stop
+    (past it, it fails ``conflict`` and the cancelled turn is kept).
     """
 
     db: str | None = None
     redis: str | None = None
     turn_lease_seconds: float = Field(default=30.0, gt=0)
     max_fork_turns: int = Field(default=1000, ge=1, le=1_000_000)
+    rollback_wait_seconds: float = Field(default=60.0, gt=0, le=3600)
 
 
 class FileSettings(BaseModel):

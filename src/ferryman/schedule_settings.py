@@ -18,7 +18,8 @@ class ScheduleSettings(BaseModel):
         max_per_principal: The most schedules one principal (with authentication off: the server) may hold.
         min_interval_seconds: The shortest time a schedule's expression may leave between two ticks.
         subject_lifetime_seconds: How long a schedule made by a signed-in subject (JWT, OIDC) acts as that
-            subject, with the attributes it had then, before it stops until the subject resumes it.
+            subject, with the attributes it had then, before it stops until the subject resumes it; and how long
+            after a subject's session or response was made another caller's approval continues its run as it.
         max_message_chars: The longest message a schedule sends.
         runs_kept: How many runs of each schedule are kept (the oldest are deleted as new ones are made).
     """

@@ -25,6 +25,7 @@ from ferryman.api.content import (
     UserMessage,
 )
 from ferryman.api.responses import (
+    CompactionItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     HostedCallItem,
@@ -73,8 +74,9 @@ def withheld_item(item: Item) -> Item:
     """A Responses item of a blocked input as it is kept: what a model would read of it is withheld.
 
     A message keeps its role, a function call its call id and name, an output its call id;
-    a hosted tool's call item (which replays as a call and its output) becomes a user message
-    saying it was withheld; items no model reads (approval requests and decisions) stay.
+    a hosted tool's call item (which replays as a call and its output) and a ``compaction`` item (which
+    replays as the history or summary it seals) become a user message saying it was withheld; items no model
+    reads (approval requests and decisions) stay.
     """
     if isinstance(item, MessageItem):
         part = OutputText(text=WITHHELD_TEXT) if item.role == "assistant" else InputText(text=WITHHELD_TEXT)
@@ -83,7 +85,7 @@ def withheld_item(item: Item) -> Item:
         return item.model_copy(update={"arguments": WITHHELD_ARGUMENTS_JSON})
     if isinstance(item, FunctionCallOutputItem):
         return item.model_copy(update={"output": WITHHELD_TEXT})
-    if isinstance(item, HostedCallItem):
+    if isinstance(item, HostedCallItem | CompactionItem):
         return MessageItem(id=item.id, role="user", content=[InputText(text=WITHHELD_TEXT)], status="completed")
     return item
 

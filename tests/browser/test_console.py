@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from console_harness import ConsoleServer, agent, console_server, session, turn
 from playwright.sync_api import Browser, Page, Route, expect
@@ -282,18 +283,102 @@ def test_responses_and_conversations_are_browsable(page: Watched, console: Conso
     expect(tab.locator(".items")).to_contain_text("Hello from the responses API.")
 
 
+def test_a_memory_block_is_edited_and_a_save_over_a_newer_version_or_its_limit_shows_the_apis_error(
+    page: Watched, console: ConsoleServer
+) -> None:
+    key = console.new_key("judy")
+    with console.api(key) as http:
+        agent_id = agent(http, "remembering")
+        _put_block(http, agent_id, "human", value="The user is Ada.", description="What I know about the user")
+    tab = page.page
+    sign_in(tab, console, key)
+    tab.get_by_role("link", name="remembering").click()
+    expect(tab.get_by_role("region", name="Memory")).to_contain_text("1 block(s): human.")
+    tab.get_by_role("link", name="View and edit the memory").click()
+
+    block = tab.locator(".memory-block[data-label=human]")
+    value = block.get_by_label("Value of human")
+    expect(value).to_have_value("The user is Ada.")
+    value.fill("The user is Ada Lovelace.")
+    block.get_by_role("button", name="Save human").click()
+    expect(block.get_by_role("status")).to_have_text("Saved: version 2.")
+    with console.api(key) as http:
+        saved = http.get(f"/v1/agents/{agent_id}/memory/human").json()
+        assert (saved["value"], saved["version"]) == ("The user is Ada Lovelace.", 2), saved
+        assert saved["description"] == "What I know about the user", "a save left alone changed the description"
+        _put_block(http, agent_id, "human", value="Ada writes programs.")  # version 3, behind the page's back
+
+    value.fill("Ada counts.")
+    block.get_by_role("button", name="Save human").click()
+    expect(block.get_by_role("alert")).to_have_text("memory block 'human' is at version 3, not 2")
+    block.get_by_role("button", name=re.compile("^Load the current version")).click()
+    expect(value).to_have_value("Ada writes programs.")
+    value.fill("x" * 5_001)
+    block.get_by_role("button", name="Save human").click()
+    expect(block.get_by_role("alert")).to_contain_text("memory.max_block_chars is 5000")
+    with console.api(key) as http:
+        kept = http.get(f"/v1/agents/{agent_id}/memory/human").json()
+    assert (kept["value"], kept["version"]) == ("Ada writes programs.", 3), kept
+    _refused_as_expected(page, 409, 400)
+
+
+def test_a_memory_block_is_created_and_deleted_in_the_console(page: Watched, console: ConsoleServer) -> None:
+    key = console.new_key("kim")
+    with console.api(key) as http:
+        agent_id = agent(http, "forgetful")
+    tab = page.page
+    sign_in(tab, console, key)
+    tab.goto(f"{console.base_url}/console#/agents/{agent_id}/memory")
+    expect(tab.get_by_text("This agent has no memory blocks yet.")).to_be_visible()
+
+    tab.get_by_label("Label").fill("notes")
+    tab.get_by_label("Description (optional)").fill("Things to remember")
+    tab.get_by_label("Value", exact=True).fill("Water the plants.")
+    tab.get_by_role("button", name="Create").click()
+    expect(tab.get_by_label("Value of notes")).to_have_value("Water the plants.")
+    tab.get_by_label("Label").fill("notes")
+    tab.get_by_role("button", name="Create").click()
+    expect(tab.get_by_role("alert")).to_have_text("A block labelled notes exists: edit it above.")
+    with console.api(key) as http:
+        [created] = http.get(f"/v1/agents/{agent_id}/memory").json()["data"]
+    wanted = {"label": "notes", "value": "Water the plants.", "description": "Things to remember", "version": 1}
+    assert {name: created[name] for name in wanted} == wanted, created
+
+    tab.get_by_role("button", name="Delete notes").click()
+    expect(tab.get_by_role("button", name="Delete notes for good")).to_be_focused()
+    tab.keyboard.press("Enter")
+    expect(tab.get_by_text("This agent has no memory blocks yet.")).to_be_visible()
+    with console.api(key) as http:
+        assert http.get(f"/v1/agents/{agent_id}/memory/notes").status_code == 404
+
+
+def _refused_as_expected(page: Watched, *statuses: int) -> None:
+    """Drop chromium's log of the refusals the test asked for (it logs every 4xx answer as an error; no script's)."""
+    for status in statuses:
+        logged = f"console: Failed to load resource: the server responded with a status of {status} "
+        found = [error for error in page.errors if error.startswith(logged)]
+        assert found, f"no {status} was answered: {page.errors}"
+        page.errors.remove(found[0])
+
+
+def _put_block(http: httpx.Client, agent_id: str, label: str, **body: str) -> None:
+    written = http.put(f"/v1/agents/{agent_id}/memory/{label}", json=body)
+    assert written.status_code == 200, written.text
+
+
 def test_every_view_passes_axe_at_desktop_and_phone_width_in_light_and_dark(
     page: Watched, console: ConsoleServer
 ) -> None:
     key = console.new_key("heidi")
     with console.api(key) as http:
         agent_id = agent(http, "checked")
+        _put_block(http, agent_id, "persona", value="Calm and brief.", description="How I answer")
         session_id = session(http, agent_id)
         console.enqueue(ScriptedReply(text="Fine."))
         done = turn(http, agent_id, session_id, "How are you?")
     tab = page.page
     views = [
-        "#/agents", f"#/agents/{agent_id}", f"#/agents/{agent_id}/sessions/{session_id}",
+        "#/agents", f"#/agents/{agent_id}", f"#/agents/{agent_id}/memory", f"#/agents/{agent_id}/sessions/{session_id}",
         f"#/agents/{agent_id}/sessions/{session_id}/turns/{done['turn_id']}",
         "#/responses", "#/conversations", "#/approvals", "#/playground", "#/knowledge",
     ]  # fmt: skip

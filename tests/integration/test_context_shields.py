@@ -6,6 +6,10 @@ Then the session goes on past its 512-token context until each strategy has acte
 the blocked turn, compaction has summarized it. No call the scripted model got (answers and summaries alike,
 and ``POST /v1/responses/compact``'s) may carry the address; the summary that covered the blocked turn read
 its placeholder instead.
+
+A ``compaction`` item (a response's, or ``POST /v1/responses/compact``'s) given back in an input seals text the
+model reads: an input shield that blocks that input leaves no item that opens to it, and one that redacts it
+leaves the item sealed again over the redacted text.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from storage_backends import unopened_store
 from ferryman.engine.summary import INSTRUCTIONS
 from ferryman.safety.settings import SafetySettings
 from ferryman.server.app import build_services
+from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedModel, ScriptedReply
 from ferryman.withheld import WITHHELD_TEXT
-from inprocess import check_script, serving
+from inprocess import check_script, migrated_sqlite, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -133,17 +138,18 @@ async def test_a_response_chain_past_its_context_never_brings_back_a_blocked_inp
                 assert _output_text(answered.json()) != SAID  # the shield refused the first
             previous = answered.json()["id"]
             if text.startswith("1: "):
-                early = await _compact(http, model, previous, early=True)
+                early = await _compact(http, model, previous, early=True, replaced=False)
         _never_sent(model, strategy, besides=early)
         assert previous is not None
-        await _compact(http, model, previous, early=False)
+        await _compact(http, model, previous, early=False, replaced=strategy == "compaction")
 
 
-async def _compact(http: httpx.AsyncClient, model: ScriptedModel, previous: str, early: bool) -> int:
+async def _compact(http: httpx.AsyncClient, model: ScriptedModel, previous: str, early: bool, replaced: bool) -> int:
     """``POST /v1/responses/compact`` of the chain: its summary request and its answer hold no blocked text.
 
     Early in the chain, the summary request reads the blocked turn's placeholder (later, what fits of the
-    chain is its newest part); the user messages the answer keeps hold the placeholder either way.
+    chain is its newest part); the user messages the answer keeps hold the placeholder, unless a response's
+    ``compaction`` item has ``replaced`` the blocked turn.
     """
     asked = len(model.requests)
     compacted = await http.post(
@@ -153,6 +159,99 @@ async def _compact(http: httpx.AsyncClient, model: ScriptedModel, previous: str,
     [summarizing] = model.requests[asked:]
     assert summarizing["messages"][0]["content"] == INSTRUCTIONS
     assert SECRET not in json.dumps(summarizing) and SECRET not in compacted.text
-    assert WITHHELD_TEXT in compacted.text
+    assert (WITHHELD_TEXT in compacted.text) is not replaced
     assert (WITHHELD_TEXT in summarizing["messages"][-1]["content"]) is early
     return asked
+
+
+FERRIES = "My name is Ada and I keep the ferries. " + "Tides and timetables. " * 25
+ANSWER = "Noted, Ada. " + "The ferries run on time. " * 20
+MAILED = f"What is my name? Mail it to {SECRET}."
+COMPACTING = [{"type": "compaction", "compact_threshold": 150}]
+"""Tokens: the first exchange fits under it, a second question takes the prompt past it."""
+
+
+@pytest.fixture()
+async def sealing(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[httpx.AsyncClient, ScriptedModel]]:
+    """The app over SQLite, with a model of 4000 tokens and a local shield of each action on e-mail addresses."""
+    model = ScriptedModel(model_ids=("scripted-model",), context_length=4000)
+    services = build_services(SqliteStore(migrated_sqlite(tmp_path / "sealed.db")), [model], sole_process=True)
+    async with serving(services) as http:
+        for action in ("block", "redact"):
+            body = {"shield_id": f"mail-{action}", "provider_id": "ferryman-local", "params": {"action": action}}
+            assert (await http.post("/v1/shields", json=body)).status_code == 200
+        yield http, model
+    check_script(request, model.script)
+
+
+async def _respond(http: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
+    answer = await http.post("/v1/responses", json={"model": "scripted-model", **body})
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+async def _sealed_secret(http: httpx.AsyncClient, model: ScriptedModel, kind: str) -> dict[str, Any]:
+    """A ``compaction`` item that opens to :data:`SECRET`: a response's (its history), or a ``compact`` call's
+    (its summary)."""
+    if kind == "compact":
+        model.enqueue_text(f"Ada asked her name be mailed to {SECRET}.")
+        compacted = await http.post("/v1/responses/compact", json={"model": "scripted-model", "input": MAILED})
+        assert compacted.status_code == 200, compacted.text
+        item = dict(compacted.json()["output"][-1])
+    else:
+        model.enqueue_text(ANSWER)
+        first = await _respond(http, input=FERRIES, context_management=COMPACTING)
+        model.enqueue_text("The user is Ada.")  # the summary
+        model.enqueue_text("You are Ada.")
+        second = await _respond(http, input=MAILED, previous_response_id=first["id"], context_management=COMPACTING)
+        item = second["output"][0]
+    assert item["type"] == "compaction" and SECRET not in json.dumps(item)
+    return item
+
+
+@pytest.mark.parametrize("kind", ["response", "compact"])
+async def test_a_blocked_input_compaction_item_is_never_replayed_to_the_model(
+    sealing: tuple[httpx.AsyncClient, ScriptedModel], kind: str
+) -> None:
+    http, model = sealing
+    item = await _sealed_secret(http, model, kind)
+    conversation = (await http.post("/v1/conversations", json={})).json()["id"]
+    given = [item, {"type": "message", "role": "user", "content": "hello"}]
+    blocked = await _respond(http, input=given, conversation=conversation, guardrails=["mail-block"])
+    assert blocked["output"][0]["content"][0]["type"] == "refusal"  # the input shield blocked it
+    kept = (await http.get(f"/v1/conversations/{conversation}/items", params={"order": "asc"})).json()["data"]
+    assert [entry["type"] for entry in kept] == ["message", "message", "message"]  # no item opens to it
+    assert _output_text({"output": kept[:1]}) == WITHHELD_TEXT
+    asked = len(model.requests)
+
+    model.enqueue_text("Going on.")
+    await _respond(http, input="go on", conversation=conversation)
+    (after,) = model.requests[asked:]
+    assert SECRET not in json.dumps(after["messages"]) and WITHHELD_TEXT in json.dumps(after["messages"])
+
+
+@pytest.mark.parametrize("kind", ["response", "compact"])
+async def test_a_redacted_input_compaction_item_is_sealed_again_over_the_redacted_text(
+    sealing: tuple[httpx.AsyncClient, ScriptedModel], kind: str
+) -> None:
+    http, model = sealing
+    item = await _sealed_secret(http, model, kind)
+    conversation = (await http.post("/v1/conversations", json={})).json()["id"]
+    given = [item, {"type": "message", "role": "user", "content": "hello"}]
+    model.enqueue_text("Hello, Ada.")
+    redacting = await _respond(http, input=given, conversation=conversation, guardrails=["mail-redact"])
+    assert redacting["status"] == "completed"
+    read = json.dumps(model.requests[-1]["messages"])
+    assert SECRET not in read and "[REDACTED:email]" in read  # the model read it redacted
+
+    kept = (await http.get(f"/v1/conversations/{conversation}/items", params={"order": "asc"})).json()["data"]
+    assert kept[0]["type"] == "compaction" and kept[0]["id"] == item["id"]
+    assert kept[0]["encrypted_content"] != item["encrypted_content"]  # sealed again
+    inputs = (await http.get(f"/v1/responses/{redacting['id']}/input_items", params={"order": "asc"})).json()
+    assert inputs["data"][0] == kept[0]
+    model.enqueue_text("Going on.")
+    await _respond(http, input="go on", conversation=conversation)
+    read = json.dumps(model.requests[-1]["messages"])
+    assert SECRET not in read and "[REDACTED:email]" in read  # what it sealed, redacted, is read on

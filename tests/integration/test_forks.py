@@ -164,6 +164,38 @@ async def test_a_fork_keeps_a_paused_turn_resumable_in_the_fork(app: App) -> Non
     assert original.json()["status"] == "awaiting_input"
 
 
+async def test_a_fork_of_a_turn_paused_for_approval_holds_its_copy_in_the_inbox(app: App) -> None:
+    http = app.http
+    config = {"model": "scripted-model", "instructions": "-", "toolgroups": ["builtin::math"]}
+    created = await http.post("/v1/agents", json={"agent_config": {**config, "require_approval": "always"}})
+    agent_id = created.json()["agent_id"]
+    session_id = (await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})).json()["session_id"]
+    call = ScriptedToolCall(name="calculator", arguments={"expression": "6 * 7"})
+    app.script.enqueue(ScriptedReply(tool_calls=[call]))
+    paused = await app.turn(agent_id, session_id, "6 * 7?")
+    assert paused["status"] == "awaiting_input"
+
+    forked = await http.post(f"{session_url(agent_id, session_id)}/fork", json={"turn_id": paused["turn_id"]})
+    assert forked.status_code == 200, forked.text
+    fork_id = forked.json()["session_id"]
+    copy = (await app.session(agent_id, fork_id))["turns"][0]
+    held = {a["session_id"]: a for a in (await http.get("/v1/approvals")).json()["data"]}
+    assert sorted(held) == sorted([session_id, fork_id]), held
+    assert (held[fork_id]["turn_id"], held[fork_id]["arguments"]) == (copy["turn_id"], {"expression": "6 * 7"})
+
+    app.script.enqueue(ScriptedReply(text="42 in the fork"))
+    decided = await http.post(f"/v1/approvals/{held[fork_id]['id']}/approve")
+    assert decided.status_code == 202, decided.text
+    async with http.stream("GET", f"{turn_url(agent_id, fork_id, copy['turn_id'])}/events") as events:
+        async for _ in events.aiter_lines():  # the continued turn's stream, followed to its end
+            pass
+    done = (await http.get(turn_url(agent_id, fork_id, copy["turn_id"]))).json()
+    assert (done["status"], done["output_message"]["content"]) == ("completed", "42 in the fork")
+    original = (await http.get(turn_url(agent_id, session_id, paused["turn_id"]))).json()
+    assert original["status"] == "awaiting_input", "the original still waits for its own decision"
+    assert [a["id"] for a in (await http.get("/v1/approvals")).json()["data"]] == [held[session_id]["id"]]
+
+
 async def test_a_fork_of_a_missing_turn_or_item_is_not_found(app: App) -> None:
     http = app.http
     agent_id, session_id = await agent_and_session(http)

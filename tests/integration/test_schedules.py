@@ -126,8 +126,6 @@ async def test_a_schedule_is_created_listed_read_paused_resumed_and_deleted(serv
         ({"timezone": "../etc/passwd"}, "timezone"),
         ({"message": "x" * 101}, "message"),
         ({"message": ""}, "message"),
-        ({"agent_id": "no-such-agent"}, "agent_id"),
-        ({"session_id": "no-such-session"}, "session_id"),
     ],
 )
 async def test_what_a_schedule_names_is_checked_when_it_is_made(
@@ -137,6 +135,16 @@ async def test_what_a_schedule_names_is_checked_when_it_is_made(
     body = {"agent_id": agent_id, "cron": "0 9 * * *", "message": "Any news?", **change}
     error = assert_error(await server.http.post("/v1/schedules", json=body), 400)
     assert error["field"] == field, error
+    assert (await server.http.get("/v1/schedules")).json()["data"] == []
+
+
+@pytest.mark.parametrize("change", [{"agent_id": "no-such-agent"}, {"session_id": "no-such-session"}])
+async def test_a_schedule_naming_a_missing_agent_or_session_is_not_found(
+    server: Server, change: dict[str, Any]
+) -> None:
+    agent_id = await server.agent()
+    body = {"agent_id": agent_id, "cron": "0 9 * * *", "message": "Any news?", **change}
+    assert_error(await server.http.post("/v1/schedules", json=body), 404)
     assert (await server.http.get("/v1/schedules")).json()["data"] == []
 
 
@@ -245,7 +253,7 @@ async def test_a_schedule_is_its_owners_and_its_runs_act_as_the_owner(server: Se
         assert_error(await http.delete(f"/v1/schedules/{schedule['id']}"), 404)
         assert (await http.get("/v1/schedules")).json()["data"] == []
         body = {"agent_id": agent_id, "cron": "@daily", "message": "mine now"}
-        assert assert_error(await http.post("/v1/schedules", json=body), 400)["field"] == "agent_id"
+        assert_error(await http.post("/v1/schedules", json=body), 404)  # her agent is missing to him
     server.clock.now = MONDAY_6_UTC + 3601
     scripted.enqueue_text("Hello, Alice.")
     (run,) = await server.services.scheduler.fire_due()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -50,7 +51,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0013_live_turns"
+HEAD = "0014_responses_of_turn"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -503,3 +504,34 @@ async def test_the_registries_go_down_to_the_old_tables_and_up_again(database: D
         await store.close()
     await database.migrate("0002_idempotency_keys", True)  # through every revision, with the data in place
     assert await database.revision() == ["0002_idempotency_keys"]
+
+
+# -- a turn's response is read through an index (0014) ------------------------------------------------------------
+
+TURN_RESPONSE = "SELECT response_id FROM responses WHERE turn_id = 'turn_x' AND session_id = 'sess_x'"
+
+
+async def _indexes_read(database: Database, sql: str) -> set[str]:
+    """The indexes the database's plan for ``sql`` reads (PostgreSQL told to avoid a scan wherever it can)."""
+    if database.dialect == "sqlite":
+        plan = [row[3] for row in await database.query(f"EXPLAIN QUERY PLAN {sql}")]
+        return {used.group(1) for step in plan if (used := re.search(r"USING (?:COVERING )?INDEX (\w+)", step))}
+    await database.query("SET enable_seqscan = off")  # an empty table's cheapest plan is a scan, index or not
+    try:
+        [(plan,)] = await database.query(f"EXPLAIN (FORMAT JSON) {sql}")
+    finally:
+        await database.query("RESET enable_seqscan")
+    found: set[str] = set()
+    nodes = [json.loads(plan)[0]["Plan"]]
+    while nodes:
+        node = nodes.pop()
+        found |= {node["Index Name"]} if "Index Name" in node else set()
+        nodes += node.get("Plans", [])
+    return found
+
+
+async def test_a_turns_response_is_read_through_the_index_that_goes_down_with_its_revision(database: Database) -> None:
+    await database.migrate("head", False)
+    assert await _indexes_read(database, TURN_RESPONSE) == {"responses_of_turn"}
+    await database.migrate("0013_live_turns", True)
+    assert await _indexes_read(database, TURN_RESPONSE) == set()

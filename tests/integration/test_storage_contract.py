@@ -702,6 +702,22 @@ async def test_session_queue_names_the_running_turn_then_the_queued_ones_oldest_
     await start(store, session, "next")  # nothing waits any more
 
 
+async def test_turn_response_names_the_response_a_turn_runs_for(store: Store) -> None:
+    conversation = await new_conversation(store)
+    ran, ran_turn = await new_response(store, "first", conversation)
+    await complete(store, ran_turn, "one")
+    running, turn = await new_response(store, "second", conversation)
+    session_id = conversation.session_id
+    assert await store.turn_response(session_id, turn.turn_id) == running.response.id
+    assert await store.turn_response(session_id, ran_turn.turn_id) == ran.response.id
+    assert await store.turn_response((await new_session(store, None)).session_id, turn.turn_id) is None
+    assert await store.turn_response(session_id, new_id()) is None
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    assert await store.turn_response(session.session_id, (await start(store, session, "agents")).turn_id) is None
+    await store.delete_response(running.response.id)
+    assert await store.turn_response(session_id, turn.turn_id) is None
+
+
 async def test_the_lease_sweep_and_renewal_cover_queued_turns(store: Store) -> None:
     session = await new_session(store, (await new_agent(store)).agent_id)
     await complete(store, await start(store, session, "first"), "one")

@@ -1,4 +1,5 @@
-"""The ``encrypted_content`` of compaction items: sealed with the server's key, opened only by it, never forged."""
+"""The ``encrypted_content`` of compaction items: sealed with the server's key, opened only by it, never forged;
+a response's item, opened, stands for every item before it."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import base64
 import pytest
 from pydantic import SecretStr
 
-from ferryman.api.responses import Item, MessageItem
+from ferryman.api.content import CompletionMessage, Message, TextContentItem, UserMessage
+from ferryman.api.limits import MAX_MESSAGE_CHARS
+from ferryman.api.responses import CompactionItem, Item, MessageItem
 from ferryman.context_settings import ContextSettings
+from ferryman.engine.context_fit import summary_message
 from ferryman.errors import ConfigurationError, InvalidRequestError
 from ferryman.services.responses.compaction import KEY_NAME, Sealer, Sealing
+from ferryman.services.responses.items import items_to_messages, message_positions, with_ids
 from ferryman.storage.domain.kinds import SCHEMA, SERVER_SECRET
 from ferryman.storage.domain.server_secrets import stored_secret
 from ferryman.storage.kernel import ops
@@ -61,3 +66,62 @@ async def test_a_malformed_stored_key_is_refused_naming_the_setting() -> None:
     await kernel.write([ops.Put(SERVER_SECRET, KEY_NAME, {"secret": "not a key"})])
     with pytest.raises(ConfigurationError, match="context.secret"):
         await Sealing(None, kernel).sealer()
+
+
+def test_a_response_compaction_item_opens_to_its_history_in_place_of_every_item_before_it() -> None:
+    sealer = Sealer(ContextSettings(secret=SecretStr("s" * 32)).key())
+    history: list[Message] = [summary_message(SUMMARY), UserMessage(content="What is my name?")]
+    item = sealer.history_item(history)
+    assert item is not None and "Ada" not in item.encrypted_content
+    assert sealer.open(item.encrypted_content) == history
+    given: list[Item] = [
+        MessageItem(role="user", content="I am Ada; I keep the ferries."),
+        MessageItem(role="assistant", content="Noted."),
+        item,
+        MessageItem(role="assistant", content="You are Ada."),
+        MessageItem(role="user", content="And what do I keep?"),
+    ]
+    opened = sealer.opened(with_ids(given))
+    assert items_to_messages(opened) == [
+        *history,
+        CompletionMessage(content="You are Ada.", stop_reason="end_of_turn", tool_calls=[]),
+        UserMessage(content=[TextContentItem(text="And what do I keep?")]),
+    ]
+    assert message_positions(opened) == [None, None, None, 2, 3]
+
+
+def test_a_compacted_history_too_long_for_an_item_makes_none() -> None:
+    sealer = Sealer(ContextSettings(secret=SecretStr("s" * 32)).key())
+    half = "x" * (MAX_MESSAGE_CHARS // 2)
+    assert sealer.history_item([UserMessage(content=half), UserMessage(content=half)]) is None
+
+
+def test_a_redacted_item_is_sealed_again_over_its_redacted_messages_keeping_its_id() -> None:
+    sealer = Sealer(ContextSettings(secret=SecretStr("s" * 32)).key())
+    history_item = sealer.history_item([summary_message(SUMMARY), UserMessage(content="mail ada@example.com")])
+    assert history_item is not None
+    redacted: list[Message] = [summary_message(SUMMARY), UserMessage(content="mail [REDACTED:email]")]
+    (opened,) = sealer.opened([history_item])
+    assert isinstance(opened, CompactionItem)
+    again = sealer.resealed(opened, redacted)
+    assert again.id == history_item.id and again.history == redacted
+    assert sealer.open(again.encrypted_content) == redacted
+
+    (summary_item,) = sealer.opened([CompactionItem(id="cmp_1", encrypted_content=sealer.seal("ada@example.com"))])
+    assert isinstance(summary_item, CompactionItem)
+    (message,) = items_to_messages([summary_item])
+    said = message.model_copy(update={"content": str(message.content).replace("ada@example.com", "[REDACTED]")})
+    again = sealer.resealed(summary_item, [said])
+    assert sealer.open(again.encrypted_content) == again.summary == "[REDACTED]"
+
+
+def test_an_item_redacted_past_the_limit_is_sealed_empty_never_as_sent() -> None:
+    sealer = Sealer(ContextSettings(secret=SecretStr("s" * 32)).key())
+    item = sealer.history_item([UserMessage(content="ada@example.com")])
+    assert item is not None
+    (opened,) = sealer.opened([item])
+    assert isinstance(opened, CompactionItem)
+    again = sealer.resealed(opened, [UserMessage(content="x" * MAX_MESSAGE_CHARS)])
+    assert again.history == [] and sealer.open(again.encrypted_content) == []
+    given: list[Item] = [MessageItem(role="user", content="replaced"), again, MessageItem(role="user", content="on")]
+    assert items_to_messages(with_ids(given)) == [UserMessage(content=[TextContentItem(text="on")])]

@@ -21,7 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({
         "api", "errors", "config", "logs", "home", "heap", "extras", "redis_url", "safe_fetch", "metrics",
         "trace_settings", "telemetry_settings", "audit_settings", "trace_headers", "ids", "withheld",
-        "schedule_settings", "context_settings", "webhook_settings", "console",
+        "schedule_settings", "context_settings", "webhook_settings", "console", "periodic",
     }),
     frozenset({"storage", "inference", "sandbox", "coordination", "testing"}),
     frozenset({"knowledge", "tools", "safety", "auth", "webhooks"}),

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from ferryman.services.periodic import Periodic
+from ferryman.periodic import Periodic
 
 pytestmark = pytest.mark.anyio
 
@@ -50,3 +50,27 @@ async def test_a_beat_under_way_is_cancelled_by_stop() -> None:
         await loop.stop()
     assert cancelled.is_set()
     await loop.stop()  # stopping twice is harmless
+
+
+async def test_a_wake_beats_at_once_and_the_interval_is_asked_after_each_beat() -> None:
+    beats: list[int] = []
+    beaten = asyncio.Event()
+    asked: list[int] = []
+
+    async def beat() -> None:
+        beats.append(len(beats))
+        beaten.set()
+
+    def interval() -> float:
+        asked.append(len(beats))
+        return 60.0  # only a wake brings the next beat within the test's time
+
+    loop = Periodic("test-loop", beat, interval)
+    loop.start()
+    async with asyncio.timeout(10):
+        await beaten.wait()
+        beaten.clear()
+        loop.wake()
+        await beaten.wait()
+    await loop.stop()
+    assert beats == [0, 1] and asked[:1] == [1]

@@ -77,6 +77,11 @@ def since_last_summary(history: list[Message]) -> list[Message]:
     return history
 
 
+def opens_with_summary(history: list[Message]) -> bool:
+    """Whether a fitted history starts with a compaction summary (one too long to fit is dropped again)."""
+    return bool(history) and _is_summary(history[0])
+
+
 def _is_summary(message: Message) -> bool:
     # Runs over the history on every inference: the cheap tests first (a summary's content is a string).
     content = message.content

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ferryman.api.agents import Step, StepType, Turn
-from ferryman.api.content import ToolCall
+from ferryman.api.content import Message, ToolCall
 from ferryman.errors import FailureCode
 
 
@@ -78,6 +78,16 @@ class ToolCallDone:
 
 
 @dataclass(frozen=True, slots=True)
+class HistoryCompacted:
+    """Compaction put a summary in place of the oldest history, before an inference: ``history`` is what the
+    model reads from here on (the summary first, unless the summary itself had to go), and all it reads of
+    what came before."""
+
+    history: list[Message]
+    kind: Literal["history_compacted"] = "history_compacted"
+
+
+@dataclass(frozen=True, slots=True)
 class StepCompleted:
     """A step finished and is stored."""
 
@@ -118,6 +128,7 @@ EngineEvent = (
     | ToolCallStarted
     | ToolCallArgumentsDelta
     | ToolCallDone
+    | HistoryCompacted
     | StepCompleted
     | TurnAwaitingInput
     | TurnCompleted

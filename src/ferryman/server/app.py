@@ -78,6 +78,7 @@ from ferryman.services.scheduler import Scheduler
 from ferryman.services.schedules import Clock, ScheduleService
 from ferryman.services.session_memory import SessionMemory
 from ferryman.services.toolgroups import ToolGroupService
+from ferryman.services.turn_queue import ROLLBACK_WAIT_SECONDS
 from ferryman.services.usage import UsageLedger
 from ferryman.services.vector_dbs import VectorDbService
 from ferryman.services.vector_stores import VectorStoreService
@@ -222,6 +223,7 @@ def build_services(
     clock: Clock = time.time,
     context: ContextSettings | None = None,
     max_fork_turns: int = MAX_FORK_TURNS,
+    rollback_wait_seconds: float = ROLLBACK_WAIT_SECONDS,
 ) -> Services:
     """Wire the services over a store and inference providers.
 
@@ -247,7 +249,9 @@ def build_services(
     ``webhooks`` signs runs' webhook events and bounds their deliveries (``webhooks.*``);
     ``context`` seals compaction items and names the model that writes summaries (``context.*``);
     ``schedules`` how often due schedules are fired and their bounds (``schedules.*``), read on ``clock``;
-    ``max_fork_turns`` is the most turns one session fork copies (``storage.max_fork_turns``).
+    ``max_fork_turns`` is the most turns one session fork copies (``storage.max_fork_turns``);
+    ``rollback_wait_seconds`` is the most a rollback waits for the turn it cancelled to stop
+    (``storage.rollback_wait_seconds``).
     """
     policy = policy or AccessPolicy()
     store = owned(store, policy)
@@ -304,7 +308,7 @@ def build_services(
     quotas = quotas or Quotas()
     ledger = UsageLedger(store.kernel, access, (usage or UsageSettings()).max_records)
     outbox = Webhooks(store.kernel, access, fetch, webhooks)
-    host = TurnHost(store, engine, runner, leases, fanout, quotas, ledger, webhooks=outbox)
+    host = TurnHost(store, engine, runner, leases, fanout, quotas, ledger, outbox, rollback_wait_seconds)
     knowledge = knowledge or KnowledgeSettings()
     holds = ApprovalHolds(store, HeldCalls(store.kernel))
     agents = AgentService(
@@ -330,7 +334,15 @@ def build_services(
     )
     conversations = ConversationService(store)
     conversations.on_session_deleted(holds.forget)  # the held calls of the responses made in it
-    approvals = ApprovalService(holds.calls, access, store, agents, responses)
+    approvals = ApprovalService(
+        holds.calls,
+        access,
+        store,
+        agents,
+        responses,
+        subject_lifetime_seconds=schedule_service.settings.subject_lifetime_seconds,
+        clock=clock,
+    )
     if sandbox is not None:
         # A container goes with its conversation, or with the first response of its chain.
         responses.on_session_deleted(sandbox.remove)
@@ -414,6 +426,7 @@ def services_from_settings(settings: Settings) -> Services:
         fanout=fanout_for(settings.coordination_url()),
         lease_seconds=settings.storage.turn_lease_seconds,
         max_fork_turns=settings.storage.max_fork_turns,
+        rollback_wait_seconds=settings.storage.rollback_wait_seconds,
         sole_process=not settings.db_path().startswith(SHARED_DB_PREFIXES),
         fetch=settings.fetch,
         authenticator=authenticator_for(settings.auth, ApiKeys(store.kernel)),

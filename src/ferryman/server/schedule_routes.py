@@ -80,7 +80,7 @@ _EXAMPLE = {"agent_id": "AGENT_ID", "cron": "0 9 * * 1-5", "timezone": "Europe/B
 
 ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/schedules", create_schedule, "Create a schedule", "Schedules", body=CreateScheduleRequest,
-             response=Schedule, errors=(400, 403), creates=True, example=_EXAMPLE),
+             response=Schedule, errors=(400, 403, 404), creates=True, example=_EXAMPLE),
     Endpoint("GET", "/schedules", list_schedules, "List schedules", "Schedules", response=ScheduleList,
              errors=(400, 404), query=(Param("agent_id", Id, "Only the schedules of this agent."), *_PAGING)),
     Endpoint("GET", "/schedules/{schedule_id}", get_schedule, "Retrieve a schedule", "Schedules",

@@ -121,7 +121,9 @@ class AgentService:
         # reading an agent always asks the store, so a delete elsewhere is seen at once.
         self._agents: dict[str, Agent] = {}
         self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
-        self._queue = TurnQueue(self._store, self._runner, self._fanout, _stream_named, host.cancel_everywhere)
+        self._queue = TurnQueue(
+            self._store, self._runner, self._fanout, _stream_named, host.cancel_everywhere, host.rollback_wait_seconds
+        )
         host.on_abandoned(lambda turn: turn.response_id is None, self._close_abandoned)
         if (webhooks := host.webhooks) is not None:
             webhooks.recoverers["turn"] = self._recover_end
@@ -223,9 +225,8 @@ class AgentService:
 
     async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:
         """A new session whose history is the session's up to and including ``turn_id``; its id (see ``forks.py``)."""
-        return await SessionForks(self._store, self._leases.until, self._max_fork_turns).fork_session(
-            agent_id, session_id, turn_id, session_name
-        )
+        forks = SessionForks(self._store, self._leases.until, self._max_fork_turns, self._holds)
+        return await forks.fork_session(agent_id, session_id, turn_id, session_name)
 
     async def _forget_memory(self, session_id: str) -> None:
         """Delete what lives beside the session: its own vector store (its turns' large documents), if it has

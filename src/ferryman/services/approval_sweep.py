@@ -14,8 +14,11 @@ continues the run if it still waits, once:
   compare-and-set of the run's first call from ``decided`` to ``continued``),
   or is this replica's already when the call it took is that first call,
   claimed by a process that died;
-- the run goes on as its owner (a continuing response is owned like the one it
-  continues), through the same paths as a decision's.
+- the run goes on as the principal who started the run that paused (the
+  turn's owner, or the response's: a continuing response is owned like the one
+  it continues), through the same paths as a decision's, as a decision by
+  another caller than that principal would (a subject's stored attributes too
+  old to act with give the run up, as an error of the API does).
 
 A continuation that fails with an error of the API (the turn moved on, the
 model is gone) is given up; any other failure keeps the lease, and a later
@@ -27,15 +30,14 @@ from __future__ import annotations
 import logging
 import time
 
-from ferryman.auth.principal import Principal, PrincipalKind, acting_as
+from ferryman.auth.principal import acting_as
 from ferryman.errors import FerrymanError, NotFoundError
+from ferryman.periodic import Periodic
 from ferryman.storage.base import Store
 from ferryman.storage.domain.approvals import CONTINUED, HeldCall, HeldCalls
 from ferryman.storage.domain.records import Stored
-from ferryman.storage.kernel.model import Owner
 
 from .approvals import ApprovalService
-from .periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +89,9 @@ class ApprovalSweep:
             if not await self._still_waits(call):
                 await self._calls.settle([call.id])
                 return 0
-            with acting_as(_principal(held.rec.owner)):
-                await self._approvals.continue_run(call, taken=held.rec.status == CONTINUED)
+            owner = await self._approvals.run_as(held)
+            with acting_as(owner.principal):
+                await self._approvals.continue_run(call, taken=held.rec.status == CONTINUED, since=owner.since)
         except FerrymanError as exc:
             log.warning("approval %s: its %s is not continued: %s", call.id, call.source, exc.message)
             await self._calls.settle([c.value.id for c in await self._calls.of_run(call)] or [call.id])
@@ -108,12 +111,3 @@ class ApprovalSweep:
         except NotFoundError:
             return False
         return record.status == "awaiting_input"
-
-
-def _principal(owner: Owner | None) -> Principal | None:
-    """Who a run goes on as: the owner of its session or response (None: the server).
-
-    The decision was made by a caller the policy let act on the run; the owner is who the continuation's
-    records (a continuing response) belong to.
-    """
-    return None if owner is None else Principal(PrincipalKind(owner.kind), owner.id, dict(owner.attributes))

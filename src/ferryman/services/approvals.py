@@ -20,8 +20,21 @@ is never stored (an MCP tool's ``headers`` and ``authorization``,
 ``guardrails``, ``context_management``, ``include``, ``reasoning``, provider
 data) is not sent again, so a client that needs them answers the request
 itself. Its request items are checked against the calls held first: a
-conversation's items can be deleted and added anew. A run the inbox continues
-goes on as the caller who made its last decision. One that refuses to go on
+conversation's items can be deleted and added anew. The caller who decides
+only decides (it must be allowed to continue the run): the run goes on as the
+principal who started the run that paused, the owner of the turn (not of its
+session: a teammate's turn in an owner's session stays the teammate's) or of
+the response (a continuing response is owned like the one it continues), as
+the sweep continues it too; its quota, usage and memory are that principal's.
+That principal deciding goes on as it is now; for another decider (and the
+sweep) it is acted as with the attributes stored with the turn or response,
+under the rule a schedule's runs follow (:mod:`ferryman.services.acting_owner`):
+an API key's are read again, a subject's are acted with only for
+``schedules.subject_lifetime_seconds`` after they were stored (when the turn
+started, or the first response of a chain continued with them: a continuation
+does not start that time anew), then only the subject may decide, a 409 tells
+the others. A call whose run has no owner (auth off) goes on as the server.
+Who sees the call stays who may read its session or response. One that refuses to go on
 puts its pause's calls back in the inbox, undecided; one whose session,
 response or conversation is gone takes them with it.
 
@@ -33,7 +46,8 @@ that run's request named one.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ferryman.api.agents import ResumeTurnRequest, ToolExecutionStep
 from ferryman.api.approvals import Approval, ApprovalDecision, ApprovalList
@@ -44,14 +58,24 @@ from ferryman.api.responses import (
     McpApprovalResponseItem,
     Response,
 )
-from ferryman.auth.principal import Principal
+from ferryman.auth.filters import owner_of
+from ferryman.auth.principal import Principal, acting_as
 from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import Store
 from ferryman.storage.domain.approvals import DECIDED, PENDING, HeldCall, HeldCalls
 from ferryman.storage.domain.records import Stored
+from ferryman.storage.kernel.model import Owner
 from ferryman.storage.owned import authorize
 
 from .access import Access
+from .acting_owner import (
+    LIFETIME_SETTING,
+    acts_for_a_while,
+    kept_since,
+    owner_now,
+    stale,
+    stored_principal,
+)
 from .agents import AgentService
 from .approval_holds import request_binding
 from .approval_view import ApprovalView
@@ -63,6 +87,20 @@ HOLD_SECONDS = 60.0
 """How long a decision's or a claim's lease lasts: a continuation not started by then is the sweep's."""
 
 
+@dataclass(frozen=True)
+class RunOwner:
+    """Who a continued run goes on as.
+
+    Attributes:
+        principal: The principal (None: the server).
+        since: When the stored attributes it is acted with were taken (seconds since the epoch); None when it
+            is acted as it is now.
+    """
+
+    principal: Principal | None
+    since: float | None = None
+
+
 class ApprovalService:
     """Lists the held calls a caller may read, records its decisions and continues the runs they free.
 
@@ -72,7 +110,10 @@ class ApprovalService:
         store: The turns and responses.
         agents: Resumes turns.
         responses: Continues responses.
+        subject_lifetime_seconds: How long after its session or response was made a subject's stored attributes
+            are acted with (``schedules.subject_lifetime_seconds``).
         hold_seconds: How long a decision or a claim is leased before the sweep may take its run over.
+        clock: The time now, against which the subject's attributes are judged.
     """
 
     def __init__(
@@ -82,9 +123,14 @@ class ApprovalService:
         store: Store,
         agents: AgentService,
         responses: ResponsesService,
+        *,
+        subject_lifetime_seconds: int,
         hold_seconds: float = HOLD_SECONDS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.hold_seconds = hold_seconds
+        self._lifetime = subject_lifetime_seconds
+        self._clock = clock
         self._calls = calls
         self._access = access
         self._store = store
@@ -136,7 +182,8 @@ class ApprovalService:
         Raises:
             NotFoundError: no approval ``who`` may read has this id (or its turn or response is gone).
             ForbiddenError: ``who`` may read the turn or response but not continue it.
-            ConflictError: the call was decided already (here, or by a client answering its run itself).
+            ConflictError: the call was decided already (here, or by a client answering its run itself), or
+                another caller decides for a subject whose stored attributes are too old to act with.
         """
         found = await self._calls.find(approval_id)
         if found is None or not ApprovalView(self._access, who).admits(found):
@@ -145,16 +192,67 @@ class ApprovalService:
         if found.rec.status != PENDING:
             raise ConflictError(f"approval '{approval_id}' is already decided")
         await self._check_waiting(held)
+        owner = await self.run_as(found, who)
         now = time.time()
         if not await self._calls.decide(approval_id, approve, reason, now, now + self.hold_seconds):
             raise ConflictError(f"approval '{approval_id}' is already decided")
         decided = held.model_copy(
             update={"decision": "approved" if approve else "denied", "reason": reason, "decided_at": now}
         )
-        next_response_id = await self.continue_run(decided)
+        with acting_as(owner.principal):  # the decider decides; the run stays its owner's
+            next_response_id = await self.continue_run(decided, since=owner.since)
         if next_response_id is not None:
             decided.next_response_id = next_response_id
         return shown(Stored(decided, found.rec), DECIDED)
+
+    async def run_as(self, found: Stored[HeldCall], decider: Principal | None = None) -> RunOwner:
+        """Who a held call's run goes on as: who started the paused run, as it is now if it decides itself.
+
+        That is the turn's owner (the call's own, its session's owner, only for a turn stored with none) or the
+        response's. For another decider (or none: the sweep), the owner as stored, as a schedule's runs act as
+        theirs: an API key with its attributes now, a subject with those stored with the turn or response, only
+        for ``schedules.subject_lifetime_seconds`` after they were stored.
+
+        Raises:
+            ConflictError: the owner is a subject whose stored attributes are older than that.
+            ForbiddenError: the owner is an API key that was revoked or deleted.
+        """
+        held = found.value
+        owner = await self._started_by(held, found.rec.owner)
+        stored = stored_principal(owner)
+        if stored is not None and stored.same_as(decider):
+            return RunOwner(decider)
+        if not acts_for_a_while(owner):
+            return RunOwner(await owner_now(self._store.kernel, owner))
+        since = await self._stored_at(held)
+        if stale(owner, since + self._lifetime, self._clock()):
+            made = "turn was started" if held.source == "turn" else "response was made"
+            raise ConflictError(
+                f"approval '{held.id}' would continue its run as its owner with the attributes the owner had "
+                f"when its {made}, older than {LIFETIME_SETTING}: only the owner may decide it"
+            )
+        return RunOwner(stored, since)
+
+    async def _started_by(self, held: HeldCall, stored: Owner | None) -> Owner | None:
+        """The owner of the run that paused: the turn's (the call stores its session's), or the response's."""
+        if held.source != "turn":
+            return stored
+        assert held.turn_id is not None
+        turn_owner = (await self._store.owners_of("turn", [held.turn_id])).get(held.turn_id)
+        return owner_of(turn_owner) if turn_owner is not None else stored
+
+    async def _stored_at(self, held: HeldCall) -> float:
+        """When the attributes stored with the run's owner were taken: its turn's start, or its response's
+        making (or, for a response continued with stored attributes, when those were taken)."""
+        with acting_as(None):  # the server's own look-up: the decider may not read the run's session
+            if held.source == "turn":
+                assert held.session_id is not None and held.turn_id is not None
+                return (await self._store.get_turn_record(held.session_id, held.turn_id)).started_at.timestamp()
+            assert held.response_id is not None
+            record = await self._store.get_response(held.response_id)
+            turn = await self._store.get_turn_record(record.session_id, record.turn_id)
+        since = kept_since(turn.overrides)
+        return since if since is not None else float(record.response.created_at)
 
     async def _check_waiting(self, held: HeldCall) -> None:
         """Refuse a decision the caller may not act on, or on a run that can no longer be continued with it.
@@ -213,12 +311,14 @@ class ApprovalService:
             await self._calls.drop(changed)
             raise ConflictError(f"approval request '{changed[0]}' was changed or removed since it was held")
 
-    async def continue_run(self, held: HeldCall, *, taken: bool = False) -> str | None:
+    async def continue_run(self, held: HeldCall, *, taken: bool = False, since: float | None = None) -> str | None:
         """Continue the run of a decided call once all its calls are decided; the continuing response's id, if any.
 
         Args:
             held: A decided call of the run.
             taken: The caller holds the claim of the run's continuation already (a sweep that took its lease).
+            since: When the stored attributes the run goes on with were taken (None: it acts as it is now); a
+                continuing response keeps it, so that its own calls are decided under the same bound.
         """
         run = await self._calls.of_run(held)
         if not run or any(call.rec.status == PENDING for call in run) or await self._waits_for_client(held):
@@ -236,7 +336,7 @@ class ApprovalService:
                 await self._resume_turn(held, calls)
                 next_id = None
             else:
-                next_id = await self._continue_response(held, calls)
+                next_id = await self._continue_response(held, calls, since)
         except FerrymanError as exc:
             if isinstance(exc, NotFoundError) and await self._gone(held):
                 await self._calls.delete_ids([call.id for call in calls])  # with their session or response
@@ -292,7 +392,7 @@ class ApprovalService:
         # The resumed run goes on in the background, leased like any; its events are the turn's stream.
         await self._agents.resume_turn(held.agent_id, held.session_id, held.turn_id, request, continued=True)
 
-    async def _continue_response(self, held: HeldCall, calls: Sequence[HeldCall]) -> str:
+    async def _continue_response(self, held: HeldCall, calls: Sequence[HeldCall], since: float | None) -> str:
         assert held.response_id is not None
         record = await self._store.get_response(held.response_id)
         response = record.response
@@ -322,7 +422,7 @@ class ApprovalService:
             background=True,
             webhook=hook.url if hook else None,
         )
-        live = await self._responses.create(request, None, continued=True)
+        live = await self._responses.create(request, None, continued=True, acting_since=since)
         return live.subject.record.response.id
 
 

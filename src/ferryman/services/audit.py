@@ -15,7 +15,6 @@ replica sweeps; two sweeping at once only delete the same records twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
@@ -23,6 +22,7 @@ from ferryman.api.audit import AUDIT_ACTIONS, AUDIT_OUTCOMES, AuditRecordList
 from ferryman.audit_settings import AuditSettings
 from ferryman.auth.principal import Principal
 from ferryman.errors import InvalidRequestError
+from ferryman.periodic import Periodic
 from ferryman.storage.domain.audit import AuditLog, AuditQuery
 from ferryman.storage.domain.kinds import AUDIT
 from ferryman.storage.kernel.protocol import Kernel
@@ -49,8 +49,7 @@ class AuditService:
         self.records = AuditLog(kernel)
         self.trail = AuditTrail(self.records, self.settings)
         self._access = access
-        self._sweeper: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
+        self._sweeper = Periodic("audit-sweep", self._sweep_beat, self.settings.sweep_interval_seconds)
         self.swept = asyncio.Event()
         """Set once a sweep of the background task has ended (the first runs at start)."""
 
@@ -99,33 +98,17 @@ class AuditService:
     async def start(self) -> None:
         """Write records in the background, and sweep old ones: at once (in the background too), then periodically."""
         self.trail.start()
-        self._stopping = asyncio.Event()
-        self._sweeper = asyncio.create_task(self._sweep_forever(), name="audit-sweep")
+        self._sweeper.start()
 
     async def stop(self) -> None:
         """Stop sweeping; write the records still queued."""
-        if self._sweeper is not None:
-            # A cancellation can be lost inside a storage call (Python 3.11, the Redis client): the loop also
-            # stops on the flag, at its next beat at the latest, which the event ends at once.
-            self._stopping.set()
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
+        await self._sweeper.stop()
         await self.trail.stop()
 
-    async def _sweep_forever(self) -> None:
-        while not self._stopping.is_set():
-            await self._sweep_logged()
-            self.swept.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.settings.sweep_interval_seconds)
-
-    async def _sweep_logged(self) -> None:
+    async def _sweep_beat(self) -> None:
         try:
             deleted = await self.sweep()
-        except Exception:  # a failed sweep is tried again on the next beat; the server goes on
-            log.exception("the audit retention sweep failed")
-        else:
             if deleted:
                 log.info("deleted %d audit records older than %d days", deleted, self.settings.retention_days)
+        finally:  # a failure is logged by the loop, and tried again at its next beat
+            self.swept.set()

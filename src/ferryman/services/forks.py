@@ -7,6 +7,10 @@ id, and its history messages are written again under the copy. What both hold
 afterwards are immutable values only (message texts, tool call ids, an item's
 id within its conversation). A turn's stream events are not copied: a copied
 turn is read through its steps, and its events stay the original's.
+
+A kept turn paused on calls held for approval stays paused in the fork, and its
+copy's calls are held in the approval inbox too, owned like the fork: a decision
+there continues the fork's turn, the original's calls stay the original's.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from ferryman.api.agents import Step, Turn
+from ferryman.api.agents import Step, ToolExecutionStep, Turn
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ConversationRecord, SessionRecord, StepWrite, Store, TurnRecord
 
+from .approval_holds import ApprovalHolds
 from .webhooks import keep_webhook
 
 _ENDED = frozenset({"completed", "failed", "awaiting_input"})
@@ -40,12 +45,20 @@ class SessionForks:
         store: The storage backend (the owner-checking one: the caller must be able to read the original).
         lease_until: When a copied turn's lease ends (it runs, as far as the store knows, while it is written).
         max_turns: The most turns one fork copies (``storage.max_fork_turns``).
+        holds: Where the calls a copied turn holds for approval are put (None: no approval inbox).
     """
 
-    def __init__(self, store: Store, lease_until: Callable[[], datetime], max_turns: int = MAX_FORK_TURNS) -> None:
+    def __init__(
+        self,
+        store: Store,
+        lease_until: Callable[[], datetime],
+        max_turns: int = MAX_FORK_TURNS,
+        holds: ApprovalHolds | None = None,
+    ) -> None:
         self._store = store
         self._lease_until = lease_until
         self._max_turns = max_turns
+        self._holds = holds
 
     async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:
         """A new session of the agent holding the session's turns up to and including ``turn_id``; its id.
@@ -75,11 +88,27 @@ class SessionForks:
         await self._store.create_session(target)
         try:
             for copy in copies:
-                await self._copy_turn(copy, target)
+                await self._hold(copy, await self._copy_turn(copy, target), agent_id)
         except BaseException:
             await self._store.delete_session(agent_id, target.session_id)
+            if self._holds is not None:
+                await self._holds.forget(target.session_id)
             raise
         return target.session_id
+
+    async def _hold(self, kept: _Kept, copy: TurnRecord, agent_id: str) -> None:
+        """Put the calls the copy of a turn paused for approval holds in the inbox, as the run that paused did."""
+        pending = kept.pending
+        if self._holds is None or not isinstance(pending, ToolExecutionStep) or not pending.approval_requests:
+            return
+        paused = kept.turn.model_copy(
+            update={
+                "turn_id": copy.turn_id,
+                "session_id": copy.session_id,
+                "approval_requests": pending.approval_requests,
+            }
+        )
+        await self._holds.hold_turn(paused, agent_id)
 
     async def _read(self, session_id: str, kept: list[Turn]) -> list[_Kept]:
         """What is copied of each kept turn, read after the turns were listed.
@@ -98,8 +127,9 @@ class SessionForks:
             copies.append(_Kept(turn, record, messages.get(turn.turn_id, []), pending))
         return copies
 
-    async def _copy_turn(self, kept: _Kept, target: SessionRecord) -> None:
-        """Write one turn again under the target session: started with its messages, its steps, then its end."""
+    async def _copy_turn(self, kept: _Kept, target: SessionRecord) -> TurnRecord:
+        """Write one turn again under the target session: started with its messages, its steps, then its end;
+        the copy's record."""
         original = kept.record
         copy = TurnRecord(
             turn_id=new_id(),
@@ -123,6 +153,7 @@ class SessionForks:
         copy.error = original.error
         copy.completed_at = original.completed_at
         await self._store.finish_turn(copy)
+        return copy
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from ferryman.webhooks.outbox import ArmedRun
 
 from .leases import TurnLeases
 from .run_metrics import RunMetrics
+from .turn_queue import ROLLBACK_WAIT_SECONDS
 from .usage import RunUsage, UsageLedger
 from .webhooks import Webhooks
 
@@ -69,6 +70,8 @@ class TurnHost:
         quotas: The callers' quotas of running turns (none by default).
         ledger: Where runs' token usage is stored (None: nowhere).
         webhooks: Where runs' ends are queued for their webhooks (None: no webhooks).
+        rollback_wait_seconds: The most a ``rollback`` waits for the turn it cancelled to stop
+            (``storage.rollback_wait_seconds``).
     """
 
     store: Store
@@ -79,6 +82,7 @@ class TurnHost:
     quotas: Quotas = field(default_factory=Quotas)
     ledger: UsageLedger | None = None
     webhooks: Webhooks | None = None
+    rollback_wait_seconds: float = ROLLBACK_WAIT_SECONDS
 
     async def check_webhook(self, url: str | None) -> None:
         """Refuse a run whose ``webhook`` cannot be delivered to (see :meth:`Webhooks.check`).

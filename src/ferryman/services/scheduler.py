@@ -21,18 +21,16 @@ from datetime import UTC, datetime
 from ferryman.api.agents import CreateTurnRequest
 from ferryman.api.content import UserMessage
 from ferryman.api.schedules import Schedule, ScheduleRun
-from ferryman.auth.principal import Principal, PrincipalKind, acting_as
+from ferryman.auth.principal import Principal, acting_as
 from ferryman.errors import ConflictError, FerrymanError, ForbiddenError, NotFoundError
 from ferryman.metrics.instruments import SCHEDULE_LOOKS, SCHEDULE_RUNS
-from ferryman.storage.domain.kinds import API_KEY
+from ferryman.periodic import Periodic
 from ferryman.storage.domain.schedules import Claimed, run_id
-from ferryman.storage.kernel.model import Owner
-from ferryman.storage.kernel.ops import Get
 
+from .acting_owner import LIFETIME_SETTING, owner_now, stale
 from .agents import AgentService, LiveTurn
 from .cron import next_tick, time_zone
-from .periodic import Periodic
-from .schedules import ScheduleService, acts_for_a_while
+from .schedules import ScheduleService
 
 log = logging.getLogger(__name__)
 
@@ -185,29 +183,16 @@ class Scheduler:
                 ``acts_until`` passed.
         """
         owner = claimed.rec.owner
-        if owner is None:
-            return None
-        if acts_for_a_while(owner):
-            schedule = claimed.value
-            until = schedule.acts_until
-            if until is None:  # stored before acts_until: from its creation
-                until = schedule.created_at + self._settings.subject_lifetime_seconds
-            if now >= until:
-                raise ForbiddenError(
-                    f"the schedule acts as its owner only until {_iso(until)} (schedules.subject_lifetime_seconds); "
-                    "its owner's resume renews it"
-                )
-        if owner.kind != PrincipalKind.API_KEY.value:
-            return _principal_of(owner)
-        (key,) = await self._records.kernel.read([Get(API_KEY, owner.id)])
-        if key is None or key.body.get("revoked_at") is not None:
-            raise ForbiddenError(f"the schedule's owner, API key '{owner.id}', is revoked")
-        attributes = {str(kind): tuple(str(v) for v in values) for kind, values in key.body["attributes"].items()}
-        return Principal(PrincipalKind.API_KEY, owner.id, attributes)
-
-
-def _principal_of(owner: Owner) -> Principal:
-    return Principal(PrincipalKind(owner.kind), owner.id, dict(owner.attributes))
+        schedule = claimed.value
+        until = schedule.acts_until
+        if until is None:  # stored before acts_until: from its creation
+            until = schedule.created_at + self._settings.subject_lifetime_seconds
+        if stale(owner, until, now):
+            raise ForbiddenError(
+                f"the schedule acts as its owner only until {_iso(until)} ({LIFETIME_SETTING}); "
+                "its owner's resume renews it"
+            )
+        return await owner_now(self._records.kernel, owner)
 
 
 def _iso(seconds: int) -> str:

@@ -5,10 +5,10 @@ caller may not read is missing to it (404), one it may read but not change a
 403; creates are checked and audited by :class:`~ferryman.services.access.Access`.
 What a schedule names is checked when it is made: its cron expression (and how
 often it fires) and time zone, its message's size, and that its agent (and
-session) exist and are the caller's to use. A schedule a signed-in subject
-makes acts as that subject (with its attributes then) for
-``schedules.subject_lifetime_seconds`` (``acts_until``), which the subject's
-resume renews. Firing them is :mod:`ferryman.services.scheduler`'s.
+session) exist and are the caller's to use (one the caller may not read is
+missing to it: 404). A schedule a signed-in subject makes acts as that subject
+(with its attributes then) for ``schedules.subject_lifetime_seconds``
+(``acts_until``), which the subject's resume renews. Firing them is :mod:`ferryman.services.scheduler`'s.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ferryman.api.schedules import (
     ScheduleList,
     ScheduleRunList,
 )
-from ferryman.auth.principal import Principal, PrincipalKind
+from ferryman.auth.principal import Principal
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.schedule_settings import ScheduleSettings
 from ferryman.storage.base import Store
@@ -35,6 +35,7 @@ from ferryman.storage.kernel.model import UNOWNED, Owner, principal_term
 from ferryman.storage.owned import authorize
 
 from .access import Access
+from .acting_owner import acts_for_a_while
 from .cron import check_cron, check_interval, next_tick, time_zone
 
 Clock = Callable[[], float]
@@ -44,12 +45,6 @@ Clock = Callable[[], float]
 def new_schedule_id() -> str:
     """A new schedule's id."""
     return f"sched_{uuid.uuid4().hex}"
-
-
-def acts_for_a_while(owner: Owner | None) -> bool:
-    """Whether a schedule of ``owner`` acts as it only until ``acts_until``: a subject, whose attributes are a
-    snapshot (an API key's are read at each tick; the server's never change)."""
-    return owner is not None and owner.kind == PrincipalKind.SUBJECT.value
 
 
 class ScheduleService:
@@ -77,6 +72,7 @@ class ScheduleService:
 
         Raises:
             InvalidRequestError: a field is invalid (it is named), or ``who`` holds ``max_per_principal``.
+            NotFoundError: the agent or session is missing, or ``who`` may not read it.
             ForbiddenError: the policy does not let ``who`` create a schedule, or start turns in the session.
         """
         now = self.clock()
@@ -110,17 +106,16 @@ class ScheduleService:
         return schedule
 
     async def _check_targets(self, agent_id: str, session_id: str | None) -> None:
-        """The agent (and session) exist and the caller may use them (the store checks, as the caller)."""
-        try:
-            await self._store.get_agent(agent_id)
-        except NotFoundError as exc:
-            raise InvalidRequestError(exc.message, "agent_id") from exc
+        """The agent (and session) exist and the caller may use them (the store checks, as the caller).
+
+        Raises:
+            NotFoundError: the agent or session is missing, or the caller may not read it (as any such record).
+            ForbiddenError: the caller may read the session but not add turns to it.
+        """
+        await self._store.get_agent(agent_id)
         if session_id is None:
             return
-        try:
-            await self._store.get_session(agent_id, session_id)
-        except NotFoundError as exc:
-            raise InvalidRequestError(exc.message, "session_id") from exc
+        await self._store.get_session(agent_id, session_id)
         await authorize(self._store, "update", "session", session_id)  # each run adds a turn to it
 
     async def _check_count(self, owner: Owner | None) -> None:

@@ -16,7 +16,11 @@ update (interrupt) or delete (rollback) the running turn, checked before the new
 stored (``check``) and again before each cancel.
 
 ``rollback`` goes further than ``interrupt``: the cancelled turn is deleted once its run ended, its
-steps, history messages and events with it, so that no later turn reads it.
+steps, history messages and events with it, so that no later turn reads it. A run on another replica that is
+alive (its lease renewed) yet does not stop is waited for at most ``storage.rollback_wait_seconds``: the
+rolling-back turn then fails ``conflict``, naming the setting, and the cancelled turn is left as it ends, not
+deleted. The wait is the rolling-back turn's own: cancelling it (its session deleted, its response cancelled)
+ends it at once.
 
 A queued turn's stream starts when the turn starts: until then it has no event, so a
 client sees no new kind of event (only the keep-alive comments every stream gets).
@@ -45,6 +49,9 @@ RECHECK_SECONDS = 1.0
 """The longest a queued turn waits before reading its session again, should no end of a run wake it first (a run
 on another replica whose end was not seen, a queued turn ahead of it on another replica that has not started yet)."""
 
+ROLLBACK_WAIT_SECONDS = 60.0
+"""How long a rollback waits by default for the turn it cancelled to stop (``storage.rollback_wait_seconds``)."""
+
 ENDED_STREAM_SECONDS = 10.0
 """How long a rollback waits, once the turn it cancelled stopped, for that run's stream to end (its events stored)
 before deleting the turn."""
@@ -59,6 +66,8 @@ class TurnQueue:
         fanout: The ends of runs on other replicas.
         stream_of: The name of a turn's event stream, by its id (None: not known).
         cancel: Cancels the runs of an owner (a turn id) here and on every other replica, waiting for those here.
+        rollback_wait: The most seconds a rollback waits for the turn it cancelled to stop
+            (``storage.rollback_wait_seconds``).
     """
 
     def __init__(
@@ -68,12 +77,14 @@ class TurnQueue:
         fanout: Fanout,
         stream_of: Callable[[str], Awaitable[str | None]],
         cancel: Callable[[str, str], Awaitable[None]],
+        rollback_wait: float = ROLLBACK_WAIT_SECONDS,
     ) -> None:
         self._store = store
         self._runner = runner
         self._fanout = fanout
         self._stream_of = stream_of
         self._cancel = cancel
+        self._rollback_wait = rollback_wait
 
     async def check(self, session_id: str, strategy: MultitaskStrategy) -> None:
         """Refuse a strategy that would stop a turn the caller may not stop, before anything is stored.
@@ -156,6 +167,7 @@ class TurnQueue:
 
         Raises:
             NotFoundError, ForbiddenError: the caller may not delete the running turn (nothing is cancelled).
+            ConflictError: the cancelled turn did not stop within ``storage.rollback_wait_seconds`` (it is kept).
         """
         for turn_id, status in await self._store.session_queue(session_id):
             if status == "in_progress":
@@ -166,20 +178,38 @@ class TurnQueue:
                     await self._store.delete_turn(session_id, turn_id)
 
     async def _ended(self, session_id: str, turn_id: str) -> None:
-        """Wait until a cancelled run of the turn has stopped and, if it ran elsewhere, ended its stream."""
+        """Wait until a cancelled run of the turn has stopped and, if it ran elsewhere, ended its stream.
+
+        Raises:
+            ConflictError: it still runs after ``storage.rollback_wait_seconds``.
+        """
+        bound = asyncio.timeout(self._rollback_wait)
+        try:
+            async with bound:
+                await self._stopped(session_id, turn_id)
+        except TimeoutError:
+            if not bound.expired():  # a store's own timeout, not the bound
+                raise
+            raise ConflictError(
+                f"turn '{turn_id}' did not stop within storage.rollback_wait_seconds ({self._rollback_wait:g} s) "
+                "of its cancellation; it was not rolled back"
+            ) from None
+        stream = await self._stream_of(turn_id)
+        with contextlib.suppress(TimeoutError):  # a replica that died ends no stream: the sweep failed its turn
+            async with asyncio.timeout(ENDED_STREAM_SECONDS):
+                if stream is not None:
+                    await self._fanout.wait_run_end(stream)
+
+    async def _stopped(self, session_id: str, turn_id: str) -> None:
+        """Return once the turn no longer runs (or is gone)."""
         while True:
             try:
                 record = await self._store.get_turn_record(session_id, turn_id)
             except NotFoundError:
                 return
             if record.status != "in_progress":
-                break
+                return
             await self._behind(session_id, turn_id, "in_progress")
-        stream = await self._stream_of(turn_id)
-        with contextlib.suppress(TimeoutError):  # a replica that died ends no stream: the sweep failed its turn
-            async with asyncio.timeout(ENDED_STREAM_SECONDS):
-                if stream is not None:
-                    await self._fanout.wait_run_end(stream)
 
     async def wait_to_start(self, session_id: str, turn_id: str, lease_until: Callable[[], datetime]) -> TurnRecord:
         """Return once the queued turn runs (moved to ``in_progress`` under a new lease), its record.

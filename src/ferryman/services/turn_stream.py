@@ -19,6 +19,7 @@ from ferryman.api.agents import (
 from ferryman.api.agents import TextDelta as TextContentDelta
 from ferryman.engine.events import (
     EngineEvent,
+    HistoryCompacted,
     StepCompleted,
     StepStarted,
     TextDelta,
@@ -35,8 +36,11 @@ from ferryman.engine.events import (
 def turn_event_data(event: EngineEvent, seq: int = 0) -> list[str]:
     """The stream events (JSON) one engine event becomes; a failure becomes an ``error`` object.
 
-    ``seq`` (the event's number) is not part of the Agents API's JSON: the SSE ``id`` carries it.
+    ``seq`` (the event's number) is not part of the Agents API's JSON: the SSE ``id`` carries it. A compaction
+    has no event of its own: the inference step it came before says it (``context_management``).
     """
+    if isinstance(event, HistoryCompacted):
+        return []
     if isinstance(event, TurnFailed):
         failure = TurnStreamFailure(code=event.code, message=event.message, turn_id=event.turn_id)
         return [TurnStreamError(error=failure).model_dump_json()]

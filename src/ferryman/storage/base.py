@@ -364,6 +364,11 @@ class ResponseStore(Protocol):
         """Responses in creation order ``asc`` or ``desc`` (only those made in ``conversation_id``, if given)."""
         ...
 
+    async def turn_response(self, session_id: str, turn_id: str) -> str | None:
+        """The id of the response the session's turn runs for (None: no such turn, or a turn of the Agents API),
+        read by the turn's id alone: one indexed read, however many responses the session holds."""
+        ...
+
     async def delete_response(self, response_id: str) -> None:
         """Delete a response (and the turn it ran as) or raise NotFoundError."""
         ...

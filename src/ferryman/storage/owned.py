@@ -143,6 +143,7 @@ RULES: dict[str, Rule] = {
     "finish_response": Act("update", _response_of),
     "get_response": Act("read", _response),
     "list_responses": Listing(),
+    "turn_response": Act("read", _session),
     "delete_response": Act("delete", _response),
     "events_after": Act("read", _response),
     "chain_history": Act("read", _response),

@@ -26,6 +26,7 @@ from .redis_keys import (
     RESPONSE,
     RESPONSE_EVENTS,
     RESPONSES,
+    TURN,
     message_row,
     stored_event,
 )
@@ -199,6 +200,13 @@ class RedisResponses(RedisBase):
         )
         rows = await self._records(self._keys.base(RESPONSE), ids, RESPONSE_FIELDS)
         return Page([response_of(row[1:]) for row in rows[:limit]], len(rows) > limit)
+
+    async def turn_response(self, session_id: str, turn_id: str) -> str | None:
+        """The response the session's turn runs for (held in the turn's own hash)."""
+        owner, response_id = cast(
+            list[str | None], await self._db.hmget(self._keys.of(TURN, turn_id), ["session_id", "response_id"])
+        )
+        return response_id or None if owner == session_id else None
 
     async def delete_response(self, response_id: str) -> None:
         """Delete a response, its items and events, and the turn (outside a conversation: the session) it ran as."""

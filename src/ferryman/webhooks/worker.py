@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from ferryman.api.webhooks import WebhookAttempt
+from ferryman.periodic import Periodic
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.webhook_settings import WebhookSettings
 
@@ -61,12 +62,10 @@ class WebhookWorker:
         self._policy = policy
         self._secret = ""
         self._client: httpx.AsyncClient | None = None
-        self._task: asyncio.Task[None] | None = None
         self._sending: dict[str, asyncio.Task[None]] = {}
-        self._wake = asyncio.Event()
-        self._stopping = False
         self._due: float | None = None
-        self._swept_at = 0.0
+        self._claims = Periodic("webhooks", self._claim, self._next_wait)
+        self._sweeps = Periodic("webhooks-sweep", self._sweep, SWEEP_SECONDS)
         self.recorded = asyncio.Event()
         """Set each time an attempt's outcome is stored (clear it, then wait: the next one)."""
         self.swept = asyncio.Event()
@@ -74,7 +73,7 @@ class WebhookWorker:
 
     def wake(self) -> None:
         """Look for deliveries now (one was just queued)."""
-        self._wake.set()
+        self._claims.wake()
 
     async def start(self) -> None:
         """Read (or make, in the store) the signing secret and deliver in the background.
@@ -84,21 +83,19 @@ class WebhookWorker:
         """
         self._secret = await webhook_secret(self.settings, self._outbox.kernel)
         self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=self.settings.timeout_seconds)
-        self._stopping = False
-        self._task = asyncio.create_task(self._run(), name="webhooks")
+        self._claims.start()
+        self._sweeps.start()
 
     async def stop(self) -> None:
         """Stop claiming; deliveries in flight are cancelled and handed back, due at once."""
-        # Python 3.11's wait_for can swallow a cancellation that meets its wake-up: the loop also checks the flag.
-        self._stopping = True
-        self._wake.set()
-        tasks = [task for task in (self._task, *self._sending.values()) if task is not None]
+        await self._claims.stop()
+        await self._sweeps.stop()
+        tasks = list(self._sending.values())
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._task = None
         self._sending.clear()
         if self._client is not None:
             await self._client.aclose()
@@ -108,22 +105,14 @@ class WebhookWorker:
         """How long a claim lasts: an attempt's time, and as long again to record it."""
         return 2 * self.settings.timeout_seconds + 5.0
 
-    async def _run(self) -> None:
-        while not self._stopping:
-            self._wake.clear()
-            try:
-                await self._claim()
-            except Exception:  # storage unreachable a while: the next beat tries again
-                log.exception("webhooks: claiming deliveries failed")
-            if time.time() - self._swept_at >= SWEEP_SECONDS:
-                await self._sweep()
-            wait = self.settings.poll_seconds
-            if self._due is not None:
-                wait = max(0.0, min(wait, self._due - time.time()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+    def _next_wait(self) -> float:
+        """Seconds until the next look: ``webhooks.poll_seconds``, or less when a retry falls due sooner."""
+        if self._due is None:
+            return self.settings.poll_seconds
+        return max(0.0, min(self.settings.poll_seconds, self._due - time.time()))
 
     async def _claim(self) -> None:
+        """Claim the deliveries due, as many as free slots (a failure: logged, tried again at the next look)."""
         now = time.time()
         if self._due is not None and self._due <= now:
             # Cleared even when every slot is busy: a past due would make the loop wait 0 s, spinning. A
@@ -150,15 +139,13 @@ class WebhookWorker:
             log.exception("webhook of %s %s: checking its run's end failed", run.kind, run.run_id)
 
     async def _sweep(self) -> None:
-        """Delete the deliveries older than ``webhooks.retention_days`` (a failure: tried again next hour)."""
-        now = self._swept_at = time.time()
-        cutoff = now - self.settings.retention_days * SECONDS_PER_DAY
+        """Delete the deliveries older than ``webhooks.retention_days`` (a failure: logged, tried again next hour)."""
+        cutoff = time.time() - self.settings.retention_days * SECONDS_PER_DAY
         try:
             while await self._outbox.sweep(cutoff, SWEEP_BATCH) == SWEEP_BATCH:
                 pass
-        except Exception:
-            log.exception("webhooks: deleting old deliveries failed")
-        self.swept.set()
+        finally:
+            self.swept.set()
 
     async def _deliver(self, claimed: Claimed) -> None:
         delivery = claimed.delivery
@@ -191,7 +178,7 @@ class WebhookWorker:
             log.exception("webhook delivery %s: recording its attempt failed", delivery.id)
         finally:
             self._sending.pop(delivery.id, None)
-            self._wake.set()
+            self._claims.wake()
 
     async def _released(self, claimed: Claimed) -> None:
         try:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Fiel
 
 from .agents import MultitaskStrategy
 from .approvals import RequireApproval
+from .content import Message
 from .limits import (
     MAX_MESSAGE_CHARS,
     MAX_MESSAGES,
@@ -209,10 +210,12 @@ class McpApprovalResponseItem(BaseModel):
 
 
 class CompactionItem(BaseModel):
-    """What ``POST /v1/responses/compact`` made of a conversation: its summary, sealed by the server.
+    """A conversation compacted, sealed by the server: by ``POST /v1/responses/compact`` (its summary), or by a
+    response whose input crossed its ``compact_threshold`` (an item of its output: all the model read then).
 
-    Given back in a later input, it stands in for the items it summarized. ``encrypted_content`` is opaque:
-    only the server that made it (with the same ``context.secret``) can read it.
+    Given back in a later input, it stands in for the items it summarized; a response's item stands in for
+    every item before it. ``encrypted_content`` is opaque: only the server that made it (with the same
+    ``context.secret``) can read it.
     """
 
     type: Literal["compaction"] = "compaction"
@@ -220,16 +223,23 @@ class CompactionItem(BaseModel):
     encrypted_content: Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS)]
     created_by: str | None = None
     _summary: str | None = PrivateAttr(default=None)
+    _history: list[Message] | None = PrivateAttr(default=None)
 
     @property
     def summary(self) -> str | None:
-        """The summary, once the server opened ``encrypted_content`` (never serialized)."""
+        """The summary, once the server opened the item of a ``compact`` call (never serialized)."""
         return self._summary
 
-    def opened(self, summary: str) -> CompactionItem:
-        """A copy that holds ``summary``, what ``encrypted_content`` sealed."""
+    @property
+    def history(self) -> list[Message] | None:
+        """What the model read once a response compacted, which replaces all before the item; None until the
+        server opened a response's item (never serialized)."""
+        return self._history
+
+    def opened(self, summary: str | None = None, history: list[Message] | None = None) -> CompactionItem:
+        """A copy that holds what ``encrypted_content`` sealed: a ``summary``, or a response's ``history``."""
         copy = self.model_copy()
-        copy._summary = summary
+        copy._summary, copy._history = summary, history
         return copy
 
 

@@ -5,6 +5,7 @@ import { errorBox, fill, focusTitle, h, main, title } from "./dom.js";
 import { agentView, agentsView, sessionView } from "./views/agents.js";
 import { approvalsView } from "./views/approvals.js";
 import { knowledgeView, storeView } from "./views/knowledge.js";
+import { memoryView } from "./views/memory.js";
 import { forgetSessions, playgroundView } from "./views/playground.js";
 import { conversationView, conversationsView, responseView, responsesView } from "./views/responses.js";
 import { forgetFileNames } from "./views/steps.js";
@@ -13,6 +14,7 @@ import { turnView } from "./views/timeline.js";
 const ROUTES = [
   [/^agents$/, agentsView, "agents"],
   [/^agents\/([^/]+)$/, agentView, "agents"],
+  [/^agents\/([^/]+)\/memory$/, memoryView, "agents"],
   [/^agents\/([^/]+)\/sessions\/([^/]+)$/, sessionView, "agents"],
   [/^agents\/([^/]+)\/sessions\/([^/]+)\/turns\/([^/]+)$/, turnView, "agents"],
   [/^responses$/, responsesView, "responses"],

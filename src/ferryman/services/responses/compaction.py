@@ -1,9 +1,14 @@
-"""``POST /v1/responses/compact`` and the ``compaction`` items it makes: a summary sealed by the server.
+"""The ``compaction`` items: a compacted conversation, sealed by the server.
 
-The item's ``encrypted_content`` is the summary (with a version) under AES-256-GCM with the server's key
+``POST /v1/responses/compact`` makes one of a summary; a response whose prompt crossed its ``compact_threshold``
+puts one in its output, of all the model read from then on (the engine's summary first, see
+:class:`~ferryman.engine.events.HistoryCompacted`): given back (in an input, or in a conversation), it stands
+in for every item before it (``items.py``), so that none of what it replaced reaches the model again.
+
+The item's ``encrypted_content`` is its content (with a version) under AES-256-GCM with the server's key
 (``context.secret``, see :mod:`ferryman.context_settings`): a client can neither read it nor forge one the
-server would read. Given back in an input, the item is opened (:meth:`Sealer.opened`) and the model reads the
-summary in its place (``items.compacted_message``).
+server would read. Given back in an input, the item is opened (:meth:`Sealer.opened`) and the model reads
+its content in its place.
 
 The summary is made from the history as shields left it: a blocked input stands in it as its placeholder.
 """
@@ -12,25 +17,40 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import secrets
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pydantic import TypeAdapter
 
+from ferryman.api.content import Message, content_to_text
+from ferryman.api.limits import MAX_MESSAGE_CHARS
 from ferryman.api.responses import CompactedResponse, CompactionItem, Item, MessageItem, Usage
 from ferryman.errors import ConfigurationError, InvalidRequestError
 from ferryman.storage.domain.server_secrets import generated_secret
 from ferryman.storage.kernel.protocol import Kernel
 
 from .ids import new_item_id
+from .items import COMPACTED_HEADER
 
 _VERSION = 1
 _AAD = b"ferryman compaction v1"
 KEY_NAME = "compaction"
 """The name of the generated key's ``server_secret`` record (when ``context.secret`` is unset)."""
+_HISTORY: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+log = logging.getLogger(__name__)
+
+HistoryItems = Callable[[list[Message]], CompactionItem | None]
+"""Makes the ``compaction`` item of a response's compacted history (None: too long for one)."""
+Reseal = Callable[[CompactionItem, list[Message]], CompactionItem]
+"""Seals an opened ``compaction`` item over other messages (:meth:`Sealer.resealed`)."""
 
 
 class Sealer:
@@ -45,12 +65,44 @@ class Sealer:
 
     def seal(self, summary: str) -> str:
         """The ``encrypted_content`` of a summary."""
-        nonce = os.urandom(12)
-        body = json.dumps({"v": _VERSION, "summary": summary}).encode()
-        return base64.urlsafe_b64encode(nonce + self._aead.encrypt(nonce, body, _AAD)).decode()
+        return self._seal({"v": _VERSION, "summary": summary})
 
-    def open(self, sealed: str) -> str:
-        """The summary a ``encrypted_content`` holds.
+    def history_item(self, history: list[Message]) -> CompactionItem | None:
+        """The item of a response's compacted history (None, logged, when it is too long for one)."""
+        sealed = self._seal_history(history)
+        if len(sealed) > MAX_MESSAGE_CHARS:
+            log.warning("a compacted history of %d characters sealed is too long for a compaction item", len(sealed))
+            return None
+        return CompactionItem(id=new_item_id("compaction"), encrypted_content=sealed)
+
+    def resealed(self, item: CompactionItem, messages: list[Message]) -> CompactionItem:
+        """An opened item sealing ``messages`` instead: what it became for the model, as an input shield
+        redacted them (see ``redaction.py``); it keeps its id.
+
+        A response's item seals them as its history; a ``compact`` call's its one message's text, as its
+        summary. Sealed too long for an item (a redaction may lengthen the text), it seals nothing instead
+        (an empty history, which still replaces every item before it; an empty summary): never the text as sent.
+        """
+        if item.history is not None:
+            sealed = self._seal_history(messages)
+            if len(sealed) > MAX_MESSAGE_CHARS:
+                messages, sealed = [], self._seal_history([])
+            return item.model_copy(update={"encrypted_content": sealed}).opened(history=messages)
+        summary = _summary_of(messages)
+        sealed = self.seal(summary)
+        if len(sealed) > MAX_MESSAGE_CHARS:
+            summary, sealed = "", self.seal("")
+        return item.model_copy(update={"encrypted_content": sealed}).opened(summary=summary)
+
+    def _seal_history(self, history: list[Message]) -> str:
+        return self._seal({"v": _VERSION, "history": _HISTORY.dump_python(history, mode="json")})
+
+    def _seal(self, body: dict[str, Any]) -> str:
+        nonce = os.urandom(12)
+        return base64.urlsafe_b64encode(nonce + self._aead.encrypt(nonce, json.dumps(body).encode(), _AAD)).decode()
+
+    def open(self, sealed: str) -> str | list[Message]:
+        """What an ``encrypted_content`` holds: a ``compact`` call's summary, or a response's history.
 
         Raises:
             InvalidRequestError: it was not made by this server's key, or was changed.
@@ -58,21 +110,26 @@ class Sealer:
         try:
             raw = base64.urlsafe_b64decode(sealed.encode())
             body = json.loads(self._aead.decrypt(raw[:12], raw[12:], _AAD))
-            summary = body["summary"]
-            if body.get("v") != _VERSION or not isinstance(summary, str):
+            if body.get("v") != _VERSION:
                 raise ValueError("unknown version")
-        except (InvalidTag, ValueError, KeyError, TypeError) as exc:
+            if "history" in body:
+                return _HISTORY.validate_python(body["history"])
+            summary = body["summary"]
+            if not isinstance(summary, str):
+                raise ValueError("no summary")
+        except (InvalidTag, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InvalidRequestError(
                 "a compaction item's encrypted_content was not made by this server (or was changed)", "input"
             ) from exc
         return summary
 
     def opened(self, items: list[Item]) -> list[Item]:
-        """The items with each ``compaction`` item opened (the model reads its summary in its place)."""
-        return [
-            item.opened(self.open(item.encrypted_content)) if isinstance(item, CompactionItem) else item
-            for item in items
-        ]
+        """The items with each ``compaction`` item opened (the model reads what it holds in its place)."""
+        return [self._opened(item) if isinstance(item, CompactionItem) else item for item in items]
+
+    def _opened(self, item: CompactionItem) -> CompactionItem:
+        content = self.open(item.encrypted_content)
+        return item.opened(summary=content) if isinstance(content, str) else item.opened(history=content)
 
 
 class Sealing:
@@ -108,6 +165,10 @@ class Sealing:
         """:meth:`Sealer.seal`."""
         return (await self.sealer()).seal(summary)
 
+    async def history_items(self, strategy: str) -> HistoryItems | None:
+        """What makes the items of a response whose context strategy is ``strategy`` (None: it compacts nothing)."""
+        return (await self.sealer()).history_item if strategy == "compaction" else None
+
     async def _stored_key(self) -> bytes:
         text = await generated_secret(self._kernel, KEY_NAME, lambda: secrets.token_bytes(32).hex())
         try:
@@ -117,6 +178,13 @@ class Sealing:
         if len(key) != 32:
             raise ConfigurationError("the stored compaction key is not 32 bytes in hex: set context.secret")
         return key
+
+
+def _summary_of(messages: list[Message]) -> str:
+    """The summary a ``compact`` call's item became the message of (``items.compacted_message``)."""
+    text = "".join(content_to_text(message.content) for message in messages)
+    header = f"{COMPACTED_HEADER}\n"
+    return text.removeprefix(header)
 
 
 def user_messages(items: list[Item]) -> list[Item]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ferryman.api.content import (
@@ -101,23 +102,46 @@ def items_to_messages(items: list[Item]) -> list[Message]:
     A hosted tool's call item (``file_search_call``, ``mcp_call``, ``code_interpreter_call``,
     ``web_search_call``) becomes the model's call of that tool and the output it read, as its
     kind replays it (``hosted/replay.py``), so that a later turn knows what the tool gave.
-    Items that were never the model's to read (``mcp_list_tools``, approval items) become nothing.
+    Items that were never the model's to read (``mcp_list_tools``, approval items) become nothing. A response's
+    ``compaction`` item (opened) becomes the history it holds, and the items before it become nothing: it
+    replaced them (:func:`read_window`).
     """
-    return _converted(items)[0]
+    return _converted(items).messages
 
 
 def message_positions(items: list[Item]) -> list[int | None]:
     """For each item, the index of the message of :func:`items_to_messages` that holds what it said.
 
-    None for an item that becomes no message, or (a hosted tool's call) a replayed call and its output.
+    None for an item that becomes no message, a ``compaction`` item (see :func:`compaction_spans`), or (a
+    hosted tool's call) a replayed call and its output.
     """
-    return _converted(items)[1]
+    return _converted(items).positions
 
 
-def _converted(items: list[Item]) -> tuple[list[Message], list[int | None]]:
+def compaction_spans(items: list[Item]) -> dict[int, tuple[int, int]]:
+    """For each opened ``compaction`` item the model reads (by its index in ``items``), the messages of
+    :func:`items_to_messages` it became: ``start`` to ``end``, ``end`` excluded."""
+    return _converted(items).spans
+
+
+def read_window(items: list[Item]) -> list[Item]:
+    """The items a model reads of a run of (opened) items: from the newest response's ``compaction`` item on."""
+    return items[_last_window(items) :]
+
+
+@dataclass(frozen=True)
+class _Converted:
+    messages: list[Message]
+    positions: list[int | None]
+    spans: dict[int, tuple[int, int]]
+
+
+def _converted(items: list[Item]) -> _Converted:
     messages: list[Message] = []
-    positions: list[int | None] = []
-    for item in items:
+    start = _last_window(items)
+    positions: list[int | None] = [None] * start
+    spans: dict[int, tuple[int, int]] = {}
+    for index, item in enumerate(items[start:], start):
         if isinstance(item, MessageItem):
             messages.append(_message(item))
         elif isinstance(item, FunctionCallOutputItem):
@@ -126,8 +150,13 @@ def _converted(items: list[Item]) -> tuple[list[Message], list[int | None]]:
             _append_call(messages, _function_call(item))
         elif isinstance(item, CompactionItem):
             # What it summarized stands in the conversation as the summary; the item's own text is sealed.
-            if item.summary is not None:
+            first = len(messages)
+            if item.history is not None:
+                messages.extend(item.history)
+            elif item.summary is not None:
                 messages.append(compacted_message(item.summary))
+            if len(messages) > first:
+                spans[index] = (first, len(messages))
             positions.append(None)
             continue
         else:
@@ -137,7 +166,16 @@ def _converted(items: list[Item]) -> tuple[list[Message], list[int | None]]:
             positions.append(None)
             continue
         positions.append(len(messages) - 1)
-    return messages, positions
+    return _Converted(messages, positions, spans)
+
+
+def _last_window(items: list[Item]) -> int:
+    """Where the newest opened ``compaction`` item of a response stands (0: there is none)."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if isinstance(item, CompactionItem) and item.history is not None:
+            return index
+    return 0
 
 
 COMPACTED_HEADER = "[Summary of the conversation before this point]"

@@ -21,10 +21,6 @@ from ..turn_queue import TurnQueue
 from .compaction import Sealing
 from .items import items_to_messages
 
-_RECENT = 100
-"""How many of a conversation's newest responses are searched for the one a running turn runs for (it is one
-of the last few: at most those queued behind it came after it)."""
-
 
 class ConversationQueue:
     """Starts a conversation's queued responses in their turn, after making way as their strategy says.
@@ -57,16 +53,20 @@ class ConversationQueue:
             Whether the turn runs (False: it was failed in the queue, and its failure emitted).
         """
 
+        session_id = state.record.session_id
+
         async def stream_of(turn_id: str) -> str | None:
-            page = await self._store.list_responses(None, _RECENT, "desc", conversation_id)
-            return next((self._stream(r.response.id) for r in page.items if r.turn_id == turn_id), None)
+            response_id = await self._store.turn_response(session_id, turn_id)  # one indexed read
+            return None if response_id is None else self._stream(response_id)
 
         async def started() -> None:
             items = await self._sealing.opened(await self._store.all_items(conversation_id))
             state.history = [*items_to_messages(items), *fresh]
 
         host = self._host
-        queue = TurnQueue(self._store, host.runner, host.fanout, stream_of, host.cancel_everywhere)
+        queue = TurnQueue(
+            self._store, host.runner, host.fanout, stream_of, host.cancel_everywhere, host.rollback_wait_seconds
+        )
         return await queue.take_turn(state.record, strategy, state.span, emit, host.leases.until, started)
 
     async def check(self, session_id: str, strategy: MultitaskStrategy) -> None:

@@ -3,7 +3,9 @@
 The items are stored when the response starts, before any shield ran; a redacting
 shield's form then replaces them (what ``input_items`` lists and the conversation
 gets), so that what the caller sent outlives the check nowhere. Each item takes the
-redacted content of the message it became (see :func:`~.items.message_positions`).
+redacted content of the message it became (see :func:`~.items.message_positions`); a
+``compaction`` item is sealed again over the redacted messages it became
+(:meth:`~.compaction.Sealer.resealed`), so that no later response opens the text as sent.
 A blocking shield withholds the input: each item a model would read gives way to
 its placeholder (:func:`withheld_items`), which is all a later response replays.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from ferryman.api.content import CompletionMessage, InterleavedContent, Message, TextContentItem, content_to_text
 from ferryman.api.responses import (
+    CompactionItem,
     ContentPart,
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -24,7 +27,8 @@ from ferryman.api.responses import (
 from ferryman.storage.base import ResponseStore
 from ferryman.withheld import withheld_item
 
-from .items import message_positions
+from .compaction import Reseal, Sealing
+from .items import compaction_spans, message_positions
 
 
 class InputItems:
@@ -34,16 +38,20 @@ class InputItems:
         store: Where the response's input items are stored.
         response_id: The response.
         items: The list the response adds to its conversation when it ends: it is changed in place.
+        sealing: Seals the ``compaction`` items among them again, redacted.
     """
 
-    def __init__(self, store: ResponseStore, response_id: str, items: list[Item]) -> None:
+    def __init__(self, store: ResponseStore, response_id: str, items: list[Item], sealing: Sealing) -> None:
         self._store = store
         self._response_id = response_id
         self._items = items
+        self._sealing = sealing
 
     async def redacted(self, given: list[Message], redacted: list[Message]) -> None:
         """Take the input shields' redactions of the items' messages."""
-        self._items[:] = redacted_items(self._items, given, redacted)
+        sealed = any(isinstance(item, CompactionItem) for item in self._items)
+        reseal = (await self._sealing.sealer()).resealed if sealed else None
+        self._items[:] = redacted_items(self._items, given, redacted, reseal)
         await self._store.replace_items(self._response_id, self._items)
 
     async def withheld(self) -> None:
@@ -57,11 +65,24 @@ def withheld_items(items: list[Item]) -> list[Item]:
     return [withheld_item(item) for item in items]
 
 
-def redacted_items(items: list[Item], given: list[Message], redacted: list[Message]) -> list[Item]:
-    """The items with the redactions of their messages (``given``, of :func:`items_to_messages`) applied."""
+def redacted_items(
+    items: list[Item], given: list[Message], redacted: list[Message], reseal: Reseal | None = None
+) -> list[Item]:
+    """The items with the redactions of their messages (``given``, of :func:`items_to_messages`) applied.
+
+    ``reseal`` seals an opened ``compaction`` item over its redacted messages (required when one changed).
+    """
+    spans = compaction_spans(items)
     out: list[Item] = []
-    for item, at in zip(items, message_positions(items), strict=True):
-        if at is None or given[at] == redacted[at]:
+    for index, (item, at) in enumerate(zip(items, message_positions(items), strict=True)):
+        if isinstance(item, CompactionItem) and index in spans:
+            start, end = spans[index]
+            if given[start:end] == redacted[start:end]:
+                out.append(item)
+            else:
+                assert reseal is not None, "a compaction item was redacted: it must be sealed again"
+                out.append(reseal(item, redacted[start:end]))
+        elif at is None or given[at] == redacted[at]:
             out.append(item)
         else:
             out.append(_redacted(item, redacted[at]))

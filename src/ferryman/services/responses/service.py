@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -15,20 +14,17 @@ from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import (
     CompactedResponse,
     CompactRequest,
-    ConversationRef,
     CreateResponseRequest,
     Item,
     ListedResponse,
-    McpTool,
     Response,
-    TextConfig,
     Usage,
 )
 from ferryman.context_settings import ContextSettings
 from ferryman.coordination.base import CancelTurns, RecordDeleted
 from ferryman.engine.approvals import Ruling
 from ferryman.engine.channel import LiveRun
-from ferryman.engine.context_fit import minimal_fit
+from ferryman.engine.context_fit import minimal_fit, since_last_summary
 from ferryman.engine.events import Emit
 from ferryman.engine.state import TurnState
 from ferryman.engine.summary import summarize
@@ -50,6 +46,7 @@ from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionReco
 from ferryman.storage.owned import authorize
 from ferryman.webhooks.outbox import ArmedRun
 
+from ..acting_owner import keep_since
 from ..approval_holds import ApprovalHolds
 from ..host import TurnHost
 from ..leases import ABANDONED
@@ -58,11 +55,12 @@ from ..usage import RunUsage
 from ..webhooks import RESPONSE_EVENTS, keep_webhook, stored_webhook
 from .approvals import has_answers, rule_answers
 from .compaction import Sealing, compacted, user_messages
+from .created import initial_response, validate_request
 from .guardrails import resolve_guardrails
 from .history import HistoryCache
 from .hosted.table import HostedTools
 from .included import shown_events, shown_items, shown_response
-from .items import input_items, items_to_messages, with_ids
+from .items import input_items, items_to_messages, read_window, with_ids
 from .multitask import ConversationQueue
 from .paused import paused_response_span
 from .plan import response_plan
@@ -127,14 +125,20 @@ class ResponsesService:
             host.webhooks.recoverers["response"] = self._recover_end
 
     async def create(
-        self, request: CreateResponseRequest, provider_data: dict[str, Any] | None, continued: bool = False
+        self,
+        request: CreateResponseRequest,
+        provider_data: dict[str, Any] | None,
+        continued: bool = False,
+        acting_since: float | None = None,
     ) -> LiveResponse:
         """Start a response; it runs in the background whatever the caller does next.
 
         ``continued``: the server continues a response itself (the approval inbox), with the webhook of the
         response it continues, checked when that response's request named it (and again at every attempt).
+        ``acting_since``: it runs as its owner with attributes stored then, kept with its turn (a later
+        continuation of it is bound by the same time).
         """
-        _validate(request)
+        validate_request(request)
         self._hosted.validate(request)
         await self._hosted.check(request)
         if not continued:
@@ -169,6 +173,7 @@ class ResponsesService:
                 guardrails,
                 tuple(binding.unlisted),
             )
+            compaction = await self._sealing.history_items(plan.context.strategy)  # its key read before the turn
             if plan.context.strategy == "disabled":
                 await check_context(self._models, plan.chat_request([*prior, *new_messages]))
             else:  # only what no strategy leaves out must fit
@@ -185,7 +190,7 @@ class ResponsesService:
                 status="queued" if queued else "in_progress",
                 input_messages=[m for m in new_messages if isinstance(m, UserMessage | ToolResponseMessage)],
                 started_at=utcnow(),
-                overrides=keep_webhook({}, request.webhook, response_id),
+                overrides=keep_since(keep_webhook({}, request.webhook, response_id), acting_since),
                 lease_until=self._leases.until(),
             )
             resumes = await paused_response_span(self._store, request, items)
@@ -197,7 +202,7 @@ class ResponsesService:
                     await self._queue.check(session_id, request.multitask_strategy)
                 await self._start_turn(turn, new_messages, conversation_id)
                 record = ResponseRecord(
-                    response=_initial(response_id, request, conversation_id, queued),
+                    response=initial_response(response_id, request, conversation_id, queued),
                     turn_id=turn.turn_id,
                     session_id=session_id,
                     conversation_id=conversation_id,
@@ -216,7 +221,7 @@ class ResponsesService:
                 if ruled is not None and self._holds is not None:
                     answered = [call.call_id for call in ruled.approved] + [call.call_id for call, _ in ruled.denied]
                     await self._holds.requests_answered(answered)
-                copies = InputItems(self._store, response_id, items)
+                copies = InputItems(self._store, response_id, items, self._sealing)
                 state = TurnState(
                     turn,
                     plan,
@@ -233,6 +238,7 @@ class ResponsesService:
                     binding.announced,
                     held=binding.held,
                     approved=ruled.approved if ruled else None,
+                    compaction=compaction,
                 )
                 decided = len(ruled.approved) + len(ruled.denied) if ruled else 0
                 with log_fields(response_id=response_id):  # what the run logs names the response too
@@ -383,6 +389,7 @@ class ResponsesService:
         ``compaction`` item, which a later input gives in place of what it summarized (``compaction.py``).
 
         The summary is made by ``context.summary_model``, else the request's model, within that model's context.
+        The user messages kept are those the model reads: none that a response's ``compaction`` item replaced.
         """
         await self._models.route(request.model)
         items = await self._sealing.opened(with_ids(input_items(request.input or "")))
@@ -390,8 +397,9 @@ class ResponsesService:
         history: list[Message] = []
         if request.previous_response_id:
             history = await self._chain(request.previous_response_id)
-            earlier = await self._chain_items(request.previous_response_id)
-        history = [*history, *items_to_messages(items)]
+            earlier = await self._sealing.opened(await self._chain_items(request.previous_response_id))
+        # What a compaction replaced is neither summarized again nor kept: its summary stands for it.
+        history = since_last_summary([*history, *items_to_messages(items)])
         if not history:
             raise InvalidRequestError("nothing to compact: give input, previous_response_id, or both", "input")
         made = await summarize(self._models, self._summary_model or request.model, history, provider_data)
@@ -401,7 +409,8 @@ class ResponsesService:
             output_tokens=used.output_tokens if used else 0,
             total_tokens=used.input_tokens + used.output_tokens if used else 0,
         )
-        return compacted(user_messages([*earlier, *items]), await self._sealing.seal(made.text), usage)
+        kept = user_messages(read_window([*earlier, *items]))
+        return compacted(kept, await self._sealing.seal(made.text), usage)
 
     def _live(self, response_id: str) -> LiveResponse | None:
         return self._host.live(_stream(response_id))
@@ -593,39 +602,6 @@ _RUNNING = ("queued", "in_progress")
 
 def _stream(response_id: str) -> str:
     return f"response:{response_id}"
-
-
-def _validate(request: CreateResponseRequest) -> None:
-    if request.previous_response_id and request.conversation:
-        raise InvalidRequestError("previous_response_id and conversation cannot be used together", "conversation")
-    if request.background and request.store is False:
-        raise InvalidRequestError("a background response must be stored (store: true)", "store")
-
-
-def _initial(
-    response_id: str, request: CreateResponseRequest, conversation_id: str | None, queued: bool = False
-) -> Response:
-    return Response(
-        id=response_id,
-        created_at=int(time.time()),
-        status="queued" if request.background or queued else "in_progress",
-        model=request.model,
-        instructions=request.instructions,
-        tools=[tool.without_credentials() if isinstance(tool, McpTool) else tool for tool in request.tools],
-        tool_choice=request.tool_choice,
-        parallel_tool_calls=request.parallel_tool_calls is not False,
-        max_tool_calls=request.max_tool_calls,
-        max_output_tokens=request.max_output_tokens,
-        temperature=request.temperature,
-        top_p=request.top_p,
-        text=request.text or TextConfig(),
-        metadata=request.metadata or {},
-        previous_response_id=request.previous_response_id,
-        conversation=ConversationRef(id=conversation_id) if conversation_id else None,
-        background=bool(request.background),
-        store=request.store is not False,
-        truncation=request.truncation or "disabled",
-    )
 
 
 async def _iterate(events: list[StoredEvent]) -> AsyncIterator[StoredEvent]:

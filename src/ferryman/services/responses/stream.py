@@ -26,6 +26,7 @@ from ferryman.api.response_events import (
     ResponseStreamEvent,
 )
 from ferryman.api.responses import (
+    CompactionItem,
     FunctionCallItem,
     HostedCallItem,
     Item,
@@ -38,6 +39,7 @@ from ferryman.api.responses import (
 )
 from ferryman.engine.events import (
     EngineEvent,
+    HistoryCompacted,
     StepCompleted,
     StepStarted,
     TextDelta,
@@ -53,6 +55,7 @@ from ferryman.errors import FailureCode
 
 from .approvals import approval_item
 from .citations import Sources
+from .compaction import HistoryItems
 from .guardrails import Verdicts, refusal_events
 from .hosted.base import Announced, CallRenderer, Progress
 from .ids import new_item_id
@@ -91,7 +94,8 @@ class ResponseEncoder:
     ``hosted/base.py``), opened when the engine starts running the step's tools
     and closed when that step completes; the answer after a search is annotated
     with citations of what it found (see :meth:`Sources.citations`). Items made
-    before the turn ran (an MCP server's tool listing) open the output.
+    before the turn ran (an MCP server's tool listing) open the output. A compaction of the history becomes a
+    ``compaction`` item, done at once.
 
     Args:
         response: The response as created (status ``in_progress`` or ``queued``); kept up to date.
@@ -100,6 +104,7 @@ class ResponseEncoder:
         announced: Items made before the turn, shown first.
         held: Hosted tools whose calls wait for approval, with the ``server_label`` of their requests.
         approved: Calls an earlier response held that this one runs first (see ``approvals.py``).
+        compaction: Makes the ``compaction`` item of a compacted history (None: the response compacts nothing).
     """
 
     def __init__(
@@ -110,8 +115,9 @@ class ResponseEncoder:
         announced: list[Announced] | None = None,
         held: dict[str, str | None] | None = None,
         approved: list[ToolCall] | None = None,
+        compaction: HistoryItems | None = None,
     ) -> None:
-        self.response = response
+        self.response, self._compaction = response, compaction
         self._client_tools = client_tools
         self._hosted = _Hosted(renderers or {}, announced or [], called=list(approved or []))
         self._held = held or {}
@@ -133,16 +139,14 @@ class ResponseEncoder:
             case ToolCallStarted(call_id=call_id, name=name) if name in self._client_tools:
                 self._open_call(call_id, name)
             case ToolCallArgumentsDelta(call_id=call_id, delta=delta) if call_id in self._calls:
-                opened = self._calls[call_id]
-                self._emit(
-                    FunctionCallArgumentsDelta(
-                        sequence_number=self._seq, output_index=opened.output_index, item_id=opened.item_id, delta=delta
-                    )
-                )
+                self._arguments_delta(self._calls[call_id], delta)
             case ToolCallDone(call=call) if call.tool_name in self._hosted.renderers:
                 self._hosted.called.append(call)
             case ToolCallDone(call=call):
                 self._close_call(call)
+            case HistoryCompacted(history=history) if self._compaction is not None:
+                if (item := self._compaction(history)) is not None:
+                    self._add_done(item)
             case StepCompleted(step=InferenceStep() as step):
                 self._inference_done(step)
             case StepStarted(step_type="tool_execution", metadata=metadata) if UNLISTED_METADATA in metadata:
@@ -264,11 +268,7 @@ class ResponseEncoder:
         opened = self._calls[call_id] = _OpenCall(len(self.response.output), new_item_id("function_call"))
         item = FunctionCallItem(id=opened.item_id, call_id=call_id, name=name, arguments="", status="in_progress")
         self.response.output.append(item)
-        self._emit(
-            OutputItemAdded(
-                sequence_number=self._seq, output_index=opened.output_index, response_id=self.response.id, item=item
-            )
-        )
+        self._item_added(opened, item)
 
     def _close_call(self, call: ToolCall) -> None:
         opened = self._calls.pop(call.call_id, None)
@@ -278,12 +278,7 @@ class ResponseEncoder:
             # Named only after its first chunk: the call streams at once, its arguments as one delta.
             self._open_call(call.call_id, call.tool_name)
             opened = self._calls.pop(call.call_id)
-            delta = call.arguments_json or "{}"
-            self._emit(
-                FunctionCallArgumentsDelta(
-                    sequence_number=self._seq, output_index=opened.output_index, item_id=opened.item_id, delta=delta
-                )
-            )
+            self._arguments_delta(opened, call.arguments_json or "{}")
         item = call_item(call, opened.item_id)
         self.response.output[opened.output_index] = item
         done = FunctionCallArgumentsDone(
@@ -294,11 +289,19 @@ class ResponseEncoder:
             name=item.name,
         )
         self._emit(done)
-        self._emit(
-            OutputItemDone(
-                sequence_number=self._seq, output_index=opened.output_index, response_id=self.response.id, item=item
-            )
-        )
+        self._item_done(opened, item)
+
+    def _arguments_delta(self, opened: _OpenCall, delta: str) -> None:
+        at = {"output_index": opened.output_index, "item_id": opened.item_id}
+        self._emit(FunctionCallArgumentsDelta(sequence_number=self._seq, delta=delta, **at))
+
+    def _add_done(self, item: Item) -> None:
+        """An item complete as it is made: added to the output, and done at once."""
+        self._close_text()
+        opened = _OpenCall(len(self.response.output), item.id or "")
+        self.response.output.append(item)
+        self._item_added(opened, item)
+        self._item_done(opened, item)
 
     def _item_added(self, opened: _OpenCall, item: Item) -> None:
         at = {"output_index": opened.output_index, "response_id": self.response.id}
@@ -338,11 +341,7 @@ class ResponseEncoder:
         held = [call for call in self._hosted.called if call.call_id in call_ids]
         self._hosted.called = [call for call in self._hosted.called if call.call_id not in call_ids]
         for call in held:
-            item = approval_item(call, self._held.get(call.tool_name))
-            opened = _OpenCall(len(self.response.output), item.id or "")
-            self.response.output.append(item)
-            self._item_added(opened, item)
-            self._item_done(opened, item)
+            self._add_done(approval_item(call, self._held.get(call.tool_name)))
 
     def _close_hosted(self, responses: list[ToolResponse]) -> None:
         """The calls ran: each item gets its outcome from the tool's response."""
@@ -380,7 +379,7 @@ class ResponseEncoder:
                 self._emit(event)
                 if isinstance(event, OutputItemDone):
                     self.response.output.append(event.item)
-        elif not self.response.output and text:
+        elif text and all(isinstance(item, CompactionItem) for item in self.response.output):
             self.response.output.append(message_item(text))
         self.response.status = "completed"
         self._emit(ResponseCompleted(sequence_number=self._seq, response=self.response))

@@ -263,6 +263,17 @@ class ResponseTables:
         found = await self._db.read(work())
         return Page([response_record(r) for r in found[:limit]], len(found) > limit)
 
+    async def turn_response(self, session_id: str, turn_id: str) -> str | None:
+        """The response the session's turn runs for (``turn_id`` is unique: an index read)."""
+        row = await self._db.read(
+            first(
+                "SELECT response_id FROM responses WHERE turn_id = :turn_id AND session_id = :session_id",
+                turn_id=turn_id,
+                session_id=session_id,
+            )
+        )
+        return None if row is None else str(row[0])
+
     async def delete_response(self, response_id: str) -> None:
         """Delete a response, its input items and the turn (and session) it ran as."""
 

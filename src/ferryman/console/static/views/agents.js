@@ -3,6 +3,7 @@
 import { get } from "../api.js";
 import { badge, contentText, enc, facts, fill, h, json, link, short, table, time, title } from "../dom.js";
 import { byIndex, pagedList } from "../paging.js";
+import { memorySummary } from "./memory.js";
 
 const PAGE = 50;
 
@@ -24,8 +25,9 @@ function toolNames(config) {
 }
 
 export async function agentView(view, { args: [agentId], signal }) {
-  const [agent, sessions] = await Promise.all([
+  const [agent, memory, sessions] = await Promise.all([
     get(`/v1/agents/${enc(agentId)}`, { signal }),
+    get(`/v1/agents/${enc(agentId)}/memory`, { signal }),
     pagedList(byIndex(`/v1/agents/${enc(agentId)}/sessions`, { limit: PAGE }, signal), (listed) =>
       table("Sessions", ["Session", "Turns", "Started"], listed.map((session) => [
         link(`#/agents/${enc(agentId)}/sessions/${enc(session.session_id)}`, session.session_name || short(session.session_id)),
@@ -52,6 +54,9 @@ export async function agentView(view, { args: [agentId], signal }) {
       h("div", { class: "label" }, "Instructions"),
       h("pre", { class: "code prose" }, config.instructions),
       h("details", {}, h("summary", {}, "Full configuration (JSON)"), json(config))),
+    h("section", { "aria-labelledby": "memory-heading" },
+      h("h2", { id: "memory-heading" }, "Memory"),
+      memorySummary(agentId, memory.data)),
     h("section", { "aria-labelledby": "sessions-heading" },
       h("h2", { id: "sessions-heading" }, "Sessions"),
       sessions.node));
