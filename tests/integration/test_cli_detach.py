@@ -1,4 +1,7 @@
-"""``ferryman serve --detach`` and ``ferryman stop``: real processes, a temporary FERRYMAN_HOME, the scripted model."""
+"""``ferryman serve --detach`` and ``ferryman stop``: real processes, a temporary FERRYMAN_HOME, the scripted model.
+
+A command refused before it starts anything runs in the test's process (no interpreter start to wait for).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import httpx
 import pytest
 
 from ferryman.cli import pidfile
+from ferryman.cli.main import main
 from support import Proc, free_port
 
 
@@ -24,13 +28,35 @@ def _ferryman(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180, check=False)
 
 
+def _refused_here(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *argv: str
+) -> tuple[int, list[str]]:
+    """``ferryman ARGV`` in this process, ``FERRYMAN_HOME`` at ``home``: its exit status and lines on stderr.
+
+    For a command refused before it starts anything: this process has imported the command already, so the
+    refusal takes no interpreter start.
+    """
+    capsys.readouterr()
+    with monkeypatch.context() as patched:
+        patched.setenv("FERRYMAN_HOME", str(home))
+        status = main(list(argv))
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    return status, captured.err.splitlines()
+
+
 def _end(pid: int, started: str) -> None:
     """Kill what a failed test left running (only that very process)."""
     if pidfile.start_time(pid) == started:
         os.kill(pid, signal.SIGKILL)
 
 
-def test_a_detached_server_answers_and_stop_ends_it_gracefully(tmp_path: Path, scripted_proc: tuple[Proc, str]) -> None:
+def test_a_detached_server_answers_and_stop_ends_it_gracefully(
+    tmp_path: Path,
+    scripted_proc: tuple[Proc, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     home, port = tmp_path / "home", free_port()
     url = f"http://127.0.0.1:{port}"
     flags = ["--db", str(tmp_path / "d.db"), "--inference-url", f"{scripted_proc[1]}/v1", "--log-level", "info"]
@@ -44,9 +70,9 @@ def test_a_detached_server_answers_and_stop_ends_it_gracefully(tmp_path: Path, s
         assert record["pid"] == pid and "serve" in record["command"] and "--detach" not in record["command"]
         assert httpx.get(f"{url}/v1/health", timeout=10).status_code == 200
 
-        again = _ferryman(home, "serve", "--detach", "--port", str(free_port()), *flags)
-        assert again.returncode == 2
-        assert again.stderr.splitlines() == [
+        again, lines = _refused_here(home, monkeypatch, capsys, "serve", "--detach", "--port", str(free_port()), *flags)
+        assert again == 2
+        assert lines == [
             f"ferryman: a server started with 'ferryman serve --detach' is already running at {url} (pid {pid}): "
             "stop it first with 'ferryman stop'"
         ]
@@ -81,13 +107,15 @@ def test_a_detached_server_that_fails_to_start_is_one_line_and_leaves_no_pidfile
     assert not (home / "server.pid").exists()
 
 
-def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
+def test_a_port_in_use_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     home = tmp_path / "home"
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        refused = _ferryman(home, "serve", "--detach", "--port", str(port), "--inference-url", "http://127.0.0.1:9/v1")
-    assert refused.returncode == 2
-    [line] = refused.stderr.splitlines()
+        argv = ("serve", "--detach", "--port", str(port), "--inference-url", "http://127.0.0.1:9/v1")
+        status, [line] = _refused_here(home, monkeypatch, capsys, *argv)
+    assert status == 2
     assert line.startswith(f"ferryman: cannot listen on 127.0.0.1 port {port}: ")
     assert not (home / "server.pid").exists() and not (home / "server.log").exists()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 from integration_helpers import message_text, run_turn, session_url, wait_for
-from test_replicas import Pair, held_turn, pair  # noqa: F401  (pair: the two replicas, a fixture)
+from test_replicas import Pair, held_turn, pair, replica_pair  # noqa: F401  (fixtures: the two replicas)
 
 from ferryman.testing import ScriptedReply, ScriptedServerClient
 from support import create_agent, create_session

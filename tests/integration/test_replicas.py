@@ -6,7 +6,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,27 +35,57 @@ from support import WEATHER_TOOL, Proc, create_agent, create_session
 class Pair:
     """Replicas ``a`` and ``b`` (processes and clients) over one database and one Redis."""
 
-    def __init__(self, procs: list[Proc], clients: list[httpx.Client]) -> None:
-        self.procs = procs
-        self.a, self.b = clients
+    def __init__(self, procs: list[Proc], bases: list[str]) -> None:
+        self.procs, self.bases = procs, bases
+        self.clients = [httpx.Client(base_url=base, timeout=30) for base in bases]
+
+    @property
+    def a(self) -> httpx.Client:
+        return self.clients[0]
+
+    @property
+    def b(self) -> httpx.Client:
+        return self.clients[1]
+
+    def restart_the_dead(self) -> None:
+        """Start again, on its port and with a new client, each replica a test killed."""
+        for index, proc in enumerate(self.procs):
+            if proc.process is not None and proc.process.poll() is not None:
+                self.clients[index].close()
+                proc.start()
+                self.clients[index] = httpx.Client(base_url=self.bases[index], timeout=30)
+
+    def close(self) -> None:
+        """Close the clients and stop the replicas."""
+        for client in self.clients:
+            client.close()
+        for proc in self.procs:
+            proc.stop()
 
 
-@pytest.fixture(params=["postgres", "redis"])
-def pair(
-    request: pytest.FixtureRequest, tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
+@pytest.fixture(scope="module", params=["postgres", "redis"])
+def replica_pair(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, scripted_proc: tuple[Proc, str]
 ) -> Iterator[Pair]:
-    """Records in PostgreSQL with Redis for coordination, or everything in Redis."""
+    """Records in PostgreSQL with Redis for coordination, or everything in Redis: one pair for the module.
+
+    Starting two replicas takes seconds, so the tests of a module share them; each test makes its own
+    agents, sessions and responses, and reads only those.
+    """
     with shared_state(request.param) as (db_url, coordination):
-        started = replicas(2, tmp_path, scripted_proc[1], db_url, coordination)
-        procs = [proc for proc, _ in started]
-        clients = [httpx.Client(base_url=base, timeout=30) for _, base in started]
+        started = replicas(2, tmp_path_factory.mktemp("replicas"), scripted_proc[1], db_url, coordination)
+        shared = Pair([proc for proc, _ in started], [base for _, base in started])
         try:
-            yield Pair(procs, clients)
+            yield shared
         finally:
-            for client in clients:
-                client.close()
-            for proc in procs:
-                proc.stop()
+            shared.close()
+
+
+@pytest.fixture()
+def pair(replica_pair: Pair, served_model: ScriptedServerClient) -> Pair:
+    """The module's two replicas, both running: one an earlier test killed is started again first."""
+    replica_pair.restart_the_dead()
+    return replica_pair
 
 
 def _events(http: httpx.Client, url: str, last_event_id: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -101,8 +130,10 @@ def _kind(data: dict[str, Any]) -> str:
 def test_records_made_on_one_replica_are_read_on_the_other(pair: Pair) -> None:
     agent_id = create_agent(pair.a, toolgroups=["builtin::math"])
     session_id = create_session(pair.b, agent_id, "made on b")
-    listed = pair.b.get("/v1/agents").json()["data"]
-    assert [agent["agent_id"] for agent in listed] == [agent_id]
+    # Other tests of the module made agents on these replicas too: b lists the same ones as a, this one among them.
+    listed = [agent["agent_id"] for agent in pair.b.get("/v1/agents").json()["data"]]
+    assert agent_id in listed
+    assert listed == [agent["agent_id"] for agent in pair.a.get("/v1/agents").json()["data"]]
     sessions = pair.a.get(f"/v1/agents/{agent_id}/sessions").json()["data"]
     assert [(s["session_id"], s["session_name"]) for s in sessions] == [(session_id, "made on b")]
 
@@ -229,45 +260,6 @@ def test_cancelling_a_background_response_reaches_the_replica_running_it(
     assert pair.a.get(f"/v1/responses/{response_id}").json()["status"] == "cancelled"
 
 
-def test_when_a_replica_is_killed_mid_turn_the_other_fails_the_turn_and_keeps_what_completed(
-    pair: Pair, served_model: ScriptedServerClient
-) -> None:
-    agent_id = create_agent(pair.a, toolgroups=["builtin::math"])
-    session_id = create_session(pair.a, agent_id)
-    served_model.enqueue_text("first answer")
-    earlier = run_turn(pair.a, agent_id, session_id, "first")
-    served_model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
-    with held_turn(pair.a, served_model, agent_id, session_id) as held:
-        turn_id = held.turn_id
-        wait_for_requests(served_model, 3)  # the earlier turn, the tool call, the held answer
-        follower = _events(pair.b, turn_url(agent_id, session_id, turn_id))
-        seen = [next(follower)]
-        killed_at = time.monotonic()
-        pair.procs[0].kill()
-        seen.extend(follower)  # ends once b has failed the turn, rather than hanging
-        failed = wait_for_status(pair.b, agent_id, session_id, turn_id, "failed")
-    # Bounded: the lease, plus one beat, plus slack for a loaded machine.
-    assert time.monotonic() - killed_at < LEASE_SECONDS * 4 + 5
-    assert failed["error"]["code"] == "interrupted"
-    assert [s["step_type"] for s in failed["steps"]] == ["inference", "tool_execution"]
-    assert [r["content"] for r in failed["steps"][1]["tool_responses"]] == ["42"]
-    ids = [frame_id for frame_id, _ in seen]
-    assert ids == list(range(len(ids)))
-    # The follower's stream ends with the turn's failure, and what a streamed before it died is
-    # stored: a later replay, from either replica, gives the same frames.
-    assert seen[-1][1]["error"]["code"] == "interrupted"
-    assert [_kind(data) for _, data in seen].count("step_complete") == 2
-    url = turn_url(agent_id, session_id, turn_id)
-    assert list(_events(pair.b, url)) == seen
-    # The session takes new turns, and the completed one is intact.
-    served_model.enqueue_text("back again")
-    assert run_turn(pair.b, agent_id, session_id, "again")["status"] == "completed"
-    turns = pair.b.get(session_url(agent_id, session_id)).json()["turns"]
-    assert [t["status"] for t in turns] == ["completed", "failed", "completed"]
-    assert turns[0] == pair.b.get(turn_url(agent_id, session_id, earlier["turn_id"])).json()
-    assert turns[0]["output_message"]["content"] == "first answer"
-
-
 def test_deleting_a_session_on_one_replica_cancels_its_turn_running_on_the_other(
     pair: Pair, served_model: ScriptedServerClient
 ) -> None:
@@ -282,31 +274,6 @@ def test_deleting_a_session_on_one_replica_cancels_its_turn_running_on_the_other
     served_model.enqueue_text("a new session works")
     fresh = create_session(pair.a, agent_id)
     assert run_turn(pair.b, agent_id, fresh, "hi")["status"] == "completed"
-
-
-def test_when_a_replica_is_killed_mid_response_the_other_fails_it_and_ends_its_stream(
-    pair: Pair, served_model: ScriptedServerClient
-) -> None:
-    gate = gate_name()
-    served_model.enqueue(ScriptedReply(text="never delivered", gate=gate))
-    with open_gate_finally(served_model, gate):
-        started = pair.a.post("/v1/responses", json={"model": "scripted-model", "input": "hi", "background": True})
-        response_id = started.json()["id"]
-        wait_for_requests(served_model, 1)
-        params = {"stream": "true"}
-        with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as followed:
-            stream = frames(followed)
-            head = _response_events(stream, 2)
-            pair.procs[0].kill()
-            tail = _response_events(stream, None)
-    events = head + tail
-    assert [event["sequence_number"] for event in events] == list(range(len(events)))
-    assert [event["type"] for event in events] == ["response.created", "response.in_progress", "response.failed"]
-    assert events[-1]["response"]["error"]["code"] == "interrupted"
-    stored = pair.b.get(f"/v1/responses/{response_id}").json()
-    assert (stored["status"], stored["error"]["code"]) == ("failed", "interrupted")
-    with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as replayed:
-        assert _response_events(frames(replayed), None) == events
 
 
 def test_a_model_registered_on_one_replica_is_served_by_the_other(
@@ -350,3 +317,70 @@ def test_a_resume_sent_the_moment_the_pause_arrives_continues_the_numbering(
     assert replay[: len(first_run)] == first_run
     kinds = [_kind(data) for _, data in replay]
     assert kinds.count("turn_start") == 2 and kinds[-1] == "turn_complete"
+
+
+# The tests that kill a replica come last: each test after one waits while the killed replica starts again.
+
+
+def test_when_a_replica_is_killed_mid_turn_the_other_fails_the_turn_and_keeps_what_completed(
+    pair: Pair, served_model: ScriptedServerClient
+) -> None:
+    agent_id = create_agent(pair.a, toolgroups=["builtin::math"])
+    session_id = create_session(pair.a, agent_id)
+    served_model.enqueue_text("first answer")
+    earlier = run_turn(pair.a, agent_id, session_id, "first")
+    served_model.enqueue_tool_call("calculator", {"expression": "6 * 7"})
+    with held_turn(pair.a, served_model, agent_id, session_id) as held:
+        turn_id = held.turn_id
+        wait_for_requests(served_model, 3)  # the earlier turn, the tool call, the held answer
+        follower = _events(pair.b, turn_url(agent_id, session_id, turn_id))
+        seen = [next(follower)]
+        killed_at = time.monotonic()
+        pair.procs[0].kill()
+        seen.extend(follower)  # ends once b has failed the turn, rather than hanging
+        failed = wait_for_status(pair.b, agent_id, session_id, turn_id, "failed")
+    # Bounded: the lease, plus one beat, plus slack for a loaded machine.
+    assert time.monotonic() - killed_at < LEASE_SECONDS * 4 + 5
+    assert failed["error"]["code"] == "interrupted"
+    assert [s["step_type"] for s in failed["steps"]] == ["inference", "tool_execution"]
+    assert [r["content"] for r in failed["steps"][1]["tool_responses"]] == ["42"]
+    ids = [frame_id for frame_id, _ in seen]
+    assert ids == list(range(len(ids)))
+    # The follower's stream ends with the turn's failure, and what a streamed before it died is
+    # stored: a later replay, from either replica, gives the same frames.
+    assert seen[-1][1]["error"]["code"] == "interrupted"
+    assert [_kind(data) for _, data in seen].count("step_complete") == 2
+    url = turn_url(agent_id, session_id, turn_id)
+    assert list(_events(pair.b, url)) == seen
+    # The session takes new turns, and the completed one is intact.
+    served_model.enqueue_text("back again")
+    assert run_turn(pair.b, agent_id, session_id, "again")["status"] == "completed"
+    turns = pair.b.get(session_url(agent_id, session_id)).json()["turns"]
+    assert [t["status"] for t in turns] == ["completed", "failed", "completed"]
+    assert turns[0] == pair.b.get(turn_url(agent_id, session_id, earlier["turn_id"])).json()
+    assert turns[0]["output_message"]["content"] == "first answer"
+
+
+def test_when_a_replica_is_killed_mid_response_the_other_fails_it_and_ends_its_stream(
+    pair: Pair, served_model: ScriptedServerClient
+) -> None:
+    gate = gate_name()
+    served_model.enqueue(ScriptedReply(text="never delivered", gate=gate))
+    with open_gate_finally(served_model, gate):
+        started = pair.a.post("/v1/responses", json={"model": "scripted-model", "input": "hi", "background": True})
+        response_id = started.json()["id"]
+        wait_for_requests(served_model, 1)
+        params = {"stream": "true"}
+        with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as followed:
+            stream = frames(followed)
+            head = _response_events(stream, 2)
+            pair.procs[0].kill()
+            tail = _response_events(stream, None)
+    events = head + tail
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert [event["type"] for event in events] == ["response.created", "response.in_progress", "response.failed"]
+    assert events[-1]["response"]["error"]["code"] == "interrupted"
+    stored = pair.b.get(f"/v1/responses/{response_id}").json()
+    assert (stored["status"], stored["error"]["code"]) == ("failed", "interrupted")
+    with pair.b.stream("GET", f"/v1/responses/{response_id}", params=params) as replayed:
+        assert _response_events(frames(replayed), None) == events

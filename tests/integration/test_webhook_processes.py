@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,11 @@ def cli(*args: str) -> str:
     return done.stdout
 
 
+def read_secret(pool: ThreadPoolExecutor, config: Path, db: str) -> Future[str]:
+    """``ferryman webhooks secret`` in the background: its process starts while the test waits on the servers."""
+    return pool.submit(lambda: cli("webhooks", "secret", "--config", str(config), "--db", db).strip())
+
+
 def deliveries(base: str) -> list[dict[str, Any]]:
     """The deliveries a server lists (over HTTP: polled; the CLI is checked against it once)."""
     found: list[dict[str, Any]] = httpx.get(f"{base}/v1/webhook_deliveries", timeout=30).json()["data"]
@@ -71,7 +77,8 @@ def test_deliveries_pending_at_a_restart_are_made_by_the_next_process(
     port = free_port()  # nothing listens there until the server restarted: every attempt before fails
     webhook = f"http://127.0.0.1:{port}/hooks"
     proc, base = ferryman_server(tmp_path, scripted_proc[1], tmp_path / "hooks.db", "--config", str(config))
-    with running(proc):
+    with running(proc), ThreadPoolExecutor(1) as pool:
+        secret = read_secret(pool, config, str(tmp_path / "hooks.db"))  # generated into the store at the start
         with httpx.Client(base_url=base, timeout=30) as http:
             agent_id = create_agent(http)
             session_id = create_session(http, agent_id)
@@ -80,11 +87,10 @@ def test_deliveries_pending_at_a_restart_are_made_by_the_next_process(
         failed = wait_for(lambda: [d for d in deliveries(base) if d["attempts"]] or None, what="a failed attempt")
         assert failed[0]["status"] == "pending" and failed[0]["attempts"][0].get("status_code") is None
         proc.stop()
-        secret = cli("webhooks", "secret", "--config", str(config), "--db", str(tmp_path / "hooks.db")).strip()
         with receiving(port=port) as receiver:
             proc.start()
             (posted,) = receiver.wait_for(1)
-            event = posted.verified(secret)
+            event = posted.verified(secret.result())
             delivered = wait_for(
                 lambda: [d for d in deliveries(base) if d["status"] == "delivered"] or None, what="the delivery"
             )
@@ -132,6 +138,7 @@ def test_a_killed_replicas_runs_are_failed_by_the_survivor_and_posted_once(
         pair = replicas(2, tmp_path, scripted_proc[1], db_url, coordination, "--config", str(config))
         for proc, _ in pair:
             stack.callback(proc.stop)
+        secret = read_secret(stack.enter_context(ThreadPoolExecutor(1)), config, db_url)
         (doomed, a_base), (_, b_base) = pair
         a = stack.enter_context(httpx.Client(base_url=a_base, timeout=30))
         # A turn a client streams from a, and a background response, each held at its model call on a.
@@ -153,8 +160,7 @@ def test_a_killed_replicas_runs_are_failed_by_the_survivor_and_posted_once(
             lambda: (found := deliveries(b_base)) and all(d["status"] == "delivered" for d in found) and found,
             what="both deliveries delivered",
         )
-        secret = cli("webhooks", "secret", "--config", str(config), "--db", db_url).strip()
-    events = {event["type"]: event["data"] for event in (posted.verified(secret) for posted in posts)}
+    events = {event["type"]: event["data"] for event in (posted.verified(secret.result()) for posted in posts)}
     assert set(events) == {"turn.failed", "response.failed"}
     assert events["turn.failed"]["turn_id"] == turn_id and events["turn.failed"]["error"]["code"] == "interrupted"
     assert events["response.failed"]["id"] == response_id

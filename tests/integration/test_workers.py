@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import pytest
 from integration_helpers import run_turn
 from replicas import shared_state
 
@@ -35,11 +34,12 @@ def test_several_workers_on_postgresql_without_redis_are_refused(tmp_path: Path)
     assert "--redis" in done.stderr
 
 
-@pytest.mark.parametrize("kind", ["postgres", "redis"])
 def test_two_workers_serve_one_port_as_one_server(
-    kind: str, tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
+    tmp_path: Path, scripted_proc: tuple[Proc, str], served_model: ScriptedServerClient
 ) -> None:
-    with shared_state(kind) as (db_url, coordination):
+    # Records in Redis: two workers over PostgreSQL serve turns in test_metrics_workers and test_json_log_process,
+    # and each backend's records are shared by processes in test_replicas.
+    with shared_state("redis") as (db_url, coordination):
         proc, base = ferryman_server(tmp_path, scripted_proc[1], db_url, "--redis", coordination, "--workers", "2")
         with running(proc), httpx.Client(base_url=base, timeout=30) as http:
             agent_id = create_agent(http)
