@@ -265,7 +265,7 @@ def serve_command(args: argparse.Namespace) -> int:
             os.environ[SETTINGS_ENV] = settings.model_dump_json()
             uvicorn.run("ferryman.server.app:app_from_environment", factory=True, workers=args.workers, **options)
         else:
-            uvicorn.run(create_app(services_from_settings(settings)), **options)
+            uvicorn.run(create_app(services_from_settings(settings), settle=True), **options)
     return 0
 
 

@@ -125,6 +125,7 @@ from .body_limit import FORM_OVERHEAD, BodyLimit, BodyLimitMiddleware, upload_ro
 from .console_routes import console_routes
 from .contract import starlette_routes
 from .errors import EXCEPTION_HANDLERS
+from .heap import settle_heap
 from .http_metrics import HttpMetricsMiddleware
 from .http_spans import TracingMiddleware
 from .idempotency import IdempotencyMiddleware
@@ -460,7 +461,7 @@ SETTINGS_ENV = "FERRYMAN_SERVE_SETTINGS"
 def app_from_environment() -> Starlette:
     """The app of one ``--workers`` process, built from the settings its parent left in the environment."""
     settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
-    return create_app(services_from_settings(settings))
+    return create_app(services_from_settings(settings), settle=True)
 
 
 async def _act_on(services: Services, notice: Notice) -> None:
@@ -506,10 +507,11 @@ IDEMPOTENT_ROUTES = idempotent_routes(API_MOUNTS)
 UPLOAD_ROUTES = upload_routes(API_MOUNTS)
 
 
-def create_app(services: Services) -> Starlette:
+def create_app(services: Services, settle: bool = False) -> Starlette:
     """The ASGI app: routes under ``/v1`` (agents also under ``/v1alpha``), the OpenAPI document and its page.
 
-    The endpoints find ``services`` in the app's state.
+    The endpoints find ``services`` in the app's state. ``settle``: once started, the process's heap is
+    settled (``heap.py``); for a serving process only.
     """
 
     tracing = Tracing.of(services.tracing)
@@ -536,6 +538,8 @@ def create_app(services: Services) -> Starlette:
         await services.webhooks.start()
         await services.scheduler.start()
         await services.approval_sweep.start()
+        if settle:
+            settle_heap()
         try:
             yield
         finally:
