@@ -188,7 +188,7 @@ def _served_settings(monkeypatch: pytest.MonkeyPatch, *argv: str) -> Any:
     """The settings ``ferryman serve ARGV`` would serve (nothing is started)."""
     seen: dict[str, Any] = {}
     monkeypatch.setattr(serve, "services_from_settings", lambda settings: seen.setdefault("settings", settings))
-    monkeypatch.setattr(serve, "create_app", lambda services: services)
+    monkeypatch.setattr(serve, "create_app", lambda services, **_: services)
     monkeypatch.setattr(serve.uvicorn, "run", lambda app, **options: None)
     monkeypatch.setattr(serve, "check_listen", lambda host, port: None)
     assert cli.main(["serve", *argv]) == 0

@@ -9,6 +9,7 @@ client that disconnects leaves the turn to finish in the background.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -192,6 +193,14 @@ class TurnRunner:
         """The task of a turn running (or finishing) in this process."""
         run = self._runs.get(turn_id)
         return run.task if run is not None else None
+
+    async def settled(self, turn_ids: list[str], seconds: float) -> None:
+        """Wait, at most ``seconds``, until those of these turns live in this process have stored their outcome."""
+        runs = [run for turn_id in turn_ids if (run := self._runs.get(turn_id)) is not None]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                for run in runs:
+                    await run.settled.wait()
 
     async def cancel(self, turn_id: str, reason: str) -> None:
         """Cancel one running turn and wait until it recorded it (nothing if it does not run here)."""

@@ -152,7 +152,7 @@ class ResponsesService:
         # Admitted before anything is stored: a caller over its quota leaves no session behind.
         async with self._host.admitting(turn_id):
             conversation_id = request.conversation_id()
-            prior, session_id, earlier, new_session = await self._context(request, conversation_id)
+            prior, session_id, earlier, new_session = await self._context(request, conversation_id, items)
             # Items the client sends back (say, the function call it answers) already stand
             # in the conversation; they are part of the history once, not twice.
             known = {item.id for item in earlier}
@@ -256,12 +256,17 @@ class ResponsesService:
                     )
 
     async def _context(
-        self, request: CreateResponseRequest, conversation_id: str | None
+        self, request: CreateResponseRequest, conversation_id: str | None, items: list[Item]
     ) -> tuple[list[Message], str, list[Item], SessionRecord | None]:
         """The history a new response continues, its session, the conversation's items (if it has one), and
         the session to store once the response is accepted (outside a conversation: its own)."""
         if conversation_id is not None:
             conversation = await self._store.get_conversation(conversation_id)
+            if has_answers(items):
+                # A client that saw the last response complete may answer its approval requests before this
+                # process has stored that response's items.
+                queue = await self._store.session_queue(conversation.session_id)
+                await self._host.runner.settled([turn for turn, status in queue if status == "in_progress"], _SETTLING)
             items = await self._sealing.opened(await self._store.all_items(conversation_id))
             return items_to_messages(items), conversation.session_id, items, None
         prior: list[Message] = []
@@ -598,6 +603,9 @@ class ResponsesService:
 
 
 _RUNNING = ("queued", "in_progress")
+_SETTLING = 10.0
+"""The most seconds a response answering approval requests waits for the conversation's last response to be
+stored (by this process)."""
 
 
 def _stream(response_id: str) -> str:
