@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import redis
@@ -41,7 +42,8 @@ def postgres_database() -> Iterator[str]:
     except (OSError, asyncpg.PostgresError) as exc:
         unavailable(f"PostgreSQL is unreachable at {POSTGRES_URL} (set FERRYMAN_TEST_POSTGRES_URL): {exc!r}")
     try:
-        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+        parts = urlsplit(POSTGRES_URL)
+        yield urlunsplit(parts._replace(path=f"/{name}"))
     finally:
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 

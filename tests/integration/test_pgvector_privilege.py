@@ -26,7 +26,7 @@ async def unprivileged_url() -> AsyncIterator[str]:
         await admin.execute(f'CREATE DATABASE "{name}"')
         parts = urlsplit(POSTGRES_URL)
         netloc = f"{name}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        yield urlunsplit((parts.scheme, netloc, f"/{name}", "", ""))
+        yield urlunsplit((parts.scheme, netloc, f"/{name}", parts.query, ""))
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.execute(f'DROP ROLE IF EXISTS "{name}"')

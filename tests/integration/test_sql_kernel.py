@@ -23,7 +23,7 @@ from ferryman.storage.sql import kernel_statements as st
 from ferryman.storage.sql.dialects import Compiled
 from ferryman.storage.sql.kernel import SqlKernel
 from ferryman.storage.sql.kernel_reads import run
-from ferryman.storage.sql.migrate import asyncpg_url, sqlite_engine
+from ferryman.storage.sql.migrate import postgres_engine, sqlite_engine
 from ferryman.storage.sql.seam import Query
 from ferryman.storage.sql.tables import KERNEL_TABLES, metadata
 from inprocess import migrated_sqlite
@@ -56,11 +56,9 @@ async def test_the_migration_builds_what_tables_describes_on_sqlite(tmp_path: Pa
 
 
 async def test_the_migration_builds_what_tables_describes_on_postgres(tmp_path: Path) -> None:
-    from sqlalchemy.ext.asyncio import create_async_engine
-
     async with postgres_store(tmp_path) as store:
         schema: str = store._db._schema  # type: ignore[attr-defined]
-    engine = create_async_engine(asyncpg_url(POSTGRES_URL), connect_args={"server_settings": {"search_path": schema}})
+    engine = postgres_engine(POSTGRES_URL, schema)
     try:
         async with engine.connect() as conn:
             assert await conn.run_sync(_differences) == []

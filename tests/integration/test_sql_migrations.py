@@ -33,8 +33,6 @@ from legacy_registries import (
     same_registration,
 )
 from legacy_schema import build_postgres, build_sqlite
-from sqlalchemy.ext.asyncio import create_async_engine
-from sqlalchemy.pool import NullPool
 from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, postgres_store
 
 from ferryman.api.agents import Agent, AgentConfig
@@ -45,7 +43,7 @@ from ferryman.storage.base import IdempotencyRecord, SessionRecord, StoredEvent,
 from ferryman.storage.domain.kinds import MODEL
 from ferryman.storage.kernel.ops import Page
 from ferryman.storage.postgres import PostgresStore
-from ferryman.storage.sql.migrate import alembic_config, asyncpg_url, sqlite_engine, upgrade
+from ferryman.storage.sql.migrate import alembic_config, postgres_engine, sqlite_engine, upgrade
 from ferryman.storage.sql.store import SqlStore
 from ferryman.storage.sqlite import SqliteStore
 
@@ -242,8 +240,7 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
         return [tuple(row) for row in await admin.fetch(sql)]
 
     async def postgres_migrate(target: str, down: bool) -> None:
-        settings = {"server_settings": {"search_path": schema}}
-        engine = create_async_engine(asyncpg_url(POSTGRES_URL), poolclass=NullPool, connect_args=settings)
+        engine = postgres_engine(POSTGRES_URL, schema)
         try:
             async with engine.begin() as conn:
                 await conn.run_sync(_alembic, target, down)

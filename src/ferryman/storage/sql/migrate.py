@@ -8,7 +8,7 @@ last version matches, then upgraded like any other, in the same transaction.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from alembic import command
@@ -16,6 +16,9 @@ from alembic.config import Config
 from sqlalchemy.pool import NullPool
 
 from ferryman.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 # The earlier runner's last version -> the revision whose schema it had built.
 LEGACY: dict[str, dict[int, str]] = {
@@ -90,17 +93,27 @@ def upgrade_sqlite(path: str, target: str = "head") -> None:
         engine.dispose()
 
 
-def asyncpg_url(url: str) -> str:
-    """A ``postgresql://`` (or ``postgres://``) URL for SQLAlchemy's asyncpg dialect."""
-    return "postgresql+asyncpg://" + url.split("://", 1)[1]
+def postgres_engine(url: str, schema: str | None) -> AsyncEngine:
+    """A SQLAlchemy engine on ``url`` (its ``schema`` first on the search path), without a pool.
+
+    asyncpg reads the URL itself, as the store's pool does: SQLAlchemy's dialect
+    would pass libpq's query parameters (``sslmode=require``...) on as keywords
+    asyncpg has not got, and the migration of such a database failed.
+    """
+    import asyncpg
+    from sqlalchemy.ext.asyncio import create_async_engine  # needs greenlet: the postgres extra
+
+    settings = {"search_path": schema} if schema else {}
+
+    async def connect() -> Any:
+        return await asyncpg.connect(url, server_settings=settings)
+
+    return create_async_engine("postgresql+asyncpg://", poolclass=NullPool, async_creator=connect)
 
 
 async def upgrade_postgres(url: str, schema: str | None, target: str = "head") -> None:
     """Bring a PostgreSQL schema to ``target``, one replica at a time (an advisory lock)."""
-    from sqlalchemy.ext.asyncio import create_async_engine  # needs greenlet: the postgres extra
-
-    settings = {"server_settings": {"search_path": schema}} if schema else {}
-    engine = create_async_engine(asyncpg_url(url), poolclass=NullPool, connect_args=settings)
+    engine = postgres_engine(url, schema)
 
     def locked(conn: sa.Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
