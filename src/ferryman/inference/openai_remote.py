@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,8 +17,10 @@ from ferryman.trace_headers import trace_headers
 
 from .base import ChatChunk, ChatRequest, ContextWindow, FinishChunk, ModelInfo, TextChunk, ToolCallChunk, Usage
 from .context import context_overflow, published_context
+from .http1 import Http1Pool, proxied, sse_data
 from .openai_wire import message_param, response_format_param, tool_choice_param, tool_schema
 from .provider_data import HEADER, api_key_from, key_names, scrub
+from .upstream import ERROR_BYTES, UpstreamProblem, retry_delay, status_problem
 
 _FINISH_REASONS = {"length": "out_of_tokens", "tool_calls": "end_of_message"}
 _AUTH_STATUSES = (401, 403)
@@ -57,6 +61,10 @@ class OpenAICompatibleProvider:
         self.context_length = context_length
         self._key_names = key_names(provider_id, kind)
         self._api_key = api_key
+        self._max_retries = max_retries
+        # The hot path's own client (``http1.py``), unless the caller brought one (tests serve a model in
+        # process) or the environment routes the server through a proxy.
+        self._lean = None if http_client is not None or proxied(base_url) else Http1Pool(base_url, timeout)
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or "none",
@@ -70,7 +78,8 @@ class OpenAICompatibleProvider:
         try:
             page = await self._client.models.list()
         except openai.OpenAIError as exc:
-            raise self._failure(exc, None, f"provider {self.provider_id} at {redacted_url(self.base_url)}") from exc
+            where = f"provider {self.provider_id} at {redacted_url(self.base_url)}"
+            raise self._failure(_sdk_problem(exc), None, where) from exc
         return [self._info(model.id, model.model_extra or {}) for model in page.data]
 
     def _info(self, model_id: str, entry: dict[str, Any]) -> ModelInfo:
@@ -90,7 +99,23 @@ class OpenAICompatibleProvider:
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream one chat completion, translating chunks to ours."""
         params = self._params(request)
-        client, key = self._client_for(request.provider_data)
+        key = api_key_from(request.provider_data, self._key_names)
+        context = f"model {request.model} failed upstream"
+        chunks = self._lean_chunks(params, key, context) if self._lean else self._sdk_chunks(params, key, context)
+        finish: str | None = None
+        usage: Usage | None = None
+        async for chunk in chunks:
+            if chunk.get("usage"):
+                usage = Usage(chunk["usage"].get("prompt_tokens", 0), chunk["usage"].get("completion_tokens", 0))
+            for choice in (chunk.get("choices") or [])[:1]:
+                for piece in _chunks_of(choice.get("delta") or {}):
+                    yield piece
+                finish = choice.get("finish_reason") or finish
+        yield FinishChunk(stop_reason=_FINISH_REASONS.get(finish or "", "end_of_turn"), usage=usage)  # type: ignore[arg-type]
+
+    async def _sdk_chunks(self, params: dict[str, Any], key: str | None, context: str) -> AsyncIterator[dict[str, Any]]:
+        """The streamed chunks through the SDK (an HTTP client of the caller's, or a proxy)."""
+        client = self._client if key is None else self._client.with_options(api_key=key)
         try:
             # The body is already plain JSON built by openai_wire: posting it as it is
             # skips the SDK's per-call walk over every message and tool (which grew with
@@ -103,18 +128,42 @@ class OpenAICompatibleProvider:
                 stream=True,
                 stream_cls=_ChunkStream,
             )
-            finish: str | None = None
-            usage: Usage | None = None
             async for chunk in stream:
-                if chunk.get("usage"):
-                    usage = Usage(chunk["usage"].get("prompt_tokens", 0), chunk["usage"].get("completion_tokens", 0))
-                for choice in (chunk.get("choices") or [])[:1]:
-                    for piece in _chunks_of(choice.get("delta") or {}):
-                        yield piece
-                    finish = choice.get("finish_reason") or finish
+                yield chunk
         except openai.OpenAIError as exc:
-            raise self._failure(exc, key, f"model {request.model} failed upstream") from exc
-        yield FinishChunk(stop_reason=_FINISH_REASONS.get(finish or "", "end_of_turn"), usage=usage)  # type: ignore[arg-type]
+            raise self._failure(_sdk_problem(exc), key, context) from exc
+
+    async def _lean_chunks(
+        self, params: dict[str, Any], key: str | None, context: str
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The streamed chunks through :class:`Http1Pool`, retried as the SDK retries (connection errors, 408,
+        409, 429 and 5xx, with backoff or the server's ``retry-after``) until the first chunk arrives."""
+        assert self._lean is not None
+        body = json.dumps(params, separators=(",", ":")).encode()
+        headers = [("Authorization", f"Bearer {key or self._api_key or 'none'}"), *trace_headers().items()]
+        attempt = 0
+        while True:
+            try:
+                async with self._lean.post("/chat/completions", body, headers) as answer:
+                    if answer.status < 300:
+                        async for data in sse_data(answer.chunks()):
+                            if data != "[DONE]":  # read on to the end, so that the connection is kept
+                                yield _chunk_of(data, key, context, self._failure)
+                        return
+                    problem = status_problem(answer.status, await answer.read(ERROR_BYTES))
+                    delay = retry_delay(attempt, answer.status, answer.headers)
+            except TimeoutError as exc:
+                problem, delay = UpstreamProblem(None, "Request timed out."), retry_delay(attempt)
+                cause: BaseException = exc
+            except OSError as exc:
+                problem, delay = UpstreamProblem(None, "Connection error."), retry_delay(attempt)
+                cause = exc
+            else:
+                cause = None  # type: ignore[assignment]
+            if delay is None or attempt >= self._max_retries:
+                raise self._failure(problem, key, context) from cause
+            attempt += 1
+            await asyncio.sleep(delay)
 
     async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
         """Vectors of ``texts`` from the server's ``/embeddings``, in order, a batch of inputs per request.
@@ -131,7 +180,7 @@ class OpenAICompatibleProvider:
                     "/embeddings", cast_to=dict[str, Any], body=body, options={"headers": trace_headers()}
                 )
             except openai.OpenAIError as exc:
-                raise self._failure(exc, None, f"embedding model {model} failed upstream") from exc
+                raise self._failure(_sdk_problem(exc), None, f"embedding model {model} failed upstream") from exc
             vectors.extend(_vectors_of(answer, len(batch), model))
         return vectors
 
@@ -191,7 +240,7 @@ class OpenAICompatibleProvider:
             result = await client.post(path, cast_to=dict[str, Any], body=body, options=traced)
             return result
         except openai.OpenAIError as exc:
-            raise self._failure(exc, key, "upstream", client_errors=True) from exc
+            raise self._failure(_sdk_problem(exc), key, "upstream", client_errors=True) from exc
 
     async def _relay(
         self, stream: openai.AsyncStream[dict[str, Any]], key: str | None
@@ -200,10 +249,10 @@ class OpenAICompatibleProvider:
             async for chunk in stream:
                 yield chunk
         except openai.OpenAIError as exc:
-            raise self._failure(exc, key, "upstream", client_errors=True) from exc
+            raise self._failure(_sdk_problem(exc), key, "upstream", client_errors=True) from exc
 
     def _failure(
-        self, exc: openai.OpenAIError, client_key: str | None, context: str, client_errors: bool = False
+        self, problem: UpstreamProblem, client_key: str | None, context: str, client_errors: bool = False
     ) -> InvalidRequestError | UpstreamError:
         """Whose fault an upstream failure is, in a message that quotes no key.
 
@@ -213,7 +262,7 @@ class OpenAICompatibleProvider:
         is the client's. With ``client_errors``, other 4xx answers (but 429) are
         the client's too: the request was passed through as the client wrote it.
         """
-        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        status = problem.status
         if status in _AUTH_STATUSES:
             if client_key is not None:
                 return ProviderKeyRejectedError(
@@ -225,17 +274,41 @@ class OpenAICompatibleProvider:
                 f"the model server of provider '{self.provider_id}' rejected the API key ferryman is configured "
                 f"with (HTTP {status})"
             )
-        message = scrub(scrub(f"{context}: {exc}", client_key), self._api_key)
-        if status in _TOO_LONG_STATUSES and isinstance(exc, openai.APIStatusError):
-            if context_overflow(str(exc), exc.code, exc.type):
-                return ContextLengthExceededError(message)
+        message = scrub(scrub(f"{context}: {problem.message}", client_key), self._api_key)
+        if status in _TOO_LONG_STATUSES and context_overflow(problem.message, *problem.codes):
+            return ContextLengthExceededError(message)
         if client_errors and status is not None and 400 <= status < 500 and status != 429:
             return InvalidRequestError(message)
         return UpstreamError(message)
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
+        """Close the HTTP connection pools."""
+        if self._lean is not None:
+            await self._lean.aclose()
         await self._client.close()
+
+
+def _sdk_problem(exc: openai.OpenAIError) -> UpstreamProblem:
+    """What the SDK's error says (a status error's status and codes)."""
+    if isinstance(exc, openai.APIStatusError):
+        return UpstreamProblem(exc.status_code, str(exc), (exc.code, exc.type))
+    return UpstreamProblem(None, str(exc))
+
+
+def _chunk_of(data: str, key: str | None, context: str, failure: Any) -> dict[str, Any]:
+    """One streamed event's chunk; an event that carries an ``error`` (a failure mid-stream) raises it."""
+    try:
+        chunk = json.loads(data)
+    except ValueError as exc:
+        raise failure(UpstreamProblem(None, f"the model server streamed an event that is not JSON: {exc}"), key,
+                      context) from exc  # fmt: skip
+    if not isinstance(chunk, dict):
+        raise failure(UpstreamProblem(None, "the model server streamed an event that is no JSON object"), key, context)
+    if chunk.get("error"):
+        error = chunk["error"]
+        said = error.get("message") if isinstance(error, dict) else None
+        raise failure(UpstreamProblem(None, str(said or "An error occurred during streaming")), key, context)
+    return chunk
 
 
 def _vectors_of(answer: dict[str, Any], count: int, model: str) -> list[list[float]]:
