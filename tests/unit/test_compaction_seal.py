@@ -15,7 +15,7 @@ from ferryman.context_settings import ContextSettings
 from ferryman.engine.context_fit import summary_message
 from ferryman.errors import ConfigurationError, InvalidRequestError
 from ferryman.services.responses.compaction import KEY_NAME, Sealer, Sealing
-from ferryman.services.responses.items import items_to_messages, message_positions, with_ids
+from ferryman.services.responses.items import items_to_messages, message_positions, read_window, with_ids
 from ferryman.storage.domain.kinds import SCHEMA, SERVER_SECRET
 from ferryman.storage.domain.server_secrets import stored_secret
 from ferryman.storage.kernel import ops
@@ -125,3 +125,37 @@ def test_an_item_redacted_past_the_limit_is_sealed_empty_never_as_sent() -> None
     assert again.history == [] and sealer.open(again.encrypted_content) == []
     given: list[Item] = [MessageItem(role="user", content="replaced"), again, MessageItem(role="user", content="on")]
     assert items_to_messages(with_ids(given)) == [UserMessage(content=[TextContentItem(text="on")])]
+
+
+def test_what_a_conversation_got_while_the_response_ran_is_read_right_after_its_history() -> None:
+    """Sealed with where its response's read of the conversation ended and its own items began, a response's item
+    stands for neither the items stored between the two (read after its history, in their order) nor, without
+    both bounds among the items (a bound deleted), for less than every item before it."""
+    sealer = Sealer(ContextSettings(secret=SecretStr("s" * 32)).key())
+    history: list[Message] = [summary_message(SUMMARY), UserMessage(content="What is my name?")]
+    item = sealer.history_item(history, ("msg_read", "msg_asked"))
+    assert item is not None
+    answer = CompletionMessage(content="You are Ada.", stop_reason="end_of_turn", tool_calls=[])
+    late = [MessageItem(id="msg_late", role="user", content="The lighthouse."), MessageItem(role="user", content="x")]
+    given: list[Item] = [
+        MessageItem(id="msg_read", role="user", content="I keep the ferries."),
+        *late,
+        MessageItem(id="msg_asked", role="user", content="What is my name?"),
+        item,
+        MessageItem(role="assistant", content="You are Ada."),
+    ]
+    opened = sealer.opened(with_ids(given))
+    texts = [UserMessage(content=[TextContentItem(text=text)]) for text in ("The lighthouse.", "x")]
+    assert items_to_messages(opened) == [*history, *texts, answer]
+    assert message_positions(opened) == [None, 2, 3, None, None, 4]
+    assert read_window(opened) == [opened[4], *opened[1:3], opened[5]]
+
+    compaction = opened[4]
+    assert isinstance(compaction, CompactionItem) and compaction.unread == ("msg_read", "msg_asked")
+    (resealed,) = sealer.opened([sealer.resealed(compaction, history)])
+    assert isinstance(resealed, CompactionItem) and resealed.unread == compaction.unread
+    assert items_to_messages([entry for entry in opened if entry.id != "msg_read"]) == [*history, answer]
+
+    first = sealer.history_item(history, (None, "msg_asked"))  # the conversation was empty when it was read
+    assert first is not None
+    assert items_to_messages(sealer.opened(with_ids([*late, given[3], first]))) == [*history, *texts]

@@ -224,6 +224,7 @@ class CompactionItem(BaseModel):
     created_by: str | None = None
     _summary: str | None = PrivateAttr(default=None)
     _history: list[Message] | None = PrivateAttr(default=None)
+    _unread: tuple[str | None, str] | None = PrivateAttr(default=None)
 
     @property
     def summary(self) -> str | None:
@@ -236,10 +237,23 @@ class CompactionItem(BaseModel):
         server opened a response's item (never serialized)."""
         return self._history
 
-    def opened(self, summary: str | None = None, history: list[Message] | None = None) -> CompactionItem:
-        """A copy that holds what ``encrypted_content`` sealed: a ``summary``, or a response's ``history``."""
+    @property
+    def unread(self) -> tuple[str | None, str] | None:
+        """Once the server opened the item of a response in a conversation: the ids of the last item of the
+        conversation the response read (None: it read none) and of the first item it added; the items between
+        them came in while it ran, unseen by ``history`` (never serialized)."""
+        return self._unread
+
+    def opened(
+        self,
+        summary: str | None = None,
+        history: list[Message] | None = None,
+        unread: tuple[str | None, str] | None = None,
+    ) -> CompactionItem:
+        """A copy that holds what ``encrypted_content`` sealed: a ``summary``, or a response's ``history`` (and
+        its ``unread`` bounds)."""
         copy = self.model_copy()
-        copy._summary, copy._history = summary, history
+        copy._summary, copy._history, copy._unread = summary, history, unread
         return copy
 
 

@@ -23,10 +23,9 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import TypeAdapter
 
 from ferryman.api.content import Message, content_to_text
@@ -51,6 +50,31 @@ HistoryItems = Callable[[list[Message]], CompactionItem | None]
 """Makes the ``compaction`` item of a response's compacted history (None: too long for one)."""
 Reseal = Callable[[CompactionItem, list[Message]], CompactionItem]
 """Seals an opened ``compaction`` item over other messages (:meth:`Sealer.resealed`)."""
+Unread = tuple[str | None, str]
+"""The ids of the last conversation item a response read (None: none) and of the first item it added."""
+
+
+@dataclass
+class ConversationRead:
+    """Where a response's read of its conversation ends, sealed into its ``compaction`` item.
+
+    A response reads the conversation when it starts (a queued one: when its turn comes, which moves
+    ``last_read``), and stores its own items there, from ``first_added`` on, when it ends. What a client adds
+    meanwhile is stored between the two, before the ``compaction`` item, yet no summary of the response saw it:
+    sealed with the item, the two ids tell a later reader which items those are (``items.py`` reads them after
+    it).
+
+    Attributes:
+        last_read: The id of the last item of the conversation the response read (None: it was empty).
+        first_added: The id of the first item the response adds to the conversation (its input's first).
+    """
+
+    last_read: str | None
+    first_added: str
+
+    def bounds(self) -> Unread:
+        """The two ids, as they are sealed."""
+        return self.last_read, self.first_added
 
 
 class Sealer:
@@ -61,15 +85,19 @@ class Sealer:
     """
 
     def __init__(self, key: bytes) -> None:
+        # cryptography (7 MiB) loads with the first sealer (made on first use), not with the server.
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._aead = AESGCM(key)
 
     def seal(self, summary: str) -> str:
         """The ``encrypted_content`` of a summary."""
         return self._seal({"v": _VERSION, "summary": summary})
 
-    def history_item(self, history: list[Message]) -> CompactionItem | None:
-        """The item of a response's compacted history (None, logged, when it is too long for one)."""
-        sealed = self._seal_history(history)
+    def history_item(self, history: list[Message], unread: Unread | None = None) -> CompactionItem | None:
+        """The item of a response's compacted history (None, logged, when it is too long for one); in a
+        conversation, with the bounds of what its response did not read (:class:`ConversationRead`)."""
+        sealed = self._seal_history(history, unread)
         if len(sealed) > MAX_MESSAGE_CHARS:
             log.warning("a compacted history of %d characters sealed is too long for a compaction item", len(sealed))
             return None
@@ -84,18 +112,21 @@ class Sealer:
         (an empty history, which still replaces every item before it; an empty summary): never the text as sent.
         """
         if item.history is not None:
-            sealed = self._seal_history(messages)
+            sealed = self._seal_history(messages, item.unread)
             if len(sealed) > MAX_MESSAGE_CHARS:
-                messages, sealed = [], self._seal_history([])
-            return item.model_copy(update={"encrypted_content": sealed}).opened(history=messages)
+                messages, sealed = [], self._seal_history([], item.unread)
+            return item.model_copy(update={"encrypted_content": sealed}).opened(history=messages, unread=item.unread)
         summary = _summary_of(messages)
         sealed = self.seal(summary)
         if len(sealed) > MAX_MESSAGE_CHARS:
             summary, sealed = "", self.seal("")
         return item.model_copy(update={"encrypted_content": sealed}).opened(summary=summary)
 
-    def _seal_history(self, history: list[Message]) -> str:
-        return self._seal({"v": _VERSION, "history": _HISTORY.dump_python(history, mode="json")})
+    def _seal_history(self, history: list[Message], unread: Unread | None) -> str:
+        body: dict[str, Any] = {"v": _VERSION, "history": _HISTORY.dump_python(history, mode="json")}
+        if unread is not None:  # absent from items sealed before it was: they read as without bounds
+            body["unread"] = list(unread)
+        return self._seal(body)
 
     def _seal(self, body: dict[str, Any]) -> str:
         nonce = os.urandom(12)
@@ -107,13 +138,19 @@ class Sealer:
         Raises:
             InvalidRequestError: it was not made by this server's key, or was changed.
         """
+        return self._contents(sealed)[0]
+
+    def _contents(self, sealed: str) -> tuple[str | list[Message], Unread | None]:
+        """What :meth:`open` gives, and a response's item's bounds of what it did not read (if sealed)."""
+        from cryptography.exceptions import InvalidTag
+
         try:
             raw = base64.urlsafe_b64decode(sealed.encode())
             body = json.loads(self._aead.decrypt(raw[:12], raw[12:], _AAD))
             if body.get("v") != _VERSION:
                 raise ValueError("unknown version")
             if "history" in body:
-                return _HISTORY.validate_python(body["history"])
+                return _HISTORY.validate_python(body["history"]), _unread(body.get("unread"))
             summary = body["summary"]
             if not isinstance(summary, str):
                 raise ValueError("no summary")
@@ -121,15 +158,17 @@ class Sealer:
             raise InvalidRequestError(
                 "a compaction item's encrypted_content was not made by this server (or was changed)", "input"
             ) from exc
-        return summary
+        return summary, None
 
     def opened(self, items: list[Item]) -> list[Item]:
         """The items with each ``compaction`` item opened (the model reads what it holds in its place)."""
         return [self._opened(item) if isinstance(item, CompactionItem) else item for item in items]
 
     def _opened(self, item: CompactionItem) -> CompactionItem:
-        content = self.open(item.encrypted_content)
-        return item.opened(summary=content) if isinstance(content, str) else item.opened(history=content)
+        content, unread = self._contents(item.encrypted_content)
+        if isinstance(content, str):
+            return item.opened(summary=content)
+        return item.opened(history=content, unread=unread)
 
 
 class Sealing:
@@ -165,9 +204,13 @@ class Sealing:
         """:meth:`Sealer.seal`."""
         return (await self.sealer()).seal(summary)
 
-    async def history_items(self, strategy: str) -> HistoryItems | None:
-        """What makes the items of a response whose context strategy is ``strategy`` (None: it compacts nothing)."""
-        return (await self.sealer()).history_item if strategy == "compaction" else None
+    async def history_items(self, strategy: str, read: ConversationRead | None = None) -> HistoryItems | None:
+        """What makes the items of a response whose context strategy is ``strategy`` (None: it compacts nothing);
+        ``read``: where its read of its conversation ends, as it stands when it compacts (None: it has none)."""
+        if strategy != "compaction":
+            return None
+        sealer = await self.sealer()
+        return lambda history: sealer.history_item(history, read.bounds() if read is not None else None)
 
     async def _stored_key(self) -> bytes:
         text = await generated_secret(self._kernel, KEY_NAME, lambda: secrets.token_bytes(32).hex())
@@ -178,6 +221,20 @@ class Sealing:
         if len(key) != 32:
             raise ConfigurationError("the stored compaction key is not 32 bytes in hex: set context.secret")
         return key
+
+
+def _unread(sealed: Any) -> Unread | None:
+    """The bounds a response's item sealed (None: it sealed none).
+
+    Raises:
+        ValueError: they are not two ids.
+    """
+    if sealed is None:
+        return None
+    last, first = sealed  # a ValueError if not two
+    if not isinstance(first, str) or not (last is None or isinstance(last, str)):
+        raise ValueError("malformed unread bounds")
+    return last, first
 
 
 def _summary_of(messages: list[Message]) -> str:

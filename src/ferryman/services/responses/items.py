@@ -104,7 +104,7 @@ def items_to_messages(items: list[Item]) -> list[Message]:
     kind replays it (``hosted/replay.py``), so that a later turn knows what the tool gave.
     Items that were never the model's to read (``mcp_list_tools``, approval items) become nothing. A response's
     ``compaction`` item (opened) becomes the history it holds, and the items before it become nothing: it
-    replaced them (:func:`read_window`).
+    replaced them, all but those its response never read, which follow it (:func:`read_window`).
     """
     return _converted(items).messages
 
@@ -125,8 +125,45 @@ def compaction_spans(items: list[Item]) -> dict[int, tuple[int, int]]:
 
 
 def read_window(items: list[Item]) -> list[Item]:
-    """The items a model reads of a run of (opened) items: from the newest response's ``compaction`` item on."""
-    return items[_last_window(items) :]
+    """The items a model reads of a run of (opened) items, in the order it reads them: from the newest
+    response's ``compaction`` item on, with the items before it that its response never read right after it
+    (:func:`_read_order`)."""
+    return [items[index] for index in _read_order(items)]
+
+
+def _read_order(items: list[Item]) -> list[int]:
+    """The indices of the items a model reads, in the order it reads them.
+
+    The newest opened ``compaction`` item of a response stands for every item before it that the response read
+    (its history holds them, summarized or as they were): reading starts there. In a conversation, though, a
+    response stores its own items (its input, then its output with the ``compaction`` item) when it ends, so
+    whatever a client added after the response read the conversation stands before them, unseen by the history
+    (the item seals where the response's read ended and its own items begin: ``compaction.ConversationRead``).
+    Those items are read right after the history, in the order stored, and before the items after the
+    ``compaction`` item. That is the conversation's order for every item read on its own; the history is one
+    sealed whole, so they cannot stand before the response's input within it, and they came in after that input
+    was sent in any case.
+
+    Where either bound is not among ``items`` (an item given in an input without the items it came after, a
+    bound since deleted from the conversation), the item stands for every item before it, as one sealed without
+    bounds (outside a conversation, or before they were sealed) does.
+    """
+    if not items:
+        return []
+    start = _last_window(items)
+    return [start, *_unread(items, start), *range(start + 1, len(items))]
+
+
+def _unread(items: list[Item], at: int) -> range:
+    """The indices of the items before the ``compaction`` item at ``at`` that its response never read."""
+    item = items[at]
+    if not isinstance(item, CompactionItem) or item.history is None or item.unread is None:
+        return range(0)
+    last, first = item.unread
+    index = {entry.id: position for position, entry in enumerate(items[:at])}
+    if first not in index or (last is not None and last not in index):
+        return range(0)
+    return range(0 if last is None else index[last] + 1, index[first])
 
 
 @dataclass(frozen=True)
@@ -138,10 +175,10 @@ class _Converted:
 
 def _converted(items: list[Item]) -> _Converted:
     messages: list[Message] = []
-    start = _last_window(items)
-    positions: list[int | None] = [None] * start
+    positions: list[int | None] = [None] * len(items)
     spans: dict[int, tuple[int, int]] = {}
-    for index, item in enumerate(items[start:], start):
+    for index in _read_order(items):
+        item = items[index]
         if isinstance(item, MessageItem):
             messages.append(_message(item))
         elif isinstance(item, FunctionCallOutputItem):
@@ -157,15 +194,13 @@ def _converted(items: list[Item]) -> _Converted:
                 messages.append(compacted_message(item.summary))
             if len(messages) > first:
                 spans[index] = (first, len(messages))
-            positions.append(None)
             continue
         else:
             if (replay := replayed(item)) is not None:
                 _append_call(messages, replay.call)
                 messages.append(ToolResponseMessage(call_id=replay.call.call_id, content=replay.output))
-            positions.append(None)
             continue
-        positions.append(len(messages) - 1)
+        positions[index] = len(messages) - 1
     return _Converted(messages, positions, spans)
 
 

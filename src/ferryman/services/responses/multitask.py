@@ -18,7 +18,7 @@ from ferryman.engine.state import TurnState
 
 from ..host import TurnHost
 from ..turn_queue import TurnQueue
-from .compaction import Sealing
+from .compaction import ConversationRead, Sealing
 from .items import items_to_messages
 
 
@@ -38,7 +38,13 @@ class ConversationQueue:
         self._stream = stream
 
     async def take_turn(
-        self, state: TurnState, strategy: MultitaskStrategy, conversation_id: str, fresh: list[Message], emit: Emit
+        self,
+        state: TurnState,
+        strategy: MultitaskStrategy,
+        conversation_id: str,
+        fresh: list[Message],
+        read: ConversationRead | None,
+        emit: Emit,
     ) -> bool:
         """Wait until the queued response's turn runs, then give it the conversation's history as it is now.
 
@@ -47,6 +53,7 @@ class ConversationQueue:
             strategy: ``enqueue``, ``interrupt`` or ``rollback``.
             conversation_id: The conversation.
             fresh: The response's own new messages.
+            read: Where its read of the conversation ends: it moves to the last item read when it starts.
             emit: Where the turn's events go (its failure, should it never leave the queue).
 
         Returns:
@@ -62,6 +69,8 @@ class ConversationQueue:
         async def started() -> None:
             items = await self._sealing.opened(await self._store.all_items(conversation_id))
             state.history = [*items_to_messages(items), *fresh]
+            if read is not None:
+                read.last_read = items[-1].id if items else None
 
         host = self._host
         queue = TurnQueue(

@@ -54,7 +54,7 @@ from ..run_metrics import RunMetrics
 from ..usage import RunUsage
 from ..webhooks import RESPONSE_EVENTS, keep_webhook, stored_webhook
 from .approvals import has_answers, rule_answers
-from .compaction import Sealing, compacted, user_messages
+from .compaction import ConversationRead, Sealing, compacted, user_messages
 from .created import initial_response, validate_request
 from .guardrails import resolve_guardrails
 from .history import HistoryCache
@@ -159,6 +159,7 @@ class ResponsesService:
             items = [item for item in items if item.id not in known]
             if not items:
                 raise InvalidRequestError("input holds no item that is not already in the conversation", "input")
+            read = _conversation_read(conversation_id, earlier, items)
             ruled = await self._ruled(request, items, earlier)
             if self._hosted.wants_prior(request):
                 earlier = [*earlier, *await self._chain_items(request.previous_response_id), *items]
@@ -173,7 +174,7 @@ class ResponsesService:
                 guardrails,
                 tuple(binding.unlisted),
             )
-            compaction = await self._sealing.history_items(plan.context.strategy)  # its key read before the turn
+            compaction = await self._sealing.history_items(plan.context.strategy, read)  # its key read before the turn
             if plan.context.strategy == "disabled":
                 await check_context(self._models, plan.chat_request([*prior, *new_messages]))
             else:  # only what no strategy leaves out must fit
@@ -250,7 +251,7 @@ class ResponsesService:
                         request.store is not False,
                         RunMetrics("responses", decided),
                         request.webhook,
-                        (request.multitask_strategy, conversation_id, new_messages)
+                        (request.multitask_strategy, conversation_id, new_messages, read)
                         if queued and conversation_id is not None
                         else None,
                     )
@@ -336,10 +337,10 @@ class ResponsesService:
         store: bool,
         counted: RunMetrics,
         webhook: str | None = None,
-        waits: tuple[MultitaskStrategy, str, list[Message]] | None = None,
+        waits: tuple[MultitaskStrategy, str, list[Message], ConversationRead | None] | None = None,
     ) -> LiveResponse:
         """Run the response in the background (``waits``: first wait its turn in this conversation, with these
-        new messages)."""
+        new messages, reading it again then)."""
         response_id = record.response.id
 
         async def settle(events: list[str]) -> None:
@@ -606,6 +607,14 @@ _RUNNING = ("queued", "in_progress")
 _SETTLING = 10.0
 """The most seconds a response answering approval requests waits for the conversation's last response to be
 stored (by this process)."""
+
+
+def _conversation_read(conversation_id: str | None, earlier: list[Item], items: list[Item]) -> ConversationRead | None:
+    """Where a response's read of its conversation ends (None: it is in none), as read when it is created."""
+    first = items[0].id if items else None
+    if conversation_id is None or first is None:
+        return None
+    return ConversationRead(earlier[-1].id if earlier else None, first)
 
 
 def _stream(response_id: str) -> str:
