@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
 import openai
+import orjson
 
 from ferryman.api.inference import GrammarResponseFormat
 from ferryman.errors import ContextLengthExceededError, InvalidRequestError, ProviderKeyRejectedError, UpstreamError
@@ -139,7 +139,7 @@ class OpenAICompatibleProvider:
         """The streamed chunks through :class:`Http1Pool`, retried as the SDK retries (connection errors, 408,
         409, 429 and 5xx, with backoff or the server's ``retry-after``) until the first chunk arrives."""
         assert self._lean is not None
-        body = json.dumps(params, separators=(",", ":")).encode()
+        body = orjson.dumps(params)  # a long history's prompt: ~15x faster than json.dumps
         headers = [("Authorization", f"Bearer {key or self._api_key or 'none'}"), *trace_headers().items()]
         attempt = 0
         while True:
@@ -298,7 +298,7 @@ def _sdk_problem(exc: openai.OpenAIError) -> UpstreamProblem:
 def _chunk_of(data: str, key: str | None, context: str, failure: Any) -> dict[str, Any]:
     """One streamed event's chunk; an event that carries an ``error`` (a failure mid-stream) raises it."""
     try:
-        chunk = json.loads(data)
+        chunk = orjson.loads(data)
     except ValueError as exc:
         raise failure(UpstreamProblem(None, f"the model server streamed an event that is not JSON: {exc}"), key,
                       context) from exc  # fmt: skip
