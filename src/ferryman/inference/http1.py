@@ -195,26 +195,15 @@ class Http1Pool:
         while self._idle:
             connection = self._idle.pop()
             try:
-                await connection.send(request)
-                status, headers = await connection.head()
+                return connection, await _sent(connection, request)
             except TimeoutError:
-                connection.close()
                 raise
             except OSError:
-                connection.close()
                 if connection.received:
                     raise
                 # A server may close an idle connection as we reuse it: nothing was answered, send again.
-                continue
-            return connection, Answer(status, headers, connection)
         connection = await self._open()
-        try:
-            await connection.send(request)
-            status, headers = await connection.head()
-        except BaseException:
-            connection.close()
-            raise
-        return connection, Answer(status, headers, connection)
+        return connection, await _sent(connection, request)
 
     async def _open(self) -> _Connection:
         async with asyncio.timeout(self._timeout):
@@ -242,6 +231,17 @@ class Http1Pool:
         idle, self._idle = self._idle, []
         for connection in idle:
             await connection.aclose()
+
+
+async def _sent(connection: _Connection, request: bytes) -> Answer:
+    """The answer to ``request`` sent on ``connection`` (closed if that fails)."""
+    try:
+        await connection.send(request)
+        status, headers = await connection.head()
+    except BaseException:
+        connection.close()
+        raise
+    return Answer(status, headers, connection)
 
 
 def proxied(base_url: str) -> bool:
