@@ -19,12 +19,17 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import httpx
 from pydantic import BaseModel, Field
 
 from ferryman.errors import InvalidRequestError
 from ferryman.logs import redacted_url
+
+if TYPE_CHECKING:
+    # Imported where used: httpx (about 3 MiB, with the command-line modules it imports) loads with the first
+    # fetch of a client-named URL, not with the server.
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +111,8 @@ async def fetch(url: str, policy: FetchPolicy, field: str | None = None) -> byte
 
 
 async def _fetch(url: str, policy: FetchPolicy, field: str | None) -> bytes:
+    import httpx
+
     async with httpx.AsyncClient(timeout=policy.timeout_seconds, trust_env=False) as client:
         for _ in range(policy.max_redirects + 1):
             target = _parsed(url, field)
@@ -129,6 +136,8 @@ def _shown(target: httpx.URL) -> str:
 
 
 def _parsed(url: str, field: str | None) -> httpx.URL:
+    import httpx
+
     try:
         target = httpx.URL(url)
     except httpx.InvalidURL as exc:
@@ -185,6 +194,8 @@ async def _send(
     client: httpx.AsyncClient, target: httpx.URL, addresses: list[IPAddress], field: str | None
 ) -> httpx.Response:
     """Connect to the checked addresses in turn (never to a fresh DNS answer), naming the host as asked."""
+    import httpx
+
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
     failure: Exception | None = None
     for address in addresses:
@@ -205,6 +216,8 @@ async def _send(
 
 
 async def _body(response: httpx.Response, target: httpx.URL, max_bytes: int, field: str | None) -> bytes:
+    import httpx
+
     too_large = f"{_shown(target)} is larger than {max_bytes} bytes"
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):

@@ -272,3 +272,65 @@ async def test_a_server_behind_a_proxy_is_reached_through_the_sdk(monkeypatch: p
     assert bypassed._lean is not None
     await behind.aclose()
     await bypassed.aclose()
+
+
+MODEL_LIST = json.dumps(
+    {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 8192}, {"id": "n"}, {"object": "x"}]}
+).encode()
+
+
+async def test_the_model_list_is_read_on_the_lean_path_and_its_connection_kept_for_chats() -> None:
+    async with model_server([sized(200, MODEL_LIST), chunked(ANSWER)]) as server:
+        model = provider(server)
+        try:
+            listed = await model.list_models()
+            await chat(model)
+            assert model._sdk is None  # the SDK was never needed, nor imported for this provider
+        finally:
+            await model.aclose()
+    assert [(m.model_id, m.context.tokens if m.context else None) for m in listed] == [("m", 8192), ("n", None)]
+    assert server.connections == 1
+    first = server.requests[0]
+    assert first.head[0] == "GET /v1/models HTTP/1.1"
+    assert first.header("authorization") == f"Bearer {OPERATOR_KEY}"
+    assert first.header("content-length") is None and first.body == b""
+
+
+async def test_a_model_list_refused_is_retried_then_quoted_like_the_sdk() -> None:
+    busy = sized(503, b"the model is loading", "retry-after-ms: 10")
+    async with model_server([busy, sized(200, MODEL_LIST)]) as server:
+        model = provider(server, max_retries=1)
+        try:
+            assert [m.model_id for m in await model.list_models()] == ["m", "n"]
+        finally:
+            await model.aclose()
+    async with model_server([busy]) as server:
+        model = provider(server, max_retries=0)
+        with pytest.raises(UpstreamError) as failed:
+            await model.list_models()
+        await model.aclose()
+    where = f"provider upstream at http://127.0.0.1:{server.port}/v1"
+    assert str(failed.value) == f"{where}: Error code: 503 - the model is loading"
+
+
+async def test_a_model_list_that_is_not_json_is_an_upstream_error() -> None:
+    async with model_server([sized(200, b"<html>a login page</html>")]) as server:
+        model = provider(server)
+        with pytest.raises(UpstreamError, match="its model list is not JSON"):
+            await model.list_models()
+        await model.aclose()
+
+
+async def test_a_stream_cut_midway_fails_the_call_without_sending_it_again() -> None:
+    async def cut(_: Server, writer: asyncio.StreamWriter) -> bool:
+        first = _events({"choices": [{"index": 0, "delta": {"content": "The"}}]}).split(b"data: [DONE]")[0]
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(first), first))
+        await writer.drain()
+        return False  # and the connection closes
+
+    async with model_server([cut]) as server:
+        model = provider(server, max_retries=2)
+        with pytest.raises(UpstreamError, match="Connection error"):
+            await chat(model)
+        await model.aclose()
+    assert len(server.requests) == 1

@@ -22,7 +22,7 @@ from ferryman.api.limits import (
     MAX_TOOLS,
 )
 from ferryman.config import load_settings
-from ferryman.server.app import OPENAPI, Services, build_services
+from ferryman.server.app import Services, build_services, openapi
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import migrated_sqlite, serving
@@ -259,7 +259,7 @@ async def test_records_stored_before_a_limit_stay_readable(app: tuple[httpx.Asyn
 
 
 def test_the_openapi_document_states_the_maxima() -> None:
-    schemas = OPENAPI["components"]["schemas"]
+    schemas = openapi()["components"]["schemas"]
 
     def properties(name: str) -> dict[str, Any]:
         found: dict[str, Any] = schemas.get(f"{name}-Input", schemas.get(name))
@@ -280,7 +280,7 @@ def test_the_openapi_document_states_the_maxima() -> None:
     assert response["tools"]["maxItems"] == MAX_TOOLS
     search = properties("SearchRequest")
     assert next(s for s in search["query"]["anyOf"] if s.get("type") == "string")["maxLength"] == 4096
-    turn_post = OPENAPI["paths"]["/v1/agents/{agent_id}/session/{session_id}/turn"]["post"]
+    turn_post = openapi()["paths"]["/v1/agents/{agent_id}/session/{session_id}/turn"]["post"]
     assert "413" in turn_post["responses"]
     assert all(p["schema"]["maxLength"] == 256 for p in turn_post["parameters"] if p["in"] == "path")
     # Answers are not bounded by what a request may hold.
@@ -298,7 +298,7 @@ async def test_a_chat_completion_s_messages_and_tools_are_counted(http: httpx.As
         "/v1/chat/completions", json={"model": "scripted-model", "messages": [hello], "tools": tools}
     )
     _field_error(too_many, "tools", MAX_TOOLS)
-    schema = OPENAPI["components"]["schemas"]
+    schema = openapi()["components"]["schemas"]
     request = schema.get("OpenAIRequest-Input", schema.get("OpenAIRequest"))
     assert next(s for s in request["properties"]["messages"]["anyOf"] if s.get("type") == "array")["maxItems"] == 1000
 

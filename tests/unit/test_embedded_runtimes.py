@@ -17,7 +17,7 @@ from packaging.requirements import Requirement
 from embedded_support import shipped_model
 from ferryman.config import load_settings
 from ferryman.errors import ConfigurationError, MissingExtraError
-from ferryman.inference import embedded
+from ferryman.inference import embedded_runtime
 from ferryman.inference.chat_template import ChatTemplate, read_metadata
 from ferryman.inference.embedded import StreamEnd, embedded_available, make_source, pick_runtime
 from ferryman.inference.xllamacpp_source import XllamacppSource
@@ -131,12 +131,12 @@ def test_a_bos_the_runtime_adds_is_not_rendered_twice(tmp_path: Path) -> None:
 
 
 def test_auto_prefers_xllamacpp_and_a_missing_runtime_says_how_to_install_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(embedded, "installed_runtimes", lambda: ["xllamacpp", "llama-cpp-python"])
+    monkeypatch.setattr(embedded_runtime, "installed_runtimes", lambda: ["xllamacpp", "llama-cpp-python"])
     assert (pick_runtime("auto"), pick_runtime("llama-cpp-python")) == ("xllamacpp", "llama-cpp-python")
     assert isinstance(make_source("auto", "/models/m.gguf"), XllamacppSource)
-    monkeypatch.setattr(embedded, "installed_runtimes", lambda: ["llama-cpp-python"])
+    monkeypatch.setattr(embedded_runtime, "installed_runtimes", lambda: ["llama-cpp-python"])
     assert (pick_runtime("auto"), pick_runtime("xllamacpp")) == ("llama-cpp-python", None)
-    monkeypatch.setattr(embedded, "installed_runtimes", lambda: [])
+    monkeypatch.setattr(embedded_runtime, "installed_runtimes", lambda: [])
     monkeypatch.setattr("platform.system", lambda: "Linux")
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
     with pytest.raises(MissingExtraError, match=r"\.\[local\]"):

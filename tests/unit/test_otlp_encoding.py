@@ -19,9 +19,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
-from ferryman.server import otlp_encoding, tracing
+from ferryman.server import otlp_encoding, trace_export
 from ferryman.server.otlp_encoding import encode_spans
-from ferryman.server.tracing import LeanOTLPSpanExporter
+from ferryman.server.trace_export import LeanOTLPSpanExporter
 
 _INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 _FLOAT = st.floats(allow_nan=False)
@@ -199,7 +199,7 @@ def test_the_exporter_posts_the_lean_encoding(
         encoded.append(len(spans))
         return encode_spans(spans)
 
-    monkeypatch.setattr(tracing, "encode_spans", counted)
+    monkeypatch.setattr(trace_export, "encode_spans", counted)
     plan = {
         "name": "n", "kind": SpanKind.SERVER, "attributes": {"a": 1}, "later": {}, "events": [], "links": [],
         "status": None, "parent": None, "child": True, "state": None, "scope": ("a", None),

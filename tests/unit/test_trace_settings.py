@@ -11,7 +11,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from ferryman.config import load_settings
 from ferryman.engine.tracing import CONTENT, TRACE_KEY, paused_span
 from ferryman.errors import ConfigurationError
-from ferryman.server.tracing import Tracing, build_provider, traces_wanted
+from ferryman.server.trace_export import build_provider
+from ferryman.server.tracing import Tracing, traces_wanted
 from ferryman.trace_settings import TraceSettings
 
 

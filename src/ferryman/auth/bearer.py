@@ -6,8 +6,6 @@ from ferryman.storage.domain.api_keys import ApiKeys
 
 from .api_keys import KEY_PREFIX, ApiKeyAuthenticator
 from .credentials import CredentialRejected
-from .introspection import IntrospectionAuthenticator
-from .jwt_tokens import JwtAuthenticator
 from .principal import Authenticator, Principal
 from .settings import AuthSettings
 
@@ -41,5 +39,9 @@ def authenticator_for(settings: AuthSettings | None, keys: ApiKeys) -> Authentic
     tokens: Authenticator | None = None
     provider = settings.provider_config
     if provider is not None:
+        # The token providers' modules (PyJWT and cryptography: 9 MiB; httpx) load only where one is configured.
+        from .introspection import IntrospectionAuthenticator
+        from .jwt_tokens import JwtAuthenticator
+
         tokens = JwtAuthenticator(provider) if provider.jwks is not None else IntrospectionAuthenticator(provider)
     return BearerAuthenticator(ApiKeyAuthenticator(keys) if settings.api_keys else None, tokens)

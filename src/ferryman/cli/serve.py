@@ -23,7 +23,13 @@ from ferryman.config import (
 )
 from ferryman.coordination.select import fanout_for
 from ferryman.errors import ConfigurationError
-from ferryman.inference.embedded import DEFAULT_MODEL_ID, INSTALL_HINT, embedded_available, pick_runtime, runtime_hint
+from ferryman.inference.embedded_runtime import (
+    DEFAULT_MODEL_ID,
+    INSTALL_HINT,
+    embedded_available,
+    pick_runtime,
+    runtime_hint,
+)
 from ferryman.logs import configure_logging, logging_config
 from ferryman.metrics.listener import serving_metrics
 from ferryman.server.app import SETTINGS_ENV, create_app, services_from_settings

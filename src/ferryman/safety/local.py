@@ -3,7 +3,7 @@ and the registration's own blocked patterns, each blocked, redacted or warned ab
 
 Secrets are what detect-secrets' plugins find, and the patterns beside them (``secrets.py``),
 each under its kind (``aws_access_key``, ``aws_secret_key``, ``private_key``, ``github_token``,
-``jwt``, ``secret_keyword``, ``high_entropy_string``…: :data:`~.secrets.SECRET_KINDS`); card
+``jwt``, ``secret_keyword``, ``high_entropy_string``…: :data:`~.secret_kinds.SECRET_KINDS`); card
 numbers are digit runs that pass the Luhn check.
 
 Params of a registration (or of one call, over them):
@@ -45,7 +45,7 @@ from ferryman.errors import InvalidRequestError
 from ferryman.inference.openai_wire import parse_arguments
 
 from .base import ShieldOptions, ShieldVerdict
-from .secrets import SECRET_KINDS, bounded_matches, find_secrets
+from .secret_kinds import SECRET_KINDS
 
 PROVIDER_ID = "ferryman-local"
 
@@ -114,6 +114,9 @@ class LocalRules:
 
     def find(self, text: str) -> list[_Match]:
         """The non-overlapping matches in ``text``, in order."""
+        # detect-secrets loads with the first text inspected, not with the server (see secret_kinds.py).
+        from .secrets import bounded_matches, find_secrets
+
         found = [_Match(f.start, f.end, f.kind) for f in find_secrets(text, frozenset(self.kinds)) if f.end > f.start]
         found += [
             _Match(m.start(), m.end(), kind)

@@ -64,6 +64,8 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
+from .secret_kinds import SECRET_KINDS as SECRET_KINDS
+
 _AWS_KEY_ID = re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}")
 
 _PLUGINS: tuple[tuple[str, BasePlugin], ...] = (
@@ -114,12 +116,13 @@ _BESIDE: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 """Patterns for the forms the plugins miss (the span as for the plugins' regexes: see :func:`_span`)."""
 
-SECRET_KINDS: tuple[str, ...] = tuple(
+_FOUND_KINDS = tuple(
     dict.fromkeys(
         ["private_key", "aws_access_key", "aws_secret_key", *(kind for kind, _ in _PLUGINS), *(k for k, _ in _BESIDE)]
     )
 )
-"""Every kind of secret a finding may name, most specific first (an earlier kind wins an overlapping span)."""
+if _FOUND_KINDS != SECRET_KINDS:  # the shield checks registrations against SECRET_KINDS without loading this module
+    raise TypeError(f"secret_kinds.SECRET_KINDS must list the kinds found here, in this order: {_FOUND_KINDS}")
 
 KEYWORD_STEMS = ("key", "pass", "pwd", "secret", "contrase")
 """One of these is in every word of the keyword plugin's denylist, hence in every text its regexes can match:

@@ -175,8 +175,9 @@ def openapi_document(mounts: Mounts) -> dict[str, Any]:
 
 
 async def openapi_json(request: Request) -> Response:
-    """The OpenAPI document (built by ``create_app``)."""
-    return JSONResponse(request.app.state.openapi)
+    """The OpenAPI document (``app.state.openapi()``, which ``create_app`` sets: it builds it once, when first
+    called)."""
+    return JSONResponse(request.app.state.openapi())
 
 
 _ASSETS = "/docs/assets"
@@ -185,7 +186,7 @@ _ASSETS = "/docs/assets"
 async def docs(request: Request) -> Response:
     """A page that renders the document with Swagger UI, from assets this server serves."""
     root = request.scope.get("root_path", "")
-    title = html.escape(request.app.state.openapi["info"]["title"])
+    title = html.escape(request.app.state.openapi()["info"]["title"])
     # validatorUrl None: Swagger UI would otherwise send the document's URL to an outside validator (for any
     # host but localhost) and show its badge; the document is checked by the tests instead.
     settings = {"url": f"{root}/openapi.json", "dom_id": "#swagger-ui", "deepLinking": True, "validatorUrl": None}

@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
-
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.base import EmbeddingProvider
 from ferryman.inference.context import check_context
@@ -108,6 +106,8 @@ def _encoded(vector: list[float], encoding: str) -> list[float] | str:
     """A vector as floats, or as OpenAI's base64: its float32 values, little-endian."""
     if encoding == "float":
         return vector
+    import numpy as np  # with the first vector asked for as base64, not the server's start (numpy's 12 MiB)
+
     return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
 
 

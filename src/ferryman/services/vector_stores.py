@@ -15,8 +15,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from ferryman.api.vector_stores import (
     AttachFileRequest,
     ChunkingStrategy,
@@ -340,6 +338,8 @@ def _given_embedding(vector: builtins.list[float], record: VectorStoreRecord, in
             f"'{record.embedding_model}' has {record.embedding_dimension}",
             field,
         )
+    import numpy as np  # with the first chunk given its embedding, not the server's start (numpy's 12 MiB)
+
     array = np.asarray(vector, dtype=np.float64)
     norm = float(np.linalg.norm(array))
     if not np.isfinite(array).all() or not np.isfinite(norm) or norm == 0.0:

@@ -12,9 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from cachetools import LRUCache
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy (12 MiB) is imported by the first search, not with the store: a server that searches no vector store
+# never loads it.
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,8 @@ class VectorCache:
         limit: int,
     ) -> list[tuple[str, float]]:
         """``(chunk_id, cosine similarity)`` of the ``limit`` chunks nearest ``query``, best first."""
+        import numpy as np
+
         matrix = self._matrices.get(vector_store_id)
         if matrix is None or matrix.version != version:
             matrix = _build(version, await load())
@@ -78,12 +86,16 @@ class VectorCache:
 
 def best_first(scores: np.ndarray, limit: int) -> np.ndarray:
     """The indices of the ``limit`` highest of (non-empty) ``scores``, highest first."""
+    import numpy as np
+
     count = min(limit, len(scores))
     best = np.argpartition(-scores, count - 1)[:count]
     return best[np.argsort(-scores[best], kind="stable")]
 
 
 def _build(version: int, rows: VectorRows) -> _Matrix:
+    import numpy as np
+
     if not rows.embeddings:
         return _Matrix(version, [], np.array([], dtype=object), np.zeros((0, 0), dtype=np.float32))
     vectors = np.frombuffer(b"".join(rows.embeddings), dtype="<f4").reshape(len(rows.embeddings), -1)

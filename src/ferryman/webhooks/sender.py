@@ -12,12 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-
-import httpx
+from typing import TYPE_CHECKING
 
 from ferryman.api.webhooks import WebhookAttempt
 from ferryman.errors import InvalidRequestError
 from ferryman.safe_fetch import FetchPolicy, IPAddress, checked_addresses
+
+if TYPE_CHECKING:
+    # Imported where used: httpx (about 3 MiB, with the command-line modules it imports) loads with the first
+    # webhook URL read or posted to, not with the server.
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,8 @@ MAX_ERROR_CHARS = 500
 def shown_url(url: str) -> str:
     """``url`` as logs, errors and the API show it: scheme, host and port only (a webhook's path may be its
     secret, as Slack's and Discord's are; user info and query may be too)."""
+    import httpx
+
     try:
         target = httpx.URL(url)
     except httpx.InvalidURL:
@@ -45,6 +51,8 @@ def parsed_url(url: str, field: str = FIELD) -> httpx.URL:
     Raises:
         InvalidRequestError: it is not.
     """
+    import httpx
+
     try:
         target = httpx.URL(url)
     except httpx.InvalidURL as exc:
@@ -83,6 +91,8 @@ async def post(
 ) -> WebhookAttempt:
     """Make one attempt to post ``body`` to ``url`` within ``seconds``: its outcome, never an exception (but
     cancellation)."""
+    import httpx
+
     at = time.time()
     try:
         async with asyncio.timeout(seconds):
@@ -102,6 +112,8 @@ async def _send(
     client: httpx.AsyncClient, url: str, body: str, headers: dict[str, str], policy: FetchPolicy, seconds: float
 ) -> int:
     """POST to the first checked address that accepts a connection; the answer's status."""
+    import httpx
+
     target = parsed_url(url)
     addresses = await check_url(url, policy, seconds)
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}

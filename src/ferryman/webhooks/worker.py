@@ -17,8 +17,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-
-import httpx
+from typing import TYPE_CHECKING
 
 from ferryman.api.webhooks import WebhookAttempt
 from ferryman.periodic import Periodic
@@ -28,6 +27,9 @@ from ferryman.webhook_settings import WebhookSettings
 from .outbox import ArmedRun, Claimed, Outbox
 from .sender import post
 from .signing import signed_headers, webhook_secret
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +84,6 @@ class WebhookWorker:
             ConfigurationError: the secret is malformed.
         """
         self._secret = await webhook_secret(self.settings, self._outbox.kernel)
-        self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=self.settings.timeout_seconds)
         self._claims.start()
         self._sweeps.start()
 
@@ -100,6 +101,17 @@ class WebhookWorker:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+    def _http(self) -> httpx.AsyncClient:
+        """The client deliveries are posted with, made by the first one: its TLS context (the CA bundle read, about
+        1 MiB) and httpx itself are not held by a server that delivers nothing."""
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.AsyncClient(
+                trust_env=False, follow_redirects=False, timeout=self.settings.timeout_seconds
+            )
+        return self._client
 
     def _hold_seconds(self) -> float:
         """How long a claim lasts: an attempt's time, and as long again to record it."""
@@ -150,7 +162,6 @@ class WebhookWorker:
     async def _deliver(self, claimed: Claimed) -> None:
         delivery = claimed.delivery
         try:
-            assert self._client is not None
             limit = self.settings.max_attempts
             if delivery.claims >= limit:  # every claim so far ended without an outcome, or with a failure
                 error = f"{limit} attempts (the setting webhooks.max_attempts) ended, some with no outcome recorded"
@@ -159,7 +170,7 @@ class WebhookWorker:
                 await self._outbox.count_claim(claimed)
                 headers = signed_headers(self._secret, delivery.id, delivery.payload, time.time())
                 timeout = self.settings.timeout_seconds
-                attempt = await post(self._client, delivery.target, delivery.payload, headers, self._policy, timeout)
+                attempt = await post(self._http(), delivery.target, delivery.payload, headers, self._policy, timeout)
                 failures = sum(1 for earlier in delivery.attempts if earlier.error is not None)
                 failures += attempt.error is not None
                 give_up = failures >= limit

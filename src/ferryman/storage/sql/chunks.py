@@ -14,8 +14,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ferryman.errors import NotFoundError
 
 from ..knowledge import ChunkHit, ChunkRecord
@@ -209,6 +207,8 @@ class ChunkTables:
     async def _indexed_search(
         self, index: VectorIndex, vector_store_id: str, embedding: list[float], file_ids: list[str] | None, limit: int
     ) -> list[ChunkHit]:
+        import numpy as np  # by the first search, not with the store (numpy's 12 MiB)
+
         d = self._db.dialect
         condition, params = _file_scope(d, file_ids)
         found = await self._db.read(

@@ -5,9 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
-
-import mcp_types
+from typing import TYPE_CHECKING, Any
 
 from ferryman.api.content import (
     ContentItem,
@@ -19,6 +17,11 @@ from ferryman.api.content import (
     content_to_text,
 )
 from ferryman.api.registry import ToolInvocationResult
+
+if TYPE_CHECKING:
+    # Imported where a result is converted: the Responses ``mcp`` tool imports this module for its listings'
+    # parameters, and the SDK's types (about 10 MiB) load only once an MCP server has answered.
+    import mcp_types
 
 ANNOTATIONS = "annotations"
 """The key of a listed tool's ``metadata`` holding its MCP annotations (``readOnlyHint`` …) as the server sent them."""
@@ -83,6 +86,8 @@ def invocation_result(result: mcp_types.CallToolResult) -> ToolInvocationResult:
 
 
 def _content(block: mcp_types.ContentBlock) -> list[ContentItem]:
+    import mcp_types
+
     if isinstance(block, mcp_types.TextContent):
         return [TextContentItem(text=block.text)]
     if isinstance(block, mcp_types.ImageContent):
@@ -97,6 +102,8 @@ def _content(block: mcp_types.ContentBlock) -> list[ContentItem]:
 
 
 def _resource_text(resource: mcp_types.TextResourceContents | mcp_types.BlobResourceContents) -> str:
+    import mcp_types
+
     if isinstance(resource, mcp_types.TextResourceContents):
         return resource.text
     kind = resource.mime_type or "binary"

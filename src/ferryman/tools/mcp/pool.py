@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from mcp import Client, MCPError
-from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
 from ferryman.api.content import ToolDef
@@ -23,9 +21,15 @@ from ferryman.api.registry import ToolInvocationResult
 from ferryman.errors import InvalidRequestError, UpstreamError
 from ferryman.safe_fetch import FetchPolicy
 
-from .connection import ConnectionLostError, ConnectionTimeouts, McpConnection
-from .convert import invocation_result, tool_def
 from .endpoint import McpEndpoint, check_url
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+    from .connection import McpConnection
+
+# The SDK (``mcp``, ``mcp_types``: about 20 MiB) and the modules over it are imported by the first request
+# to an MCP server, not with the pool: a server whose clients never name one never loads them.
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +86,8 @@ class McpClientPool:
             UpstreamError: the server is unreachable, too slow or answered with an error.
         """
         tools = await self._run(endpoint, _list_all_tools, "listing its tools")
+        from .convert import tool_def
+
         return [tool_def(tool) for tool in tools]
 
     async def call_tool(self, endpoint: McpEndpoint, name: str, arguments: dict[str, Any]) -> ToolInvocationResult:
@@ -90,6 +96,8 @@ class McpClientPool:
             result = await self._run(endpoint, lambda client: client.call_tool(name, arguments), f"calling {name}")
         except (InvalidRequestError, UpstreamError) as exc:
             return ToolInvocationResult(error_message=exc.message)
+        from .convert import invocation_result
+
         return invocation_result(result)
 
     async def close(self) -> None:
@@ -100,6 +108,10 @@ class McpClientPool:
         await asyncio.gather(*(connection.close() for connection in connections))
 
     async def _run(self, endpoint: McpEndpoint, operation: Callable[[Client], Awaitable[T]], doing: str) -> T:
+        from mcp import MCPError
+
+        from .connection import ConnectionLostError
+
         shown = endpoint.display_url
         for attempt in range(2):
             connection = await self._connection(endpoint)
@@ -136,6 +148,8 @@ class McpClientPool:
             self._release(key)
 
     async def _open(self, endpoint: McpEndpoint) -> McpConnection:
+        from .connection import ConnectionLostError, ConnectionTimeouts, McpConnection
+
         target = await check_url(endpoint.url, self._policy)
         settings = self._settings
         timeouts = ConnectionTimeouts(settings.connect_timeout_seconds, settings.timeout_seconds, settings.idle_seconds)
@@ -172,6 +186,10 @@ class McpClientPool:
 
 def _closing_as_lost(operation: Callable[[Client], Awaitable[T]]) -> Callable[[Client], Awaitable[T]]:
     """``operation``, with the SDK's "connection closed" error raised as the loss of the connection."""
+    from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    from .connection import ConnectionLostError
 
     async def run(client: Client) -> T:
         try:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferryman.trace_headers import trace_headers
+
+if TYPE_CHECKING:
+    # Imported where used: httpx (about 3 MiB, with the command-line modules it imports) loads with the first
+    # web search, not with the server.
+    import httpx
 
 BRAVE_URL = "https://api.search.brave.com"
 TAVILY_URL = "https://api.tavily.com"
@@ -90,6 +93,8 @@ class _HttpProvider:
 
     async def _send(self, request: httpx.Request) -> Any:
         """Send a request; the decoded JSON answer, or :class:`SearchFailed`."""
+        import httpx
+
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=self._timeout, trust_env=False)
         request.headers.update(trace_headers())
@@ -143,6 +148,8 @@ class BraveSearch(_HttpProvider):
 
     async def search(self, query: str, max_results: int, api_key: str | None) -> list[WebResult]:
         """Search Brave; ``api_key`` is required."""
+        import httpx
+
         request = httpx.Request(
             "GET",
             f"{self._base_url}/res/v1/web/search",
@@ -166,6 +173,8 @@ class TavilySearch(_HttpProvider):
 
     async def search(self, query: str, max_results: int, api_key: str | None) -> list[WebResult]:
         """Search Tavily; ``api_key`` is required."""
+        import httpx
+
         request = httpx.Request(
             "POST",
             f"{self._base_url}/search",
@@ -184,6 +193,8 @@ class SearxngSearch(_HttpProvider):
 
     async def search(self, query: str, max_results: int, api_key: str | None) -> list[WebResult]:
         """Search the instance (``api_key`` is ignored)."""
+        import httpx
+
         request = httpx.Request(
             "GET",
             f"{self._base_url}/search",
