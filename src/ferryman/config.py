@@ -16,7 +16,7 @@ from ferryman.auth.settings import AuthSettings
 from ferryman.context_settings import ContextSettings
 from ferryman.errors import ConfigurationError
 from ferryman.home import ferryman_home
-from ferryman.inference.embedded import DEFAULT_MODEL_ID, Runtime, default_model_path
+from ferryman.inference.embedded_runtime import DEFAULT_MODEL_ID, Runtime, default_model_path
 from ferryman.inference.pulled import PulledModels
 from ferryman.knowledge.isolated import DEFAULT_MEMORY_MB as DEFAULT_EXTRACTION_MEMORY_MB
 from ferryman.knowledge.isolated import DEFAULT_TIMEOUT_SECONDS as DEFAULT_EXTRACTION_TIMEOUT_SECONDS
@@ -85,17 +85,15 @@ class StorageSettings(BaseModel):
     ``redis://`` URL; ``redis`` names the Redis that carries live events and
     cancellations between replicas (a ``redis://`` ``db`` does that itself);
     ``turn_lease_seconds`` bounds how long a turn whose replica died stays
-    running before another replica fails it; ``max_fork_turns`` is the most
-    turns one session fork copies (a fork past it is refused, 400);
-    ``rollback_wait_seconds`` is the most a turn or response sent with
-    ``multitask_strategy: rollback`` waits for the run it cancelled to stop
-    (past it, it fails ``conflict`` and the cancelled turn is kept).
+    running before another replica fails it; ``rollback_wait_seconds`` is
+    the most a turn or response sent with ``multitask_strategy: rollback``
+    waits for the run it cancelled to stop (past it, it fails ``conflict``
+    and the cancelled turn is kept).
     """
 
     db: str | None = None
     redis: str | None = None
     turn_lease_seconds: float = Field(default=30.0, gt=0)
-    max_fork_turns: int = Field(default=1000, ge=1, le=1_000_000)
     rollback_wait_seconds: float = Field(default=60.0, gt=0, le=3600)
 
 

@@ -57,6 +57,7 @@ from ferryman.storage.base import (
     Store,
     TurnRecord,
 )
+from ferryman.storage.domain.agents import agents
 from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.redis_keys import SCHEMA, Keys
 from ferryman.storage.redis_store import RedisStore
@@ -379,7 +380,7 @@ async def test_postgres_withholds_blocked_text_in_place(tmp_path: Path) -> None:
 
 
 async def _write_old(store: Store) -> None:
-    await store.create_agent(AGENT)
+    await agents(store.kernel).create(AGENT)
     for session, agent in (
         ("sess_a", AGENT.agent_id),
         ("sess_t", AGENT.agent_id),

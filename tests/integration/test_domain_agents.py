@@ -19,10 +19,12 @@ from ferryman.auth.policy import ACTIONS, AccessPolicy, parse_policy
 from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.services.access import Access
+from ferryman.services.agent_records import AgentRecords
 from ferryman.storage.base import SessionRecord
 from ferryman.storage.domain.agents import SessionRecords, agents, sessions
 from ferryman.storage.domain.kinds import AGENT, SCHEMA, SESSION
 from ferryman.storage.domain.records import Records
+from ferryman.storage.kernel.counting import CountingKernel
 from ferryman.storage.kernel.protocol import Kernel
 
 pytestmark = pytest.mark.anyio
@@ -135,3 +137,16 @@ async def test_an_agents_sessions_page_filters_by_owner(kernel: Kernel) -> None:
         "s1",
         "s3",
     ]
+
+
+async def test_the_agents_service_reads_a_callers_page_among_others_agents_in_one_round_trip(kernel: Kernel) -> None:
+    # What ``GET /v1/agents`` runs with auth on: the caller's filter inside the kernel's query, on every backend.
+    counted = CountingKernel(kernel)
+    service, access = AgentRecords(counted, Access(AccessPolicy())), Access(AccessPolicy())
+    puts = [agents(kernel).put(agent(f"other{n:03}"), owner=access.owner(CAROL)) for n in range(200)]
+    puts.insert(150, agents(kernel).put(agent("mine"), owner=access.owner(ALICE)))
+    await kernel.write(puts)
+    counted.reset()
+    page = await service.page(ALICE, 0, 20)
+    assert ([a.agent_id for a in page.items], page.has_more) == (["mine"], False)
+    assert (counted.reads, counted.round_trips) == (1, 1)

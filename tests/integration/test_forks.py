@@ -8,68 +8,28 @@ Each test runs on every storage backend.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, cast
 
-import httpx
 import pytest
-from integration_helpers import assert_error, message_text, session_url, tool_response, turn_url, user
-from storage_backends import unopened_store
+from fork_app import App, app_fixture, texts  # noqa: F401  (fixtures)
+from integration_helpers import assert_error, session_url, tool_response, turn_url
 
 from ferryman.api.content import Message
 from ferryman.errors import ConflictError
 from ferryman.ids import utcnow
-from ferryman.server.app import build_services
+from ferryman.services.fork_reads import ForkReads
 from ferryman.services.forks import SessionForks
 from ferryman.storage.base import Store
-from ferryman.testing import Script, ScriptedReply
+from ferryman.storage.domain.forks import Lineages
+from ferryman.testing import ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
-from inprocess import agent_and_session, scripted_provider, serving
+from inprocess import agent_and_session
 from support import WEATHER_TOOL
 
 pytestmark = pytest.mark.anyio
 
-MAX_FORK_TURNS = 2
 WAIT_SECONDS = 20
-
-
-class App:
-    """The client of a server on one backend, the script its model answers from, and its (unchecked) store."""
-
-    def __init__(self, http: httpx.AsyncClient, script: Script, store: Store) -> None:
-        self.http, self.script, self.store = http, script, store
-
-    async def turn(self, agent_id: str, session_id: str, text: str) -> dict[str, Any]:
-        answer = await self.http.post(turn_url(agent_id, session_id), json={"messages": [user(text)], "stream": False})
-        assert answer.status_code == 200, answer.text
-        return answer.json()  # type: ignore[no-any-return]
-
-    async def session(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        found = await self.http.get(session_url(agent_id, session_id))
-        assert found.status_code == 200, found.text
-        return found.json()  # type: ignore[no-any-return]
-
-    async def prompt(self, n: int) -> dict[str, Any]:
-        """The model's ``n``-th request (from 1)."""
-        async with asyncio.timeout(WAIT_SECONDS):
-            return (await self.script.wait_for_requests(n))[n - 1]
-
-
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[App]:
-    script = Script()
-    async with unopened_store(request.param, tmp_path) as store:
-        services = build_services(store, [scripted_provider(script)], sole_process=True, max_fork_turns=MAX_FORK_TURNS)
-        async with serving(services) as http:
-            yield App(http, script, store)
-    script.check()
-
-
-def _texts(request: dict[str, Any]) -> list[str]:
-    """The texts of a prompt's user and assistant messages, in order."""
-    return [message_text(m) for m in request["messages"] if m["role"] in ("user", "assistant")]
 
 
 async def _paused_agent(app: App) -> tuple[str, str, dict[str, Any]]:
@@ -106,38 +66,28 @@ async def test_a_session_forked_at_a_middle_turn_continues_from_that_turn_only(a
     assert [t["input_messages"][0]["content"] for t in fork["turns"]] == ["question 0", "question 1"]
     assert [t["output_message"]["content"] for t in fork["turns"]] == ["answer 0", "answer 1"]
     assert [t["status"] for t in fork["turns"]] == ["completed", "completed"]
-    copied = {t["turn_id"] for t in fork["turns"]} | {s["step_id"] for t in fork["turns"] for s in t["steps"]}
-    original = {t["turn_id"] for t in turns} | {s["step_id"] for t in turns for s in t["steps"]}
-    assert not copied & original, "a fork shares no turn or step with its original"
-    first_copy = fork["turns"][0]
-    step = await http.get(
-        f"{turn_url(agent_id, fork_id, first_copy['turn_id'])}/step/{first_copy['steps'][0]['step_id']}"
-    )
-    assert step.status_code == 200 and step.json()["step"]["turn_id"] == first_copy["turn_id"]
+    assert [t["turn_id"] for t in fork["turns"]] == [t["turn_id"] for t in turns[:2]], "shared, under their ids"
+    assert {t["session_id"] for t in fork["turns"]} == {session_id}, "shared turns name the session holding them"
+    assert await app.store.list_turns([fork_id]) == [], "the fork holds no turn of its own: nothing was copied"
+    shared = fork["turns"][0]
+    step = await http.get(f"{turn_url(agent_id, fork_id, shared['turn_id'])}/step/{shared['steps'][0]['step_id']}")
+    assert step.status_code == 200 and step.json()["step"]["turn_id"] == shared["turn_id"]
+    read = await http.get(turn_url(agent_id, fork_id, shared["turn_id"]))
+    assert read.status_code == 200 and read.json() == turns[0]
+    later = await http.get(turn_url(agent_id, fork_id, turns[2]["turn_id"]))
+    assert_error(later, 404, "not_found")  # after the fork point: the original's alone
 
     app.script.enqueue(ScriptedReply(text="forked answer"))
     await app.turn(agent_id, fork_id, "question in the fork")
-    assert _texts(await app.prompt(4)) == ["question 0", "answer 0", "question 1", "answer 1", "question in the fork"]
+    assert texts(await app.prompt(4)) == ["question 0", "answer 0", "question 1", "answer 1", "question in the fork"]
 
     # The original is untouched by the fork and by the fork's new turn.
     app.script.enqueue(ScriptedReply(text="original answer"))
     await app.turn(agent_id, session_id, "question 3")
     expected = [*(t for n in range(3) for t in (f"question {n}", f"answer {n}")), "question 3"]
-    assert _texts(await app.prompt(5)) == expected
+    assert texts(await app.prompt(5)) == expected
     assert len((await app.session(agent_id, session_id))["turns"]) == 4
     assert len((await app.session(agent_id, fork_id))["turns"]) == 3
-
-
-async def test_a_fork_copying_more_turns_than_the_setting_allows_is_refused_naming_it(app: App) -> None:
-    agent_id, session_id = await agent_and_session(app.http)
-    turns = []
-    for n in range(MAX_FORK_TURNS + 1):
-        app.script.enqueue(ScriptedReply(text=f"answer {n}"))
-        turns.append(await app.turn(agent_id, session_id, f"question {n}"))
-    refused = await app.http.post(f"{session_url(agent_id, session_id)}/fork", json={"turn_id": turns[-1]["turn_id"]})
-    assert "storage.max_fork_turns" in assert_error(refused, 400)["message"]
-    sessions = await app.http.get(f"/v1/agents/{agent_id}/sessions")
-    assert [s["session_id"] for s in sessions.json()["data"]] == [session_id], "a refused fork leaves no session"
 
 
 async def test_a_fork_keeps_a_paused_turn_resumable_in_the_fork(app: App) -> None:
@@ -237,7 +187,7 @@ async def test_a_conversation_forked_at_a_middle_item_continues_from_that_item_o
         "/v1/responses", json={"model": "scripted-model", "input": "question in the fork", "conversation": fork["id"]}
     )
     assert created.status_code == 200, created.text
-    assert _texts(await app.prompt(4)) == ["question 0", "answer 0", "question 1", "answer 1", "question in the fork"]
+    assert texts(await app.prompt(4)) == ["question 0", "answer 0", "question 1", "answer 1", "question in the fork"]
     assert len((await http.get(f"/v1/conversations/{conversation['id']}/items")).json()["data"]) == 6
     assert len((await http.get(f"/v1/conversations/{fork['id']}/items")).json()["data"]) == 6
 
@@ -282,7 +232,8 @@ class _ResumedWhileRead:
 async def test_a_fork_refuses_a_kept_turn_resumed_while_it_is_read(app: App) -> None:
     agent_id, session_id, paused = await _paused_agent(app)
     resumed_meanwhile = cast(Store, _ResumedWhileRead(app.store, paused["turn_id"]))
-    forks = SessionForks(resumed_meanwhile, lambda: utcnow() + timedelta(minutes=1))
+    reads = ForkReads(resumed_meanwhile, Lineages(app.store.kernel))
+    forks = SessionForks(resumed_meanwhile, reads, lambda: utcnow() + timedelta(minutes=1))
     with pytest.raises(ConflictError, match="changed while"):
         await forks.fork_session(agent_id, session_id, paused["turn_id"], None)
     sessions = await app.http.get(f"/v1/agents/{agent_id}/sessions")

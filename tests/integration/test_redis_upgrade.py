@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from legacy_agents import AGENT_OWNERS, AGENTS, ORPHAN_AGENT, assert_agents_moved
 from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from redis.asyncio import Redis
 from replicas import redis_database
@@ -17,7 +18,8 @@ from ferryman.errors import ConfigurationError
 from ferryman.ids import new_id, utcnow
 from ferryman.redis_url import split_prefix
 from ferryman.storage.base import ConversationRecord, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
-from ferryman.storage.domain.kinds import MODEL
+from ferryman.storage.domain.agents import agents
+from ferryman.storage.domain.kinds import AGENT, MODEL
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Page, Put
@@ -287,3 +289,78 @@ async def test_a_conversation_index_conversion_that_died_midway_keeps_its_order(
         assert [c.conversation_id for c in listed.items] == ["conv_z", "conv_a", "conv_b"]
     finally:
         await store.close()
+
+
+# -- layout 7: agents move into the kernel (their sessions stay) ---------------------------------------------------
+
+
+async def _agents_of_layout_6(url: str, prefix: str, admin: Redis) -> list[str]:
+    """The agents as layout 6 stored them (hashes, the index by number, owners, one orphan owner) and a session
+    of the first, stored by this version (sessions did not change); the agents' keys."""
+    keys = Keys(prefix)
+    if not await admin.exists(keys.of("session", "sess_zeta")):
+        store = RedisStore(url, prefix)
+        await store.open()
+        try:
+            await store.create_session(SessionRecord("sess_zeta", "agent_zeta", "s", utcnow()))
+        finally:
+            await store.close()
+    written = [keys.global_("agents"), keys.of("owners", "agent")]
+    for agent in AGENTS:
+        seq = await admin.incr(keys.global_("seq"))
+        created_at = agent.created_at.isoformat()  # as ``codec.dump_time`` wrote it
+        mapping = {"config": agent.agent_config.model_dump_json(), "created_at": created_at, "seq": seq}
+        await admin.hset(keys.of("agent", agent.agent_id), mapping=mapping)  # type: ignore[arg-type]
+        await admin.zadd(keys.global_("agents"), {agent.agent_id: seq})
+        written.append(keys.of("agent", agent.agent_id))
+    for agent_id, owner in {**AGENT_OWNERS, ORPHAN_AGENT: AGENT_OWNERS["agent_zeta"]}.items():
+        await admin.hset(keys.of("owners", "agent"), agent_id, json.dumps(owner))
+    await admin.set(keys.global_(SCHEMA), 6)
+    return written
+
+
+async def _open_and_check_agents(url: str, prefix: str) -> dict[str, int]:
+    """Open a store (converting), check every agent and the session; the agents' record numbers."""
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        await assert_agents_moved(store.kernel)
+        assert [s.session_id for s in (await store.list_sessions("agent_zeta", 0, None)).items] == ["sess_zeta"]
+        [page] = await store.kernel.read([Page(AGENT)])
+        return {rec.id: rec.seq for rec in page.items}
+    finally:
+        await store.close()
+
+
+async def test_agents_of_layout_6_move_into_the_kernel_with_their_owners(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    old = await _agents_of_layout_6(url, prefix, admin)
+    await _open_and_check_agents(url, prefix)
+    assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
+    assert await admin.exists(*old) == 0
+    assert await admin.exists(keys.of("agent_sessions", "agent_zeta")) == 1
+
+
+async def test_an_agent_conversion_that_died_midway_finishes_without_duplicates(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    await _agents_of_layout_6(url, prefix, admin)
+    # It had written the first agent (and deleted its hash), then died before the rest.
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")
+    await kernel.open()
+    zeta = AGENTS[0]
+    try:
+        owner = Owner.from_json(AGENT_OWNERS["agent_zeta"])
+        await kernel.write([agents(kernel).put(zeta, owner=owner, at=zeta.created_at.timestamp())])
+    finally:
+        await kernel.close()
+    await admin.delete(keys.of("agent", zeta.agent_id))
+    first = await _open_and_check_agents(url, prefix)
+    # It died after writing everything, before deleting the old keys: the next run writes nothing twice.
+    await _agents_of_layout_6(url, prefix, admin)
+    assert await _open_and_check_agents(url, prefix) == first

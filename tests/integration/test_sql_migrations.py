@@ -19,6 +19,8 @@ import asyncpg
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from legacy_agents import AGENT_OWNERS, AGENTS, ORPHAN_AGENT, assert_agents_moved
+from legacy_agents import principal as agent_principal
 from legacy_registries import (
     API_KEYS,
     MODELS,
@@ -40,6 +42,7 @@ from ferryman.api.content import CompletionMessage, UserMessage
 from ferryman.api.responses import Response
 from ferryman.errors import ConfigurationError
 from ferryman.storage.base import IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.kinds import MODEL
 from ferryman.storage.kernel.ops import Page
 from ferryman.storage.postgres import PostgresStore
@@ -49,7 +52,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0014_responses_of_turn"
+HEAD = "0015_agents_on_kernel"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -266,8 +269,8 @@ async def test_an_empty_database_gets_every_revision(database: Database) -> None
     store = database.store()
     await store.open()
     try:
-        await store.create_agent(AGENT)
-        assert await store.get_agent(AGENT.agent_id) == AGENT
+        await agents(store.kernel).create(AGENT)
+        assert await agents(store.kernel).get(AGENT.agent_id) == AGENT
     finally:
         await store.close()
     assert await database.revision() == [HEAD]
@@ -287,7 +290,7 @@ async def test_the_schema_on_main_upgrades_in_place_with_its_rows_and_frames_bec
     store = database.store()
     await store.open()
     try:
-        assert await store.get_agent(AGENT.agent_id) == AGENT
+        assert await agents(store.kernel).get(AGENT.agent_id) == AGENT
         [turn] = await store.list_turns(["sess_old"])
         assert (turn.turn_id, turn.status, turn.output_message, turn.input_messages) == (
             "turn_old",
@@ -350,7 +353,7 @@ async def test_the_data_revision_goes_down_to_the_frames_earlier_versions_read(t
     path = tmp_path / "down.db"
     store = SqliteStore(str(path))
     await store.open()
-    await store.create_agent(AGENT)
+    await agents(store.kernel).create(AGENT)
     await store.create_session(SessionRecord("sess", AGENT.agent_id, "n", WHEN))
     turn = TurnRecord("turn", "sess", AGENT.agent_id, "in_progress", [QUESTION], WHEN)
     await store.start_turn(turn, [QUESTION])
@@ -368,6 +371,7 @@ async def test_the_data_revision_goes_down_to_the_frames_earlier_versions_read(t
     await store.open()
     try:
         assert await store.turn_events_after("turn", -1) == [StoredEvent(i, d) for i, d in enumerate(TURN_DATA)]
+        assert await agents(store.kernel).get(AGENT.agent_id) == AGENT  # down to its table, and back
     finally:
         await store.close()
 
@@ -532,3 +536,115 @@ async def test_a_turns_response_is_read_through_the_index_that_goes_down_with_it
     assert await _indexes_read(database, TURN_RESPONSE) == {"responses_of_turn"}
     await database.migrate("0013_live_turns", True)
     assert await _indexes_read(database, TURN_RESPONSE) == set()
+
+
+# -- agents move into the kernel's records (0015) -----------------------------------------------------------------
+
+BEFORE_AGENTS = "0014_responses_of_turn"
+
+
+def agent_rows() -> list[str]:
+    """Agents (two owned, one not), an owner row of an agent deleted long ago, and sessions of two agents."""
+    found = [
+        _insert(
+            "agents",
+            agent_id=agent.agent_id,
+            config=agent.agent_config.model_dump_json(),
+            created_at=agent.created_at.isoformat(),
+        )
+        for agent in AGENTS
+    ]
+    owners = {**AGENT_OWNERS, ORPHAN_AGENT: AGENT_OWNERS["agent_zeta"]}
+    found += [
+        _insert("record_owners", kind="agent", record_id=rid, principal=agent_principal(owner), owner=json.dumps(owner))
+        for rid, owner in owners.items()
+    ]
+    found += [
+        _insert("sessions", session_id=f"sess_{n}", agent_id=agent_id, session_name="s", started_at=WHEN.isoformat())
+        for n, agent_id in enumerate(("agent_zeta", "agent_alpha", None))
+    ]
+    return found
+
+
+async def _session_keys(database: Database) -> list[str]:
+    """The tables ``sessions`` has foreign keys to."""
+    if database.dialect == "sqlite":
+        return [row[2] for row in await database.query("PRAGMA foreign_key_list(sessions)")]
+    found = await database.query(
+        "SELECT ccu.table_name FROM information_schema.table_constraints tc "
+        "JOIN information_schema.constraint_column_usage ccu ON tc.constraint_name = ccu.constraint_name "
+        "AND tc.constraint_schema = ccu.constraint_schema "
+        "WHERE tc.table_name = 'sessions' AND tc.constraint_type = 'FOREIGN KEY' AND tc.table_schema = current_schema()"
+    )
+    return [row[0] for row in found]
+
+
+async def _assert_agent_table(database: Database) -> None:
+    """The table of 0014 holds the agents (in order) and ``record_owners`` their owners, the orphan's gone."""
+    rows = await database.query("SELECT agent_id, config, created_at FROM agents ORDER BY id")
+    assert [(row[0], json.loads(row[1]), _epoch(row[2])) for row in rows] == [
+        (a.agent_id, a.agent_config.model_dump(mode="json"), a.created_at.timestamp()) for a in AGENTS
+    ]
+    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'agent'")
+    assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
+        rid: (agent_principal(owner), owner) for rid, owner in AGENT_OWNERS.items()
+    }
+
+
+async def test_agents_move_into_the_kernel_with_their_owners_and_sessions_lose_their_key(database: Database) -> None:
+    await database.migrate(BEFORE_AGENTS, False)
+    assert await _session_keys(database) == ["agents"]
+    for row in agent_rows():
+        await database.query(row)
+    store = database.store()
+    await store.open()
+    try:
+        await assert_agents_moved(store.kernel)
+        assert [s.session_id for s in (await store.list_sessions("agent_zeta", 0, None)).items] == ["sess_0"]
+        # No key: a session names an agent the store never checks (the service checks the kernel).
+        await store.create_session(SessionRecord("sess_new", "agent_unknown", "s", WHEN))
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    assert "agents" not in await database.tables()
+    assert await _session_keys(database) == []
+    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'agent'") == []
+
+
+async def test_agents_go_down_to_their_table_and_up_again(database: Database) -> None:
+    await database.migrate(BEFORE_AGENTS, False)
+    for row in agent_rows():
+        await database.query(row)
+    await database.migrate("head", False)
+    await database.query(
+        _insert("sessions", session_id="sess_orphan", agent_id="agent_gone", session_name="s", started_at="2025-03-01")
+    )
+    inputs, stamp = json.dumps([QUESTION.model_dump(mode="json")]), WHEN.isoformat()
+    for row in (
+        _insert("turns", turn_id="turn_orphan", session_id="sess_orphan", agent_id="agent_gone", status="completed",
+                input_messages=inputs, overrides="{}", started_at=stamp),
+        _insert("steps", step_id="step_orphan", turn_id="turn_orphan", step_type="inference", body="{}"),
+        _insert("messages", session_id="sess_orphan", turn_id="turn_orphan", role="user", body="{}"),
+        _insert("turn_events", turn_id="turn_orphan", seq=0, body="{}"),
+    ):  # fmt: skip
+        await database.query(row)
+    await database.migrate(BEFORE_AGENTS, True)
+    # What hung under it goes too (SQLite's migration connection runs no cascades).
+    for table in ("turns", "steps", "messages", "turn_events"):
+        assert await database.query(f"SELECT 1 FROM {table} WHERE turn_id = 'turn_orphan'") == [], table  # noqa: S608
+    await _assert_agent_table(database)
+    assert await _session_keys(database) == ["agents"]
+    # A session of an agent that is gone cannot stay under the key; the others do.
+    assert sorted(row[0] for row in await database.query("SELECT session_id FROM sessions")) == [
+        "sess_0",
+        "sess_1",
+        "sess_2",
+    ]
+    assert await database.query("SELECT id FROM records WHERE kind = 'agent'") == []
+    await database.migrate("head", False)  # and up again: the same records, owners and terms
+    store = database.store()
+    await store.open()
+    try:
+        await assert_agents_moved(store.kernel)
+    finally:
+        await store.close()

@@ -59,6 +59,7 @@ from ferryman.storage.base import (
     TurnRecord,
 )
 from ferryman.storage.domain import registry
+from ferryman.storage.domain.agents import agents
 
 pytestmark = pytest.mark.anyio
 
@@ -86,9 +87,10 @@ def texts(messages: list[Message]) -> list[str]:
 
 
 async def new_agent(store: Store, name: str = "agent") -> Agent:
+    """An agent, a record of the store's kernel (its own behaviour is ``test_agent_records.py``'s)."""
     config = AgentConfig(model="m", instructions="be brief", name=name, toolgroups=["builtin::calculator"])
     agent = Agent(agent_id=new_id(), agent_config=config, created_at=utcnow())
-    await store.create_agent(agent)
+    await agents(store.kernel).create(agent)
     return agent
 
 
@@ -250,45 +252,11 @@ def turn_event(seq: int) -> str:
     return json.dumps({"event": {"payload": {"event_type": "step_progress", "n": seq}}})
 
 
-# ---- agents ------------------------------------------------------------------
+# ---- an agent's sessions -------------------------------------------------------
 
 
-async def test_agent_reads_back_as_created(store: Store) -> None:
-    agent = await new_agent(store)
-    assert await store.get_agent(agent.agent_id) == agent
-
-
-async def test_unknown_agent_is_not_found(store: Store) -> None:
-    with pytest.raises(NotFoundError):
-        await store.get_agent(new_id())
-    with pytest.raises(NotFoundError):
-        await store.delete_agent(new_id())
-
-
-async def test_agents_are_listed_in_creation_order_by_pages(store: Store) -> None:
-    ids = [(await new_agent(store, f"a{n}")).agent_id for n in range(5)]
-    pages = [await store.list_agents(start, 2) for start in (0, 2, 4)]
-    assert [[a.agent_id for a in page.items] for page in pages] == [ids[:2], ids[2:4], ids[4:]]
-    assert [page.has_more for page in pages] == [True, True, False]
-
-
-async def test_agent_list_without_limit_returns_all(store: Store) -> None:
-    ids = [(await new_agent(store)).agent_id for _ in range(3)]
-    everything = await store.list_agents(0, None)
-    assert [a.agent_id for a in everything.items] == ids and not everything.has_more
-    rest = await store.list_agents(1, None)
-    assert [a.agent_id for a in rest.items] == ids[1:] and not rest.has_more
-
-
-async def test_agent_page_ending_at_the_last_agent_has_no_more(store: Store) -> None:
-    ids = [(await new_agent(store)).agent_id for _ in range(3)]
-    exact = await store.list_agents(0, 3)
-    assert [a.agent_id for a in exact.items] == ids and not exact.has_more
-    beyond = await store.list_agents(3, 10)
-    assert beyond.items == [] and not beyond.has_more
-
-
-async def test_deleting_an_agent_deletes_its_sessions_turns_steps_and_messages(store: Store) -> None:
+async def test_deleting_each_session_of_an_agent_deletes_its_turns_steps_and_messages(store: Store) -> None:
+    # How the agents service deletes an agent's sessions before its record (the record is the kernel's).
     agent = await new_agent(store)
     other = await new_agent(store)
     session = await new_session(store, agent.agent_id)
@@ -297,9 +265,8 @@ async def test_deleting_an_agent_deletes_its_sessions_turns_steps_and_messages(s
     turn = await start(store, session, "q")
     step = await complete(store, turn, "a")
     kept_turn = await start(store, kept, "q")
-    await store.delete_agent(agent.agent_id)
-    with pytest.raises(NotFoundError):
-        await store.get_agent(agent.agent_id)
+    for listed in (await store.list_sessions(agent.agent_id, 0, None)).items:
+        await store.delete_session(agent.agent_id, listed.session_id)
     for gone in (session, second):
         with pytest.raises(NotFoundError):
             await store.get_session(agent.agent_id, gone.session_id)
@@ -310,15 +277,13 @@ async def test_deleting_an_agent_deletes_its_sessions_turns_steps_and_messages(s
     with pytest.raises(NotFoundError):
         await store.get_step(session.session_id, turn.turn_id, step.step_id)
     assert await store.load_history(session.session_id, turn.turn_id) == []
-    assert await store.get_agent(other.agent_id) == other
     assert [t.turn_id for t in await store.list_turns([kept.session_id])] == [kept_turn.turn_id]
 
 
-async def test_deleted_agent_cannot_be_deleted_again(store: Store) -> None:
-    agent = await new_agent(store)
-    await store.delete_agent(agent.agent_id)
-    with pytest.raises(NotFoundError):
-        await store.delete_agent(agent.agent_id)
+async def test_a_session_is_stored_whatever_its_agent_id(store: Store) -> None:
+    # No backend checks the agent: the service does, in the kernel, before it opens the session.
+    session = await new_session(store, "agent_that_the_store_never_saw")
+    assert await store.get_session("agent_that_the_store_never_saw", session.session_id) == session
 
 
 # ---- sessions ----------------------------------------------------------------

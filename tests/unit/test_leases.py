@@ -16,6 +16,7 @@ from ferryman.errors import FailureCode
 from ferryman.ids import new_id, utcnow
 from ferryman.services.leases import ABANDONED, LEASE_LOST, TurnLeases
 from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
+from ferryman.storage.domain.agents import agents
 from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +32,7 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 async def _running_turn(store: SqliteStore, lease_seconds: float) -> TurnRecord:
     agent = Agent(agent_id=new_id(), agent_config=AgentConfig(model="m", instructions="i"), created_at=utcnow())
-    await store.create_agent(agent)
+    await agents(store.kernel).create(agent)
     session = SessionRecord(new_id(), agent.agent_id, "s", utcnow())
     await store.create_session(session)
     record = TurnRecord(

@@ -19,8 +19,8 @@ from ferryman.storage.select import store_for
 
 def test_keys_end_with_the_id_so_no_id_makes_two_keys_collide() -> None:
     keys = Keys("p:")
-    assert keys.of(redis_keys.AGENT, "x") == "p:agent:x"
-    assert keys.of(redis_keys.AGENT, "x:sessions") != keys.of(redis_keys.AGENT_SESSIONS, "x")
+    assert keys.of(redis_keys.SESSION, "x") == "p:session:x"
+    assert keys.of(redis_keys.SESSION, "x:turns") != keys.of(redis_keys.SESSION_TURNS, "x")
     assert keys.base(redis_keys.RESPONSE) + "r1" == keys.of(redis_keys.RESPONSE, "r1")
     assert keys.global_(redis_keys.LEASES) == "p:leases"
 

@@ -15,6 +15,7 @@ from ferryman.errors import ConflictError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.codec import MessageCache
+from ferryman.storage.domain.agents import agents
 from ferryman.storage.sql.seam import count, first
 from ferryman.storage.sqlite import SqliteDriver, SqliteStore
 
@@ -31,7 +32,7 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 async def _agent(store: SqliteStore) -> str:
     agent = Agent(agent_id=new_id(), agent_config=AgentConfig(model="m", instructions="i"), created_at=utcnow())
-    await store.create_agent(agent)
+    await agents(store.kernel).create(agent)
     return agent.agent_id
 
 
@@ -53,13 +54,14 @@ def _turn(agent_id: str, session_id: str) -> TurnRecord:
 
 
 async def test_pages_come_in_creation_order(store: SqliteStore) -> None:
-    ids = [await _agent(store) for _ in range(5)]
-    first = await store.list_agents(0, 2)
-    assert [a.agent_id for a in first.items] == ids[:2] and first.has_more
-    last = await store.list_agents(4, 2)
-    assert [a.agent_id for a in last.items] == ids[4:] and not last.has_more
-    everything = await store.list_agents(0, None)
-    assert [a.agent_id for a in everything.items] == ids and not everything.has_more
+    agent_id = await _agent(store)
+    ids = [await _session(store, agent_id) for _ in range(5)]
+    first = await store.list_sessions(agent_id, 0, 2)
+    assert [s.session_id for s in first.items] == ids[:2] and first.has_more
+    last = await store.list_sessions(agent_id, 4, 2)
+    assert [s.session_id for s in last.items] == ids[4:] and not last.has_more
+    everything = await store.list_sessions(agent_id, 0, None)
+    assert [s.session_id for s in everything.items] == ids and not everything.has_more
 
 
 async def test_one_running_turn_per_session(store: SqliteStore) -> None:
@@ -74,18 +76,18 @@ async def test_one_running_turn_per_session(store: SqliteStore) -> None:
     await store.start_turn(_turn(agent_id, session_id), [])
 
 
-async def test_deleting_an_agent_cascades(store: SqliteStore, tmp_path: Path) -> None:
+async def test_deleting_a_session_cascades(store: SqliteStore, tmp_path: Path) -> None:
     agent_id = await _agent(store)
     session_id = await _session(store, agent_id)
     await store.start_turn(_turn(agent_id, session_id), [UserMessage(content="hi")])
-    await store.delete_agent(agent_id)
+    await store.delete_session(agent_id, session_id)
     with pytest.raises(NotFoundError):
         await store.get_session(agent_id, session_id)
     with closing(sqlite3.connect(tmp_path / "store.db")) as raw:  # a connection's own ``with`` does not close it
         counts = [raw.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("sessions", "turns", "messages")]
     assert counts == [0, 0, 0]
     with pytest.raises(NotFoundError):
-        await store.delete_agent(agent_id)
+        await store.delete_session(agent_id, session_id)
 
 
 async def test_a_running_turn_without_a_lease_counts_as_expired(store: SqliteStore) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -37,7 +39,7 @@ from ferryman.coordination.select import fanout_for
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
 from ferryman.inference.base import InferenceProvider
-from ferryman.inference.embedded import DEFAULT_CONTEXT_LENGTH, EmbeddedProvider, Runtime
+from ferryman.inference.embedded_runtime import DEFAULT_CONTEXT_LENGTH, Runtime
 from ferryman.inference.local_embeddings import PROVIDER_ID as LOCAL_EMBEDDINGS
 from ferryman.inference.local_embeddings import LocalEmbeddingProvider, local_embeddings_available
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
@@ -63,7 +65,6 @@ from ferryman.services.approval_sweep import ApprovalSweep
 from ferryman.services.approvals import ApprovalService
 from ferryman.services.audit import AuditService
 from ferryman.services.files import FileService
-from ferryman.services.forks import MAX_FORK_TURNS
 from ferryman.services.host import TurnHost
 from ferryman.services.leases import TurnLeases
 from ferryman.services.models import ModelService
@@ -223,7 +224,6 @@ def build_services(
     schedules: ScheduleSettings | None = None,
     clock: Clock = time.time,
     context: ContextSettings | None = None,
-    max_fork_turns: int = MAX_FORK_TURNS,
     rollback_wait_seconds: float = ROLLBACK_WAIT_SECONDS,
 ) -> Services:
     """Wire the services over a store and inference providers.
@@ -250,7 +250,6 @@ def build_services(
     ``webhooks`` signs runs' webhook events and bounds their deliveries (``webhooks.*``);
     ``context`` seals compaction items and names the model that writes summaries (``context.*``);
     ``schedules`` how often due schedules are fired and their bounds (``schedules.*``), read on ``clock``;
-    ``max_fork_turns`` is the most turns one session fork copies (``storage.max_fork_turns``);
     ``rollback_wait_seconds`` is the most a rollback waits for the turn it cancelled to stop
     (``storage.rollback_wait_seconds``).
     """
@@ -322,7 +321,7 @@ def build_services(
         inline_document_tokens=knowledge.inline_document_tokens,
         blocks=agent_memory,
         holds=holds,
-        max_fork_turns=max_fork_turns,
+        access=access,
     )
     agents.on_session_deleted(holds.forget)
     if sandbox is not None:
@@ -390,6 +389,9 @@ def build_services(
 
 def _provider(settings: ProviderSettings, runtime: Runtime = "auto") -> InferenceProvider:
     if settings.type == EMBEDDED_TYPE:
+        # The runtimes, chat templates and tool-call parsing load only where an embedded model is served.
+        from ferryman.inference.embedded import EmbeddedProvider
+
         n_ctx = settings.context_length or DEFAULT_CONTEXT_LENGTH
         return EmbeddedProvider(settings.provider_id, settings.model_path, settings.model_id, n_ctx, runtime=runtime)
     return OpenAICompatibleProvider(
@@ -426,7 +428,6 @@ def services_from_settings(settings: Settings) -> Services:
         configured,
         fanout=fanout_for(settings.coordination_url()),
         lease_seconds=settings.storage.turn_lease_seconds,
-        max_fork_turns=settings.storage.max_fork_turns,
         rollback_wait_seconds=settings.storage.rollback_wait_seconds,
         sole_process=not settings.db_path().startswith(SHARED_DB_PREFIXES),
         fetch=settings.fetch,
@@ -502,7 +503,16 @@ API_MOUNTS = (
 )
 """Every route table under its prefix: the source of both the app's routes and its OpenAPI document."""
 
-OPENAPI = openapi_document(API_MOUNTS)
+
+@functools.cache
+def openapi() -> dict[str, Any]:
+    """The OpenAPI document of :data:`API_MOUNTS`, built when first asked for.
+
+    Not at import: a server whose document is never fetched does not hold it (about 3 MiB of dicts).
+    """
+    return openapi_document(API_MOUNTS)
+
+
 IDEMPOTENT_ROUTES = idempotent_routes(API_MOUNTS)
 UPLOAD_ROUTES = upload_routes(API_MOUNTS)
 
@@ -597,5 +607,5 @@ def create_app(services: Services, settle: bool = False) -> Starlette:
         ],
     )
     app.state.services = services
-    app.state.openapi = OPENAPI
+    app.state.openapi = openapi
     return app

@@ -34,7 +34,7 @@ from ferryman.api.memory import (
     MemoryBlockVersion,
     PutMemoryBlockRequest,
 )
-from ferryman.auth.principal import Principal, acting_as, current_principal
+from ferryman.auth.principal import Principal, current_principal
 from ferryman.config import MemorySettings
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.inference.context import ContextModel
@@ -42,10 +42,10 @@ from ferryman.storage.base import Store
 from ferryman.storage.domain.kinds import MEMORY_BLOCK
 from ferryman.storage.domain.memory_blocks import BlockRecord, BlockVersion, MemoryBlocks, block_id
 from ferryman.storage.kernel.filters import Filter
-from ferryman.storage.owned import authorize
 from ferryman.tools.memory import PromptBlock, memory_prompt
 
 from .access import Access
+from .agent_records import AgentRecords
 from .memory_budget import MemoryBudget
 
 EDIT_TRIES = 3
@@ -58,7 +58,7 @@ class AgentMemory:
     """The memory blocks of agents.
 
     Args:
-        store: The (owned) store, to read the agent as the caller.
+        store: The store, whose kernel holds the agents (read as the caller).
         blocks: The blocks' records.
         access: The access policy.
         settings: The limits (``memory.*``).
@@ -73,7 +73,7 @@ class AgentMemory:
         settings: MemorySettings,
         models: ContextModel | None = None,
     ) -> None:
-        self._store = store
+        self._agents = AgentRecords(store.kernel, access)
         self._blocks = blocks
         self._access = access
         self._settings = settings
@@ -205,11 +205,10 @@ class AgentMemory:
 
     async def _agent(self, who: Principal | None, agent_id: str, write: bool = False) -> Agent:
         """The agent as ``who`` reads it; with ``write``, also checked that ``who`` may update it."""
-        with acting_as(who):
-            agent = await self._store.get_agent(agent_id)
-            if write:
-                await authorize(self._store, "update", "agent", agent_id)
-        return agent
+        found = await self._agents.stored(who, agent_id)
+        if write:
+            self._agents.allow(who, found, "update")
+        return found.value
 
     async def _readable(self, who: Principal | None, agent_id: str) -> list[BlockRecord]:
         allow = self._access.filter(who, "read", MEMORY_BLOCK)
@@ -249,8 +248,7 @@ class AgentMemory:
         held = [b.label for b in await self._blocks.of_agent(agent_id)]
         if label in held[: self._settings.max_blocks]:
             try:
-                with acting_as(None):  # as the server: is the agent there at all
-                    await self._store.get_agent(agent_id)
+                await self._agents.get(None, agent_id)  # as the server: is the agent there at all
                 return
             except NotFoundError:
                 await self._blocks.delete(agent_id, label)

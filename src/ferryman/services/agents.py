@@ -21,8 +21,9 @@ from ferryman.api.agents import (
     ToolExecutionStep,
     Turn,
 )
-from ferryman.api.content import TurnInputMessage, UserMessage
-from ferryman.auth.principal import current_principal
+from ferryman.api.content import Message, TurnInputMessage, UserMessage
+from ferryman.auth.policy import AccessPolicy
+from ferryman.auth.principal import Principal, acting_as, current_principal
 from ferryman.coordination.base import RecordDeleted
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.context_fit import minimal_fit
@@ -40,15 +41,20 @@ from ferryman.knowledge.chunking import count_tokens
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, SessionRecord, StoredEvent, TurnRecord, turn_from_record
+from ferryman.storage.domain.forks import Lineages
+from ferryman.storage.domain.records import Stored
 from ferryman.storage.owned import authorize
 from ferryman.tools.memory import TOOL_NAME
 from ferryman.tools.registry import ToolRegistry
 from ferryman.webhooks.outbox import ArmedRun
 
+from .access import Access
 from .agent_memory import AgentMemory
+from .agent_records import AgentRecords
 from .approval_holds import ApprovalHolds
 from .documents import attach_documents, document_texts
-from .forks import MAX_FORK_TURNS, SessionForks
+from .fork_reads import ForkReads
+from .forks import SessionForks
 from .host import TurnHost
 from .leases import ABANDONED
 from .run_metrics import RunMetrics
@@ -86,6 +92,8 @@ class AgentService:
         blocks: The agents' memory blocks, shown in each turn's system message and deleted with their agent
             (None: agents have no memory).
         holds: The approval inbox, told of the calls turns hold and of those a resume answers (None: no inbox).
+        access: Who may do what to agents (default: each caller acts on what it owns); sessions and turns are
+            still checked by the store (``storage.owned``).
     """
 
     def __init__(
@@ -99,7 +107,7 @@ class AgentService:
         inline_document_tokens: int = INLINE_DOCUMENT_TOKENS,
         blocks: AgentMemory | None = None,
         holds: ApprovalHolds | None = None,
-        max_fork_turns: int = MAX_FORK_TURNS,
+        access: Access | None = None,
     ) -> None:
         self._host = host
         self._store = host.store
@@ -115,11 +123,13 @@ class AgentService:
         self._inline_document_tokens = inline_document_tokens
         self._blocks = blocks
         self._holds = holds
-        self._max_fork_turns = max_fork_turns
-        # Agents never change once created, so turns use kept configs; this saves a database
-        # round trip on every turn. A delete drops the entry on every replica (RecordDeleted);
-        # reading an agent always asks the store, so a delete elsewhere is seen at once.
-        self._agents: dict[str, Agent] = {}
+        self._reads = ForkReads(self._store, Lineages(self._store.kernel))
+        self._forks = SessionForks(self._store, self._reads, self._leases.until, holds)
+        self.agents = AgentRecords(self._store.kernel, access or Access(AccessPolicy()))
+        # Agents never change once created, so turns use kept configs (with their owners, checked against each
+        # caller); this saves a database round trip on every turn. A delete drops the entry on every replica
+        # (RecordDeleted); reading an agent always asks the store, so a delete elsewhere is seen at once.
+        self._agents: dict[str, Stored[Agent]] = {}
         self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
         self._queue = TurnQueue(
             self._store, self._runner, self._fanout, _stream_named, host.cancel_everywhere, host.rollback_wait_seconds
@@ -139,41 +149,58 @@ class AgentService:
             raise InvalidRequestError(exc.message, "agent_config.model") from exc
         await build_plan(config, TurnOverrides(), self._tools, self._shields, offline=True)
         agent = Agent(agent_id=new_id(), agent_config=config, created_at=utcnow())
-        await self._store.create_agent(agent)
+        await self.agents.create(current_principal.get(), agent)
         return agent.agent_id
 
     async def get_agent(self, agent_id: str) -> Agent:
         """One agent, as stored now."""
-        return await self._store.get_agent(agent_id)
+        return await self.agents.get(current_principal.get(), agent_id)
 
-    async def _agent(self, agent_id: str) -> Agent:
-        """One agent, kept for the turns that follow."""
-        agent = self._agents.get(agent_id)
-        if agent is None:
-            agent = await self._store.get_agent(agent_id)
+    async def _agent(self, agent_id: str, who: Principal | None) -> Agent:
+        """One agent ``who`` may read, kept for the turns that follow (a kept one is checked for each caller)."""
+        found = self._agents.get(agent_id)
+        if found is None:
+            found = await self.agents.stored(who, agent_id)
             if len(self._agents) >= _AGENT_CACHE_SIZE:
                 self._agents.pop(next(iter(self._agents)))
-            self._agents[agent_id] = agent
-        return agent
+            self._agents[agent_id] = found
+        else:
+            self.agents.allow(who, found)
+        return found.value
 
     async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
-        """Agents in creation order."""
-        return await self._store.list_agents(start_index, limit)
+        """The agents the caller may read, in creation order."""
+        return await self.agents.page(current_principal.get(), start_index, limit)
 
     async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent with everything under it, cancelling its running turns first."""
-        await self._store.get_agent(agent_id)
-        await authorize(self._store, "delete", "agent", agent_id)  # before stopping its turns
+        """Delete an agent with everything under it, cancelling its running turns first.
+
+        Its sessions (and what is under them) are deleted first, as the server: deleting the agent was
+        allowed, whoever opened them. Those opened meanwhile, after the first listing, go after the agent.
+        """
+        who = current_principal.get()
+        await self.agents.stored(who, agent_id, "delete")  # before stopping its turns
         self.forget(agent_id)
         await self._cancel(agent_id, "the agent was deleted")
-        keeps = self._memory is not None or self._session_deleted
-        sessions = (await self._store.list_sessions(agent_id, 0, None)).items if keeps else []
-        await self._store.delete_agent(agent_id)
+        await self._delete_sessions(agent_id)
+        if not await self.agents.delete(who, agent_id):
+            raise NotFoundError(f"agent '{agent_id}' not found")
+        self.forget(agent_id)  # a read since the first forget may have cached it again
+        await self._delete_sessions(agent_id)  # any opened while the first were deleted: none can be now
         if self._blocks is not None:
             await self._blocks.forget(agent_id)
-        for session in sessions:
-            await self._forget_memory(session.session_id)
         await self._fanout.notify(RecordDeleted(agent_id, "agent"))
+
+    async def _delete_sessions(self, agent_id: str) -> None:
+        """Delete every session of an agent with its turns, and what lives beside each (as the server)."""
+        with acting_as(None):
+            sessions = (await self._store.list_sessions(agent_id, 0, None)).items
+            for session in sessions:
+                try:
+                    await self._store.delete_session(agent_id, session.session_id)
+                except NotFoundError:  # deleted meanwhile by its own delete
+                    continue
+                await self._forget_memory(session.session_id)
 
     def on_session_deleted(self, callback: Callable[[str], Awaitable[None]]) -> None:
         """Have ``callback(session_id)`` run after a session is deleted (with its agent or alone)."""
@@ -192,45 +219,70 @@ class AgentService:
     # ---- sessions --------------------------------------------------------
 
     async def create_session(self, agent_id: str, session_name: str) -> str:
-        """Open a session of an agent; return its id."""
-        await self._store.get_agent(agent_id)
+        """Open a session of an agent (which the caller may read); return its id."""
+        await self.agents.get(current_principal.get(), agent_id)
         session = SessionRecord(new_id(), agent_id, session_name, utcnow())
         await self._store.create_session(session)
+        await self._agent_kept(agent_id, session.session_id)
         return session.session_id
 
+    async def _agent_kept(self, agent_id: str, session_id: str) -> None:
+        """Undo a session opened as its agent was deleted, and say the agent is missing.
+
+        The agent is read again once the session is stored: an agent delete that ran between the first read
+        and the write listed the agent's sessions before this one existed, and no key in storage refuses it.
+        A delete that has not yet removed the record lists its sessions again after it (``delete_agent``).
+        """
+        try:
+            await self.agents.get(None, agent_id)
+        except NotFoundError:
+            with acting_as(None), contextlib.suppress(NotFoundError):
+                await self._store.delete_session(agent_id, session_id)
+                await self._forget_memory(session_id)
+            raise
+
     async def get_session(self, agent_id: str, session_id: str, turn_ids: list[str] | None) -> Session:
-        """A session with its turns (only those named, if ``turn_ids`` is given)."""
+        """A session with its turns (only those named, if ``turn_ids`` is given): a fork's shared ones first."""
         record = await self._store.get_session(agent_id, session_id)
+        shared = await self._reads.inherited_turns(session_id)
+        if turn_ids is not None:
+            shared = [turn for turn in shared if turn.turn_id in turn_ids]
         turns = await self._store.list_turns([session_id], turn_ids)
-        return _session(record, turns)
+        return _session(record, [*shared, *turns])
 
     async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[Session]:
         """An agent's sessions with their turns, in creation order."""
-        await self._store.get_agent(agent_id)
+        await self.agents.get(current_principal.get(), agent_id)
         page = await self._store.list_sessions(agent_id, start_index, limit)
         turns = await self._store.list_turns([s.session_id for s in page.items])
-        by_session: dict[str, list[Turn]] = {}
+        by_session = await self._reads.inherited_of([s.session_id for s in page.items])
         for turn in turns:
             by_session.setdefault(turn.session_id, []).append(turn)
         sessions = [_session(s, by_session.get(s.session_id, [])) for s in page.items]
         return Page(sessions, page.has_more)
 
     async def delete_session(self, agent_id: str, session_id: str) -> None:
-        """Delete a session with its turns, cancelling its running turn first."""
+        """Delete a session with its turns, cancelling its running turn first; what forks share of it is first
+        given to a holder (``forks.py``)."""
         await self._store.get_session(agent_id, session_id)
         await authorize(self._store, "delete", "session", session_id)  # before stopping its turn
         await self._cancel(session_id, "the session was deleted")
+        await self._forks.detach(session_id)
         await self._store.delete_session(agent_id, session_id)
         await self._forget_memory(session_id)
 
     async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:
-        """A new session whose history is the session's up to and including ``turn_id``; its id (see ``forks.py``)."""
-        forks = SessionForks(self._store, self._leases.until, self._max_fork_turns, self._holds)
-        return await forks.fork_session(agent_id, session_id, turn_id, session_name)
+        """A new session sharing the session's history up to and including ``turn_id``; its id (see ``forks.py``)."""
+        await self.agents.get(current_principal.get(), agent_id)
+        forked = await self._forks.fork_session(agent_id, session_id, turn_id, session_name)
+        await self._agent_kept(agent_id, forked)
+        return forked
 
     async def _forget_memory(self, session_id: str) -> None:
         """Delete what lives beside the session: its own vector store (its turns' large documents), if it has
-        one, and whatever the session-deletion callbacks hold (the code interpreter's kernel and files)."""
+        one, whatever the session-deletion callbacks hold (the code interpreter's kernel and files), and its
+        lineage if it is a fork."""
+        await self._forks.forget(session_id)
         if self._memory is not None:
             await self._memory.forget(session_id)
         for callback in self._session_deleted:
@@ -254,7 +306,7 @@ class AgentService:
             ContextLengthExceededError: the instructions, history, input and tools are longer than the
                 model's context (less the answer's room); nothing is stored.
         """
-        agent = await self._agent(agent_id)
+        agent = await self._agent(agent_id, current_principal.get())
         await self._host.check_webhook(request.webhook)
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
         plan = await self._remembering(
@@ -280,7 +332,8 @@ class AgentService:
             async with self._host.admitting(record.turn_id):
                 if request.multitask_strategy != "reject":
                     return await self._enqueue(record, plan, history_inputs, memorized, span, request)
-                history = await self._store.start_turn(record, list(history_inputs))
+                shared = await self._reads.inherited_history(session_id)  # ended turns only: never changes
+                history = [*shared, *await self._store.start_turn(record, list(history_inputs))]
                 state = TurnState(record, plan, history, documents=memorized, span=span)
                 return self._launch(
                     record,
@@ -309,7 +362,7 @@ class AgentService:
         ready: list[TurnState] = []
 
         async def started() -> None:
-            history = await self._store.load_history(record.session_id, record.turn_id)
+            history = await self._history(record.session_id, record.turn_id)
             now = await self._remembering(record.agent_id or "", plan)
             ready.append(TurnState(record, now, history, documents=documents, span=span))
 
@@ -343,7 +396,7 @@ class AgentService:
         if plan.context.strategy != "disabled":
             await minimal_fit(self._models, plan.chat_request, list(inputs))
             return
-        earlier = await self._store.load_history(session_id, turn_id)
+        earlier = await self._history(session_id, turn_id)
         await check_context(self._models, plan.chat_request([*earlier, *inputs]))
 
     async def _documents(self, request: CreateTurnRequest) -> tuple[list[TurnInputMessage], list[MemoryDocument]]:
@@ -374,11 +427,13 @@ class AgentService:
         """Continue a turn that awaits client tool results or decisions on its approval requests.
 
         ``continued``: the server continues the run itself (the approval inbox), with the webhook of the run
-        that paused, checked when that run's request named it (and again at every attempt).
+        that paused, checked when that run's request named it (and again at every attempt). It reads the agent
+        as the server: the inbox checked that the decider may update the session, and the run goes on with
+        what its caller may read now (memory blocks, sessions), whether or not that still includes the agent.
         """
         if not request.tool_responses and not request.approvals:
             raise InvalidRequestError("a resume needs tool_responses, approvals, or both", "tool_responses")
-        agent = await self._agent(agent_id)
+        agent = await self._agent(agent_id, None if continued else current_principal.get())
         if not continued:
             await self._host.check_webhook(request.webhook)
         await self._store.get_session(agent_id, session_id)
@@ -403,7 +458,7 @@ class AgentService:
             record = await self._store.claim_resume(session_id, turn_id, self._leases.until(), overrides=kept)
             if self._holds is not None:
                 await self._holds.turn_answered(turn_id, held)
-            history = await self._store.load_history(session_id, turn_id)
+            history = await self._history(session_id, turn_id)
             done = await self._store.list_turns([session_id], [turn_id])
             span = start_turn_span(
                 record, "agents", session_id, agent_name=agent.agent_config.name, resumes=paused_span(record.overrides)
@@ -488,14 +543,25 @@ class AgentService:
         await self._host.notify(hook.url, hook.run_key, turn.turn_id, TURN_EVENTS.get(turn.status), data, owned_as)
 
     async def turn_events(self, agent_id: str, session_id: str, turn_id: str, after: int) -> AsyncIterator[StoredEvent]:
-        """A turn's events numbered above ``after``: stored ones, then live ones until it ends."""
+        """A turn's events numbered above ``after``: stored ones, then live ones until it ends (a turn a fork
+        shares has ended: its events are its original's, read as the server)."""
         await self._store.get_session(agent_id, session_id)
-        await self._store.get_turn_record(session_id, turn_id)
+        try:
+            await self._store.get_turn_record(session_id, turn_id)
+            shared = False
+        except NotFoundError:
+            await self._reads.inherited_turn(session_id, turn_id)
+            shared = True
 
         async def stored_after(last: int) -> list[StoredEvent]:
+            if shared:
+                with acting_as(None):
+                    return await self._store.turn_events_after(turn_id, last)
             return await self._store.turn_events_after(turn_id, last)
 
         async def is_running() -> bool:
+            if shared:
+                return False
             try:
                 return (await self._store.get_turn_record(session_id, turn_id)).status in ("in_progress", "queued")
             except NotFoundError:  # deleted while followed: its stream just ends
@@ -549,11 +615,11 @@ class AgentService:
         return True
 
     async def get_turn(self, agent_id: str, session_id: str, turn_id: str) -> Turn:
-        """One turn with its completed steps."""
+        """One turn with its completed steps (of a fork: its own, or one it shares, as its source holds it)."""
         await self._store.get_session(agent_id, session_id)
         turns = await self._store.list_turns([session_id], [turn_id])
         if not turns:
-            raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
+            return await self._reads.inherited_turn(session_id, turn_id)  # ended: never awaits approval
         turn = turns[0]
         if turn.status == "awaiting_input":
             pending = await self._store.pending_step(turn_id)
@@ -562,9 +628,24 @@ class AgentService:
         return turn
 
     async def get_step(self, agent_id: str, session_id: str, turn_id: str, step_id: str) -> Step:
-        """One step of a turn."""
+        """One step of a turn (of a fork: of its own turn, or of one it shares)."""
         await self._store.get_session(agent_id, session_id)
-        return await self._store.get_step(session_id, turn_id, step_id)
+        try:
+            return await self._store.get_step(session_id, turn_id, step_id)
+        except NotFoundError as missing:
+            try:
+                shared = await self._reads.inherited_turn(session_id, turn_id)
+            except NotFoundError:
+                raise missing from None  # it names what is missing: the step of an own turn, or the turn
+            found = next((step for step in shared.steps if step.step_id == step_id), None)
+            if found is None:
+                raise
+            return found
+
+    async def _history(self, session_id: str, turn_id: str) -> list[Message]:
+        """The history a turn reads: what its session shares (a fork's), then the session's own up to the turn."""
+        shared = await self._reads.inherited_history(session_id)
+        return [*shared, *await self._store.load_history(session_id, turn_id)]
 
 
 def _stream(turn_id: str) -> str:

@@ -63,6 +63,7 @@ from ferryman.auth.principal import Principal, acting_as
 from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import Store
 from ferryman.storage.domain.approvals import DECIDED, PENDING, HeldCall, HeldCalls
+from ferryman.storage.domain.forks import Lineages
 from ferryman.storage.domain.records import Stored
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.owned import authorize
@@ -79,6 +80,7 @@ from .acting_owner import (
 from .agents import AgentService
 from .approval_holds import request_binding
 from .approval_view import ApprovalView
+from .fork_reads import ForkReads
 from .responses.service import ResponsesService
 from .webhooks import stored_webhook
 
@@ -134,6 +136,7 @@ class ApprovalService:
         self._calls = calls
         self._access = access
         self._store = store
+        self._reads = ForkReads(store, Lineages(store.kernel))
         self._agents = agents
         self._responses = responses
 
@@ -299,7 +302,7 @@ class ApprovalService:
             ConflictError: a request item was changed or removed.
         """
         conversation = response.conversation
-        items = await self._store.all_items(conversation.id) if conversation else list(response.output)
+        items = await self._reads.items(conversation.id) if conversation else list(response.output)
         requests = {item.id: item for item in items if isinstance(item, McpApprovalRequestItem)}
         changed = [
             call.id

@@ -1,100 +1,131 @@
-"""Forks (time travel): a new session, or conversation, whose history is another's up to a point.
+"""Forks (time travel) of sessions: a new session whose history is another's up to a turn, shared, not copied.
 
-A fork copies what it keeps through the store's own operations, so that it is
-owned by its caller and checked like any other write, and shares no mutable
-state with its original: a copied turn gets a new id, each of its steps a new
-id, and its history messages are written again under the copy. What both hold
-afterwards are immutable values only (message texts, tool call ids, an item's
-id within its conversation). A turn's stream events are not copied: a copied
-turn is read through its steps, and its events stay the original's.
+A fork is a new session, owned by its caller, and a lineage
+(:mod:`ferryman.storage.domain.forks`) naming the session it shares with and the
+last turn it shares. The shared turns stay where they are, under their ids and
+their original session's id: the fork's listing, its turns and steps, and the
+history its own turns read follow the lineage (:mod:`.fork_reads`), through a
+fork of a fork too. Making one is O(1) in the turns it keeps.
 
-A kept turn paused on calls held for approval stays paused in the fork, and its
-copy's calls are held in the approval inbox too, owned like the fork: a decision
-there continues the fork's turn, the original's calls stay the original's.
+Only ended turns are shared, since they never change. The last kept turn may
+still be paused (``awaiting_input``): it is copied, as the fork's first own turn,
+under a new id with its steps and messages, so that a resume or a decision in the
+fork continues the fork's copy alone; a copy paused on calls held for approval has
+them held in the approval inbox too, owned like the fork. An earlier kept turn
+that is paused is refused (409): it may still change in its original.
+
+The sessions are not on the storage kernel yet, so a fork's lineage and its session
+are two writes: the lineage first, then the session. A lineage whose session is
+missing (its write failed) is ignored by the readers that list a source's forks,
+and deleted when found.
+
+**Deleting a session that forks share (copy-on-delete).** Its own turns that some
+fork shares are copied first, in order and under new ids, into a holder: a hidden
+session of no agent's (:data:`HELD_AGENT`), with the deleted session's own lineage;
+each fork then shares the holder instead, and the original goes. The copies
+ids replace the originals' in the lineages of forks below too; a client reading
+the forks sees those turns under their new ids from then on. A fork sharing
+only what the deleted session shared in turn shares it from that session's source
+directly. A holder is deleted once no fork shares it.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from ferryman.api.agents import Step, ToolExecutionStep, Turn
 from ferryman.api.content import Message
-from ferryman.api.responses import Item
-from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+from ferryman.auth.filters import owner_of
+from ferryman.auth.principal import acting_as, current_principal
+from ferryman.errors import ConflictError, NotFoundError
 from ferryman.ids import new_id, utcnow
-from ferryman.storage.base import ConversationRecord, SessionRecord, StepWrite, Store, TurnRecord
+from ferryman.storage.base import SessionRecord, StepWrite, Store, TurnRecord
+from ferryman.storage.domain.forks import Lineage
 
 from .approval_holds import ApprovalHolds
+from .fork_reads import ForkReads
 from .webhooks import keep_webhook
 
 _ENDED = frozenset({"completed", "failed", "awaiting_input"})
-"""The statuses a kept turn may have: a turn that runs (or waits to run) has no history to copy yet."""
+"""The statuses a kept turn may have: a turn that runs (or waits to run) has no history to keep yet."""
 
-MAX_FORK_TURNS = 1000
-"""The most turns one fork copies by default (``storage.max_fork_turns``)."""
+HELD_AGENT = "ferryman:fork-history"
+"""The agent id of the holders of deleted sessions' shared turns: no agent's, so no listing shows them."""
 
 
 class SessionForks:
-    """Copies a session's turns into a new session owned by the caller.
+    """Forks sessions, and keeps what forks share when their original is deleted.
 
     Args:
         store: The storage backend (the owner-checking one: the caller must be able to read the original).
+        reads: Reads through the forks' lineages.
         lease_until: When a copied turn's lease ends (it runs, as far as the store knows, while it is written).
-        max_turns: The most turns one fork copies (``storage.max_fork_turns``).
         holds: Where the calls a copied turn holds for approval are put (None: no approval inbox).
     """
 
     def __init__(
         self,
         store: Store,
+        reads: ForkReads,
         lease_until: Callable[[], datetime],
-        max_turns: int = MAX_FORK_TURNS,
         holds: ApprovalHolds | None = None,
     ) -> None:
         self._store = store
+        self._reads = reads
+        self._lineages = reads.lineages
         self._lease_until = lease_until
-        self._max_turns = max_turns
         self._holds = holds
 
     async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:
-        """A new session of the agent holding the session's turns up to and including ``turn_id``; its id.
+        """A new session of the agent sharing the session's turns up to and including ``turn_id``; its id.
 
         Raises:
             NotFoundError: the session, or the turn in it, does not exist (or the caller may not read it).
-            InvalidRequestError: the fork would copy more than ``storage.max_fork_turns`` turns.
-            ConflictError: a kept turn still runs or waits to run, or one changed while the session was read.
+            ConflictError: a kept turn still runs or waits to run, one before the last is paused, or the
+                paused last one changed while the session was read.
         """
         source = await self._store.get_session(agent_id, session_id)
-        turns = await self._store.list_turns([session_id])
+        own = await self._store.list_turns([session_id])
+        turns = [*await self._reads.inherited_turns(session_id), *own]
         cut = next((i for i, turn in enumerate(turns) if turn.turn_id == turn_id), None)
         if cut is None:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
         kept = turns[: cut + 1]
-        if len(kept) > self._max_turns:
-            raise InvalidRequestError(
-                f"a fork at turn '{turn_id}' would copy {len(kept)} turns, more than storage.max_fork_turns "
-                f"({self._max_turns}); fork at an earlier turn"
-            )
-        for turn in kept:
+        for n, turn in enumerate(kept):
             if turn.status not in _ENDED:
                 raise ConflictError(f"turn '{turn.turn_id}' is {turn.status}; fork the session once it has ended")
-        copies = await self._read(session_id, kept)
+            if turn.status == "awaiting_input" and n < cut:
+                raise ConflictError(f"turn '{turn.turn_id}' awaits input; fork the session once it has ended")
+        paused = await self._read(session_id, kept[-1]) if kept[-1].status == "awaiting_input" else None
+        shared = kept[:-1] if paused is not None else kept
         target = SessionRecord(new_id(), agent_id, source.session_name if session_name is None else session_name,
                                utcnow())  # fmt: skip
-        await self._store.create_session(target)
+        if shared:
+            lineage = Lineage(id=target.session_id, of="session", source=session_id, through=shared[-1].turn_id,
+                              agent_id=agent_id)  # fmt: skip
+            await self._lineages.create(lineage, owner_of(current_principal.get()))
         try:
-            for copy in copies:
-                await self._hold(copy, await self._copy_turn(copy, target), agent_id)
+            await self._store.create_session(target)
+            with acting_as(None):  # deleted meanwhile, before its delete could see this lineage: nothing to share
+                await self._store.get_session(agent_id, session_id)
+            if paused is not None:
+                await self._hold(paused, await self._copy_turn(paused, target.session_id, agent_id), agent_id)
         except BaseException:
-            await self._store.delete_session(agent_id, target.session_id)
-            if self._holds is not None:
-                await self._holds.forget(target.session_id)
+            await self._discard(target)
             raise
         return target.session_id
+
+    async def _discard(self, target: SessionRecord) -> None:
+        """Undo a fork that failed half-way (as the server: its session may not have been written)."""
+        with acting_as(None):
+            with contextlib.suppress(NotFoundError):
+                await self._store.delete_session(target.agent_id or "", target.session_id)
+            await self._lineages.delete(target.session_id)
+            if self._holds is not None:
+                await self._holds.forget(target.session_id)
 
     async def _hold(self, kept: _Kept, copy: TurnRecord, agent_id: str) -> None:
         """Put the calls the copy of a turn paused for approval holds in the inbox, as the run that paused did."""
@@ -110,31 +141,28 @@ class SessionForks:
         )
         await self._holds.hold_turn(paused, agent_id)
 
-    async def _read(self, session_id: str, kept: list[Turn]) -> list[_Kept]:
-        """What is copied of each kept turn, read after the turns were listed.
+    async def _read(self, session_id: str, turn: Turn) -> _Kept:
+        """What is copied of a paused kept turn (its own: a paused turn is never shared), read after the listing.
 
-        A kept turn read again with another status than the listing's (a paused one
-        resumed meanwhile) changed while it was read: its steps, messages and record
-        may each show a different moment, so the fork is refused rather than mixed.
+        A turn read again with another status than the listing's (resumed meanwhile)
+        changed while it was read: its steps, messages and record may each show a
+        different moment, so the fork is refused rather than mixed.
         """
-        messages = await self._store.turn_messages(session_id, [turn.turn_id for turn in kept])
-        copies: list[_Kept] = []
-        for turn in kept:
-            record = await self._store.get_turn_record(session_id, turn.turn_id)
-            pending = await self._store.pending_step(turn.turn_id) if record.status == "awaiting_input" else None
-            if record.status != turn.status or record.completed_at != turn.completed_at:
-                raise ConflictError(f"turn '{turn.turn_id}' changed while session '{session_id}' was forked; try again")
-            copies.append(_Kept(turn, record, messages.get(turn.turn_id, []), pending))
-        return copies
+        messages = await self._store.turn_messages(session_id, [turn.turn_id])
+        record = await self._store.get_turn_record(session_id, turn.turn_id)
+        pending = await self._store.pending_step(turn.turn_id) if record.status == "awaiting_input" else None
+        if record.status != turn.status or record.completed_at != turn.completed_at:
+            raise ConflictError(f"turn '{turn.turn_id}' changed while session '{session_id}' was forked; try again")
+        return _Kept(turn, record, messages.get(turn.turn_id, []), pending)
 
-    async def _copy_turn(self, kept: _Kept, target: SessionRecord) -> TurnRecord:
-        """Write one turn again under the target session: started with its messages, its steps, then its end;
+    async def _copy_turn(self, kept: _Kept, session_id: str, agent_id: str) -> TurnRecord:
+        """Write one turn again under another session: started with its messages, its steps, then its end;
         the copy's record."""
         original = kept.record
         copy = TurnRecord(
             turn_id=new_id(),
-            session_id=target.session_id,
-            agent_id=target.agent_id,
+            session_id=session_id,
+            agent_id=agent_id,
             status="in_progress",
             input_messages=list(original.input_messages),
             started_at=original.started_at,
@@ -155,10 +183,88 @@ class SessionForks:
         await self._store.finish_turn(copy)
         return copy
 
+    # ---- deleting --------------------------------------------------------------
+
+    async def detach(self, session_id: str) -> None:
+        """Before a session is deleted: give what its forks share of it to a holder (see the module's text)."""
+        with acting_as(None):
+            forks = [lineage for lineage in await self._lineages.of_source(session_id) if await self._exists(lineage)]
+            if not forks:
+                return
+            lineage = await self._lineages.find(session_id)
+            own = await self._store.list_turns([session_id])
+            own_ids = [turn.turn_id for turn in own]
+            reach = max((own_ids.index(f.through) for f in forks if f.through in own_ids), default=-1)
+            if reach < 0:  # they share only what it shares in turn: from its source, directly
+                if lineage is not None:
+                    for fork in forks:
+                        await self._repoint(fork.id, lineage.source, {}, lineage.held)
+                return
+            holder = new_id()
+            if lineage is not None:
+                held = lineage.model_copy(update={"id": holder, "agent_id": HELD_AGENT})
+                await self._lineages.create(held, None)
+            await self._store.create_session(SessionRecord(holder, HELD_AGENT, "fork history", utcnow()))
+            moved: dict[str, str] = {}
+            for turn in own[: reach + 1]:
+                kept = await self._ended(session_id, turn)
+                moved[turn.turn_id] = (await self._copy_turn(kept, holder, HELD_AGENT)).turn_id
+            for fork in forks:
+                await self._repoint(fork.id, holder, moved, True)
+            await self._renumber([fork.id for fork in forks], moved)
+
+    async def _renumber(self, fork_ids: list[str], moved: dict[str, str]) -> None:
+        """Have the forks of these forks (and so on down) that share a moved turn name its copy instead."""
+        while fork_ids:
+            below = [lineage for fork_id in fork_ids for lineage in await self._lineages.of_source(fork_id)]
+            for lineage in below:
+                if lineage.through in moved:
+                    await self._lineages.change(lineage.id, lambda kept: _renamed(kept, moved))
+            fork_ids = [lineage.id for lineage in below]
+
+    async def _ended(self, session_id: str, turn: Turn) -> _Kept:
+        """What is copied of an ended turn."""
+        messages = await self._store.turn_messages(session_id, [turn.turn_id])
+        record = await self._store.get_turn_record(session_id, turn.turn_id)
+        return _Kept(turn, record, messages.get(turn.turn_id, []), None)
+
+    async def _repoint(self, fork_id: str, source: str, moved: dict[str, str], held: bool) -> None:
+        def edit(lineage: Lineage) -> Lineage:
+            through = moved.get(lineage.through, lineage.through)
+            return lineage.model_copy(update={"source": source, "through": through, "held": held})
+
+        await self._lineages.change(fork_id, edit)
+
+    async def _exists(self, lineage: Lineage) -> bool:
+        """Whether a lineage's session exists (one whose session was never written is deleted)."""
+        try:
+            await self._store.get_session(lineage.agent_id or "", lineage.id)
+        except NotFoundError:
+            await self._lineages.delete(lineage.id)
+            return False
+        return True
+
+    async def forget(self, session_id: str) -> None:
+        """After a session was deleted: delete its lineage, and the holder it shared if no fork shares it now."""
+        with acting_as(None):
+            lineage = await self._reads.lineage(session_id)
+            if lineage is not None and await self._lineages.delete(session_id):
+                await self._release(lineage)
+
+    async def _release(self, lineage: Lineage) -> None:
+        """Delete the holder ``lineage`` shared (and so on up) once no fork shares it."""
+        if not lineage.held or await self._lineages.of_source(lineage.source):
+            return
+        with contextlib.suppress(NotFoundError):
+            await self._store.delete_session(HELD_AGENT, lineage.source)
+        above = await self._lineages.find(lineage.source)
+        if above is not None and await self._lineages.delete(above.id):
+            await self._release(above)
+
 
 @dataclass(frozen=True)
 class _Kept:
-    """One kept turn as read for its copy: its listing (with its steps), record, own messages, pending step."""
+    """One turn as read for its copy: its listing (with its steps), record, own messages, pending step."""
 
     turn: Turn
     record: TurnRecord
@@ -166,33 +272,8 @@ class _Kept:
     pending: Step | None
 
 
-async def fork_conversation(
-    store: Store, conversation_id: str, item_id: str, metadata: dict[str, str] | None
-) -> ConversationRecord:
-    """A new conversation holding the conversation's items up to and including ``item_id``.
-
-    The items keep their ids (an id is unique within its conversation), so a client that
-    sends one back to the fork finds it there, as in the original.
-
-    Raises:
-        NotFoundError: the conversation, or the item in it, does not exist (or the caller may not read it).
-    """
-    source = await store.get_conversation(conversation_id)
-    items = await store.all_items(conversation_id)
-    cut = next((i for i, item in enumerate(items) if item.id == item_id), None)
-    if cut is None:
-        raise NotFoundError(f"item '{item_id}' not found in conversation '{conversation_id}'")
-    kept: list[Item] = [item.model_copy(deep=True) for item in items[: cut + 1]]
-    session = SessionRecord(new_id(), None, "conversation", utcnow())
-    await store.create_session(session)
-    record = ConversationRecord(
-        conversation_id=f"conv_{uuid.uuid4().hex}",
-        session_id=session.session_id,
-        metadata=dict(source.metadata if metadata is None else metadata),
-        created_at=int(time.time()),
-    )
-    await store.create_conversation(record, kept)
-    return record
+def _renamed(lineage: Lineage, moved: dict[str, str]) -> Lineage:
+    return lineage.model_copy(update={"through": moved.get(lineage.through, lineage.through)})
 
 
 def _step_of(step: Step, turn_id: str) -> Step:

@@ -36,6 +36,7 @@ from ferryman.storage.owned import authorize
 
 from .access import Access
 from .acting_owner import acts_for_a_while
+from .agent_records import AgentRecords
 from .cron import check_cron, check_interval, next_tick, time_zone
 
 Clock = Callable[[], float]
@@ -53,7 +54,7 @@ class ScheduleService:
     Args:
         records: The schedules and runs.
         access: The access policy.
-        store: Where agents and sessions are read (as the caller), to check what a schedule names.
+        store: Where sessions are read (as the caller) and agents (its kernel), to check what a schedule names.
         settings: The ``schedules:`` settings.
         clock: The time now.
     """
@@ -66,6 +67,7 @@ class ScheduleService:
         self.clock = clock
         self._access = access
         self._store = store
+        self._agents = AgentRecords(store.kernel, access)
 
     async def create(self, who: Principal | None, request: CreateScheduleRequest) -> Schedule:
         """Check and store a schedule as ``who``'s; active at its next tick unless ``paused``.
@@ -84,7 +86,7 @@ class ScheduleService:
                 f"message must be at most {self.settings.max_message_chars} characters (schedules.max_message_chars)",
                 "message",
             )
-        await self._check_targets(request.agent_id, request.session_id)
+        await self._check_targets(who, request.agent_id, request.session_id)
         schedule_id = new_schedule_id()
         self._access.check(who, "create", SCHEDULE, schedule_id)
         owner = self._access.owner(who)
@@ -105,14 +107,14 @@ class ScheduleService:
         self._access.record(who, "create", SCHEDULE, schedule_id)
         return schedule
 
-    async def _check_targets(self, agent_id: str, session_id: str | None) -> None:
-        """The agent (and session) exist and the caller may use them (the store checks, as the caller).
+    async def _check_targets(self, who: Principal | None, agent_id: str, session_id: str | None) -> None:
+        """The agent (and session) exist and ``who`` may use them (the session checked by the store, as the caller).
 
         Raises:
             NotFoundError: the agent or session is missing, or the caller may not read it (as any such record).
             ForbiddenError: the caller may read the session but not add turns to it.
         """
-        await self._store.get_agent(agent_id)
+        await self._agents.get(who, agent_id)
         if session_id is None:
             return
         await self._store.get_session(agent_id, session_id)

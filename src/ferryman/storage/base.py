@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from ferryman.api.agents import Agent, Step, Turn, TurnError, TurnStatus
+from ferryman.api.agents import Step, Turn, TurnError, TurnStatus
 from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
 from ferryman.api.responses import Item, Response
 from ferryman.auth.principal import Principal
@@ -95,28 +95,11 @@ def turn_from_record(record: TurnRecord, steps: list[Step]) -> Turn:
     )
 
 
-class AgentStore(Protocol):
-    """Agents."""
-
-    async def create_agent(self, agent: Agent) -> None:
-        """Store a new agent."""
-        ...
-
-    async def get_agent(self, agent_id: str) -> Agent:
-        """Return an agent or raise NotFoundError."""
-        ...
-
-    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
-        """Return agents in creation order."""
-        ...
-
-    async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent with its sessions, turns and steps, or raise NotFoundError."""
-        ...
-
-
 class SessionStore(Protocol):
-    """Sessions of an agent."""
+    """Sessions of an agent (the agents themselves are kernel records: :mod:`ferryman.storage.domain.agents`).
+
+    No backend checks that a session's agent exists: the service that opens one does, in the kernel.
+    """
 
     async def create_session(self, session: SessionRecord) -> None:
         """Store a new session."""
@@ -449,7 +432,6 @@ class OwnershipStore(Protocol):
 
 
 class Store(
-    AgentStore,
     SessionStore,
     TurnStore,
     ResponseStore,

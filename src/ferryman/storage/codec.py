@@ -1,4 +1,4 @@
-"""JSON encoding of the nested parts of records (messages, steps, configs)."""
+"""JSON encoding of the nested parts of records (messages, steps, times)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from pydantic import TypeAdapter
 
-from ferryman.api.agents import AgentConfig, Step
+from ferryman.api.agents import Step
 from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
 
 _messages = TypeAdapter(list[Message])
@@ -48,11 +48,6 @@ def load_step(text: str) -> Step:
 def load_completion(text: str | None) -> CompletionMessage | None:
     """Decode an assistant message."""
     return CompletionMessage.model_validate_json(text) if text else None
-
-
-def load_config(text: str) -> AgentConfig:
-    """Decode an agent config."""
-    return AgentConfig.model_validate_json(text)
 
 
 def dump_time(moment: datetime | None) -> str | None:

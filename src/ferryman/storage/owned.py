@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ferryman.api.agents import Agent, Turn
+from ferryman.api.agents import Turn
 from ferryman.auth.audit import audit
 from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
@@ -102,11 +102,8 @@ _vector_store = _arg("vector_store", "vector_store_id")
 _vector_store_of = _arg("vector_store", "record", "vector_store_id")
 
 RULES: dict[str, Rule] = {
-    "create_agent": Create(_arg("agent", "agent", "agent_id")),
-    "get_agent": Act("read", _arg("agent", "agent_id")),
-    "list_agents": Listing(),
-    "delete_agent": Act("delete", _arg("agent", "agent_id")),
-    "create_session": Create(_arg("session", "session", "session_id"), _arg("agent", "session", "agent_id")),
+    # A session's agent is a kernel record: the service checks the caller may read it (services/agent_records.py).
+    "create_session": Create(_arg("session", "session", "session_id")),
     "get_session": Act("read", _session),
     "list_sessions": Listing(),
     "delete_session": Act("delete", _session),
@@ -322,13 +319,8 @@ class OwnedStore:
         end = None if limit is None else start + limit
         return Page(kept[start:end], wanted is not None and len(kept) >= wanted)
 
-    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
-        """Readable agents in creation order."""
-        return await self._offset_page("agent", self.inner.list_agents, lambda a: a.agent_id, start_index, limit)
-
     async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
-        """An agent's readable sessions in creation order."""
-        await self.check("read", "agent", agent_id)
+        """An agent's readable sessions in creation order (the caller's reading the agent is the service's check)."""
 
         async def fetch(offset: int, count: int) -> Page[SessionRecord]:
             return await self.inner.list_sessions(agent_id, offset, count)

@@ -8,9 +8,7 @@ whatever characters it holds, can make two keys collide.
 kind                type         holds
 ==================  ===========  ====================================================
 ``seq``             string       the counter every ordering score comes from (INCR)
-``agents``          sorted set   agent ids by creation
-``agent``           hash         config, created_at, seq
-``agent_sessions``  sorted set   an agent's session ids by creation
+``agent_sessions``  sorted set   an agent's session ids by creation (the agents are kernel records)
 ``session``         hash         agent_id (absent: no agent), name, started_at, seq,
                                  running (the id of its running turn, if any)
 ``session_turns``   sorted set   a session's turn ids by start
@@ -68,8 +66,6 @@ from ferryman.redis_url import DEFAULT_PREFIX
 from .base import StoredEvent
 
 SEQ = "seq"
-AGENTS = "agents"
-AGENT = "agent"
 AGENT_SESSIONS = "agent_sessions"
 SESSION = "session"
 SESSION_TURNS = "session_turns"

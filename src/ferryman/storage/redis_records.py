@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from ferryman.api.agents import Agent, TurnError, TurnStatus
+from ferryman.api.agents import TurnError, TurnStatus
 from ferryman.api.responses import Response, ResponseError
 from ferryman.errors import FailureCode
 
@@ -20,7 +20,6 @@ from .base import ConversationRecord, ResponseRecord, SessionRecord, StepWrite, 
 from .redis_lua_responses import SaveResponse
 from .redis_lua_turns import FinishTurn, SaveStep
 
-AGENT_FIELDS = ("config", "created_at")
 SESSION_FIELDS = ("agent_id", "name", "started_at")
 RESPONSE_FIELDS = (
     "turn_id",
@@ -36,14 +35,6 @@ RESPONSE_FIELDS = (
 def lease_score(moment: datetime | None) -> float:
     """The score of a running turn in the lease index: no lease counts as long expired."""
     return moment.timestamp() if moment is not None else float("-inf")
-
-
-def agent_of(agent_id: str, values: Sequence[str | None]) -> Agent:
-    """An agent from its id and :data:`AGENT_FIELDS`."""
-    config, created_at = values
-    if config is None or created_at is None:
-        raise KeyError(f"agent '{agent_id}' is incomplete")
-    return Agent(agent_id=agent_id, agent_config=codec.load_config(config), created_at=codec.require_time(created_at))
 
 
 def session_of(session_id: str, values: Sequence[str | None]) -> SessionRecord:

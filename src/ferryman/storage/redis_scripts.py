@@ -155,22 +155,6 @@ end
 
 
 @dataclass(frozen=True)
-class CreateAgent:
-    """Arguments of :data:`CREATE_AGENT`."""
-
-    agent_id: str
-    config: str
-    created_at: str
-
-
-@dataclass(frozen=True)
-class AgentId:
-    """Arguments of :data:`DELETE_AGENT`."""
-
-    agent_id: str
-
-
-@dataclass(frozen=True)
 class CreateSession:
     """Arguments of :data:`CREATE_SESSION`."""
 
@@ -188,41 +172,11 @@ class SessionOfAgent:
     session_id: str
 
 
-# Exists-check, then a counter, a hash and an index entry together.
-CREATE_AGENT = Script(
-    CreateAgent,
-    """
-local a = key('agent', agent_id)
-if redis.call('EXISTS', a) == 1 then return {CONFLICT} end
-local seq = next_seq(1)
-redis.call('HSET', a, 'config', config, 'created_at', created_at, 'seq', seq)
-redis.call('ZADD', global('agents'), seq, agent_id)
-return {OK}
-""",
-    nothing,
-    {Outcome.CONFLICT: lambda a, _: ConflictError(f"agent '{a.agent_id}' already exists")},
-)
-
-# A cascade: every key under the agent, found as it goes.
-DELETE_AGENT = Script(
-    AgentId,
-    """
-if redis.call('EXISTS', key('agent', agent_id)) == 0 then return {NOT_FOUND} end
-for _, sid in ipairs(redis.call('ZRANGE', key('agent_sessions', agent_id), 0, -1)) do del_session(sid) end
-redis.call('DEL', key('agent', agent_id), key('agent_sessions', agent_id))
-redis.call('ZREM', global('agents'), agent_id)
-return {OK}
-""",
-    nothing,
-    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"agent '{a.agent_id}' not found")},
-)
-
-# The agent must exist and the session must not, when both are written.
+# The session must not exist when it is written (its agent, a kernel record, is checked by the service).
 CREATE_SESSION = Script(
     CreateSession,
     """
 local s = key('session', session_id)
-if agent_id ~= '' and redis.call('EXISTS', key('agent', agent_id)) == 0 then return {NOT_FOUND} end
 if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
 local seq = next_seq(1)
 redis.call('HSET', s, 'name', name, 'started_at', started_at, 'seq', seq)
@@ -233,10 +187,7 @@ end
 return {OK}
 """,
     nothing,
-    {
-        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"agent '{a.agent_id}' not found"),
-        Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already exists"),
-    },
+    {Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already exists")},
 )
 
 # A cascade, after checking whose session it is.

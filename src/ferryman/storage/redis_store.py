@@ -1,6 +1,6 @@
 """The Redis backend: records in Redis structures, shared by any number of replicas.
 
-Each record is a hash; each list (agents, an agent's sessions, a session's
+Each record is a hash; each list (an agent's sessions, a session's
 turns, responses, an owner's items) is a sorted set scored
 by one ``INCR`` counter, so creation order is exact and a page is a range by
 rank or by score, never a scan. Key layout: :mod:`ferryman.storage.redis_keys`.
@@ -12,7 +12,6 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from ferryman.api.agents import Agent
 from ferryman.errors import NotFoundError
 from ferryman.redis_url import DEFAULT_PREFIX, connect
 
@@ -24,22 +23,12 @@ from .page import Page
 from .redis.kernel import RedisKernel
 from .redis_chunks import RedisChunks
 from .redis_idempotency import RedisIdempotency
-from .redis_keys import AGENT, AGENT_SESSIONS, AGENTS, SESSION, Keys
+from .redis_keys import AGENT_SESSIONS, SESSION, Keys
 from .redis_owners import RedisOwners
-from .redis_records import AGENT_FIELDS, SESSION_FIELDS, agent_of, session_of
+from .redis_records import SESSION_FIELDS, session_of
 from .redis_responses import RedisResponses
 from .redis_script import Scripts
-from .redis_scripts import (
-    CREATE_AGENT,
-    CREATE_SESSION,
-    DELETE_AGENT,
-    DELETE_SESSION,
-    LIBRARY,
-    AgentId,
-    CreateAgent,
-    CreateSession,
-    SessionOfAgent,
-)
+from .redis_scripts import CREATE_SESSION, DELETE_SESSION, LIBRARY, CreateSession, SessionOfAgent
 from .redis_turns import RedisTurns
 from .redis_upgrade import upgrade
 from .rows import page_of
@@ -53,7 +42,7 @@ class RedisStore(
     RedisIdempotency,
     RedisOwners,
 ):
-    """Agents, sessions, turns, responses and knowledge in one Redis database (the rest: ``kernel``).
+    """Sessions, turns, responses and knowledge in one Redis database (the rest, agents included: ``kernel``).
 
     Args:
         url: A ``redis://`` or ``rediss://`` URL (a database number may follow the host).
@@ -94,46 +83,12 @@ class RedisStore(
         if client is not None:
             await client.aclose()
 
-    # ---- agents ----------------------------------------------------------
-
-    async def create_agent(self, agent: Agent) -> None:
-        """Store a new agent.
-
-        Raises:
-            ConflictError: an agent with this id exists.
-        """
-        create = CreateAgent(
-            agent_id=agent.agent_id,
-            config=agent.agent_config.model_dump_json(),
-            created_at=codec.dump_time(agent.created_at) or "",
-        )
-        await self._run(CREATE_AGENT, create)
-
-    async def get_agent(self, agent_id: str) -> Agent:
-        """Return an agent or raise NotFoundError."""
-        values = cast(list[str | None], await self._db.hmget(self._keys.of(AGENT, agent_id), AGENT_FIELDS))
-        if values[0] is None:
-            raise NotFoundError(f"agent '{agent_id}' not found")
-        return agent_of(agent_id, values)
-
-    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
-        """Return agents in creation order."""
-        ids = await self._ids(self._keys.global_(AGENTS), _count(limit), rank=start_index)
-        rows = await self._records(self._keys.base(AGENT), ids, AGENT_FIELDS)
-        page, more = page_of(rows, limit)
-        return Page([agent_of(row[0], row[1:]) for row in page], more)
-
-    async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent with its sessions and everything under them, or raise NotFoundError."""
-        await self._run(DELETE_AGENT, AgentId(agent_id=agent_id))
-
     # ---- sessions --------------------------------------------------------
 
     async def create_session(self, session: SessionRecord) -> None:
         """Store a new session.
 
         Raises:
-            NotFoundError: its agent does not exist.
             ConflictError: a session with this id exists.
         """
         create = CreateSession(

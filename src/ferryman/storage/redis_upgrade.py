@@ -14,6 +14,7 @@ key, anything else a token's subject) and a subject's idempotency keys are
 renamed to its qualified name ``sub:ID``. 5 moves registered models, toolgroups,
 shields and API keys into the storage kernel's records (``redis_registry_upgrade``). 6 indexes the
 conversations, and each one's responses, so that they can be listed (``redis_conversation_upgrade``).
+7 moves agents, with their owners, into the kernel's records (``redis_agent_upgrade``); sessions stay.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -30,6 +31,7 @@ from ferryman.errors import ConfigurationError
 
 from .codec import frame_data
 from .owners import legacy_principal, typed_owner
+from .redis_agent_upgrade import move_agents
 from .redis_blocked_upgrade import withhold_blocked_text
 from .redis_conversation_upgrade import index_conversations
 from .redis_idempotency import record_id
@@ -46,12 +48,13 @@ from .redis_keys import (
 )
 from .redis_registry_upgrade import move_registries
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
 _KERNEL_RECORDS = 5
 _CONVERSATION_INDEX = 6
+_KERNEL_AGENTS = 7
 _OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -85,6 +88,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await move_registries(client, keys, lock)
         if found < _CONVERSATION_INDEX and not fresh:
             await index_conversations(client, keys, lock, _escaped(keys.base(CONVERSATION)))
+        if found < _KERNEL_AGENTS and not fresh:  # after the owners are typed
+            await move_agents(client, keys, lock)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)

@@ -9,8 +9,11 @@ from collections.abc import Awaitable, Callable
 from ferryman.api.responses import Conversation, CreateConversationRequest, Item
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ConversationRecord, Page, SessionRecord, Store
+from ferryman.storage.domain.forks import Lineages
+from ferryman.storage.owned import authorize
 
-from ..forks import fork_conversation
+from ..conversation_forks import ConversationForks
+from ..fork_reads import ForkReads
 from .included import shown_items
 from .items import with_ids
 
@@ -20,10 +23,12 @@ def _wire(record: ConversationRecord) -> Conversation:
 
 
 class ConversationService:
-    """Conversations and their items."""
+    """Conversations and their items (a fork's: those it shares, then its own; see ``conversation_forks.py``)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._reads = ForkReads(store, Lineages(store.kernel))
+        self._forks = ConversationForks(store, self._reads)
         self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
 
     def on_session_deleted(self, callback: Callable[[str], Awaitable[None]]) -> None:
@@ -44,8 +49,8 @@ class ConversationService:
         return _wire(record)
 
     async def fork(self, conversation_id: str, item_id: str, metadata: dict[str, str] | None) -> Conversation:
-        """A new conversation whose items are the conversation's up to and including ``item_id``."""
-        return _wire(await fork_conversation(self._store, conversation_id, item_id, metadata))
+        """A new conversation sharing the conversation's items up to and including ``item_id``."""
+        return _wire(await self._forks.fork(conversation_id, item_id, metadata))
 
     async def get(self, conversation_id: str) -> Conversation:
         """One conversation."""
@@ -61,9 +66,15 @@ class ConversationService:
         return _wire(await self._store.update_conversation(conversation_id, metadata))
 
     async def delete(self, conversation_id: str) -> None:
-        """Delete the conversation, its items and what is kept under its session; responses made in it remain."""
+        """Delete the conversation, its items and what is kept under its session; responses made in it remain.
+
+        What its forks share of it is first given to a holder (``conversation_forks.py``).
+        """
         record = await self._store.get_conversation(conversation_id)
+        await authorize(self._store, "delete", "conversation", conversation_id)  # before its forks are moved
+        await self._forks.detach(conversation_id)
         await self._store.delete_conversation(conversation_id)
+        await self._forks.forget(conversation_id)
         for callback in self._session_deleted:
             await callback(record.session_id)
 
@@ -81,17 +92,18 @@ class ConversationService:
     ) -> Page[Item]:
         """A page of items, as a reader asking for ``include`` sees them (``included.py``)."""
         await self._store.get_conversation(conversation_id)
-        page = await self._store.list_items(conversation_id, after, limit, order)
+        page = await self._reads.page_items(conversation_id, after, limit, order)
         return Page(shown_items(page.items, include), page.has_more)
 
     async def get_item(self, conversation_id: str, item_id: str, include: frozenset[str] = frozenset()) -> Item:
         """One item, as a reader asking for ``include`` sees it."""
         await self._store.get_conversation(conversation_id)
-        (item,) = shown_items([await self._store.get_item(conversation_id, item_id)], include)
+        (item,) = shown_items([await self._reads.item(conversation_id, item_id)], include)
         return item
 
     async def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
-        """Delete one item; return the conversation, as OpenAI does."""
+        """Delete one item; return the conversation, as OpenAI does (a shared one is hidden from this
+        conversation alone; one that forks share is kept for them: ``conversation_forks.py``)."""
         record = await self._store.get_conversation(conversation_id)
-        await self._store.delete_item(conversation_id, item_id)
+        await self._forks.delete_item(conversation_id, item_id)
         return _wire(record)

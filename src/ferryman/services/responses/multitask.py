@@ -15,7 +15,9 @@ from ferryman.api.agents import MultitaskStrategy
 from ferryman.api.content import Message
 from ferryman.engine.events import Emit
 from ferryman.engine.state import TurnState
+from ferryman.storage.domain.forks import Lineages
 
+from ..fork_reads import ForkReads
 from ..host import TurnHost
 from ..turn_queue import TurnQueue
 from .compaction import ConversationRead, Sealing
@@ -34,6 +36,7 @@ class ConversationQueue:
     def __init__(self, host: TurnHost, sealing: Sealing, stream: Callable[[str], str]) -> None:
         self._host = host
         self._store = host.store
+        self._reads = ForkReads(host.store, Lineages(host.store.kernel))
         self._sealing = sealing
         self._stream = stream
 
@@ -67,7 +70,7 @@ class ConversationQueue:
             return None if response_id is None else self._stream(response_id)
 
         async def started() -> None:
-            items = await self._sealing.opened(await self._store.all_items(conversation_id))
+            items = await self._sealing.opened(await self._reads.items(conversation_id))
             state.history = [*items_to_messages(items), *fresh]
             if read is not None:
                 read.last_read = items[-1].id if items else None

@@ -43,11 +43,13 @@ from ferryman.inference.router import ModelRouter
 from ferryman.logs import log_fields
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.domain.forks import Lineages
 from ferryman.storage.owned import authorize
 from ferryman.webhooks.outbox import ArmedRun
 
 from ..acting_owner import keep_since
 from ..approval_holds import ApprovalHolds
+from ..fork_reads import ForkReads
 from ..host import TurnHost
 from ..leases import ABANDONED
 from ..run_metrics import RunMetrics
@@ -118,6 +120,7 @@ class ResponsesService:
         self._holds = holds
         context = context or ContextSettings()
         self._sealing = Sealing(context.key(), self._store.kernel)
+        self._reads = ForkReads(self._store, Lineages(self._store.kernel))
         self._queue = ConversationQueue(host, self._sealing, _stream)
         self._summary_model = context.summary_model
         host.on_abandoned(lambda turn: turn.response_id is not None, self._close_abandoned)
@@ -268,7 +271,7 @@ class ResponsesService:
                 # process has stored that response's items.
                 queue = await self._store.session_queue(conversation.session_id)
                 await self._host.runner.settled([turn for turn, status in queue if status == "in_progress"], _SETTLING)
-            items = await self._sealing.opened(await self._store.all_items(conversation_id))
+            items = await self._sealing.opened(await self._reads.items(conversation_id))  # a fork's shared too
             return items_to_messages(items), conversation.session_id, items, None
         prior: list[Message] = []
         if request.previous_response_id:

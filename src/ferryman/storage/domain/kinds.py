@@ -54,6 +54,10 @@ SCHEDULE = Kind("schedule", indexes=("agent_id",))
 ``paused``, and its lease ends at its next tick (none while paused), so replicas claim it when due."""
 SCHEDULE_RUN = Kind("schedule_run", noun="schedule run", parents=("schedule",))
 """One tick a schedule fired (the turn it started), under its schedule, whose deletion deletes it."""
+FORK = Kind("fork", indexes=("source",))
+"""A fork's lineage, by the fork's id (a session's, a conversation's, or a holder's of a deleted original's kept
+part): the session or conversation it shares history with (``source``) and the last turn or item it shares;
+owned by the fork's creator, listed by source (see :mod:`.forks`)."""
 
 SCHEMA = Schema(
     [
@@ -72,6 +76,7 @@ SCHEMA = Schema(
         APPROVAL,
         SCHEDULE,
         SCHEDULE_RUN,
+        FORK,
     ]
 )
 """The kinds every backend's kernel stores."""

@@ -1,13 +1,11 @@
-"""Agents and their sessions."""
+"""Sessions of agents (the agents themselves are kernel records: ``storage.domain.agents``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ferryman.api.agents import Agent
 from ferryman.errors import NotFoundError
 
-from .. import codec
 from ..base import Page, SessionRecord
 from ..rows import page_of
 from .seam import NO_LIMIT, Driver, count, first, rows
@@ -20,54 +18,10 @@ def _window(start_index: int, limit: int | None) -> dict[str, int]:
     return {"limit": NO_LIMIT if limit is None else limit + 1, "offset": start_index}
 
 
-class AgentTables:
-    """Agents and sessions, over a :class:`Driver`."""
+class SessionTables:
+    """Sessions, over a :class:`Driver` (no foreign key to an agent: the service checks the agent exists)."""
 
     _db: Driver
-
-    # ---- agents ----------------------------------------------------------
-
-    async def create_agent(self, agent: Agent) -> None:
-        """Store a new agent."""
-        await self._db.write(
-            count(
-                "INSERT INTO agents (agent_id, config, created_at) VALUES (:agent_id, :config, :created_at)",
-                agent_id=agent.agent_id,
-                config=agent.agent_config.model_dump_json(),
-                created_at=self._db.dialect.stamp(agent.created_at),
-            )
-        )
-
-    async def get_agent(self, agent_id: str) -> Agent:
-        """Return an agent or raise NotFoundError."""
-        row = await self._db.read(
-            first("SELECT agent_id, config, created_at FROM agents WHERE agent_id = :agent_id", agent_id=agent_id)
-        )
-        if row is None:
-            raise NotFoundError(f"agent '{agent_id}' not found")
-        return self._agent(row)
-
-    def _agent(self, row: Any) -> Agent:
-        created_at = self._db.dialect.read_stamp(row[2])
-        if created_at is None:
-            raise ValueError(f"agent {row[0]} has no creation time")
-        return Agent(agent_id=row[0], agent_config=codec.load_config(row[1]), created_at=created_at)
-
-    async def list_agents(self, start_index: int, limit: int | None) -> Page[Agent]:
-        """Return agents in creation order."""
-        found = await self._db.read(
-            rows(
-                "SELECT agent_id, config, created_at FROM agents ORDER BY id LIMIT :limit OFFSET :offset",
-                **_window(start_index, limit),
-            )
-        )
-        page, more = page_of(found, limit)
-        return Page([self._agent(row) for row in page], more)
-
-    async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent and, by cascade, everything under it."""
-        if not await self._db.write(count("DELETE FROM agents WHERE agent_id = :agent_id", agent_id=agent_id)):
-            raise NotFoundError(f"agent '{agent_id}' not found")
 
     # ---- sessions --------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import codec
 from ..domain.kinds import SCHEMA
 from ..vector_cache import VectorCache
-from .agents import AgentTables
+from .agents import SessionTables
 from .chunks import ChunkTables
 from .files import FileTables
 from .idempotency import IdempotencyTables
@@ -24,7 +24,7 @@ from .vector_stores import VectorStoreTables
 
 
 class SqlStore(
-    AgentTables,
+    SessionTables,
     TurnTables,
     ResponseTables,
     IdempotencyTables,
@@ -34,7 +34,7 @@ class SqlStore(
     IngestionTables,
     ChunkTables,
 ):
-    """Agents, sessions, turns, responses, idempotency keys and knowledge in a SQL database (the rest: ``kernel``).
+    """Sessions, turns, responses, idempotency keys and knowledge in SQL (the rest, agents included: ``kernel``).
 
     Args:
         driver: The database's driver (SQLite or PostgreSQL), not yet open.

@@ -1,0 +1,175 @@
+"""Forks of conversations: a new conversation whose items are another's up to an item, shared, not copied.
+
+A fork is a new, empty conversation (with a session of its own for its
+responses' turns), owned by its caller, and a lineage
+(:mod:`ferryman.storage.domain.forks`) naming the conversation it shares with and
+the last item it shares. The shared items keep their ids; the fork's item
+listing, its items and what a response in it reads follow the lineage
+(:mod:`.fork_reads`), through a fork of a fork too. The lineage is written
+first, then the session, then the conversation (neither is on the storage kernel
+yet); a lineage whose conversation is missing is ignored, and deleted when found.
+
+Items change where turns do not: a fork that deletes an item it shares hides it
+from itself (its lineage lists it), leaving the original's. Deleting an item
+that forks share, or a conversation that forks share, first copies its own items
+those forks share into a holder (items of no conversation, under
+``forkhist_...``, keeping their ids, with the original's own lineage), and the
+forks share the holder instead (copy-on-delete). A holder is deleted once no
+fork shares it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+
+from ferryman.auth.filters import owner_of
+from ferryman.auth.principal import acting_as, current_principal
+from ferryman.errors import NotFoundError
+from ferryman.ids import new_id, utcnow
+from ferryman.storage.base import ConversationRecord, SessionRecord, Store
+from ferryman.storage.domain.forks import Lineage
+from ferryman.storage.owned import authorize
+
+from .fork_reads import ForkReads
+
+HELD_ITEMS = "forkhist_"
+"""The prefix of the holders of deleted items that forks share."""
+
+
+class ConversationForks:
+    """Forks conversations, and keeps what forks share when their original changes.
+
+    Args:
+        store: The storage backend (the owner-checking one).
+        reads: Reads through the forks' lineages.
+    """
+
+    def __init__(self, store: Store, reads: ForkReads) -> None:
+        self._store = store
+        self._reads = reads
+        self._lineages = reads.lineages
+
+    async def fork(self, conversation_id: str, item_id: str, metadata: dict[str, str] | None) -> ConversationRecord:
+        """A new conversation sharing the conversation's items up to and including ``item_id``.
+
+        Raises:
+            NotFoundError: the conversation, or the item in it, does not exist (or the caller may not read it).
+        """
+        source = await self._store.get_conversation(conversation_id)
+        if item_id not in {item.id for item in await self._reads.items(conversation_id)}:
+            raise NotFoundError(f"item '{item_id}' not found in conversation '{conversation_id}'")
+        record = ConversationRecord(
+            conversation_id=f"conv_{uuid.uuid4().hex}",
+            session_id=new_id(),
+            metadata=dict(source.metadata if metadata is None else metadata),
+            created_at=int(time.time()),
+        )
+        lineage = Lineage(id=record.conversation_id, of="conversation", source=conversation_id, through=item_id)
+        await self._lineages.create(lineage, owner_of(current_principal.get()))
+        try:
+            await self._store.create_session(SessionRecord(record.session_id, None, "conversation", utcnow()))
+            await self._store.create_conversation(record, [])
+            with acting_as(None):  # deleted meanwhile, before its delete could see this lineage: nothing to share
+                await self._store.get_conversation(conversation_id)
+        except BaseException:
+            with acting_as(None):
+                with contextlib.suppress(NotFoundError):
+                    await self._store.delete_conversation(record.conversation_id)
+                await self._lineages.delete(record.conversation_id)
+            raise
+        return record
+
+    async def delete_item(self, conversation_id: str, item_id: str) -> None:
+        """Delete one item: an own one (first kept for the forks that share it), or hide a shared one.
+
+        Raises:
+            NotFoundError: the conversation has no such item (or the caller may not read it).
+            ForbiddenError: the caller may read the conversation but not change it.
+        """
+        try:
+            await self._store.get_item(conversation_id, item_id)
+        except NotFoundError:
+            if item_id not in {item.id for item in await self._reads.inherited_items(conversation_id)}:
+                raise
+            await authorize(self._store, "update", "conversation", conversation_id)
+            with acting_as(None):
+                await self._lineages.change(conversation_id, lambda kept: _hiding(kept, item_id))
+            return
+        await self.detach(conversation_id, item_id)
+        await self._store.delete_item(conversation_id, item_id)
+
+    async def detach(self, conversation_id: str, item_id: str | None = None) -> None:
+        """Before an own item (None: the whole conversation) is deleted, give what forks share of it to a holder."""
+        with acting_as(None):
+            own = await self._store.all_items(conversation_id)
+            ids = [item.id for item in own]
+            if item_id is not None and item_id not in ids:  # deleted meanwhile: its delete kept it for them
+                return
+            start = 0 if item_id is None else ids.index(item_id)
+
+            def shares(fork: Lineage) -> bool:  # the part going: what an item's delete moves is at or after it
+                return item_id is None or (fork.through in ids and ids.index(fork.through) >= start)
+
+            forks = [f for f in await self._lineages.of_source(conversation_id) if shares(f) and await self._exists(f)]
+            if not forks:
+                return
+            lineage = await self._lineages.find(conversation_id)
+            reach = max((ids.index(f.through) for f in forks if f.through in ids), default=-1)
+            if reach < 0:  # they share only what it shares in turn: from its source, directly
+                if lineage is not None:
+                    for fork in forks:
+                        await self._lineages.change(fork.id, lambda kept: _moved(kept, lineage))
+                return
+            holder = f"{HELD_ITEMS}{uuid.uuid4().hex}"
+            if lineage is not None:
+                await self._lineages.create(lineage.model_copy(update={"id": holder}), None)
+            await self._store.add_items(holder, own[: reach + 1])
+            for fork in forks:
+                await self._lineages.change(fork.id, lambda kept: _held_by(kept, holder))
+
+    async def _exists(self, lineage: Lineage) -> bool:
+        """Whether a lineage's conversation (or holder) exists; one whose conversation was never written is
+        deleted."""
+        if lineage.id.startswith(HELD_ITEMS):
+            return True
+        try:
+            await self._store.get_conversation(lineage.id)
+        except NotFoundError:
+            await self._lineages.delete(lineage.id)
+            return False
+        return True
+
+    async def forget(self, conversation_id: str) -> None:
+        """After a conversation was deleted: delete its lineage, and the holder it shared if no fork shares it."""
+        with acting_as(None):
+            lineage = await self._reads.lineage(conversation_id)
+            if lineage is not None and await self._lineages.delete(conversation_id):
+                await self._release(lineage)
+
+    async def _release(self, lineage: Lineage) -> None:
+        """Delete the holder ``lineage`` shared (and so on up) once no fork shares it."""
+        if not lineage.held or await self._lineages.of_source(lineage.source):
+            return
+        for item in await self._store.all_items(lineage.source):
+            with contextlib.suppress(NotFoundError):
+                await self._store.delete_item(lineage.source, item.id or "")
+        above = await self._lineages.find(lineage.source)
+        if above is not None and await self._lineages.delete(above.id):
+            await self._release(above)
+
+
+def _hiding(lineage: Lineage, item_id: str) -> Lineage:
+    return lineage.model_copy(update={"hidden": [*lineage.hidden, item_id]})
+
+
+def _moved(fork: Lineage, source: Lineage) -> Lineage:
+    """A fork sharing only what ``source``'s conversation shares in turn, sharing it from there directly."""
+    hidden = [*source.hidden, *(item for item in fork.hidden if item not in source.hidden)]
+    return fork.model_copy(update={"source": source.source, "hidden": hidden, "held": source.held})
+
+
+def _held_by(fork: Lineage, holder: str) -> Lineage:
+    """A fork sharing a holder in place of its deleted source (the same items, under the same ids)."""
+    return fork.model_copy(update={"source": holder, "held": True})
