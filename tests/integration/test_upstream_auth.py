@@ -80,3 +80,17 @@ async def test_the_clients_own_key_refused_upstream_is_the_clients_error(
     _assert_no_key(response)
     [request] = served_model.requests()
     assert request["headers"]["authorization"] == f"Bearer {CLIENT_KEY}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("call", [_turn, _chat], ids=["turn", "chat_completion"])
+@pytest.mark.parametrize("key", [f"{CLIENT_KEY}\r\nX-Injected: 1", f"{CLIENT_KEY}\u20ac"], ids=["crlf", "non_ascii"])
+async def test_a_key_that_cannot_be_a_header_is_refused_before_anything_is_sent(
+    http: httpx.AsyncClient, served_model: ScriptedServerClient, call: object, key: str
+) -> None:
+    headers = {"X-LlamaStack-Provider-Data": json.dumps({"api_key": key})}
+    response = await call(http, headers)  # type: ignore[operator]
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["field"] == "X-LlamaStack-Provider-Data"
+    assert CLIENT_KEY not in response.text
+    assert served_model.requests() == []

@@ -14,7 +14,7 @@ from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ferryman.api.limits import ENFORCED
+from ferryman.api.limits import ENFORCED, has_control_character
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
 from ferryman.storage.base import StoredEvent
@@ -150,7 +150,19 @@ def provider_data(request: Request) -> dict[str, Any] | None:
         data = None
     if not isinstance(data, dict):
         raise InvalidRequestError(f"header {PROVIDER_DATA_HEADER} must be a JSON object", PROVIDER_DATA_HEADER)
+    # Its keys and tokens are sent on as header values (``Authorization: Bearer …``): a line break there would
+    # write a header of the caller's into the request to the model server, and a header holds ASCII only.
+    for name, value in data.items():
+        if name.endswith(("_key", "_token")) and isinstance(value, str) and not _header_safe(value):
+            raise InvalidRequestError(
+                f"header {PROVIDER_DATA_HEADER} holds a key or token that is not printable ASCII", PROVIDER_DATA_HEADER
+            )
     return data
+
+
+def _header_safe(value: str) -> bool:
+    """Whether ``value`` can be sent as a header's value: printable ASCII (spaces allowed)."""
+    return value.isascii() and not has_control_character(value)
 
 
 def last_event_id(request: Request) -> int | None:
