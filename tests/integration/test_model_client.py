@@ -334,3 +334,20 @@ async def test_a_stream_cut_midway_fails_the_call_without_sending_it_again() -> 
             await chat(model)
         await model.aclose()
     assert len(server.requests) == 1
+
+
+async def test_an_answer_that_ends_with_its_connection_is_read_whole() -> None:
+    async def until_closed(_: Server, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + ANSWER)
+        await writer.drain()
+        return False
+
+    async with model_server([until_closed]) as server:
+        model = provider(server)
+        try:
+            chunks = await chat(model)
+            chunks += await chat(model)
+        finally:
+            await model.aclose()
+    assert [c.text for c in chunks if isinstance(c, TextChunk)] == ["The answer ", "is 42."] * 2
+    assert server.connections == 2

@@ -41,11 +41,15 @@ class _Parsed:
     pieces: list[bytes] = field(default_factory=list)
     head_done: bool = False
     keep_alive: bool = False
+    framed: bool = False
     complete: bool = False
     parser: httptools.HttpResponseParser | None = None
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.lower(), value))
+        name = name.lower()
+        self.headers.append((name, value))
+        if name in (b"content-length", b"transfer-encoding"):
+            self.framed = True
 
     def on_headers_complete(self) -> None:
         self.head_done = True
@@ -86,6 +90,9 @@ class _Connection:
         async with asyncio.timeout(self._read_timeout):
             data = await self._reader.read(READ_SIZE)
         if not data:
+            if self._parsed.head_done and not self._parsed.framed:
+                self._parsed.complete = True  # a body without a length nor chunks ends with its connection
+                return
             raise RemoteClosedError("the model server closed the connection")
         self.received += len(data)
         try:
