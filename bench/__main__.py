@@ -28,7 +28,7 @@ from typing import Any
 
 from . import knowledge, tool_use
 from .modes import Mode, select
-from .procs import ManagedProcess, ferryman_process, stub_process
+from .procs import ManagedProcess, child_env, ferryman_process, stub_process
 from .profiling import PySpy, summarise
 from .report import note, write_json, write_profile, write_table
 from .suite import Suite, Target
@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
         help="passed to 'ferryman serve --config' (e.g. a file with 'telemetry: {metrics: false}')",
     )
     parser.add_argument(
+        "--api-keys",
+        action="store_true",
+        help="turn API keys on (server.auth.api_keys) and send one with every request (default: auth off)",
+    )
+    parser.add_argument(
         "--traces",
         action="store_true",
         help="export the server's traces over OTLP/HTTP to a sink on loopback (OTEL_* variables; default: off)",
@@ -87,6 +92,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _api_key(tmp: Path, db: str) -> dict[str, str]:
+    """Turn API keys on (a config file in ``tmp``), make one key in ``db``; the header that carries it."""
+    (tmp / "api-keys.yaml").write_text("server:\n  auth:\n    api_keys: true\n")
+    made = subprocess.run(
+        [sys.executable, "-m", "ferryman.cli.main", "keys", "create", "--name", "bench", "--db", db, "--json"],
+        capture_output=True, text=True, check=True, env=child_env(),
+    )  # fmt: skip
+    return {"Authorization": f"Bearer {json.loads(made.stdout)['key']}"}
+
+
 def _meta(mode: Mode, args: argparse.Namespace, db: str) -> dict[str, Any]:
     try:
         version = metadata.version("ferryman")
@@ -106,6 +121,7 @@ def _meta(mode: Mode, args: argparse.Namespace, db: str) -> dict[str, Any]:
         "stub": args.stub,
         "server_config": str(args.server_config) if args.server_config else None,
         "traces": "otlp to a loopback sink" if args.traces else "off",
+        "api_keys": "on (every request carries a key)" if args.api_keys else "off",
         "db_kind": db.split("://", 1)[0] if "://" in db else "sqlite",
         "db": db if args.db else "(temporary sqlite file)",
         "repeats": mode.repeats,
@@ -184,7 +200,11 @@ def run(args: argparse.Namespace) -> int:
         tmp = Path(tmp_name)
         db = args.db or str(tmp / "bench.db")
         stub, stub_root = stub_process(tmp, DEFAULT_REPLY, routed=args.stub == "routed")
-        config = ["--config", str(args.server_config)] if args.server_config else []
+        if args.api_keys and args.server_config:
+            raise SystemExit("bench: --api-keys writes its own server config; it takes no --server-config")
+        headers = _api_key(tmp, db) if args.api_keys else {}
+        config_file = tmp / "api-keys.yaml" if args.api_keys else args.server_config
+        config = ["--config", str(config_file)] if config_file else []
         sink = _trace_sink() if args.traces else None
         server, base = ferryman_process(tmp, db, stub_root, extra=config)
         meta = _meta(mode, args, db)
@@ -193,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
             note(f"mode {mode.name}: starting the stub and ferryman on 127.0.0.1")
             stub.start()
             server.start()
-            suite = Suite(mode, Target(stub, stub_root, server, base, enqueue=args.stub == "queue"))
+            suite = Suite(mode, Target(stub, stub_root, server, base, enqueue=args.stub == "queue", headers=headers))
             for phase in (suite.memory_and_listing, suite.throughput, suite.latency, suite.history):
                 note(f"phase {phase.__name__} ({time.monotonic() - began:.0f}s elapsed)")
                 phase()

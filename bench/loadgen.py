@@ -83,13 +83,19 @@ def _error_kind(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-async def prepare(job: Job, base: str, stub: str) -> None:
-    """Open the job's client, prepare its scenario and set up one worker per unit of concurrency."""
-    job.http = httpx.AsyncClient(timeout=HTTP_TIMEOUT_S)
+async def prepare(job: Job, base: str, stub: str, headers: dict[str, str]) -> None:
+    """Open the job's client, prepare its scenario and set up one worker per unit of concurrency.
+
+    ``headers`` go with every request (``Authorization`` when the server has API keys on).
+    """
+    job.http = httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, headers=headers)
     job.scenario = SCENARIOS[job.scenario_name](job.http, base, stub, job.params)
     job.info = await job.scenario.prepare()
     limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
-    job.workers = [Worker(i, httpx.AsyncClient(limits=limits, timeout=HTTP_TIMEOUT_S)) for i in range(job.concurrency)]
+    job.workers = [
+        Worker(i, httpx.AsyncClient(limits=limits, timeout=HTTP_TIMEOUT_S, headers=headers))
+        for i in range(job.concurrency)
+    ]
     await asyncio.gather(*(job.scenario.setup_worker(w) for w in job.workers))
 
 
@@ -150,7 +156,7 @@ async def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     results: dict[str, list[RunSummary]] = {job.name: [] for job in jobs}
     try:
         for job in jobs:
-            await prepare(job, spec["base"], spec["stub"])
+            await prepare(job, spec["base"], spec["stub"], spec.get("headers", {}))
         for _ in range(int(spec.get("repeats", 1))):
             for job in jobs:
                 results[job.name].append(await run_window(job))

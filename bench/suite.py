@@ -12,7 +12,7 @@ import math
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .modes import Mode
@@ -52,6 +52,8 @@ class Target:
     server: ManagedProcess
     base: str
     enqueue: bool
+    headers: dict[str, str] = field(default_factory=dict)
+    """Sent with every request to the server (its API key, with ``--api-keys``)."""
 
 
 class Suite:
@@ -76,7 +78,13 @@ class Suite:
         """
         for job in jobs:
             job.setdefault("params", {}).setdefault("enqueue", self.target.enqueue)
-        spec = {"base": f"{self.target.base}/v1", "stub": self.target.stub_root, "repeats": repeats, "jobs": jobs}
+        spec = {
+            "base": f"{self.target.base}/v1",
+            "stub": self.target.stub_root,
+            "repeats": repeats,
+            "jobs": jobs,
+            "headers": self.target.headers,
+        }
         done = subprocess.run(
             [sys.executable, "-m", "bench.loadgen"],
             input=json.dumps(spec),

@@ -99,3 +99,21 @@ def test_no_operation_failed(results: dict[str, Any]) -> None:
 def test_headline_figures_are_named(results: dict[str, Any]) -> None:
     assert "headline.overhead_ratio_p50" in results["headline"]
     assert any(name.startswith("headline.throughput_ratio_turn_") for name in results["headline"])
+
+
+def test_with_api_keys_every_request_is_authenticated(tmp_path: Path) -> None:
+    # Auth on: a request without the key would be a 401, counted as an error of its figure.
+    out = tmp_path / "keys.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--api-keys", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-6000:]}"
+    data = json.loads(out.read_text())
+    assert data["meta"]["api_keys"].startswith("on")
+    assert {name: fig["errors"] for name, fig in data["figures"].items() if fig["errors"]} == {}
+    assert data["figures"]["throughput.turn.c1"]["value"] > 0
