@@ -19,10 +19,13 @@ from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count
 _log = logging.getLogger(__name__)
 
 # A turn's history: the messages of the session's completed turns that started before
-# it, then its own, each turn's messages kept together.
+# it, then its own, each turn's messages kept together. Driven from the session's turns in
+# their order (``turns_of_session``), each turn's messages in theirs (``messages_of_turn``):
+# SQLite then sorts nothing (from the messages, it sorted them all, a quarter of the time at
+# 2,000 messages).
 _HISTORY = (
-    "SELECT m.id, m.body FROM messages m JOIN turns t ON t.turn_id = m.turn_id "
-    "WHERE m.session_id = :session_id AND (m.turn_id = :turn_id OR (t.status = 'completed' "
+    "SELECT m.id, m.body FROM turns t JOIN messages m ON m.turn_id = t.turn_id "
+    "WHERE t.session_id = :session_id AND (t.turn_id = :turn_id OR (t.status = 'completed' "
     "AND t.id < COALESCE((SELECT id FROM turns WHERE turn_id = :turn_id), t.id + 1))) ORDER BY t.id, m.id"
 )
 """The history of turn ``turn_id``; of a turn not stored yet, the history a new turn would continue."""
