@@ -22,6 +22,7 @@ from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.auth.policy import parse_policy
 from ferryman.server.app import build_services
 from ferryman.storage.domain.api_keys import ApiKeys
+from ferryman.storage.domain.forks import Lineages
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from inprocess import migrated_sqlite, scripted_provider, serving
@@ -96,3 +97,31 @@ async def test_a_fork_reads_whole_after_its_caller_lost_access_to_the_original(t
         await _ok(http, "GET", f"/v1/conversations/{forked['id']}/items/{item['id']}", carol)
         assert_error(await http.get(f"/v1/conversations/{forked['id']}/items", headers=alice), 404, "not_found")
     script.check()
+
+
+async def test_a_reader_deleting_a_shared_item_is_refused_before_anything_moves(tmp_path: Path) -> None:
+    # Copy-on-delete runs as the server: it must not run for a caller who may not change the conversation.
+    db = migrated_sqlite(tmp_path / "forks.db")
+    store = SqliteStore(db)
+    await store.open()
+    try:
+        keys: dict[str, dict[str, str]] = {}
+        for name in ("alice", "carol"):
+            key = new_key()
+            await ApiKeys(store.kernel).create(key_record(name, key, {"teams": ["red"]}))
+            keys[name] = {"Authorization": f"Bearer {key}"}
+        alice, carol = keys["alice"], keys["carol"]
+        async with _served(db, Script(), TEAM_READS) as http:
+            conversation = (await _ok(http, "POST", "/v1/conversations", alice, json={}))["id"]
+            items = {"items": [{"type": "message", "role": "user", "content": text} for text in ("one", "two")]}
+            added = await _ok(http, "POST", f"/v1/conversations/{conversation}/items", alice, json=items)
+            first, second = (item["id"] for item in added["data"])
+            fork = await _ok(http, "POST", f"/v1/conversations/{conversation}/fork", alice, json={"item_id": second})
+            lineages = Lineages(store.kernel)
+            before = await lineages.find(fork["id"])
+            refused = await http.delete(f"/v1/conversations/{conversation}/items/{first}", headers=carol)
+            assert_error(refused, 403, "forbidden")
+            assert await lineages.find(fork["id"]) == before, "the fork still shares the original, not a holder"
+            assert [lineage.id for lineage in (await lineages.records.page(parent="")).items] == [fork["id"]]
+    finally:
+        await store.close()

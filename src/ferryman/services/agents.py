@@ -267,8 +267,8 @@ class AgentService:
         await self._store.get_session(agent_id, session_id)
         await authorize(self._store, "delete", "session", session_id)  # before stopping its turn
         await self._cancel(session_id, "the session was deleted")
-        await self._forks.detach(session_id)
-        await self._store.delete_session(agent_id, session_id)
+        async with self._forks.detached(session_id):
+            await self._store.delete_session(agent_id, session_id)
         await self._forget_memory(session_id)
 
     async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:

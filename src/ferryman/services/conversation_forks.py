@@ -7,15 +7,21 @@ the last item it shares. The shared items keep their ids; the fork's item
 listing, its items and what a response in it reads follow the lineage
 (:mod:`.fork_reads`), through a fork of a fork too. The lineage is written
 first, then the session, then the conversation (neither is on the storage kernel
-yet); a lineage whose conversation is missing is ignored, and deleted when found.
+yet); a lineage whose conversation is missing is a fork being made for
+:data:`.FORKING_SECONDS`, then ignored and deleted when found. Forking while the
+conversation is deleted or changed is settled as for sessions (``forks.py``): the
+change marks it first and one of the two sees the other.
 
 Items change where turns do not: a fork that deletes an item it shares hides it
-from itself (its lineage lists it), leaving the original's. Deleting an item
+from itself (its lineage lists it), leaving the original's; its own forks that
+share that item first get a holder of the fork as it was (as below), so the
+hide changes that fork alone. Deleting an item
 that forks share, or a conversation that forks share, first copies its own items
 those forks share into a holder (items of no conversation, under
 ``forkhist_...``, keeping their ids, with the original's own lineage), and the
 forks share the holder instead (copy-on-delete). A holder is deleted once no
-fork shares it.
+fork shares it, or, if the change failed or died before any fork came to share
+it, by that change or the next (its mark names the holder).
 """
 
 from __future__ import annotations
@@ -23,16 +29,19 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 
+from ferryman.api.responses import Item
 from ferryman.auth.filters import owner_of
 from ferryman.auth.principal import acting_as, current_principal
-from ferryman.errors import NotFoundError
+from ferryman.errors import ConflictError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ConversationRecord, SessionRecord, Store
 from ferryman.storage.domain.forks import Lineage
 from ferryman.storage.owned import authorize
 
 from .fork_reads import ForkReads
+from .forks import FORKING_SECONDS
 
 HELD_ITEMS = "forkhist_"
 """The prefix of the holders of deleted items that forks share."""
@@ -69,10 +78,11 @@ class ConversationForks:
         lineage = Lineage(id=record.conversation_id, of="conversation", source=conversation_id, through=item_id)
         await self._lineages.create(lineage, owner_of(current_principal.get()))
         try:
+            if await self._lineages.marked(conversation_id):
+                raise ConflictError(f"conversation '{conversation_id}' is being changed; fork it again")
             await self._store.create_session(SessionRecord(record.session_id, None, "conversation", utcnow()))
             await self._store.create_conversation(record, [])
-            with acting_as(None):  # deleted meanwhile, before its delete could see this lineage: nothing to share
-                await self._store.get_conversation(conversation_id)
+            await self._still_shared(record.conversation_id, conversation_id)
         except BaseException:
             with acting_as(None):
                 with contextlib.suppress(NotFoundError):
@@ -81,58 +91,103 @@ class ConversationForks:
             raise
         return record
 
+    async def _still_shared(self, fork_id: str, source_id: str) -> None:
+        """After a fork was written: its lineage is still there, and its source too unless a change of the
+        source saw the lineage and gave the fork a holder (as :meth:`.SessionForks._still_shared`)."""
+        with acting_as(None):
+            lineage = await self._lineages.find(fork_id)
+            if lineage is None:
+                raise ConflictError(f"conversation '{source_id}' was deleted while it was forked")
+            if lineage.source == source_id:
+                await self._store.get_conversation(source_id)
+
     async def delete_item(self, conversation_id: str, item_id: str) -> None:
-        """Delete one item: an own one (first kept for the forks that share it), or hide a shared one.
+        """Delete one item: an own one (first kept for the forks that share it), or hide a shared one (first
+        kept as it was for this conversation's forks that share it).
 
         Raises:
             NotFoundError: the conversation has no such item (or the caller may not read it).
             ForbiddenError: the caller may read the conversation but not change it.
+            ConflictError: the conversation is being deleted or changed.
         """
+        await authorize(self._store, "update", "conversation", conversation_id)  # before forks are moved
         try:
             await self._store.get_item(conversation_id, item_id)
         except NotFoundError:
             if item_id not in {item.id for item in await self._reads.inherited_items(conversation_id)}:
                 raise
-            await authorize(self._store, "update", "conversation", conversation_id)
-            with acting_as(None):
-                await self._lineages.change(conversation_id, lambda kept: _hiding(kept, item_id))
+            async with self.detached(conversation_id, item_id, own=False):
+                with acting_as(None):
+                    await self._lineages.change(conversation_id, lambda kept: _hiding(kept, item_id))
             return
-        await self.detach(conversation_id, item_id)
-        await self._store.delete_item(conversation_id, item_id)
+        async with self.detached(conversation_id, item_id):
+            await self._store.delete_item(conversation_id, item_id)
 
-    async def detach(self, conversation_id: str, item_id: str | None = None) -> None:
-        """Before an own item (None: the whole conversation) is deleted, give what forks share of it to a holder."""
+    @contextlib.asynccontextmanager
+    async def detached(self, conversation_id: str, item_id: str | None = None, own: bool = True
+                       ) -> AsyncIterator[None]:  # fmt: skip
+        """Around the delete of the conversation (``item_id`` None) or of one of its items (``own`` False: its
+        hide of a shared one): mark it, give what forks share of the part going to a holder, let the change
+        run, lift the mark (as :meth:`.SessionForks.detached`).
+
+        Raises:
+            ConflictError: another such change of the conversation is under way.
+        """
+        await self._drop_unused(await self._lineages.mark(conversation_id))
+        try:
+            await self._detach(conversation_id, item_id, own)
+            yield
+        finally:
+            await self._drop_unused(await self._lineages.unmark(conversation_id))
+
+    async def _drop_unused(self, holder: str) -> None:
+        """Delete a holder a change began and no fork came to share (the change failed or died first)."""
+        if not holder or await self._lineages.of_source(holder):
+            return
+        with acting_as(None):
+            for item in await self._store.all_items(holder):
+                with contextlib.suppress(NotFoundError):
+                    await self._store.delete_item(holder, item.id or "")
+        await self._lineages.delete(holder)
+
+    async def _detach(self, conversation_id: str, item_id: str | None, own_item: bool) -> None:
         with acting_as(None):
             own = await self._store.all_items(conversation_id)
             ids = [item.id for item in own]
-            if item_id is not None and item_id not in ids:  # deleted meanwhile: its delete kept it for them
+            seen = ids if own_item else [item.id for item in await self._reads.items(conversation_id)]
+            if item_id is not None and item_id not in seen:  # gone meanwhile: its delete or hide moved the forks
                 return
-            start = 0 if item_id is None else ids.index(item_id)
+            start = 0 if item_id is None else seen.index(item_id)
 
-            def shares(fork: Lineage) -> bool:  # the part going: what an item's delete moves is at or after it
-                return item_id is None or (fork.through in ids and ids.index(fork.through) >= start)
+            def shares(fork: Lineage) -> bool:  # the part going: what an item's delete or hide moves is at or after it
+                return item_id is None or (fork.through in seen and seen.index(fork.through) >= start)
 
             forks = [f for f in await self._lineages.of_source(conversation_id) if shares(f) and await self._exists(f)]
-            if not forks:
-                return
-            lineage = await self._lineages.find(conversation_id)
-            reach = max((ids.index(f.through) for f in forks if f.through in ids), default=-1)
-            if reach < 0:  # they share only what it shares in turn: from its source, directly
-                if lineage is not None:
-                    for fork in forks:
-                        await self._lineages.change(fork.id, lambda kept: _moved(kept, lineage))
-                return
-            holder = f"{HELD_ITEMS}{uuid.uuid4().hex}"
+            if forks:
+                await self._give(conversation_id, own, forks)
+
+    async def _give(self, conversation_id: str, own: list[Item], forks: list[Lineage]) -> None:
+        """Have these forks share a holder of what they share of the conversation as it is now, in its place."""
+        ids = [item.id for item in own]
+        lineage = await self._lineages.find(conversation_id)
+        reach = max((ids.index(f.through) for f in forks if f.through in ids), default=-1)
+        if reach < 0:  # they share only what it shares in turn: from its source, directly
             if lineage is not None:
-                await self._lineages.create(lineage.model_copy(update={"id": holder}), None)
-            await self._store.add_items(holder, own[: reach + 1])
-            for fork in forks:
-                await self._lineages.change(fork.id, lambda kept: _held_by(kept, holder))
+                for fork in forks:
+                    await self._lineages.change(fork.id, lambda kept: _moved(kept, lineage))
+            return
+        holder = f"{HELD_ITEMS}{uuid.uuid4().hex}"
+        await self._lineages.note(conversation_id, holder)
+        above = lineage or Lineage(id=holder, of="conversation", source="", through="")
+        await self._lineages.create(above.model_copy(update={"id": holder}), None)
+        await self._store.add_items(holder, own[: reach + 1])
+        for fork in forks:
+            await self._lineages.change(fork.id, lambda kept: _held_by(kept, holder))
 
     async def _exists(self, lineage: Lineage) -> bool:
         """Whether a lineage's conversation (or holder) exists; one whose conversation was never written is
         deleted."""
-        if lineage.id.startswith(HELD_ITEMS):
+        if lineage.id.startswith(HELD_ITEMS) or time.time() - lineage.created_at < FORKING_SECONDS:
             return True
         try:
             await self._store.get_conversation(lineage.id)

@@ -9,11 +9,21 @@ store.
 
 A session, conversation or holder that has no lineage never gets one (a fork's
 is written before the fork), so this replica remembers those it found without one.
+
+What a fork shares changes only when a lineage of its chain does (copy-on-delete
+repoints it, a hide lists an item), and every change of a lineage raises its
+version; so this replica keeps each fork's shared history (and the messages a
+turn reads of it) with the versions of its chain, and uses it again after one
+read of those versions shows none changed. Shared turns and items never change
+in place (only ended turns are shared).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from cachetools import LRUCache
 
@@ -27,8 +37,24 @@ from ferryman.storage.domain.forks import Lineage, Lineages
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 _PLAIN_CACHE_SIZE = 65536
 """How many ids known to share nothing this replica keeps."""
+
+_SHARED_CACHE_SIZE = 1024
+"""How many forks' shared histories this replica keeps."""
+
+_MAX_DEPTH = 1000
+"""The longest chain of forks read (a guard: a chain never loops)."""
+
+
+@dataclass(frozen=True)
+class _Cached:
+    """A fork's shared history, as read when its chain's lineages had these versions."""
+
+    versions: dict[str, str]
+    value: list[Any]
 
 
 class ForkReads:
@@ -43,6 +69,8 @@ class ForkReads:
         self._store = store
         self.lineages = lineages
         self._plain: LRUCache[str, bool] = LRUCache(maxsize=_PLAIN_CACHE_SIZE)
+        self._cache: LRUCache[str, _Cached] = LRUCache(maxsize=_SHARED_CACHE_SIZE)
+        self._history: LRUCache[str, tuple[_Cached, list[Message]]] = LRUCache(maxsize=_SHARED_CACHE_SIZE)
 
     async def lineage(self, fork_id: str) -> Lineage | None:
         """The lineage of ``fork_id``, or None when it shares nothing."""
@@ -53,12 +81,46 @@ class ForkReads:
             self._plain[fork_id] = True
         return found
 
+    # ---- the chain of lineages, cached --------------------------------------
+
+    async def _chain(self, fork_id: str) -> list[Lineage]:
+        """The lineages from ``fork_id``'s up to the first source that shares nothing (one read per level)."""
+        chain: list[Lineage] = []
+        lineage = await self.lineage(fork_id)
+        while lineage is not None and len(chain) < _MAX_DEPTH:
+            chain.append(lineage)
+            lineage = await self.lineage(lineage.source) if lineage.source else None
+        return chain
+
+    async def _shared(self, fork_id: str, own: Callable[[str], Awaitable[list[_T]]], key: Callable[[_T], str]
+                      ) -> list[_T]:  # fmt: skip
+        """What ``fork_id`` shares through its chain, from this replica's cache when no lineage of the chain
+        changed since it was read (one read of their versions), else read again: each source's own part cut at
+        the ``through`` of the lineage below, less what that lineage hides."""
+        cached = self._cache.get(fork_id)
+        if cached is not None and await self.lineages.versions(list(cached.versions)) == cached.versions:
+            return cast("list[_T]", cached.value)
+        chain = await self._chain(fork_id)
+        if not chain:
+            return []
+        versions = await self.lineages.versions([lineage.id for lineage in chain])
+        renamed = {old: new for lineage in chain for old, new in lineage.renamed.items()}
+        shared: list[_T] = []
+        with acting_as(None):
+            for level in reversed(chain):  # a holder of a source that shared nothing names no source
+                shared = _cut([*shared, *await own(level.source)], level, renamed, key) if level.source else []
+        if len(versions) == len(chain):  # else one went while it was read: no caching what may be gone
+            self._cache[fork_id] = _Cached(versions, shared)
+        return shared
+
     # ---- sessions ----------------------------------------------------------
 
     async def inherited_turns(self, session_id: str) -> list[Turn]:
         """The turns the session shares with its source (each as its source holds it), in order."""
-        lineage = await self.lineage(session_id)
-        return [] if lineage is None else await self._turns_through(lineage)
+        return await self._shared(session_id, self._own_turns, _turn_id)
+
+    async def _own_turns(self, session_id: str) -> list[Turn]:
+        return await self._store.list_turns([session_id])
 
     async def inherited_of(self, session_ids: list[str]) -> dict[str, list[Turn]]:
         """The shared turns of each of these sessions that shares any (one read for the lineages)."""
@@ -67,20 +129,12 @@ class ForkReads:
         for session_id in unknown:
             if session_id not in found:
                 self._plain[session_id] = True
-        return {session_id: await self._turns_through(lineage) for session_id, lineage in found.items()}
+        return {session_id: await self.inherited_turns(session_id) for session_id in found}
 
     async def listing(self, session_id: str) -> list[Turn]:
         """The session's whole history: the turns it shares, then its own (read as the server)."""
         with acting_as(None):
             return [*await self.inherited_turns(session_id), *await self._store.list_turns([session_id])]
-
-    async def _turns_through(self, lineage: Lineage) -> list[Turn]:
-        turns = await self.listing(lineage.source)
-        cut = next((i for i, turn in enumerate(turns) if turn.turn_id == lineage.through), None)
-        if cut is None:  # its source was deleted while it was forked: nothing is left to share
-            log.warning("fork %s lost what it shared of %s", lineage.id, lineage.source)
-            return []
-        return turns[: cut + 1]
 
     async def inherited_turn(self, session_id: str, turn_id: str) -> Turn:
         """One turn the session shares.
@@ -96,7 +150,11 @@ class ForkReads:
     async def inherited_history(self, session_id: str) -> list[Message]:
         """The messages of the completed turns the session shares, each turn's kept together, in order: what
         its own history continues."""
-        turns = [turn for turn in await self.inherited_turns(session_id) if turn.status == "completed"]
+        shared = await self.inherited_turns(session_id)
+        entry, kept = self._cache.get(session_id), self._history.get(session_id)
+        if entry is not None and kept is not None and kept[0] is entry:
+            return kept[1]
+        turns = [turn for turn in shared if turn.status == "completed"]
         by_session: dict[str, list[str]] = {}
         for turn in turns:
             by_session.setdefault(turn.session_id, []).append(turn.turn_id)
@@ -104,23 +162,16 @@ class ForkReads:
         with acting_as(None):
             for source, turn_ids in by_session.items():
                 messages.update(await self._store.turn_messages(source, turn_ids))
-        return [message for turn in turns for message in messages.get(turn.turn_id, [])]
+        history = [message for turn in turns for message in messages.get(turn.turn_id, [])]
+        if entry is not None:
+            self._history[session_id] = (entry, history)
+        return history
 
     # ---- conversations -----------------------------------------------------
 
     async def inherited_items(self, owner: str) -> list[Item]:
         """The items a conversation (or a holder) shares with its source, less those it deleted, in order."""
-        lineage = await self.lineage(owner)
-        if lineage is None:
-            return []
-        with acting_as(None):
-            items = await self.items(lineage.source)
-        cut = next((i for i, item in enumerate(items) if item.id == lineage.through), None)
-        if cut is None:
-            log.warning("fork %s lost what it shared of %s", lineage.id, lineage.source)
-            return []
-        hidden = set(lineage.hidden)
-        return [item for item in items[: cut + 1] if item.id not in hidden]
+        return await self._shared(owner, self._store.all_items, _item_id)
 
     async def items(self, owner: str) -> list[Item]:
         """Every item of a conversation: those it shares, then its own."""
@@ -161,3 +212,25 @@ class ForkReads:
             return own
         room = limit - len(own.items)
         return Page([*own.items, *shared[::-1][:room]], len(shared) > room)
+
+
+def _turn_id(turn: Turn) -> str:
+    return turn.turn_id
+
+
+def _item_id(item: Item) -> str:
+    return item.id or ""
+
+
+def _cut(history: list[_T], lineage: Lineage, renamed: dict[str, str], key: Callable[[_T], str]) -> list[_T]:
+    """A source's history through the lineage's last shared turn or item (found under its copy's id if a
+    holder renamed it), less what the lineage hides."""
+    ids = [key(entry) for entry in history]
+    through, hops = lineage.through, 0
+    while through not in ids and through in renamed and hops < _MAX_DEPTH:
+        through, hops = renamed[through], hops + 1
+    if through not in ids:  # its source went while it was forked (the fork is undone): nothing is left to share
+        log.warning("fork %s lost what it shared of %s", lineage.id, lineage.source)
+        return []
+    hidden = set(lineage.hidden)
+    return [entry for entry in history[: ids.index(through) + 1] if key(entry) not in hidden]

@@ -16,23 +16,39 @@ that is paused is refused (409): it may still change in its original.
 
 The sessions are not on the storage kernel yet, so a fork's lineage and its session
 are two writes: the lineage first, then the session. A lineage whose session is
-missing (its write failed) is ignored by the readers that list a source's forks,
-and deleted when found.
+missing is a fork being made for :data:`FORKING_SECONDS`, and after that one whose
+session write failed: readers that list a source's forks then delete it.
 
 **Deleting a session that forks share (copy-on-delete).** Its own turns that some
 fork shares are copied first, in order and under new ids, into a holder: a hidden
-session of no agent's (:data:`HELD_AGENT`), with the deleted session's own lineage;
-each fork then shares the holder instead, and the original goes. The copies
-ids replace the originals' in the lineages of forks below too; a client reading
-the forks sees those turns under their new ids from then on. A fork sharing
-only what the deleted session shared in turn shares it from that session's source
-directly. A holder is deleted once no fork shares it.
+session of no agent's (:data:`HELD_AGENT`), whose lineage is the deleted
+session's (or names no source) and maps the old turn ids to the copies'; each
+fork then shares the holder instead, and the original goes. A client reading the
+forks sees those turns under their new ids from then on; a fork below that names
+an old id reads its copy through the map, so no lineage below needs rewriting
+and a delete cut short leaves every fork whole (the forks it did not repoint yet
+still share the original, which it did not delete). A fork sharing only what the
+deleted session shared in turn shares it from that session's source directly. A
+holder is deleted once no fork shares it.
+
+**Forking while the source is deleted.** The delete first marks the session
+(:meth:`~ferryman.storage.domain.forks.Lineages.mark`, a record written with
+compare-and-set: one delete at a time, a second is a 409), then lists its forks;
+a fork writes its lineage, then reads the mark. On one store one of the two sees
+the other's write: either the fork sees the mark and undoes itself (409), or
+the delete sees its lineage (a fork being made counts) and repoints it to the
+holder. After writing its session the fork reads its lineage again: gone (409),
+or still naming the source, which must still exist (else 404, undone). A delete
+that died leaves its mark until :data:`~ferryman.storage.domain.forks.MARK_SECONDS`
+pass. The mark names the holder being made: when the delete fails, or the next
+one takes over a dead one's mark, a holder no fork came to share is deleted.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -51,6 +67,9 @@ from .webhooks import keep_webhook
 
 _ENDED = frozenset({"completed", "failed", "awaiting_input"})
 """The statuses a kept turn may have: a turn that runs (or waits to run) has no history to keep yet."""
+
+FORKING_SECONDS = 60.0
+"""How long a lineage whose session is missing counts as a fork being made (its session comes next)."""
 
 HELD_AGENT = "ferryman:fork-history"
 """The agent id of the holders of deleted sessions' shared turns: no agent's, so no listing shows them."""
@@ -108,15 +127,31 @@ class SessionForks:
                               agent_id=agent_id)  # fmt: skip
             await self._lineages.create(lineage, owner_of(current_principal.get()))
         try:
+            if shared and await self._lineages.marked(session_id):
+                raise ConflictError(f"session '{session_id}' is being deleted; fork it again if it remains")
             await self._store.create_session(target)
-            with acting_as(None):  # deleted meanwhile, before its delete could see this lineage: nothing to share
-                await self._store.get_session(agent_id, session_id)
+            await self._still_shared(target.session_id if shared else None, agent_id, session_id)
             if paused is not None:
                 await self._hold(paused, await self._copy_turn(paused, target.session_id, agent_id), agent_id)
         except BaseException:
             await self._discard(target)
             raise
         return target.session_id
+
+    async def _still_shared(self, fork_id: str | None, agent_id: str, source_id: str) -> None:
+        """After a fork's session was written: its lineage (if it shares) is still there, and its source too
+        unless a delete of the source saw the lineage and gave the fork a holder instead (module's text).
+
+        Raises:
+            ConflictError: the lineage went meanwhile.
+            NotFoundError: the source went meanwhile.
+        """
+        with acting_as(None):
+            lineage = None if fork_id is None else await self._lineages.find(fork_id)
+            if fork_id is not None and lineage is None:
+                raise ConflictError(f"session '{source_id}' was deleted while it was forked")
+            if lineage is None or lineage.source == source_id:
+                await self._store.get_session(agent_id, source_id)
 
     async def _discard(self, target: SessionRecord) -> None:
         """Undo a fork that failed half-way (as the server: its session may not have been written)."""
@@ -185,8 +220,30 @@ class SessionForks:
 
     # ---- deleting --------------------------------------------------------------
 
-    async def detach(self, session_id: str) -> None:
-        """Before a session is deleted: give what its forks share of it to a holder (see the module's text)."""
+    @contextlib.asynccontextmanager
+    async def detached(self, session_id: str) -> AsyncIterator[None]:
+        """Around a session's delete: mark it, give what its forks share of it to a holder (module's text), let
+        the delete run, lift the mark.
+
+        Raises:
+            ConflictError: another delete of the session is under way.
+        """
+        await self._drop_unused(await self._lineages.mark(session_id))
+        try:
+            await self._detach(session_id)
+            yield
+        finally:
+            await self._drop_unused(await self._lineages.unmark(session_id))
+
+    async def _drop_unused(self, holder: str) -> None:
+        """Delete a holder a delete began and no fork came to share (the delete failed or died first)."""
+        if not holder or await self._lineages.of_source(holder):
+            return
+        with acting_as(None), contextlib.suppress(NotFoundError):
+            await self._store.delete_session(HELD_AGENT, holder)
+        await self._lineages.delete(holder)
+
+    async def _detach(self, session_id: str) -> None:
         with acting_as(None):
             forks = [lineage for lineage in await self._lineages.of_source(session_id) if await self._exists(lineage)]
             if not forks:
@@ -201,26 +258,17 @@ class SessionForks:
                         await self._repoint(fork.id, lineage.source, {}, lineage.held)
                 return
             holder = new_id()
-            if lineage is not None:
-                held = lineage.model_copy(update={"id": holder, "agent_id": HELD_AGENT})
-                await self._lineages.create(held, None)
+            await self._lineages.note(session_id, holder)
             await self._store.create_session(SessionRecord(holder, HELD_AGENT, "fork history", utcnow()))
             moved: dict[str, str] = {}
             for turn in own[: reach + 1]:
                 kept = await self._ended(session_id, turn)
                 moved[turn.turn_id] = (await self._copy_turn(kept, holder, HELD_AGENT)).turn_id
+            above = lineage or Lineage(id=holder, of="session", source="", through="")
+            held = above.model_copy(update={"id": holder, "agent_id": HELD_AGENT, "renamed": moved})
+            await self._lineages.create(held, None)
             for fork in forks:
                 await self._repoint(fork.id, holder, moved, True)
-            await self._renumber([fork.id for fork in forks], moved)
-
-    async def _renumber(self, fork_ids: list[str], moved: dict[str, str]) -> None:
-        """Have the forks of these forks (and so on down) that share a moved turn name its copy instead."""
-        while fork_ids:
-            below = [lineage for fork_id in fork_ids for lineage in await self._lineages.of_source(fork_id)]
-            for lineage in below:
-                if lineage.through in moved:
-                    await self._lineages.change(lineage.id, lambda kept: _renamed(kept, moved))
-            fork_ids = [lineage.id for lineage in below]
 
     async def _ended(self, session_id: str, turn: Turn) -> _Kept:
         """What is copied of an ended turn."""
@@ -236,7 +284,10 @@ class SessionForks:
         await self._lineages.change(fork_id, edit)
 
     async def _exists(self, lineage: Lineage) -> bool:
-        """Whether a lineage's session exists (one whose session was never written is deleted)."""
+        """Whether a lineage's session exists, or may yet (a fork being made); one whose session was never
+        written is deleted."""
+        if time.time() - lineage.created_at < FORKING_SECONDS:
+            return True
         try:
             await self._store.get_session(lineage.agent_id or "", lineage.id)
         except NotFoundError:
@@ -270,10 +321,6 @@ class _Kept:
     record: TurnRecord
     messages: list[Message]
     pending: Step | None
-
-
-def _renamed(lineage: Lineage, moved: dict[str, str]) -> Lineage:
-    return lineage.model_copy(update={"through": moved.get(lineage.through, lineage.through)})
 
 
 def _step_of(step: Step, turn_id: str) -> Step:

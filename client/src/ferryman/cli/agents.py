@@ -48,7 +48,7 @@ def add_sessions(sessions: argparse.ArgumentParser) -> None:
     session_show.add_argument("session_id", help="the session's id, or a prefix of it")
     session_show.set_defaults(handler=show_session)
     session_fork = session_actions.add_parser(
-        "fork", help="make a new session holding a session's turns up to and including one; print its id"
+        "fork", help="make a new session sharing a session's turns up to and including one; print its id"
     )
     session_fork.add_argument("agent_id", help="the agent's id, or a prefix of it")
     session_fork.add_argument("session_id", help="the session's id, or a prefix of it")

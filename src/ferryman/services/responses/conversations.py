@@ -72,8 +72,8 @@ class ConversationService:
         """
         record = await self._store.get_conversation(conversation_id)
         await authorize(self._store, "delete", "conversation", conversation_id)  # before its forks are moved
-        await self._forks.detach(conversation_id)
-        await self._store.delete_conversation(conversation_id)
+        async with self._forks.detached(conversation_id):
+            await self._store.delete_conversation(conversation_id)
         await self._forks.forget(conversation_id)
         for callback in self._session_deleted:
             await callback(record.session_id)
