@@ -1,0 +1,135 @@
+"""The Agents API's sessions: opening, reading, forking and deleting them, with what lives beside each."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from ferryman.api.agents import Session, Turn
+from ferryman.auth.principal import acting_as, current_principal
+from ferryman.errors import NotFoundError
+from ferryman.ids import new_id, utcnow
+from ferryman.storage.base import Page, SessionRecord
+from ferryman.storage.owned import authorize
+
+from .agent_records import AgentRecords
+from .fork_reads import ForkReads
+from .forks import SessionForks
+from .host import TurnHost
+from .session_memory import SessionMemory
+
+
+class AgentSessions:
+    """Sessions of agents, and what is deleted with them.
+
+    Args:
+        host: Storage (the owner-checking store), and what cancels a session's running turn.
+        agents: The agents' records, to check a session's agent.
+        reads: The turns forks share with their sources.
+        forks: Forks sessions, and moves what forks share of a session before it is deleted.
+        memory: The sessions' own vector stores (None: none).
+    """
+
+    def __init__(
+        self,
+        host: TurnHost,
+        agents: AgentRecords,
+        reads: ForkReads,
+        forks: SessionForks,
+        memory: SessionMemory | None,
+    ) -> None:
+        self._host = host
+        self._store = host.store
+        self._agents = agents
+        self._reads = reads
+        self._forks = forks
+        self._memory = memory
+        self.deleted: list[Callable[[str], Awaitable[None]]] = []
+        """What runs (``callback(session_id)``) after a session is deleted (with its agent or alone)."""
+
+    async def create_session(self, agent_id: str, session_name: str) -> str:
+        """Open a session of an agent (which the caller may read); return its id."""
+        await self._agents.get(current_principal.get(), agent_id)
+        session = SessionRecord(new_id(), agent_id, session_name, utcnow())
+        await self._store.create_session(session)
+        await self._agent_kept(agent_id, session.session_id)
+        return session.session_id
+
+    async def _agent_kept(self, agent_id: str, session_id: str) -> None:
+        """Undo a session opened as its agent was deleted, and say the agent is missing.
+
+        The agent is read again once the session is stored: an agent delete that ran between the first read
+        and the write listed the agent's sessions before this one existed, and no key in storage refuses it.
+        A delete that has not yet removed the record lists its sessions again after it (``delete_agent``).
+        """
+        try:
+            await self._agents.get(None, agent_id)
+        except NotFoundError:
+            with acting_as(None), contextlib.suppress(NotFoundError):
+                await self._store.delete_session(agent_id, session_id)
+                await self._forget_memory(session_id)
+            raise
+
+    async def get_session(self, agent_id: str, session_id: str, turn_ids: list[str] | None) -> Session:
+        """A session with its turns (only those named, if ``turn_ids`` is given): a fork's shared ones first."""
+        record = await self._store.get_session(agent_id, session_id)
+        shared = await self._reads.inherited_turns(session_id)
+        if turn_ids is not None:
+            shared = [turn for turn in shared if turn.turn_id in turn_ids]
+        turns = await self._store.list_turns([session_id], turn_ids)
+        return _session(record, [*shared, *turns])
+
+    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[Session]:
+        """An agent's sessions with their turns, in creation order."""
+        await self._agents.get(current_principal.get(), agent_id)
+        page = await self._store.list_sessions(agent_id, start_index, limit)
+        turns = await self._store.list_turns([s.session_id for s in page.items])
+        by_session = await self._reads.inherited_of([s.session_id for s in page.items])
+        for turn in turns:
+            by_session.setdefault(turn.session_id, []).append(turn)
+        sessions = [_session(s, by_session.get(s.session_id, [])) for s in page.items]
+        return Page(sessions, page.has_more)
+
+    async def delete_session(self, agent_id: str, session_id: str) -> None:
+        """Delete a session with its turns, cancelling its running turn first; what forks share of it is first
+        given to a holder (``forks.py``)."""
+        await self._store.get_session(agent_id, session_id)
+        await authorize(self._store, "delete", "session", session_id)  # before stopping its turn
+        await self._host.cancel_everywhere(session_id, "the session was deleted")
+        async with self._forks.detached(session_id):
+            await self._store.delete_session(agent_id, session_id)
+        await self._forget_memory(session_id)
+
+    async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:
+        """A new session sharing the session's history up to and including ``turn_id``; its id (see ``forks.py``)."""
+        await self._agents.get(current_principal.get(), agent_id)
+        forked = await self._forks.fork_session(agent_id, session_id, turn_id, session_name)
+        await self._agent_kept(agent_id, forked)
+        return forked
+
+    async def delete_all(self, agent_id: str) -> None:
+        """Delete every session of an agent with its turns, and what lives beside each (as the server)."""
+        with acting_as(None):
+            sessions = (await self._store.list_sessions(agent_id, 0, None)).items
+            for session in sessions:
+                try:
+                    await self._store.delete_session(agent_id, session.session_id)
+                except NotFoundError:  # deleted meanwhile by its own delete
+                    continue
+                await self._forget_memory(session.session_id)
+
+    async def _forget_memory(self, session_id: str) -> None:
+        """Delete what lives beside the session: its own vector store (its turns' large documents), if it has
+        one, whatever the session-deletion callbacks hold (the code interpreter's kernel and files), and its
+        lineage if it is a fork."""
+        await self._forks.forget(session_id)
+        if self._memory is not None:
+            await self._memory.forget(session_id)
+        for callback in self.deleted:
+            await callback(session_id)
+
+
+def _session(record: SessionRecord, turns: list[Turn]) -> Session:
+    return Session(
+        session_id=record.session_id, session_name=record.session_name, turns=turns, started_at=record.started_at
+    )

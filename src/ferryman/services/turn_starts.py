@@ -1,0 +1,337 @@
+"""Starting and resuming the Agents API's turns: their plans, inputs and context checked, then their runs launched."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from ferryman.api.agents import Agent, CreateTurnRequest, ResumeTurnRequest, Step, ToolExecutionStep, Turn
+from ferryman.api.content import TurnInputMessage, UserMessage
+from ferryman.auth.principal import Principal, current_principal
+from ferryman.engine.context_fit import minimal_fit
+from ferryman.engine.events import Emit
+from ferryman.engine.memory import MemoryDocument
+from ferryman.engine.plan import TurnOverrides, TurnPlan, build_plan
+from ferryman.engine.resume import complete_pending_step
+from ferryman.engine.state import TurnState
+from ferryman.engine.tracing import ended_if_refused, paused_span, start_turn_span
+from ferryman.errors import ConflictError, InvalidRequestError
+from ferryman.ids import new_id, utcnow
+from ferryman.inference.context import check_context
+from ferryman.inference.router import ModelRouter
+from ferryman.knowledge.chunking import count_tokens
+from ferryman.safe_fetch import FetchPolicy
+from ferryman.safety.base import ShieldRegistry
+from ferryman.storage.base import TurnRecord, turn_from_record
+from ferryman.tools.memory import TOOL_NAME
+from ferryman.tools.registry import ToolRegistry
+
+from .agent_memory import AgentMemory
+from .approval_holds import ApprovalHolds
+from .documents import attach_documents, document_texts
+from .fork_reads import ForkReads
+from .host import TurnHost
+from .run_metrics import RunMetrics
+from .session_memory import SessionMemory
+from .turn_queue import TurnQueue
+from .turn_reads import TurnReads, stream, stream_named
+from .turn_runs import LiveTurn, TurnRuns, run_key
+from .usage import RunUsage
+from .webhooks import keep_webhook
+
+RUN_END_WAIT_SECONDS = 5.0
+"""How long a resume waits for another replica to finish recording the run that paused."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TurnInputs:
+    """What a turn's plan and input are made with.
+
+    Attributes:
+        models: The model router, to check a turn's first prompt fits its model's context.
+        tools: Server-side toolgroups.
+        shields: Registered shields.
+        fetch: What a turn's document URLs may reach.
+        memory: Indexes a turn's documents too large to inline in its session's vector store (None: all inline).
+        inline_document_tokens: The documents' size in tokens above which they are retrieved from.
+        blocks: The agents' memory blocks, shown in each turn's system message (None: agents have no memory).
+    """
+
+    models: ModelRouter
+    tools: ToolRegistry
+    shields: ShieldRegistry
+    fetch: FetchPolicy
+    memory: SessionMemory | None
+    inline_document_tokens: int
+    blocks: AgentMemory | None
+
+
+class TurnStarts:
+    """Starts and resumes turns.
+
+    Args:
+        host: Storage, the turn engine, the runner, leases and the fan-out.
+        inputs: What a turn's plan and input are made with.
+        holds: The approval inbox, told of the calls a resume answers (None: no inbox).
+        agent: One agent a caller (None: the server) may read, as kept for the turns that follow.
+        reads: The history forks share with their sources.
+        turns: Reads the history a turn reads.
+        runs: Launches a turn's runs.
+    """
+
+    def __init__(
+        self,
+        host: TurnHost,
+        inputs: TurnInputs,
+        holds: ApprovalHolds | None,
+        agent: Callable[[str, Principal | None], Awaitable[Agent]],
+        reads: ForkReads,
+        turns: TurnReads,
+        runs: TurnRuns,
+    ) -> None:
+        self._host = host
+        self._store = host.store
+        self._leases = host.leases
+        self._fanout = host.fanout
+        self._engine = host.engine
+        self._runner = host.runner
+        self._models = inputs.models
+        self._tools = inputs.tools
+        self._shields = inputs.shields
+        self._fetch = inputs.fetch
+        self._memory = inputs.memory
+        self._inline_document_tokens = inputs.inline_document_tokens
+        self._blocks = inputs.blocks
+        self._holds = holds
+        self._agent = agent
+        self._reads = reads
+        self._turns = turns
+        self._runs = runs
+        self._queue = TurnQueue(
+            self._store, self._runner, self._fanout, stream_named, host.cancel_everywhere, host.rollback_wait_seconds
+        )
+
+    async def start_turn(
+        self,
+        agent_id: str,
+        session_id: str,
+        request: CreateTurnRequest,
+        provider_data: dict[str, Any] | None = None,
+    ) -> LiveTurn:
+        """Store a new turn and run it in the background.
+
+        ``provider_data`` (per-request provider settings such as API keys) is
+        kept in memory for this run only, never stored.
+
+        Raises:
+            ContextLengthExceededError: the instructions, history, input and tools are longer than the
+                model's context (less the answer's room); nothing is stored.
+        """
+        agent = await self._agent(agent_id, current_principal.get())
+        await self._host.check_webhook(request.webhook)
+        overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
+        plan = await self._remembering(
+            agent_id, await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
+        )
+        if request.documents:  # fetch nothing for a session that does not exist
+            await self._store.get_session(agent_id, session_id)
+        history_inputs, memorized = await self._documents(request)
+        turn_id = new_id()
+        await self._check_context(plan, session_id, turn_id, history_inputs)
+        record = TurnRecord(
+            turn_id=turn_id,
+            session_id=session_id,
+            agent_id=agent_id,
+            status="in_progress",
+            input_messages=list(request.messages),
+            started_at=utcnow(),
+            overrides=keep_webhook(overrides.to_json(), request.webhook, run_key(turn_id, 0)),
+            lease_until=self._leases.until(),
+        )
+        span = start_turn_span(record, "agents", session_id, agent_name=agent.agent_config.name)
+        with ended_if_refused(span):
+            async with self._host.admitting(record.turn_id):
+                if request.multitask_strategy != "reject":
+                    return await self._enqueue(record, plan, history_inputs, memorized, span, request)
+                shared = await self._reads.inherited_history(session_id)  # ended turns only: never changes
+                history = [*shared, *await self._store.start_turn(record, list(history_inputs))]
+                state = TurnState(record, plan, history, documents=memorized, span=span)
+                return self._runs.launch(
+                    record,
+                    0,
+                    lambda emit: self._engine.run(state, emit),
+                    metered=_metered(record, plan, 0),
+                    webhook=request.webhook,
+                )
+
+    async def _enqueue(
+        self,
+        record: TurnRecord,
+        plan: TurnPlan,
+        inputs: list[TurnInputMessage],
+        documents: list[MemoryDocument],
+        span: Span,
+        request: CreateTurnRequest,
+    ) -> LiveTurn:
+        """Store the turn ``queued`` and launch a run that starts it in its place in the queue (``turn_queue.py``);
+        ``interrupt`` first cancels the session's running turn, ``rollback`` cancels and deletes it. Once it
+        starts, it reads its history and the agent's memory blocks as they are then."""
+        strategy = request.multitask_strategy
+        await self._queue.check(record.session_id, strategy)
+        record.status = "queued"
+        await self._store.start_turn(record, list(inputs), load_history=False)
+        ready: list[TurnState] = []
+
+        async def started() -> None:
+            history = await self._turns.history(record.session_id, record.turn_id)
+            now = await self._remembering(record.agent_id or "", plan)
+            ready.append(TurnState(record, now, history, documents=documents, span=span))
+
+        async def run(emit: Emit) -> Turn:
+            if not await self._queue.take_turn(record, strategy, span, emit, self._leases.until, started):
+                return turn_from_record(record, [])
+            return await self._engine.run(ready[0], emit)
+
+        return self._runs.launch(record, 0, run, metered=_metered(record, plan, 0), webhook=request.webhook)
+
+    async def _remembering(self, agent_id: str, plan: TurnPlan) -> TurnPlan:
+        """The plan with the agent's memory blocks, as they are now, in its system message."""
+        if self._blocks is None:
+            return plan
+        memory = await self._blocks.prompt(
+            current_principal.get(), agent_id, plan.model, TOOL_NAME in plan.server_tools
+        )
+        return dataclasses.replace(plan, memory=memory)
+
+    async def _check_context(
+        self, plan: TurnPlan, session_id: str, turn_id: str, inputs: list[TurnInputMessage]
+    ) -> None:
+        """Refuse a turn whose first prompt cannot fit its model's context, before anything is stored.
+
+        With the agent's ``truncation`` or ``compaction`` (``context_fit.py``) only the instructions, tools and
+        the turn's input must fit; with ``disabled``, the whole history too. The session's history is read
+        for it only when the model's context size is known.
+        """
+        if self._models.context_window(plan.model) is None:
+            return
+        if plan.context.strategy != "disabled":
+            await minimal_fit(self._models, plan.chat_request, list(inputs))
+            return
+        earlier = await self._turns.history(session_id, turn_id)
+        await check_context(self._models, plan.chat_request([*earlier, *inputs]))
+
+    async def _documents(self, request: CreateTurnRequest) -> tuple[list[TurnInputMessage], list[MemoryDocument]]:
+        """The turn's input messages, with its documents inlined, or the documents to retrieve from if too large."""
+        messages, documents = list(request.messages), list(request.documents or [])
+        if not documents:
+            return messages, []
+        if not any(isinstance(m, UserMessage) for m in messages):  # before fetching anything for nothing
+            raise InvalidRequestError("documents need a user message to attach to", "documents")
+        texts = await document_texts(documents, self._fetch)
+        if self._memory is None or await _fit(texts, self._inline_document_tokens):
+            return attach_documents(messages, documents, texts), []
+        memorized = [
+            MemoryDocument(new_id(), text, {"mime_type": document.mime_type})
+            for document, text in zip(documents, texts, strict=True)
+        ]
+        return messages, memorized
+
+    async def resume_turn(
+        self,
+        agent_id: str,
+        session_id: str,
+        turn_id: str,
+        request: ResumeTurnRequest,
+        provider_data: dict[str, Any] | None = None,
+        continued: bool = False,
+    ) -> LiveTurn:
+        """Continue a turn that awaits client tool results or decisions on its approval requests.
+
+        ``continued``: the server continues the run itself (the approval inbox), with the webhook of the run
+        that paused, checked when that run's request named it (and again at every attempt). It reads the agent
+        as the server: the inbox checked that the decider may update the session, and the run goes on with
+        what its caller may read now (memory blocks, sessions), whether or not that still includes the agent.
+        """
+        if not request.tool_responses and not request.approvals:
+            raise InvalidRequestError("a resume needs tool_responses, approvals, or both", "tool_responses")
+        agent = await self._agent(agent_id, None if continued else current_principal.get())
+        if not continued:
+            await self._host.check_webhook(request.webhook)
+        await self._store.get_session(agent_id, session_id)
+        record = await self._store.get_turn_record(session_id, turn_id)
+        if record.status != "awaiting_input":
+            raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status})")
+        await self._previous_run_recorded(turn_id)
+        pending = await self._store.pending_step(turn_id)
+        decisions = list(request.approvals)
+        held = _held_call_ids(pending)
+        if self._holds is not None:  # decisions made in the inbox on calls the caller left undecided
+            decisions += await self._holds.decisions(turn_id, held, {d.call_id for d in decisions})
+        answer = complete_pending_step(pending, list(request.tool_responses), decisions)
+        overrides = TurnOverrides.from_json(record.overrides)
+        plan = await self._remembering(
+            agent_id, await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
+        )
+        async with self._host.admitting(turn_id):
+            # Numbered on from the events stored by now: the run that paused has recorded its own.
+            first_seq = await self._store.turn_event_count(turn_id)
+            kept = keep_webhook(record.overrides, request.webhook, run_key(turn_id, first_seq))
+            record = await self._store.claim_resume(session_id, turn_id, self._leases.until(), overrides=kept)
+            if self._holds is not None:
+                await self._holds.turn_answered(turn_id, held)
+            history = await self._turns.history(session_id, turn_id)
+            done = await self._store.list_turns([session_id], [turn_id])
+            span = start_turn_span(
+                record, "agents", session_id, agent_name=agent.agent_config.name, resumes=paused_span(record.overrides)
+            )
+            with ended_if_refused(span):
+                state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [], span=span)
+                counted = RunMetrics("agents", decided=len(answer.ruling.approved) + len(answer.ruling.denied))
+                metered = _metered(record, plan, first_seq)
+                return self._runs.launch(
+                    record,
+                    first_seq,
+                    lambda emit: self._engine.resume(state, answer, emit),
+                    counted,
+                    metered,
+                    request.webhook,
+                )
+
+    async def _previous_run_recorded(self, turn_id: str) -> None:
+        """Wait until the run that paused the turn has stored its events.
+
+        The pause is stored, and announced, a moment before that run's events are:
+        a client that resumes at once must not get event numbers that run used.
+        """
+        task = self._runner.task(turn_id)
+        if task is not None:
+            await asyncio.wait([task])  # its outcome is its own; a cancelled resume leaves it be
+        else:
+            with contextlib.suppress(TimeoutError):  # a replica that died mid-record: go on with what is stored
+                async with asyncio.timeout(RUN_END_WAIT_SECONDS):
+                    await self._fanout.wait_run_end(stream(turn_id))
+
+
+def _held_call_ids(pending: Step | None) -> list[str]:
+    """The call ids a paused step holds for approval (none: it waits for client tool results only)."""
+    if isinstance(pending, ToolExecutionStep):
+        return [request.call_id for request in pending.approval_requests or []]
+    return []
+
+
+def _metered(record: TurnRecord, plan: TurnPlan, first_seq: int) -> RunUsage:
+    """What counts the usage of a run of the turn (its first, or a resume's from event ``first_seq``)."""
+    return RunUsage("agents", record.turn_id, first_seq, plan.model, record.agent_id, record.session_id)
+
+
+async def _fit(texts: list[str], limit: int) -> bool:
+    """Whether the texts hold at most ``limit`` tokens together (counted off the event loop: they can be long)."""
+    if sum(len(text) for text in texts) <= limit:  # every token spans a character at least
+        return True
+    counted = await asyncio.to_thread(lambda: sum(count_tokens(text) for text in texts))
+    return counted <= limit
