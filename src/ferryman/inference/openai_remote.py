@@ -112,7 +112,7 @@ class OpenAICompatibleProvider:
         """Each listed model's id and its fields, through :class:`Http1Pool`."""
         lean = self._lean
         assert lean is not None
-        headers = [("Authorization", f"Bearer {self._api_key or 'none'}")]
+        headers = [self._bearer(None)]
         async with self._lean_answer(lambda: lean.get("/models", headers), None, where) as answer:
             return _listed(await answer.read(_MODEL_LIST_BYTES), where)
 
@@ -137,14 +137,11 @@ class OpenAICompatibleProvider:
                         return
                     problem = status_problem(answer.status, await answer.read(ERROR_BYTES))
                     delay = retry_delay(attempt, answer.status, answer.headers)
-            except TimeoutError as exc:
+            except OSError as exc:  # TimeoutError among them
+                said = "Request timed out." if isinstance(exc, TimeoutError) else "Connection error."
                 if handed:
-                    raise self._failure(UpstreamProblem(None, "Request timed out."), key, context) from exc
-                problem, delay, cause = UpstreamProblem(None, "Request timed out."), retry_delay(attempt), exc
-            except OSError as exc:
-                if handed:
-                    raise self._failure(UpstreamProblem(None, "Connection error."), key, context) from exc
-                problem, delay, cause = UpstreamProblem(None, "Connection error."), retry_delay(attempt), exc
+                    raise self._failure(UpstreamProblem(None, said), key, context) from exc
+                problem, delay, cause = UpstreamProblem(None, said), retry_delay(attempt), exc
             if delay is None or attempt >= self._max_retries:
                 raise self._failure(problem, key, context) from cause
             attempt += 1
@@ -160,9 +157,15 @@ class OpenAICompatibleProvider:
 
     def _client_for(self, provider_data: dict[str, Any] | None) -> tuple[openai.AsyncOpenAI, str | None]:
         key = api_key_from(provider_data, self._key_names)
-        if key is None:
-            return self._client, None
-        return self._client.with_options(api_key=key), key
+        return self._client_with(key), key
+
+    def _client_with(self, key: str | None) -> openai.AsyncOpenAI:
+        """The SDK's client, sending the caller's ``key`` when there is one (else the configured key)."""
+        return self._client if key is None else self._client.with_options(api_key=key)
+
+    def _bearer(self, key: str | None) -> tuple[str, str]:
+        """The ``Authorization`` header of a request of the lean client (the caller's key, else the configured one)."""
+        return ("Authorization", f"Bearer {key or self._api_key or 'none'}")
 
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream one chat completion, translating chunks to ours."""
@@ -185,7 +188,7 @@ class OpenAICompatibleProvider:
         """The streamed chunks through the SDK (an HTTP client of the caller's, or a proxy)."""
         import openai
 
-        client = self._client if key is None else self._client.with_options(api_key=key)
+        client = self._client_with(key)
         try:
             # The body is already plain JSON built by openai_wire: posting it as it is
             # skips the SDK's per-call walk over every message and tool (which grew with
@@ -210,11 +213,14 @@ class OpenAICompatibleProvider:
         lean = self._lean
         assert lean is not None
         body = orjson.dumps(params)  # a long history's prompt: ~15x faster than json.dumps
-        headers = [("Authorization", f"Bearer {key or self._api_key or 'none'}"), *trace_headers().items()]
+        headers = [self._bearer(key), *trace_headers().items()]
         async with self._lean_answer(lambda: lean.post("/chat/completions", body, headers), key, context) as answer:
             async for data in sse_data(answer.chunks()):
                 if data != "[DONE]":  # read on to the end, so that the connection is kept
-                    yield _chunk_of(data, key, context, self._failure)
+                    chunk = _chunk_of(data)
+                    if isinstance(chunk, UpstreamProblem):
+                        raise self._failure(chunk, key, context)
+                    yield chunk
 
     async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
         """Vectors of ``texts`` from the server's ``/embeddings``, in order, a batch of inputs per request.
@@ -360,19 +366,19 @@ def _sdk_problem(exc: openai.OpenAIError) -> UpstreamProblem:
     return UpstreamProblem(None, str(exc))
 
 
-def _chunk_of(data: str, key: str | None, context: str, failure: Any) -> dict[str, Any]:
-    """One streamed event's chunk; an event that carries an ``error`` (a failure mid-stream) raises it."""
+def _chunk_of(data: str) -> dict[str, Any] | UpstreamProblem:
+    """One streamed event's chunk, or what is wrong with it (an event that carries an ``error``: a failure
+    mid-stream)."""
     try:
         chunk = orjson.loads(data)
     except ValueError as exc:
-        raise failure(UpstreamProblem(None, f"the model server streamed an event that is not JSON: {exc}"), key,
-                      context) from exc  # fmt: skip
+        return UpstreamProblem(None, f"the model server streamed an event that is not JSON: {exc}")
     if not isinstance(chunk, dict):
-        raise failure(UpstreamProblem(None, "the model server streamed an event that is no JSON object"), key, context)
+        return UpstreamProblem(None, "the model server streamed an event that is no JSON object")
     if chunk.get("error"):
         error = chunk["error"]
         said = error.get("message") if isinstance(error, dict) else None
-        raise failure(UpstreamProblem(None, str(said or "An error occurred during streaming")), key, context)
+        return UpstreamProblem(None, str(said or "An error occurred during streaming"))
     return chunk
 
 
