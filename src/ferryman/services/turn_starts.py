@@ -100,13 +100,7 @@ class TurnStarts:
         self._fanout = host.fanout
         self._engine = host.engine
         self._runner = host.runner
-        self._models = inputs.models
-        self._tools = inputs.tools
-        self._shields = inputs.shields
-        self._fetch = inputs.fetch
-        self._memory = inputs.memory
-        self._inline_document_tokens = inputs.inline_document_tokens
-        self._blocks = inputs.blocks
+        self._inputs = inputs
         self._holds = holds
         self._agent = agent
         self._reads = reads
@@ -135,9 +129,7 @@ class TurnStarts:
         agent = await self._agent(agent_id, current_principal.get())
         await self._host.check_webhook(request.webhook)
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
-        plan = await self._remembering(
-            agent_id, await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
-        )
+        plan = await self._plan(agent_id, agent, overrides, provider_data)
         if request.documents:  # fetch nothing for a session that does not exist
             await self._store.get_session(agent_id, session_id)
         history_inputs, memorized = await self._documents(request)
@@ -199,11 +191,19 @@ class TurnStarts:
 
         return self._runs.launch(record, 0, run, metered=_metered(record, plan, 0), webhook=request.webhook)
 
+    async def _plan(
+        self, agent_id: str, agent: Agent, overrides: TurnOverrides, provider_data: dict[str, Any] | None
+    ) -> TurnPlan:
+        """What a run of the agent's turn does, with the turn's own overrides and the agent's memory."""
+        inputs = self._inputs
+        plan = await build_plan(agent.agent_config, overrides, inputs.tools, inputs.shields, provider_data)
+        return await self._remembering(agent_id, plan)
+
     async def _remembering(self, agent_id: str, plan: TurnPlan) -> TurnPlan:
         """The plan with the agent's memory blocks, as they are now, in its system message."""
-        if self._blocks is None:
+        if self._inputs.blocks is None:
             return plan
-        memory = await self._blocks.prompt(
+        memory = await self._inputs.blocks.prompt(
             current_principal.get(), agent_id, plan.model, TOOL_NAME in plan.server_tools
         )
         return dataclasses.replace(plan, memory=memory)
@@ -217,13 +217,13 @@ class TurnStarts:
         the turn's input must fit; with ``disabled``, the whole history too. The session's history is read
         for it only when the model's context size is known.
         """
-        if self._models.context_window(plan.model) is None:
+        if self._inputs.models.context_window(plan.model) is None:
             return
         if plan.context.strategy != "disabled":
-            await minimal_fit(self._models, plan.chat_request, list(inputs))
+            await minimal_fit(self._inputs.models, plan.chat_request, list(inputs))
             return
         earlier = await self._turns.history(session_id, turn_id)
-        await check_context(self._models, plan.chat_request([*earlier, *inputs]))
+        await check_context(self._inputs.models, plan.chat_request([*earlier, *inputs]))
 
     async def _documents(self, request: CreateTurnRequest) -> tuple[list[TurnInputMessage], list[MemoryDocument]]:
         """The turn's input messages, with its documents inlined, or the documents to retrieve from if too large."""
@@ -232,8 +232,8 @@ class TurnStarts:
             return messages, []
         if not any(isinstance(m, UserMessage) for m in messages):  # before fetching anything for nothing
             raise InvalidRequestError("documents need a user message to attach to", "documents")
-        texts = await document_texts(documents, self._fetch)
-        if self._memory is None or await _fit(texts, self._inline_document_tokens):
+        texts = await document_texts(documents, self._inputs.fetch)
+        if self._inputs.memory is None or await _fit(texts, self._inputs.inline_document_tokens):
             return attach_documents(messages, documents, texts), []
         memorized = [
             MemoryDocument(new_id(), text, {"mime_type": document.mime_type})
@@ -274,9 +274,7 @@ class TurnStarts:
             decisions += await self._holds.decisions(turn_id, held, {d.call_id for d in decisions})
         answer = complete_pending_step(pending, list(request.tool_responses), decisions)
         overrides = TurnOverrides.from_json(record.overrides)
-        plan = await self._remembering(
-            agent_id, await build_plan(agent.agent_config, overrides, self._tools, self._shields, provider_data)
-        )
+        plan = await self._plan(agent_id, agent, overrides, provider_data)
         async with self._host.admitting(turn_id):
             # Numbered on from the events stored by now: the run that paused has recorded its own.
             first_seq = await self._store.turn_event_count(turn_id)
