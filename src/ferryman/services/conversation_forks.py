@@ -41,7 +41,7 @@ from ferryman.storage.domain.forks import Lineage
 from ferryman.storage.owned import authorize
 
 from .fork_reads import ForkReads
-from .forks import FORKING_SECONDS
+from .forks import FORKING_SECONDS, forget_lineage
 
 HELD_ITEMS = "forkhist_"
 """The prefix of the holders of deleted items that forks share."""
@@ -198,21 +198,12 @@ class ConversationForks:
 
     async def forget(self, conversation_id: str) -> None:
         """After a conversation was deleted: delete its lineage, and the holder it shared if no fork shares it."""
-        with acting_as(None):
-            lineage = await self._reads.lineage(conversation_id)
-            if lineage is not None and await self._lineages.delete(conversation_id):
-                await self._release(lineage)
+        await forget_lineage(self._reads, conversation_id, self._drop_holder)
 
-    async def _release(self, lineage: Lineage) -> None:
-        """Delete the holder ``lineage`` shared (and so on up) once no fork shares it."""
-        if not lineage.held or await self._lineages.of_source(lineage.source):
-            return
-        for item in await self._store.all_items(lineage.source):
+    async def _drop_holder(self, holder: str) -> None:
+        for item in await self._store.all_items(holder):
             with contextlib.suppress(NotFoundError):
-                await self._store.delete_item(lineage.source, item.id or "")
-        above = await self._lineages.find(lineage.source)
-        if above is not None and await self._lineages.delete(above.id):
-            await self._release(above)
+                await self._store.delete_item(holder, item.id or "")
 
 
 def _hiding(lineage: Lineage, item_id: str) -> Lineage:

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -297,20 +297,11 @@ class SessionForks:
 
     async def forget(self, session_id: str) -> None:
         """After a session was deleted: delete its lineage, and the holder it shared if no fork shares it now."""
-        with acting_as(None):
-            lineage = await self._reads.lineage(session_id)
-            if lineage is not None and await self._lineages.delete(session_id):
-                await self._release(lineage)
+        await forget_lineage(self._reads, session_id, self._drop_holder)
 
-    async def _release(self, lineage: Lineage) -> None:
-        """Delete the holder ``lineage`` shared (and so on up) once no fork shares it."""
-        if not lineage.held or await self._lineages.of_source(lineage.source):
-            return
+    async def _drop_holder(self, holder: str) -> None:
         with contextlib.suppress(NotFoundError):
-            await self._store.delete_session(HELD_AGENT, lineage.source)
-        above = await self._lineages.find(lineage.source)
-        if above is not None and await self._lineages.delete(above.id):
-            await self._release(above)
+            await self._store.delete_session(HELD_AGENT, holder)
 
 
 @dataclass(frozen=True)
@@ -326,3 +317,21 @@ class _Kept:
 def _step_of(step: Step, turn_id: str) -> Step:
     """A copy of a step for another turn, under a new id."""
     return step.model_copy(deep=True, update={"turn_id": turn_id, "step_id": new_id()})
+
+
+async def forget_lineage(reads: ForkReads, fork_id: str, drop_holder: Callable[[str], Awaitable[None]]) -> None:
+    """After a fork (a session or a conversation) was deleted: delete its lineage, then the holder it shared, and so
+    on up, each once no fork shares it (``drop_holder`` deletes a holder's session or items)."""
+    with acting_as(None):
+        lineage = await reads.lineage(fork_id)
+        if lineage is not None and await reads.lineages.delete(fork_id):
+            await _release(reads, lineage, drop_holder)
+
+
+async def _release(reads: ForkReads, lineage: Lineage, drop_holder: Callable[[str], Awaitable[None]]) -> None:
+    if not lineage.held or await reads.lineages.of_source(lineage.source):
+        return
+    await drop_holder(lineage.source)
+    above = await reads.lineages.find(lineage.source)
+    if above is not None and await reads.lineages.delete(above.id):
+        await _release(reads, above, drop_holder)
