@@ -90,7 +90,7 @@ from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.domain.approvals import HeldCalls
 from ferryman.storage.domain.memory_blocks import MemoryBlocks
 from ferryman.storage.domain.schedules import ScheduleRecords
-from ferryman.storage.owned import owned
+from ferryman.storage.owned import beneath, owned
 from ferryman.storage.select import store_for
 from ferryman.tools.code_interpreter import TOOLGROUP_ID as CODE_INTERPRETER
 from ferryman.tools.code_interpreter import CodeInterpreter
@@ -299,7 +299,7 @@ def build_services(
     keep_blocked_text = safety_settings.keep_blocked_text if safety_settings else False
     context = context or ContextSettings()
     engine = TurnEngine(
-        store,
+        beneath(store),
         models,
         SessionMemory(vector_stores, search),
         keep_blocked_text=keep_blocked_text,

@@ -15,6 +15,7 @@ from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit, EngineEvent, TurnAwaitingInput
 from ferryman.errors import FerrymanError, NotFoundError
 from ferryman.storage.base import TurnRecord
+from ferryman.storage.owned import beneath
 from ferryman.webhooks.outbox import ArmedRun
 
 from .approval_holds import ApprovalHolds
@@ -47,7 +48,7 @@ class TurnRuns:
 
     def __init__(self, host: TurnHost, holds: ApprovalHolds | None, turns: TurnReads) -> None:
         self._host = host
-        self._store = host.store
+        self._store = beneath(host.store)  # the run's own events: its start was checked
         self._holds = holds
         self._turns = turns
 

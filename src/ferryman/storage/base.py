@@ -121,11 +121,14 @@ class SessionStore(Protocol):
 class TurnStore(Protocol):
     """Turns, their steps and the conversation history they build."""
 
-    async def start_turn(self, record: TurnRecord, history: list[Message], load_history: bool = True) -> list[Message]:
+    async def start_turn(
+        self, record: TurnRecord, history: list[Message], load_history: bool = True, owner: Principal | None = None
+    ) -> list[Message]:
         """Store a new running turn and its input messages, and return (if asked) its full history.
 
         The history is the messages of the session's completed earlier turns,
-        then this turn's own, read in the same transaction as the insert.
+        then this turn's own, read in the same transaction as the insert. ``owner``
+        (None: none) is stored as the turn's owner in that transaction too.
 
         Raises:
             NotFoundError: the session does not exist (for this agent).

@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from cachetools import LRUCache
+
 from ferryman.api.agents import Turn
 from ferryman.auth.audit import audit
 from ferryman.auth.policy import AccessPolicy, Action
@@ -41,6 +43,11 @@ Target = Callable[[Args], "tuple[str, str] | None"]
 """The ``(kind, id)`` of the record a call touches, from its arguments by name (None: no record)."""
 
 _PAGE_BATCH = 100
+_KEPT_OWNERS = 10_000
+"""How many owners of records whose owner never changes (:data:`_FIXED_OWNERS`) a store keeps in memory."""
+_FIXED_OWNERS = frozenset({"session", "turn"})
+"""Kinds whose ids the server makes, never reused, and whose owner is stamped once: a kept owner stays true (a
+deleted record's kept owner only lets a call on to the backend, which finds the record missing)."""
 
 
 def _arg(kind: str, name: str, attr: str | None = None) -> Target:
@@ -79,6 +86,8 @@ class Create:
     """The id may be the caller's choice (a model): an existing record is updated, if the caller may."""
     named: bool = False
     """The id may be the caller's choice (a vector DB) and an existing record is never replaced: a ConflictError."""
+    stamped: bool = False
+    """The backend's method takes the owner (``owner=``) and stores it with the record, in one transaction."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +116,7 @@ RULES: dict[str, Rule] = {
     "get_session": Act("read", _session),
     "list_sessions": Listing(),
     "delete_session": Act("delete", _session),
-    "start_turn": Create(_arg("turn", "record", "turn_id"), _arg("session", "record", "session_id"), "update"),
+    "start_turn": Create(_arg("turn", "record", "turn_id"), _arg("session", "record", "session_id"), "update", stamped=True),  # noqa: E501
     "claim_resume": Act("update", _session),
     "save_step": Act("update", _turn),
     "redact_turn_input": Act("update", _turn),
@@ -211,6 +220,7 @@ class OwnedStore:
         self.policy = policy
         self.kernel = inner.kernel
         self._signatures = {name: inspect.signature(getattr(Store, name)) for name in RULES}
+        self._kept: LRUCache[tuple[str, str], Principal] = LRUCache(maxsize=_KEPT_OWNERS)
 
     def __getattr__(self, name: str) -> Any:
         rule = RULES.get(name)
@@ -233,6 +243,7 @@ class OwnedStore:
                 await self.check(rule.action, *target)
             result = await method(*args, **kwargs)
             if rule.action == "delete" and target is not None and result is not False:
+                self._kept.pop(target, None)
                 await self.inner.forget_owner(*target)
                 audit("delete", "delete", _resource(*target))
             return result
@@ -241,7 +252,17 @@ class OwnedStore:
 
     async def owner_of(self, kind: str, record_id: str) -> Principal | None:
         """The owner of a record (None: unowned)."""
-        return (await self.inner.owners_of(kind, [record_id])).get(record_id)
+        kept = self._kept.get((kind, record_id))
+        if kept is not None:
+            return kept
+        owner = (await self.inner.owners_of(kind, [record_id])).get(record_id)
+        if owner is not None:
+            self._keep(kind, record_id, owner)
+        return owner
+
+    def _keep(self, kind: str, record_id: str, owner: Principal) -> None:
+        if kind in _FIXED_OWNERS:
+            self._kept[kind, record_id] = owner
 
     async def check(self, action: Action, kind: str, record_id: str) -> None:
         """Raise unless the current principal may do ``action`` on the record.
@@ -281,7 +302,9 @@ class OwnedStore:
         if not self.policy.allows(user, "create", _resource(*target), user):
             audit("denied", "create", _resource(*target), status=403)
             raise ForbiddenError(f"not allowed to create {target[0]} '{target[1]}'")
-        if rule.named:
+        if rule.stamped:
+            result = await method(*args, **kwargs, owner=user)
+        elif rule.named:
             # A chosen id: only the caller whose create won stamps itself (two at once both passed the check
             # above, and the loser's stamp, made first, would take the winner's record).
             result = await method(*args, **kwargs)
@@ -290,6 +313,7 @@ class OwnedStore:
             # The owner first: a crash between the two leaves an owner of nothing, never a record of no one.
             await self.inner.set_owner(*target, user)
             result = await method(*args, **kwargs)
+        self._keep(*target, user)
         audit("create", "create", _resource(*target))
         return result
 
@@ -402,6 +426,12 @@ async def authorize(store: Store, action: Action, kind: str, record_id: str) -> 
     """
     if isinstance(store, OwnedStore):
         await store.check(action, kind, record_id)
+
+
+def beneath(store: Store) -> Store:
+    """The backend beneath the owners and the policy, for a run's writes to the records whose start was checked
+    (its steps, its end, its events): checking them again would only read the same owner once more per write."""
+    return store.inner if isinstance(store, OwnedStore) else store
 
 
 def owned(store: Store, policy: AccessPolicy | None = None) -> Store:

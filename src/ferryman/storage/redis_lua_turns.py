@@ -67,6 +67,8 @@ class StartTurn:
     lease: float
     with_history: bool
     messages: list[str]
+    owner: str | None
+    """The turn's owner as stored (None: none)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ redis.call('HSET', t, 'session_id', session_id, 'status', status, 'inputs', inpu
 if agent_id ~= '' then redis.call('HSET', t, 'agent_id', agent_id) end
 redis.call('ZADD', key('session_turns', session_id), seq, turn_id)
 append_messages(turn_id, messages)
+if owner ~= '' then redis.call('HSET', key('owners', 'turn'), turn_id, owner) end
 if not with_history then return {OK} end
 return history(session_id, turn_id, seq, true)
 """,

@@ -15,10 +15,12 @@ from typing import Any, cast
 
 from ferryman.api.agents import Step, Turn, TurnStatus
 from ferryman.api.content import Message, TurnInputMessage
+from ferryman.auth.principal import Principal
 from ferryman.errors import FailureCode, NotFoundError
 
 from . import codec
 from .base import ExpiredTurn, StepWrite, StoredEvent, TurnRecord, turn_from_record
+from .owners import dump_owner
 from .redis_keys import (
     LEASES,
     MESSAGES,
@@ -60,8 +62,10 @@ class RedisTurns(RedisBase):
     def _history(self, entries: list[str]) -> list[Message]:
         return self._messages.load([message_row(entry) for entry in entries])
 
-    async def start_turn(self, record: TurnRecord, history: list[Message], load_history: bool = True) -> list[Message]:
-        """Store a new running turn and its input messages; return the history it continues.
+    async def start_turn(
+        self, record: TurnRecord, history: list[Message], load_history: bool = True, owner: Principal | None = None
+    ) -> list[Message]:
+        """Store a new running turn, its input messages and its owner; return the history it continues.
 
         Raises:
             NotFoundError: the session does not exist (for this agent).
@@ -78,6 +82,7 @@ class RedisTurns(RedisBase):
             lease=lease_score(record.lease_until),
             with_history=load_history,
             messages=[codec.dump_message(m) for m in history],
+            owner=None if owner is None else dump_owner(owner),
         )
         return self._history(await self._run(START_TURN, start))
 

@@ -11,6 +11,17 @@ from ..owners import dump_owner, load_owner
 from .seam import Driver, Work, count, rows
 
 
+def stamp_owner(kind: str, record_id: str, owner: Principal) -> Work[None]:
+    """Record (or replace) the owner of a record, in the unit of work that yields from this."""
+    params = {"kind": kind, "record_id": record_id, "principal": owner.qualified, "owner": dump_owner(owner)}
+    # Portable upsert: the row is the unit's own once deleted (PostgreSQL locks, SQLite is serial).
+    yield count("DELETE FROM record_owners WHERE kind = :kind AND record_id = :record_id", **params)
+    yield count(
+        "INSERT INTO record_owners (kind, record_id, principal, owner) VALUES (:kind, :record_id, :principal, :owner)",
+        **params,
+    )
+
+
 class OwnerTables:
     """Record owners, over a :class:`Driver`."""
 
@@ -18,18 +29,7 @@ class OwnerTables:
 
     async def set_owner(self, kind: str, record_id: str, owner: Principal) -> None:
         """Record (or replace) the owner of a record."""
-        params = {"kind": kind, "record_id": record_id, "principal": owner.qualified, "owner": dump_owner(owner)}
-
-        def work() -> Work[None]:
-            # Portable upsert: the row is the unit's own once deleted (PostgreSQL locks, SQLite is serial).
-            yield count("DELETE FROM record_owners WHERE kind = :kind AND record_id = :record_id", **params)
-            yield count(
-                "INSERT INTO record_owners (kind, record_id, principal, owner) "
-                "VALUES (:kind, :record_id, :principal, :owner)",
-                **params,
-            )
-
-        await self._db.write(work())
+        await self._db.write(stamp_owner(kind, record_id, owner))
 
     async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Principal]:
         """The owners of those of these records that have one."""

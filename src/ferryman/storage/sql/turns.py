@@ -9,11 +9,13 @@ from typing import Any
 
 from ferryman.api.agents import Step, Turn, TurnStatus
 from ferryman.api.content import Message, TurnInputMessage
+from ferryman.auth.principal import Principal
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, NotFoundError
 
 from .. import codec
 from ..base import ExpiredTurn, StepWrite, StoredEvent, TurnRecord, turn_from_record
 from ..rows import TURN_COLUMNS, turn_record
+from .owners import stamp_owner
 from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
 _log = logging.getLogger(__name__)
@@ -90,8 +92,10 @@ class TurnTables:
     _db: Driver
     _messages: codec.MessageCache
 
-    async def start_turn(self, record: TurnRecord, history: list[Message], load_history: bool = True) -> list[Message]:
-        """Store a new running turn and its input messages; return the history it continues."""
+    async def start_turn(
+        self, record: TurnRecord, history: list[Message], load_history: bool = True, owner: Principal | None = None
+    ) -> list[Message]:
+        """Store a new running turn, its input messages and its owner; return the history it continues."""
         d = self._db.dialect
 
         def work() -> Work[list[Row]]:
@@ -131,6 +135,8 @@ class TurnTables:
                     f"session '{record.session_id}' already has a turn in progress; wait for it to finish"
                 ) from exc
             yield from _append(record.session_id, record.turn_id, history)
+            if owner is not None:
+                yield from stamp_owner("turn", record.turn_id, owner)
             if not load_history:
                 return []
             found: list[Row] = yield rows(_HISTORY, session_id=record.session_id, turn_id=record.turn_id)

@@ -1,0 +1,130 @@
+"""How many times a create-turn request reaches the database before its model call, with API keys on and off.
+
+A round trip is one unit of work sent to the backend: a transaction on SQLite or PostgreSQL (one thread hop,
+one connection's statements), one command or pipeline sent to Redis. The second turn of a session is counted:
+the first reads the agent, which a replica keeps from then on. With keys off a turn reads the agent's memory
+blocks and starts (its history read in the same transaction); with keys on, the key is looked up first, and
+the session's owner, kept since its create, is checked without a read; the turn's owner is stored in the
+start's own transaction. After the model call, a run's own writes (its end, its events) are not checked again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio.connection import AbstractConnection
+from storage_backends import BACKENDS, unopened_store
+
+from ferryman.auth.api_keys import ApiKeyAuthenticator, key_record, new_key
+from ferryman.auth.bearer import BearerAuthenticator
+from ferryman.auth.principal import Principal, PrincipalKind
+from ferryman.inference.base import ChatChunk, ChatRequest
+from ferryman.server.app import Services, build_services
+from ferryman.storage.base import Store
+from ferryman.storage.domain.api_keys import ApiKeys
+from ferryman.storage.owned import beneath
+from ferryman.testing import Script, ScriptedModel, ScriptedReply
+from inprocess import serving
+
+pytestmark = pytest.mark.anyio
+
+BEFORE_INFERENCE = {False: 2, True: 3}
+"""Keys off: the memory blocks, the start. Keys on: the key too."""
+AFTER_INFERENCE = 3
+"""Either way: the turn's end, its events, its usage."""
+
+
+class Trips:
+    """Counts the units of work a store sends its backend, and what the count was when the model was called."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.at_inference: list[int] = []
+
+    def counting(self, send: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.sent += 1
+            return await send(*args, **kwargs)
+
+        return counted
+
+
+class NotingModel(ScriptedModel):
+    """The scripted model, noting how many round trips the turn had made when it is called."""
+
+    def __init__(self, trips: Trips) -> None:
+        super().__init__(script=Script(default_reply=ScriptedReply(text="ok")))
+        self.trips = trips
+
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        self.trips.at_inference.append(self.trips.sent)
+        async for chunk in super().stream_chat(request):
+            yield chunk
+
+
+def _count_sql(store: Store, trips: Trips) -> None:
+    driver = store._db  # type: ignore[attr-defined]  # the kernel shares it
+    driver.read = trips.counting(driver.read)
+    driver.write = trips.counting(driver.write)
+
+
+@pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
+@pytest.mark.parametrize("backend", list(BACKENDS))
+async def test_a_turn_reaches_storage_twice_before_its_model_call_and_three_times_with_api_keys(
+    backend: str, keys_on: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trips = Trips()
+    if backend == "redis":
+        send = trips.counting(AbstractConnection.send_packed_command)
+        monkeypatch.setattr(AbstractConnection, "send_packed_command", send)
+    async with unopened_store(backend, tmp_path) as store:
+        keys = ApiKeys(store.kernel)
+        authenticator = BearerAuthenticator(ApiKeyAuthenticator(keys), None) if keys_on else None
+        services = build_services(store, [NotingModel(trips)], authenticator=authenticator)
+        async with serving(services) as http:
+            headers = {}
+            if keys_on:
+                key = new_key()
+                await keys.create(key_record("alice", key, {}))
+                headers = {"Authorization": f"Bearer {key}"}
+            if backend != "redis":
+                _count_sql(store, trips)
+            turn = await _first_turn(http, headers)
+            first_id = await _ended(services, turn)
+            before = trips.sent
+            second_id = await _ended(services, await http.post(turn.url, json=BODY, headers=headers))
+            assert (trips.at_inference[-1] - before, trips.sent - trips.at_inference[-1]) == (
+                BEFORE_INFERENCE[keys_on],
+                AFTER_INFERENCE,
+            )
+            owners = await beneath(services.store).owners_of("turn", [first_id, second_id])
+    assert owners == ({first_id: ALICE, second_id: ALICE} if keys_on else {})
+
+
+BODY = {"messages": [{"role": "user", "content": "hi"}], "stream": False}
+ALICE = Principal(PrincipalKind.API_KEY, "alice")
+
+
+async def _first_turn(http: httpx.AsyncClient, headers: dict[str, str]) -> httpx.Response:
+    """The first turn of a new session of a new agent (its answer, whose URL the next turn is posted to)."""
+    config = {"model": "scripted-model", "instructions": "Be brief."}
+    agent = await http.post("/v1/agents", json={"agent_config": config}, headers=headers)
+    agent_id = agent.json()["agent_id"]
+    session = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=headers)
+    url = f"/v1/agents/{agent_id}/session/{session.json()['session_id']}/turn"
+    return await http.post(url, json=BODY, headers=headers)
+
+
+async def _ended(services: Services, answer: httpx.Response) -> str:
+    """The id of the turn answered, once its run has stored all it stores (its events and usage included)."""
+    assert answer.status_code == 200, answer.text
+    turn_id: str = answer.json()["turn_id"]
+    task = services.runner.task(turn_id)
+    if task is not None:
+        await task
+    await services.usage.flush()
+    return turn_id
