@@ -191,6 +191,27 @@ async def unopened_store(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
         yield RedisStore(REDIS_URL, prefix=cast(RedisStore, prepared)._keys.prefix)
 
 
+@asynccontextmanager
+async def twin_store(store: Store) -> AsyncIterator[Store]:
+    """A second store, opened, over the same database as ``store`` (another replica's)."""
+    twin: Store
+    if isinstance(store, SqliteStore):
+        twin = SqliteStore(store._db.path)
+    elif type(store).__name__ == "PostgresStore":
+        from ferryman.storage.postgres import PostgresStore
+
+        twin = PostgresStore(POSTGRES_URL, schema=store._db._schema)  # type: ignore[attr-defined]
+    else:
+        from ferryman.storage.redis_store import RedisStore
+
+        twin = RedisStore(REDIS_URL, prefix=cast(RedisStore, store)._keys.prefix)
+    await twin.open()
+    try:
+        yield twin
+    finally:
+        await twin.close()
+
+
 Opener = Callable[[Path], AbstractAsyncContextManager[Store]]
 
 BACKENDS: dict[str, Opener] = {

@@ -52,7 +52,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0015_agents_on_kernel"
+HEAD = "0016_history_epoch"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -648,3 +648,19 @@ async def test_agents_go_down_to_their_table_and_up_again(database: Database) ->
         await assert_agents_moved(store.kernel)
     finally:
         await store.close()
+
+
+# -- sessions count their history's changes (0016) ----------------------------------------------------------------
+
+
+async def test_sessions_get_a_history_epoch_of_zero_that_goes_down_with_its_revision(database: Database) -> None:
+    await database.migrate("0015_agents_on_kernel", False)
+    await database.query(
+        _insert("sessions", session_id="sess_old", agent_id="agent_x", session_name="s", started_at=WHEN.isoformat())
+    )
+    await database.migrate("head", False)
+    assert await database.query("SELECT session_id, history_epoch FROM sessions") == [("sess_old", 0)]
+    await database.migrate("0015_agents_on_kernel", True)
+    assert await database.query("SELECT session_id, session_name FROM sessions") == [("sess_old", "s")]
+    with pytest.raises(Exception, match="history_epoch"):
+        await database.query("SELECT history_epoch FROM sessions")

@@ -1,47 +1,66 @@
-"""Deleting a response forgets every cached history whose chain runs through it, as the store's chain stops there."""
+"""What a replica keeps of sessions' histories: copies per reader, bounded, stale under another epoch."""
 
 from __future__ import annotations
 
 from ferryman.api.content import Message, UserMessage
-from ferryman.services.responses.history import HistoryCache
+from ferryman.storage.history_cache import HistoryCache, Kept
 
 
-def _history(*texts: str) -> list[Message]:
-    return [UserMessage(content=text) for text in texts]
+def _kept(epoch: int, *turns: tuple[int, str]) -> Kept:
+    """What was read under ``epoch``: a message of each ``(order, text)``, in order."""
+    kept = Kept(epoch)
+    kept.add([(order, UserMessage(content=text)) for order, text in turns])
+    return kept
 
 
-def _chain() -> HistoryCache:
+def _texts(messages: list[Message]) -> list[str]:
+    return [str(message.content) for message in messages]
+
+
+def test_what_is_kept_under_another_epoch_is_nothing() -> None:
     cache = HistoryCache()
-    cache.put("r1", _history("one"), None)
-    cache.put("r2", _history("one", "two"), "r1")
-    cache.put("r3", _history("one", "two", "three"), "r2")
-    cache.put("other", _history("else"), None)
-    return cache
+    cache.keep("s", _kept(3, (1, "a")))
+    assert _texts(cache.known("s", 3).messages) == ["a"]
+    assert cache.known("s", 4).messages == [] and cache.known("s", 4).epoch == 4
+    assert cache.kept("t").epoch == -1
 
 
-def test_deleting_a_response_drops_the_histories_that_hold_it() -> None:
-    cache = _chain()
-    cache.drop("r2")
-    assert [cache.get(r) is None for r in ("r1", "r2", "r3", "other")] == [False, True, True, False]
+def test_a_reader_extends_its_own_copy_and_turns_a_racing_reader_added_are_not_added_twice() -> None:
+    cache = HistoryCache()
+    cache.keep("s", _kept(0, (1, "a")))
+    mine, theirs = cache.known("s", 0), cache.known("s", 0)
+    theirs.add([(2, UserMessage(content="b"))])
+    cache.keep("s", theirs)
+    assert cache.known("s", 0).after == 2 and mine.after == 1  # a copy: untouched by the other reader
+    mine.add([(2, UserMessage(content="b")), (3, UserMessage(content="c"))])
+    mine.add([(3, UserMessage(content="c"))])
+    assert (mine.orders, _texts(mine.messages)) == ([1, 2, 3], ["a", "b", "c"])
 
 
-def test_a_history_whose_chain_is_not_all_cached_is_dropped_on_any_delete() -> None:
-    cache = _chain()
-    cache.put("r9", _history("from the store", "nine"), "r8")  # r8's history came from the store
-    cache.drop("other")
-    assert cache.get("r9") is None and cache.get("r3") is not None
+def test_the_sessions_kept_longest_ago_go_first_once_too_many_messages_are_kept() -> None:
+    cache = HistoryCache(max_messages=4, max_sessions=10)
+    for session in ("s1", "s2", "s3"):
+        cache.keep(session, _kept(0, (1, "x"), (1, "y")))
+    assert [cache.kept(s).epoch for s in ("s1", "s2", "s3")] == [-1, 0, 0]
+    cache.keep("s2", cache.known("s2", 0))  # kept again: the youngest now
+    cache.keep("s4", _kept(0, (1, "z")))
+    assert [cache.kept(s).epoch for s in ("s2", "s3", "s4")] == [0, -1, 0]
 
 
-def test_an_evicted_link_makes_the_rest_of_its_chain_unknown() -> None:
-    cache = HistoryCache(capacity=2)
-    cache.put("r1", _history("one"), None)
-    cache.put("r2", _history("one", "two"), "r1")
-    cache.put("r3", _history("one", "two", "three"), "r2")  # evicts r1
-    cache.drop("r1")
-    assert cache.get("r3") is None and cache.get("r2") is None
+def test_the_sessions_kept_are_bounded_in_number_too() -> None:
+    cache = HistoryCache(max_sessions=2)
+    for session in ("s1", "s2", "s3"):
+        cache.keep(session, Kept(0))
+    assert [cache.kept(s).epoch for s in ("s1", "s2", "s3")] == [-1, 0, 0]
 
 
-def test_forgetting_everything() -> None:
-    cache = _chain()
-    cache.drop(None)
-    assert all(cache.get(r) is None for r in ("r1", "r2", "r3", "other"))
+def test_the_history_before_a_turn_is_the_whole_turns_started_before_it() -> None:
+    kept = _kept(0, (1, "a"), (1, "a!"), (3, "c"), (5, "e"))
+    assert (kept.orders, kept.starts) == ([1, 3, 5], [0, 2, 3])
+    assert _texts(kept.before(2)) == ["a", "a!"]
+    assert _texts(kept.before(3)) == ["a", "a!"]
+    assert _texts(kept.before(4)) == ["a", "a!", "c"]
+    assert _texts(kept.before(1)) == []
+    assert _texts(kept.before(None)) == _texts(kept.before(9)) == ["a", "a!", "c", "e"]
+    kept.before(None).append(UserMessage(content="own"))
+    assert len(kept.messages) == 4  # a new list each time

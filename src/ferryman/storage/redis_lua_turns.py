@@ -20,17 +20,28 @@ from ferryman.errors import ConflictError, FailureCode, NotFoundError
 from .base import ExpiredTurn
 from .redis_script import Outcome, Script, nothing, values
 
-# History of a turn: the messages of the session's completed turns that started
-# before it (session_done holds only completed turns, scored by start), then its
-# own. Each turn's messages sit in one list, so they stay together even when an
-# older turn was resumed after newer ones ran.
+# History of a turn (storage/history_cache.py): the session's history epoch; the
+# session's turns completed after start order ``after`` (all of them when the caller
+# kept them under another epoch), each its score and its messages (session_done holds
+# only completed turns, scored by start); then the turn's own messages. Each turn's
+# messages sit in one list, so they stay together even when an older turn was resumed
+# after newer ones ran. The reply: OK, epoch, the ``after`` used, the turn's own order
+# ('': none, after every completed turn), then per turn its order, its count and its
+# entries, ending with an order of 0 and the own entries.
 _HISTORY = """
-local function history(sid, tid, seq, own)
-  local out = {OK}
-  for _, done in ipairs(redis.call('ZRANGEBYSCORE', key('session_done', sid), '-inf', '(' .. seq)) do
-    for _, entry in ipairs(redis.call('LRANGE', key('messages', done), 0, -1)) do out[#out + 1] = entry end
+local function history(sid, tid, own_seq, known_epoch, after)
+  local epoch = tonumber(redis.call('HGET', key('session', sid), 'history_epoch') or '0')
+  if epoch ~= known_epoch then after = 0 end
+  local out = {OK, epoch, after, own_seq}
+  local done = redis.call('ZRANGEBYSCORE', key('session_done', sid), '(' .. after, '+inf', 'WITHSCORES')
+  for i = 1, #done, 2 do
+    local entries = redis.call('LRANGE', key('messages', done[i]), 0, -1)
+    out[#out + 1] = done[i + 1]
+    out[#out + 1] = #entries
+    for _, entry in ipairs(entries) do out[#out + 1] = entry end
   end
-  if own then
+  out[#out + 1] = 0
+  if own_seq ~= '' then
     for _, entry in ipairs(redis.call('LRANGE', key('messages', tid), 0, -1)) do out[#out + 1] = entry end
   end
   return out
@@ -69,6 +80,10 @@ class StartTurn:
     messages: list[str]
     owner: str | None
     """The turn's owner as stored (None: none)."""
+    epoch: int
+    """The history epoch of what the caller keeps of the session's history (-1: nothing)."""
+    after: int
+    """The start order of the newest turn the caller keeps."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,16 @@ class TurnOfSession:
 
 
 @dataclass(frozen=True)
+class HistoryOf:
+    """A turn's history, and what the caller keeps of its session's (see :class:`StartTurn`)."""
+
+    session_id: str
+    turn_id: str
+    epoch: int
+    after: int
+
+
+@dataclass(frozen=True)
 class FailExpired:
     """Fail running turns whose lease ended before ``now`` with ``code`` and ``message``."""
 
@@ -184,7 +209,7 @@ redis.call('ZADD', key('session_turns', session_id), seq, turn_id)
 append_messages(turn_id, messages)
 if owner ~= '' then redis.call('HSET', key('owners', 'turn'), turn_id, owner) end
 if not with_history then return {OK} end
-return history(session_id, turn_id, seq, true)
+return history(session_id, turn_id, seq, epoch, after)
 """,
     values,
     {
@@ -286,7 +311,9 @@ for field, value in pairs(optional) do
   if value == '' then redis.call('HDEL', t, field) else redis.call('HSET', t, field, value) end
 end
 if status == COMPLETED then
-  redis.call('ZADD', key('session_done', f[1]), f[2], turn_id)
+  local done = key('session_done', f[1])
+  redis.call('ZADD', done, f[2], turn_id)
+  if #redis.call('ZRANGEBYSCORE', done, '(' .. f[2], '+inf', 'LIMIT', 0, 1) > 0 then history_changed(f[1]) end
 else
   redis.call('ZREM', key('session_done', f[1]), turn_id)
 end
@@ -300,12 +327,11 @@ return {OK}
 )
 
 LOAD_HISTORY = Script(
-    TurnOfSession,
+    HistoryOf,
     _HISTORY
     + """
 local f = redis.call('HMGET', key('turn', turn_id), 'session_id', 'seq')
-if not f[2] then return history(session_id, turn_id, '+inf', false) end
-return history(session_id, turn_id, f[2], f[1] == session_id)
+return history(session_id, turn_id, (f[2] and f[1] == session_id) and f[2] or '', epoch, after)
 """,
     values,
 )

@@ -21,6 +21,7 @@ from ferryman.api.agents import TurnStatus
 from ferryman.errors import ConflictError, FerrymanError, NotFoundError
 
 from .codec import MessageCache
+from .history_cache import Histories
 from .redis_keys import LUA_KEYS, Keys
 from .redis_script import LUA_OUTCOMES, Outcome, Script, Scripts, nothing
 
@@ -59,13 +60,18 @@ local function del_response(rid)
   del_items(rid)
 end
 
+-- A session's history changed other than by an append: what replicas keep of it is stale (history_cache.py).
+local function history_changed(sid)
+  redis.call('HINCRBY', key('session', sid), 'history_epoch', 1)
+end
+
 local function del_turn(tid)
   local t = key('turn', tid)
   local f = redis.call('HMGET', t, 'session_id', 'response_id')
   if f[2] then del_response(f[2]) end
   if f[1] then
     redis.call('ZREM', key('session_turns', f[1]), tid)
-    redis.call('ZREM', key('session_done', f[1]), tid)
+    if redis.call('ZREM', key('session_done', f[1]), tid) == 1 then history_changed(f[1]) end
     release(f[1], tid)
   end
   redis.call('ZREM', global('leases'), tid)
@@ -210,6 +216,7 @@ class RedisBase:
     _scripts: Scripts | None
     _keys: Keys
     _messages: MessageCache
+    _histories: Histories
 
     @property
     def _db(self) -> Redis:

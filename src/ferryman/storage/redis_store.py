@@ -18,6 +18,7 @@ from ferryman.redis_url import DEFAULT_PREFIX, connect
 from . import codec
 from .base import SessionRecord
 from .domain.kinds import SCHEMA
+from .history_cache import Histories
 from .keyword_cache import KeywordCache
 from .page import Page
 from .redis.kernel import RedisKernel
@@ -56,6 +57,7 @@ class RedisStore(
         self._client: Redis | None = None
         self._scripts: Scripts | None = None
         self._messages = codec.MessageCache()
+        self._histories = Histories(self._messages)
         self._vectors = VectorCache()
         self._keywords = KeywordCache()
         self.kernel = RedisKernel(None, SCHEMA, prefix=f"{self._keys.prefix}k:")

@@ -20,6 +20,7 @@ from ferryman.errors import FailureCode, NotFoundError
 
 from . import codec
 from .base import ExpiredTurn, StepWrite, StoredEvent, TurnRecord, turn_from_record
+from .history_cache import HistoryRow, Kept
 from .owners import dump_owner
 from .redis_keys import (
     LEASES,
@@ -47,6 +48,7 @@ from .redis_lua_turns import (
     START_TURN,
     ClaimResume,
     FailExpired,
+    HistoryOf,
     RedactTurnInput,
     SaveTurnEvents,
     StartTurn,
@@ -59,8 +61,20 @@ from .redis_scripts import RedisBase
 class RedisTurns(RedisBase):
     """Turns, steps and history messages over the backend's scripts and pipelines."""
 
-    def _history(self, entries: list[str]) -> list[Message]:
-        return self._messages.load([message_row(entry) for entry in entries])
+    def _history(self, session_id: str, kept: Kept, reply: list[Any]) -> list[Message]:
+        """The history a script's ``history`` answered, extending ``kept`` when it read under the same epoch."""
+        epoch, after, own_order = int(reply[0]), int(reply[1]), reply[2]
+        if after == 0 or kept.epoch != epoch:
+            kept = Kept(epoch)
+        rows: list[HistoryRow] = []
+        at = 3
+        while (order := int(float(reply[at]))) != 0:
+            count = int(reply[at + 1])
+            rows += [(order, True, False, *message_row(entry)) for entry in reply[at + 2 : at + 2 + count]]
+            at += 2 + count
+        before = int(own_order) if own_order != "" else None
+        rows += [(before or 0, False, True, *message_row(entry)) for entry in reply[at + 1 :]]
+        return self._histories.loaded(session_id, kept, before, rows)
 
     async def start_turn(
         self, record: TurnRecord, history: list[Message], load_history: bool = True, owner: Principal | None = None
@@ -71,6 +85,7 @@ class RedisTurns(RedisBase):
             NotFoundError: the session does not exist (for this agent).
             ConflictError: another turn of the session is running.
         """
+        kept = self._histories.kept.kept(record.session_id)
         start = StartTurn(
             session_id=record.session_id,
             agent_id=record.agent_id,
@@ -83,8 +98,11 @@ class RedisTurns(RedisBase):
             with_history=load_history,
             messages=[codec.dump_message(m) for m in history],
             owner=None if owner is None else dump_owner(owner),
+            epoch=kept.epoch,
+            after=kept.after,
         )
-        return self._history(await self._run(START_TURN, start))
+        reply = await self._run(START_TURN, start)
+        return self._history(record.session_id, kept, reply) if load_history else []
 
     async def claim_resume(
         self,
@@ -179,7 +197,9 @@ class RedisTurns(RedisBase):
 
     async def load_history(self, session_id: str, turn_id: str) -> list[Message]:
         """Messages of completed earlier turns, then this turn's own, each turn's kept together."""
-        return self._history(await self._run(LOAD_HISTORY, TurnOfSession(session_id=session_id, turn_id=turn_id)))
+        kept = self._histories.kept.kept(session_id)
+        of = HistoryOf(session_id=session_id, turn_id=turn_id, epoch=kept.epoch, after=kept.after)
+        return self._history(session_id, kept, await self._run(LOAD_HISTORY, of))
 
     async def turn_messages(self, session_id: str, turn_ids: list[str]) -> dict[str, list[Message]]:
         """Each named turn's own history messages, in the order stored, in one transaction."""
@@ -193,7 +213,7 @@ class RedisTurns(RedisBase):
         owned: dict[str, list[Message]] = {}
         for turn_id, owner, entries in zip(turn_ids, replies[::2], replies[1::2], strict=True):
             if owner == session_id and entries:
-                owned[turn_id] = self._history(entries)
+                owned[turn_id] = self._messages.load([message_row(entry) for entry in entries])
         return owned
 
     async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:

@@ -11,6 +11,7 @@ from ferryman.errors import InvalidRequestError, NotFoundError
 from .. import codec
 from ..base import ConversationRecord, Page, ResponseRecord, StoredEvent
 from ..rows import ITEM, RESPONSE_COLUMNS, response_record
+from .history import changed
 from .seam import Driver, Row, UniqueViolation, Work, count, each, first, rows
 
 _CHAIN = """
@@ -290,6 +291,7 @@ class ResponseTables:
                 yield count("DELETE FROM sessions WHERE session_id = :session_id", session_id=row[1])
             else:
                 yield count("DELETE FROM turns WHERE turn_id = :turn_id", turn_id=row[0])
+                yield from changed(row[1])
             return True
 
         if not await self._db.write(work()):

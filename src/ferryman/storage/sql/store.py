@@ -13,6 +13,7 @@ from ..vector_cache import VectorCache
 from .agents import SessionTables
 from .chunks import ChunkTables
 from .files import FileTables
+from .history import SqlHistories
 from .idempotency import IdempotencyTables
 from .ingestion import IngestionTables
 from .kernel import SqlKernel
@@ -45,6 +46,7 @@ class SqlStore(
         self.kernel = SqlKernel(driver, SCHEMA)
         """The storage kernel on the same database (the kinds moved onto it: :mod:`ferryman.storage.domain`)."""
         self._messages = codec.MessageCache()
+        self._histories = SqlHistories(self._messages)
         self._vectors = VectorCache()
 
     async def open(self) -> None:

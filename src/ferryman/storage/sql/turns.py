@@ -15,22 +15,11 @@ from ferryman.errors import ConflictError, FailureCode, FerrymanError, NotFoundE
 from .. import codec
 from ..base import ExpiredTurn, StepWrite, StoredEvent, TurnRecord, turn_from_record
 from ..rows import TURN_COLUMNS, turn_record
+from .history import HistoryRows, SqlHistories, changed, overtaken
 from .owners import stamp_owner
 from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
 _log = logging.getLogger(__name__)
-
-# A turn's history: the messages of the session's completed turns that started before
-# it, then its own, each turn's messages kept together. Driven from the session's turns in
-# their order (``turns_of_session``), each turn's messages in theirs (``messages_of_turn``):
-# SQLite then sorts nothing (from the messages, it sorted them all, a quarter of the time at
-# 2,000 messages).
-_HISTORY = (
-    "SELECT m.id, m.body FROM turns t JOIN messages m ON m.turn_id = t.turn_id "
-    "WHERE t.session_id = :session_id AND (t.turn_id = :turn_id OR (t.status = 'completed' "
-    "AND t.id < COALESCE((SELECT id FROM turns WHERE turn_id = :turn_id), t.id + 1))) ORDER BY t.id, m.id"
-)
-"""The history of turn ``turn_id``; of a turn not stored yet, the history a new turn would continue."""
 
 # The running and queued turns (``live_turns`` indexes them alone).
 _LIVE = "status IN ('in_progress', 'queued')"
@@ -91,6 +80,7 @@ class TurnTables:
 
     _db: Driver
     _messages: codec.MessageCache
+    _histories: SqlHistories
 
     async def start_turn(
         self, record: TurnRecord, history: list[Message], load_history: bool = True, owner: Principal | None = None
@@ -98,11 +88,11 @@ class TurnTables:
         """Store a new running turn, its input messages and its owner; return the history it continues."""
         d = self._db.dialect
 
-        def work() -> Work[list[Row]]:
+        def work() -> Work[HistoryRows | None]:
             # The session's row is held until the turn is stored: turns of a session start one at a time,
             # so a running turn cannot start beside a queued one being stored.
             known = yield first(
-                "SELECT 1 FROM sessions WHERE session_id = :session_id "  # noqa: S608
+                "SELECT history_epoch FROM sessions WHERE session_id = :session_id "  # noqa: S608
                 f"AND (agent_id = :agent_id OR (agent_id IS NULL AND :agent_id IS NULL)){d.locked}",
                 session_id=record.session_id,
                 agent_id=record.agent_id,
@@ -138,12 +128,10 @@ class TurnTables:
             if owner is not None:
                 yield from stamp_owner("turn", record.turn_id, owner)
             if not load_history:
-                return []
-            found: list[Row] = yield rows(_HISTORY, session_id=record.session_id, turn_id=record.turn_id)
-            return found
+                return None
+            return (yield from self._histories.read(record.session_id, record.turn_id, known[0], None))
 
-        found = await self._db.write(work())
-        return self._messages.load([(r[0], r[1]) for r in found])
+        return self._histories.loaded(await self._db.write(work()))
 
     async def claim_resume(
         self,
@@ -240,6 +228,8 @@ class TurnTables:
             )
             if finished and last is not None:
                 yield from _write_step(record.turn_id, record.session_id, last)
+            if finished and record.status == "completed":
+                yield from overtaken(record.session_id, record.turn_id)
 
         await self._db.write(work())
 
@@ -263,6 +253,7 @@ class TurnTables:
             )
             if not deleted:  # raised inside the transaction: the items stay too
                 raise ConflictError(f"turn '{turn_id}' is running; it cannot be deleted")
+            yield from changed(session_id)
 
         await self._db.write(work())
 
@@ -306,8 +297,7 @@ class TurnTables:
         appends its messages late, yet its tool calls and their answers must
         stay adjacent.
         """
-        found = await self._db.read(rows(_HISTORY, session_id=session_id, turn_id=turn_id))
-        return self._messages.load([(r[0], r[1]) for r in found])
+        return self._histories.loaded(await self._db.read(self._histories.read_alone(session_id, turn_id)))
 
     async def turn_messages(self, session_id: str, turn_ids: list[str]) -> dict[str, list[Message]]:
         """Each named turn's own history messages, in the order stored, in one read."""
