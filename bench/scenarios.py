@@ -9,6 +9,7 @@ errors are counted rather than timed.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,11 +170,40 @@ class ToolTurnScenario(TurnScenario):
 
 
 class HistoryScenario(TurnScenario):
-    """Sequential turns in one session, never rotated: turn N sees 2(N-1) earlier messages."""
+    """Sequential turns in one session, never rotated: turn N sees 2(N-1) earlier messages.
+
+    At each turn named in the ``direct_at`` parameter, the request ferryman sent the stub for it is posted
+    straight to the stub :data:`DIRECT_REPEATS` times as well (untimed in the turn's latency): their median is
+    the extra ``direct_N``, what the same prompt costs the stub alone, which grows with the history too.
+    """
 
     async def rotate(self, worker: Worker) -> None:
         """History must grow: no rotation."""
         worker.turns_in_session += 1
+
+    async def op(self, worker: Worker) -> Outcome:
+        """A turn; at a checkpoint, the direct calls with its prompt too."""
+        outcome = await super().op(worker)
+        turn = worker.turns_in_session
+        if turn in self.params.get("direct_at", ()):
+            outcome.extra[f"direct_{turn}"] = await self._direct(worker)
+        return outcome
+
+    async def _direct(self, worker: Worker) -> float:
+        seen = json_of(await worker.http.get(f"{self.stub}/scripted/requests"))["data"]
+        payload = {k: v for k, v in seen[-1].items() if k not in ("headers", "stream_options")}
+        payload["stream"] = False
+        times = []
+        for _ in range(DIRECT_REPEATS):
+            start = time.perf_counter()
+            response = await worker.http.post(f"{self.stub}/v1/chat/completions", json=payload)
+            times.append(ms_since(start))
+            if not json_of(response).get("choices"):
+                raise OpError("shape", "no choices")
+        return statistics.median(times)
+
+
+DIRECT_REPEATS = 5
 
 
 class StreamTurnScenario(TurnScenario):

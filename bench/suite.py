@@ -232,13 +232,19 @@ class Suite:
         mode = self.mode
         job = {"name": "history", "scenario": "history", "concurrency": 1,
                "count": max(mode.history_checkpoints) + HISTORY_NEIGHBOURS - 1, "keep_series": True,
-               "params": {"fresh_sessions": True}}  # fmt: skip
+               "params": {"fresh_sessions": True, "direct_at": list(mode.history_checkpoints)}}  # fmt: skip
         runs = self.loadgen([job], mode.history_repeats)["results"]["history"]
         for n in mode.history_checkpoints:
             values = [_nth(run, n + k) for run in runs for k in range(HISTORY_NEIGHBOURS)]
             label = f"latency of turn {n} in one session (turns {n}..{n + HISTORY_NEIGHBOURS - 1})"
             self.add(figure(f"history.turn_{n}", label, "ms", values, total_errors(runs), "history",
                             error_kinds=error_kinds(runs)))  # fmt: skip
+            direct = [extra(f"direct_{n}", "p50")(run) for run in runs]
+            self.add(figure(f"history.direct_{n}", f"stub alone (direct) with turn {n}'s prompt", "ms", direct,
+                            0, "history"))  # fmt: skip
+            added = [_nth(run, n) - extra(f"direct_{n}", "p50")(run) for run in runs]
+            self.add(figure(f"history.added_{n}", f"turn {n} less the direct call with its prompt", "ms", added,
+                            0, "history"))  # fmt: skip
 
     def _latency_pair(self, name: str, label: str, runs: Sequence[RunSummary], group: str) -> list[Figure]:
         return [

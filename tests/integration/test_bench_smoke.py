@@ -46,6 +46,8 @@ def _expected_names(meta: dict[str, Any]) -> set[str]:
         "memory.rss_after_sessions",
         "memory.rss_after_run",
         "history.turn_1",
+        "history.direct_1",
+        "history.added_1",
     }
     for scenario in ("direct", "turn", "tool_turn"):
         names.add(f"tail.{scenario}.c{top}")
