@@ -9,6 +9,7 @@ Modules, one concept each:
 
 * :mod:`bench.modes` -- the sizes of a smoke, quick and full run.
 * :mod:`bench.procs` -- starting, health-polling, measuring and stopping servers.
+* :mod:`bench.replicas` -- the ferryman servers under test: one, or N replicas on their own ports.
 * :mod:`bench.stub` -- the inference stub: ferryman's scripted server app,
   routed by message content so that concurrent turns get deterministic replies.
 * :mod:`bench.scenarios` -- what one operation of each workload sends and checks.

@@ -5,6 +5,7 @@ Examples::
     python -m bench --quick                 # < 2 minutes on 2 cores
     python -m bench                         # full run, < ~10 minutes
     python -m bench --quick --profile       # then sample the server under load with py-spy
+    python -m bench --quick --db postgresql://... --redis redis://... --replicas 2   # two replicas, round-robin
     python -m bench --smoke --out /tmp/b.json   # seconds; what the smoke test runs
     python -m bench --knowledge --postgres postgresql://... --redis redis://...   # the chunk index, per backend
     python -m bench --tool-use --model ~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf   # tool-use score of a GGUF
@@ -28,8 +29,9 @@ from typing import Any
 
 from . import knowledge, tool_use
 from .modes import Mode, select
-from .procs import ManagedProcess, child_env, ferryman_process, stub_process
+from .procs import child_env, stub_process
 from .profiling import PySpy, summarise
+from .replicas import Replicas, db_kind, replica_refusal
 from .report import note, write_json, write_profile, write_table
 from .suite import Suite, Target
 from .trace_sink import TraceSink
@@ -81,7 +83,18 @@ def _parser() -> argparse.ArgumentParser:
         help="instead of the server run: the chunk index's ingestion and search figures (bench/knowledge.py)",
     )
     parser.add_argument("--postgres", help="with --knowledge: also measure PostgreSQL at this postgresql:// URL")
-    parser.add_argument("--redis", help="with --knowledge: also measure Redis at this redis:// URL")
+    parser.add_argument(
+        "--redis",
+        help="passed to each 'ferryman serve --redis' (live events shared by replicas; needed with --replicas 2+); "
+        "with --knowledge: also measure Redis at this redis:// URL",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="separate 'ferryman serve' processes, each on its own port, over one shared --db (postgresql:// "
+        "or redis://, with --redis); the load generator spreads its workers over them round-robin (default 1)",
+    )
     parser.add_argument(
         "--tool-use",
         action="store_true",
@@ -102,7 +115,7 @@ def _api_key(tmp: Path, db: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {json.loads(made.stdout)['key']}"}
 
 
-def _meta(mode: Mode, args: argparse.Namespace, db: str) -> dict[str, Any]:
+def _meta(mode: Mode, args: argparse.Namespace, db: str, replicas: int = 1) -> dict[str, Any]:
     try:
         version = metadata.version("ferryman")
     except metadata.PackageNotFoundError:
@@ -122,8 +135,10 @@ def _meta(mode: Mode, args: argparse.Namespace, db: str) -> dict[str, Any]:
         "server_config": str(args.server_config) if args.server_config else None,
         "traces": "otlp to a loopback sink" if args.traces else "off",
         "api_keys": "on (every request carries a key)" if args.api_keys else "off",
-        "db_kind": db.split("://", 1)[0] if "://" in db else "sqlite",
+        "db_kind": db_kind(db),
         "db": db if args.db else "(temporary sqlite file)",
+        "replicas": replicas,
+        "redis": args.redis,
         "repeats": mode.repeats,
         "window_s": mode.window_s,
         "concurrencies": list(mode.concurrencies),
@@ -132,9 +147,9 @@ def _meta(mode: Mode, args: argparse.Namespace, db: str) -> dict[str, Any]:
     }
 
 
-def _profile(suite: Suite, server: ManagedProcess, out: Path, seconds: float) -> dict[str, Any]:
-    """Sample the server (``py-spy --gil``: where the GIL-holding thread spends its time) under load."""
-    spy = PySpy(server.pid, out, gil=True)
+def _profile(suite: Suite, servers: Replicas, out: Path, seconds: float) -> dict[str, Any]:
+    """Sample the (first) server (``py-spy --gil``: where the GIL-holding thread spends its time) under load."""
+    spy = PySpy(servers.first.pid, out, gil=True)
     jobs = [
         {"name": name, "scenario": name, "concurrency": 32, "duration": seconds, "params": {"turns_per_session": 20}}
         for name in ("turn", "tool_turn")
@@ -146,6 +161,8 @@ def _profile(suite: Suite, server: ManagedProcess, out: Path, seconds: float) ->
         spy.stop()
     summary = summarise(out)
     summary.update(raw_file=str(out), workload=f"turn and tool_turn, c=32, {seconds:g}s each", sampler="py-spy --gil")
+    if len(servers) > 1:
+        summary["sampled"] = f"replica 1 of {len(servers)}"
     return summary
 
 
@@ -194,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.knowledge:
         return run_knowledge(args, name)
+    refusal = replica_refusal(args.replicas, args.db, args.redis)
+    if refusal:
+        raise SystemExit(f"bench: {refusal}")
     mode = select(name, args.repeats, args.window)
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ferryman-bench-") as tmp_name:
@@ -206,14 +226,15 @@ def run(args: argparse.Namespace) -> int:
         config_file = tmp / "api-keys.yaml" if args.api_keys else args.server_config
         config = ["--config", str(config_file)] if config_file else []
         sink = _trace_sink() if args.traces else None
-        server, base = ferryman_process(tmp, db, stub_root, extra=config)
-        meta = _meta(mode, args, db)
+        servers = Replicas(tmp, db, stub_root, args.replicas, args.redis, extra=config)
+        meta = _meta(mode, args, db, len(servers))
         profile: dict[str, Any] | None = None
         try:
-            note(f"mode {mode.name}: starting the stub and ferryman on 127.0.0.1")
+            replicas = f" ({len(servers)} replicas)" if len(servers) > 1 else ""
+            note(f"mode {mode.name}: starting the stub and ferryman{replicas} on 127.0.0.1")
             stub.start()
-            server.start()
-            suite = Suite(mode, Target(stub, stub_root, server, base, enqueue=args.stub == "queue", headers=headers))
+            servers.start()
+            suite = Suite(mode, Target(stub, stub_root, servers, enqueue=args.stub == "queue", headers=headers))
             for phase in (suite.memory_and_listing, suite.throughput, suite.latency, suite.history):
                 note(f"phase {phase.__name__} ({time.monotonic() - began:.0f}s elapsed)")
                 phase()
@@ -222,13 +243,12 @@ def run(args: argparse.Namespace) -> int:
                 note("profiling the server under load with py-spy")
                 raw = args.out.with_name(args.out.stem + "-profile.txt")
                 raw.parent.mkdir(parents=True, exist_ok=True)
-                profile = _profile(suite, server, raw, args.profile_seconds)
+                profile = _profile(suite, servers, raw, args.profile_seconds)
         except Exception:
-            for proc in (server, stub):
-                sys.stderr.write(f"--- {proc.name} log (tail) ---\n{proc.log_tail()}\n")
+            sys.stderr.write(f"{servers.log_tails()}--- {stub.name} log (tail) ---\n{stub.log_tail()}\n")
             raise
         finally:
-            server.stop()
+            servers.stop()
             stub.stop()
             if sink is not None:
                 sink.stop()

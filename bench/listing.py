@@ -26,7 +26,7 @@ class SeedSessionsScenario(Scenario):
         """POST a new session."""
         start = time.perf_counter()
         response = await worker.http.post(
-            f"{self.base}/agents/{self.agent_id}/session", json={"session_name": f"s{worker.index}"}
+            f"{self.base_of(worker)}/agents/{self.agent_id}/session", json={"session_name": f"s{worker.index}"}
         )
         latency = ms_since(start)
         json_of(response)
@@ -44,7 +44,7 @@ class ListSessionsScenario(Scenario):
         limit = int(self.params.get("limit", 100))
         query = {"limit": limit, "start_index": int(self.params.get("start_index", 0))}
         start = time.perf_counter()
-        response = await worker.http.get(f"{self.base}/agents/{self.agent_id}/sessions", params=query)
+        response = await worker.http.get(f"{self.base_of(worker)}/agents/{self.agent_id}/sessions", params=query)
         latency = ms_since(start)
         if len(json_of(response)["data"]) != limit:
             raise OpError("shape", "short page")
@@ -57,7 +57,7 @@ class GetSessionScenario(Scenario):
     async def setup_worker(self, worker: Worker) -> None:
         """Pick the sessions this worker will read."""
         query = {"limit": 100, "start_index": int(self.params.get("start_index", 0))}
-        page = json_of(await worker.http.get(f"{self.base}/agents/{self.agent_id}/sessions", params=query))
+        page = json_of(await worker.http.get(f"{self.base_of(worker)}/agents/{self.agent_id}/sessions", params=query))
         worker.data["ids"] = [s["session_id"] for s in page["data"]]
         if not worker.data["ids"]:
             raise OpError("setup", "agent has no sessions")
@@ -66,7 +66,7 @@ class GetSessionScenario(Scenario):
         """Read one session."""
         session_id = random.choice(worker.data["ids"])  # noqa: S311 - load spreading, not security
         start = time.perf_counter()
-        response = await worker.http.get(f"{self.base}/agents/{self.agent_id}/session/{session_id}")
+        response = await worker.http.get(f"{self.base_of(worker)}/agents/{self.agent_id}/session/{session_id}")
         latency = ms_since(start)
         json_of(response)
         return Outcome(latency)

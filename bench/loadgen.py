@@ -2,11 +2,13 @@
 
 ``python -m bench.loadgen < spec.json > results.json``. The spec is::
 
-    {"base": "http://127.0.0.1:P/v1", "stub": "http://127.0.0.1:S", "repeats": 3,
+    {"base": "http://127.0.0.1:P/v1", "bases": ["http://127.0.0.1:P/v1", "http://127.0.0.1:Q/v1"],
+     "stub": "http://127.0.0.1:S", "repeats": 3,
      "jobs": [{"name": "turn.c8", "scenario": "turn", "concurrency": 8,
                "duration": 2.0, "params": {...}}, ...]}
 
-Every job is prepared first (agent, one session per worker). Then, ``repeats``
+Every job is prepared first (agent, one session per worker): its agent on
+``base``, its workers spread over ``bases`` (the replicas; default ``[base]``). Then, ``repeats``
 times, each job runs one timed window in turn, so that repeated runs of
 different jobs are interleaved and slow drift (a growing database, a warming
 cache) spreads over all of them alike. A job's first window starts with one
@@ -15,7 +17,10 @@ worker loops until the window's ``duration`` has passed, or until ``count``
 operations were done. Operations still in flight at the deadline are awaited
 and counted: the window's elapsed time runs to the last one's end. With the
 ``fresh_sessions`` param every worker opens a new session after the warm-up,
-at the start of each window (the history test needs an empty session).
+at the start of each window (the history test needs an empty session); so does
+it, from the second window on, in a job with fewer workers than replicas, so that
+successive windows go to successive replicas. With several replicas each run's
+``info`` counts the successful operations served by each (``ops_by_replica``).
 
 Output: ``{"results": {name: [run summary, ...]}, "info": {name: {...}}}`` on stdout
 (see :func:`bench.stats.summarise_run`).
@@ -28,6 +33,7 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +63,7 @@ class Job:
     http: httpx.AsyncClient | None = None
     info: dict[str, Any] = field(default_factory=dict)
     windows_run: int = 0
+    bases: tuple[str, ...] = ()
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> Job:
@@ -83,17 +90,25 @@ def _error_kind(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-async def prepare(job: Job, base: str, stub: str, headers: dict[str, str]) -> None:
+async def prepare(job: Job, base: str, stub: str, headers: dict[str, str], bases: Sequence[str] | None = None) -> None:
     """Open the job's client, prepare its scenario and set up one worker per unit of concurrency.
 
+    The scenario is prepared on ``base``; the workers spread over ``bases`` (every replica's
+    ``/v1`` URL; default: ``base`` alone), see :class:`bench.scenarios.Worker`.
     ``headers`` go with every request (``Authorization`` when the server has API keys on).
     """
     job.http = httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, headers=headers)
+    job.bases = tuple(bases or [base])
     job.scenario = SCENARIOS[job.scenario_name](job.http, base, stub, job.params)
     job.info = await job.scenario.prepare()
     limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
     job.workers = [
-        Worker(i, httpx.AsyncClient(limits=limits, timeout=HTTP_TIMEOUT_S, headers=headers))
+        Worker(
+            i,
+            httpx.AsyncClient(limits=limits, timeout=HTTP_TIMEOUT_S, headers=headers),
+            bases=job.bases,
+            stride=job.concurrency,
+        )
         for i in range(job.concurrency)
     ]
     await asyncio.gather(*(job.scenario.setup_worker(w) for w in job.workers))
@@ -114,11 +129,14 @@ async def run_window(job: Job) -> RunSummary:
     rounds = int(job.params.get("warmup_rounds", 1)) if not job.windows_run else 0
     job.windows_run += 1
     warm_failures = await _warm_up(scenario, job.workers, rounds)
-    if job.params.get("fresh_sessions"):
+    # Fewer workers than replicas: each later window starts on a new session, on the next replica.
+    fewer = job.windows_run > 1 and job.concurrency < len(job.bases)
+    if job.params.get("fresh_sessions") or fewer:
         await asyncio.gather(*(scenario.setup_worker(w) for w in job.workers))
     latencies: list[float] = []
     extra: dict[str, list[float]] = {}
     errors: Counter[str] = Counter()
+    by_base: Counter[str] = Counter()
     remaining = job.count or 0
     start = time.perf_counter()
     deadline = start + (job.duration or 0.0)
@@ -139,12 +157,15 @@ async def run_window(job: Job) -> RunSummary:
                 errors[_error_kind(exc)] += 1
             else:
                 latencies.append(outcome.latency_ms)
+                by_base[worker.base] += 1
                 for key, value in outcome.extra.items():
                     extra.setdefault(key, []).append(value)
             last_end = time.perf_counter()
 
     await asyncio.gather(*(loop(w) for w in job.workers))
     info: dict[str, Any] = {"warmup_failures": warm_failures}
+    if len(job.bases) > 1 and scenario.on_replicas:
+        info["ops_by_replica"] = [by_base[base] for base in job.bases]
     if job.keep_series:
         info["series_ms"] = latencies
     return summarise_run(latencies, dict(errors), last_end - start, extra, info)
@@ -156,7 +177,7 @@ async def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     results: dict[str, list[RunSummary]] = {job.name: [] for job in jobs}
     try:
         for job in jobs:
-            await prepare(job, spec["base"], spec["stub"], spec.get("headers", {}))
+            await prepare(job, spec["base"], spec["stub"], spec.get("headers", {}), spec.get("bases"))
         for _ in range(int(spec.get("repeats", 1))):
             for job in jobs:
                 results[job.name].append(await run_window(job))

@@ -92,13 +92,23 @@ class ManagedProcess:
         Raises:
             RuntimeError: it exited or did not become healthy in time (the log is included).
         """
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=child_env())
-        self._wait_healthy()
+        self.launch()
+        self.wait_healthy()
         return self
 
-    def _wait_healthy(self) -> None:
-        assert self.process is not None
+    def launch(self) -> None:
+        """Start the process without waiting for it (see :meth:`wait_healthy`)."""
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=child_env())
+
+    def wait_healthy(self) -> None:
+        """Return once the launched process's health URL answers 200.
+
+        Raises:
+            RuntimeError: it exited or did not become healthy in time (the log is included).
+        """
+        if self.process is None:
+            raise RuntimeError(f"{self.name} is not launched")
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         with httpx.Client(timeout=1.0) as client:
             while time.monotonic() < deadline:
@@ -157,7 +167,12 @@ def stub_process(log_dir: Path, reply: str, routed: bool = True) -> tuple[Manage
 
 
 def ferryman_process(
-    log_dir: Path, db: str, inference_root: str, wrapper: list[str] | None = None, extra: Sequence[str] = ()
+    log_dir: Path,
+    db: str,
+    inference_root: str,
+    wrapper: list[str] | None = None,
+    extra: Sequence[str] = (),
+    name: str = "ferryman",
 ) -> tuple[ManagedProcess, str]:
     """``ferryman serve`` on a free loopback port; returns it (not started) and its base URL.
 
@@ -166,7 +181,8 @@ def ferryman_process(
         db: Passed through as ``--db`` (a SQLite path, or a postgresql:// or redis:// URL).
         inference_root: Root URL of the stub (``/v1`` is appended).
         wrapper: Command to prefix (e.g. a profiler); the server's PID is then the wrapper's child.
-        extra: More ``ferryman serve`` arguments (``--config FILE``).
+        extra: More ``ferryman serve`` arguments (``--config FILE``, ``--redis URL``).
+        name: The process's name in messages and its log file's (one per replica).
     """
     port = free_port()
     base = f"http://{HOST}:{port}"
@@ -180,4 +196,4 @@ def ferryman_process(
         "--log-level", "warning",
         *extra,
     ]  # fmt: skip
-    return ManagedProcess("ferryman", args, f"{base}/v1/health", log_dir), base
+    return ManagedProcess(name, args, f"{base}/v1/health", log_dir), base

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,13 +54,35 @@ class Worker:
     Each worker has its own client rather than sharing one pool: httpx 0.28's
     shared pool costs grow with the number of requests in flight (at 32 and more
     the load generator, not the server, becomes the bottleneck).
+
+    With several replicas (``bases``), the worker talks to one of them at a time, as
+    through a sticky round-robin balancer: session number ``index + k * stride``
+    (its k-th session; ``stride``: the job's concurrency) goes to
+    ``bases[number % len(bases)]``, and all its turns with it. When the concurrency
+    is a multiple of the replica count, worker i stays on ``bases[i % N]``; at
+    concurrency 1, successive sessions go to successive replicas.
     """
 
     index: int
     http: httpx.AsyncClient
+    bases: Sequence[str] = ()
+    stride: int = 1
+    base: str = ""
+    """The ``/v1`` URL of its replica now (empty: the scenario's own base)."""
+    sessions_opened: int = 0
     session_id: str = ""
     turns_in_session: int = 0
     data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.bases:
+            self.base = self.bases[self.index % len(self.bases)]
+
+    def next_session(self) -> None:
+        """Move to the replica of the worker's next session, and count it."""
+        if self.bases:
+            self.base = self.bases[(self.index + self.sessions_opened * self.stride) % len(self.bases)]
+        self.sessions_opened += 1
 
 
 def ms_since(start: float) -> float:
@@ -83,12 +106,14 @@ class Scenario:
 
     Args:
         http: The job's client, for :meth:`prepare` (workers have their own).
-        base: ferryman's ``/v1`` URL.
+        base: ferryman's ``/v1`` URL, for :meth:`prepare` (workers may talk to other replicas).
         stub: The stub's root URL.
         params: The job's parameters from the load generator's spec.
     """
 
     agent_config: dict[str, Any] = {"toolgroups": ["builtin::math"]}
+    on_replicas = True
+    """Whether its operations go to ferryman's replicas (``False``: straight to the stub)."""
 
     def __init__(self, http: httpx.AsyncClient, base: str, stub: str, params: dict[str, Any]) -> None:
         self.http, self.base, self.stub, self.params = http, base, stub, params
@@ -106,9 +131,14 @@ class Scenario:
         """Once per worker and per run when ``fresh_sessions`` is set: open its session."""
         await self.new_session(worker)
 
+    def base_of(self, worker: Worker) -> str:
+        """The ``/v1`` URL the worker talks to (its replica's)."""
+        return worker.base or self.base
+
     async def new_session(self, worker: Worker) -> None:
-        """Give the worker a fresh session (untimed)."""
-        url = f"{self.base}/agents/{self.agent_id}/session"
+        """Give the worker a fresh session, on the replica its next session goes to (untimed)."""
+        worker.next_session()
+        url = f"{self.base_of(worker)}/agents/{self.agent_id}/session"
         response = await worker.http.post(url, json={"session_name": f"bench-{worker.index}"})
         worker.session_id = json_of(response)["session_id"]
         worker.turns_in_session = 0
@@ -121,7 +151,7 @@ class Scenario:
 
     def turn_url(self, worker: Worker) -> str:
         """URL of the worker's session's turns."""
-        return f"{self.base}/agents/{self.agent_id}/session/{worker.session_id}/turn"
+        return f"{self.base_of(worker)}/agents/{self.agent_id}/session/{worker.session_id}/turn"
 
     async def op(self, worker: Worker) -> Outcome:
         """One measured operation."""
@@ -265,6 +295,8 @@ class ClientToolScenario(TurnScenario):
 
 class DirectScenario(Scenario):
     """The same chat completion ferryman sends, posted straight to the stub, non-streaming."""
+
+    on_replicas = False
 
     async def prepare(self) -> dict[str, Any]:
         """Capture the exact request a one-step ferryman turn sends upstream."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from .modes import Mode
 from .procs import ManagedProcess, child_env
+from .replicas import Replicas
 from .stats import Figure, RunSummary, error_kinds, figure, from_runs, ratio_figure, total_errors
 
 LOADGEN_TIMEOUT_S = 900.0
@@ -49,8 +50,8 @@ class Target:
 
     stub: ManagedProcess
     stub_root: str
-    server: ManagedProcess
-    base: str
+    servers: Replicas
+    """ferryman: one server, or several replicas that the load generator's workers spread over."""
     enqueue: bool
     headers: dict[str, str] = field(default_factory=dict)
     """Sent with every request to the server (its API key, with ``--api-keys``)."""
@@ -78,8 +79,10 @@ class Suite:
         """
         for job in jobs:
             job.setdefault("params", {}).setdefault("enqueue", self.target.enqueue)
+        bases = [f"{base}/v1" for base in self.target.servers.bases]
         spec = {
-            "base": f"{self.target.base}/v1",
+            "base": bases[0],
+            "bases": bases,
             "stub": self.target.stub_root,
             "repeats": repeats,
             "jobs": jobs,
@@ -97,17 +100,33 @@ class Suite:
         if done.returncode != 0:
             raise RuntimeError(f"load generator failed ({done.returncode}):\n{done.stderr[-4000:]}")
         output: dict[str, Any] = json.loads(done.stdout)
+        if len(bases) > 1:
+            self._count_by_replica(output["results"])
         return output
+
+    def _count_by_replica(self, results: dict[str, list[RunSummary]]) -> None:
+        """Keep each job's successful operations per replica (all its runs) in ``info``."""
+        counts: dict[str, list[int]] = self.info.setdefault("ops_by_replica", {})
+        for name, runs in results.items():
+            per_run = [run["info"]["ops_by_replica"] for run in runs if "ops_by_replica" in run["info"]]
+            if per_run:
+                counts[name] = [sum(column) for column in zip(*per_run, strict=True)]
 
     def add(self, *figures: Figure) -> None:
         """Record figures."""
         self.figures.extend(figures)
 
-    def rss(self, name: str, label: str) -> float:
-        """Record the server's RSS now as a one-sample figure; return it."""
-        value = self.target.server.rss_mib()
-        self.add(figure(f"memory.{name}", label, "MiB", [value], 0, "memory"))
-        return value
+    def rss(self, name: str, label: str) -> list[float]:
+        """Record the server's RSS now as a one-sample figure (the largest replica's); return each replica's.
+
+        With several replicas, the label says so, and ``info`` keeps every replica's value.
+        """
+        values = self.target.servers.rss_mib()
+        if len(values) > 1:
+            label = f"{label} (max of {len(values)} replicas)"
+            self.info[f"rss_mib.{name}"] = [round(value, 1) for value in values]
+        self.add(figure(f"memory.{name}", label, "MiB", [max(values)], 0, "memory"))
+        return values
 
     # ---- phases ----------------------------------------------------------
 
@@ -123,8 +142,9 @@ class Suite:
         self.add(from_runs("listing.create_session_rate", f"create {mode.sessions} sessions "
                            f"(c={mode.seed_concurrency})", "sessions/s", runs, rate, "listing"))  # fmt: skip
         after = self.rss("rss_after_sessions", f"server RSS after {mode.sessions} sessions")
-        per_session = (after - idle) * 1024.0 / mode.sessions
-        self.add(figure("memory.per_session", "RSS growth per session", "KiB", [per_session], 0, "memory"))
+        per_session = (sum(after) - sum(idle)) * 1024.0 / mode.sessions
+        label = "RSS growth per session" + (f", summed over {len(idle)} replicas" if len(idle) > 1 else "")
+        self.add(figure("memory.per_session", label, "KiB", [per_session], 0, "memory"))
         window = mode.latency_window_s
         common = {"concurrency": 1, "duration": window}
         last = max(0, mode.sessions - 100)
@@ -153,13 +173,16 @@ class Suite:
             for c in mode.concurrencies
             for scenario in ("direct", "turn", "tool_turn")
         ]  # fmt: skip
-        cpu_before = self.target.server.cpu_seconds()
+        servers = self.target.servers
+        cpu_before = servers.cpu_seconds()
         output = self.loadgen(jobs, mode.repeats)
-        cpu = self.target.server.cpu_seconds() - cpu_before
+        cpu = servers.cpu_seconds() - cpu_before
         results: dict[str, list[RunSummary]] = output["results"]
         turns = sum(run["ok"] for name, runs in results.items() if not name.startswith("direct") for run in runs)
         per_turn = cpu * 1000.0 / turns if turns else math.nan
         label = "server CPU per turn, throughput sweep (one-step and tool turns, warm-up included)"
+        if len(servers) > 1:
+            label = f"{label}, all {len(servers)} replicas summed"
         self.add(figure("cpu.per_turn", label, "ms", [per_turn], 0, "cpu"))
         self.info["direct_request_messages"] = output["info"][f"direct.c{mode.concurrencies[0]}"]["payload_messages"]
         units = {"direct": "req/s", "turn": "turns/s", "tool_turn": "turns/s"}

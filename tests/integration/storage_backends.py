@@ -20,7 +20,7 @@ from typing import Any, NoReturn, cast
 import pytest
 
 from ferryman.storage.base import Store
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sqlite import SqliteDriver, SqliteStore
 from inprocess import migrated_sqlite
 
 # With a libpq query parameter, as managed databases' URLs have (``sslmode=require``); "disable" also keeps
@@ -196,7 +196,7 @@ async def twin_store(store: Store) -> AsyncIterator[Store]:
     """A second store, opened, over the same database as ``store`` (another replica's)."""
     twin: Store
     if isinstance(store, SqliteStore):
-        twin = SqliteStore(store._db.path)
+        twin = SqliteStore(cast(SqliteDriver, store._db).path)
     elif type(store).__name__ == "PostgresStore":
         from ferryman.storage.postgres import PostgresStore
 

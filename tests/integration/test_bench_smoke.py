@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from replicas import shared_state
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 600  # not a timing assertion: only stops a hung run from blocking the suite
@@ -119,3 +120,40 @@ def test_with_api_keys_every_request_is_authenticated(tmp_path: Path) -> None:
     assert data["meta"]["api_keys"].startswith("on")
     assert {name: fig["errors"] for name, fig in data["figures"].items() if fig["errors"]} == {}
     assert data["figures"]["throughput.turn.c1"]["value"] > 0
+
+
+@pytest.fixture(scope="module")
+def replica_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``python -m bench --smoke --replicas 2`` on a fresh PostgreSQL database and Redis prefix, once.
+
+    Two repeats: a job with one worker moves to the next replica at its second window.
+    """
+    out = tmp_path_factory.mktemp("bench") / "replicas.json"
+    with shared_state("postgres") as (db_url, redis_url):
+        done = subprocess.run(
+            [sys.executable, "-m", "bench", "--smoke", "--repeats", "2", "--replicas", "2",
+             "--db", db_url, "--redis", redis_url, "--out", str(out)],
+            cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-6000:]}"
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def test_two_replicas_give_every_figure_without_errors(replica_results: dict[str, Any]) -> None:
+    meta, figures = replica_results["meta"], replica_results["figures"]
+    assert (meta["replicas"], meta["db_kind"]) == (2, "postgresql")
+    missing = _expected_names(meta) - set(figures)
+    assert not missing, f"missing figures: {sorted(missing)}"
+    assert {name: fig["error_kinds"] for name, fig in figures.items() if fig["errors"]} == {}
+    assert "2 replicas summed" in figures["cpu.per_turn"]["label"]
+    assert "max of 2 replicas" in figures["memory.rss_idle"]["label"]
+
+
+def test_throughput_and_latency_jobs_reach_both_replicas(replica_results: dict[str, Any]) -> None:
+    served: dict[str, list[int]] = replica_results["meta"]["info.ops_by_replica"]
+    concurrencies = replica_results["meta"]["concurrencies"]
+    jobs = [f"{scenario}.c{c}" for scenario in ("turn", "tool_turn") for c in concurrencies]
+    idle = {job: served[job] for job in [*jobs, "stream", "client_tool"] if min(served[job]) == 0}
+    assert not idle, f"replicas that served none of a job's operations: {idle}"
+    assert not any(job.startswith("direct") for job in served)  # the stub's, not a replica's
