@@ -1,16 +1,20 @@
 """A replica keeps each session's history and reads only the turns added since; what another replica changed
-otherwise (a turn deleted, an older turn completed after a newer one) it reads again (``history_cache.py``).
+otherwise (a turn deleted, an older turn completed after a newer one, the session deleted) it reads again
+(``history_cache.py``).
 
-Each test runs on every backend, with a second store over the same database standing for another replica.
+Each test runs on every backend, with a second store over the same database standing for another replica; the
+last, on PostgreSQL, checks that the epoch's bump takes the session's row before the turn's, as a start does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from storage_backends import BACKENDS, twin_store
+from storage_backends import BACKENDS, POSTGRES_URL, twin_store
 from test_storage_contract import (
     answered,
     complete,
@@ -90,3 +94,68 @@ async def test_an_older_turn_another_replica_completes_late_takes_its_place(pair
         "user:b?",
         "assistant:b!",
     ]
+
+
+async def test_a_session_another_replica_deleted_has_no_history(pair: tuple[Store, Store]) -> None:
+    store, other = pair
+    session, _ = await _session_of_two_turns(store)
+    assert await _history(store, session) == ["user:q1", "assistant:a1", "user:q2", "assistant:a2"]
+    await other.delete_session(session.agent_id or "", session.session_id)
+    assert await _history(store, session) == []
+
+
+@pytest.fixture
+async def postgres(tmp_path: Path) -> AsyncIterator[Store]:
+    async with BACKENDS["postgres"](tmp_path) as store:
+        yield store
+
+
+async def _waiting_on_a_lock(conn: Any) -> None:
+    """Return once another connection of the database waits on a lock (PostgreSQL tells no event of it: polled)."""
+    async with asyncio.timeout(5.0):
+        while not await conn.fetchval(  # noqa: ASYNC110  (no event to wait on)
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        ):
+            await asyncio.sleep(0.01)
+
+
+async def test_an_older_turn_completing_while_a_turn_starts_is_stored_completed(postgres: Store) -> None:
+    """A start holds the session's row and waits on nothing of the turn; the finish waits its turn, no deadlock."""
+    import asyncpg
+
+    store = postgres
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    older = await start(store, session, "a?")
+    await pause(store, older, "calling")
+    newer = await start(store, session, "b?")
+    await complete(store, newer, "b!")
+    await store.claim_resume(session.session_id, older.turn_id, lease())
+    db: Any = store._db  # type: ignore[attr-defined]
+    starter = await asyncpg.connect(POSTGRES_URL, server_settings={"search_path": db._schema})
+    watcher = await asyncpg.connect(POSTGRES_URL)
+    try:
+        starting = starter.transaction()
+        await starting.start()
+        # What a start does first: the session's row, held to its end.
+        await starter.execute("SELECT history_epoch FROM sessions WHERE session_id = $1 FOR UPDATE", session.session_id)
+        finishing = asyncio.create_task(complete(store, older, "a!"))
+        await _waiting_on_a_lock(watcher)  # the finish waits on the session's row
+        record = turn_of(session, "c?")
+        inserted = starter.execute(
+            "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, started_at, "
+            "lease_until) VALUES ($1, $2, $3, 'in_progress', '[]', '{}', $4, $5)",
+            record.turn_id,
+            session.session_id,
+            session.agent_id,
+            db.dialect.stamp(record.started_at),
+            db.dialect.epoch(record.lease_until),
+        )
+        finished, started = await asyncio.gather(finishing, asyncio.wait_for(inserted, 5.0), return_exceptions=True)
+        await starting.rollback()
+        assert not isinstance(finished, BaseException), finished
+        # The older turn still ran when the start inserted: refused (a 409), never a deadlock.
+        assert isinstance(started, asyncpg.UniqueViolationError), started
+        assert (await store.get_turn_record(session.session_id, older.turn_id)).status == "completed"
+    finally:
+        await starter.close()
+        await watcher.close()

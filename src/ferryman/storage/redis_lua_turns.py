@@ -25,12 +25,14 @@ from .redis_script import Outcome, Script, nothing, values
 # kept them under another epoch), each its score and its messages (session_done holds
 # only completed turns, scored by start); then the turn's own messages. Each turn's
 # messages sit in one list, so they stay together even when an older turn was resumed
-# after newer ones ran. The reply: OK, epoch, the ``after`` used, the turn's own order
-# ('': none, after every completed turn), then per turn its order, its count and its
-# entries, ending with an order of 0 and the own entries.
+# after newer ones ran. The reply: OK, epoch (-1: no such session), the ``after`` used,
+# the turn's own order ('': none, after every completed turn), then per turn its order,
+# its count and its entries, ending with an order of 0 and the own entries.
 _HISTORY = """
 local function history(sid, tid, own_seq, known_epoch, after)
-  local epoch = tonumber(redis.call('HGET', key('session', sid), 'history_epoch') or '0')
+  local s = key('session', sid)
+  if redis.call('EXISTS', s) == 0 then return {OK, -1, 0, '', 0} end
+  local epoch = tonumber(redis.call('HGET', s, 'history_epoch') or '0')
   if epoch ~= known_epoch then after = 0 end
   local out = {OK, epoch, after, own_seq}
   local done = redis.call('ZRANGEBYSCORE', key('session_done', sid), '(' .. after, '+inf', 'WITHSCORES')

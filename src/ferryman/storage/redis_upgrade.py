@@ -15,6 +15,8 @@ renamed to its qualified name ``sub:ID``. 5 moves registered models, toolgroups,
 shields and API keys into the storage kernel's records (``redis_registry_upgrade``). 6 indexes the
 conversations, and each one's responses, so that they can be listed (``redis_conversation_upgrade``).
 7 moves agents, with their owners, into the kernel's records (``redis_agent_upgrade``); sessions stay.
+8 keeps each session's history epoch (``history_epoch`` in its hash, absent: 0; ``history_cache.py``): nothing
+is converted, but a ferryman of 7 deletes turns without bumping it, so it must not write 8's data.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -48,7 +50,7 @@ from .redis_keys import (
 )
 from .redis_registry_upgrade import move_registries
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4

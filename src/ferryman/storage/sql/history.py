@@ -69,10 +69,15 @@ class SqlHistories:
         return (yield from self.read(session_id, turn_id, row[0], row[1]))
 
     def loaded(self, read: HistoryRows | None) -> list[Message]:
-        """The history read (none: no session)."""
+        """The history read (none: nothing was)."""
         if read is None:
             return []
         return self._histories.loaded(read.session_id, read.kept, read.before, read.rows)
+
+    def gone(self, session_id: str) -> list[Message]:
+        """The history of a session that does not exist (deleted): none, and nothing kept of it."""
+        self._histories.kept.forget(session_id)
+        return []
 
 
 def overtaken(session_id: str, turn_id: str) -> Work[None]:

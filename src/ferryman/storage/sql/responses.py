@@ -285,13 +285,14 @@ class ResponseTables:
             )
             if row is None:
                 return False
+            if row[2] is not None:  # a conversation's turn goes: its history changes (its row first, as everywhere)
+                yield from changed(row[1])
             yield count("DELETE FROM items WHERE owner = :response_id", response_id=response_id)
             yield count("DELETE FROM responses WHERE response_id = :response_id", response_id=response_id)
             if row[2] is None:
                 yield count("DELETE FROM sessions WHERE session_id = :session_id", session_id=row[1])
             else:
                 yield count("DELETE FROM turns WHERE turn_id = :turn_id", turn_id=row[0])
-                yield from changed(row[1])
             return True
 
         if not await self._db.write(work()):

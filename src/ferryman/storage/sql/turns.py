@@ -214,6 +214,11 @@ class TurnTables:
         error = record.error
 
         def work() -> Work[None]:
+            if record.status == "completed":
+                # Before the turn's row: the session's row, when the bump takes it, is taken first, as a start and a
+                # session's delete take them (the other order deadlocks on PostgreSQL with a turn starting). A
+                # turn that turns out not to be running bumps for nothing: the next read only reads it all again.
+                yield from overtaken(record.session_id, record.turn_id)
             finished = yield count(
                 "UPDATE turns SET status = :status, output_message = :output, infer_iters = :infer_iters, "
                 "error_code = :code, error_message = :message, completed_at = :completed_at "
@@ -228,8 +233,6 @@ class TurnTables:
             )
             if finished and last is not None:
                 yield from _write_step(record.turn_id, record.session_id, last)
-            if finished and record.status == "completed":
-                yield from overtaken(record.session_id, record.turn_id)
 
         await self._db.write(work())
 
@@ -244,6 +247,8 @@ class TurnTables:
             )
             if row is None:
                 raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
+            if row[0] == "completed":  # the session's row before the turn's, as everywhere
+                yield from changed(session_id)
             yield count(
                 "DELETE FROM items WHERE owner IN (SELECT response_id FROM responses WHERE turn_id = :turn_id)",
                 turn_id=turn_id,
@@ -253,7 +258,6 @@ class TurnTables:
             )
             if not deleted:  # raised inside the transaction: the items stay too
                 raise ConflictError(f"turn '{turn_id}' is running; it cannot be deleted")
-            yield from changed(session_id)
 
         await self._db.write(work())
 
@@ -297,7 +301,8 @@ class TurnTables:
         appends its messages late, yet its tool calls and their answers must
         stay adjacent.
         """
-        return self._histories.loaded(await self._db.read(self._histories.read_alone(session_id, turn_id)))
+        read = await self._db.read(self._histories.read_alone(session_id, turn_id))
+        return self._histories.gone(session_id) if read is None else self._histories.loaded(read)
 
     async def turn_messages(self, session_id: str, turn_ids: list[str]) -> dict[str, list[Message]]:
         """Each named turn's own history messages, in the order stored, in one read."""
