@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ferryman.api.content import UserMessage
+from ferryman.api.content import CompletionMessage, Message, ToolCall, ToolResponseMessage, UserMessage
 from ferryman.errors import ContextLengthExceededError, ProviderKeyRejectedError, UpstreamError
 from ferryman.inference.base import ChatChunk, ChatRequest, FinishChunk, TextChunk
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
@@ -160,6 +160,31 @@ async def test_a_streamed_chat_is_translated_and_its_connection_kept_for_the_nex
     assert first.header("host") == f"127.0.0.1:{server.port}"
     sent = json.loads(first.body)
     assert sent["stream"] is True and sent["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def test_a_history_sent_again_is_sent_byte_for_byte_as_a_fresh_provider_sends_it() -> None:
+    call = ToolCall(call_id="c1", tool_name="f", arguments={"a": 1})
+    history: list[Message] = [
+        UserMessage(content="hi", context="ctx"),
+        CompletionMessage(content="", stop_reason="end_of_message", tool_calls=[call]),
+        ToolResponseMessage(call_id="c1", content="ok"),
+        CompletionMessage(content="The answer is 42."),
+    ]
+    edited = history[3].model_copy(update={"content": "The answer is 43."})
+    later = [*history[:3], edited, UserMessage(content="sure?")]
+    async with model_server([chunked(ANSWER)]) as server:
+        warm, fresh = provider(server), provider(server)
+        try:
+            for model, messages in ((warm, history), (warm, later), (fresh, later)):
+                request = ChatRequest(model="m", messages=messages)
+                [chunk async for chunk in model.stream_chat(request)]
+        finally:
+            await warm.aclose()
+            await fresh.aclose()
+    first, again, uncached = (received.body for received in server.requests)
+    assert again == uncached  # the wire forms made for the first request, used again, are what a new one makes
+    assert b"The answer is 43." in again and b"The answer is 42." not in again
+    assert json.loads(again)["messages"][:3] == json.loads(first)["messages"][:3]
 
 
 async def test_an_idle_connection_the_server_dropped_is_replaced_without_sending_twice() -> None:

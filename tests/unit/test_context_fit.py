@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from ferryman.api.content import CompletionMessage, Message, ToolCall, ToolResponseMessage, UserMessage
@@ -71,7 +73,7 @@ async def test_a_turn_longer_than_the_context_keeps_its_question_and_newest_roun
     plan = _plan()
     fitted = await fit_history(await _router(300), plan.chat_request, rounds, plan.context)
     assert fitted.history[0] == rounds[0] and fitted.history[-2:] == rounds[-2:]
-    kept_calls = {m.tool_calls[0].call_id for m in fitted.history if isinstance(m, CompletionMessage)}
+    kept_calls = {m.tool_calls[0].call_id for m in fitted.history if isinstance(m, CompletionMessage) and m.tool_calls}
     kept_results = {m.call_id for m in fitted.history if isinstance(m, ToolResponseMessage)}
     assert kept_calls == kept_results and len(kept_calls) < 12
 
@@ -100,6 +102,37 @@ async def test_compaction_summarizes_what_it_replaces_and_later_fits_start_from_
     assert summarized == [history[: len(history) - len(fitted.history) + 1]]
     assert fitted.note is not None and fitted.note.summarized_messages == len(summarized[0])
     assert since_last_summary([*history, *fitted.history]) == fitted.history
+
+
+def _newest_summary_on(history: list[Message]) -> list[Message]:
+    """``since_last_summary`` as it was: every message read, newest first."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, CompletionMessage) and isinstance(message.content, str):
+            if message.content.startswith("[Summary of the earlier conversation"):
+                return history[index:]
+    return history
+
+
+def test_since_last_summary_answers_as_reading_every_message_would_while_histories_grow_and_change() -> None:
+    shuffled = random.Random(7)
+    sessions: list[list[Message]] = [[UserMessage(content="first")] for _ in range(3)]
+    for _ in range(400):
+        history = shuffled.choice(sessions)
+        change = shuffled.random()
+        if change < 0.6:  # a turn: its messages appended, a summary among them now and then
+            history += _exchange(shuffled.randrange(9))[: shuffled.randint(1, 4)]
+            if shuffled.random() < 0.1:
+                history.append(summary_message("so far"))
+        elif change < 0.75 and len(history) > 1:  # a message rewritten in place (a redaction), maybe as a summary
+            at = shuffled.randrange(1, len(history))
+            history[at] = summary_message("now") if shuffled.random() < 0.5 else UserMessage(content="[redacted]")
+        elif change < 0.85:  # fewer messages read (compaction replaced the turn's own)
+            del history[shuffled.randint(1, len(history)) :]
+        read = list(history)  # each read is a list of its own, as the store returns it
+        assert since_last_summary(read) == _newest_summary_on(read)
+        assert (since_last_summary(read) is read) == (_newest_summary_on(read) is read)
+    assert since_last_summary([]) == []
 
 
 def test_cut_points_are_user_messages_then_the_newest_exchanges_rounds() -> None:

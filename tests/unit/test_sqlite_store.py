@@ -120,6 +120,15 @@ def test_message_cache_never_serves_another_body_under_a_reused_row_id() -> None
     assert [m.content for m in reused] == ["someone else's message"]
 
 
+def test_message_cache_keeps_the_order_of_rows_known_rewritten_and_new() -> None:
+    cache = MessageCache()
+    body = '{{"role": "user", "content": "{}"}}'.format
+    first = cache.load([(1, body("a")), (2, body("b")), (3, body("c"))])
+    mixed = cache.load([(1, body("a")), (2, body("b, redacted")), (3, body("c")), (4, body("d")), (5, body("e"))])
+    assert [m.content for m in mixed] == ["a", "b, redacted", "c", "d", "e"]
+    assert mixed[0] is first[0] and mixed[2] is first[2] and mixed[1] is not first[1]
+
+
 async def test_cursors_never_leave_their_connection_thread(tmp_path: Path) -> None:
     """Queries hand back rows or counts, never a cursor: each is closed on its connection's own thread."""
     driver = SqliteDriver(str(tmp_path / "r.db"))

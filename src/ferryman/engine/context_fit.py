@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from operator import is_
 from typing import Literal
 
 from ferryman.api.agents import ContextNote
@@ -71,10 +72,42 @@ def summary_message(text: str) -> CompletionMessage:
 
 def since_last_summary(history: list[Message]) -> list[Message]:
     """The history from its newest compaction summary on (all of it when it holds none)."""
-    for index in range(len(history) - 1, -1, -1):
-        if _is_summary(history[index]):
-            return history[index:]
-    return history
+    index = _SCANS.newest_summary(history)
+    return history if index < 0 else history[index:]
+
+
+class _Scans:
+    """Where the newest summary stands in the histories read lately, by the object of their first message.
+
+    Without a known context, every inference reads its whole history for a summary. A session's history is
+    mostly the last one read and a few messages more, the same objects (the store hands back the messages it
+    decoded before, and never changes one): only the messages past the part read before, object for object,
+    are read. The oldest histories are forgotten once ``capacity`` are kept (each holds its messages).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._read: dict[int, tuple[list[Message], int]] = {}
+
+    def newest_summary(self, history: list[Message]) -> int:
+        """The index of the newest summary in ``history`` (-1: none)."""
+        if not history:
+            return -1
+        key = id(history[0])  # the entry holds that message: the id is no other's while it stands
+        known, found = self._read.pop(key, ([], -1))
+        if len(known) > len(history) or not all(map(is_, known, history)):
+            known, found = [], -1
+        for index in range(len(history) - 1, len(known) - 1, -1):
+            if _is_summary(history[index]):
+                found = index
+                break
+        self._read[key] = (history.copy(), found)
+        if len(self._read) > self._capacity:
+            del self._read[next(iter(self._read))]
+        return found
+
+
+_SCANS = _Scans(capacity=64)
 
 
 def opens_with_summary(history: list[Message]) -> bool:

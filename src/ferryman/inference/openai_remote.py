@@ -17,7 +17,7 @@ from ferryman.trace_headers import trace_headers
 from .base import ChatChunk, ChatRequest, ContextWindow, FinishChunk, ModelInfo, TextChunk, ToolCallChunk, Usage
 from .context import context_overflow, published_context
 from .http1 import Answer, Http1Pool, proxied, sse_data
-from .openai_wire import message_param, response_format_param, tool_choice_param, tool_schema
+from .openai_wire import EncodedMessages, message_param, response_format_param, tool_choice_param, tool_schema
 from .provider_data import HEADER, api_key_from, key_names, scrub
 from .upstream import ERROR_BYTES, UpstreamProblem, retry_delay, status_problem
 
@@ -76,6 +76,7 @@ class OpenAICompatibleProvider:
         self._timeout = timeout
         self._http_client = http_client
         self._sdk: openai.AsyncOpenAI | None = None
+        self._encoded = EncodedMessages()  # a long history is encoded once, then only what each turn adds
 
     @property
     def _client(self) -> openai.AsyncOpenAI:
@@ -169,10 +170,13 @@ class OpenAICompatibleProvider:
 
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream one chat completion, translating chunks to ours."""
-        params = self._params(request)
         key = api_key_from(request.provider_data, self._key_names)
         context = f"model {request.model} failed upstream"
-        chunks = self._lean_chunks(params, key, context) if self._lean else self._sdk_chunks(params, key, context)
+        if self._lean:
+            chunks = self._lean_chunks(self._params(request, self._encoded.fragments(request.messages)), key, context)
+        else:
+            messages = [message_param(message) for message in request.messages]
+            chunks = self._sdk_chunks(self._params(request, messages), key, context)
         finish: str | None = None
         usage: Usage | None = None
         async for chunk in chunks:
@@ -243,11 +247,12 @@ class OpenAICompatibleProvider:
             vectors.extend(_vectors_of(answer, len(batch), model))
         return vectors
 
-    def _params(self, request: ChatRequest) -> dict[str, Any]:
+    def _params(self, request: ChatRequest, messages: list[Any]) -> dict[str, Any]:
+        """The request's body: its ``messages`` as given (wire dicts, or what orjson encodes as theirs)."""
         sampling = request.sampling
         params: dict[str, Any] = {
             "model": request.model,
-            "messages": [message_param(message) for message in request.messages],
+            "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
         }

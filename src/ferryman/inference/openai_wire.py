@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from operator import is_
 from typing import Any
+
+import orjson
 
 from ferryman.api.content import (
     CompletionMessage,
@@ -139,6 +142,52 @@ def message_param(message: Message) -> dict[str, Any]:
             "content": content_to_text(message.content),
         }
     return _assistant_message(message)
+
+
+class EncodedMessages:
+    """A request's messages encoded for the model server, the conversations sent lately kept encoded.
+
+    A session's prompt carries its whole history on every turn, and the store hands back the same message
+    objects for the rows it decoded before (``storage.codec.MessageCache``): the messages of a request after
+    its first (the system message, made for each request) are mostly the previous request's, object for
+    object, and a few more. Those are kept as one run of JSON, by the conversation's first message, and only
+    the messages past it are made into wire forms and encoded. A message is never changed once made (the store
+    shares it between turns). The runs least lately sent are forgotten once more than ``budget`` bytes are kept.
+    """
+
+    def __init__(self, budget: int = 64 << 20) -> None:
+        self._budget = budget
+        self._kept = 0
+        self._runs: dict[int, tuple[list[Message], bytes]] = {}
+
+    def fragments(self, messages: list[Message]) -> list[orjson.Fragment]:
+        """What stands for ``messages`` in a request orjson encodes: the same bytes as their :func:`message_param`
+        dicts, in at most two fragments (the first message, then a run of the others, commas and all)."""
+        if len(messages) < 2:
+            return [orjson.Fragment(_encoded(messages))] if messages else []
+        rest = messages[1:]
+        key = id(rest[0])  # a run holds its first message: the id is no other's while the run is kept
+        known, text = self._runs.pop(key, ([], b""))
+        self._kept -= len(text)
+        if known and len(known) <= len(rest) and all(map(is_, known, rest)):
+            added = rest[len(known) :]
+            text = b",".join((text, _encoded(added))) if added else text
+        else:
+            text = _encoded(rest)
+        self._runs[key] = (rest, text)
+        self._kept += len(text)
+        while self._kept > self._budget and len(self._runs) > 1:
+            self._kept -= len(self._runs.pop(next(iter(self._runs)))[1])
+        return [orjson.Fragment(_encoded(messages[:1])), orjson.Fragment(text)]
+
+    def __len__(self) -> int:
+        """How many conversations' runs are kept."""
+        return len(self._runs)
+
+
+def _encoded(messages: list[Message]) -> bytes:
+    """The JSON of ``messages``' wire forms, separated by commas, without the brackets of their list."""
+    return orjson.dumps([message_param(message) for message in messages])[1:-1]
 
 
 def parse_arguments(text: str) -> dict[str, Any] | str:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from itertools import repeat
+from operator import is_
+from typing import cast
 
 from pydantic import TypeAdapter
 
@@ -80,18 +83,26 @@ class MessageCache:
 
     def load(self, rows: list[tuple[int, str]]) -> list[Message]:
         """The messages of ``(row id, JSON body)`` rows, in order."""
+        get = self._entries.get
+        found = [entry[1] if (entry := get(row_id)) is not None and entry[0] == body else None for row_id, body in rows]
+        # One pass over a long history's rows (most of them known), and a test of its gaps at C speed: ``None in``
+        # would compare each message with None by its own __eq__.
+        if any(map(is_, found, repeat(None))):
+            self._decode(rows, found)
+        return cast(list[Message], found)
+
+    def _decode(self, rows: list[tuple[int, str]], found: list[Message | None]) -> None:
+        """Fill the gaps of ``found`` by decoding their rows, and keep what was decoded."""
         entries = self._entries
-        missing = [
-            (row_id, body) for row_id, body in rows if (entry := entries.get(row_id)) is None or entry[0] != body
-        ]
-        if missing:
-            decoded = load_messages([body for _, body in missing])
-            for (row_id, body), message in zip(missing, decoded, strict=True):
-                entries.pop(row_id, None)  # a rewritten row moves to the young end
-                entries[row_id] = (body, message)
-            while len(entries) > self._capacity:
-                del entries[next(iter(entries))]
-        return [entries[row_id][1] for row_id, _ in rows]
+        missing = [index for index, message in enumerate(found) if message is None]
+        decoded = load_messages([rows[index][1] for index in missing])
+        for index, message in zip(missing, decoded, strict=True):
+            row_id, body = rows[index]
+            entries.pop(row_id, None)  # a rewritten row moves to the young end
+            entries[row_id] = (body, message)
+            found[index] = message
+        while len(entries) > self._capacity:
+            del entries[next(iter(entries))]
 
 
 def frame_data(stored: str) -> str:
