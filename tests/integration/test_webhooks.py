@@ -25,6 +25,7 @@ from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import Services, build_services
 from ferryman.storage.domain.api_keys import ApiKeys
+from ferryman.storage.owned import beneath
 from ferryman.testing import ScriptedModel
 from ferryman.webhook_settings import WebhookSettings
 from ferryman.webhooks.signing import new_secret
@@ -374,7 +375,7 @@ async def test_a_turn_removed_before_its_end_was_queued_posts_that_it_was_delete
 ) -> None:
     agent_id, session_id = await agent_session(app)
     app.model.enqueue_text("Said, then removed.")
-    store = app.services.agents._store
+    store = beneath(app.services.agents._store)  # what a run stores its events through
     save = store.save_turn_events
 
     async def removed_first(turn_id: str, first_seq: int, events: list[str]) -> None:

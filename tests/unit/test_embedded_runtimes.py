@@ -166,3 +166,19 @@ def test_the_config_file_picks_the_runtime(tmp_path: Path) -> None:
     config.write_text("embedded:\n  runtime: vllm\n")
     with pytest.raises(ConfigurationError, match="runtime"):
         load_settings(str(config))
+
+
+def test_llama_cpp_keeps_no_other_conversation_s_prompt_state_unless_configured(tmp_path: Path) -> None:
+    import xllamacpp
+
+    from ferryman.config import ProviderSettings
+    from ferryman.server.app import _provider
+
+    kept = {}
+    for cache in (None, 48):
+        extra = {} if cache is None else {"prompt_cache_mb": cache}
+        provider = _provider(ProviderSettings(provider_id="e", type="inline::embedded", **extra))
+        source = provider.source  # type: ignore[attr-defined]
+        source._private_dir = tmp_path
+        kept[cache] = source._params(xllamacpp.CommonParams()).cache_ram_mib
+    assert kept == {None: 0, 48: 48}

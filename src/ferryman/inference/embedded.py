@@ -53,9 +53,9 @@ DEFAULT_MAX_TOKENS = 512
 
 
 def make_source(
-    runtime: Runtime, model_path: str | None, n_ctx: int = 2048, n_threads: int | None = None
+    runtime: Runtime, model_path: str | None, n_ctx: int = 2048, n_threads: int | None = None, prompt_cache_mb: int = 0
 ) -> TokenSource:
-    """The token source of ``runtime`` over a GGUF file.
+    """The token source of ``runtime`` over a GGUF file (``prompt_cache_mb``: xllamacpp's, see its source).
 
     Raises:
         MissingExtraError: That runtime (for ``auto``: every runtime) is not installed.
@@ -64,7 +64,7 @@ def make_source(
     if picked is None:
         raise MissingExtraError(runtime_hint(runtime))
     if picked == "xllamacpp":
-        return XllamacppSource(model_path, n_ctx, n_threads)
+        return XllamacppSource(model_path, n_ctx, n_threads, prompt_cache_mb)
     return LlamaSource(model_path, n_ctx, n_threads)
 
 
@@ -107,6 +107,7 @@ class EmbeddedProvider:
         source: Where tokens come from; tests inject a scripted one. Defaults to
             ``runtime``'s source over ``model_path``.
         runtime: Which runtime runs the model (see :func:`pick_runtime`).
+        prompt_cache_mb: Memory for other conversations' prompt state (``providers[].prompt_cache_mb``).
 
     Raises:
         MissingExtraError: No ``source`` is given and ``runtime`` is not installed.
@@ -121,6 +122,7 @@ class EmbeddedProvider:
         n_threads: int | None = None,
         source: TokenSource | None = None,
         runtime: Runtime = "auto",
+        prompt_cache_mb: int = 0,
     ) -> None:
         self.provider_id = provider_id
         self.model_path = model_path or default_model_path()
@@ -128,7 +130,7 @@ class EmbeddedProvider:
             model_id = Path(model_path).stem if model_path else DEFAULT_MODEL_ID
         self.model_id = model_id
         self.n_ctx = n_ctx
-        self.source: TokenSource = source or make_source(runtime, self.model_path, n_ctx, n_threads)
+        self.source: TokenSource = source or make_source(runtime, self.model_path, n_ctx, n_threads, prompt_cache_mb)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ferryman-{provider_id}")
         self._load_lock = asyncio.Lock()
         self._loaded = False

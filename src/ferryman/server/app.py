@@ -393,7 +393,14 @@ def _provider(settings: ProviderSettings, runtime: Runtime = "auto") -> Inferenc
         from ferryman.inference.embedded import EmbeddedProvider
 
         n_ctx = settings.context_length or DEFAULT_CONTEXT_LENGTH
-        return EmbeddedProvider(settings.provider_id, settings.model_path, settings.model_id, n_ctx, runtime=runtime)
+        return EmbeddedProvider(
+            settings.provider_id,
+            settings.model_path,
+            settings.model_id,
+            n_ctx,
+            runtime=runtime,
+            prompt_cache_mb=settings.prompt_cache_mb,
+        )
     return OpenAICompatibleProvider(
         settings.provider_id,
         settings.url or "",
