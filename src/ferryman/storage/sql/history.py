@@ -18,11 +18,17 @@ from ..history_cache import Histories, HistoryRow, Kept
 from .seam import Row, Work, count, first, rows
 
 _SINCE = (
-    "SELECT t.id, t.status = 'completed', t.turn_id = :turn_id, m.id, m.body "
-    "FROM turns t JOIN messages m ON m.turn_id = t.turn_id WHERE t.session_id = :session_id "
-    "AND ((t.status = 'completed' AND t.id > :after) OR t.turn_id = :turn_id) ORDER BY t.id, m.id"
+    "SELECT t.id, TRUE, t.turn_id = :turn_id, m.id, m.body FROM turns t JOIN messages m ON m.turn_id = t.turn_id "
+    "WHERE t.session_id = :session_id AND t.id > :after AND t.status = 'completed' "
+    "UNION ALL "
+    "SELECT t.id, FALSE, TRUE, m.id, m.body FROM turns t JOIN messages m ON m.turn_id = t.turn_id "
+    "WHERE t.turn_id = :turn_id AND t.session_id = :session_id AND NOT (t.id > :after AND t.status = 'completed') "
+    "ORDER BY 1, 4"
 )
-"""The messages of the session's turns completed after turn order ``after``, and turn ``turn_id``'s own."""
+"""The messages of the session's turns completed after turn order ``after``, and turn ``turn_id``'s own.
+
+Two reads, each on its index (the session's turns from ``after`` on; the turn by id): one read with ``OR`` went
+through all the session's turns, a fifth of a millisecond at 1,000 turns."""
 _EPOCH = (
     "SELECT history_epoch, (SELECT id FROM turns WHERE turn_id = :turn_id) FROM sessions WHERE session_id = :session_id"
 )
