@@ -69,6 +69,8 @@ class ProviderSettings(BaseModel):
     def _needs_url(self) -> ProviderSettings:
         if self.type != EMBEDDED_TYPE and not self.url:
             raise ValueError(f"provider '{self.provider_id}' of type {self.type} needs a url")
+        if self.type != EMBEDDED_TYPE and self.prompt_cache_mb:
+            raise ValueError(f"prompt_cache_mb is the embedded model's (provider '{self.provider_id}' is {self.type})")
         return self
 
 

@@ -10,7 +10,7 @@ import pytest
 from ferryman.api.content import CompletionMessage, ToolCall, ToolDef, UserMessage
 from ferryman.api.registry import Model
 from ferryman.errors import ContextLengthExceededError
-from ferryman.inference.base import ChatRequest, Sampling
+from ferryman.inference.base import ChatRequest, PromptSize, Sampling
 from ferryman.inference.chat_template import ChatTemplate
 from ferryman.inference.context import check_context, context_overflow, estimate_prompt_tokens, published_context
 from ferryman.inference.router import ModelRouter
@@ -132,3 +132,25 @@ def test_a_prompt_is_not_taken_to_fit_by_its_bytes_when_its_tokens_may_outnumber
         assert far_under.tokens <= 100 and asked == ["\n"]  # no tokenizing needed
     finally:
         source._tokenizer.close()
+
+
+class _Counting(ScriptedModel):
+    """A provider that counts prompts itself (as the embedded runtime does): always 7 tokens."""
+
+    async def count_prompt_tokens(self, request: ChatRequest, budget: int) -> PromptSize:
+        return PromptSize(7, "counted")
+
+
+async def test_a_prompt_is_counted_by_the_provider_it_is_routed_to_whatever_shares_its_id() -> None:
+    from ferryman.inference.openai_remote import OpenAICompatibleProvider
+
+    counting = _Counting("dup")
+    remote = OpenAICompatibleProvider("dup", "http://127.0.0.1:9/v1", None, 1.0, 0)
+    router = ModelRouter([counting, remote], [_declared("m", "dup", "m")])  # a declared model: the last "dup"
+    await router.refresh()  # the remote's listing fails (logged); the counting one lists "scripted-model"
+    declared = ChatRequest("m", [UserMessage(content="hi")])
+    assert await router.prompt_size(declared, 100) == estimate_prompt_tokens(declared)
+    assert await router.prompt_size(ChatRequest("scripted-model", [UserMessage(content="hi")]), 100) == PromptSize(
+        7, "counted"
+    )
+    await router.aclose()

@@ -152,10 +152,11 @@ class EncodedMessages:
     its first (the system message, made for each request) are mostly the previous request's, object for
     object, and a few more. Those are kept as one run of JSON, by the conversation's first message, and only
     the messages past it are made into wire forms and encoded. A message is never changed once made (the store
-    shares it between turns). The runs least lately sent are forgotten once more than ``budget`` bytes are kept.
+    shares it between turns). The runs least lately sent are forgotten once more than ``budget`` bytes are kept
+    (the messages they hold stay alive with them: about twice that in memory).
     """
 
-    def __init__(self, budget: int = 64 << 20) -> None:
+    def __init__(self, budget: int = 16 << 20) -> None:
         self._budget = budget
         self._kept = 0
         self._runs: dict[int, tuple[list[Message], bytes]] = {}

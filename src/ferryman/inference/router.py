@@ -67,9 +67,10 @@ class ModelRouter:
     def __init__(self, providers: list[InferenceProvider], declared: list[Model] | None = None) -> None:
         self._providers = providers
         self._by_id = {provider.provider_id: provider for provider in providers}
-        # Asked on every inference: a runtime-checkable protocol's isinstance costs ~6 us, so it is asked once.
-        self._configured = {p.provider_id for p in providers if isinstance(p, ConfiguredContext)}
-        self._counters = {p.provider_id for p in providers if isinstance(p, TokenCounter)}
+        # Asked on every inference: a runtime-checkable protocol's isinstance costs ~6 us, so it is asked once per
+        # provider object (``providers`` holds them all, so their ids stay theirs).
+        self._configured = {id(p) for p in providers if isinstance(p, ConfiguredContext)}
+        self._counters = {id(p) for p in providers if isinstance(p, TokenCounter)}
         self._declared: dict[str, Model] = {}
         for model in declared or []:
             self.declare(model)
@@ -175,7 +176,7 @@ class ModelRouter:
         declared = configured_tokens(route.model.metadata.get("context_length"))
         if declared is not None and model_id in self._declared:
             return ContextWindow(declared, f"metadata.context_length of model '{model_id}'")
-        configured = cast(ConfiguredContext, route.provider) if provider_id in self._configured else None
+        configured = cast(ConfiguredContext, route.provider) if id(route.provider) in self._configured else None
         if configured is not None and configured.context_length:
             return ContextWindow(configured.context_length, f"providers[].context_length of provider '{provider_id}'")
         return None
@@ -188,7 +189,7 @@ class ModelRouter:
     async def prompt_size(self, request: ChatRequest, budget: int) -> PromptSize:
         """The tokens of a request's prompt: counted by its provider if it can, else estimated (:mod:`.context`)."""
         route = self._lookup(request.model)
-        if route is None or route.model.provider_id not in self._counters:
+        if route is None or id(route.provider) not in self._counters:
             return estimate_prompt_tokens(request)
         return await cast(TokenCounter, route.provider).count_prompt_tokens(
             replace(request, model=route.model.provider_resource_id), budget

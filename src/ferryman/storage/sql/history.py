@@ -4,7 +4,7 @@ The history is the messages of the session's completed turns that started before
 turn's kept together (a turn resumed after later turns ran appends late, yet its calls and their answers stay
 adjacent). What a replica keeps, and when it is stale, is :mod:`ferryman.storage.history_cache`'s. The read is
 driven from the session's turns in their order (``turns_of_session``), each turn's messages in theirs
-(``messages_of_turn``): SQLite sorts nothing.
+(``messages_of_turn``), and the turn's own by its id: SQLite merges the two in order, sorting nothing.
 """
 
 from __future__ import annotations
