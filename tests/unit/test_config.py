@@ -53,3 +53,15 @@ def test_the_fetch_allow_list_and_keep_alive_come_from_the_file(tmp_path: Path) 
     assert settings.keep_alive == 75
     assert settings.fetch.allowed_hosts == ["docs.internal", "10.0.0.0/8"] and settings.fetch.max_bytes == 2048
     assert load_settings(None).fetch.allowed_hosts == []
+
+
+def test_a_prompt_cache_is_the_embedded_model_s_alone() -> None:
+    from pydantic import ValidationError
+
+    from ferryman.config import ProviderSettings
+
+    assert ProviderSettings(provider_id="e", type="inline::embedded", prompt_cache_mb=48).prompt_cache_mb == 48
+    with pytest.raises(ValidationError, match="prompt_cache_mb is the embedded model's"):
+        ProviderSettings(provider_id="r", url="http://127.0.0.1:9/v1", prompt_cache_mb=48)
+    with pytest.raises(ValidationError, match="prompt_cache_mb"):
+        ProviderSettings(provider_id="e", type="inline::embedded", prompt_cache_mb=-1)
