@@ -123,6 +123,11 @@ class Histories:
         self.kept = HistoryCache()
         self._messages = messages
 
+    def gone(self, session_id: str) -> list[Message]:
+        """The history of a session that does not exist (deleted): none, and nothing kept of it."""
+        self.kept.forget(session_id)
+        return []
+
     def loaded(self, session_id: str, kept: Kept, before: int | None, rows: list[HistoryRow]) -> list[Message]:
         """The history of a turn started at order ``before`` (None: after every completed turn): ``kept`` (what
         was kept under the epoch read, a copy) with the turns completed after it in ``rows``, then the turn's own

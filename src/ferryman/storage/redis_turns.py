@@ -63,11 +63,10 @@ class RedisTurns(RedisBase):
 
     def _history(self, session_id: str, kept: Kept, reply: list[Any]) -> list[Message]:
         """The history a script's ``history`` answered, extending ``kept`` when it read under the same epoch."""
-        epoch, after, own_order = int(reply[0]), int(reply[1]), reply[2]
+        epoch, own_order = int(reply[0]), reply[2]
         if epoch == -1:  # no such session (deleted)
-            self._histories.kept.forget(session_id)
-            return []
-        if after == 0 or kept.epoch != epoch:
+            return self._histories.gone(session_id)
+        if kept.epoch != epoch:  # the script read them all (``after`` 0)
             kept = Kept(epoch)
         rows: list[HistoryRow] = []
         at = 3

@@ -82,8 +82,7 @@ class SqlHistories:
 
     def gone(self, session_id: str) -> list[Message]:
         """The history of a session that does not exist (deleted): none, and nothing kept of it."""
-        self._histories.kept.forget(session_id)
-        return []
+        return self._histories.gone(session_id)
 
 
 def overtaken(session_id: str, turn_id: str) -> Work[None]:
