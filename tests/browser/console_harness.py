@@ -26,7 +26,8 @@ from ferryman.auth.api_keys import ApiKeyAuthenticator, key_record, new_key
 from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.inference.local_embeddings import LocalEmbeddingProvider, local_embeddings_available
 from ferryman.knowledge.blobs import LocalBlobStore
-from ferryman.sandbox import Sandbox, SandboxSettings
+from ferryman.sandbox import Sandbox
+from ferryman.sandbox_settings import SandboxSettings
 from ferryman.server.app import Services, build_services, create_app
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.sqlite import SqliteStore

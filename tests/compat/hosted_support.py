@@ -13,7 +13,7 @@ from ferryman.sandbox import Sandbox
 from ferryman.server.app import build_services, create_app
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script
-from ferryman.tools.websearch import WebSearchSettings
+from ferryman.websearch_settings import WebSearchSettings
 from inprocess import BASE_URL, Served, scripted_provider
 from mcp_servers import LOCAL_FETCH
 

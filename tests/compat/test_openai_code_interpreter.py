@@ -15,7 +15,8 @@ from hosted_support import sdk, served_locally
 from openai.types.responses import ResponseCodeInterpreterToolCall, ResponseOutputMessage
 from openai.types.responses.response_code_interpreter_tool_call import OutputLogs
 
-from ferryman.sandbox import Sandbox, SandboxSettings
+from ferryman.sandbox import Sandbox
+from ferryman.sandbox_settings import SandboxSettings
 from ferryman.testing import ScriptedReply, ScriptedToolCall
 from inprocess import Served, check_script
 

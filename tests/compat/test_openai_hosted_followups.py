@@ -18,7 +18,8 @@ import pytest
 from hosted_support import sdk, served_locally
 from openai.types.responses import ResponseCodeInterpreterToolCall
 
-from ferryman.sandbox import Sandbox, SandboxSettings
+from ferryman.sandbox import Sandbox
+from ferryman.sandbox_settings import SandboxSettings
 from ferryman.testing import ScriptedReply, ScriptedToolCall
 from inprocess import Served, check_script
 from mcp_servers import RunningServer

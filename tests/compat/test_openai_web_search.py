@@ -20,7 +20,7 @@ from openai.types.responses import ResponseFunctionWebSearch, ResponseOutputMess
 from openai.types.responses.response_output_text import AnnotationURLCitation
 
 from ferryman.testing import ScriptedReply, ScriptedToolCall
-from ferryman.tools.websearch import WebSearchSettings
+from ferryman.websearch_settings import WebSearchSettings
 from inprocess import Served, check_script
 
 MODEL = "scripted-model"

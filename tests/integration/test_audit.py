@@ -27,10 +27,11 @@ from ferryman.audit_settings import AuditSettings
 from ferryman.auth.api_keys import ApiKeyAuthenticator, key_record, new_key
 from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.auth.policy import ACTIONS, parse_policy
-from ferryman.auth.quotas import QuotaSettings, quotas_for
+from ferryman.auth.quotas import quotas_for
 from ferryman.cli import remote
 from ferryman.cli.main import main
 from ferryman.client import AsyncClient, Client
+from ferryman.quota_settings import QuotaSettings
 from ferryman.server.app import Services, build_services
 from ferryman.services.audit import SECONDS_PER_DAY
 from ferryman.storage.base import Store
@@ -96,7 +97,7 @@ async def _served_over(store: Store, settings: AuditSettings) -> AsyncIterator[S
         [ScriptedModel()],
         authenticator=BearerAuthenticator(ApiKeyAuthenticator(keys), None),
         policy=parse_policy(POLICY),
-        quotas=quotas_for(quotas, None),
+        quotas=quotas_for(quotas),
         audit=settings,
     )
     async with serving(services) as http:

@@ -16,7 +16,7 @@ from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.auth.introspection import IntrospectionAuthenticator
 from ferryman.auth.jwt_tokens import JwtAuthenticator
 from ferryman.auth.principal import Authenticator
-from ferryman.auth.settings import AuthSettings, OAuth2TokenSettings
+from ferryman.auth_settings import AuthSettings, OAuth2TokenSettings
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from storage_backends import unopened_store
 
-from ferryman.safety.settings import SafetySettings
+from ferryman.safety_settings import SafetySettings
 from ferryman.server.app import Services, build_services
 from ferryman.testing import ScriptedModel
 from ferryman.withheld import KEPT_KEY, WITHHELD_TEXT

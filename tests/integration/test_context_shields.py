@@ -26,7 +26,7 @@ import pytest
 from storage_backends import unopened_store
 
 from ferryman.engine.summary import INSTRUCTIONS
-from ferryman.safety.settings import SafetySettings
+from ferryman.safety_settings import SafetySettings
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedModel, ScriptedReply

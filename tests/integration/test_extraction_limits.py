@@ -18,7 +18,7 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 from tests.inprocess import migrated_sqlite, serving
 
-from ferryman.config import FileSettings
+from ferryman.file_settings import FileSettings
 from ferryman.inference.base import ChatChunk, ChatRequest, ModelInfo
 from ferryman.knowledge import ingest as ingestion
 from ferryman.knowledge.blobs import LocalBlobStore

@@ -34,7 +34,7 @@ async def test_a_file_is_uploaded_listed_read_and_deleted(tmp_path: Path) -> Non
 
 
 async def test_bad_uploads_are_refused(tmp_path: Path) -> None:
-    from ferryman.config import FileSettings
+    from ferryman.file_settings import FileSettings
 
     async with knowledge_app(tmp_path, files=FileSettings(max_bytes=100)) as (http, _):
         cases = [

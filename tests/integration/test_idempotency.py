@@ -14,8 +14,9 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
+from ferryman.api.content import Message
 from ferryman.server.app import Services, build_services, create_app
-from ferryman.storage.base import IdempotencyRecord
+from ferryman.storage.base import IdempotencyRecord, KeySettlement
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import AskedModel, check_script, migrated_sqlite
@@ -37,16 +38,24 @@ def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
 
 
 class WatchedStore(SqliteStore):
-    """SQLite, telling when a key's first call stored its outcome."""
+    """SQLite, telling when a key's first call stored its outcome (alone, or with the turn it started)."""
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.completed = asyncio.Event()
+        self.completions = 0  # outcomes stored on their own, not with the record their call wrote
 
     async def complete_idempotency_key(self, claim: IdempotencyRecord, result: str, expires_at: datetime) -> bool:
         done = await super().complete_idempotency_key(claim, result, expires_at)
+        self.completions += 1
         self.completed.set()
         return done
+
+    async def start_turn(self, *args: Any, settle: KeySettlement | None = None, **kwargs: Any) -> list[Message]:
+        history = await super().start_turn(*args, settle=settle, **kwargs)
+        if settle is not None:
+            self.completed.set()
+        return history
 
 
 @pytest.fixture()
@@ -169,6 +178,23 @@ async def test_a_repeated_streamed_turn_replays_its_events_without_running_again
     assert frames_of(again) == frames_of(first) and kind(frames_of(first)[-1]) == "turn_complete"
     assert again.headers[REPLAYED] == "true"
     assert len(scripted.requests) == 1
+
+
+async def test_a_streamed_runs_key_is_stored_with_the_run_it_starts(
+    http: httpx.AsyncClient, scripted: AskedModel, store: WatchedStore
+) -> None:
+    agent_id = await new_agent(http, client_tools=[WEATHER])
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    scripted.enqueue_text("sunny")
+    scripted.enqueue_text("stored")
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    paused = frames_of(await post(http, url, {"messages": user("weather?"), "stream": True}, "start-key"))
+    turn_id = paused[0].json()["event"]["payload"]["turn_id"]
+    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": True}
+    await post(http, f"{url}/{turn_id}/resume", resume, "resume-key")
+    await post(http, "/v1/responses", {"model": "scripted-model", "input": "hi", "stream": True}, "response-key")
+    assert store.completions == 0  # each outcome went in with the turn, the resume or the response
 
 
 async def test_a_repeated_streamed_run_replays_only_that_run_of_its_turn(

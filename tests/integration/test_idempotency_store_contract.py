@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 from storage_backends import BACKENDS
 
-from ferryman.storage.base import IdempotencyRecord, Store
+from ferryman.api.agents import TurnStatus
+from ferryman.errors import ConflictError, IdempotencyKeyInUseError, NotFoundError
+from ferryman.ids import new_id, utcnow
+from ferryman.storage.base import IdempotencyRecord, KeySettlement, SessionRecord, Store, TurnRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -143,3 +146,71 @@ async def test_renew_leaves_a_completed_key_alone(store: Store) -> None:
     assert not await store.renew_idempotency_key(first, first.created_at + timedelta(minutes=2))
     held = await store.claim_idempotency_key(claim(), first.created_at + timedelta(hours=1))
     assert held is not None and held.result == "done" and same_moment(held.expires_at, first.created_at + DAY)
+
+
+def _turn(session_id: str, status: TurnStatus = "in_progress") -> TurnRecord:
+    return TurnRecord(new_id(), session_id, None, status, [], utcnow())
+
+
+async def _session(store: Store) -> str:
+    session = SessionRecord(new_id(), None, "s", utcnow())
+    await store.create_session(session)
+    return session.session_id
+
+
+async def test_a_turn_start_stores_its_keys_outcome_with_it(store: Store) -> None:
+    first = claim()
+    await store.claim_idempotency_key(first, first.created_at)
+    turn = _turn(await _session(store))
+    await store.start_turn(turn, [], settle=KeySettlement(first, '{"turn": 1}', first.created_at + DAY))
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.result == '{"turn": 1}' and same_moment(held.expires_at, first.created_at + DAY)
+    assert (await store.get_turn_record(turn.session_id, turn.turn_id)).status == "in_progress"
+
+
+async def test_a_turn_start_whose_claim_was_taken_over_stores_nothing(store: Store) -> None:
+    lapsed = claim(lifetime=timedelta(milliseconds=1))
+    await store.claim_idempotency_key(lapsed, lapsed.created_at)
+    taker = claim()
+    assert await store.claim_idempotency_key(taker, taker.created_at + timedelta(seconds=1)) is None
+    turn = _turn(await _session(store))
+    with pytest.raises(IdempotencyKeyInUseError):
+        await store.start_turn(turn, [], settle=KeySettlement(lapsed, '{"turn": 1}', lapsed.created_at + DAY))
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(turn.session_id, turn.turn_id)
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.token == taker.token and held.result is None
+    # The session stays free: a turn starts in it.
+    await store.start_turn(_turn(turn.session_id), [])
+
+
+async def test_a_refused_turn_start_leaves_its_key_pending(store: Store) -> None:
+    session_id = await _session(store)
+    await store.start_turn(_turn(session_id), [])
+    first = claim()
+    await store.claim_idempotency_key(first, first.created_at)
+    with pytest.raises(ConflictError):  # the session's turn still runs
+        await store.start_turn(_turn(session_id), [], settle=KeySettlement(first, '{"turn": 2}', first.expires_at))
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.token == first.token and held.result is None
+
+
+async def test_a_resume_stores_its_keys_outcome_with_it_or_nothing(store: Store) -> None:
+    session_id = await _session(store)
+    turn = _turn(session_id)
+    await store.start_turn(turn, [])
+    turn.status = "awaiting_input"
+    await store.finish_turn(turn)
+    lapsed = claim(lifetime=timedelta(milliseconds=1))
+    await store.claim_idempotency_key(lapsed, lapsed.created_at)
+    assert await store.claim_idempotency_key(claim(key="key-2"), datetime.now(UTC)) is None
+    taker = claim()
+    assert await store.claim_idempotency_key(taker, taker.created_at + timedelta(seconds=1)) is None
+    lease = utcnow() + timedelta(minutes=1)
+    with pytest.raises(IdempotencyKeyInUseError):
+        await store.claim_resume(session_id, turn.turn_id, lease, settle=KeySettlement(lapsed, "{}", lapsed.expires_at))
+    assert (await store.get_turn_record(session_id, turn.turn_id)).status == "awaiting_input"
+    settle = KeySettlement(taker, '{"turn": "resumed"}', taker.created_at + DAY)
+    assert (await store.claim_resume(session_id, turn.turn_id, lease, settle=settle)).status == "in_progress"
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.result == '{"turn": "resumed"}'

@@ -18,8 +18,9 @@ from metrics_support import delta, key, samples
 
 from ferryman.auth.policy import parse_policy
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
-from ferryman.auth.quotas import QuotaSettings, quotas_for
+from ferryman.auth.quotas import quotas_for
 from ferryman.errors import AuthenticationError
+from ferryman.quota_settings import QuotaSettings
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
@@ -80,7 +81,7 @@ async def _tool_turn(http: httpx.AsyncClient, model: ScriptedModel) -> dict[str,
 async def test_a_scrape_counts_turns_tools_tokens_routes_replays_and_refusals(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
-    quotas = quotas_for(QuotaSettings(requests_per_minute=1), None)
+    quotas = quotas_for(QuotaSettings(requests_per_minute=1))
     async with _server(tmp_path, model, quotas=quotas) as http:
         before = await _scrape(http)
         turn = await _tool_turn(http, model)

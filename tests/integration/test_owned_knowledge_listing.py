@@ -9,8 +9,8 @@ from storage_backends import sqlite_store
 
 from ferryman.auth.principal import Principal, PrincipalKind, current_principal
 from ferryman.errors import NotFoundError
+from ferryman.services.owned_store import owned
 from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
-from ferryman.storage.owned import owned
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,9 @@ import pytest
 from replicas import redis_database
 
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
-from ferryman.auth.quotas import TURN_RETRY_SECONDS, QuotaSettings, quotas_for
+from ferryman.auth.quotas import TURN_RETRY_SECONDS, quotas_for
+from ferryman.coordination.select import quota_counters_for
+from ferryman.quota_settings import QuotaSettings
 from ferryman.server.app import Services, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
@@ -39,7 +41,10 @@ def model(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
 
 def _services(tmp: Path, model: ScriptedModel, settings: QuotaSettings, url: str | None = None) -> Services:
     return build_services(
-        SqliteStore(str(tmp / "ferryman.db")), [model], sole_process=True, quotas=quotas_for(settings, url)
+        SqliteStore(str(tmp / "ferryman.db")),
+        [model],
+        sole_process=True,
+        quotas=quotas_for(settings, quota_counters_for(url)),
     )
 
 

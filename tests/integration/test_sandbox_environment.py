@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ferryman.sandbox import Sandbox, SandboxSettings
+from ferryman.sandbox import Sandbox
 from ferryman.sandbox.kernel import Kernel
+from ferryman.sandbox_settings import SandboxSettings
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ferryman.sandbox import Sandbox, SandboxSettings
+from ferryman.sandbox import Sandbox
+from ferryman.sandbox_settings import SandboxSettings
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel

@@ -18,8 +18,9 @@ from pathlib import Path
 import pyseccomp
 import pytest
 
-from ferryman.sandbox import Sandbox, SandboxSettings, SandboxUnavailable, claims, scratch
+from ferryman.sandbox import Sandbox, SandboxUnavailable, claims, scratch
 from ferryman.sandbox.kernel import Kernel
+from ferryman.sandbox_settings import SandboxSettings
 
 pytestmark = pytest.mark.anyio
 

@@ -21,12 +21,13 @@ from storage_backends import BACKENDS, unopened_store
 
 from ferryman.auth.api_keys import ApiKeyAuthenticator, key_record, new_key
 from ferryman.auth.bearer import BearerAuthenticator
-from ferryman.auth.principal import Principal, PrincipalKind
+from ferryman.auth.principal import PrincipalKind
 from ferryman.inference.base import ChatChunk, ChatRequest
 from ferryman.server.app import Services, build_services
+from ferryman.services.owned_store import beneath
 from ferryman.storage.base import Store
 from ferryman.storage.domain.api_keys import ApiKeys
-from ferryman.storage.owned import beneath
+from ferryman.storage.kernel.model import Owner
 from ferryman.testing import Script, ScriptedModel, ScriptedReply
 from inprocess import serving
 
@@ -106,7 +107,8 @@ async def test_a_turn_reaches_storage_twice_before_its_model_call_and_three_time
 
 
 BODY = {"messages": [{"role": "user", "content": "hi"}], "stream": False}
-ALICE = Principal(PrincipalKind.API_KEY, "alice")
+ALICE = Owner(PrincipalKind.API_KEY.value, "alice")
+"""Alice, as the owner of what she starts is stored."""
 
 
 async def _first_turn(http: httpx.AsyncClient, headers: dict[str, str]) -> httpx.Response:

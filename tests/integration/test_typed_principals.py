@@ -18,7 +18,7 @@ from auth_support import AUDIENCE, ISSUER, Provider, identity_provider
 from ferryman.auth.api_keys import ApiKeyAuthenticator, key_record, new_key
 from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.auth.jwt_tokens import JwtAuthenticator
-from ferryman.auth.settings import OAuth2TokenSettings
+from ferryman.auth_settings import OAuth2TokenSettings
 from ferryman.server.app import build_services
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.sqlite import SqliteStore

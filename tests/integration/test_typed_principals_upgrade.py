@@ -30,8 +30,10 @@ from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, postgres_store
 from ferryman.auth.policy import AccessPolicy
 from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.redis_url import split_prefix
+from ferryman.services.acting_owner import stored_principal
 from ferryman.storage import redis_upgrade
 from ferryman.storage.base import IdempotencyRecord, Store
+from ferryman.storage.kernel.model import Owner
 from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.redis_idempotency import record_id
 from ferryman.storage.redis_keys import SCHEMA, Keys
@@ -68,7 +70,7 @@ def _owner_json(stored_id: str, attributes: tuple[tuple[str, tuple[str, ...]], .
 
 async def _assert_typed(store: Store) -> None:
     for (kind, record_id_, _, _), owner in (OWNERS | BULK).items():
-        assert (await store.owners_of(kind, [record_id_]))[record_id_] == owner
+        assert stored_principal((await store.owners_of(kind, [record_id_]))[record_id_]) == owner
     # The policy now tells the key from a token whose subject is its old principal string.
     key_owned = OWNERS[("conversation", "agent_key", "key:alice", (("roles", ("dev",)),))]
     policy = AccessPolicy()
@@ -147,7 +149,7 @@ async def test_going_down_again_gives_the_old_strings_and_no_subject_the_keys_na
     store = SqliteStore(str(path))
     await store.open()
     # A subject whose id reads as an old API key string: going down must not hand its records to the key.
-    await store.set_owner("conversation", "agent_mallory", Principal(SUBJECT, "key:alice"))
+    await store.set_owner("conversation", "agent_mallory", Owner(SUBJECT.value, "key:alice"))
     mallory = IdempotencyRecord("sub:key:alice", "k2", "t-mallory", "fp", NOW, NOW + timedelta(hours=1))
     assert await store.claim_idempotency_key(mallory, NOW) is None
     await store.close()

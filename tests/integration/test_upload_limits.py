@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from knowledge_serving import knowledge_app
 
-from ferryman.config import FileSettings
+from ferryman.file_settings import FileSettings
 from ferryman.server.body_limit import FORM_OVERHEAD
 
 pytestmark = pytest.mark.anyio

@@ -24,8 +24,8 @@ from ferryman.auth.api_keys import ApiKeyAuthenticator, key_record, new_key
 from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import Services, build_services
+from ferryman.services.owned_store import beneath
 from ferryman.storage.domain.api_keys import ApiKeys
-from ferryman.storage.owned import beneath
 from ferryman.testing import ScriptedModel
 from ferryman.webhook_settings import WebhookSettings
 from ferryman.webhooks.signing import new_secret

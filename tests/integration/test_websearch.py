@@ -20,7 +20,8 @@ from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
 from ferryman.tools.context import ToolContext, tool_context
-from ferryman.tools.websearch import WebSearch, WebSearchSettings, providers
+from ferryman.tools.websearch import WebSearch, providers
+from ferryman.websearch_settings import WebSearchSettings
 from inprocess import check_script, migrated_sqlite, scripted_provider, serving
 from websearch_standins import BRAVE_KEY, TAVILY_KEY, StandIn, search_standin
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ferryman.auth.settings import DEFAULT_CLAIMS_MAPPING, AuthSettings
+from ferryman.auth_settings import DEFAULT_CLAIMS_MAPPING, AuthSettings
 from ferryman.cli import main as cli
 from ferryman.cli import serve
 from ferryman.config import Settings, load_settings

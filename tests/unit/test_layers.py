@@ -21,7 +21,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({
         "api", "errors", "config", "logs", "home", "heap", "extras", "redis_url", "safe_fetch", "metrics",
         "trace_settings", "telemetry_settings", "audit_settings", "trace_headers", "ids", "withheld",
-        "schedule_settings", "context_settings", "webhook_settings", "console", "periodic",
+        "schedule_settings", "context_settings", "webhook_settings", "console", "periodic", "turn_records",
+        "auth_settings", "quota_settings", "safety_settings", "sandbox_settings", "websearch_settings",
+        "embedded_settings", "file_settings",
     }),
     frozenset({"storage", "inference", "sandbox", "coordination", "testing"}),
     frozenset({"knowledge", "tools", "safety", "auth", "webhooks"}),
@@ -34,17 +36,7 @@ CLIENT_MAY_IMPORT = frozenset({"api", "client"})
 REFUSED = frozenset({("auth", "coordination"), ("safety", "storage"), ("engine", "storage")})
 """Downward edges the issue names as breaks: the importer should own the port it needs."""
 
-KNOWN: frozenset[tuple[str, str]] = frozenset({
-    # The owner side table and the OwnedStore proxy: they go when the last record kinds move onto the kernel.
-    ("storage", "auth"),
-    # Turn records and the turn store: the engine is to own the small port it writes through.
-    ("engine", "storage"),
-    # Shared quota counters in Redis: quotas are to take a counter port.
-    ("auth", "coordination"),
-    # Settings models that live beside their packages' code: each is to move to a settings leaf.
-    ("config", "auth"), ("config", "inference"), ("config", "knowledge"), ("config", "safety"),
-    ("config", "sandbox"), ("config", "tools"),
-})  # fmt: skip
+KNOWN: frozenset[tuple[str, str]] = frozenset()
 """The breaks that remain, as (importing package, imported package)."""
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ferryman import config
+from ferryman.cli import embedded_providers as embedded
+from ferryman.cli.embedded_providers import embedded_providers
 from ferryman.cli.serve import _with_embedded
-from ferryman.config import EMBEDDED_TYPE, ProviderSettings, Settings, embedded_providers
+from ferryman.config import EMBEDDED_TYPE, ProviderSettings, Settings
 from ferryman.errors import ConfigurationError, InvalidRequestError
 from ferryman.inference.embedded import DEFAULT_MODEL_ID
 from ferryman.inference.hub_pull import PullRequest, parse_source, pull
@@ -75,7 +76,7 @@ def test_without_a_model_smollm2_is_the_default_and_every_pulled_model_is_served
 def test_a_pulled_model_named_is_the_embedded_providers_model(
     pulled: PulledModels, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(config, "default_model_path", lambda: None)  # SmolLM2 not installed: not needed either
+    monkeypatch.setattr(embedded, "default_model_path", lambda: None)  # SmolLM2 not installed: not needed either
     providers = embedded_providers("big", pulled)
     assert [(p.provider_id, p.model_id) for p in providers] == [("embedded", "big"), ("embedded-other", "other")]
     assert providers[0].model_path == str(pulled.directory / "owner/repo/big.gguf")
@@ -128,7 +129,7 @@ def test_a_repository_or_file_escaping_the_models_directory_is_refused_before_an
 def test_smollm2_stays_served_beside_a_pulled_model_named_when_it_is_installed(
     pulled: PulledModels, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(config, "default_model_path", lambda: tmp_path / "smollm2.gguf")
+    monkeypatch.setattr(embedded, "default_model_path", lambda: tmp_path / "smollm2.gguf")
     providers = embedded_providers("big", pulled)
     assert [(p.provider_id, p.model_id) for p in providers] == [
         ("embedded", "big"),

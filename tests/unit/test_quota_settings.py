@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
-from ferryman.auth.quotas import QuotaLimits, Quotas, QuotaSettings
+from ferryman.auth.quotas import Quotas
 from ferryman.config import Settings
 from ferryman.errors import RateLimitedError
+from ferryman.quota_settings import QuotaLimits, QuotaSettings
 
 
 def test_a_role_replaces_only_what_it_sets_and_the_most_generous_role_wins() -> None:
@@ -24,13 +25,13 @@ def test_a_role_replaces_only_what_it_sets_and_the_most_generous_role_wins() -> 
             }
         }
     ).quotas
-    assert settings.limits_for(Principal(PrincipalKind.SUBJECT, "u")) == QuotaLimits(
+    assert settings.limits_for(Principal(PrincipalKind.SUBJECT, "u").values("roles")) == QuotaLimits(
         requests_per_minute=10, max_running_turns=2
     )
     both = Principal(PrincipalKind.SUBJECT, "b", {"roles": ("ops", "batch")})
-    assert settings.limits_for(both) == QuotaLimits(requests_per_minute=10, max_running_turns=8)
+    assert settings.limits_for(both.values("roles")) == QuotaLimits(requests_per_minute=10, max_running_turns=8)
     admin = Principal(PrincipalKind.SUBJECT, "a", {"roles": ("admin",)})
-    assert settings.limits_for(admin) == QuotaLimits(requests_per_minute=None, max_running_turns=2)
+    assert settings.limits_for(admin.values("roles")) == QuotaLimits(requests_per_minute=None, max_running_turns=2)
 
 
 def test_no_quotas_by_default() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from ferryman.logs import ContextFilter, current_request_id, log_fields
 from ferryman.sandbox.manager import Sandbox
-from ferryman.sandbox.settings import SandboxSettings
+from ferryman.sandbox_settings import SandboxSettings
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ferryman.sandbox import SandboxSettings, syscalls
+from ferryman.sandbox import syscalls
 from ferryman.sandbox.confinement import ConfinementUnavailable, launch
+from ferryman.sandbox_settings import SandboxSettings
 
 UNAVAILABLE = r"libseccomp is not available \(.*; Debian: apt-get install libseccomp2\)"
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from ferryman.auth_settings import AuthSettings
 from ferryman.storage.domain.api_keys import ApiKeys
 
 from .api_keys import KEY_PREFIX, ApiKeyAuthenticator
 from .credentials import CredentialRejected
 from .principal import Authenticator, Principal
-from .settings import AuthSettings
 
 
 class BearerAuthenticator:

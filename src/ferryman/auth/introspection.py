@@ -14,9 +14,10 @@ from typing import Any
 
 import httpx
 
+from ferryman.auth_settings import OAuth2TokenSettings
+
 from .credentials import CLOCK_SKEW_SECONDS, CredentialRejected, principal_from_claims, tls_verify
 from .principal import Principal
-from .settings import OAuth2TokenSettings
 
 FETCH_TIMEOUT_SECONDS = 10.0
 

@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import jwt
 
+from ferryman.auth_settings import JwksSettings, OAuth2TokenSettings
 from ferryman.logs import redacted_url
 
 from .credentials import CLOCK_SKEW_SECONDS, CredentialRejected, principal_from_claims, tls_verify
 from .principal import Principal
-from .settings import JwksSettings, OAuth2TokenSettings
 
 log = logging.getLogger(__name__)
 

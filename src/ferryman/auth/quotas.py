@@ -22,55 +22,15 @@ from typing import Protocol
 from limits import RateLimitItemPerMinute
 from limits.aio.storage import MemoryStorage, Storage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
-from pydantic import BaseModel, Field
 
 from ferryman.errors import RateLimitedError
-from ferryman.extras import require
 from ferryman.metrics import instruments as metrics
-from ferryman.redis_url import split_prefix
+from ferryman.quota_settings import QuotaLimits, QuotaSettings
 
 from .principal import Principal, current_principal
 
 TURN_RETRY_SECONDS = 2
 """``Retry-After`` of a turn refused for the running-turn quota: nobody knows when a turn ends."""
-
-
-class QuotaLimits(BaseModel):
-    """Limits of one principal; None: unlimited."""
-
-    requests_per_minute: int | None = Field(default=None, gt=0)
-    max_running_turns: int | None = Field(default=None, gt=0)
-
-
-class QuotaSettings(QuotaLimits):
-    """``quotas:`` in the config file: the limits of every principal, and per-role overrides.
-
-    A field a role sets replaces the default for principals with that role (an
-    explicit ``null`` lifts the limit); a principal with several such roles gets
-    the most generous of their values.
-    """
-
-    roles: dict[str, QuotaLimits] = Field(default_factory=dict)
-
-    def limits_for(self, principal: Principal) -> QuotaLimits:
-        """The limits that apply to ``principal``."""
-        overrides = [self.roles[role] for role in principal.values("roles") if role in self.roles]
-        return QuotaLimits(
-            requests_per_minute=_most_generous(self, overrides, "requests_per_minute"),
-            max_running_turns=_most_generous(self, overrides, "max_running_turns"),
-        )
-
-    def limits_anything(self) -> bool:
-        """Whether any principal has any limit."""
-        every = [self, *self.roles.values()]
-        return any(limits.requests_per_minute or limits.max_running_turns for limits in every)
-
-
-def _most_generous(default: QuotaLimits, overrides: list[QuotaLimits], name: str) -> int | None:
-    values: list[int | None] = [getattr(o, name) for o in overrides if name in o.model_fields_set]
-    if not values:
-        return getattr(default, name)  # type: ignore[no-any-return]
-    return None if None in values else max(v for v in values if v is not None)
 
 
 class TurnSlots(Protocol):
@@ -93,6 +53,17 @@ class TurnSlots(Protocol):
 
     async def give_back(self, principal_id: str, turn_id: str) -> None:
         """Free the slot of ``turn_id``."""
+        ...
+
+
+class SharedCounters(Protocol):
+    """Makes the counters that replicas share: request windows and running-turn slots.
+
+    The server passes Redis's (:func:`ferryman.coordination.select.quota_counters_for`).
+    """
+
+    def __call__(self) -> tuple[Storage, TurnSlots]:
+        """Request windows (``limits`` storage) and running-turn slots, one pair per process."""
         ...
 
 
@@ -158,7 +129,7 @@ class Quotas:
         principal = current_principal.get()
         if principal is None:
             return None
-        return principal, self.settings.limits_for(principal)
+        return principal, self.settings.limits_for(principal.values("roles"))
 
     async def count_request(self) -> None:
         """Count a request of the current caller.
@@ -209,15 +180,12 @@ class Quotas:
             await self._slots.give_back(principal_id, turn_id)
 
 
-def quotas_for(settings: QuotaSettings, url: str | None, lease_seconds: float = 30.0) -> Quotas:
-    """Quotas counted in Redis when replicas share one (``url``; needs the ``redis`` extra), else in memory.
+def quotas_for(settings: QuotaSettings, shared: SharedCounters | None = None) -> Quotas:
+    """Quotas counted in the counters replicas share (``shared`` makes them), else in memory.
 
-    ``lease_seconds`` bounds how long the slots of a replica that died stay taken.
+    ``shared`` is called only when some principal has a limit (with none, nothing is counted).
     """
-    if url is None or not settings.limits_anything():
+    if shared is None or not settings.limits_anything():
         return Quotas(settings)
-    require("redis", "redis", "--redis (quotas shared by replicas)")
-    from ferryman.coordination.redis_quotas import redis_counters  # redis is an optional extra
-
-    windows, slots = redis_counters(*split_prefix(url), lease_seconds=lease_seconds)
+    windows, slots = shared()
     return Quotas(settings, windows, slots)

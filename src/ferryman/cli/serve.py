@@ -12,12 +12,10 @@ from typing import Any
 import uvicorn
 
 from ferryman.config import (
-    EMBEDDED_PROVIDER,
     EMBEDDED_TYPE,
     SHARED_DB_PREFIXES,
     Settings,
     StorageSettings,
-    embedded_providers,
     load_settings,
     providers_from_urls,
 )
@@ -47,6 +45,7 @@ from .arguments import (
     positive_int,
     redis_url,
 )
+from .embedded_providers import EMBEDDED_PROVIDER, embedded_providers
 from .serve_model import model_to_serve
 
 log = logging.getLogger("ferryman")

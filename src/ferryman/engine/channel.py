@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ferryman.errors import FailureCode
-from ferryman.storage.base import StoredEvent
+from ferryman.turn_records import StoredEvent
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from ferryman.api.agents import InferenceStep, MemoryRetrievalStep, TokenUsage
 from ferryman.api.content import Message, UserMessage
 from ferryman.errors import ContextLengthExceededError
 from ferryman.ids import new_id, utcnow
-from ferryman.storage.base import TurnStore
 
 from .context_fit import Fitted, fit_history, opens_with_summary
 from .events import Emit, HistoryCompacted, StepStarted
 from .inference_step import TurnModel, run_inference
+from .port import TurnWriter
 from .shield_step import Withheld
 from .state import TurnState
 from .summary import summarize
@@ -37,7 +37,7 @@ class FittedInference:
         summary_model: The model that writes compaction's summaries (None: each turn's own model).
     """
 
-    def __init__(self, store: TurnStore, model: TurnModel, summary_model: str | None = None) -> None:
+    def __init__(self, store: TurnWriter, model: TurnModel, summary_model: str | None = None) -> None:
         self._store = store
         self._model = model
         self._summary_model = summary_model

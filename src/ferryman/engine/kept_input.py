@@ -10,20 +10,20 @@ nowhere: not in the turn, nor in the history later turns read (a session's next 
 from __future__ import annotations
 
 from ferryman.api.content import CompletionMessage, Message
-from ferryman.storage.base import TurnStore
 from ferryman.withheld import withheld_message
 
+from .port import TurnWriter
 from .state import TurnState
 
 
-async def keep_redacted(store: TurnStore, state: TurnState, given: list[Message], redacted: list[Message]) -> None:
+async def keep_redacted(store: TurnWriter, state: TurnState, given: list[Message], redacted: list[Message]) -> None:
     """Put the input shields' redacted form of the input ``given`` wherever the input as sent was kept."""
     await _replace(store, state, given, redacted)
     if state.input_copies is not None:
         await state.input_copies.redacted(given, redacted)
 
 
-async def withhold_input(store: TurnStore, state: TurnState, given: list[Message], answer: CompletionMessage) -> None:
+async def withhold_input(store: TurnWriter, state: TurnState, given: list[Message], answer: CompletionMessage) -> None:
     """Put placeholders (``ferryman/withheld.py``) wherever the blocked input ``given`` was kept, then the refusal.
 
     The refusal joins the history after the placeholders, as any answer does, so that later
@@ -35,7 +35,7 @@ async def withhold_input(store: TurnStore, state: TurnState, given: list[Message
 
 
 async def _replace(
-    store: TurnStore,
+    store: TurnWriter,
     state: TurnState,
     given: list[Message],
     kept: list[Message],

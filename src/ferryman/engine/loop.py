@@ -17,7 +17,7 @@ from ferryman.api.agents import MemoryRetrievalStep, Turn
 from ferryman.api.content import ToolResponse, content_to_text
 from ferryman.errors import ConflictError, FailureCode, FerrymanError
 from ferryman.ids import new_id, utcnow
-from ferryman.storage.base import StepWrite, TurnStore
+from ferryman.turn_records import StepWrite
 
 from .channel import StopReason
 from .events import Emit, StepCompleted, StepStarted, TurnStarted
@@ -25,6 +25,7 @@ from .fitted_inference import FittedInference
 from .inference_step import TurnModel
 from .kept_input import keep_redacted, withhold_input
 from .memory import Retriever, recalled_context, user_query, with_context
+from .port import TurnWriter
 from .recorder import TurnRecorder
 from .resume import PendingAnswer
 from .screening import TurnScreens
@@ -52,7 +53,7 @@ class TurnEngine:
 
     def __init__(
         self,
-        store: TurnStore,
+        store: TurnWriter,
         model: TurnModel,
         retriever: Retriever | None = None,
         keep_blocked_text: bool = False,

@@ -14,10 +14,11 @@ from ferryman.api.approvals import ApprovalRequest
 from ferryman.api.content import CompletionMessage, Message, ToolResponseMessage
 from ferryman.errors import FailureCode
 from ferryman.ids import utcnow
-from ferryman.storage.base import StepWrite, TurnStore
+from ferryman.turn_records import StepWrite
 
 from .approvals import unheld
 from .events import Emit, StepCompleted, TurnAwaitingInput, TurnCompleted, TurnFailed
+from .port import TurnWriter
 from .state import TurnState
 
 
@@ -28,7 +29,7 @@ class TurnRecorder:
         store: Where turns, steps and history are kept.
     """
 
-    def __init__(self, store: TurnStore) -> None:
+    def __init__(self, store: TurnWriter) -> None:
         self.store = store
 
     async def save(self, state: TurnState, step: Step, emit: Emit, messages: list[Message] | None = None) -> None:

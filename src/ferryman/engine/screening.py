@@ -14,7 +14,7 @@ from typing import Any
 from ferryman.api.agents import InferenceStep, ShieldCallStep, Turn
 from ferryman.api.content import Message, ToolResponse, content_to_text
 from ferryman.safety.base import Shield
-from ferryman.storage.base import StepWrite
+from ferryman.turn_records import StepWrite
 
 from .events import Emit
 from .recorder import TurnRecorder

@@ -9,7 +9,7 @@ from opentelemetry.trace import Span
 
 from ferryman.api.agents import Step, Turn
 from ferryman.api.content import Message, ToolResponseMessage, TurnInputMessage, UserMessage
-from ferryman.storage.base import TurnRecord, turn_from_record
+from ferryman.turn_records import TurnRecord, turn_from_record
 
 from .approvals import Ruling
 from .memory import MemoryDocument

@@ -35,7 +35,7 @@ from ferryman.api.content import (
 )
 from ferryman.errors import FerrymanError
 from ferryman.inference.base import ChatChunk, ChatRequest, Usage
-from ferryman.storage.base import TurnRecord
+from ferryman.turn_records import TurnRecord
 
 from .inference_step import ChatModel
 

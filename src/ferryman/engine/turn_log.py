@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Literal
 
 from ferryman.logs import log_fields
-from ferryman.storage.base import TurnRecord
+from ferryman.turn_records import TurnRecord
 
 log = logging.getLogger("ferryman.turns")
 

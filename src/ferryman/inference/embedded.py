@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ferryman.api.content import StopReason, ToolResponseMessage
 from ferryman.api.inference import GrammarResponseFormat, JsonSchemaResponseFormat
+from ferryman.embedded_settings import Runtime
 from ferryman.errors import ContextLengthExceededError, InvalidRequestError, MissingExtraError, UpstreamError
 
 from .base import ChatChunk, ChatRequest, ContextWindow, FinishChunk, ModelInfo, PromptSize
@@ -32,7 +33,6 @@ from .context import context_overflow, estimate_prompt_tokens
 from .embedded_runtime import DEFAULT_CONTEXT_LENGTH as DEFAULT_CONTEXT_LENGTH
 from .embedded_runtime import DEFAULT_MODEL_FILE as DEFAULT_MODEL_FILE
 from .embedded_runtime import DEFAULT_MODEL_ID as DEFAULT_MODEL_ID
-from .embedded_runtime import Runtime as Runtime
 from .embedded_runtime import default_model_path as default_model_path
 from .embedded_runtime import embedded_available as embedded_available
 from .embedded_runtime import installed_runtimes as installed_runtimes

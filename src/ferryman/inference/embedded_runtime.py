@@ -1,7 +1,7 @@
 """Which embedded runtime and model this machine has, found without importing either.
 
-The configuration, ``ferryman serve``'s checks and the app's assembly ask these
-questions at start; the runtimes, the chat templates (jinja2) and the tool-call
+``ferryman serve`` (its checks, its embedded providers) and the app's assembly ask
+these questions at start; the runtimes, the chat templates (jinja2) and the tool-call
 parsing are imported by :mod:`.embedded` only where an embedded provider is served.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib.util
 import platform
 from pathlib import Path
-from typing import Literal
+
+from ferryman.embedded_settings import Runtime
 
 from .token_source import COMPILE_HINT, MODELS_HINT
 from .token_source import INSTALL_HINT as INSTALL_HINT
@@ -20,7 +21,6 @@ DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
 DEFAULT_CONTEXT_LENGTH = 2048
 """The runtime's context (``n_ctx``) unless ``providers[].context_length`` says otherwise."""
 
-Runtime = Literal["auto", "xllamacpp", "llama-cpp-python"]
 _MODULES = {"xllamacpp": "xllamacpp", "llama-cpp-python": "llama_cpp"}
 """Each runtime's import name, in the order ``auto`` prefers them."""
 _WHEELS = {("Linux", "x86_64"), ("Linux", "aarch64"), ("Darwin", "arm64")}

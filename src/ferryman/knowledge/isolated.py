@@ -24,11 +24,11 @@ import signal
 import sys
 from dataclasses import dataclass
 
+from ferryman.file_settings import DEFAULT_EXTRACTION_MEMORY_MB, DEFAULT_EXTRACTION_TIMEOUT_SECONDS
+
 from . import extract_child
 from .extract import PARSED_KINDS, UnreadableFile, file_kind, read_as
 
-DEFAULT_MEMORY_MB = 1024
-DEFAULT_TIMEOUT_SECONDS = 60.0
 MEMORY_SETTING = "files.extraction_memory_mb"
 TIMEOUT_SETTING = "files.extraction_timeout_seconds"
 
@@ -43,8 +43,8 @@ class ExtractionLimits:
         timeout_seconds: Wall-clock time from the child's start to its answer (``files.extraction_timeout_seconds``).
     """
 
-    memory_mb: int = DEFAULT_MEMORY_MB
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    memory_mb: int = DEFAULT_EXTRACTION_MEMORY_MB
+    timeout_seconds: float = DEFAULT_EXTRACTION_TIMEOUT_SECONDS
 
 
 class ExtractionFailed(Exception):

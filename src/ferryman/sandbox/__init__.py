@@ -3,7 +3,6 @@
 from .confinement import ConfinementUnavailable
 from .kernel import Execution
 from .manager import ProducedFile, RunOutcome, Sandbox, SandboxUnavailable
-from .settings import SandboxSettings
 
 __all__ = [
     "ConfinementUnavailable",
@@ -11,6 +10,5 @@ __all__ = [
     "ProducedFile",
     "RunOutcome",
     "Sandbox",
-    "SandboxSettings",
     "SandboxUnavailable",
 ]

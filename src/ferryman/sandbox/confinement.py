@@ -22,10 +22,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferryman.sandbox_settings import SandboxSettings
+
 from . import scratch as scratch_space
 from . import syscalls
 from .scratch import SCRATCH, TMP, ScratchUnavailable
-from .settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 

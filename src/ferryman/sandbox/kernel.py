@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ferryman.sandbox_settings import SandboxSettings
+
 from . import scratch
 from .confinement import ConfinementUnavailable, Launch, launch
 from .limits import Limit, hint, killed
-from .settings import SandboxSettings
 
 _HEADER = struct.Struct(">I")
 _STDERR_TAIL = 2000

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from .settings import SandboxSettings
+from ferryman.sandbox_settings import SandboxSettings
 
 
 class Limit(StrEnum):

@@ -12,10 +12,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferryman.sandbox_settings import SandboxSettings
+
 from . import claims, files, scratch
 from .confinement import ConfinementUnavailable, self_test
 from .kernel import Execution, Kernel, KernelDied
-from .settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 

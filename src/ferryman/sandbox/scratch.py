@@ -29,8 +29,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+from ferryman.sandbox_settings import SandboxSettings
+
 from . import files
-from .settings import SandboxSettings
 
 SCRATCH = "/work"
 TMP = "/tmp"

@@ -37,7 +37,7 @@ from .http import (
     query_list,
     services,
 )
-from .idempotent_routes import turn_replay
+from .idempotent_routes import held_key
 
 
 async def _answer(live: LiveTurn, stream: bool | None) -> Response:
@@ -117,7 +117,9 @@ async def create_turn(request: Request) -> Response:
     """Run a turn: the ``Turn``, or its events as they happen."""
     body = await parse_body(request, CreateTurnRequest)
     p = request.path_params
-    live = await services(request).agents.start_turn(p["agent_id"], p["session_id"], body, provider_data(request))
+    agents = services(request).agents
+    key = held_key(request) if body.stream else None  # a stream's repeat reads the run again; else the answer
+    live = await agents.start_turn(p["agent_id"], p["session_id"], body, provider_data(request), replayed_by=key)
     return await _answer(live, body.stream)
 
 
@@ -126,7 +128,10 @@ async def resume_turn(request: Request) -> Response:
     body = await parse_body(request, ResumeTurnRequest)
     p = request.path_params
     agents = services(request).agents
-    live = await agents.resume_turn(p["agent_id"], p["session_id"], p["turn_id"], body, provider_data(request))
+    key = held_key(request) if body.stream else None
+    live = await agents.resume_turn(
+        p["agent_id"], p["session_id"], p["turn_id"], body, provider_data(request), replayed_by=key
+    )
     return await _answer(live, body.stream)
 
 
@@ -179,11 +184,11 @@ ROUTES: tuple[Endpoint, ...] = (
              SessionCreated, errors=(400, 404, 409), creates=True),
     Endpoint("POST", f"{_SESSION}/turn", create_turn, "Create a turn", _TAG, CreateTurnRequest, Turn,
              stream=_TURN_EVENTS, headers=(PROVIDER_DATA,), errors=_TURN_ERRORS, creates=True,
-             replay=turn_replay, example={"messages": [{"role": "user", "content": "What is 2+2?"}], "stream": True}),
+             example={"messages": [{"role": "user", "content": "What is 2+2?"}], "stream": True}),
     Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}", get_turn, "Get a turn", _TAG, response=Turn),
     Endpoint("POST", f"{_SESSION}/turn/{{turn_id}}/resume", resume_turn, "Resume a turn with tool results", _TAG,
              ResumeTurnRequest, Turn, stream=_TURN_EVENTS, headers=(PROVIDER_DATA,), errors=_TURN_ERRORS,
-             creates=True, replay=turn_replay),
+             creates=True),
     Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}/step/{{step_id}}", get_step, "Get a step", _TAG,
              response=StepResponse),
     Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}/events", turn_events, "Follow a turn's events", _TAG,

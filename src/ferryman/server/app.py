@@ -25,7 +25,6 @@ from ferryman.config import (
     DEFAULT_MAX_BODY_BYTES,
     EMBEDDED_TYPE,
     SHARED_DB_PREFIXES,
-    FileSettings,
     KnowledgeSettings,
     MemorySettings,
     ProviderSettings,
@@ -35,11 +34,13 @@ from ferryman.config import (
 )
 from ferryman.context_settings import ContextSettings
 from ferryman.coordination.base import CancelTurns, Fanout, LocalFanout, Notice, RecordDeleted
-from ferryman.coordination.select import fanout_for
+from ferryman.coordination.select import fanout_for, quota_counters_for
+from ferryman.embedded_settings import Runtime
 from ferryman.engine.channel import TurnRunner
 from ferryman.engine.loop import TurnEngine
+from ferryman.file_settings import FileSettings
 from ferryman.inference.base import InferenceProvider
-from ferryman.inference.embedded_runtime import DEFAULT_CONTEXT_LENGTH, Runtime
+from ferryman.inference.embedded_runtime import DEFAULT_CONTEXT_LENGTH
 from ferryman.inference.local_embeddings import PROVIDER_ID as LOCAL_EMBEDDINGS
 from ferryman.inference.local_embeddings import LocalEmbeddingProvider, local_embeddings_available
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
@@ -54,7 +55,7 @@ from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
 from ferryman.safety.llama_guard import LlamaGuardProvider
 from ferryman.safety.local import LocalShieldProvider
-from ferryman.safety.settings import SafetySettings
+from ferryman.safety_settings import SafetySettings
 from ferryman.sandbox import Sandbox
 from ferryman.schedule_settings import ScheduleSettings
 from ferryman.services.access import Access
@@ -66,9 +67,11 @@ from ferryman.services.approvals import ApprovalService
 from ferryman.services.audit import AuditService
 from ferryman.services.files import FileService
 from ferryman.services.host import TurnHost
+from ferryman.services.idempotency import IdempotencyKeys
 from ferryman.services.leases import TurnLeases
 from ferryman.services.models import ModelService
 from ferryman.services.openai_compat import OpenAICompatService
+from ferryman.services.owned_store import beneath, owned
 from ferryman.services.registrations import Registrations
 from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.responses.history import HistoryCache
@@ -90,7 +93,6 @@ from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.domain.approvals import HeldCalls
 from ferryman.storage.domain.memory_blocks import MemoryBlocks
 from ferryman.storage.domain.schedules import ScheduleRecords
-from ferryman.storage.owned import beneath, owned
 from ferryman.storage.select import store_for
 from ferryman.tools.code_interpreter import TOOLGROUP_ID as CODE_INTERPRETER
 from ferryman.tools.code_interpreter import CodeInterpreter
@@ -98,9 +100,10 @@ from ferryman.tools.mcp.pool import McpClientPool, McpSettings
 from ferryman.tools.memory import TOOLGROUP_ID as MEMORY_TOOLGROUP
 from ferryman.tools.memory import MemoryTool
 from ferryman.tools.registry import ToolRegistry, builtin_tools
-from ferryman.tools.websearch import WebSearch, WebSearchSettings
+from ferryman.tools.websearch import WebSearch
 from ferryman.trace_settings import TraceSettings
 from ferryman.webhook_settings import WebhookSettings
+from ferryman.websearch_settings import WebSearchSettings
 
 from . import (
     agents_routes,
@@ -129,8 +132,6 @@ from .errors import EXCEPTION_HANDLERS
 from .heap import settle_heap
 from .http_metrics import HttpMetricsMiddleware
 from .http_spans import TracingMiddleware
-from .idempotency import IdempotencyMiddleware
-from .idempotent_routes import idempotent_routes
 from .metrics_routes import MetricsServed, metrics_routes, metrics_served
 from .openapi import docs_routes, openapi_document
 from .ratelimit import RateLimitMiddleware
@@ -192,6 +193,11 @@ class Services:
     per HTTP request)."""
     tracing: TraceSettings | None = field(default=None, kw_only=True)
     """``telemetry.traces``: whether and where traces go (None: the defaults, off unless ``OTEL_*`` variables ask)."""
+    idempotency: IdempotencyKeys = field(init=False)
+    """The ``Idempotency-Key`` claims of creates (``server/idempotent_routes.py``), in the store."""
+
+    def __post_init__(self) -> None:
+        self.idempotency = IdempotencyKeys(self.store)
 
 
 def build_services(
@@ -440,7 +446,9 @@ def services_from_settings(settings: Settings) -> Services:
         fetch=settings.fetch,
         authenticator=authenticator_for(settings.auth, ApiKeys(store.kernel)),
         policy=parse_policy(settings.auth.access_policy) if settings.auth is not None else None,
-        quotas=quotas_for(settings.quotas, settings.coordination_url(), settings.storage.turn_lease_seconds),
+        quotas=quotas_for(
+            settings.quotas, quota_counters_for(settings.coordination_url(), settings.storage.turn_lease_seconds)
+        ),
         blobs=LocalBlobStore(settings.files.directory()),
         files=settings.files,
         knowledge=settings.knowledge,
@@ -520,7 +528,6 @@ def openapi() -> dict[str, Any]:
     return openapi_document(API_MOUNTS)
 
 
-IDEMPOTENT_ROUTES = idempotent_routes(API_MOUNTS)
 UPLOAD_ROUTES = upload_routes(API_MOUNTS)
 
 
@@ -610,7 +617,6 @@ def create_app(services: Services, settle: bool = False) -> Starlette:
                 upload=BodyLimit(services.files.max_bytes, "files.max_bytes", "file", "file", FORM_OVERHEAD),
                 uploads=UPLOAD_ROUTES,
             ),
-            Middleware(IdempotencyMiddleware, routes=IDEMPOTENT_ROUTES, store=services.store),
         ],
     )
     app.state.services = services

@@ -16,7 +16,7 @@ import functools
 import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import Field
 from starlette.requests import Request
@@ -27,9 +27,7 @@ from ferryman.api.limits import MAX_ID_CHARS, Id, has_control_character
 from ferryman.errors import InvalidRequestError
 
 from .http import LARGEST_INT
-
-if TYPE_CHECKING:
-    from .idempotent_routes import StreamReplay
+from .idempotent_routes import keyed
 
 Handler = Callable[[Request], Awaitable[Response]]
 MULTIPART = "multipart/form-data"
@@ -83,8 +81,8 @@ class Endpoint:
         query: Query parameters.
         headers: Request headers it reads.
         errors: Error statuses it can answer, each with the error body.
-        creates: True for a POST that creates or runs something (it accepts ``Idempotency-Key``).
-        replay: For such a POST that may stream: how the stream's first frame names where a repeat replays it.
+        creates: True for a POST that creates or runs something (it accepts ``Idempotency-Key``: see
+            :mod:`ferryman.server.idempotent_routes`).
         example: An example body, for the document's readers (and the fuzzer's first cases).
         body_media_type: How the body is sent: JSON, or ``multipart/form-data`` (an upload; ``body`` documents it).
             A JSON body may hold ``server.max_body_bytes``, an upload ``files.max_bytes`` (413 above).
@@ -105,7 +103,6 @@ class Endpoint:
     headers: tuple[Param, ...] = ()
     errors: tuple[int, ...] = (400, 404)
     creates: bool = False
-    replay: StreamReplay | None = None
     example: dict[str, Any] | None = None
     body_media_type: str = "application/json"
     status: int = 200
@@ -176,7 +173,7 @@ def starlette_routes(table: Sequence[Endpoint]) -> list[BaseRoute]:
 
 def _checked(entry: Endpoint) -> Handler:
     ids = frozenset(param.name for param in entry.query if param.annotation == Id)
-    handler = entry.handler
+    handler = keyed(entry.handler) if entry.creates else entry.handler
 
     @functools.wraps(handler)
     async def checked(request: Request) -> Response:

@@ -10,7 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ferryman.errors import FAILURES, AuthenticationError, FerrymanError, RateLimitedError
+from ferryman.errors import FAILURES, AuthenticationError, FerrymanError, IdempotencyKeyInUseError, RateLimitedError
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,20 @@ def error_response(exc: FerrymanError, status: int | None = None) -> JSONRespons
         status: Its HTTP status; by default the one the failure table gives its class.
     """
     body = error_body(exc.code, exc.message, **exc.fields)
-    code = status if status is not None else STATUS_OF.get(type(exc), 500)
+    code = status if status is not None else status_of(exc)
     return JSONResponse(body, status_code=code, headers=_headers_of(exc))
+
+
+def status_of(exc: FerrymanError) -> int:
+    """The HTTP status of one of our exceptions: its class's, or its nearest base class's (as the handlers do)."""
+    return next((STATUS_OF[cls] for cls in type(exc).__mro__ if cls in STATUS_OF), 500)
 
 
 def _headers_of(exc: FerrymanError) -> dict[str, str]:
     if isinstance(exc, RateLimitedError):  # a later retry may pass: say when, and let clients retry
         return {"Retry-After": str(exc.retry_after)}
+    if isinstance(exc, IdempotencyKeyInUseError):  # the first call's outcome will be there soon
+        return {"Retry-After": "1"}
     if isinstance(exc, AuthenticationError):
         return {**NO_RETRY, "WWW-Authenticate": 'Bearer realm="ferryman"'}
     return NO_RETRY

@@ -1,100 +1,58 @@
-"""Which POST routes take an ``Idempotency-Key``, how a request is fingerprinted, and how a stream is replayed.
+"""``Idempotency-Key`` at the edge: which request a key names, and how a repeat gets the first call's outcome.
 
-A streamed answer is not stored: its first SSE frame names what runs (a turn,
-a response) and where its events start, and a repeat reads them again from the
-route that replays that stream, following live events if the run goes on.
+Every route that creates or runs something (``Endpoint.creates``) is wrapped by
+:func:`keyed`. A request with a key claims it through
+:class:`~ferryman.services.idempotency.IdempotencyKeys`. A run that streams
+names itself as it starts (:func:`run_started`, called by its route with the
+run the service started), and a repeat reads that run's events again from
+storage; any other answer is kept as it was given. The key goes back when the
+first call's answer is one a retry could change (5xx, 409, 429, a rejected
+provider key), or when its stream ends with nothing to read it again from (a
+response not stored).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import cast
 
-from starlette.routing import compile_path
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from .contract import Endpoint
+from ferryman.auth.principal import current_principal
+from ferryman.errors import FailureCode, FerrymanError, InvalidRequestError
+from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
+from ferryman.metrics import instruments as metrics
+from ferryman.services.idempotency import (
+    KEY_HEADER,
+    MAX_KEY_LENGTH,
+    Claim,
+    IdempotencyKey,
+    IdempotencyKeys,
+    Outcome,
+    StoredAnswer,
+    TurnReplay,
+)
+from ferryman.services.turn_stream import ends_run
+from ferryman.turn_records import StoredEvent
 
+from .errors import error_response
+from .http import event_stream, services
+
+Handler = Callable[[Request], Awaitable[Response]]
 ALPHA_PREFIX = "/v1alpha/"
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One SSE frame: its ``id:`` and its ``data:`` as JSON (empty when it is not a JSON object)."""
-
-    id: int | None
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Replay:
-    """Where a streamed answer can be read again: a GET of ``path`` after event number ``after``.
-
-    ``one_run`` says the stream holds later runs too (a turn's resumes), so a
-    replay stops at the end of the first one.
-    """
-
-    path: str
-    after: int
-    one_run: bool
-
-    def to_json(self) -> dict[str, Any]:
-        """The pointer as stored."""
-        return {"path": self.path, "after": self.after, "one_run": self.one_run}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Replay:
-        """A stored pointer."""
-        return cls(str(data["path"]), int(data["after"]), bool(data["one_run"]))
-
-    def query_and_headers(self) -> tuple[str, list[tuple[bytes, bytes]]]:
-        """The query string and extra headers of the GET that replays the stream."""
-        if self.one_run:  # the Agents API's events route reads Last-Event-ID
-            return "", [(b"last-event-id", str(self.after).encode())]
-        return f"stream=true&starting_after={self.after}", []
-
-
-StreamReplay = Callable[[dict[str, str], Frame], Replay | None]
-
-
-def turn_replay(params: dict[str, str], frame: Frame) -> Replay | None:
-    payload = frame.data.get("event", {}).get("payload", {})
-    if frame.id is None or payload.get("event_type") != "turn_start":
-        return None
-    turn = f"/v1/agents/{params['agent_id']}/session/{params['session_id']}/turn/{payload['turn_id']}"
-    return Replay(f"{turn}/events", frame.id - 1, one_run=True)
-
-
-def response_replay(params: dict[str, str], frame: Frame) -> Replay | None:
-    if frame.data.get("type") != "response.created" or frame.data["response"].get("store") is False:
-        return None  # a response not stored is gone once it ends: nothing to replay it from
-    return Replay(f"/v1/responses/{frame.data['response']['id']}", int(frame.data["sequence_number"]) - 1, False)
-
-
-@dataclass(frozen=True)
-class IdempotentRoute:
-    """A POST route that takes an ``Idempotency-Key``; ``stream`` reads a streamed answer's first frame."""
-
-    template: str
-    stream: StreamReplay | None = None
-
-    @property
-    def pattern(self) -> re.Pattern[str]:
-        """The route's path as a regular expression with named parameters."""
-        return compile_path(self.template)[0]
-
-
-def idempotent_routes(mounts: Sequence[tuple[str, Sequence[Endpoint]]]) -> tuple[IdempotentRoute, ...]:
-    """The routes of the route tables that create or run something (``Endpoint.creates``), under their prefixes."""
-    return tuple(
-        IdempotentRoute(prefix + entry.path, entry.replay)
-        for prefix, table in mounts
-        for entry in table
-        if entry.creates
-    )
+REPLAYED = {"Idempotent-Replayed": "true"}
+# Answers a retry could change: the key goes back and the retry runs.
+_RETRYABLE = {409, 429}
+# Answers the client fixes by sending another header with the same request (its provider key).
+_FIXABLE_BY_RETRY = {FailureCode.PROVIDER_KEY_REJECTED}
+_BOUNDARY = re.compile(r';\s*boundary="?([^";]+)"?', re.IGNORECASE)
 
 
 def normalised(path: str) -> str:
@@ -104,65 +62,152 @@ def normalised(path: str) -> str:
     return path
 
 
-def match(routes: Sequence[IdempotentRoute], path: str) -> tuple[IdempotentRoute, dict[str, str]] | None:
-    """The idempotent route a POST to ``path`` (already normalised) goes to, with its parameters."""
-    for route in routes:
-        found = route.pattern.match(path)
-        if found:
-            return route, found.groupdict()
-    return None
-
-
-def fingerprint(path: str, body: bytes, provider_data: str | None = None) -> str:
-    """What makes two requests "the same": the normalised path, the body (JSON compared by value) and the
-    provider data header (its keys change what runs; only this digest of them is kept)."""
-    try:
-        canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
-    except ValueError:  # not JSON (or not UTF-8): the route answers 400, compared byte by byte
-        canonical = body
+def fingerprint(path: str, body: bytes, provider_data: str | None = None, content_type: str = "") -> str:
+    """What makes two requests "the same": the normalised path, the body (JSON compared by value; a multipart
+    form byte by byte but for its boundary, which a client draws afresh for each request) and the provider data
+    header (its keys change what runs; only this digest of them is kept)."""
+    boundary = _BOUNDARY.search(content_type) if content_type.startswith("multipart/") else None
+    if boundary is not None:
+        canonical = body.replace(boundary.group(1).encode("latin-1"), b"")
+    else:
+        try:
+            canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+        except ValueError:  # not JSON (or not UTF-8): the route answers 400, compared byte by byte
+            canonical = body
     header = hashlib.sha256((provider_data or "").encode()).hexdigest()
     return hashlib.sha256(f"POST {path}\n{header}\n".encode() + canonical).hexdigest()
 
 
-def parse_frame(text: str) -> Frame:
-    """The id and JSON data of one SSE frame (without its blank line)."""
-    frame_id: int | None = None
-    data: list[str] = []
-    for line in text.splitlines():
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "id" and value.lstrip("-").isdigit():
-            frame_id = int(value)
-        elif name == "data":
-            data.append(value)
+async def request_key(request: Request) -> IdempotencyKey | None:
+    """The request's key (None: it has none).
+
+    Raises:
+        InvalidRequestError: the key is empty or longer than 255 characters.
+    """
+    key = request.headers.get(KEY_HEADER)
+    if key is None:
+        return None
+    key = key.strip()
+    if not 0 < len(key) <= MAX_KEY_LENGTH:
+        raise InvalidRequestError(f"the {KEY_HEADER} header must be 1 to {MAX_KEY_LENGTH} characters long", KEY_HEADER)
+    path = normalised(request.scope["path"].removeprefix(request.scope.get("app_root_path", "")))
+    body = await request.body()  # kept by the request: the handler reads it again
+    principal = current_principal.get()
+    owner = "" if principal is None else principal.qualified
+    headers = request.headers
+    digest = fingerprint(path, body, headers.get(PROVIDER_DATA_HEADER), headers.get("content-type", ""))
+    return IdempotencyKey(owner, key, digest)
+
+
+def keyed(handler: Handler) -> Handler:
+    """``handler`` answering a repeat of a keyed request with the first call's outcome."""
+
+    @functools.wraps(handler)
+    async def answer(request: Request) -> Response:
+        key = await request_key(request)
+        if key is None:
+            return await handler(request)
+        keys = services(request).idempotency
+        claimed = await keys.claim(key)
+        if not isinstance(claimed, Claim):
+            metrics.replayed()
+            return await _replay(request, claimed)
+        request.state.idempotency = claimed
+        return await _first_call(request, handler, keys, claimed)
+
+    return answer
+
+
+def held_key(request: Request) -> Claim | None:
+    """The key a keyed request holds while its first call runs (None: it has none), for the service to store
+    with the run it starts."""
+    claim: Claim | None = getattr(request.state, "idempotency", None)
+    return claim
+
+
+async def _first_call(request: Request, handler: Handler, keys: IdempotencyKeys, claim: Claim) -> Response:
     try:
-        parsed = json.loads("\n".join(data)) if data else {}
-    except ValueError:
-        parsed = {}
-    return Frame(frame_id, parsed if isinstance(parsed, dict) else {})
+        async with keys.held(claim):
+            response = await handler(request)
+    except FerrymanError as exc:
+        if claim.with_record:  # stored with a run that failed to launch: nothing to read again
+            await asyncio.shield(keys.give_back(claim))
+        else:
+            await asyncio.shield(_settle(keys, claim, error_response(exc)))
+        raise
+    except BaseException:
+        await asyncio.shield(keys.give_back(claim))
+        raise
+    if isinstance(response, StreamingResponse):
+        if claim.settled:
+            return response
+        # Nothing to read it again from: the key is held while it streams, and given back however it ends.
+        return cast(Response, _HeldWhileStreaming(response, keys, claim))
+    await _settle(keys, claim, response)
+    return response
 
 
-def ends_run(frame: Frame) -> bool:
-    """Whether a turn's frame is the last of its run: the turn completed, paused, or failed."""
-    if "error" in frame.data:
+async def _settle(keys: IdempotencyKeys, claim: Claim, response: Response) -> None:
+    """Keep an answer every repeat should get; give the key back after one a retry could change."""
+    if _worth_keeping(response):
+        headers = [(name, value) for name, value in response.headers.items() if name != "content-length"]
+        await keys.complete(claim, StoredAnswer(response.status_code, headers, bytes(response.body).decode()))
+    else:
+        await keys.release(claim)
+
+
+def _worth_keeping(response: Response) -> bool:
+    status = response.status_code
+    if status >= 500 or status in _RETRYABLE:
+        return False
+    try:
+        code = json.loads(bytes(response.body)).get("error", {}).get("code")
+    except (ValueError, AttributeError):
         return True
-    payload = frame.data.get("event", {}).get("payload", {})
-    return payload.get("event_type") in ("turn_complete", "turn_awaiting_input")
+    return code not in _FIXABLE_BY_RETRY
 
 
-class FrameSplitter:
-    """Cuts a byte stream of SSE into whole frames (each with its blank line)."""
+class _HeldWhileStreaming:
+    """An answer streamed while its key is held, the key given back however the stream ends: done, failed, or
+    its client gone (a cancelled send, or one that raised)."""
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    def __init__(self, response: StreamingResponse, keys: IdempotencyKeys, claim: Claim) -> None:
+        self._response, self._keys, self._claim = response, keys, claim
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The frames ``chunk`` completes."""
-        self._buffer += chunk.replace(b"\r\n", b"\n")
-        *frames, self._buffer = self._buffer.split(b"\n\n")
-        return [frame + b"\n\n" for frame in frames]
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            async with self._keys.held(self._claim):
+                await self._response(scope, receive, send)
+        finally:
+            await asyncio.shield(self._keys.release(self._claim))
 
-    @property
-    def pending(self) -> bytes:
-        """What came after the last whole frame."""
-        return self._buffer
+
+async def _replay(request: Request, outcome: Outcome) -> Response:
+    """The first call's outcome, marked as a replay."""
+    if isinstance(outcome, StoredAnswer):
+        headers = dict(outcome.headers) | REPLAYED
+        return Response(outcome.body, outcome.status, headers)
+    if isinstance(outcome, TurnReplay):
+        agents = services(request).agents
+        events = await agents.turn_events(outcome.agent_id, outcome.session_id, outcome.turn_id, outcome.after)
+        response = event_stream(_one_run(events))
+    else:
+        responses = services(request).responses
+        response = event_stream(
+            await responses.replay(outcome.response_id, outcome.after, frozenset(outcome.include)), named=True
+        )
+    response.headers.update(REPLAYED)
+    return response
+
+
+async def _one_run(events: AsyncIterator[StoredEvent]) -> AsyncIterator[StoredEvent]:
+    """A turn's events up to the end of the first run among them (its later runs are other requests')."""
+    try:
+        async for event in events:
+            yield event
+            if ends_run(event):
+                return
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()

@@ -10,12 +10,12 @@ from ferryman.auth.principal import acting_as, current_principal
 from ferryman.errors import NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import Page, SessionRecord
-from ferryman.storage.owned import authorize
 
 from .agent_records import AgentRecords
 from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
+from .owned_store import authorize
 from .session_memory import SessionMemory
 
 

@@ -42,6 +42,7 @@ from .approval_holds import ApprovalHolds
 from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
+from .idempotency import Claim
 from .session_memory import SessionMemory
 from .turn_reads import TurnReads
 from .turn_recovery import TurnRecovery
@@ -71,7 +72,7 @@ class AgentService:
             (None: agents have no memory).
         holds: The approval inbox, told of the calls turns hold and of those a resume answers (None: no inbox).
         access: Who may do what to agents (default: each caller acts on what it owns); sessions and turns are
-            still checked by the store (``storage.owned``).
+            still checked by the store (``services.owned_store``).
     """
 
     def __init__(
@@ -209,17 +210,19 @@ class AgentService:
         session_id: str,
         request: CreateTurnRequest,
         provider_data: dict[str, Any] | None = None,
+        replayed_by: Claim | None = None,
     ) -> LiveTurn:
         """Store a new turn and run it in the background.
 
         ``provider_data`` (per-request provider settings such as API keys) is
-        kept in memory for this run only, never stored.
+        kept in memory for this run only, never stored. ``replayed_by``: the request's
+        idempotency key, which is to replay this run; it is stored with the turn.
 
         Raises:
             ContextLengthExceededError: the instructions, history, input and tools are longer than the
                 model's context (less the answer's room); nothing is stored.
         """
-        return await self._starts.start_turn(agent_id, session_id, request, provider_data)
+        return await self._starts.start_turn(agent_id, session_id, request, provider_data, replayed_by)
 
     async def resume_turn(
         self,
@@ -229,15 +232,21 @@ class AgentService:
         request: ResumeTurnRequest,
         provider_data: dict[str, Any] | None = None,
         continued: bool = False,
+        replayed_by: Claim | None = None,
     ) -> LiveTurn:
         """Continue a turn that awaits client tool results or decisions on its approval requests.
+
+        ``replayed_by``: the request's idempotency key, which is to replay this run; it is stored as the run
+        starts.
 
         ``continued``: the server continues the run itself (the approval inbox), with the webhook of the run
         that paused, checked when that run's request named it (and again at every attempt). It reads the agent
         as the server: the inbox checked that the decider may update the session, and the run goes on with
         what its caller may read now (memory blocks, sessions), whether or not that still includes the agent.
         """
-        return await self._starts.resume_turn(agent_id, session_id, turn_id, request, provider_data, continued)
+        return await self._starts.resume_turn(
+            agent_id, session_id, turn_id, request, provider_data, continued, replayed_by
+        )
 
     async def turn_events(self, agent_id: str, session_id: str, turn_id: str, after: int) -> AsyncIterator[StoredEvent]:
         """A turn's events numbered above ``after``: stored ones, then live ones until it ends (a turn a fork

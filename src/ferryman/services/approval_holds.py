@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from ferryman.api.agents import Turn
 from ferryman.api.approvals import ApprovalDecision
 from ferryman.api.responses import McpApprovalRequestItem, McpTool, Response
-from ferryman.auth.filters import owner_of
 from ferryman.engine.approvals import approval_digest
 from ferryman.inference.openai_wire import parse_arguments
 from ferryman.storage.base import Store
@@ -37,7 +36,7 @@ class ApprovalHolds:
         self.calls = calls
 
     async def _owner(self, kind: str, record_id: str) -> Owner | None:
-        return owner_of((await self._store.owners_of(kind, [record_id])).get(record_id))
+        return (await self._store.owners_of(kind, [record_id])).get(record_id)
 
     async def hold_turn(self, turn: Turn, agent_id: str | None) -> None:
         """Store the calls a paused turn holds for approval (none: nothing to do)."""

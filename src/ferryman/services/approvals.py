@@ -58,7 +58,6 @@ from ferryman.api.responses import (
     McpApprovalResponseItem,
     Response,
 )
-from ferryman.auth.filters import owner_of
 from ferryman.auth.principal import Principal, acting_as
 from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import Store
@@ -66,7 +65,6 @@ from ferryman.storage.domain.approvals import DECIDED, PENDING, HeldCall, HeldCa
 from ferryman.storage.domain.forks import Lineages
 from ferryman.storage.domain.records import Stored
 from ferryman.storage.kernel.model import Owner
-from ferryman.storage.owned import authorize
 
 from .access import Access
 from .acting_owner import (
@@ -81,6 +79,7 @@ from .agents import AgentService
 from .approval_holds import request_binding
 from .approval_view import ApprovalView
 from .fork_reads import ForkReads
+from .owned_store import authorize
 from .responses.service import ResponsesService
 from .webhooks import stored_webhook
 
@@ -242,7 +241,7 @@ class ApprovalService:
             return stored
         assert held.turn_id is not None
         turn_owner = (await self._store.owners_of("turn", [held.turn_id])).get(held.turn_id)
-        return owner_of(turn_owner) if turn_owner is not None else stored
+        return turn_owner if turn_owner is not None else stored
 
     async def _stored_at(self, held: HeldCall) -> float:
         """When the attributes stored with the run's owner were taken: its turn's start, or its response's

@@ -38,10 +38,10 @@ from ferryman.errors import ConflictError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ConversationRecord, SessionRecord, Store
 from ferryman.storage.domain.forks import Lineage
-from ferryman.storage.owned import authorize
 
 from .fork_reads import ForkReads
 from .forks import FORKING_SECONDS, forget_lineage
+from .owned_store import authorize
 
 HELD_ITEMS = "forkhist_"
 """The prefix of the holders of deleted items that forks share."""

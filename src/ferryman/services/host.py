@@ -34,6 +34,7 @@ from ferryman.errors import ConflictError, InvalidRequestError
 from ferryman.storage.base import ExpiredTurn, Store, StoredEvent
 from ferryman.webhooks.outbox import ArmedRun
 
+from .acting_owner import stored_principal
 from .leases import TurnLeases
 from .run_metrics import RunMetrics
 from .turn_queue import ROLLBACK_WAIT_SECONDS
@@ -83,6 +84,7 @@ class TurnHost:
     ledger: UsageLedger | None = None
     webhooks: Webhooks | None = None
     rollback_wait_seconds: float = ROLLBACK_WAIT_SECONDS
+    _launching: dict[str, asyncio.Event] = field(default_factory=dict, repr=False)
 
     async def check_webhook(self, url: str | None) -> None:
         """Refuse a run whose ``webhook`` cannot be delivered to (see :meth:`Webhooks.check`).
@@ -116,7 +118,7 @@ class TurnHost:
         if owned_as is not None:
             kind, record_id = owned_as
             try:
-                who = (await self.store.owners_of(kind, [record_id])).get(record_id)
+                who = stored_principal((await self.store.owners_of(kind, [record_id])).get(record_id))
             except Exception:  # the event matters more than who may list its delivery
                 log.exception("the owner of %s %s was not read; its webhook delivery is the server's", kind, record_id)
                 who = None
@@ -222,6 +224,19 @@ class TurnHost:
             turn_id, body, stream=stream, settle=finish, owners=owners, first_seq=first_seq, subject=subject
         )
 
+    @contextlib.asynccontextmanager
+    async def launching(self, stream: str) -> AsyncIterator[None]:
+        """Mark ``stream`` as about to be launched here by the block: a reader that comes meanwhile (the repeat
+        of a keyed request, whose key the block stored with its run) waits for the launch instead of finding
+        nothing live."""
+        started = self._launching[stream] = asyncio.Event()
+        try:
+            yield
+        finally:
+            if self._launching.get(stream) is started:
+                del self._launching[stream]
+            started.set()
+
     def live(self, stream: str) -> LiveRun[Any] | None:
         """The run live in this process on ``stream``."""
         return self.runner.on_stream(stream)
@@ -235,6 +250,10 @@ class TurnHost:
         by another replica (storage, then the fan-out, while ``is_running``).
         """
         live = self.live(stream)
+        starting = self._launching.get(stream) if live is None else None
+        if starting is not None:
+            await starting.wait()
+            live = self.live(stream)
         if live is None:
             return follow_elsewhere(self.fanout, stream, after, stored_after, is_running)
         earlier = await stored_after(after) if live.first_seq > after + 1 else []

@@ -32,12 +32,12 @@ from ferryman.storage.domain.records import Stored
 from ferryman.storage.domain.schedules import ScheduleRecords
 from ferryman.storage.kernel.filters import Terms
 from ferryman.storage.kernel.model import UNOWNED, Owner, principal_term
-from ferryman.storage.owned import authorize
 
 from .access import Access
 from .acting_owner import acts_for_a_while
 from .agent_records import AgentRecords
 from .cron import check_cron, check_interval, next_tick, time_zone
+from .owned_store import authorize
 
 Clock = Callable[[], float]
 """The time now, in seconds since the epoch (``time.time``; a test's own clock)."""

@@ -43,7 +43,8 @@ from ferryman.engine.tracing import running_turn
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, NotFoundError
 from ferryman.ids import utcnow
 from ferryman.storage.base import Store, TurnRecord
-from ferryman.storage.owned import authorize
+
+from .owned_store import authorize
 
 RECHECK_SECONDS = 1.0
 """The longest a queued turn waits before reading its session again, should no end of a run wake it first (a run

@@ -15,11 +15,11 @@ from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit, EngineEvent, TurnAwaitingInput
 from ferryman.errors import FerrymanError, NotFoundError
 from ferryman.storage.base import TurnRecord
-from ferryman.storage.owned import beneath
 from ferryman.webhooks.outbox import ArmedRun
 
 from .approval_holds import ApprovalHolds
 from .host import TurnHost
+from .owned_store import beneath
 from .run_metrics import RunMetrics
 from .turn_reads import TurnReads, stream
 from .turn_stream import turn_event_data

@@ -27,7 +27,7 @@ from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import count_tokens
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.safety.base import ShieldRegistry
-from ferryman.storage.base import TurnRecord, turn_from_record
+from ferryman.storage.base import KeySettlement, TurnRecord, turn_from_record
 from ferryman.tools.memory import TOOL_NAME
 from ferryman.tools.registry import ToolRegistry
 
@@ -36,6 +36,7 @@ from .approval_holds import ApprovalHolds
 from .documents import attach_documents, document_texts
 from .fork_reads import ForkReads
 from .host import TurnHost
+from .idempotency import Claim, TurnReplay, settlement, stored
 from .run_metrics import RunMetrics
 from .session_memory import SessionMemory
 from .turn_queue import TurnQueue
@@ -116,11 +117,13 @@ class TurnStarts:
         session_id: str,
         request: CreateTurnRequest,
         provider_data: dict[str, Any] | None = None,
+        replayed_by: Claim | None = None,
     ) -> LiveTurn:
         """Store a new turn and run it in the background.
 
         ``provider_data`` (per-request provider settings such as API keys) is
-        kept in memory for this run only, never stored.
+        kept in memory for this run only, never stored. ``replayed_by``'s key is
+        stored with the turn, naming this run as its outcome.
 
         Raises:
             ContextLengthExceededError: the instructions, history, input and tools are longer than the
@@ -147,11 +150,13 @@ class TurnStarts:
         )
         span = start_turn_span(record, "agents", session_id, agent_name=agent.agent_config.name)
         with ended_if_refused(span):
-            async with self._host.admitting(record.turn_id):
+            async with self._host.admitting(record.turn_id), self._host.launching(stream(turn_id)):
+                settle = _run_of(replayed_by, agent_id, session_id, turn_id, 0)
                 if request.multitask_strategy != "reject":
-                    return await self._enqueue(record, plan, history_inputs, memorized, span, request)
+                    return await self._enqueue(record, plan, history_inputs, memorized, span, request, replayed_by)
                 shared = await self._reads.inherited_history(session_id)  # ended turns only: never changes
-                history = [*shared, *await self._store.start_turn(record, list(history_inputs))]
+                history = [*shared, *await self._store.start_turn(record, list(history_inputs), settle=settle)]
+                stored(replayed_by)
                 state = TurnState(record, plan, history, documents=memorized, span=span)
                 return self._runs.launch(
                     record,
@@ -169,6 +174,7 @@ class TurnStarts:
         documents: list[MemoryDocument],
         span: Span,
         request: CreateTurnRequest,
+        replayed_by: Claim | None,
     ) -> LiveTurn:
         """Store the turn ``queued`` and launch a run that starts it in its place in the queue (``turn_queue.py``);
         ``interrupt`` first cancels the session's running turn, ``rollback`` cancels and deletes it. Once it
@@ -176,7 +182,9 @@ class TurnStarts:
         strategy = request.multitask_strategy
         await self._queue.check(record.session_id, strategy)
         record.status = "queued"
-        await self._store.start_turn(record, list(inputs), load_history=False)
+        settle = _run_of(replayed_by, record.agent_id or "", record.session_id, record.turn_id, 0)
+        await self._store.start_turn(record, list(inputs), load_history=False, settle=settle)
+        stored(replayed_by)
         ready: list[TurnState] = []
 
         async def started() -> None:
@@ -249,6 +257,7 @@ class TurnStarts:
         request: ResumeTurnRequest,
         provider_data: dict[str, Any] | None = None,
         continued: bool = False,
+        replayed_by: Claim | None = None,
     ) -> LiveTurn:
         """Continue a turn that awaits client tool results or decisions on its approval requests.
 
@@ -275,11 +284,15 @@ class TurnStarts:
         answer = complete_pending_step(pending, list(request.tool_responses), decisions)
         overrides = TurnOverrides.from_json(record.overrides)
         plan = await self._plan(agent_id, agent, overrides, provider_data)
-        async with self._host.admitting(turn_id):
+        async with self._host.admitting(turn_id), self._host.launching(stream(turn_id)):
             # Numbered on from the events stored by now: the run that paused has recorded its own.
             first_seq = await self._store.turn_event_count(turn_id)
             kept = keep_webhook(record.overrides, request.webhook, run_key(turn_id, first_seq))
-            record = await self._store.claim_resume(session_id, turn_id, self._leases.until(), overrides=kept)
+            settle = _run_of(replayed_by, agent_id, session_id, turn_id, first_seq)
+            record = await self._store.claim_resume(
+                session_id, turn_id, self._leases.until(), overrides=kept, settle=settle
+            )
+            stored(replayed_by)
             if self._holds is not None:
                 await self._holds.turn_answered(turn_id, held)
             history = await self._turns.history(session_id, turn_id)
@@ -313,6 +326,11 @@ class TurnStarts:
             with contextlib.suppress(TimeoutError):  # a replica that died mid-record: go on with what is stored
                 async with asyncio.timeout(RUN_END_WAIT_SECONDS):
                     await self._fanout.wait_run_end(stream(turn_id))
+
+
+def _run_of(claim: Claim | None, agent_id: str, session_id: str, turn_id: str, first_seq: int) -> KeySettlement | None:
+    """What the write that starts a run stores with its request's idempotency key: the run, from its first event."""
+    return settlement(claim, TurnReplay(agent_id, session_id, turn_id, first_seq - 1))
 
 
 def _held_call_ids(pending: Step | None) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ferryman.api.agents import (
     EventPayload,
     StepCompletePayload,
@@ -31,6 +33,7 @@ from ferryman.engine.events import (
     TurnFailed,
     TurnStarted,
 )
+from ferryman.turn_records import StoredEvent
 
 
 def turn_event_data(event: EngineEvent, seq: int = 0) -> list[str]:
@@ -45,6 +48,14 @@ def turn_event_data(event: EngineEvent, seq: int = 0) -> list[str]:
         failure = TurnStreamFailure(code=event.code, message=event.message, turn_id=event.turn_id)
         return [TurnStreamError(error=failure).model_dump_json()]
     return [TurnStreamChunk(event=TurnEvent(payload=_payload(event))).model_dump_json()]
+
+
+def ends_run(event: StoredEvent) -> bool:
+    """Whether a stored turn stream event is the last of its run: the turn completed, paused or failed."""
+    data = json.loads(event.data)
+    if "error" in data:
+        return True
+    return data.get("event", {}).get("payload", {}).get("event_type") in ("turn_complete", "turn_awaiting_input")
 
 
 def _payload(event: EngineEvent) -> EventPayload:

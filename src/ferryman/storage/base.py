@@ -6,11 +6,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from ferryman.api.agents import Step, Turn, TurnError, TurnStatus
-from ferryman.api.content import CompletionMessage, Message, TurnInputMessage
+from ferryman.api.agents import Step, Turn, TurnStatus
+from ferryman.api.content import Message, TurnInputMessage
 from ferryman.api.responses import Item, Response
-from ferryman.auth.principal import Principal
+from ferryman.turn_records import StepWrite as StepWrite
+from ferryman.turn_records import StoredEvent as StoredEvent
+from ferryman.turn_records import TurnRecord as TurnRecord
+from ferryman.turn_records import turn_from_record as turn_from_record
 
+from .kernel.model import Owner
 from .kernel.protocol import Kernel
 from .knowledge import KnowledgeStore
 from .page import Page as Page
@@ -26,30 +30,6 @@ class SessionRecord:
     started_at: datetime
 
 
-@dataclass
-class TurnRecord:
-    """A stored turn's own columns, without its steps.
-
-    ``overrides`` holds the per-turn settings (toolgroups, tool_config) that a
-    resume must apply again. ``lease_until`` is when a running turn counts as
-    abandoned unless the replica running it renews the lease (see
-    :meth:`TurnStore.renew_leases`); it is written, not read back.
-    """
-
-    turn_id: str
-    session_id: str
-    agent_id: str | None
-    status: TurnStatus
-    input_messages: list[TurnInputMessage]
-    started_at: datetime
-    overrides: dict[str, Any] = field(default_factory=dict)
-    output_message: CompletionMessage | None = None
-    infer_iters: int = 0
-    error: TurnError | None = None
-    completed_at: datetime | None = None
-    lease_until: datetime | None = field(default=None, compare=False)
-
-
 @dataclass(frozen=True)
 class ExpiredTurn:
     """A running turn failed because its lease ran out, and the response it ran for (if any).
@@ -60,39 +40,6 @@ class ExpiredTurn:
     turn_id: str
     response_id: str | None = None
     session_id: str | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True)
-class StoredEvent:
-    """One stored stream event: its number and its JSON data (no SSE framing: that is the HTTP edge's)."""
-
-    seq: int
-    data: str
-
-
-@dataclass(frozen=True)
-class StepWrite:
-    """A step to store, with the history messages it adds, in one transaction."""
-
-    step: Step
-    pending: bool = False
-    messages: list[Message] = field(default_factory=list)
-
-
-def turn_from_record(record: TurnRecord, steps: list[Step]) -> Turn:
-    """Assemble the wire ``Turn`` of a record and its completed steps."""
-    output = record.output_message or CompletionMessage(content="", stop_reason="end_of_turn")
-    return Turn(
-        turn_id=record.turn_id,
-        session_id=record.session_id,
-        input_messages=record.input_messages,
-        steps=steps,
-        output_message=output,
-        started_at=record.started_at,
-        completed_at=record.completed_at,
-        status=record.status,
-        error=record.error,
-    )
 
 
 class SessionStore(Protocol):
@@ -122,13 +69,19 @@ class TurnStore(Protocol):
     """Turns, their steps and the conversation history they build."""
 
     async def start_turn(
-        self, record: TurnRecord, history: list[Message], load_history: bool = True, owner: Principal | None = None
+        self,
+        record: TurnRecord,
+        history: list[Message],
+        load_history: bool = True,
+        owner: Owner | None = None,
+        settle: KeySettlement | None = None,
     ) -> list[Message]:
         """Store a new running turn and its input messages, and return (if asked) its full history.
 
         The history is the messages of the session's completed earlier turns,
         then this turn's own, read in the same transaction as the insert. ``owner``
-        (None: none) is stored as the turn's owner in that transaction too.
+        (None: none) is stored as the turn's owner in that transaction too, and so is
+        ``settle``'s idempotency key outcome.
 
         Raises:
             NotFoundError: the session does not exist (for this agent).
@@ -144,10 +97,11 @@ class TurnStore(Protocol):
         lease_until: datetime,
         expected: TurnStatus = "awaiting_input",
         overrides: dict[str, Any] | None = None,
+        settle: KeySettlement | None = None,
     ) -> TurnRecord:
         """Move an awaiting turn back to running (or, with ``expected="queued"``, start a queued one), under a
         lease until ``lease_until``, and return it; ``overrides``, when given, replace the turn's in the same
-        write (what this run keeps with it).
+        write (what this run keeps with it), as ``settle``'s idempotency key outcome is stored.
 
         Raises:
             NotFoundError: no such turn in this session.
@@ -331,8 +285,12 @@ class ResponseStore(Protocol):
         """Delete one item or raise NotFoundError."""
         ...
 
-    async def save_response(self, record: ResponseRecord) -> None:
-        """Store or update a response."""
+    async def save_response(self, record: ResponseRecord, settle: KeySettlement | None = None) -> None:
+        """Store or update a response, with ``settle``'s idempotency key outcome in the same write.
+
+        Raises:
+            IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key: nothing is written.
+        """
         ...
 
     async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
@@ -387,6 +345,20 @@ class IdempotencyRecord:
     result: str | None = None
 
 
+@dataclass(frozen=True)
+class KeySettlement:
+    """A pending idempotency claim completed in the same write as the record its call made.
+
+    The write stores ``result`` with the key, until ``expires_at``, only while ``claim``
+    still holds it and has no result; otherwise it changes nothing and raises
+    ``IdempotencyKeyInUseError`` (the claim lapsed and another call holds the key).
+    """
+
+    claim: IdempotencyRecord
+    result: str
+    expires_at: datetime
+
+
 class IdempotencyStore(Protocol):
     """Idempotency keys of requests, scoped by owner (the caller)."""
 
@@ -414,18 +386,23 @@ class IdempotencyStore(Protocol):
         """Delete the claim's record if it has no result yet, so that a retry may run."""
         ...
 
+    async def forget_idempotency_key(self, claim: IdempotencyRecord) -> None:
+        """Delete the claim's record (same token) whether or not it has a result: its call failed after its
+        outcome was stored with the record it wrote."""
+        ...
+
 
 class OwnershipStore(Protocol):
     """Who owns each record: one ``(kind, id) -> owner`` map for every kind, so a new kind needs no schema.
 
-    Written and read by :mod:`ferryman.storage.owned`, which stamps and checks owners for every backend.
+    Written and read by :mod:`ferryman.services.owned_store`, which stamps and checks owners for every backend.
     """
 
-    async def set_owner(self, kind: str, record_id: str, owner: Principal) -> None:
+    async def set_owner(self, kind: str, record_id: str, owner: Owner) -> None:
         """Record (or replace) the owner of a record."""
         ...
 
-    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Principal]:
+    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Owner]:
         """The owners of those of these records that have one."""
         ...
 

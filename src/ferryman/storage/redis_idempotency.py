@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from .base import IdempotencyRecord
+from .base import IdempotencyRecord, KeySettlement
 from .redis_lua_idempotency import CLAIM, RELEASE, UPDATE, Claim, Release, Update
 from .redis_scripts import RedisBase
 
@@ -12,6 +13,19 @@ from .redis_scripts import RedisBase
 def record_id(owner: str, key: str) -> str:
     """The id of a key's record: the owner's length first, so that no owner and key make another's id."""
     return f"{len(owner)}:{owner}:{key}"
+
+
+def settlement_args(settle: KeySettlement | None) -> dict[str, Any]:
+    """The ``SettlesKey`` arguments of a script that completes ``settle`` (none: the script completes no key)."""
+    if settle is None:
+        return {}
+    claim = settle.claim
+    return {
+        "key_record": record_id(claim.owner, claim.key),
+        "key_token": claim.token,
+        "key_result": settle.result,
+        "key_expires": settle.expires_at.timestamp(),
+    }
 
 
 def _time(epoch: float) -> datetime:
@@ -67,3 +81,7 @@ class RedisIdempotency(RedisBase):
     async def release_idempotency_key(self, claim: IdempotencyRecord) -> None:
         """Delete the claim's record if it has no result yet."""
         await self._run(RELEASE, Release(record_id=record_id(claim.owner, claim.key), token=claim.token))
+
+    async def forget_idempotency_key(self, claim: IdempotencyRecord) -> None:
+        """Delete the claim's record, result or not."""
+        await self._run(RELEASE, Release(record_id(claim.owner, claim.key), claim.token, whatever=True))

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ferryman.errors import IdempotencyKeyInUseError
+
 from .redis_script import Script, nothing
 
 _EXPIRE = """
@@ -42,10 +44,11 @@ class Update:
 
 @dataclass(frozen=True)
 class Release:
-    """Forget the pending claim with ``token``."""
+    """Forget the claim with ``token`` while it is pending (with ``whatever``: even once it has its result)."""
 
     record_id: str
     token: str
+    whatever: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,10 +108,42 @@ RELEASE = Script(
     Release,
     """
 local k = key('idempotency', record_id)
-if redis.call('HGET', k, 'token') == token and redis.call('HEXISTS', k, 'result') == 0 then
+if redis.call('HGET', k, 'token') == token and (whatever or redis.call('HEXISTS', k, 'result') == 0) then
   redis.call('DEL', k)
 end
 return {OK}
 """,
     nothing,
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SettlesKey:
+    """The arguments of a script that completes a pending idempotency claim with the record it writes (see
+    ``KeySettlement``): the key's record ("": none), the claim's token, and the outcome until its expiry."""
+
+    key_record: str = ""
+    key_token: str = ""
+    key_result: str = ""
+    key_expires: float = 0.0
+
+
+# For a script over SettlesKey: key_held() is checked before any write, settle_key() runs after them.
+SETTLE = """
+local function key_held()
+  if key_record == '' then return true end
+  local k = key('idempotency', key_record)
+  return redis.call('HGET', k, 'token') == key_token and redis.call('HEXISTS', k, 'result') == 0
+end
+local function settle_key()
+  if key_record == '' then return end
+  local k = key('idempotency', key_record)
+  redis.call('HSET', k, 'result', key_result, 'expires_at', key_expires)
+  redis.call('PEXPIREAT', k, math.ceil(tonumber(key_expires) * 1000))
+end
+"""
+
+
+def key_lost(args: Any, found: list[Any]) -> IdempotencyKeyInUseError:
+    """The error of a script's ``KEY_LOST``: the claim lapsed and another call holds the key."""
+    return IdempotencyKeyInUseError("another request with this Idempotency-Key took it over; retry later")

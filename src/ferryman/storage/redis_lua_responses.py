@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 
+from .redis_lua_idempotency import SETTLE, SettlesKey, key_lost
 from .redis_script import Outcome, Script, nothing, values
 
 
 @dataclass(frozen=True)
-class SaveResponse:
+class SaveResponse(SettlesKey):
     """A response's columns and body (``None``: absent)."""
 
     response_id: str
@@ -121,12 +122,15 @@ end
 SAVE_RESPONSE = Script(
     SaveResponse,
     _UPSERT
+    + SETTLE
     + """
+if not key_held() then return {KEY_LOST} end
 if not upsert_response() then return {NOT_FOUND} end
+settle_key()
 return {OK}
 """,
     nothing,
-    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found")},
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found"), Outcome.KEY_LOST: key_lost},
 )
 
 FINISH_RESPONSE = Script(

@@ -18,6 +18,7 @@ from ferryman.api.agents import TurnStatus
 from ferryman.errors import ConflictError, FailureCode, NotFoundError
 
 from .base import ExpiredTurn
+from .redis_lua_idempotency import SETTLE, SettlesKey, key_lost
 from .redis_script import Outcome, Script, nothing, values
 
 # History of a turn (storage/history_cache.py): the session's history epoch; the
@@ -67,7 +68,7 @@ end
 
 
 @dataclass(frozen=True)
-class StartTurn:
+class StartTurn(SettlesKey):
     """A new turn, its input messages, and whether to answer its history."""
 
     session_id: str
@@ -89,7 +90,7 @@ class StartTurn:
 
 
 @dataclass(frozen=True)
-class ClaimResume:
+class ClaimResume(SettlesKey):
     """An awaiting (or queued) turn to run, under a lease."""
 
     session_id: str
@@ -188,12 +189,18 @@ def _expired(found: list[Any]) -> list[ExpiredTurn]:
 START_TURN = Script(
     StartTurn,
     _HISTORY
+    + SETTLE
     + """
 local s = key('session', session_id)
 local f = redis.call('HMGET', s, 'seq', 'agent_id', 'running')
 if not f[1] or (f[2] or '') ~= agent_id then return {NOT_FOUND} end
 local t = key('turn', turn_id)
 if redis.call('EXISTS', t) == 1 then return {CONFLICT} end
+if status == IN_PROGRESS and ((f[3] and f[3] ~= turn_id and runs(f[3])) or queued(session_id)) then
+  if queued(session_id) and not (f[3] and f[3] ~= turn_id and runs(f[3])) then return {CONFLICT, QUEUED} end
+  return {CONFLICT}
+end
+if not key_held() then return {KEY_LOST} end
 if status == IN_PROGRESS then
   if f[3] and f[3] ~= turn_id and runs(f[3]) then return {CONFLICT} end
   if queued(session_id) then return {CONFLICT, QUEUED} end
@@ -210,12 +217,14 @@ if agent_id ~= '' then redis.call('HSET', t, 'agent_id', agent_id) end
 redis.call('ZADD', key('session_turns', session_id), seq, turn_id)
 append_messages(turn_id, messages)
 if owner ~= '' then redis.call('HSET', key('owners', 'turn'), turn_id, owner) end
+settle_key()
 if not with_history then return {OK} end
 return history(session_id, turn_id, seq, epoch, after)
 """,
     values,
     {
         Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' of agent '{a.agent_id}' not found"),
+        Outcome.KEY_LOST: key_lost,
         Outcome.CONFLICT: lambda a, found: ConflictError(
             f"session '{a.session_id}' has turns queued; send the turn with a multitask_strategy "
             "to queue it behind them, or wait for them to finish"
@@ -229,6 +238,7 @@ return history(session_id, turn_id, seq, epoch, after)
 CLAIM_RESUME = Script(
     ClaimResume,
     _HISTORY
+    + SETTLE
     + """
 local t = key('turn', turn_id)
 local f = redis.call('HMGET', t, 'session_id', 'status')
@@ -237,16 +247,19 @@ if f[2] ~= expected then return {NOT_AWAITING, f[2]} end
 local s = key('session', session_id)
 local running = redis.call('HGET', s, 'running')
 if running and running ~= turn_id and runs(running) then return {CONFLICT} end
+if not key_held() then return {KEY_LOST} end
 redis.call('HSET', t, 'status', IN_PROGRESS)
 if overrides ~= '' then redis.call('HSET', t, 'overrides', overrides) end
 redis.call('ZREM', key('session_queued', session_id), turn_id)
 redis.call('HSET', s, 'running', turn_id)
 redis.call('ZADD', global('leases'), lease, turn_id)
+settle_key()
 return {OK, redis.call('HGETALL', t)}
 """,
     _pairs,
     {
         Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' of session '{a.session_id}' not found"),
+        Outcome.KEY_LOST: key_lost,
         Outcome.NOT_AWAITING: lambda a, found: ConflictError(
             f"turn '{a.turn_id}' is not {a.expected} (status: {found[0]}); nothing to run"
         ),

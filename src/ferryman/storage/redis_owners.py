@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from ferryman.auth.principal import Principal
-
+from .kernel.model import Owner
 from .owners import dump_owner, load_owner
 from .redis_scripts import RedisBase
 
@@ -15,11 +14,11 @@ OWNERS = "owners"
 class RedisOwners(RedisBase):
     """Record owners over the backend's client."""
 
-    async def set_owner(self, kind: str, record_id: str, owner: Principal) -> None:
+    async def set_owner(self, kind: str, record_id: str, owner: Owner) -> None:
         """Record (or replace) the owner of a record."""
         await self._db.hset(self._keys.of(OWNERS, kind), record_id, dump_owner(owner))
 
-    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Principal]:
+    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Owner]:
         """The owners of those of these records that have one."""
         if not record_ids:
             return {}

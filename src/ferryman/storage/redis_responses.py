@@ -8,15 +8,16 @@ unique per owner and a page after a cursor is a score range.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import cast
 
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
-from .base import ConversationRecord, ResponseRecord, StoredEvent
+from .base import ConversationRecord, KeySettlement, ResponseRecord, StoredEvent
 from .page import Page
+from .redis_idempotency import settlement_args
 from .redis_keys import (
     CONV_RESPONSES,
     CONVERSATION,
@@ -163,13 +164,14 @@ class RedisResponses(RedisBase):
         if not removed:
             raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
 
-    async def save_response(self, record: ResponseRecord) -> None:
-        """Store or update a response.
+    async def save_response(self, record: ResponseRecord, settle: KeySettlement | None = None) -> None:
+        """Store or update a response (with its request's idempotency key outcome).
 
         Raises:
             NotFoundError: a new response's turn does not exist.
+            IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key.
         """
-        await self._run(SAVE_RESPONSE, save_response_args(record))
+        await self._run(SAVE_RESPONSE, replace(save_response_args(record), **settlement_args(settle)))
 
     async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
         """Store a finished response, its events (JSON data) and its conversation's new items, all or nothing."""

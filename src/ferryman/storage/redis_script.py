@@ -54,6 +54,7 @@ class Outcome(StrEnum):
     CONFLICT = "conflict"
     INVALID = "invalid"
     NOT_AWAITING = "not_awaiting"
+    KEY_LOST = "key_lost"
 
 
 LUA_OUTCOMES = "".join(f"local {outcome.name} = '{outcome.value}'\n" for outcome in Outcome)

@@ -15,13 +15,14 @@ from typing import Any, cast
 
 from ferryman.api.agents import Step, Turn, TurnStatus
 from ferryman.api.content import Message, TurnInputMessage
-from ferryman.auth.principal import Principal
 from ferryman.errors import FailureCode, NotFoundError
 
 from . import codec
-from .base import ExpiredTurn, StepWrite, StoredEvent, TurnRecord, turn_from_record
+from .base import ExpiredTurn, KeySettlement, StepWrite, StoredEvent, TurnRecord, turn_from_record
 from .history_cache import HistoryRow, Kept
+from .kernel.model import Owner
 from .owners import dump_owner
+from .redis_idempotency import settlement_args
 from .redis_keys import (
     LEASES,
     MESSAGES,
@@ -79,9 +80,15 @@ class RedisTurns(RedisBase):
         return self._histories.loaded(session_id, kept, before, rows)
 
     async def start_turn(
-        self, record: TurnRecord, history: list[Message], load_history: bool = True, owner: Principal | None = None
+        self,
+        record: TurnRecord,
+        history: list[Message],
+        load_history: bool = True,
+        owner: Owner | None = None,
+        settle: KeySettlement | None = None,
     ) -> list[Message]:
-        """Store a new running turn, its input messages and its owner; return the history it continues.
+        """Store a new running turn, its input messages, its owner and its request's idempotency key outcome;
+        return the history it continues.
 
         Raises:
             NotFoundError: the session does not exist (for this agent).
@@ -102,6 +109,7 @@ class RedisTurns(RedisBase):
             owner=None if owner is None else dump_owner(owner),
             epoch=kept.epoch,
             after=kept.after,
+            **settlement_args(settle),
         )
         reply = await self._run(START_TURN, start)
         return self._history(record.session_id, kept, reply) if load_history else []
@@ -113,9 +121,10 @@ class RedisTurns(RedisBase):
         lease_until: datetime,
         expected: TurnStatus = "awaiting_input",
         overrides: dict[str, Any] | None = None,
+        settle: KeySettlement | None = None,
     ) -> TurnRecord:
         """Move an awaiting (or ``expected``) turn to running, under a lease until ``lease_until`` (with new
-        ``overrides``, if given), and return it.
+        ``overrides``, if given, and its request's idempotency key outcome), and return it.
 
         Raises:
             NotFoundError: no such turn in this session.
@@ -127,6 +136,7 @@ class RedisTurns(RedisBase):
             lease=lease_score(lease_until),
             expected=expected,
             overrides="" if overrides is None else json.dumps(overrides),
+            **settlement_args(settle),
         )
         record = turn_of(turn_id, await self._run(CLAIM_RESUME, claim))
         record.lease_until = lease_until

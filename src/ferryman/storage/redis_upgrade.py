@@ -32,7 +32,7 @@ from redis.asyncio.lock import Lock
 from ferryman.errors import ConfigurationError
 
 from .codec import frame_data
-from .owners import legacy_principal, typed_owner
+from .owners import legacy_owner, typed_owner
 from .redis_agent_upgrade import move_agents
 from .redis_blocked_upgrade import withhold_blocked_text
 from .redis_conversation_upgrade import index_conversations
@@ -161,7 +161,7 @@ async def _typed_principals(client: Redis, keys: Keys, lock: Lock) -> None:
     untyped.extend(await _not_renamed(client, base, batch, renamed))
     # Longest owners first: "bob" becomes "sub:bob" only once the subject "sub:bob" has left that name.
     for key, owner, idempotency_key in sorted(untyped, key=lambda found: -len(found[1])):
-        qualified = legacy_principal(owner).qualified
+        qualified = legacy_owner(owner).key
         if qualified != owner:
             await _rename(client, key, keys.of(_IDEMPOTENCY, record_id(qualified, idempotency_key)), renamed)
             await lock.reacquire()

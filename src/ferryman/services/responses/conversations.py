@@ -10,10 +10,10 @@ from ferryman.api.responses import Conversation, CreateConversationRequest, Item
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ConversationRecord, Page, SessionRecord, Store
 from ferryman.storage.domain.forks import Lineages
-from ferryman.storage.owned import authorize
 
 from ..conversation_forks import ConversationForks
 from ..fork_reads import ForkReads
+from ..owned_store import authorize
 from .included import shown_items
 from .items import with_ids
 

@@ -44,14 +44,15 @@ from ferryman.logs import log_fields
 from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import ExpiredTurn, Page, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.forks import Lineages
-from ferryman.storage.owned import authorize
 from ferryman.webhooks.outbox import ArmedRun
 
 from ..acting_owner import keep_since
 from ..approval_holds import ApprovalHolds
 from ..fork_reads import ForkReads
 from ..host import TurnHost
+from ..idempotency import Claim, ResponseReplay, settlement, stored
 from ..leases import ABANDONED
+from ..owned_store import authorize
 from ..run_metrics import RunMetrics
 from ..usage import RunUsage
 from ..webhooks import RESPONSE_EVENTS, keep_webhook, stored_webhook
@@ -133,13 +134,15 @@ class ResponsesService:
         provider_data: dict[str, Any] | None,
         continued: bool = False,
         acting_since: float | None = None,
+        replayed_by: Claim | None = None,
     ) -> LiveResponse:
         """Start a response; it runs in the background whatever the caller does next.
 
         ``continued``: the server continues a response itself (the approval inbox), with the webhook of the
         response it continues, checked when that response's request named it (and again at every attempt).
         ``acting_since``: it runs as its owner with attributes stored then, kept with its turn (a later
-        continuation of it is bound by the same time).
+        continuation of it is bound by the same time). ``replayed_by``: the request's idempotency key, stored
+        with the response as the stream its repeats read again.
         """
         validate_request(request)
         self._hosted.validate(request)
@@ -151,9 +154,9 @@ class ResponsesService:
         items = await self._sealing.opened(with_ids(input_items(request.input)))
         if not items:
             raise InvalidRequestError("input must hold at least one item", "input")
-        turn_id = new_id()
+        turn_id, response_id = new_id(), f"resp_{uuid.uuid4().hex}"
         # Admitted before anything is stored: a caller over its quota leaves no session behind.
-        async with self._host.admitting(turn_id):
+        async with self._host.admitting(turn_id), self._host.launching(_stream(response_id)):
             conversation_id = request.conversation_id()
             prior, session_id, earlier, new_session = await self._context(request, conversation_id, items)
             # Items the client sends back (say, the function call it answers) already stand
@@ -184,7 +187,6 @@ class ResponsesService:
                 await minimal_fit(self._models, plan.chat_request, [*prior, *new_messages])
             if new_session is not None:
                 await self._store.create_session(new_session)
-            response_id = f"resp_{uuid.uuid4().hex}"
             # In a conversation, a response sent with a strategy other than reject waits its turn (multitask.py).
             queued = conversation_id is not None and request.multitask_strategy != "reject"
             turn = TurnRecord(
@@ -214,7 +216,9 @@ class ResponsesService:
                     background=bool(request.background),
                 )
                 try:
-                    await self._store.save_response(record)
+                    replay = ResponseReplay(response_id, -1, tuple(request.include or ()))
+                    await self._store.save_response(record, settlement(replayed_by, replay))
+                    stored(replayed_by)
                     await self._store.add_items(response_id, items)
                 except BaseException:
                     # Never leave the turn running (and its conversation locked) behind a failed start.

@@ -4,10 +4,35 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..base import IdempotencyRecord
-from .seam import Driver, Row, Work, count, first
+from ferryman.errors import IdempotencyKeyInUseError
+
+from ..base import IdempotencyRecord, KeySettlement
+from .seam import Dialect, Driver, Row, Work, count, first
 
 _KEY = "owner = :owner AND idempotency_key = :key"
+
+
+def settled(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
+    """Store ``settle``'s outcome with its key in the unit that runs this (nothing without one).
+
+    Raises:
+        IdempotencyKeyInUseError: the claim no longer holds the key (it lapsed, and another call took it):
+            the unit writes nothing.
+    """
+    if settle is None:
+        return
+    claim = settle.claim
+    updated = yield count(
+        f"UPDATE idempotency_keys SET result = :result, expires_at = :expires_at WHERE {_KEY} "  # noqa: S608
+        "AND token = :token AND result IS NULL",
+        result=settle.result,
+        expires_at=dialect.epoch(settle.expires_at),
+        owner=claim.owner,
+        key=claim.key,
+        token=claim.token,
+    )
+    if not updated:
+        raise IdempotencyKeyInUseError("another request with this Idempotency-Key took it over; retry later")
 
 
 class IdempotencyTables:
@@ -86,9 +111,16 @@ class IdempotencyTables:
 
     async def release_idempotency_key(self, claim: IdempotencyRecord) -> None:
         """Delete the claim's record if it has no result yet."""
+        await self._delete(claim, " AND result IS NULL")
+
+    async def forget_idempotency_key(self, claim: IdempotencyRecord) -> None:
+        """Delete the claim's record, result or not."""
+        await self._delete(claim, "")
+
+    async def _delete(self, claim: IdempotencyRecord, condition: str) -> None:
         await self._db.write(
             count(
-                f"DELETE FROM idempotency_keys WHERE {_KEY} AND token = :token AND result IS NULL",  # noqa: S608
+                f"DELETE FROM idempotency_keys WHERE {_KEY} AND token = :token{condition}",  # noqa: S608
                 owner=claim.owner,
                 key=claim.key,
                 token=claim.token,

@@ -5,15 +5,14 @@ The ``principal`` column is the owner's qualified name (``key:NAME`` or ``sub:ID
 
 from __future__ import annotations
 
-from ferryman.auth.principal import Principal
-
+from ..kernel.model import Owner
 from ..owners import dump_owner, load_owner
 from .seam import Driver, Work, count, rows
 
 
-def stamp_owner(kind: str, record_id: str, owner: Principal) -> Work[None]:
+def stamp_owner(kind: str, record_id: str, owner: Owner) -> Work[None]:
     """Record (or replace) the owner of a record, in the unit of work that yields from this."""
-    params = {"kind": kind, "record_id": record_id, "principal": owner.qualified, "owner": dump_owner(owner)}
+    params = {"kind": kind, "record_id": record_id, "principal": owner.key, "owner": dump_owner(owner)}
     # Portable upsert: the row is the unit's own once deleted (PostgreSQL locks, SQLite is serial).
     yield count("DELETE FROM record_owners WHERE kind = :kind AND record_id = :record_id", **params)
     yield count(
@@ -27,11 +26,11 @@ class OwnerTables:
 
     _db: Driver
 
-    async def set_owner(self, kind: str, record_id: str, owner: Principal) -> None:
+    async def set_owner(self, kind: str, record_id: str, owner: Owner) -> None:
         """Record (or replace) the owner of a record."""
         await self._db.write(stamp_owner(kind, record_id, owner))
 
-    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Principal]:
+    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Owner]:
         """The owners of those of these records that have one."""
         if not record_ids:
             return {}

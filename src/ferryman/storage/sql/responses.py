@@ -9,9 +9,10 @@ from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
 from .. import codec
-from ..base import ConversationRecord, Page, ResponseRecord, StoredEvent
+from ..base import ConversationRecord, KeySettlement, Page, ResponseRecord, StoredEvent
 from ..rows import ITEM, RESPONSE_COLUMNS, response_record
 from .history import changed
+from .idempotency import settled
 from .seam import Driver, Row, UniqueViolation, Work, count, each, first, rows
 
 _CHAIN = """
@@ -206,9 +207,14 @@ class ResponseTables:
         if not deleted:
             raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
 
-    async def save_response(self, record: ResponseRecord) -> None:
-        """Store or update a response."""
-        await self._db.write(_upsert_response(record))
+    async def save_response(self, record: ResponseRecord, settle: KeySettlement | None = None) -> None:
+        """Store or update a response (with its request's idempotency key outcome)."""
+
+        def work() -> Work[None]:
+            yield from _upsert_response(record)
+            yield from settled(self._db.dialect, settle)
+
+        await self._db.write(work())
 
     async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
         """Store a finished response, its events (JSON data, numbered from 0) and its conversation's new items."""

@@ -9,13 +9,14 @@ from typing import Any
 
 from ferryman.api.agents import Step, Turn, TurnStatus
 from ferryman.api.content import Message, TurnInputMessage
-from ferryman.auth.principal import Principal
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, NotFoundError
 
 from .. import codec
-from ..base import ExpiredTurn, StepWrite, StoredEvent, TurnRecord, turn_from_record
+from ..base import ExpiredTurn, KeySettlement, StepWrite, StoredEvent, TurnRecord, turn_from_record
+from ..kernel.model import Owner
 from ..rows import TURN_COLUMNS, turn_record
 from .history import HistoryRows, SqlHistories, changed, overtaken
+from .idempotency import settled
 from .owners import stamp_owner
 from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
@@ -83,9 +84,15 @@ class TurnTables:
     _histories: SqlHistories
 
     async def start_turn(
-        self, record: TurnRecord, history: list[Message], load_history: bool = True, owner: Principal | None = None
+        self,
+        record: TurnRecord,
+        history: list[Message],
+        load_history: bool = True,
+        owner: Owner | None = None,
+        settle: KeySettlement | None = None,
     ) -> list[Message]:
-        """Store a new running turn, its input messages and its owner; return the history it continues."""
+        """Store a new running turn, its input messages, its owner and its request's idempotency key outcome;
+        return the history it continues."""
         d = self._db.dialect
 
         def work() -> Work[HistoryRows | None]:
@@ -127,6 +134,7 @@ class TurnTables:
             yield from _append(record.session_id, record.turn_id, history)
             if owner is not None:
                 yield from stamp_owner("turn", record.turn_id, owner)
+            yield from settled(d, settle)
             if not load_history:
                 return None
             return (yield from self._histories.read(record.session_id, record.turn_id, known[0], None))
@@ -140,9 +148,10 @@ class TurnTables:
         lease_until: datetime,
         expected: TurnStatus = "awaiting_input",
         overrides: dict[str, Any] | None = None,
+        settle: KeySettlement | None = None,
     ) -> TurnRecord:
         """Move an awaiting (or ``expected``) turn to running, under a lease (with new ``overrides``, if given),
-        and return it."""
+        with its request's idempotency key outcome, and return it."""
         record = await self.get_turn_record(session_id, turn_id)
         kept = record.overrides if overrides is None else overrides
 
@@ -158,6 +167,8 @@ class TurnTables:
                 )
             except UniqueViolation as exc:
                 raise ConflictError(f"session '{session_id}' already has a turn in progress") from exc
+            if claimed:
+                yield from settled(self._db.dialect, settle)
             return claimed
 
         if not await self._db.write(work()):

@@ -1,7 +1,6 @@
 """Web search for the model: the ``builtin::websearch`` toolgroup over Brave, Tavily or SearXNG."""
 
 from .providers import BraveSearch, SearchFailed, SearchProvider, SearxngSearch, TavilySearch, WebResult
-from .settings import WebSearchSettings
 from .tool import TOOL_NAME, TOOLGROUP_ID, WebSearch
 
 __all__ = [
@@ -14,5 +13,4 @@ __all__ = [
     "TavilySearch",
     "WebResult",
     "WebSearch",
-    "WebSearchSettings",
 ]

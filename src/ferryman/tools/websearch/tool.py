@@ -7,10 +7,10 @@ from typing import Any
 
 from ferryman.api.content import ToolParameter
 from ferryman.api.registry import Tool, ToolInvocationResult
+from ferryman.websearch_settings import WebSearchSettings
 
 from ..context import tool_context
 from .providers import BraveSearch, SearchFailed, SearchProvider, SearxngSearch, TavilySearch, WebResult
-from .settings import WebSearchSettings
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,9 @@ method gets a :class:`Create` entry (its owner goes in the same ``(kind, id)``
 map, no schema change), its other methods an entry each. The module refuses
 to load while a protocol method has no entry, so a new method cannot be left
 unchecked. No principal (the server itself, or no authentication) skips every
-check and stamps nothing.
+check and stamps nothing. Storage keeps an owner as a plain value
+(:class:`~ferryman.storage.kernel.model.Owner`): the caller is turned into one
+here, and an owner read back into the principal the policy judges.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ from cachetools import LRUCache
 
 from ferryman.api.agents import Turn
 from ferryman.auth.audit import audit
+from ferryman.auth.filters import owner_of as stored_owner
 from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
+from ferryman.storage.base import ConversationRecord, Page, ResponseRecord, SessionRecord, Store
+from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
 
-from .base import ConversationRecord, Page, ResponseRecord, SessionRecord, Store
-from .knowledge import FileRecord, VectorStoreRecord
+from .acting_owner import stored_principal
 
 T = TypeVar("T")
 Args = dict[str, Any]
@@ -185,6 +189,7 @@ RULES: dict[str, Rule] = {
     "renew_idempotency_key": Server(),
     "complete_idempotency_key": Server(),
     "release_idempotency_key": Server(),
+    "forget_idempotency_key": Server(),
     "set_owner": Server(),
     "owners_of": Server(),
     "forget_owner": Server(),
@@ -255,7 +260,7 @@ class OwnedStore:
         kept = self._kept.get((kind, record_id))
         if kept is not None:
             return kept
-        owner = (await self.inner.owners_of(kind, [record_id])).get(record_id)
+        owner = stored_principal((await self.inner.owners_of(kind, [record_id])).get(record_id))
         if owner is not None:
             self._keep(kind, record_id, owner)
         return owner
@@ -302,16 +307,18 @@ class OwnedStore:
         if not self.policy.allows(user, "create", _resource(*target), user):
             audit("denied", "create", _resource(*target), status=403)
             raise ForbiddenError(f"not allowed to create {target[0]} '{target[1]}'")
+        owner = stored_owner(user)
+        assert owner is not None
         if rule.stamped:
-            result = await method(*args, **kwargs, owner=user)
+            result = await method(*args, **kwargs, owner=owner)
         elif rule.named:
             # A chosen id: only the caller whose create won stamps itself (two at once both passed the check
             # above, and the loser's stamp, made first, would take the winner's record).
             result = await method(*args, **kwargs)
-            await self.inner.set_owner(*target, user)
+            await self.inner.set_owner(*target, owner)
         else:
             # The owner first: a crash between the two leaves an owner of nothing, never a record of no one.
-            await self.inner.set_owner(*target, user)
+            await self.inner.set_owner(*target, owner)
             result = await method(*args, **kwargs)
         self._keep(*target, user)
         audit("create", "create", _resource(*target))
@@ -322,7 +329,7 @@ class OwnedStore:
         if user is None:
             return set(ids)
         owners = await self.inner.owners_of(kind, ids)
-        return {i for i in ids if self.policy.allows(user, "read", _resource(kind, i), owners.get(i))}
+        return {i for i in ids if self.policy.allows(user, "read", _resource(kind, i), stored_principal(owners.get(i)))}
 
     async def _offset_page(
         self, kind: str, fetch: Callable[[int, int], Any], key: Callable[[T], str], start: int, limit: int | None

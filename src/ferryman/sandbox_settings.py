@@ -25,7 +25,7 @@ class SandboxSettings(BaseModel):
     without a call (its scratch directory goes with it). The files one call
     returns (at most ``max_files_returned``) are within ``max_file_mb`` together.
     A session's scratch directory holds at most ``max_scratch_mb`` and
-    ``max_scratch_files`` files, in memory (a tmpfs; see :mod:`.scratch`); a
+    ``max_scratch_files`` files, in memory (a tmpfs; see :mod:`ferryman.sandbox.scratch`); a
     kernel's ``/tmp`` holds ``max_file_mb`` and ``max_tmp_files`` files (the
     kernel's own two output files included), and goes with the kernel.
 

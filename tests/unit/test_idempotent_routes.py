@@ -1,4 +1,4 @@
-"""The idempotency middleware's claim lifecycle, over a stand-in app and a real SQLite store."""
+"""A keyed route's claim lifecycle (``keyed`` over ``IdempotencyKeys``), over a stand-in app and a real SQLite store."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -14,8 +15,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ferryman.server.idempotency import IdempotencyMiddleware
-from ferryman.server.idempotent_routes import IdempotentRoute, fingerprint, response_replay
+from ferryman.server.errors import EXCEPTION_HANDLERS
+from ferryman.server.idempotent_routes import fingerprint, keyed
+from ferryman.services.idempotency import IdempotencyKeys, StoredAnswer, TurnReplay, decode_outcome, encode_outcome
 from ferryman.storage.base import IdempotencyRecord
 from ferryman.storage.sqlite import SqliteStore
 
@@ -45,6 +47,9 @@ class StandIn:
         self.status = 200
         self.go = asyncio.Event()
         self.go.set()
+        self.hold = asyncio.Event()
+        self.hold.set()
+        self.streaming = asyncio.Event()
 
     async def create(self, request: Request) -> Response:
         self.runs += 1
@@ -55,6 +60,9 @@ class StandIn:
         self.runs += 1
 
         async def frames() -> AsyncIterator[str]:
+            yield "data: {}\n\n"
+            self.streaming.set()
+            await self.hold.wait()
             yield "data: {}\n\n"
 
         return StreamingResponse(frames(), media_type="text/event-stream")
@@ -76,11 +84,11 @@ def stand_in() -> StandIn:
 @pytest.fixture()
 async def http(store: RenewWatchingStore, stand_in: StandIn) -> AsyncIterator[httpx.AsyncClient]:
     routes = [
-        Route("/v1/agents", stand_in.create, methods=["POST"]),
-        Route("/v1/responses", stand_in.stream, methods=["POST"]),
+        Route("/v1/agents", keyed(stand_in.create), methods=["POST"]),
+        Route("/v1/responses", keyed(stand_in.stream), methods=["POST"]),
     ]
-    keyed = (IdempotentRoute("/v1/agents"), IdempotentRoute("/v1/responses", response_replay))
-    app = IdempotencyMiddleware(Starlette(routes=routes), keyed, store, lease=LEASE)
+    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS)
+    app.state.services = SimpleNamespace(idempotency=IdempotencyKeys(store, lease=LEASE))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
         yield client
 
@@ -128,3 +136,30 @@ async def test_a_stream_that_names_no_run_gives_the_key_back(http: httpx.AsyncCl
     await call(http, "/v1/responses")
     await call(http, "/v1/responses")
     assert stand_in.runs == 2
+
+
+async def test_a_stream_holds_its_key_while_it_streams(http: httpx.AsyncClient, stand_in: StandIn) -> None:
+    stand_in.hold.clear()
+    first = asyncio.create_task(call(http, "/v1/responses"))
+    await asyncio.wait_for(stand_in.streaming.wait(), 10)
+    busy = await call(http, "/v1/responses")
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "idempotency_key_in_use"
+    assert busy.headers["retry-after"] == "1"
+    stand_in.hold.set()
+    assert (await first).status_code == 200
+    assert (await call(http, "/v1/responses")).status_code == 200 and stand_in.runs == 2
+
+
+async def test_a_key_of_another_request_is_refused(http: httpx.AsyncClient, stand_in: StandIn) -> None:
+    await call(http)
+    other = await http.post("/v1/agents", json={"a": 2}, headers={"Idempotency-Key": "k"})
+    assert other.status_code == 422 and other.json()["error"]["code"] == "idempotency_key_reused"
+    assert stand_in.runs == 1
+
+
+def test_outcomes_read_back_as_stored_and_as_the_earlier_middleware_stored_them() -> None:
+    answer = StoredAnswer(201, [("content-type", "application/json")], '{"id": "x"}')
+    run = TurnReplay("a", "s", "t", 4)
+    assert [decode_outcome(encode_outcome(outcome)) for outcome in (answer, run)] == [answer, run]
+    legacy = '{"replay": {"path": "/v1/agents/a/session/s/turn/t/events", "after": 4, "one_run": true}}'
+    assert decode_outcome(legacy) == run

@@ -1,0 +1,223 @@
+"""``Idempotency-Key``: a repeated create gets the first call's outcome instead of running again.
+
+The first call with a key claims it (pending) and, once it knows its outcome,
+completes it: the run it started (a turn's run, a stored response), which a
+repeat reads again from storage, live while it goes on; or the answer it gave,
+for a create answered at once. A repeat of the same request (same
+:class:`IdempotencyKey` fingerprint) within the key's lifetime gets that
+outcome; one with another request is refused (:class:`IdempotencyKeyReusedError`),
+and one while the first call runs and has no outcome yet is told to retry
+(:class:`IdempotencyKeyInUseError`). A first call that fails in a way a retry
+could change gives the key back.
+
+A pending claim holds a short lease that its call renews while it runs, so a
+replica that died mid-call does not hold the key for a whole day.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ferryman.errors import IdempotencyKeyInUseError, IdempotencyKeyReusedError
+from ferryman.storage.base import IdempotencyRecord, IdempotencyStore, KeySettlement
+
+log = logging.getLogger(__name__)
+
+KEY_HEADER = "Idempotency-Key"
+MAX_KEY_LENGTH = 255
+KEY_LIFETIME = timedelta(hours=24)
+PENDING_LEASE = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class IdempotencyKey:
+    """A request's key: whose (the caller's qualified name, '' without authentication), the key, and a
+    digest of what makes two requests the same."""
+
+    owner: str
+    key: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """The answer a create gave at once: status, headers and JSON body."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: str
+
+
+@dataclass(frozen=True)
+class TurnReplay:
+    """A run of a turn, read again from its events numbered above ``after`` up to the end of that run."""
+
+    agent_id: str
+    session_id: str
+    turn_id: str
+    after: int
+
+
+@dataclass(frozen=True)
+class ResponseReplay:
+    """A stored response's stream, read again from its events numbered above ``after``, shown with ``include``."""
+
+    response_id: str
+    after: int
+    include: tuple[str, ...] = ()
+
+
+Outcome = StoredAnswer | TurnReplay | ResponseReplay
+
+
+def encode_outcome(outcome: Outcome) -> str:
+    """An outcome as stored with its key."""
+    if isinstance(outcome, StoredAnswer):
+        return json.dumps({"status": outcome.status, "headers": outcome.headers, "body": outcome.body})
+    if isinstance(outcome, TurnReplay):
+        turn = [outcome.agent_id, outcome.session_id, outcome.turn_id]
+        return json.dumps({"turn": turn, "after": outcome.after})
+    return json.dumps({"response": outcome.response_id, "after": outcome.after, "include": list(outcome.include)})
+
+
+def decode_outcome(text: str) -> Outcome:
+    """A stored outcome (also as the HTTP middleware before this module stored it: see ``_legacy``)."""
+    data = json.loads(text)
+    if "turn" in data:
+        agent_id, session_id, turn_id = data["turn"]
+        return TurnReplay(agent_id, session_id, turn_id, int(data["after"]))
+    if "response" in data:
+        return ResponseReplay(data["response"], int(data["after"]), tuple(data.get("include", ())))
+    if "replay" in data:
+        return _legacy(data["replay"])
+    return StoredAnswer(int(data["status"]), [(str(k), str(v)) for k, v in data["headers"]], data["body"])
+
+
+def _legacy(replay: dict[str, Any]) -> Outcome:
+    """A stream pointer as the earlier HTTP middleware stored it (a path to GET), for keys claimed before an
+    upgrade: ``/v1/agents/A/session/S/turn/T/events`` or ``/v1/responses/R``."""
+    parts = str(replay["path"]).strip("/").split("/")
+    after = int(replay["after"])
+    if len(parts) == 8 and parts[1] == "agents" and parts[7] == "events":
+        return TurnReplay(parts[2], parts[4], parts[6], after)
+    return ResponseReplay(parts[-1], after)
+
+
+@dataclass
+class Claim:
+    """A key this call holds; its outcome, once stored, lasts until ``lasts_until``.
+
+    Attributes:
+        settled: The outcome is stored, or the key was given back: the call need do nothing more with it.
+        with_record: The outcome went in with the record the call wrote (see :func:`stored`).
+    """
+
+    record: IdempotencyRecord
+    lasts_until: datetime
+    settled: bool = field(default=False)
+    with_record: bool = field(default=False)
+
+    def settlement(self, outcome: Outcome) -> KeySettlement:
+        """The outcome to store with the record this call writes, in the same transaction (the service that
+        writes it sets ``settled`` once the write is done)."""
+        return KeySettlement(self.record, encode_outcome(outcome), self.lasts_until)
+
+
+def settlement(claim: Claim | None, outcome: Outcome) -> KeySettlement | None:
+    """What the write that makes a keyed call's record stores with its key (None: the call has no key)."""
+    return None if claim is None else claim.settlement(outcome)
+
+
+def stored(claim: Claim | None) -> None:
+    """Note that the write carrying the claim's settlement is done: the key is no longer pending."""
+    if claim is not None:
+        claim.settled = claim.with_record = True
+
+
+class IdempotencyKeys:
+    """Claims, completes and gives back keys in the store every replica shares.
+
+    Args:
+        store: Where keys live.
+        lifetime: How long a key answers repeats, from its claim.
+        lease: How long a pending claim lasts unrenewed; renewed every third of it while its call runs.
+    """
+
+    def __init__(
+        self, store: IdempotencyStore, lifetime: timedelta = KEY_LIFETIME, lease: timedelta = PENDING_LEASE
+    ) -> None:
+        self._store, self._lifetime, self._lease = store, lifetime, lease
+
+    async def claim(self, key: IdempotencyKey) -> Claim | Outcome:
+        """Claim ``key`` for this call, or return the outcome of the first call that held it.
+
+        Raises:
+            IdempotencyKeyReusedError: the key was used with another request.
+            IdempotencyKeyInUseError: the first call with the key still runs and has no outcome yet.
+        """
+        now = datetime.now(UTC)
+        record = IdempotencyRecord(key.owner, key.key, uuid.uuid4().hex, key.fingerprint, now, now + self._lease)
+        held = await self._store.claim_idempotency_key(record, now)
+        if held is None:
+            return Claim(record, now + self._lifetime)
+        if held.fingerprint != key.fingerprint:
+            raise IdempotencyKeyReusedError(
+                f"this {KEY_HEADER} was used with a different request; use a new key for a new request"
+            )
+        if held.result is None:
+            raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} is still running; retry later")
+        return decode_outcome(held.result)
+
+    async def complete(self, claim: Claim, outcome: Outcome) -> None:
+        """Store the claim's outcome for the rest of the key's lifetime (once: later calls do nothing)."""
+        if claim.settled:
+            return
+        claim.settled = True
+        if not await self._store.complete_idempotency_key(claim.record, encode_outcome(outcome), claim.lasts_until):
+            # The claim lapsed (this call outlived its lease) and another call took the key: both ran.
+            log.warning("an idempotency key was taken over while its first call ran: both calls ran")
+
+    async def release(self, claim: Claim) -> None:
+        """Give the key back (unless its outcome is stored), so that a retry runs."""
+        if claim.settled:
+            return
+        claim.settled = True
+        await self._store.release_idempotency_key(claim.record)
+
+    async def give_back(self, claim: Claim) -> None:
+        """Give the key back after the call failed, also when its outcome went in with the record it wrote: a
+        run whose call failed before it was launched never ran, and a retry runs it."""
+        if claim.with_record:
+            claim.with_record = False
+            await self._store.forget_idempotency_key(claim.record)
+        else:
+            await self.release(claim)
+
+    @contextlib.asynccontextmanager
+    async def held(self, claim: Claim) -> AsyncIterator[None]:
+        """Renew the claim's lease while the block runs (until its outcome is stored)."""
+        renewing = asyncio.create_task(self._renew(claim))
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            await asyncio.wait([renewing])  # its own cancellation stays its own; the caller's goes on
+
+    async def _renew(self, claim: Claim) -> None:
+        while not claim.settled:
+            await asyncio.sleep(self._lease.total_seconds() / 3)
+            if claim.settled:
+                return
+            try:
+                if not await self._store.renew_idempotency_key(claim.record, datetime.now(UTC) + self._lease):
+                    return
+            except Exception:  # a database blip: the next renewal may pass, before the lease ends
+                log.warning("idempotency key lease not renewed", exc_info=True)

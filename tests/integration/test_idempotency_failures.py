@@ -1,0 +1,137 @@
+"""``Idempotency-Key``: a first call that fails after its key's outcome went in with the run it stored (a database
+blip before the run was launched) gives the key back, as every 5xx does: a retry runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ferryman.api.agents import Turn
+from ferryman.api.responses import Item
+from ferryman.errors import InternalError
+from ferryman.server.app import Services, build_services, create_app
+from ferryman.storage.sqlite import SqliteStore
+from ferryman.testing import ScriptedReply, ScriptedToolCall
+from inprocess import AskedModel, check_script, migrated_sqlite
+from sse import frames
+
+pytestmark = pytest.mark.anyio
+
+KEY = "Idempotency-Key"
+REPLAYED = "idempotent-replayed"
+WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
+
+
+class ItemsFailOnce(SqliteStore):
+    """SQLite whose first write of a response's input items fails (a database blip)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.failed = False
+
+    async def add_items(self, owner: str, items: list[Item]) -> None:
+        if owner.startswith("resp_") and not self.failed:
+            self.failed = True
+            raise InternalError("the database went away for a moment")
+        await super().add_items(owner, items)
+
+
+class FailsOnceAfterAResume(SqliteStore):
+    """SQLite whose first read of turns after a resume was claimed fails (a database blip)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.claimed = False
+
+    async def claim_resume(self, *args: Any, **kwargs: Any) -> Any:
+        record = await super().claim_resume(*args, **kwargs)
+        self.claimed = True
+        return record
+
+    async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
+        if self.claimed:
+            self.claimed = False
+            raise InternalError("the database went away for a moment")
+        return await super().list_turns(session_ids, turn_ids)
+
+
+def _shown(response: httpx.Response) -> list[tuple[str, str]] | str:
+    """A response's events (name, start of data), or its body when it is not a stream."""
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        return response.text
+    return [(frame.event, frame.data[:80]) for frame in frames(response)]
+
+
+@pytest.fixture()
+def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
+    model = AskedModel()
+    yield model
+    check_script(request, model.script)
+
+
+@asynccontextmanager
+async def client_over(store: SqliteStore, model: AskedModel) -> AsyncIterator[httpx.AsyncClient]:
+    services: Services = build_services(store, [model])
+    await services.store.open()
+    await services.models.refresh()
+    try:
+        transport = httpx.ASGITransport(app=create_app(services))
+        async with httpx.AsyncClient(transport=transport, base_url="http://ferryman", timeout=30) as client:
+            yield client
+    finally:
+        await services.runner.shutdown()
+        await services.store.close()
+
+
+async def test_a_streamed_response_that_failed_after_its_key_was_settled_gives_the_key_back(
+    tmp_path: Path, scripted: AskedModel
+) -> None:
+    """Not, for the key's 24 hours, an empty replay of a response that never ran."""
+    store = ItemsFailOnce(migrated_sqlite(tmp_path / "idem.db"))
+    body: dict[str, Any] = {"model": "scripted-model", "input": "hi", "stream": True}
+    async with client_over(store, scripted) as http:
+        failed = await http.post("/v1/responses", json=body, headers={KEY: "blip"})
+        assert failed.status_code == 500, failed.text
+        scripted.enqueue_text("second try")
+        retried = await asyncio.wait_for(http.post("/v1/responses", json=body, headers={KEY: "blip"}), 20)
+        assert REPLAYED not in retried.headers, (
+            f"a 500 was settled as a replay: {retried.status_code} {_shown(retried)}"
+        )
+        shown = _shown(retried)
+        assert shown and shown[-1][0] == "response.completed"
+
+
+async def test_a_streamed_resume_that_failed_after_its_key_was_settled_is_not_replayed(
+    tmp_path: Path, scripted: AskedModel
+) -> None:
+    """Not a replay of a run nobody runs."""
+    store = FailsOnceAfterAResume(migrated_sqlite(tmp_path / "idem.db"))
+    async with client_over(store, scripted) as http:
+        agent = await http.post(
+            "/v1/agents",
+            json={"agent_config": {"model": "scripted-model", "instructions": "t", "client_tools": [WEATHER]}},
+        )
+        agent_id = agent.json()["agent_id"]
+        session = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})
+        url = f"/v1/agents/{agent_id}/session/{session.json()['session_id']}/turn"
+        scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+        paused = await http.post(url, json={"messages": [{"role": "user", "content": "weather?"}], "stream": False})
+        turn_id = paused.json()["turn_id"]
+        resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": True}
+        failed = await http.post(f"{url}/{turn_id}/resume", json=resume, headers={KEY: "resume-blip"})
+        assert failed.status_code == 500, failed.text
+        try:
+            retried = await asyncio.wait_for(
+                http.post(f"{url}/{turn_id}/resume", json=resume, headers={KEY: "resume-blip"}), 5
+            )
+        except TimeoutError:
+            pytest.fail("the retry of a resume answered 500 hangs, replaying a run that never started")
+        assert REPLAYED not in retried.headers, (
+            f"a 500 was settled as a replay: {retried.status_code} {_shown(retried)}"
+        )

@@ -1,0 +1,89 @@
+"""``Idempotency-Key``: a repeat that arrives just after the first call stored its key with the run it starts,
+before that run is launched (one process: the fan-out publishes nowhere), waits for the launch and follows the
+run (``TurnHost.launching``), instead of finding nothing live and ending with no event."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ferryman.api.responses import Item
+from ferryman.server.app import Services, build_services, create_app
+from ferryman.storage.base import ResponseRecord
+from ferryman.storage.sqlite import SqliteStore
+from inprocess import AskedModel, check_script, migrated_sqlite
+from sse import frames
+
+pytestmark = pytest.mark.anyio
+
+KEY = "Idempotency-Key"
+BODY = {"model": "scripted-model", "input": "hi", "stream": True}
+
+
+class RepeatsBeforeTheLaunch(SqliteStore):
+    """SQLite that, as the first keyed response stores its input items (after its record and key), sends the
+    repeat and goes on once the repeat has read the response (from there it chooses how to follow the run
+    without waiting on anything else)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.send_repeat: asyncio.Task[httpx.Response] | None = None
+        self.http: httpx.AsyncClient | None = None
+        self.repeat_read = asyncio.Event()
+
+    async def add_items(self, owner: str, items: list[Item]) -> None:
+        if owner.startswith("resp_") and self.send_repeat is None and self.http is not None:
+            self.send_repeat = asyncio.create_task(self.http.post("/v1/responses", json=BODY, headers={KEY: "k"}))
+            await asyncio.wait_for(self.repeat_read.wait(), 10)
+        await super().add_items(owner, items)
+
+    async def get_response(self, response_id: str) -> ResponseRecord:
+        found = await super().get_response(response_id)
+        if self.send_repeat is not None:  # the first call waits in add_items: this is the repeat
+            self.repeat_read.set()
+        return found
+
+
+@pytest.fixture()
+def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
+    model = AskedModel()
+    yield model
+    check_script(request, model.script)
+
+
+@pytest.fixture()
+async def served(
+    tmp_path: Path, scripted: AskedModel
+) -> AsyncIterator[tuple[httpx.AsyncClient, RepeatsBeforeTheLaunch]]:
+    store = RepeatsBeforeTheLaunch(migrated_sqlite(tmp_path / "idem.db"))
+    services: Services = build_services(store, [scripted])
+    await services.store.open()
+    await services.models.refresh()
+    try:
+        transport = httpx.ASGITransport(app=create_app(services))
+        async with httpx.AsyncClient(transport=transport, base_url="http://ferryman", timeout=30) as http:
+            store.http = http
+            yield http, store
+    finally:
+        await services.runner.shutdown()
+        await services.store.close()
+
+
+async def test_a_repeat_just_after_the_key_was_settled_gets_the_run_or_a_409(
+    served: tuple[httpx.AsyncClient, RepeatsBeforeTheLaunch], scripted: AskedModel
+) -> None:
+    http, store = served
+    scripted.enqueue_text("streamed once")
+    first = await http.post("/v1/responses", json=BODY, headers={KEY: "k"})
+    assert store.send_repeat is not None
+    repeat = await asyncio.wait_for(store.send_repeat, 20)
+    streamed = [frame.event for frame in frames(first)]
+    assert streamed[-1] == "response.completed"
+    if repeat.status_code == 409:  # told to retry: fine
+        return
+    assert repeat.headers.get("idempotent-replayed") == "true"
+    assert [frame.event for frame in frames(repeat)] == streamed, "the repeat is an empty (or cut) replay"
