@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from pydantic import BaseModel, Field
 
 
@@ -24,7 +22,7 @@ class QuotaSettings(QuotaLimits):
 
     roles: dict[str, QuotaLimits] = Field(default_factory=dict)
 
-    def limits_for(self, roles: Iterable[str]) -> QuotaLimits:
+    def limits_for(self, roles: tuple[str, ...]) -> QuotaLimits:
         """The limits that apply to a principal with ``roles`` (its values of the ``roles`` attribute)."""
         overrides = [self.roles[role] for role in roles if role in self.roles]
         return QuotaLimits(

@@ -43,8 +43,8 @@ _HAS = re.compile(rf"user with (\S+) (in|not in) ({_CATEGORIES})")
 def owner_of(principal: Principal | None) -> Owner | None:
     """The owner a record made by ``principal`` stores (None: made by the server itself).
 
-    The one conversion of a caller into an owner: its key is ``<kind>:<id>`` (``api_key:NAME`` or
-    ``subject:ID``), so a key and a subject of the same name are two owners.
+    The one conversion of a caller into an owner: its key is ``key:NAME`` or ``sub:ID`` (the principal's
+    qualified name, as stored), so a key and a subject of the same name are two owners.
     """
     if principal is None:
         return None

@@ -197,6 +197,14 @@ class TurnRunner:
     async def settled(self, turn_ids: list[str], seconds: float) -> None:
         """Wait, at most ``seconds``, until those of these turns live in this process have stored their outcome."""
         runs = [run for turn_id in turn_ids if (run := self._runs.get(turn_id)) is not None]
+        await self._settling(runs, seconds)
+
+    async def settled_owned_by(self, owner: str, seconds: float) -> None:
+        """Wait, at most ``seconds``, until the runs of an agent, session or response live in this process have
+        stored their outcome (a run stays live until then, whatever its turn's stored status says)."""
+        await self._settling([run for run in self._runs.values() if owner in run.owners], seconds)
+
+    async def _settling(self, runs: list[LiveRun[Any]], seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
                 for run in runs:
