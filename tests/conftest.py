@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ferryman.testing import ScriptedModel, ScriptedServerClient
-from inprocess import Served, check_script, served
+from ferryman.testing import ScriptedServerClient
+from inprocess import AskedModel, Served, check_script, served
 from mcp_servers import mcp_http_server, mcp_sse_server  # noqa: F401  (fixtures)
 from support import Proc, ferryman_server, scripted_server
 
@@ -72,9 +72,10 @@ def http(model: Served) -> httpx.Client:
 
 
 @pytest.fixture()
-def scripted(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
-    """A fresh scripted model, checked at teardown (no reply left unused, no call unscripted)."""
-    model = ScriptedModel()
+def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
+    """A fresh scripted model, checked at teardown (no reply left unused, no call unscripted); its ``asked``
+    is set once it is called."""
+    model = AskedModel()
     yield model
     check_script(request, model.script)
 

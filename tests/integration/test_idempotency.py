@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +19,7 @@ from ferryman.server.app import Services, build_services, create_app
 from ferryman.storage.base import IdempotencyRecord, KeySettlement
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
-from inprocess import AskedModel, check_script, migrated_sqlite
+from inprocess import AskedModel, migrated_sqlite
 from sse import Frame, frames
 
 pytestmark = pytest.mark.anyio
@@ -27,14 +27,6 @@ pytestmark = pytest.mark.anyio
 KEY = "Idempotency-Key"
 REPLAYED = "idempotent-replayed"
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
-
-
-@pytest.fixture()
-def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
-    """The scripted model (it fails a request it has no reply for), telling when it is asked; checked at teardown."""
-    model = AskedModel()
-    yield model
-    check_script(request, model.script)
 
 
 class WatchedStore(SqliteStore):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +20,12 @@ from storage_backends import BACKENDS, unopened_store
 from ferryman.server.app import build_services, create_app
 from ferryman.storage.base import IdempotencyRecord, Store
 from ferryman.testing import ScriptedReply
-from inprocess import AskedModel, check_script
+from inprocess import AskedModel
 
 pytestmark = pytest.mark.anyio
 
 KEY = "Idempotency-Key"
 BODY = {"model": "scripted-model", "input": "hi", "stream": True, "store": False}
-
-
-@pytest.fixture()
-def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
-    model = AskedModel()
-    yield model
-    check_script(request, model.script)
 
 
 def _scope(body: bytes, key: str, spec_version: str) -> dict[str, Any]:

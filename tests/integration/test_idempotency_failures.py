@@ -4,8 +4,7 @@ blip before the run was launched) gives the key back, as every 5xx does: a retry
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,10 @@ import pytest
 from ferryman.api.agents import Turn
 from ferryman.api.responses import Item
 from ferryman.errors import InternalError
-from ferryman.server.app import Services, build_services, create_app
+from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedReply, ScriptedToolCall
-from inprocess import AskedModel, check_script, migrated_sqlite
+from inprocess import AskedModel, migrated_sqlite, serving
 from sse import frames
 
 pytestmark = pytest.mark.anyio
@@ -68,25 +67,8 @@ def _shown(response: httpx.Response) -> list[tuple[str, str]] | str:
     return [(frame.event, frame.data[:80]) for frame in frames(response)]
 
 
-@pytest.fixture()
-def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
-    model = AskedModel()
-    yield model
-    check_script(request, model.script)
-
-
-@asynccontextmanager
-async def client_over(store: SqliteStore, model: AskedModel) -> AsyncIterator[httpx.AsyncClient]:
-    services: Services = build_services(store, [model])
-    await services.store.open()
-    await services.models.refresh()
-    try:
-        transport = httpx.ASGITransport(app=create_app(services))
-        async with httpx.AsyncClient(transport=transport, base_url="http://ferryman", timeout=30) as client:
-            yield client
-    finally:
-        await services.runner.shutdown()
-        await services.store.close()
+def client_over(store: SqliteStore, model: AskedModel) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+    return serving(build_services(store, [model]))
 
 
 async def test_a_streamed_response_that_failed_after_its_key_was_settled_gives_the_key_back(

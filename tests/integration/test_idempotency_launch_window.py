@@ -5,17 +5,17 @@ run (``TurnHost.launching``), instead of finding nothing live and ending with no
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from ferryman.api.responses import Item
-from ferryman.server.app import Services, build_services, create_app
+from ferryman.server.app import build_services
 from ferryman.storage.base import ResponseRecord
 from ferryman.storage.sqlite import SqliteStore
-from inprocess import AskedModel, check_script, migrated_sqlite
+from inprocess import AskedModel, migrated_sqlite, serving
 from sse import frames
 
 pytestmark = pytest.mark.anyio
@@ -49,28 +49,13 @@ class RepeatsBeforeTheLaunch(SqliteStore):
 
 
 @pytest.fixture()
-def scripted(request: pytest.FixtureRequest) -> Iterator[AskedModel]:
-    model = AskedModel()
-    yield model
-    check_script(request, model.script)
-
-
-@pytest.fixture()
 async def served(
     tmp_path: Path, scripted: AskedModel
 ) -> AsyncIterator[tuple[httpx.AsyncClient, RepeatsBeforeTheLaunch]]:
     store = RepeatsBeforeTheLaunch(migrated_sqlite(tmp_path / "idem.db"))
-    services: Services = build_services(store, [scripted])
-    await services.store.open()
-    await services.models.refresh()
-    try:
-        transport = httpx.ASGITransport(app=create_app(services))
-        async with httpx.AsyncClient(transport=transport, base_url="http://ferryman", timeout=30) as http:
-            store.http = http
-            yield http, store
-    finally:
-        await services.runner.shutdown()
-        await services.store.close()
+    async with serving(build_services(store, [scripted])) as http:
+        store.http = http
+        yield http, store
 
 
 async def test_a_repeat_just_after_the_key_was_settled_gets_the_run_or_a_409(

@@ -55,13 +55,8 @@ class ResponseReads:
     async def replay(
         self, response_id: str, starting_after: int, include: frozenset[str] = frozenset()
     ) -> AsyncIterator[StoredEvent]:
-        """The stream events after ``starting_after``, then live ones until the response ends.
-
-        Args:
-            response_id: The response.
-            starting_after: The number of the last event the reader has (-1: none).
-            include: What the reader asks to see of the items the events hold (``included.py``).
-        """
+        """The stream events after ``starting_after``, then live ones until the response ends (see
+        ``ResponsesService.replay``)."""
         record = await self._store.get_response(response_id)  # also when live: the caller may not see it
         if self.live(response_id) is None and record.response.status not in RUNNING:
             # A run stores its final state and its events together; a replica failing a dead one's
