@@ -7,6 +7,8 @@ calls the same way, labelled with its server).
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +17,8 @@ import pytest
 from openai.types.responses.response_input_param import McpApprovalResponse
 from openai.types.responses.response_output_item import McpApprovalRequest
 
+from ferryman.engine.channel import TurnRunner
+from ferryman.services.owned_store import beneath
 from ferryman.testing import ScriptedReply, ScriptedToolCall
 from file_search_support import KEYWORD_SEARCH, SeededStore, seed_vector_store
 from inprocess import BASE_URL, Served
@@ -103,3 +107,54 @@ def test_a_denied_call_is_reported_and_cannot_be_answered_twice(
     unknown: McpApprovalResponse = {**denial, "approval_request_id": "mcpr_unknown"}
     with pytest.raises(openai.BadRequestError):
         oai.responses.create(model=MODEL, input=[unknown], tools=[held_search], conversation=conversation.id)
+
+
+def test_an_answer_sent_as_soon_as_the_held_response_completed_waits_for_its_items(
+    oai: openai.OpenAI, model: Served, held_search: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held response's stream says ``response.completed`` (its turn is stored completed) a moment before
+    its items are stored: an answer sent in that moment waits for them instead of finding no request (400)."""
+    store_class = type(beneath(model.services.store))
+    finish, wait = store_class.finish_response, TurnRunner.settled_owned_by
+    storing, gate, waiting = threading.Event(), threading.Event(), threading.Event()
+
+    async def held_back(store: Any, record: Any, events: list[str], items: list[Any]) -> None:
+        storing.set()
+        await asyncio.to_thread(gate.wait, 30)
+        await finish(store, record, events, items)
+
+    async def noted(runner: TurnRunner, owner: str, seconds: float) -> None:
+        waiting.set()
+        await wait(runner, owner, seconds)
+
+    monkeypatch.setattr(store_class, "finish_response", held_back)
+    monkeypatch.setattr(TurnRunner, "settled_owned_by", noted)
+    conversation = oai.conversations.create()
+    model.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="file_search", arguments={"query": "harbour"})]))
+    stream = oai.responses.create(
+        model=MODEL, input="Ferries?", tools=[held_search], conversation=conversation.id, stream=True
+    )
+    with stream:
+        completed = next(event for event in stream if event.type == "response.completed")
+    [request] = completed.response.output
+    assert isinstance(request, McpApprovalRequest) and storing.wait(10)
+    denial: McpApprovalResponse = {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": False}
+    model.enqueue(ScriptedReply(text="I will not search."))
+    answers: list[Any] = []
+
+    def answer() -> None:
+        try:
+            answers.append(
+                oai.responses.create(model=MODEL, input=[denial], tools=[held_search], conversation=conversation.id)
+            )
+        except openai.APIError as exc:
+            answers.append(exc)
+
+    answering = threading.Thread(target=answer)
+    answering.start()
+    waiting.wait(10)  # the answer waits for the held response's run (on the code before: it was refused at once)
+    gate.set()
+    answering.join(30)
+    [answered] = answers
+    assert not isinstance(answered, Exception), answered
+    assert answered.status == "completed" and answered.output_text.startswith("I will not search.")
