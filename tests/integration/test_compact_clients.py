@@ -93,7 +93,10 @@ def test_the_sync_sdk_compacts_items_and_refuses_a_changed_compaction(model: Ser
         assert _answer(follow_up) == "Ada."
         _read_in_place(model.requests()[-1])
 
-        changed = item.model_copy(update={"encrypted_content": "x" + item.encrypted_content[1:]})
+        sealed = item.encrypted_content
+        # Flip the first character to one it cannot already be, so the change is never a no-op.
+        flipped = "y" if sealed[0] == "x" else "x"
+        changed = item.model_copy(update={"encrypted_content": flipped + sealed[1:]})
         with pytest.raises(BadRequestError) as refused:
             client.responses.create(model=MODEL, input=[changed, question])
         assert "encrypted_content" in str(refused.value)
