@@ -2,10 +2,12 @@
 
 A round trip is one unit of work sent to the backend: a transaction on SQLite or PostgreSQL (one thread hop,
 one connection's statements), one command or pipeline sent to Redis. The second turn of a session is counted:
-the first reads the agent, which a replica keeps from then on. With keys off a turn reads the agent's memory
-blocks and starts (its history read in the same transaction); with keys on, the key is looked up first, and
-the session's owner, kept since its create, is checked without a read; the turn's owner is stored in the
-start's own transaction. After the model call, a run's own writes (its end, its events) are not checked again.
+the first reads the agent, which a replica keeps from then on. With keys off a turn starts, reading its
+history and the agent's memory blocks in the same transaction (one Redis pipeline); with keys on, the key is
+looked up first, and the session's owner, kept since its create, is checked without a read; the turn's owner
+is stored in the start's own transaction. A streamed turn's ``Idempotency-Key`` is claimed by the start's
+own write too, so a keyed turn counts the same. After the model call, a run's own writes (its end, its events) are
+not checked again.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.kernel.model import Owner
 from ferryman.testing import Script, ScriptedModel, ScriptedReply
 from inprocess import serving
+from sse import frames
 
 pytestmark = pytest.mark.anyio
 
-BEFORE_INFERENCE = {False: 2, True: 3}
-"""Keys off: the memory blocks, the start. Keys on: the key too."""
+BEFORE_INFERENCE = {False: 1, True: 2}
+"""Keys off: the start, with the memory blocks read in its trip. Keys on: the key too."""
 AFTER_INFERENCE = 3
 """Either way: the turn's end, its events, its usage."""
 
@@ -73,10 +76,11 @@ def _count_sql(store: Store, trips: Trips) -> None:
     driver.write = trips.counting(driver.write)
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["json", "streamed-with-idempotency-key"])
 @pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
 @pytest.mark.parametrize("backend", list(BACKENDS))
-async def test_a_turn_reaches_storage_twice_before_its_model_call_and_three_times_with_api_keys(
-    backend: str, keys_on: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_api_keys(
+    backend: str, keys_on: bool, keyed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trips = Trips()
     if backend == "redis":
@@ -97,7 +101,11 @@ async def test_a_turn_reaches_storage_twice_before_its_model_call_and_three_time
             turn = await _first_turn(http, headers)
             first_id = await _ended(services, turn)
             before = trips.sent
-            second_id = await _ended(services, await http.post(turn.url, json=BODY, headers=headers))
+            if keyed:  # its key is claimed by the start's own write
+                headers = {**headers, "Idempotency-Key": "second-turn"}
+                second_id = await _streamed(services, await http.post(turn.url, json=STREAMED, headers=headers))
+            else:
+                second_id = await _ended(services, await http.post(turn.url, json=BODY, headers=headers))
             assert (trips.at_inference[-1] - before, trips.sent - trips.at_inference[-1]) == (
                 BEFORE_INFERENCE[keys_on],
                 AFTER_INFERENCE,
@@ -107,6 +115,7 @@ async def test_a_turn_reaches_storage_twice_before_its_model_call_and_three_time
 
 
 BODY = {"messages": [{"role": "user", "content": "hi"}], "stream": False}
+STREAMED = {**BODY, "stream": True}
 ALICE = Owner(PrincipalKind.API_KEY.value, "alice")
 """Alice, as the owner of what she starts is stored."""
 
@@ -121,10 +130,20 @@ async def _first_turn(http: httpx.AsyncClient, headers: dict[str, str]) -> httpx
     return await http.post(url, json=BODY, headers=headers)
 
 
+async def _streamed(services: Services, answer: httpx.Response) -> str:
+    """The id of the turn a streamed answer ran, once its run has stored all it stores."""
+    assert answer.status_code == 200, answer.text
+    turn_id: str = next(frames(answer)).json()["event"]["payload"]["turn_id"]
+    return await _finished(services, turn_id)
+
+
 async def _ended(services: Services, answer: httpx.Response) -> str:
     """The id of the turn answered, once its run has stored all it stores (its events and usage included)."""
     assert answer.status_code == 200, answer.text
-    turn_id: str = answer.json()["turn_id"]
+    return await _finished(services, answer.json()["turn_id"])
+
+
+async def _finished(services: Services, turn_id: str) -> str:
     task = services.runner.task(turn_id)
     if task is not None:
         await task

@@ -37,7 +37,7 @@ from .http import (
     query_list,
     services,
 )
-from .idempotent_routes import held_key
+from .idempotent_routes import held_key, take_key
 
 
 async def _answer(live: LiveTurn, stream: bool | None) -> Response:
@@ -118,7 +118,8 @@ async def create_turn(request: Request) -> Response:
     body = await parse_body(request, CreateTurnRequest)
     p = request.path_params
     agents = services(request).agents
-    key = held_key(request) if body.stream else None  # a stream's repeat reads the run again; else the answer
+    # A stream's repeat reads the run again (its key claimed with the run); else it gets the answer kept.
+    key = await take_key(request, with_run=bool(body.stream))
     live = await agents.start_turn(p["agent_id"], p["session_id"], body, provider_data(request), replayed_by=key)
     return await _answer(live, body.stream)
 
@@ -128,6 +129,7 @@ async def resume_turn(request: Request) -> Response:
     body = await parse_body(request, ResumeTurnRequest)
     p = request.path_params
     agents = services(request).agents
+    # Claimed before the resume reads its turn: a repeat after the run ended replays it, never a 409.
     key = held_key(request) if body.stream else None
     live = await agents.resume_turn(
         p["agent_id"], p["session_id"], p["turn_id"], body, provider_data(request), replayed_by=key
@@ -183,7 +185,7 @@ ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", f"{_SESSION}/fork", fork_session, "Fork a session at a turn", _TAG, ForkSessionRequest,
              SessionCreated, errors=(400, 404, 409), creates=True),
     Endpoint("POST", f"{_SESSION}/turn", create_turn, "Create a turn", _TAG, CreateTurnRequest, Turn,
-             stream=_TURN_EVENTS, headers=(PROVIDER_DATA,), errors=_TURN_ERRORS, creates=True,
+             stream=_TURN_EVENTS, headers=(PROVIDER_DATA,), errors=_TURN_ERRORS, creates=True, key_with_run=True,
              example={"messages": [{"role": "user", "content": "What is 2+2?"}], "stream": True}),
     Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}", get_turn, "Get a turn", _TAG, response=Turn),
     Endpoint("POST", f"{_SESSION}/turn/{{turn_id}}/resume", resume_turn, "Resume a turn with tool results", _TAG,

@@ -83,6 +83,8 @@ class Endpoint:
         errors: Error statuses it can answer, each with the error body.
         creates: True for a POST that creates or runs something (it accepts ``Idempotency-Key``: see
             :mod:`ferryman.server.idempotent_routes`).
+        key_with_run: With ``creates``: the handler takes the key itself (``take_key``), so that the run it
+            starts claims the key in the same write that stores the run.
         example: An example body, for the document's readers (and the fuzzer's first cases).
         body_media_type: How the body is sent: JSON, or ``multipart/form-data`` (an upload; ``body`` documents it).
             A JSON body may hold ``server.max_body_bytes``, an upload ``files.max_bytes`` (413 above).
@@ -103,6 +105,7 @@ class Endpoint:
     headers: tuple[Param, ...] = ()
     errors: tuple[int, ...] = (400, 404)
     creates: bool = False
+    key_with_run: bool = False
     example: dict[str, Any] | None = None
     body_media_type: str = "application/json"
     status: int = 200
@@ -173,7 +176,7 @@ def starlette_routes(table: Sequence[Endpoint]) -> list[BaseRoute]:
 
 def _checked(entry: Endpoint) -> Handler:
     ids = frozenset(param.name for param in entry.query if param.annotation == Id)
-    handler = keyed(entry.handler) if entry.creates else entry.handler
+    handler = keyed(entry.handler, entry.key_with_run) if entry.creates else entry.handler
 
     @functools.wraps(handler)
     async def checked(request: Request) -> Response:

@@ -2,10 +2,13 @@
 
 Every route that creates or runs something (``Endpoint.creates``) is wrapped by
 :func:`keyed`. A request with a key claims it through
-:class:`~ferryman.services.idempotency.IdempotencyKeys`. A run that streams
-names itself as it starts (:func:`run_started`, called by its route with the
-run the service started), and a repeat reads that run's events again from
-storage; any other answer is kept as it was given. The key goes back when the
+:class:`~ferryman.services.idempotency.IdempotencyKeys` before its handler runs,
+or, on a route marked ``key_with_run``, when its handler says how
+(:func:`take_key`): a streamed turn hands its key to the service, and the write
+that stores the run claims it (one trip for both; a key found held there is
+answered as a claim would be). A run that streams stores itself as the key's
+outcome as it starts, and a repeat reads that run's events again from storage;
+any other answer is kept as it was given. The key goes back when the
 first call's answer is one a retry could change (5xx, 409, 429, a rejected
 provider key), or when its stream ends with nothing to read it again from (a
 response not stored).
@@ -35,11 +38,14 @@ from ferryman.services.idempotency import (
     Claim,
     IdempotencyKey,
     IdempotencyKeys,
+    KeyAnswered,
+    KeyHold,
     Outcome,
     StoredAnswer,
     TurnReplay,
 )
 from ferryman.services.turn_stream import ends_run
+from ferryman.storage.base import IdempotencyKeyHeldError
 from ferryman.turn_records import StoredEvent
 
 from .errors import error_response
@@ -99,8 +105,12 @@ async def request_key(request: Request) -> IdempotencyKey | None:
     return IdempotencyKey(owner, key, digest)
 
 
-def keyed(handler: Handler) -> Handler:
-    """``handler`` answering a repeat of a keyed request with the first call's outcome."""
+def keyed(handler: Handler, with_run: bool = False) -> Handler:
+    """``handler`` answering a repeat of a keyed request with the first call's outcome.
+
+    ``with_run``: the handler takes the key itself (:func:`take_key`), so that a run it starts can claim the key
+    in the write that stores the run; otherwise the key is claimed before the handler runs.
+    """
 
     @functools.wraps(handler)
     async def answer(request: Request) -> Response:
@@ -108,41 +118,72 @@ def keyed(handler: Handler) -> Handler:
         if key is None:
             return await handler(request)
         keys = services(request).idempotency
-        claimed = await keys.claim(key)
-        if not isinstance(claimed, Claim):
-            metrics.replayed()
-            return await _replay(request, claimed)
-        request.state.idempotency = claimed
-        return await _first_call(request, handler, keys, claimed)
+        hold = KeyHold(keys, key)
+        request.state.idempotency = hold
+        try:
+            if not with_run:
+                await hold.take(with_run=False)
+            return await _first_call(request, handler, keys, hold)
+        except KeyAnswered as answered:
+            outcome = answered.outcome
+        except IdempotencyKeyHeldError as held:  # the run's write found the key held: it wrote nothing
+            outcome = keys.answer(key, held.fingerprint, held.result)
+        metrics.replayed()
+        return await _replay(request, outcome)
 
     return answer
+
+
+async def take_key(request: Request, with_run: bool) -> Claim | None:
+    """Take the key of a request whose handler takes it itself (``keyed(..., with_run=True)``).
+
+    With ``with_run``, the claim (None: the request has no key) is for the service to store with the run it
+    starts, claiming the key in that write. Otherwise the key is claimed now, its outcome the answer kept when
+    the call ends, and None is returned: the service stores nothing with it.
+
+    Raises:
+        KeyAnswered: claiming now, an earlier call with the key has its outcome (the wrapper replays it).
+    """
+    hold: KeyHold | None = getattr(request.state, "idempotency", None)
+    if hold is None:
+        return None
+    claim = await hold.take(with_run)
+    return claim if with_run else None
 
 
 def held_key(request: Request) -> Claim | None:
     """The key a keyed request holds while its first call runs (None: it has none), for the service to store
     with the run it starts."""
-    claim: Claim | None = getattr(request.state, "idempotency", None)
-    return claim
+    hold: KeyHold | None = getattr(request.state, "idempotency", None)
+    return None if hold is None else hold.claim
 
 
-async def _first_call(request: Request, handler: Handler, keys: IdempotencyKeys, claim: Claim) -> Response:
+async def _first_call(request: Request, handler: Handler, keys: IdempotencyKeys, hold: KeyHold) -> Response:
     try:
-        async with keys.held(claim):
+        async with keys.held(hold):
             response = await handler(request)
+    except (KeyAnswered, IdempotencyKeyHeldError):
+        raise  # this call holds nothing
     except FerrymanError as exc:
-        if claim.with_record:  # stored with a run that failed to launch: nothing to read again
-            await asyncio.shield(keys.give_back(claim))
-        else:
-            await asyncio.shield(_settle(keys, claim, error_response(exc)))
+        claim = hold.claim
+        if claim is not None:
+            if claim.with_record:  # stored with a run that failed to launch: nothing to read again
+                await asyncio.shield(keys.give_back(claim))
+            else:
+                await asyncio.shield(_settle(keys, claim, error_response(exc)))
         raise
     except BaseException:
-        await asyncio.shield(keys.give_back(claim))
+        if hold.claim is not None:
+            await asyncio.shield(keys.give_back(hold.claim))
         raise
+    claim = hold.claim
+    if claim is None:
+        return response
     if isinstance(response, StreamingResponse):
-        if claim.settled:
+        if claim.settled or claim.unstored:
             return response
         # Nothing to read it again from: the key is held while it streams, and given back however it ends.
-        return cast(Response, _HeldWhileStreaming(response, keys, claim))
+        return cast(Response, _HeldWhileStreaming(response, keys, hold))
     await _settle(keys, claim, response)
     return response
 
@@ -171,15 +212,16 @@ class _HeldWhileStreaming:
     """An answer streamed while its key is held, the key given back however the stream ends: done, failed, or
     its client gone (a cancelled send, or one that raised)."""
 
-    def __init__(self, response: StreamingResponse, keys: IdempotencyKeys, claim: Claim) -> None:
-        self._response, self._keys, self._claim = response, keys, claim
+    def __init__(self, response: StreamingResponse, keys: IdempotencyKeys, hold: KeyHold) -> None:
+        self._response, self._keys, self._hold = response, keys, hold
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            async with self._keys.held(self._claim):
+            async with self._keys.held(self._hold):
                 await self._response(scope, receive, send)
         finally:
-            await asyncio.shield(self._keys.release(self._claim))
+            if self._hold.claim is not None:
+                await asyncio.shield(self._keys.release(self._hold.claim))
 
 
 async def _replay(request: Request, outcome: Outcome) -> Response:

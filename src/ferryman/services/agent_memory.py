@@ -38,7 +38,7 @@ from ferryman.auth.principal import Principal, current_principal
 from ferryman.config import MemorySettings
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.inference.context import ContextModel
-from ferryman.storage.base import Store
+from ferryman.storage.base import ReadAlong, Store
 from ferryman.storage.domain.kinds import MEMORY_BLOCK
 from ferryman.storage.domain.memory_blocks import BlockRecord, BlockVersion, MemoryBlocks, block_id
 from ferryman.storage.kernel.filters import Filter
@@ -166,7 +166,20 @@ class AgentMemory:
         ``editable``: the turn offers the memory tool (the section says so). Memory longer than its share of
         ``model``'s context is shown cut, with a note (:meth:`MemoryBudget.render`).
         """
-        blocks = [PromptBlock(b.label, b.value, b.description) for b in await self._readable(who, agent_id)]
+        return await self._render(await self._readable(who, agent_id), model, editable)
+
+    def reading(self, who: Principal | None, agent_id: str) -> ReadAlong:
+        """The read of the agent's blocks ``who`` may read, to send with another call (a turn's start) in its
+        trip; :meth:`prompt_from` renders what it found."""
+        allow = self._access.filter(who, "read", MEMORY_BLOCK)
+        return ReadAlong([self._blocks.of_agent_read(agent_id, allow, limit=self._settings.max_blocks)])
+
+    async def prompt_from(self, read: ReadAlong, model: str, editable: bool) -> str:
+        """:meth:`prompt`, from the blocks a :meth:`reading` found."""
+        return await self._render(self._blocks.of_agent_found(read.results[0]), model, editable)
+
+    async def _render(self, found: list[BlockRecord], model: str, editable: bool) -> str:
+        blocks = [PromptBlock(b.label, b.value, b.description) for b in found]
         if self._budget is None:
             return memory_prompt(blocks, editable)
         return await self._budget.render(model, blocks, editable)

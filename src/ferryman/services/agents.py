@@ -44,10 +44,11 @@ from .forks import SessionForks
 from .host import TurnHost
 from .idempotency import Claim
 from .session_memory import SessionMemory
+from .turn_plans import TurnInputs
 from .turn_reads import TurnReads
 from .turn_recovery import TurnRecovery
 from .turn_runs import LiveTurn, TurnRuns
-from .turn_starts import RUN_END_WAIT_SECONDS, TurnInputs, TurnStarts
+from .turn_starts import RUN_END_WAIT_SECONDS, TurnStarts
 
 __all__ = ["INLINE_DOCUMENT_TOKENS", "RUN_END_WAIT_SECONDS", "AgentService", "LiveTurn"]
 

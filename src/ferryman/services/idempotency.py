@@ -118,17 +118,71 @@ class Claim:
     Attributes:
         settled: The outcome is stored, or the key was given back: the call need do nothing more with it.
         with_record: The outcome went in with the record the call wrote (see :func:`stored`).
+        deferred: The key is not stored yet: the write of the call's run claims it (see
+            :meth:`IdempotencyKeys.deferred`); until then there is nothing to renew, complete or give back.
     """
 
     record: IdempotencyRecord
     lasts_until: datetime
     settled: bool = field(default=False)
     with_record: bool = field(default=False)
+    deferred: bool = field(default=False)
 
     def settlement(self, outcome: Outcome) -> KeySettlement:
         """The outcome to store with the record this call writes, in the same transaction (the service that
         writes it sets ``settled`` once the write is done)."""
-        return KeySettlement(self.record, encode_outcome(outcome), self.lasts_until)
+        return KeySettlement(self.record, encode_outcome(outcome), self.lasts_until, claiming=self.deferred)
+
+    @property
+    def unstored(self) -> bool:
+        """Nothing of the key is stored: a deferred claim whose write has not happened (or failed)."""
+        return self.deferred and not self.with_record
+
+
+class KeyAnswered(Exception):  # noqa: N818  (not an error: the answer is the earlier call's outcome)
+    """The request's key already holds an earlier call's outcome, which answers this call.
+
+    Attributes:
+        outcome: What the earlier call did.
+    """
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__("answered by the earlier call with this Idempotency-Key")
+        self.outcome = outcome
+
+
+@dataclass
+class KeyHold:
+    """A keyed request's key until its call says how it claims it: at once, its outcome stored when the call
+    ends, or with the run the call writes (one write for both: :meth:`IdempotencyKeys.deferred`).
+
+    Attributes:
+        keys: Where keys are claimed.
+        key: The request's key.
+        claim: The claim, once taken.
+    """
+
+    keys: IdempotencyKeys
+    key: IdempotencyKey
+    claim: Claim | None = None
+
+    async def take(self, with_run: bool) -> Claim:
+        """The request's claim (taken once).
+
+        Raises:
+            KeyAnswered: an earlier call with the key has its outcome (claiming at once).
+            IdempotencyKeyReusedError: the key was used with another request.
+            IdempotencyKeyInUseError: the earlier call still runs and has no outcome yet.
+        """
+        if self.claim is None:
+            if with_run:
+                self.claim = self.keys.deferred(self.key)
+            else:
+                claimed = await self.keys.claim(self.key)
+                if not isinstance(claimed, Claim):
+                    raise KeyAnswered(claimed)
+                self.claim = claimed
+        return self.claim
 
 
 def settlement(claim: Claim | None, outcome: Outcome) -> KeySettlement | None:
@@ -168,17 +222,35 @@ class IdempotencyKeys:
         held = await self._store.claim_idempotency_key(record, now)
         if held is None:
             return Claim(record, now + self._lifetime)
-        if held.fingerprint != key.fingerprint:
+        return self.answer(key, held.fingerprint, held.result)
+
+    def deferred(self, key: IdempotencyKey) -> Claim:
+        """A claim of ``key`` that the write of the call's run stores with that run, in one transaction or
+        script: the write raises ``IdempotencyKeyHeldError`` instead when an earlier call holds the key
+        (answered with :meth:`answer`). No pending state, so no lease: the key and its run are stored together."""
+        now = datetime.now(UTC)
+        record = IdempotencyRecord(key.owner, key.key, uuid.uuid4().hex, key.fingerprint, now, now + self._lifetime)
+        return Claim(record, now + self._lifetime, deferred=True)
+
+    def answer(self, key: IdempotencyKey, fingerprint: str, result: str | None) -> Outcome:
+        """The outcome that answers a repeat of ``key`` held with ``fingerprint`` and ``result``.
+
+        Raises:
+            IdempotencyKeyReusedError: the key was used with another request.
+            IdempotencyKeyInUseError: the first call still runs and has no outcome yet.
+        """
+        if fingerprint != key.fingerprint:
             raise IdempotencyKeyReusedError(
                 f"this {KEY_HEADER} was used with a different request; use a new key for a new request"
             )
-        if held.result is None:
+        if result is None:
             raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} is still running; retry later")
-        return decode_outcome(held.result)
+        return decode_outcome(result)
 
     async def complete(self, claim: Claim, outcome: Outcome) -> None:
-        """Store the claim's outcome for the rest of the key's lifetime (once: later calls do nothing)."""
-        if claim.settled:
+        """Store the claim's outcome for the rest of the key's lifetime (once: later calls do nothing; nor does
+        a claim with nothing stored, whose call keeps no answer)."""
+        if claim.settled or claim.unstored:
             return
         claim.settled = True
         if not await self._store.complete_idempotency_key(claim.record, encode_outcome(outcome), claim.lasts_until):
@@ -187,7 +259,7 @@ class IdempotencyKeys:
 
     async def release(self, claim: Claim) -> None:
         """Give the key back (unless its outcome is stored), so that a retry runs."""
-        if claim.settled:
+        if claim.settled or claim.unstored:
             return
         claim.settled = True
         await self._store.release_idempotency_key(claim.record)
@@ -202,19 +274,22 @@ class IdempotencyKeys:
             await self.release(claim)
 
     @contextlib.asynccontextmanager
-    async def held(self, claim: Claim) -> AsyncIterator[None]:
-        """Renew the claim's lease while the block runs (until its outcome is stored)."""
-        renewing = asyncio.create_task(self._renew(claim))
+    async def held(self, hold: KeyHold) -> AsyncIterator[None]:
+        """Renew the lease of the hold's claim, once taken, while the block runs (until its outcome is stored)."""
+        renewing = asyncio.create_task(self._renew(hold))
         try:
             yield
         finally:
             renewing.cancel()
             await asyncio.wait([renewing])  # its own cancellation stays its own; the caller's goes on
 
-    async def _renew(self, claim: Claim) -> None:
-        while not claim.settled:
+    async def _renew(self, hold: KeyHold) -> None:
+        while True:
             await asyncio.sleep(self._lease.total_seconds() / 3)
-            if claim.settled:
+            claim = hold.claim
+            if claim is None:  # not taken yet
+                continue
+            if claim.settled or claim.deferred:
                 return
             try:
                 if not await self._store.renew_idempotency_key(claim.record, datetime.now(UTC) + self._lease):

@@ -4,41 +4,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from opentelemetry.trace import Span
 
-from ferryman.api.agents import Agent, CreateTurnRequest, ResumeTurnRequest, Step, ToolExecutionStep, Turn
-from ferryman.api.content import TurnInputMessage, UserMessage
+from ferryman.api.agents import (
+    Agent,
+    CreateTurnRequest,
+    ResumeTurnRequest,
+    Step,
+    ToolExecutionStep,
+    Turn,
+    TurnError,
+)
+from ferryman.api.content import Message, TurnInputMessage, UserMessage
 from ferryman.auth.principal import Principal, current_principal
-from ferryman.engine.context_fit import minimal_fit
 from ferryman.engine.events import Emit
 from ferryman.engine.memory import MemoryDocument
-from ferryman.engine.plan import TurnOverrides, TurnPlan, build_plan
+from ferryman.engine.plan import TurnOverrides, TurnPlan
 from ferryman.engine.resume import complete_pending_step
 from ferryman.engine.state import TurnState
 from ferryman.engine.tracing import ended_if_refused, paused_span, start_turn_span
-from ferryman.errors import ConflictError, InvalidRequestError
+from ferryman.errors import ConflictError, ContextLengthExceededError, InvalidRequestError
 from ferryman.ids import new_id, utcnow
-from ferryman.inference.context import check_context
-from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import count_tokens
-from ferryman.safe_fetch import FetchPolicy
-from ferryman.safety.base import ShieldRegistry
 from ferryman.storage.base import KeySettlement, TurnRecord, turn_from_record
-from ferryman.tools.memory import TOOL_NAME
-from ferryman.tools.registry import ToolRegistry
 
-from .agent_memory import AgentMemory
 from .approval_holds import ApprovalHolds
 from .documents import attach_documents, document_texts
 from .fork_reads import ForkReads
 from .host import TurnHost
 from .idempotency import Claim, TurnReplay, settlement, stored
 from .run_metrics import RunMetrics
-from .session_memory import SessionMemory
+from .turn_plans import Messages, TurnInputs, TurnPlans
 from .turn_queue import TurnQueue
 from .turn_reads import TurnReads, stream, stream_named
 from .turn_runs import LiveTurn, TurnRuns, run_key
@@ -47,29 +46,6 @@ from .webhooks import keep_webhook
 
 RUN_END_WAIT_SECONDS = 5.0
 """How long a resume waits for another replica to finish recording the run that paused."""
-
-
-@dataclasses.dataclass(frozen=True)
-class TurnInputs:
-    """What a turn's plan and input are made with.
-
-    Attributes:
-        models: The model router, to check a turn's first prompt fits its model's context.
-        tools: Server-side toolgroups.
-        shields: Registered shields.
-        fetch: What a turn's document URLs may reach.
-        memory: Indexes a turn's documents too large to inline in its session's vector store (None: all inline).
-        inline_document_tokens: The documents' size in tokens above which they are retrieved from.
-        blocks: The agents' memory blocks, shown in each turn's system message (None: agents have no memory).
-    """
-
-    models: ModelRouter
-    tools: ToolRegistry
-    shields: ShieldRegistry
-    fetch: FetchPolicy
-    memory: SessionMemory | None
-    inline_document_tokens: int
-    blocks: AgentMemory | None
 
 
 class TurnStarts:
@@ -102,6 +78,7 @@ class TurnStarts:
         self._engine = host.engine
         self._runner = host.runner
         self._inputs = inputs
+        self._plans = TurnPlans(inputs)
         self._holds = holds
         self._agent = agent
         self._reads = reads
@@ -132,12 +109,15 @@ class TurnStarts:
         agent = await self._agent(agent_id, current_principal.get())
         await self._host.check_webhook(request.webhook)
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
-        plan = await self._plan(agent_id, agent, overrides, provider_data)
+        plan = await self._plans.bare(agent, overrides, provider_data)
         if request.documents:  # fetch nothing for a session that does not exist
             await self._store.get_session(agent_id, session_id)
         history_inputs, memorized = await self._documents(request)
         turn_id = new_id()
-        await self._check_context(plan, session_id, turn_id, history_inputs)
+        queued = request.multitask_strategy != "reject"
+        if queued:  # checked before it is stored, with the memory as it is now (read again when it starts)
+            plan = await self._plans.remembering(agent_id, plan)
+            await self._plans.check(plan, history_inputs, _whole(self._turns, session_id, turn_id, history_inputs))
         record = TurnRecord(
             turn_id=turn_id,
             session_id=session_id,
@@ -152,11 +132,16 @@ class TurnStarts:
         with ended_if_refused(span):
             async with self._host.admitting(record.turn_id), self._host.launching(stream(turn_id)):
                 settle = _run_of(replayed_by, agent_id, session_id, turn_id, 0)
-                if request.multitask_strategy != "reject":
+                if queued:
                     return await self._enqueue(record, plan, history_inputs, memorized, span, request, replayed_by)
                 shared = await self._reads.inherited_history(session_id)  # ended turns only: never changes
-                history = [*shared, *await self._store.start_turn(record, list(history_inputs), settle=settle)]
+                # The memory blocks are read in the start's own trip, so the prompt is checked once it is stored.
+                blocks = self._plans.memory_read(agent_id)
+                started = await self._store.start_turn(record, list(history_inputs), settle=settle, along=blocks)
                 stored(replayed_by)
+                history = [*shared, *started]
+                plan = await self._plans.remembered(plan, blocks)
+                await self._checked_once_started(plan, record, history_inputs, history)
                 state = TurnState(record, plan, history, documents=memorized, span=span)
                 return self._runs.launch(
                     record,
@@ -165,6 +150,27 @@ class TurnStarts:
                     metered=_metered(record, plan, 0),
                     webhook=request.webhook,
                 )
+
+    async def _checked_once_started(
+        self, plan: TurnPlan, record: TurnRecord, inputs: list[TurnInputMessage], history: list[Message]
+    ) -> None:
+        """Check the stored turn's first prompt fits; when it does not, remove the turn (which never ran) and
+        refuse it, so that nothing is left behind."""
+
+        async def whole() -> list[Message]:
+            return history
+
+        try:
+            await self._plans.check(plan, inputs, whole)
+        except ContextLengthExceededError as exc:
+            record.status, record.completed_at = "failed", utcnow()
+            record.error = TurnError(code=exc.code, message=exc.message)
+            await asyncio.shield(self._unstarted(record))
+            raise
+
+    async def _unstarted(self, record: TurnRecord) -> None:
+        await self._store.finish_turn(record)
+        await self._store.delete_turn(record.session_id, record.turn_id)
 
     async def _enqueue(
         self,
@@ -189,7 +195,7 @@ class TurnStarts:
 
         async def started() -> None:
             history = await self._turns.history(record.session_id, record.turn_id)
-            now = await self._remembering(record.agent_id or "", plan)
+            now = await self._plans.remembering(record.agent_id or "", plan)
             ready.append(TurnState(record, now, history, documents=documents, span=span))
 
         async def run(emit: Emit) -> Turn:
@@ -198,40 +204,6 @@ class TurnStarts:
             return await self._engine.run(ready[0], emit)
 
         return self._runs.launch(record, 0, run, metered=_metered(record, plan, 0), webhook=request.webhook)
-
-    async def _plan(
-        self, agent_id: str, agent: Agent, overrides: TurnOverrides, provider_data: dict[str, Any] | None
-    ) -> TurnPlan:
-        """What a run of the agent's turn does, with the turn's own overrides and the agent's memory."""
-        inputs = self._inputs
-        plan = await build_plan(agent.agent_config, overrides, inputs.tools, inputs.shields, provider_data)
-        return await self._remembering(agent_id, plan)
-
-    async def _remembering(self, agent_id: str, plan: TurnPlan) -> TurnPlan:
-        """The plan with the agent's memory blocks, as they are now, in its system message."""
-        if self._inputs.blocks is None:
-            return plan
-        memory = await self._inputs.blocks.prompt(
-            current_principal.get(), agent_id, plan.model, TOOL_NAME in plan.server_tools
-        )
-        return dataclasses.replace(plan, memory=memory)
-
-    async def _check_context(
-        self, plan: TurnPlan, session_id: str, turn_id: str, inputs: list[TurnInputMessage]
-    ) -> None:
-        """Refuse a turn whose first prompt cannot fit its model's context, before anything is stored.
-
-        With the agent's ``truncation`` or ``compaction`` (``context_fit.py``) only the instructions, tools and
-        the turn's input must fit; with ``disabled``, the whole history too. The session's history is read
-        for it only when the model's context size is known.
-        """
-        if self._inputs.models.context_window(plan.model) is None:
-            return
-        if plan.context.strategy != "disabled":
-            await minimal_fit(self._inputs.models, plan.chat_request, list(inputs))
-            return
-        earlier = await self._turns.history(session_id, turn_id)
-        await check_context(self._inputs.models, plan.chat_request([*earlier, *inputs]))
 
     async def _documents(self, request: CreateTurnRequest) -> tuple[list[TurnInputMessage], list[MemoryDocument]]:
         """The turn's input messages, with its documents inlined, or the documents to retrieve from if too large."""
@@ -283,7 +255,7 @@ class TurnStarts:
             decisions += await self._holds.decisions(turn_id, held, {d.call_id for d in decisions})
         answer = complete_pending_step(pending, list(request.tool_responses), decisions)
         overrides = TurnOverrides.from_json(record.overrides)
-        plan = await self._plan(agent_id, agent, overrides, provider_data)
+        plan = await self._plans.planned(agent, overrides, provider_data)
         async with self._host.admitting(turn_id), self._host.launching(stream(turn_id)):
             # Numbered on from the events stored by now: the run that paused has recorded its own.
             first_seq = await self._store.turn_event_count(turn_id)
@@ -326,6 +298,15 @@ class TurnStarts:
             with contextlib.suppress(TimeoutError):  # a replica that died mid-record: go on with what is stored
                 async with asyncio.timeout(RUN_END_WAIT_SECONDS):
                     await self._fanout.wait_run_end(stream(turn_id))
+
+
+def _whole(turns: TurnReads, session_id: str, turn_id: str, inputs: list[TurnInputMessage]) -> Messages:
+    """The whole first prompt's messages of a turn not yet stored: the session's history, then its input."""
+
+    async def whole() -> list[Message]:
+        return [*await turns.history(session_id, turn_id), *inputs]
+
+    return whole
 
 
 def _run_of(claim: Claim | None, agent_id: str, session_id: str, turn_id: str, first_seq: int) -> KeySettlement | None:

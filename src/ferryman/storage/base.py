@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -9,12 +10,14 @@ from typing import Any, Protocol
 from ferryman.api.agents import Step, Turn, TurnStatus
 from ferryman.api.content import Message, TurnInputMessage
 from ferryman.api.responses import Item, Response
+from ferryman.errors import IdempotencyKeyInUseError
 from ferryman.turn_records import StepWrite as StepWrite
 from ferryman.turn_records import StoredEvent as StoredEvent
 from ferryman.turn_records import TurnRecord as TurnRecord
 from ferryman.turn_records import turn_from_record as turn_from_record
 
 from .kernel.model import Owner
+from .kernel.ops import ReadOp
 from .kernel.protocol import Kernel
 from .knowledge import KnowledgeStore
 from .page import Page as Page
@@ -75,13 +78,15 @@ class TurnStore(Protocol):
         load_history: bool = True,
         owner: Owner | None = None,
         settle: KeySettlement | None = None,
+        along: ReadAlong | None = None,
     ) -> list[Message]:
         """Store a new running turn and its input messages, and return (if asked) its full history.
 
         The history is the messages of the session's completed earlier turns,
         then this turn's own, read in the same transaction as the insert. ``owner``
         (None: none) is stored as the turn's owner in that transaction too, and so is
-        ``settle``'s idempotency key outcome.
+        ``settle``'s idempotency key outcome. ``along``'s kernel reads are answered in the
+        same round trip, after the writes.
 
         Raises:
             NotFoundError: the session does not exist (for this agent).
@@ -347,16 +352,43 @@ class IdempotencyRecord:
 
 @dataclass(frozen=True)
 class KeySettlement:
-    """A pending idempotency claim completed in the same write as the record its call made.
+    """An idempotency key's outcome, stored in the same write as the record its call made.
 
-    The write stores ``result`` with the key, until ``expires_at``, only while ``claim``
-    still holds it and has no result; otherwise it changes nothing and raises
-    ``IdempotencyKeyInUseError`` (the claim lapsed and another call holds the key).
+    A pending claim (``claiming`` false) is completed: the write stores ``result`` with the key, until
+    ``expires_at``, only while ``claim`` still holds it and has no result; otherwise it changes nothing and
+    raises ``IdempotencyKeyInUseError`` (the claim lapsed and another call holds the key). With ``claiming``
+    the key is claimed by that write itself, before anything else it does: a record unexpired at
+    ``claim.created_at`` that holds it makes the write change nothing and raise :class:`IdempotencyKeyHeld`.
     """
 
     claim: IdempotencyRecord
     result: str
     expires_at: datetime
+    claiming: bool = False
+
+
+class IdempotencyKeyHeldError(IdempotencyKeyInUseError):
+    """A write that claims its key found it held by an earlier call, and wrote nothing; the services answer
+    with that call's outcome instead (should this reach a client, it reads as the key being in use).
+
+    Attributes:
+        fingerprint: The holder's request fingerprint.
+        result: The holder's stored outcome (None: its call still runs).
+    """
+
+    def __init__(self, fingerprint: str, result: str | None) -> None:
+        super().__init__("the first request with this Idempotency-Key still runs; retry later")
+        self.fingerprint = fingerprint
+        self.result = result
+
+
+@dataclass
+class ReadAlong:
+    """Kernel reads a write sends in its own round trip, after its statements, so that a call needing both
+    pays one trip; ``results`` (one per operation) is filled when the write succeeded."""
+
+    ops: Sequence[ReadOp]
+    results: list[Any] = field(default_factory=list)
 
 
 class IdempotencyStore(Protocol):

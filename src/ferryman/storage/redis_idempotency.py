@@ -25,6 +25,9 @@ def settlement_args(settle: KeySettlement | None) -> dict[str, Any]:
         "key_token": claim.token,
         "key_result": settle.result,
         "key_expires": settle.expires_at.timestamp(),
+        "key_claiming": settle.claiming,
+        "key_fingerprint": claim.fingerprint,
+        "key_created": claim.created_at.timestamp(),
     }
 
 

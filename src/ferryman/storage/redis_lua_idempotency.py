@@ -12,7 +12,8 @@ from typing import Any
 
 from ferryman.errors import IdempotencyKeyInUseError
 
-from .redis_script import Script, nothing
+from .base import IdempotencyKeyHeldError
+from .redis_script import Outcome, Script, nothing
 
 _EXPIRE = """
 local function expire_at(k, seconds) redis.call('PEXPIREAT', k, math.ceil(tonumber(seconds) * 1000)) end
@@ -119,25 +120,43 @@ return {OK}
 
 @dataclass(frozen=True, kw_only=True)
 class SettlesKey:
-    """The arguments of a script that completes a pending idempotency claim with the record it writes (see
-    ``KeySettlement``): the key's record ("": none), the claim's token, and the outcome until its expiry."""
+    """The arguments of a script that stores an idempotency key's outcome with the record it writes (see
+    ``KeySettlement``): the key's record ("": none), the claim's token, and the outcome until its expiry; with
+    ``key_claiming``, the script claims the key itself (its fingerprint, at ``key_created``)."""
 
     key_record: str = ""
     key_token: str = ""
     key_result: str = ""
     key_expires: float = 0.0
+    key_claiming: bool = False
+    key_fingerprint: str = ""
+    key_created: float = 0.0
 
 
-# For a script over SettlesKey: key_held() is checked before any write, settle_key() runs after them.
+# For a script over SettlesKey: key_refusal() first, before any read that may refuse or any write (a reply to
+# return, or nil); settle_key() after its writes.
 SETTLE = """
-local function key_held()
-  if key_record == '' then return true end
+local function key_refusal()
+  if key_record == '' then return nil end
   local k = key('idempotency', key_record)
-  return redis.call('HGET', k, 'token') == key_token and redis.call('HEXISTS', k, 'result') == 0
+  if key_claiming then
+    local f = redis.call('HMGET', k, 'fingerprint', 'expires_at', 'result')
+    if f[1] and tonumber(f[2]) > tonumber(key_created) then
+      if f[3] then return {KEY_HELD, f[1], '1', f[3]} end
+      return {KEY_HELD, f[1], '0', ''}
+    end
+    return nil
+  end
+  if redis.call('HGET', k, 'token') == key_token and redis.call('HEXISTS', k, 'result') == 0 then return nil end
+  return {KEY_LOST}
 end
 local function settle_key()
   if key_record == '' then return end
   local k = key('idempotency', key_record)
+  if key_claiming then
+    redis.call('DEL', k)
+    redis.call('HSET', k, 'token', key_token, 'fingerprint', key_fingerprint, 'created_at', key_created)
+  end
   redis.call('HSET', k, 'result', key_result, 'expires_at', key_expires)
   redis.call('PEXPIREAT', k, math.ceil(tonumber(key_expires) * 1000))
 end
@@ -147,3 +166,13 @@ end
 def key_lost(args: Any, found: list[Any]) -> IdempotencyKeyInUseError:
     """The error of a script's ``KEY_LOST``: the claim lapsed and another call holds the key."""
     return IdempotencyKeyInUseError("another request with this Idempotency-Key took it over; retry later")
+
+
+def key_taken(args: Any, found: list[Any]) -> IdempotencyKeyHeldError:
+    """The error of a script's ``KEY_HELD``: the key it claims is held by an earlier call."""
+    fingerprint, done, result = found
+    return IdempotencyKeyHeldError(fingerprint, result if done == "1" else None)
+
+
+KEY_ERRORS = {Outcome.KEY_LOST: key_lost, Outcome.KEY_HELD: key_taken}
+"""The errors of a script over :class:`SettlesKey`."""

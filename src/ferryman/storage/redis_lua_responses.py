@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 
-from .redis_lua_idempotency import SETTLE, SettlesKey, key_lost
+from .redis_lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
 from .redis_script import Outcome, Script, nothing, values
 
 
@@ -124,13 +124,14 @@ SAVE_RESPONSE = Script(
     _UPSERT
     + SETTLE
     + """
-if not key_held() then return {KEY_LOST} end
+local refused = key_refusal()
+if refused then return refused end
 if not upsert_response() then return {NOT_FOUND} end
 settle_key()
 return {OK}
 """,
     nothing,
-    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found"), Outcome.KEY_LOST: key_lost},
+    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found"), **KEY_ERRORS},
 )
 
 FINISH_RESPONSE = Script(

@@ -18,7 +18,7 @@ from ferryman.api.agents import TurnStatus
 from ferryman.errors import ConflictError, FailureCode, NotFoundError
 
 from .base import ExpiredTurn
-from .redis_lua_idempotency import SETTLE, SettlesKey, key_lost
+from .redis_lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
 from .redis_script import Outcome, Script, nothing, values
 
 # History of a turn (storage/history_cache.py): the session's history epoch; the
@@ -191,6 +191,8 @@ START_TURN = Script(
     _HISTORY
     + SETTLE
     + """
+local refused = key_refusal()
+if refused then return refused end
 local s = key('session', session_id)
 local f = redis.call('HMGET', s, 'seq', 'agent_id', 'running')
 if not f[1] or (f[2] or '') ~= agent_id then return {NOT_FOUND} end
@@ -200,7 +202,6 @@ if status == IN_PROGRESS and ((f[3] and f[3] ~= turn_id and runs(f[3])) or queue
   if queued(session_id) and not (f[3] and f[3] ~= turn_id and runs(f[3])) then return {CONFLICT, QUEUED} end
   return {CONFLICT}
 end
-if not key_held() then return {KEY_LOST} end
 if status == IN_PROGRESS then
   if f[3] and f[3] ~= turn_id and runs(f[3]) then return {CONFLICT} end
   if queued(session_id) then return {CONFLICT, QUEUED} end
@@ -224,7 +225,7 @@ return history(session_id, turn_id, seq, epoch, after)
     values,
     {
         Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' of agent '{a.agent_id}' not found"),
-        Outcome.KEY_LOST: key_lost,
+        **KEY_ERRORS,
         Outcome.CONFLICT: lambda a, found: ConflictError(
             f"session '{a.session_id}' has turns queued; send the turn with a multitask_strategy "
             "to queue it behind them, or wait for them to finish"
@@ -240,6 +241,8 @@ CLAIM_RESUME = Script(
     _HISTORY
     + SETTLE
     + """
+local refused = key_refusal()
+if refused then return refused end
 local t = key('turn', turn_id)
 local f = redis.call('HMGET', t, 'session_id', 'status')
 if f[1] ~= session_id then return {NOT_FOUND} end
@@ -247,7 +250,6 @@ if f[2] ~= expected then return {NOT_AWAITING, f[2]} end
 local s = key('session', session_id)
 local running = redis.call('HGET', s, 'running')
 if running and running ~= turn_id and runs(running) then return {CONFLICT} end
-if not key_held() then return {KEY_LOST} end
 redis.call('HSET', t, 'status', IN_PROGRESS)
 if overrides ~= '' then redis.call('HSET', t, 'overrides', overrides) end
 redis.call('ZREM', key('session_queued', session_id), turn_id)
@@ -259,7 +261,7 @@ return {OK, redis.call('HGETALL', t)}
     _pairs,
     {
         Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' of session '{a.session_id}' not found"),
-        Outcome.KEY_LOST: key_lost,
+        **KEY_ERRORS,
         Outcome.NOT_AWAITING: lambda a, found: ConflictError(
             f"turn '{a.turn_id}' is not {a.expected} (status: {found[0]}); nothing to run"
         ),

@@ -33,11 +33,14 @@ from typing import Any, Generic, Literal, TypeVar, Union, get_args, get_origin, 
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from ferryman.errors import FerrymanError, InternalError
 
 A = TypeVar("A")
 R = TypeVar("R")
+A2 = TypeVar("A2")
+R2 = TypeVar("R2")
 
 Encoder = Callable[[Any], list[str | bytes]]
 
@@ -55,6 +58,7 @@ class Outcome(StrEnum):
     INVALID = "invalid"
     NOT_AWAITING = "not_awaiting"
     KEY_LOST = "key_lost"
+    KEY_HELD = "key_held"
 
 
 LUA_OUTCOMES = "".join(f"local {outcome.name} = '{outcome.value}'\n" for outcome in Outcome)
@@ -177,14 +181,61 @@ class Scripts:
         Raises:
             FerrymanError: the error the script's outcome means.
         """
+        reply = await self._registered_for(script)(keys=[], args=[self._prefix, *script.argv(args)])
+        return script.decode(args, reply)
+
+    def call(self, script: Script[A, R], args: A) -> ScriptCall[A, R]:
+        """``script`` with ``args``, to send beside another in one trip (:func:`run_together`)."""
+        return ScriptCall(self, script, args)
+
+    def _registered_for(self, script: Script[Any, Any]) -> AsyncScript:
         registered = self._registered.get(script)
         if registered is None:
             registered = self._registered[script] = self._register(script)
-        reply = await registered(keys=[], args=[self._prefix, *script.argv(args)])
-        return script.decode(args, reply)
+        return registered
 
     def _register(self, script: Script[Any, Any]) -> AsyncScript:
         shadowed = {arg.name for arg in dataclasses.fields(script.args)} & self._library_names
         if shadowed:
             raise TypeError(f"{script.name} arguments shadow library names: {sorted(shadowed)}")
         return self._client.register_script(self._library + script.prologue + script.body)
+
+
+@dataclass(frozen=True)
+class ScriptCall(Generic[A, R]):
+    """One script with its arguments on one :class:`Scripts`, ready to send."""
+
+    scripts: Scripts
+    script: Script[A, R]
+    args: A
+
+    def queue(self, pipeline: Any) -> None:
+        """Add the call to ``pipeline`` by the script's digest."""
+        registered = self.scripts._registered_for(self.script)
+        pipeline.evalsha(registered.sha, 0, self.scripts._prefix, *self.script.argv(self.args))
+
+    def answer(self, reply: Any) -> R:
+        """The call's result from its pipelined reply (any error it means raised)."""
+        if isinstance(reply, Exception):
+            raise reply
+        return self.script.decode(self.args, reply)
+
+
+async def run_together(client: Redis, first: ScriptCall[A, R], second: ScriptCall[A2, R2]) -> tuple[R, R2]:
+    """Send two scripts in one trip (a pipeline, not a transaction, so neither may depend on the other's
+    writes); their results, or the first one's error.
+
+    A script the server does not know yet (its first use, or a restarted server) is run again alone, which
+    loads it: that one trip more is paid once per script and server.
+    """
+    pipeline = client.pipeline(transaction=False)
+    first.queue(pipeline)
+    second.queue(pipeline)
+    replies = await pipeline.execute(raise_on_error=False)
+    if isinstance(replies[0], NoScriptError):
+        started = await first.scripts.run(first.script, first.args)
+    else:
+        started = first.answer(replies[0])
+    if isinstance(replies[1], NoScriptError):
+        return started, await second.scripts.run(second.script, second.args)
+    return started, second.answer(replies[1])

@@ -23,7 +23,7 @@ from ferryman.errors import ConflictError, FerrymanError, NotFoundError
 from .codec import MessageCache
 from .history_cache import Histories
 from .redis_keys import LUA_KEYS, Keys
-from .redis_script import LUA_OUTCOMES, Outcome, Script, Scripts, nothing
+from .redis_script import LUA_OUTCOMES, Outcome, Script, ScriptCall, Scripts, nothing
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -229,6 +229,12 @@ class RedisBase:
         if self._scripts is None:
             raise RuntimeError("the store is not open")
         return await self._scripts.run(script, args)
+
+    def _call(self, script: Script[A, R], args: A) -> ScriptCall[A, R]:
+        """A script with its arguments, to send beside another in one trip (``run_together``)."""
+        if self._scripts is None:
+            raise RuntimeError("the store is not open")
+        return self._scripts.call(script, args)
 
     async def _ids(
         self,

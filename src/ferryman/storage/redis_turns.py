@@ -18,10 +18,11 @@ from ferryman.api.content import Message, TurnInputMessage
 from ferryman.errors import FailureCode, NotFoundError
 
 from . import codec
-from .base import ExpiredTurn, KeySettlement, StepWrite, StoredEvent, TurnRecord, turn_from_record
+from .base import ExpiredTurn, KeySettlement, ReadAlong, StepWrite, StoredEvent, TurnRecord, turn_from_record
 from .history_cache import HistoryRow, Kept
 from .kernel.model import Owner
 from .owners import dump_owner
+from .redis.kernel import RedisKernel
 from .redis_idempotency import settlement_args
 from .redis_keys import (
     LEASES,
@@ -56,11 +57,14 @@ from .redis_lua_turns import (
     TurnOfSession,
 )
 from .redis_records import finish_args, lease_score, save_step_args, turn_of
+from .redis_script import run_together
 from .redis_scripts import RedisBase
 
 
 class RedisTurns(RedisBase):
     """Turns, steps and history messages over the backend's scripts and pipelines."""
+
+    kernel: RedisKernel
 
     def _history(self, session_id: str, kept: Kept, reply: list[Any]) -> list[Message]:
         """The history a script's ``history`` answered, extending ``kept`` when it read under the same epoch."""
@@ -86,9 +90,10 @@ class RedisTurns(RedisBase):
         load_history: bool = True,
         owner: Owner | None = None,
         settle: KeySettlement | None = None,
+        along: ReadAlong | None = None,
     ) -> list[Message]:
         """Store a new running turn, its input messages, its owner and its request's idempotency key outcome;
-        return the history it continues.
+        return the history it continues (and ``along``'s reads, sent in the same trip).
 
         Raises:
             NotFoundError: the session does not exist (for this agent).
@@ -111,7 +116,12 @@ class RedisTurns(RedisBase):
             after=kept.after,
             **settlement_args(settle),
         )
-        reply = await self._run(START_TURN, start)
+        if along is None or not along.ops:
+            reply = await self._run(START_TURN, start)
+        else:
+            reads = self.kernel.read_call(along.ops)
+            reply, found = await run_together(self._db, self._call(START_TURN, start), reads)
+            along.results = self.kernel.read_results(along.ops, found)
         return self._history(record.session_id, kept, reply) if load_history else []
 
     async def claim_resume(

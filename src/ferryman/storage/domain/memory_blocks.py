@@ -18,7 +18,7 @@ from ferryman.errors import ConflictError
 
 from ..kernel import ops
 from ..kernel.filters import ALL, Filter
-from ..kernel.model import Owner
+from ..kernel.model import Owner, PageOf, Rec
 from ..kernel.protocol import Kernel
 from .kinds import MEMORY_BLOCK
 from .records import ModelCodec, Records, Stored
@@ -76,8 +76,17 @@ class MemoryBlocks:
 
     async def of_agent(self, agent_id: str, allow: Filter = ALL, limit: int | None = None) -> list[BlockRecord]:
         """An agent's blocks ``allow`` admits, in creation order (at most ``limit``)."""
-        page = await self.records.page(allow=allow, where=("agent_id", agent_id), limit=limit, parent="")
-        return page.items
+        read = self.of_agent_read(agent_id, allow, limit)
+        (found,) = await self.kernel.read([read])
+        return self.of_agent_found(found)
+
+    def of_agent_read(self, agent_id: str, allow: Filter = ALL, limit: int | None = None) -> ops.Page:
+        """The read :meth:`of_agent` sends, to send with another call; :meth:`of_agent_found` reads its answer."""
+        return ops.Page(MEMORY_BLOCK, allow=allow, where=("agent_id", agent_id), limit=limit, parent="")
+
+    def of_agent_found(self, found: PageOf[Rec]) -> list[BlockRecord]:
+        """The blocks an :meth:`of_agent_read` found."""
+        return [self.records.stored(rec).value for rec in found.items]
 
     async def create(self, block: BlockRecord, owner: Owner | None) -> None:
         """Store a new block at its version.

@@ -34,7 +34,7 @@ from ferryman.storage.kernel.ops import (
     Page,
     ReadOp,
 )
-from ferryman.storage.redis_script import LUA_OUTCOMES, Outcome, Script, Scripts, values
+from ferryman.storage.redis_script import LUA_OUTCOMES, Outcome, Script, ScriptCall, Scripts, values
 
 from . import codec
 from .keys import DEFAULT_PREFIX, check_names
@@ -155,13 +155,23 @@ class RedisKernel:
 
     async def read(self, ops: Sequence[ReadOp]) -> list[Any]:
         """Run read operations as one script, so on one snapshot."""
+        if not ops:
+            return []
+        return self.read_results(ops, await self._run.run(READ, self._reads(ops)))
+
+    def read_call(self, ops: Sequence[ReadOp]) -> ScriptCall[Reads, list[Any]]:
+        """The script that answers ``ops``, to send beside another in one trip; :meth:`read_results` reads it."""
+        return self._run.call(READ, self._reads(ops))
+
+    def read_results(self, ops: Sequence[ReadOp], found: list[Any]) -> list[Any]:
+        """The results of ``ops`` from what their script answered."""
+        return [codec.decode(op, value) for op, value in zip(ops, found, strict=True)]
+
+    def _reads(self, ops: Sequence[ReadOp]) -> Reads:
         for op in ops:
             if not isinstance(op, _READS):
                 raise TypeError(f"read() takes read operations only, not {type(op).__name__}")
-        if not ops:
-            return []
-        found = await self._run.run(READ, Reads(self._encode(ops), self._schema_json))
-        return [codec.decode(op, value) for op, value in zip(ops, found, strict=True)]
+        return Reads(self._encode(ops), self._schema_json)
 
     async def renew(self, kind: Kind, ids: Sequence[str], until: float) -> list[str]:
         """Move the lease of each listed record that holds one to ``until``; the result: the ids renewed."""

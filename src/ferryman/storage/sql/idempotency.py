@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from ferryman.errors import IdempotencyKeyInUseError
 
-from ..base import IdempotencyRecord, KeySettlement
+from ..base import IdempotencyKeyHeldError, IdempotencyRecord, KeySettlement
 from .seam import Dialect, Driver, Row, Work, count, first
 
 _KEY = "owner = :owner AND idempotency_key = :key"
@@ -35,6 +36,54 @@ def settled(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
         raise IdempotencyKeyInUseError("another request with this Idempotency-Key took it over; retry later")
 
 
+def claimed(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
+    """Claim ``settle``'s key, when it claims (``settle.claiming``), first in the unit that runs this; the unit
+    stores its outcome later (:func:`settled`).
+
+    Raises:
+        IdempotencyKeyHeldError: an earlier call holds the key (the unit writes nothing).
+        IdempotencyKeyInUseError: its holder gave it back meanwhile; a retry claims it.
+    """
+    if settle is None or not settle.claiming:
+        return
+    claim = settle.claim
+    held = yield from _claim(dialect, claim, claim.created_at)
+    if held is True:
+        return
+    if held is None:
+        raise IdempotencyKeyInUseError("the request that held this Idempotency-Key gave it back; retry")
+    raise IdempotencyKeyHeldError(held[3], held[6])
+
+
+def _claim(d: Dialect, claim: IdempotencyRecord, now: datetime) -> Work[Literal[True] | Row | None]:
+    """Store a pending claim unless a live record holds its key: True, else the holder's row (None: the holder
+    gave it back between the two statements)."""
+    where = {"owner": claim.owner, "key": claim.key}
+    # Expired records count as absent. This key's own goes first: a unit that waits
+    # (here or on the insert) holds no row another one sweeps, so none deadlock.
+    yield count(f"DELETE FROM idempotency_keys WHERE {_KEY} AND expires_at <= :now", now=d.epoch(now), **where)  # noqa: S608
+    yield count(d.sweep_expired_keys, now=d.epoch(now))
+    # A claim racing this one waits for it here, then inserts nothing.
+    inserted = yield first(
+        "INSERT INTO idempotency_keys (owner, idempotency_key, token, fingerprint, created_at, expires_at) "
+        "VALUES (:owner, :key, :token, :fingerprint, :created_at, :expires_at) "
+        "ON CONFLICT (owner, idempotency_key) DO NOTHING RETURNING 1",
+        token=claim.token,
+        fingerprint=claim.fingerprint,
+        created_at=d.epoch(claim.created_at),
+        expires_at=d.epoch(claim.expires_at),
+        **where,
+    )
+    if inserted:
+        return True
+    held: Row | None = yield first(
+        "SELECT owner, idempotency_key, token, fingerprint, created_at, expires_at, result "  # noqa: S608
+        f"FROM idempotency_keys WHERE {_KEY}",
+        **where,
+    )
+    return held
+
+
 class IdempotencyTables:
     """Idempotency keys, over a :class:`Driver`."""
 
@@ -46,36 +95,8 @@ class IdempotencyTables:
 
     async def claim_idempotency_key(self, claim: IdempotencyRecord, now: datetime) -> IdempotencyRecord | None:
         """Store a pending claim unless a live record holds its key; return that record, or None."""
-        d = self._db.dialect
-        where = {"owner": claim.owner, "key": claim.key}
-
-        def work() -> Work[tuple[bool, Row | None]]:
-            # Expired records count as absent. This key's own goes first: a unit that waits
-            # (here or on the insert) holds no row another one sweeps, so none deadlock.
-            yield count(f"DELETE FROM idempotency_keys WHERE {_KEY} AND expires_at <= :now", now=d.epoch(now), **where)  # noqa: S608
-            yield count(d.sweep_expired_keys, now=d.epoch(now))
-            # A claim racing this one waits for it here, then inserts nothing.
-            inserted = yield first(
-                "INSERT INTO idempotency_keys (owner, idempotency_key, token, fingerprint, created_at, expires_at) "
-                "VALUES (:owner, :key, :token, :fingerprint, :created_at, :expires_at) "
-                "ON CONFLICT (owner, idempotency_key) DO NOTHING RETURNING 1",
-                token=claim.token,
-                fingerprint=claim.fingerprint,
-                created_at=d.epoch(claim.created_at),
-                expires_at=d.epoch(claim.expires_at),
-                **where,
-            )
-            if inserted:
-                return True, None
-            held: Row | None = yield first(
-                "SELECT owner, idempotency_key, token, fingerprint, created_at, expires_at, result "  # noqa: S608
-                f"FROM idempotency_keys WHERE {_KEY}",
-                **where,
-            )
-            return False, held
-
-        inserted, held = await self._db.write(work())
-        if inserted:
+        held = await self._db.write(_claim(self._db.dialect, claim, now))
+        if held is True:
             return None
         # Released by its claimer between the insert and the select: the key is free again.
         return self._record(held) if held is not None else await self.claim_idempotency_key(claim, now)

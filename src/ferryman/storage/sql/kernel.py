@@ -100,14 +100,22 @@ class SqlKernel:
 
     async def read(self, ops: Sequence[ReadOp]) -> list[Any]:
         """Run read operations; several read one snapshot."""
+        self._check_reads(ops)
+        if not ops:
+            return []
+        return await self.driver.read(self._snapshot(ops) if len(ops) > 1 else self._batch(ops))
+
+    def reads_within(self, ops: Sequence[ReadOp]) -> Work[list[Any]]:
+        """Read operations as statements of another unit of work on the same driver (its transaction, its trip)."""
+        self._check_reads(ops)
+        return self._batch(ops)
+
+    def _check_reads(self, ops: Sequence[ReadOp]) -> None:
         _limit(len(ops), MAX_BATCH, "a read batch")
         for op in ops:
             if type(op) not in READS:
                 raise TypeError(f"read() takes read operations only, not {type(op).__name__}")
         self.schema.require(ops)
-        if not ops:
-            return []
-        return await self.driver.read(self._snapshot(ops) if len(ops) > 1 else self._batch(ops))
 
     async def renew(self, kind: Kind, ids: Sequence[str], until: float) -> list[str]:
         """Move the leases of those records that hold one to ``until``; the ids renewed, in the order given."""

@@ -12,7 +12,7 @@ from .. import codec
 from ..base import ConversationRecord, KeySettlement, Page, ResponseRecord, StoredEvent
 from ..rows import ITEM, RESPONSE_COLUMNS, response_record
 from .history import changed
-from .idempotency import settled
+from .idempotency import claimed, settled
 from .seam import Driver, Row, UniqueViolation, Work, count, each, first, rows
 
 _CHAIN = """
@@ -211,6 +211,7 @@ class ResponseTables:
         """Store or update a response (with its request's idempotency key outcome)."""
 
         def work() -> Work[None]:
+            yield from claimed(self._db.dialect, settle)
             yield from _upsert_response(record)
             yield from settled(self._db.dialect, settle)
 

@@ -12,11 +12,12 @@ from ferryman.api.content import Message, TurnInputMessage
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, NotFoundError
 
 from .. import codec
-from ..base import ExpiredTurn, KeySettlement, StepWrite, StoredEvent, TurnRecord, turn_from_record
+from ..base import ExpiredTurn, KeySettlement, ReadAlong, StepWrite, StoredEvent, TurnRecord, turn_from_record
 from ..kernel.model import Owner
 from ..rows import TURN_COLUMNS, turn_record
 from .history import HistoryRows, SqlHistories, changed, overtaken
-from .idempotency import settled
+from .idempotency import claimed, settled
+from .kernel import SqlKernel
 from .owners import stamp_owner
 from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
@@ -82,6 +83,7 @@ class TurnTables:
     _db: Driver
     _messages: codec.MessageCache
     _histories: SqlHistories
+    kernel: SqlKernel
 
     async def start_turn(
         self,
@@ -90,12 +92,15 @@ class TurnTables:
         load_history: bool = True,
         owner: Owner | None = None,
         settle: KeySettlement | None = None,
+        along: ReadAlong | None = None,
     ) -> list[Message]:
         """Store a new running turn, its input messages, its owner and its request's idempotency key outcome;
-        return the history it continues."""
+        return the history it continues (and ``along``'s reads, in the same transaction)."""
         d = self._db.dialect
+        reads = self.kernel.reads_within(along.ops) if along is not None and along.ops else None
 
         def work() -> Work[HistoryRows | None]:
+            yield from claimed(d, settle)  # first: a repeat of a running turn's request replays it, never a 409
             # The session's row is held until the turn is stored: turns of a session start one at a time,
             # so a running turn cannot start beside a queued one being stored.
             known = yield first(
@@ -135,6 +140,8 @@ class TurnTables:
             if owner is not None:
                 yield from stamp_owner("turn", record.turn_id, owner)
             yield from settled(d, settle)
+            if reads is not None and along is not None:
+                along.results = yield from reads
             if not load_history:
                 return None
             return (yield from self._histories.read(record.session_id, record.turn_id, known[0], None))
@@ -156,8 +163,9 @@ class TurnTables:
         kept = record.overrides if overrides is None else overrides
 
         def work() -> Work[int]:
+            yield from claimed(self._db.dialect, settle)
             try:
-                claimed: int = yield count(
+                resumed: int = yield count(
                     "UPDATE turns SET status = 'in_progress', lease_until = :lease_until, overrides = :overrides "
                     "WHERE turn_id = :turn_id AND status = :expected",
                     lease_until=self._db.dialect.epoch(lease_until),
@@ -167,12 +175,12 @@ class TurnTables:
                 )
             except UniqueViolation as exc:
                 raise ConflictError(f"session '{session_id}' already has a turn in progress") from exc
-            if claimed:
-                yield from settled(self._db.dialect, settle)
-            return claimed
+            if not resumed:  # raised in the unit: a key it claimed goes back with it
+                raise ConflictError(f"turn '{turn_id}' is not {expected} (status: {record.status}); nothing to run")
+            yield from settled(self._db.dialect, settle)
+            return resumed
 
-        if not await self._db.write(work()):
-            raise ConflictError(f"turn '{turn_id}' is not {expected} (status: {record.status}); nothing to run")
+        await self._db.write(work())
         record.status, record.lease_until, record.overrides = "in_progress", lease_until, kept
         return record
 
