@@ -132,6 +132,10 @@ class TurnCancelledError(ConflictError):
     code = FailureCode.CANCELLED
 
 
+class RunNotStartedError(ConflictError):
+    """The run a reader waited for was stored but never launched: the request that started it failed."""
+
+
 class IdempotencyKeyInUseError(ConflictError):
     """The first request with this ``Idempotency-Key`` still runs and has no outcome yet: retry later."""
 

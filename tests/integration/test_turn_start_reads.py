@@ -1,8 +1,8 @@
 """A turn's start reads the agent's memory blocks in its own trip, then checks the prompt fits, on every backend.
 
 When the prompt with the blocks it found does not fit the model's context, the turn (stored, never run) is
-removed and refused: nothing is left, the session takes the next turn, and a repeat of a keyed request is
-refused again. On Redis the start and the read go in one pipeline, also when the server forgot its scripts.
+removed and refused: nothing is left, the session takes the next turn, and a repeat of a keyed request gets
+the refusal kept. On Redis the start and the read go in one pipeline, also when the server forgot its scripts.
 """
 
 from __future__ import annotations
@@ -128,9 +128,7 @@ async def test_a_turn_whose_blocks_overflow_the_context_is_removed_and_refused(s
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "answered-at-once"])
-async def test_a_keyed_turn_refused_after_its_start_is_refused_again_when_repeated(
-    served: Served, stream: bool
-) -> None:
+async def test_a_keyed_turn_refused_after_its_start_keeps_its_refusal(served: Served, stream: bool) -> None:
     agent_id, session_id = await served.agent_and_session()
     await served.remember(agent_id, BLOCK)
     headers = {"Idempotency-Key": "overflowing-turn"}
@@ -141,8 +139,8 @@ async def test_a_keyed_turn_refused_after_its_start_is_refused_again_when_repeat
     for refused in (first, repeat):
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["code"] == "context_length_exceeded"
-    # A streamed turn's key went in with the run, which never ran: the key is given back and the repeat runs
-    # again. An answer given at once is stored with the key when the call ends, the refusal too.
-    assert ("idempotent-replayed" in repeat.headers) is not stream
+    # A streamed turn's key went in with the run, which never ran: given back, then kept with the refusal, as
+    # any 4xx is kept.
+    assert repeat.headers.get("idempotent-replayed") == "true"
     assert served.model.requests == []
     assert await served.turn_ids(agent_id, session_id) == []

@@ -29,7 +29,13 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ferryman.auth.principal import current_principal
-from ferryman.errors import FailureCode, FerrymanError, InvalidRequestError
+from ferryman.errors import (
+    FailureCode,
+    FerrymanError,
+    IdempotencyKeyInUseError,
+    InvalidRequestError,
+    RunNotStartedError,
+)
 from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
 from ferryman.metrics import instruments as metrics
 from ferryman.services.idempotency import (
@@ -41,6 +47,7 @@ from ferryman.services.idempotency import (
     KeyAnswered,
     KeyHold,
     Outcome,
+    ResponseReplay,
     StoredAnswer,
     TurnReplay,
 )
@@ -166,6 +173,11 @@ async def _first_call(request: Request, handler: Handler, keys: IdempotencyKeys,
         raise  # this call holds nothing
     except FerrymanError as exc:
         claim = hold.claim
+        if claim is not None and claim.unstored:
+            # Its run's write never stored the key: claim it now, as a call that claimed first would have, so
+            # that an earlier call's outcome answers instead (this call was refused for what that one started:
+            # a quota slot, a busy session) and this answer is kept like any other.
+            claim = await asyncio.shield(hold.claim_now())
         if claim is not None:
             if claim.with_record:  # stored with a run that failed to launch: nothing to read again
                 await asyncio.shield(keys.give_back(claim))
@@ -225,21 +237,31 @@ class _HeldWhileStreaming:
 
 
 async def _replay(request: Request, outcome: Outcome) -> Response:
-    """The first call's outcome, marked as a replay."""
+    """The first call's outcome, marked as a replay.
+
+    Raises:
+        IdempotencyKeyInUseError: the first call stored its run but failed before launching it, and is giving
+            its key back: a retry runs the request.
+    """
     if isinstance(outcome, StoredAnswer):
         headers = dict(outcome.headers) | REPLAYED
         return Response(outcome.body, outcome.status, headers)
+    try:
+        response = await _replayed_run(request, outcome)
+    except RunNotStartedError as exc:
+        raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} failed; retry") from exc
+    response.headers.update(REPLAYED)
+    return response
+
+
+async def _replayed_run(request: Request, outcome: TurnReplay | ResponseReplay) -> Response:
     if isinstance(outcome, TurnReplay):
         agents = services(request).agents
         events = await agents.turn_events(outcome.agent_id, outcome.session_id, outcome.turn_id, outcome.after)
-        response = event_stream(_one_run(events))
-    else:
-        responses = services(request).responses
-        response = event_stream(
-            await responses.replay(outcome.response_id, outcome.after, frozenset(outcome.include)), named=True
-        )
-    response.headers.update(REPLAYED)
-    return response
+        return event_stream(_one_run(events))
+    responses = services(request).responses
+    replayed = await responses.replay(outcome.response_id, outcome.after, frozenset(outcome.include))
+    return event_stream(replayed, named=True)
 
 
 async def _one_run(events: AsyncIterator[StoredEvent]) -> AsyncIterator[StoredEvent]:

@@ -30,7 +30,7 @@ from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.engine.channel import LiveRun, TurnRunner
 from ferryman.engine.events import Emit, EngineEvent
 from ferryman.engine.loop import TurnEngine
-from ferryman.errors import ConflictError, InvalidRequestError
+from ferryman.errors import ConflictError, InvalidRequestError, RunNotStartedError
 from ferryman.storage.base import ExpiredTurn, Store, StoredEvent
 from ferryman.webhooks.outbox import ArmedRun
 
@@ -56,6 +56,12 @@ Encode = Callable[[EngineEvent, int], list[str]]
 
 StoredAfter = Callable[[int], Awaitable[list[StoredEvent]]]
 """The stored events of one stream numbered above the given number."""
+
+
+class _Launch(asyncio.Event):
+    """A run about to be launched: set once it is, or once the block that was to launch it failed."""
+
+    failed = False
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ class TurnHost:
     ledger: UsageLedger | None = None
     webhooks: Webhooks | None = None
     rollback_wait_seconds: float = ROLLBACK_WAIT_SECONDS
-    _launching: dict[str, asyncio.Event] = field(default_factory=dict, repr=False)
+    _launching: dict[str, _Launch] = field(default_factory=dict, repr=False)
 
     async def check_webhook(self, url: str | None) -> None:
         """Refuse a run whose ``webhook`` cannot be delivered to (see :meth:`Webhooks.check`).
@@ -229,9 +235,12 @@ class TurnHost:
         """Mark ``stream`` as about to be launched here by the block: a reader that comes meanwhile (the repeat
         of a keyed request, whose key the block stored with its run) waits for the launch instead of finding
         nothing live."""
-        started = self._launching[stream] = asyncio.Event()
+        started = self._launching[stream] = _Launch()
         try:
             yield
+        except BaseException:
+            started.failed = True
+            raise
         finally:
             if self._launching.get(stream) is started:
                 del self._launching[stream]
@@ -248,11 +257,16 @@ class TurnHost:
 
         The run may be live here (its channel), or elsewhere: finished, or run
         by another replica (storage, then the fan-out, while ``is_running``).
+
+        Raises:
+            RunNotStartedError: the run was being launched here, and its launch failed.
         """
         live = self.live(stream)
         starting = self._launching.get(stream) if live is None else None
         if starting is not None:
             await starting.wait()
+            if starting.failed:
+                raise RunNotStartedError(f"the run of {stream} was not started: the request that started it failed")
             live = self.live(stream)
         if live is None:
             return follow_elsewhere(self.fanout, stream, after, stored_after, is_running)

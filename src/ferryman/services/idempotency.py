@@ -178,11 +178,24 @@ class KeyHold:
             if with_run:
                 self.claim = self.keys.deferred(self.key)
             else:
-                claimed = await self.keys.claim(self.key)
-                if not isinstance(claimed, Claim):
-                    raise KeyAnswered(claimed)
-                self.claim = claimed
+                await self.claim_now()
+        assert self.claim is not None
         return self.claim
+
+    async def claim_now(self) -> Claim:
+        """Claim the key at once (also in place of a deferred claim whose write never stored it: a call that
+        failed before that write answers as one that claimed first would have).
+
+        Raises:
+            KeyAnswered: an earlier call with the key has its outcome.
+            IdempotencyKeyReusedError: the key was used with another request.
+            IdempotencyKeyInUseError: the earlier call still runs and has no outcome yet.
+        """
+        claimed = await self.keys.claim(self.key)
+        if not isinstance(claimed, Claim):
+            raise KeyAnswered(claimed)
+        self.claim = claimed
+        return claimed
 
 
 def settlement(claim: Claim | None, outcome: Outcome) -> KeySettlement | None:
@@ -194,6 +207,14 @@ def stored(claim: Claim | None) -> None:
     """Note that the write carrying the claim's settlement is done: the key is no longer pending."""
     if claim is not None:
         claim.settled = claim.with_record = True
+
+
+async def forget_stored(store: IdempotencyStore, claim: Claim | None) -> None:
+    """Forget a key stored with a run that will never run (nothing without one), so that a repeat runs again
+    instead of reading nothing; the call that stored it does so before removing the run."""
+    if claim is not None and claim.with_record:
+        claim.with_record = False
+        await store.forget_idempotency_key(claim.record)
 
 
 class IdempotencyKeys:
@@ -268,8 +289,7 @@ class IdempotencyKeys:
         """Give the key back after the call failed, also when its outcome went in with the record it wrote: a
         run whose call failed before it was launched never ran, and a retry runs it."""
         if claim.with_record:
-            claim.with_record = False
-            await self._store.forget_idempotency_key(claim.record)
+            await forget_stored(self._store, claim)
         else:
             await self.release(claim)
 

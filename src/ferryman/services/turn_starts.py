@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,7 +27,7 @@ from ferryman.engine.plan import TurnOverrides, TurnPlan
 from ferryman.engine.resume import complete_pending_step
 from ferryman.engine.state import TurnState
 from ferryman.engine.tracing import ended_if_refused, paused_span, start_turn_span
-from ferryman.errors import ConflictError, ContextLengthExceededError, InvalidRequestError
+from ferryman.errors import ConflictError, FailureCode, FerrymanError, InvalidRequestError
 from ferryman.ids import new_id, utcnow
 from ferryman.knowledge.chunking import count_tokens
 from ferryman.storage.base import KeySettlement, TurnRecord, turn_from_record
@@ -35,7 +36,7 @@ from .approval_holds import ApprovalHolds
 from .documents import attach_documents, document_texts
 from .fork_reads import ForkReads
 from .host import TurnHost
-from .idempotency import Claim, TurnReplay, settlement, stored
+from .idempotency import Claim, TurnReplay, forget_stored, settlement, stored
 from .run_metrics import RunMetrics
 from .turn_plans import Messages, TurnInputs, TurnPlans
 from .turn_queue import TurnQueue
@@ -43,6 +44,8 @@ from .turn_reads import TurnReads, stream, stream_named
 from .turn_runs import LiveTurn, TurnRuns, run_key
 from .usage import RunUsage
 from .webhooks import keep_webhook
+
+log = logging.getLogger(__name__)
 
 RUN_END_WAIT_SECONDS = 5.0
 """How long a resume waits for another replica to finish recording the run that paused."""
@@ -103,8 +106,9 @@ class TurnStarts:
         stored with the turn, naming this run as its outcome.
 
         Raises:
-            ContextLengthExceededError: the instructions, history, input and tools are longer than the
-                model's context (less the answer's room); nothing is stored.
+            ContextLengthExceededError: the instructions, memory, history, input and tools are longer than the
+                model's context (less the answer's room); nothing is left stored (a turn stored to read the
+                memory in the same trip is removed again).
         """
         agent = await self._agent(agent_id, current_principal.get())
         await self._host.check_webhook(request.webhook)
@@ -137,40 +141,41 @@ class TurnStarts:
                 shared = await self._reads.inherited_history(session_id)  # ended turns only: never changes
                 # The memory blocks are read in the start's own trip, so the prompt is checked once it is stored.
                 blocks = self._plans.memory_read(agent_id)
-                started = await self._store.start_turn(record, list(history_inputs), settle=settle, along=blocks)
-                stored(replayed_by)
-                history = [*shared, *started]
-                plan = await self._plans.remembered(plan, blocks)
-                await self._checked_once_started(plan, record, history_inputs, history)
-                state = TurnState(record, plan, history, documents=memorized, span=span)
-                return self._runs.launch(
-                    record,
-                    0,
-                    lambda emit: self._engine.run(state, emit),
-                    metered=_metered(record, plan, 0),
-                    webhook=request.webhook,
-                )
+                started = False
+                try:
+                    history = await self._store.start_turn(record, list(history_inputs), settle=settle, along=blocks)
+                    started = True
+                    stored(replayed_by)
+                    plan = await self._plans.remembered(plan, blocks)
+                    await self._plans.check(plan, history_inputs, _known([*shared, *history]))
+                    state = TurnState(record, plan, [*shared, *history], documents=memorized, span=span)
+                    return self._runs.launch(
+                        record,
+                        0,
+                        lambda emit: self._engine.run(state, emit),
+                        metered=_metered(record, plan, 0),
+                        webhook=request.webhook,
+                    )
+                except BaseException as exc:
+                    if started or (blocks is not None and blocks.written):
+                        await asyncio.shield(self._unstart(record, replayed_by, exc))
+                    raise
 
-    async def _checked_once_started(
-        self, plan: TurnPlan, record: TurnRecord, inputs: list[TurnInputMessage], history: list[Message]
-    ) -> None:
-        """Check the stored turn's first prompt fits; when it does not, remove the turn (which never ran) and
-        refuse it, so that nothing is left behind."""
-
-        async def whole() -> list[Message]:
-            return history
-
+    async def _unstart(self, record: TurnRecord, claim: Claim | None, error: BaseException) -> None:
+        """Remove a stored turn whose run was never launched (its prompt did not fit, or its call failed), its
+        key first: a repeat that found the key meanwhile is told to retry (see ``TurnHost.launching``), and a
+        later one runs again."""
+        record.status, record.completed_at = "failed", utcnow()
+        if isinstance(error, FerrymanError):
+            record.error = TurnError(code=error.code, message=error.message)
+        else:
+            record.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the turn could not be started")
         try:
-            await self._plans.check(plan, inputs, whole)
-        except ContextLengthExceededError as exc:
-            record.status, record.completed_at = "failed", utcnow()
-            record.error = TurnError(code=exc.code, message=exc.message)
-            await asyncio.shield(self._unstarted(record))
-            raise
-
-    async def _unstarted(self, record: TurnRecord) -> None:
-        await self._store.finish_turn(record)
-        await self._store.delete_turn(record.session_id, record.turn_id)
+            await forget_stored(self._store, claim)
+            await self._store.finish_turn(record)
+            await self._store.delete_turn(record.session_id, record.turn_id)
+        except Exception:  # its lease runs out and the sweep fails it: the call's own error matters more
+            log.exception("turn %s was stored but not started, and could not be removed", record.turn_id)
 
     async def _enqueue(
         self,
@@ -298,6 +303,15 @@ class TurnStarts:
             with contextlib.suppress(TimeoutError):  # a replica that died mid-record: go on with what is stored
                 async with asyncio.timeout(RUN_END_WAIT_SECONDS):
                     await self._fanout.wait_run_end(stream(turn_id))
+
+
+def _known(messages: list[Message]) -> Messages:
+    """Messages already read, as a check asks for them."""
+
+    async def whole() -> list[Message]:
+        return messages
+
+    return whole
 
 
 def _whole(turns: TurnReads, session_id: str, turn_id: str, inputs: list[TurnInputMessage]) -> Messages:

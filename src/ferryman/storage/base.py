@@ -385,10 +385,15 @@ class IdempotencyKeyHeldError(IdempotencyKeyInUseError):
 @dataclass
 class ReadAlong:
     """Kernel reads a write sends in its own round trip, after its statements, so that a call needing both
-    pays one trip; ``results`` (one per operation) is filled when the write succeeded."""
+    pays one trip; ``results`` (one per operation) is filled when the write succeeded.
+
+    ``written`` is set once the write is stored, also should the reads then fail (on a backend where they
+    are not in its transaction): the caller knows what to undo.
+    """
 
     ops: Sequence[ReadOp]
     results: list[Any] = field(default_factory=list)
+    written: bool = False
 
 
 class IdempotencyStore(Protocol):

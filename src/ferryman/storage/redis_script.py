@@ -24,12 +24,13 @@ any other outcome the exception the script maps it to.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Generic, Literal, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
@@ -221,9 +222,12 @@ class ScriptCall(Generic[A, R]):
         return self.script.decode(self.args, reply)
 
 
-async def run_together(client: Redis, first: ScriptCall[A, R], second: ScriptCall[A2, R2]) -> tuple[R, R2]:
+async def run_together(
+    client: Redis, first: ScriptCall[A, R], second: ScriptCall[A2, R2]
+) -> tuple[R, Callable[[], R2]]:
     """Send two scripts in one trip (a pipeline, not a transaction, so neither may depend on the other's
-    writes); their results, or the first one's error.
+    writes): the first one's result (or its error, raised), and a function that gives the second one's result
+    or raises its error, called once the caller has noted that the first one's writes are stored.
 
     A script the server does not know yet (its first use, or a restarted server) is run again alone, which
     loads it: that one trip more is paid once per script and server.
@@ -233,9 +237,17 @@ async def run_together(client: Redis, first: ScriptCall[A, R], second: ScriptCal
     second.queue(pipeline)
     replies = await pipeline.execute(raise_on_error=False)
     if isinstance(replies[0], NoScriptError):
-        started = await first.scripts.run(first.script, first.args)
+        done = await first.scripts.run(first.script, first.args)
     else:
-        started = first.answer(replies[0])
+        done = first.answer(replies[0])
     if isinstance(replies[1], NoScriptError):
-        return started, await second.scripts.run(second.script, second.args)
-    return started, second.answer(replies[1])
+        try:
+            later = await second.scripts.run(second.script, second.args)
+        except Exception as exc:  # noqa: BLE001  (raised by the caller, see above)
+            return done, functools.partial(_raise, exc)
+        return done, lambda: later
+    return done, functools.partial(second.answer, replies[1])
+
+
+def _raise(error: Exception) -> NoReturn:
+    raise error

@@ -121,7 +121,8 @@ class RedisTurns(RedisBase):
         else:
             reads = self.kernel.read_call(along.ops)
             reply, found = await run_together(self._db, self._call(START_TURN, start), reads)
-            along.results = self.kernel.read_results(along.ops, found)
+            along.written = True
+            along.results = self.kernel.read_results(along.ops, found())
         return self._history(record.session_id, kept, reply) if load_history else []
 
     async def claim_resume(

@@ -146,7 +146,10 @@ class TurnTables:
                 return None
             return (yield from self._histories.read(record.session_id, record.turn_id, known[0], None))
 
-        return self._histories.loaded(await self._db.write(work()))
+        history = self._histories.loaded(await self._db.write(work()))
+        if along is not None:
+            along.written = True
+        return history
 
     async def claim_resume(
         self,
