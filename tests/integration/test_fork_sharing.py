@@ -18,6 +18,7 @@ from ferryman.services.fork_reads import ForkReads
 from ferryman.services.forks import HELD_AGENT, SessionForks
 from ferryman.storage.base import SessionRecord, Store
 from ferryman.storage.domain.forks import Lineages
+from ferryman.storage.kernel.model import Owner
 from ferryman.testing import ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
 from inprocess import agent_and_session
@@ -226,8 +227,8 @@ class _DeletedWhileForked:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def create_session(self, session: SessionRecord) -> None:
-        await self._store.create_session(session)
+    async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
+        await self._store.create_session(session, owner)
         await self._store.delete_session(*self._original)
 
 

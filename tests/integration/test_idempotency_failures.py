@@ -4,6 +4,7 @@ blip before the run was launched) gives the key back, as every 5xx does: a retry
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,10 @@ import httpx
 import pytest
 
 from ferryman.api.agents import Turn
-from ferryman.api.responses import Item
 from ferryman.errors import InternalError
 from ferryman.server.app import build_services
+from ferryman.services.responses import starts
+from ferryman.services.responses.redaction import InputItems
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedReply, ScriptedToolCall
 from inprocess import AskedModel, migrated_sqlite, serving
@@ -25,20 +27,6 @@ pytestmark = pytest.mark.anyio
 KEY = "Idempotency-Key"
 REPLAYED = "idempotent-replayed"
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
-
-
-class ItemsFailOnce(SqliteStore):
-    """SQLite whose first write of a response's input items fails (a database blip)."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.failed = False
-
-    async def add_items(self, owner: str, items: list[Item]) -> None:
-        if owner.startswith("resp_") and not self.failed:
-            self.failed = True
-            raise InternalError("the database went away for a moment")
-        await super().add_items(owner, items)
 
 
 class FailsOnceAfterAResume(SqliteStore):
@@ -72,14 +60,25 @@ def client_over(store: SqliteStore, model: AskedModel) -> AbstractAsyncContextMa
 
 
 async def test_a_streamed_response_that_failed_after_its_key_was_settled_gives_the_key_back(
-    tmp_path: Path, scripted: AskedModel
+    tmp_path: Path, scripted: AskedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Not, for the key's 24 hours, an empty replay of a response that never ran."""
-    store = ItemsFailOnce(migrated_sqlite(tmp_path / "idem.db"))
+    """Not, for the key's 24 hours, an empty replay of a response that never ran; nor its turn left running."""
+    db = tmp_path / "idem.db"
+    store = SqliteStore(migrated_sqlite(db))
     body: dict[str, Any] = {"model": "scripted-model", "input": "hi", "stream": True}
+    failures = [InternalError("the run could not be prepared")]
+
+    def prepared_once(*args: Any) -> InputItems:
+        if failures:  # after the response and its key are stored, before the run is launched
+            raise failures.pop()
+        return InputItems(*args)
+
+    monkeypatch.setattr(starts, "InputItems", prepared_once)
     async with client_over(store, scripted) as http:
         failed = await http.post("/v1/responses", json=body, headers={KEY: "blip"})
         assert failed.status_code == 500, failed.text
+        with sqlite3.connect(db) as connection:
+            assert connection.execute("SELECT status FROM turns").fetchall() == [("failed",)]
         scripted.enqueue_text("second try")
         retried = await asyncio.wait_for(http.post("/v1/responses", json=body, headers={KEY: "blip"}), 20)
         assert REPLAYED not in retried.headers, (

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from ferryman.api.responses import Item
 from ferryman.server.app import build_services
 from ferryman.storage.base import ResponseRecord
 from ferryman.storage.sqlite import SqliteStore
@@ -25,9 +25,9 @@ BODY = {"model": "scripted-model", "input": "hi", "stream": True}
 
 
 class RepeatsBeforeTheLaunch(SqliteStore):
-    """SQLite that, as the first keyed response stores its input items (after its record and key), sends the
-    repeat and goes on once the repeat has read the response (from there it chooses how to follow the run
-    without waiting on anything else)."""
+    """SQLite that, once the first keyed response has stored its record and key (its input items with them),
+    sends the repeat and goes on once the repeat has read the response (from there it chooses how to follow the
+    run without waiting on anything else)."""
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
@@ -35,11 +35,11 @@ class RepeatsBeforeTheLaunch(SqliteStore):
         self.http: httpx.AsyncClient | None = None
         self.repeat_read = asyncio.Event()
 
-    async def add_items(self, owner: str, items: list[Item]) -> None:
-        if owner.startswith("resp_") and self.send_repeat is None and self.http is not None:
+    async def save_response(self, record: ResponseRecord, *args: Any, **kwargs: Any) -> None:
+        await super().save_response(record, *args, **kwargs)
+        if self.send_repeat is None and self.http is not None:
             self.send_repeat = asyncio.create_task(self.http.post("/v1/responses", json=BODY, headers={KEY: "k"}))
             await asyncio.wait_for(self.repeat_read.wait(), 10)
-        await super().add_items(owner, items)
 
     async def get_response(self, response_id: str) -> ResponseRecord:
         found = await super().get_response(response_id)

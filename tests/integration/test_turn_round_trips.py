@@ -12,6 +12,7 @@ not checked again.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,18 +44,36 @@ AFTER_INFERENCE = 3
 
 
 class Trips:
-    """Counts the units of work a store sends its backend, and what the count was when the model was called."""
+    """Counts the units of work a store sends its backend, and what the count was when the model was called.
+
+    ``requested`` counts those sent by the request's own task (the client's, which the in-process transport
+    runs the app in) since :meth:`watch`: the app's background loops (sweeps, leases) are left out of it.
+    """
 
     def __init__(self) -> None:
         self.sent = 0
         self.at_inference: list[int] = []
+        self.requested = 0
+        self.requested_at_inference: list[int] = []
+        self._request: asyncio.Task[Any] | None = None
+
+    def watch(self) -> None:
+        """Count the current task's units from now on (as ``requested``)."""
+        self._request, self.requested = asyncio.current_task(), 0
 
     def counting(self, send: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def counted(*args: Any, **kwargs: Any) -> Any:
             self.sent += 1
+            if self._request is not None and asyncio.current_task() is self._request:
+                self.requested += 1
             return await send(*args, **kwargs)
 
         return counted
+
+    def inferring(self) -> None:
+        """Note the counts as the model is called."""
+        self.at_inference.append(self.sent)
+        self.requested_at_inference.append(self.requested)
 
 
 class NotingModel(ScriptedModel):
@@ -65,12 +84,12 @@ class NotingModel(ScriptedModel):
         self.trips = trips
 
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        self.trips.at_inference.append(self.trips.sent)
+        self.trips.inferring()
         async for chunk in super().stream_chat(request):
             yield chunk
 
 
-def _count_sql(store: Store, trips: Trips) -> None:
+def count_sql(store: Store, trips: Trips) -> None:
     driver = store._db  # type: ignore[attr-defined]  # the kernel shares it
     driver.read = trips.counting(driver.read)
     driver.write = trips.counting(driver.write)
@@ -97,16 +116,16 @@ async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_
                 await keys.create(key_record("alice", key, {}))
                 headers = {"Authorization": f"Bearer {key}"}
             if backend != "redis":
-                _count_sql(store, trips)
+                count_sql(store, trips)
             turn = await _first_turn(http, headers)
             first_id = await _ended(services, turn)
-            before = trips.sent
+            trips.watch()
             if keyed:  # its key is claimed by the start's own write
                 headers = {**headers, "Idempotency-Key": "second-turn"}
                 second_id = await _streamed(services, await http.post(turn.url, json=STREAMED, headers=headers))
             else:
                 second_id = await _ended(services, await http.post(turn.url, json=BODY, headers=headers))
-            assert (trips.at_inference[-1] - before, trips.sent - trips.at_inference[-1]) == (
+            assert (trips.requested_at_inference[-1], trips.sent - trips.at_inference[-1]) == (
                 BEFORE_INFERENCE[keys_on],
                 AFTER_INFERENCE,
             )

@@ -116,7 +116,7 @@ _vector_store_of = _arg("vector_store", "record", "vector_store_id")
 
 RULES: dict[str, Rule] = {
     # A session's agent is a kernel record: the service checks the caller may read it (services/agent_records.py).
-    "create_session": Create(_arg("session", "session", "session_id")),
+    "create_session": Create(_arg("session", "session", "session_id"), stamped=True),
     "get_session": Act("read", _session),
     "list_sessions": Listing(),
     "delete_session": Act("delete", _session),
@@ -149,7 +149,7 @@ RULES: dict[str, Rule] = {
     "all_items": Act("read", _items_parent),
     "get_item": Act("read", _items_parent),
     "delete_item": Act("update", _items_parent),
-    "save_response": Create(_response_of, _arg("session", "record", "session_id"), "update", replaces=True),
+    "save_response": Create(_response_of, _arg("session", "record", "session_id"), "update", stamped=True),
     "finish_response": Act("update", _response_of),
     "get_response": Act("read", _response),
     "list_responses": Listing(),

@@ -51,8 +51,8 @@ class SessionStore(Protocol):
     No backend checks that a session's agent exists: the service that opens one does, in the kernel.
     """
 
-    async def create_session(self, session: SessionRecord) -> None:
-        """Store a new session."""
+    async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
+        """Store a new session, and ``owner`` (None: none) as its owner in the same write."""
         ...
 
     async def get_session(self, agent_id: str, session_id: str) -> SessionRecord:
@@ -290,11 +290,19 @@ class ResponseStore(Protocol):
         """Delete one item or raise NotFoundError."""
         ...
 
-    async def save_response(self, record: ResponseRecord, settle: KeySettlement | None = None) -> None:
-        """Store or update a response, with ``settle``'s idempotency key outcome in the same write.
+    async def save_response(
+        self,
+        record: ResponseRecord,
+        settle: KeySettlement | None = None,
+        items: Sequence[Item] = (),
+        owner: Owner | None = None,
+    ) -> None:
+        """Store or update a response, with ``settle``'s idempotency key outcome, ``items`` (a new response's
+        input items) and ``owner`` (None: none) as its owner in the same write.
 
         Raises:
             IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key: nothing is written.
+            InvalidRequestError: an item id repeats, or the response holds it already: nothing is written.
         """
         ...
 

@@ -32,6 +32,15 @@ class SaveResponse(SettlesKey):
 
 
 @dataclass(frozen=True)
+class StoreResponse(SaveResponse):
+    """A response, with its input items (none: an update) and its owner as stored (None: none)."""
+
+    input_ids: list[str]
+    input_bodies: list[str]
+    owner: str | None
+
+
+@dataclass(frozen=True)
 class FinishResponse(SaveResponse):
     """A finished response, its event data (numbered from 0) and its conversation's new items."""
 
@@ -120,18 +129,25 @@ end
 """
 
 SAVE_RESPONSE = Script(
-    SaveResponse,
+    StoreResponse,
     _UPSERT
     + SETTLE
     + """
 local refused = key_refusal()
 if refused then return refused end
+if not items_ok(response_id, input_ids) then return {INVALID} end
 if not upsert_response() then return {NOT_FOUND} end
+insert_items(response_id, input_ids, input_bodies)
+if owner ~= '' then redis.call('HSET', key('owners', 'response'), response_id, owner) end
 settle_key()
 return {OK}
 """,
     nothing,
-    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found"), **KEY_ERRORS},
+    {
+        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found"),
+        Outcome.INVALID: lambda a, _: repeated(a.response_id),
+        **KEY_ERRORS,
+    },
 )
 
 FINISH_RESPONSE = Script(

@@ -8,6 +8,7 @@ unique per owner and a page after a cursor is a score range.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import cast
 
@@ -16,6 +17,8 @@ from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
 from .base import ConversationRecord, KeySettlement, ResponseRecord, StoredEvent
+from .kernel.model import Owner
+from .owners import dump_owner
 from .page import Page
 from .redis_idempotency import settlement_args
 from .redis_keys import (
@@ -47,6 +50,7 @@ from .redis_lua_responses import (
     FinishResponse,
     ReplaceItems,
     ResponseId,
+    StoreResponse,
     UpdateConversation,
 )
 from .redis_records import RESPONSE_FIELDS, conversation_of, response_of, save_response_args
@@ -164,14 +168,24 @@ class RedisResponses(RedisBase):
         if not removed:
             raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
 
-    async def save_response(self, record: ResponseRecord, settle: KeySettlement | None = None) -> None:
-        """Store or update a response (with its request's idempotency key outcome).
+    async def save_response(
+        self,
+        record: ResponseRecord,
+        settle: KeySettlement | None = None,
+        items: Sequence[Item] = (),
+        owner: Owner | None = None,
+    ) -> None:
+        """Store or update a response (with its request's idempotency key outcome, its input items, its owner).
 
         Raises:
             NotFoundError: a new response's turn does not exist.
             IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key.
+            InvalidRequestError: an item id repeats, or the response holds it already.
         """
-        await self._run(SAVE_RESPONSE, replace(save_response_args(record), **settlement_args(settle)))
+        ids, bodies = _item_columns(list(items))
+        saved = asdict(replace(save_response_args(record), **settlement_args(settle)))
+        stored_owner = None if owner is None else dump_owner(owner)
+        await self._run(SAVE_RESPONSE, StoreResponse(**saved, input_ids=ids, input_bodies=bodies, owner=stored_owner))
 
     async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
         """Store a finished response, its events (JSON data) and its conversation's new items, all or nothing."""

@@ -168,6 +168,8 @@ class CreateSession:
     agent_id: str | None
     name: str
     started_at: str
+    owner: str | None = None
+    """The session's owner as stored (None: none)."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,7 @@ if agent_id ~= '' then
   redis.call('HSET', s, 'agent_id', agent_id)
   redis.call('ZADD', key('agent_sessions', agent_id), seq, session_id)
 end
+if owner ~= '' then redis.call('HSET', key('owners', 'session'), session_id, owner) end
 return {OK}
 """,
     nothing,

@@ -19,7 +19,9 @@ from . import codec
 from .base import SessionRecord
 from .domain.kinds import SCHEMA
 from .history_cache import Histories
+from .kernel.model import Owner
 from .keyword_cache import KeywordCache
+from .owners import dump_owner
 from .page import Page
 from .redis.kernel import RedisKernel
 from .redis_chunks import RedisChunks
@@ -87,8 +89,8 @@ class RedisStore(
 
     # ---- sessions --------------------------------------------------------
 
-    async def create_session(self, session: SessionRecord) -> None:
-        """Store a new session.
+    async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
+        """Store a new session (with its owner).
 
         Raises:
             ConflictError: a session with this id exists.
@@ -98,6 +100,7 @@ class RedisStore(
             agent_id=session.agent_id,
             name=session.session_name,
             started_at=codec.dump_time(session.started_at) or "",
+            owner=None if owner is None else dump_owner(owner),
         )
         await self._run(CREATE_SESSION, create)
 

@@ -172,51 +172,50 @@ class ResponseStarts:
                 )
                 try:
                     replay = ResponseReplay(response_id, -1, tuple(request.include or ()))
-                    await self._store.save_response(record, settlement(replayed_by, replay))
+                    await self._store.save_response(record, settlement(replayed_by, replay), items)
                     stored(replayed_by)
-                    await self._store.add_items(response_id, items)
+                    if ruled is not None and self._holds is not None:
+                        answered = [c.call_id for c in ruled.approved] + [c.call_id for c, _ in ruled.denied]
+                        await self._holds.requests_answered(answered)
+                    copies = InputItems(self._store, response_id, items, self._sealing)
+                    state = TurnState(
+                        turn,
+                        plan,
+                        [*prior, *new_messages],
+                        ruled=ruled,
+                        fresh=len(new_messages),
+                        input_copies=copies,
+                        span=span,
+                    )
+                    encoder = ResponseEncoder(
+                        record.response,
+                        set(plan.client_tools),
+                        binding.renderers,
+                        binding.announced,
+                        held=binding.held,
+                        approved=ruled.approved if ruled else None,
+                        compaction=compaction,
+                    )
+                    decided = len(ruled.approved) + len(ruled.denied) if ruled else 0
+                    with log_fields(response_id=response_id):  # what the run logs names the response too
+                        return self._runs.launch(
+                            record,
+                            state,
+                            items,
+                            encoder,
+                            request.store is not False,
+                            RunMetrics("responses", decided),
+                            request.webhook,
+                            (request.multitask_strategy, conversation_id, new_messages, read)
+                            if queued and conversation_id is not None
+                            else None,
+                        )
                 except BaseException:
                     # Never leave the turn running (and its conversation locked) behind a failed start.
                     turn.status, turn.completed_at = "failed", utcnow()
-                    turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be stored")
+                    turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be started")
                     await asyncio.shield(self._store.finish_turn(turn))
                     raise
-                if ruled is not None and self._holds is not None:
-                    answered = [call.call_id for call in ruled.approved] + [call.call_id for call, _ in ruled.denied]
-                    await self._holds.requests_answered(answered)
-                copies = InputItems(self._store, response_id, items, self._sealing)
-                state = TurnState(
-                    turn,
-                    plan,
-                    [*prior, *new_messages],
-                    ruled=ruled,
-                    fresh=len(new_messages),
-                    input_copies=copies,
-                    span=span,
-                )
-                encoder = ResponseEncoder(
-                    record.response,
-                    set(plan.client_tools),
-                    binding.renderers,
-                    binding.announced,
-                    held=binding.held,
-                    approved=ruled.approved if ruled else None,
-                    compaction=compaction,
-                )
-                decided = len(ruled.approved) + len(ruled.denied) if ruled else 0
-                with log_fields(response_id=response_id):  # what the run logs names the response too
-                    return self._runs.launch(
-                        record,
-                        state,
-                        items,
-                        encoder,
-                        request.store is not False,
-                        RunMetrics("responses", decided),
-                        request.webhook,
-                        (request.multitask_strategy, conversation_id, new_messages, read)
-                        if queued and conversation_id is not None
-                        else None,
-                    )
 
     async def _context(
         self, request: CreateResponseRequest, conversation_id: str | None, items: list[Item]

@@ -7,8 +7,10 @@ from typing import Any
 from ferryman.errors import NotFoundError
 
 from ..base import Page, SessionRecord
+from ..kernel.model import Owner
 from ..rows import page_of
-from .seam import NO_LIMIT, Driver, count, first, rows
+from .owners import stamp_owner
+from .seam import NO_LIMIT, Driver, Work, count, first, rows
 
 _SESSION = "SELECT session_id, agent_id, session_name, started_at FROM sessions"
 
@@ -25,10 +27,11 @@ class SessionTables:
 
     # ---- sessions --------------------------------------------------------
 
-    async def create_session(self, session: SessionRecord) -> None:
-        """Store a new session."""
-        await self._db.write(
-            count(
+    async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
+        """Store a new session (with its owner)."""
+
+        def work() -> Work[None]:
+            yield count(
                 "INSERT INTO sessions (session_id, agent_id, session_name, started_at) "
                 "VALUES (:session_id, :agent_id, :name, :started_at)",
                 session_id=session.session_id,
@@ -36,7 +39,10 @@ class SessionTables:
                 name=session.session_name,
                 started_at=self._db.dialect.stamp(session.started_at),
             )
-        )
+            if owner is not None:
+                yield from stamp_owner("session", session.session_id, owner)
+
+        await self._db.write(work())
 
     def _session(self, row: Any) -> SessionRecord:
         started_at = self._db.dialect.read_stamp(row[3])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
@@ -10,9 +11,11 @@ from ferryman.errors import InvalidRequestError, NotFoundError
 
 from .. import codec
 from ..base import ConversationRecord, KeySettlement, Page, ResponseRecord, StoredEvent
+from ..kernel.model import Owner
 from ..rows import ITEM, RESPONSE_COLUMNS, response_record
 from .history import changed
 from .idempotency import claimed, settled
+from .owners import stamp_owner
 from .seam import Driver, Row, UniqueViolation, Work, count, each, first, rows
 
 _CHAIN = """
@@ -207,12 +210,22 @@ class ResponseTables:
         if not deleted:
             raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
 
-    async def save_response(self, record: ResponseRecord, settle: KeySettlement | None = None) -> None:
-        """Store or update a response (with its request's idempotency key outcome)."""
+    async def save_response(
+        self,
+        record: ResponseRecord,
+        settle: KeySettlement | None = None,
+        items: Sequence[Item] = (),
+        owner: Owner | None = None,
+    ) -> None:
+        """Store or update a response (with its request's idempotency key outcome, its input items, its owner)."""
 
         def work() -> Work[None]:
             yield from claimed(self._db.dialect, settle)
             yield from _upsert_response(record)
+            if items:
+                yield from _insert_items(record.response.id, list(items))
+            if owner is not None:
+                yield from stamp_owner("response", record.response.id, owner)
             yield from settled(self._db.dialect, settle)
 
         await self._db.write(work())
