@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,31 @@ class NotingModel(ScriptedModel):
             yield chunk
 
 
+@asynccontextmanager
+async def counted_app(
+    backend: str, keys_on: bool, trips: Trips, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[httpx.AsyncClient, Services, dict[str, str]]]:
+    """A client of an app over a fresh ``backend`` store whose units of work ``trips`` counts, its services, and
+    the headers of its requests (with ``keys_on``, API keys are on and they carry alice's)."""
+    if backend == "redis":
+        monkeypatch.setattr(
+            AbstractConnection, "send_packed_command", trips.counting(AbstractConnection.send_packed_command)
+        )
+    async with unopened_store(backend, tmp_path) as store:
+        keys = ApiKeys(store.kernel)
+        authenticator = BearerAuthenticator(ApiKeyAuthenticator(keys), None) if keys_on else None
+        services = build_services(store, [NotingModel(trips)], authenticator=authenticator)
+        async with serving(services) as http:
+            headers = {}
+            if keys_on:
+                key = new_key()
+                await keys.create(key_record("alice", key, {}))
+                headers = {"Authorization": f"Bearer {key}"}
+            if backend != "redis":
+                count_sql(store, trips)
+            yield http, services, headers
+
+
 def count_sql(store: Store, trips: Trips) -> None:
     driver = store._db  # type: ignore[attr-defined]  # the kernel shares it
     driver.read = trips.counting(driver.read)
@@ -102,34 +128,20 @@ async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_
     backend: str, keys_on: bool, keyed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trips = Trips()
-    if backend == "redis":
-        send = trips.counting(AbstractConnection.send_packed_command)
-        monkeypatch.setattr(AbstractConnection, "send_packed_command", send)
-    async with unopened_store(backend, tmp_path) as store:
-        keys = ApiKeys(store.kernel)
-        authenticator = BearerAuthenticator(ApiKeyAuthenticator(keys), None) if keys_on else None
-        services = build_services(store, [NotingModel(trips)], authenticator=authenticator)
-        async with serving(services) as http:
-            headers = {}
-            if keys_on:
-                key = new_key()
-                await keys.create(key_record("alice", key, {}))
-                headers = {"Authorization": f"Bearer {key}"}
-            if backend != "redis":
-                count_sql(store, trips)
-            turn = await _first_turn(http, headers)
-            first_id = await _ended(services, turn)
-            trips.watch()
-            if keyed:  # its key is claimed by the start's own write
-                headers = {**headers, "Idempotency-Key": "second-turn"}
-                second_id = await _streamed(services, await http.post(turn.url, json=STREAMED, headers=headers))
-            else:
-                second_id = await _ended(services, await http.post(turn.url, json=BODY, headers=headers))
-            assert (trips.requested_at_inference[-1], trips.sent - trips.at_inference[-1]) == (
-                BEFORE_INFERENCE[keys_on],
-                AFTER_INFERENCE,
-            )
-            owners = await beneath(services.store).owners_of("turn", [first_id, second_id])
+    async with counted_app(backend, keys_on, trips, tmp_path, monkeypatch) as (http, services, headers):
+        turn = await _first_turn(http, headers)
+        first_id = await _ended(services, turn)
+        trips.watch()
+        if keyed:  # its key is claimed by the start's own write
+            headers = {**headers, "Idempotency-Key": "second-turn"}
+            second_id = await _streamed(services, await http.post(turn.url, json=STREAMED, headers=headers))
+        else:
+            second_id = await _ended(services, await http.post(turn.url, json=BODY, headers=headers))
+        assert (trips.requested_at_inference[-1], trips.sent - trips.at_inference[-1]) == (
+            BEFORE_INFERENCE[keys_on],
+            AFTER_INFERENCE,
+        )
+        owners = await beneath(services.store).owners_of("turn", [first_id, second_id])
     assert owners == ({first_id: ALICE, second_id: ALICE} if keys_on else {})
 
 
