@@ -214,17 +214,3 @@ async def test_a_resume_stores_its_keys_outcome_with_it_or_nothing(store: Store)
     assert (await store.claim_resume(session_id, turn.turn_id, lease, settle=settle)).status == "in_progress"
     held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
     assert held is not None and held.result == '{"turn": "resumed"}'
-
-
-async def test_a_lapsed_claim_no_one_took_over_still_settles_with_its_turn(store: Store) -> None:
-    lapsed = claim(lifetime=timedelta(milliseconds=1))
-    await store.claim_idempotency_key(lapsed, lapsed.created_at)
-    await asyncio.sleep(0.01)  # past its expiry, in every backend's clock: Redis has dropped its hash
-    turn = _turn(await _session(store))
-
-    await store.start_turn(turn, [], settle=KeySettlement(lapsed, '{"turn": 1}', lapsed.created_at + DAY))
-
-    held = await store.claim_idempotency_key(claim(fingerprint="fp-2"), datetime.now(UTC))
-    assert held is not None
-    assert (held.token, held.fingerprint, held.result) == (lapsed.token, "fp-1", '{"turn": 1}')
-    assert same_moment(held.created_at, lapsed.created_at)

@@ -147,15 +147,13 @@ local function key_refusal()
     end
     return nil
   end
-  -- A claim that lapsed with no one taking the key over (its hash expired) still settles, as on SQL.
-  local token = redis.call('HGET', k, 'token')
-  if not token or (token == key_token and redis.call('HEXISTS', k, 'result') == 0) then return nil end
+  if redis.call('HGET', k, 'token') == key_token and redis.call('HEXISTS', k, 'result') == 0 then return nil end
   return {KEY_LOST}
 end
 local function settle_key()
   if key_record == '' then return end
   local k = key('idempotency', key_record)
-  if key_claiming or redis.call('EXISTS', k) == 0 then
+  if key_claiming then
     redis.call('DEL', k)
     redis.call('HSET', k, 'token', key_token, 'fingerprint', key_fingerprint, 'created_at', key_created)
   end
