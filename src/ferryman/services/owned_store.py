@@ -86,8 +86,6 @@ class Create:
     target: Target
     parent: Target | None = None
     parent_action: Action = "read"
-    replaces: bool = False
-    """The id may be the caller's choice (a model): an existing record is updated, if the caller may."""
     named: bool = False
     """The id may be the caller's choice (a vector DB) and an existing record is never replaced: a ConflictError."""
     stamped: bool = False
@@ -296,11 +294,6 @@ class OwnedStore:
         parent = rule.parent(bound) if rule.parent is not None else None
         if parent is not None:
             await self.check(rule.parent_action, *parent)
-        if rule.replaces and (existing := await self.owner_of(*target)) is not None:
-            if user.same_as(existing) or self.policy.allows(user, "update", _resource(*target), existing):
-                return await method(*args, **kwargs)
-            audit("denied", "update", _resource(*target), status=409)
-            raise ConflictError(f"{target[0]} '{target[1]}' already exists")
         if rule.named and await self.owner_of(*target) is not None:
             # Checked before the owner is stamped, which would hand the existing record to this caller.
             raise ConflictError(f"{target[0]} '{target[1]}' already exists")

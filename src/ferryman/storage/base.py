@@ -297,8 +297,9 @@ class ResponseStore(Protocol):
         items: Sequence[Item] = (),
         owner: Owner | None = None,
     ) -> None:
-        """Store or update a response, with ``settle``'s idempotency key outcome, ``items`` (a new response's
-        input items) and ``owner`` (None: none) as its owner in the same write.
+        """Store a new response, with ``settle``'s idempotency key outcome, ``items`` (its input items) and
+        ``owner`` (None: none) as its owner in the same write. (An existing id is updated, its owner replaced:
+        the services call this on the create path only, with an id the server made.)
 
         Raises:
             IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key: nothing is written.

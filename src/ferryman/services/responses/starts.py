@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -26,7 +27,8 @@ from ..acting_owner import keep_since
 from ..approval_holds import ApprovalHolds
 from ..fork_reads import ForkReads
 from ..host import TurnHost
-from ..idempotency import Claim, ResponseReplay, settlement, stored
+from ..idempotency import Claim, ResponseReplay, forget_stored, settlement, stored
+from ..owned_store import beneath
 from ..run_metrics import RunMetrics
 from ..webhooks import keep_webhook
 from .approvals import has_answers, rule_answers
@@ -46,6 +48,8 @@ from .stream import ResponseEncoder
 _SETTLING = 10.0
 """The most seconds a response answering approval requests waits for the conversation's last response to be
 stored (by this process)."""
+
+log = logging.getLogger(__name__)
 
 
 class ResponseStarts:
@@ -170,9 +174,11 @@ class ResponseStarts:
                     previous_response_id=request.previous_response_id,
                     background=bool(request.background),
                 )
+                saved = False
                 try:
                     replay = ResponseReplay(response_id, -1, tuple(request.include or ()))
                     await self._store.save_response(record, settlement(replayed_by, replay), items)
+                    saved = True
                     stored(replayed_by)
                     if ruled is not None and self._holds is not None:
                         answered = [c.call_id for c in ruled.approved] + [c.call_id for c, _ in ruled.denied]
@@ -211,11 +217,27 @@ class ResponseStarts:
                             else None,
                         )
                 except BaseException:
-                    # Never leave the turn running (and its conversation locked) behind a failed start.
-                    turn.status, turn.completed_at = "failed", utcnow()
-                    turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be started")
-                    await asyncio.shield(self._store.finish_turn(turn))
+                    await asyncio.shield(self._not_started(turn, response_id if saved else None, replayed_by))
                     raise
+
+    async def _not_started(self, turn: TurnRecord, saved: str | None, claim: Claim | None) -> None:
+        """Leave nothing running (and no conversation locked) behind a response whose run was never launched.
+
+        A response already stored (``saved``: its id) is deleted with its turn, its key forgotten first (a
+        repeat that found it meanwhile is told to retry); else its turn is stored failed. Its start was checked,
+        so this is done beneath the policy.
+        """
+        store = beneath(self._store)
+        try:
+            if saved is not None:
+                await forget_stored(store, claim)
+                await store.delete_response(saved)
+                return
+            turn.status, turn.completed_at = "failed", utcnow()
+            turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be started")
+            await store.finish_turn(turn)
+        except Exception:  # its lease runs out and the sweep fails it: the call's own error matters more
+            log.exception("response %s was not started, and what it stored could not be removed", saved)
 
     async def _context(
         self, request: CreateResponseRequest, conversation_id: str | None, items: list[Item]
