@@ -8,6 +8,7 @@ Examples::
     python -m bench --quick --db postgresql://... --redis redis://... --replicas 2   # two replicas, round-robin
     python -m bench --smoke --out /tmp/b.json   # seconds; what the smoke test runs
     python -m bench --knowledge --postgres postgresql://... --redis redis://...   # the chunk index, per backend
+    python -m bench --knowledge --full      # also 1,000,000 chunks (by hand, not in CI)
     python -m bench --tool-use --model ~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf   # tool-use score of a GGUF
 """
 
@@ -45,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="short run (< 2 minutes on 2 cores)")
     size.add_argument("--smoke", action="store_true", help="tiny run (seconds), for the smoke test")
+    size.add_argument(
+        "--full",
+        action="store_true",
+        help="with --knowledge: the default sizes and also 1,000,000 chunks on SQLite and PostgreSQL "
+        "(run once by hand, never in CI; see bench/README.md for its run time)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON results file (default {DEFAULT_OUT})")
     parser.add_argument(
         "--db",
@@ -83,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
         help="instead of the server run: the chunk index's ingestion and search figures (bench/knowledge.py)",
     )
     parser.add_argument("--postgres", help="with --knowledge: also measure PostgreSQL at this postgresql:// URL")
+    parser.add_argument(
+        "--vectors",
+        choices=["clustered", "uniform"],
+        default="clustered",
+        help="with --knowledge: stored and query vectors drawn around centroids (default, as real embeddings "
+        "cluster) or uniform at random (an approximate index's worst case)",
+    )
     parser.add_argument(
         "--redis",
         help="passed to each 'ferryman serve --redis' (live events shared by replicas; needed with --replicas 2+); "
@@ -170,14 +184,14 @@ def run_knowledge(args: argparse.Namespace, name: str) -> int:
     """Measure the chunk index (``--knowledge``): no server, the stores called in process."""
     began = time.monotonic()
     meta = _meta(select(name, args.repeats, args.window), args, args.db or "sqlite")
-    meta.update(knowledge.describe())
+    meta.update(knowledge.describe(args.vectors))
     meta["knowledge.backends"] = [
         "sqlite",
         *(["postgres"] if args.postgres else []),
         *(["redis"] if args.redis else []),
     ]
     with tempfile.TemporaryDirectory(prefix="ferryman-bench-") as tmp_name:
-        figures = knowledge.run_knowledge(name, Path(tmp_name), args.postgres, args.redis)
+        figures = knowledge.run_knowledge(name, Path(tmp_name), args.postgres, args.redis, args.full, args.vectors)
     meta["duration_s"] = round(time.monotonic() - began, 1)
     write_table(figures, meta)
     write_json(args.out, figures, meta, None)
@@ -211,6 +225,8 @@ def run(args: argparse.Namespace) -> int:
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.knowledge:
         return run_knowledge(args, name)
+    if args.full:
+        raise SystemExit("bench: --full adds 1,000,000 chunks to --knowledge; it takes --knowledge")
     refusal = replica_refusal(args.replicas, args.db, args.redis)
     if refusal:
         raise SystemExit(f"bench: {refusal}")

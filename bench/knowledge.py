@@ -1,268 +1,330 @@
-"""``python -m bench --knowledge``: ingestion throughput and search latency of the chunk index, per backend.
+"""``python -m bench --knowledge``: ingestion, search latency and recall of the chunk index, per backend.
 
 For each backend (SQLite always; PostgreSQL and Redis when their URLs are given)
-and each size (10,000 and 100,000 chunks by default), it fills one vector store
-with synthetic chunks and measures:
+and each size (``--quick``: 10,000 chunks; default: 10,000 and 100,000;
+``--full``: also 1,000,000 on SQLite and PostgreSQL), it fills one vector store
+with synthetic chunks (see :mod:`bench.knowledge_data`) through the public store
+and search API only, so it measures whatever the stores do, and reports:
 
-* ingestion: chunks/s written by ``add_chunks`` in batches of 500, embeddings
-  precomputed (the store's own cost: index and full-text upkeep, not the model's);
-* search: p50/p95 latency of ``SearchService.search`` in keyword, vector and
-  hybrid mode, 10 results, over queries of three to six words; the first query of
-  each mode (which loads a backend's in-process index) is timed apart as ``cold``.
+* ingest: chunks/s written by ``add_chunks`` in batches of 500 (embeddings
+  precomputed: the store's cost, not the model's);
+* steady state: p50/p95 of ``SearchService.search`` in keyword, vector and hybrid
+  mode, 10 results; the first search of each mode timed apart as ``cold`` (it
+  builds whatever in-process index the backend keeps);
+* recall@10 of vector search against the exact top 10 (computed here over the
+  vectors the bench wrote): the median over queries, with min..max, and the mean;
+* memory: this process's RSS growth over filling and the first searches (the
+  stores run in process) and what the backend holds for the store;
+* right after a write: one write (add a file of 500 chunks, or remove the file
+  added before) then one search, alternately, per mode (keyword, vector); the
+  search's p50/p95, the writes' p50, vector recall@10 against the live chunks,
+  and, as errors, results that name a chunk already removed;
+* restart: a store opened again on the same data; the open and the first
+  keyword and vector searches (an in-process index is rebuilt here).
 
-Chunks are synthetic on purpose, to reach 100,000 without a corpus: 40 to 120
-words drawn from a fixed word list (Zipf-like, so some words are common and
-some rare) and random unit vectors of dimension 384. Their ranking is
-meaningless; the retrieval set in ``tests/fixtures/retrieval`` measures quality.
-Separately, the local embedding model's throughput (texts/s, 64 passages of
-about 60 words) is measured once. Nothing here runs as a timed test.
+Each timed loop stops early after ``budget_s`` once 5 searches are done, so that
+a slow backend at 1,000,000 chunks cannot stall the run; labels give the count.
+The local embedding model's throughput is measured on fixed texts: the same 64
+synthetic passages as every earlier bench, and the retrieval set's 200 English
+passages. Nothing here runs as a timed test.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import statistics
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ferryman.inference import minilm
-from ferryman.inference.base import ChatChunk, ChatRequest, ModelInfo
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.results import SearchMode, SearchQuery
 from ferryman.knowledge.search import SearchService
 from ferryman.storage.base import Store
-from ferryman.storage.knowledge import ChunkRecord, VectorStoreRecord
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
 
+from .knowledge_backends import Site, SiteFactory, rss_bytes, sites
+from .knowledge_data import (
+    DIMENSION,
+    MODEL,
+    FixedEmbeddings,
+    Texts,
+    VectorKind,
+    Vectors,
+    chunk_id,
+    embedding_texts,
+    recall,
+    retrieval_passages,
+)
 from .report import note
 from .stats import Figure, figure, percentile
 
-DIMENSION = minilm.DIMENSION
-MODEL = "bench-random"
 BATCH = 500
 MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid")
-SIZES = {"full": (10_000, 100_000), "quick": (10_000,), "smoke": (300,)}
-QUERIES = {"full": 100, "quick": 50, "smoke": 5}
-
-_SYLLABLES = ["ka", "lo", "mer", "tin", "sa", "vor", "el", "dru", "pa", "zen", "ost", "qui", "ran", "bel", "fo", "ish"]
-
-
-def _vocabulary(size: int = 5000) -> list[str]:
-    rng = np.random.default_rng(7)
-    words: dict[str, None] = {}
-    while len(words) < size:
-        words["".join(rng.choice(_SYLLABLES, size=int(rng.integers(2, 5))))] = None
-    return list(words)
+AFTER_WRITE_MODES: tuple[SearchMode, ...] = ("keyword", "vector")
+MILLION = 1_000_000
+MILLION_BACKENDS = ("sqlite", "postgres")
+MIN_SEARCHES = 5
+MIB = 1024 * 1024
+GROUP = "knowledge"
 
 
-class _Corpus:
-    """Deterministic synthetic chunks and queries."""
+@dataclass(frozen=True)
+class Plan:
+    """How much one mode measures."""
 
-    def __init__(self, seed: int = 11) -> None:
-        self._rng = np.random.default_rng(seed)
-        self._words = np.array(_vocabulary())
-        weights = 1.0 / np.arange(1, len(self._words) + 1) ** 1.07
-        self._p = weights / weights.sum()
-
-    def text(self, low: int, high: int) -> str:
-        count = int(self._rng.integers(low, high + 1))
-        return " ".join(self._rng.choice(self._words, size=count, p=self._p))
-
-    def vectors(self, count: int) -> np.ndarray:
-        raw = self._rng.standard_normal((count, DIMENSION)).astype(np.float32)
-        normed: np.ndarray = raw / np.linalg.norm(raw, axis=1, keepdims=True)
-        return normed
+    sizes: tuple[int, ...]
+    queries: int
+    writes: int
+    """Writes (and searches) per mode in the after-write phase."""
+    write_chunks: int
+    budget_s: float
+    """Seconds after which a timed loop stops (once ``MIN_SEARCHES`` are done)."""
+    embed_texts: int
+    embed_repeats: int
 
 
-class _RandomEmbeddings:
-    """An embedding provider of random unit vectors (query embedding is not what is timed here)."""
-
-    provider_id = "bench"
-
-    def __init__(self, corpus: _Corpus) -> None:
-        self._corpus = corpus
-
-    async def list_models(self) -> list[ModelInfo]:
-        return [ModelInfo(MODEL, "embedding", {"embedding_dimension": DIMENSION})]
-
-    async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
-        vectors: list[list[float]] = self._corpus.vectors(len(texts)).tolist()
-        return vectors
-
-    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        raise NotImplementedError("an embedding provider does not chat")
-        yield
-
-    async def aclose(self) -> None:
-        return None
+PLANS = {
+    "smoke": Plan((300,), queries=5, writes=4, write_chunks=50, budget_s=30, embed_texts=8, embed_repeats=1),
+    "quick": Plan((10_000,), queries=50, writes=20, write_chunks=BATCH, budget_s=60, embed_texts=64, embed_repeats=3),
+    "full": Plan((10_000, 100_000), queries=100, writes=20, write_chunks=BATCH, budget_s=90, embed_texts=64,
+                 embed_repeats=3),
+}  # fmt: skip
 
 
-Opener = Callable[[], AbstractAsyncContextManager[Store]]
+def _ms(seconds: float) -> float:
+    return seconds * 1000.0
 
 
-def openers(tmp: Path, postgres: str | None, redis: str | None) -> dict[str, Opener]:
-    """The backends to measure: SQLite in ``tmp``; PostgreSQL and Redis at their URLs (a scratch schema/prefix)."""
-    found: dict[str, Opener] = {}
-
-    @asynccontextmanager
-    async def sqlite() -> AsyncIterator[Store]:
-        store = SqliteStore(str(tmp / f"knowledge-{uuid.uuid4().hex[:8]}.db"))
-        await store.open()
-        try:
-            yield store
-        finally:
-            await store.close()
-
-    found["sqlite"] = sqlite
-    if postgres:
-        found["postgres"] = lambda: _postgres(postgres)
-    if redis:
-        found["redis"] = lambda: _redis(redis)
-    return found
+def _row(found_id: str) -> int:
+    return int(found_id.rsplit("_", 1)[1])
 
 
-@asynccontextmanager
-async def _postgres(url: str) -> AsyncIterator[Store]:
-    import asyncpg
+class _Run:
+    """One backend at one size: its data, its store and the searches asked of it."""
 
-    from ferryman.storage.postgres import PostgresStore
+    def __init__(self, backend: str, size: int, plan: Plan, kind: VectorKind) -> None:
+        self.backend, self.size, self.plan = backend, size, plan
+        files = math.ceil(plan.writes / 2) * len(AFTER_WRITE_MODES)
+        self.vectors = Vectors(size, size + files * plan.write_chunks, kind)
+        self.texts = Texts()
+        self.embeddings = FixedEmbeddings(self.vectors)
+        self.store_id = f"vs_bench_{size}"
+        self.figures: list[Figure] = []
 
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    store = PostgresStore(url, schema=schema)
-    await store.open()
-    try:
-        yield store
-    finally:
-        await store.close()
-        admin = await asyncpg.connect(url)
-        try:
-            await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        finally:
-            await admin.close()
+    def add(self, suffix: str, label: str, unit: str, values: list[float], errors: int = 0) -> None:
+        kinds = {"deleted_chunk_found": errors} if errors else None
+        name = f"knowledge.{self.backend}.n{self.size}.{suffix}"
+        self.figures.append(figure(name, f"{self.backend}, {self.size:,}: {label}", unit, values, errors, GROUP,
+                                   error_kinds=kinds))  # fmt: skip
 
+    def query(self, clusters: np.ndarray | None = None) -> tuple[str, np.ndarray]:
+        """A query's text (registered with a fresh vector drawn like the stored ones) and that vector."""
+        vector = self.vectors.draw(1, clusters)[0]
+        return self.embeddings.register(self.texts.one(3, 6), vector), vector
 
-@asynccontextmanager
-async def _redis(url: str) -> AsyncIterator[Store]:
-    from redis.asyncio import Redis
-
-    from ferryman.storage.redis_store import RedisStore
-
-    prefix = f"bench_{uuid.uuid4().hex[:10]}:"
-    store = RedisStore(url, prefix=prefix)
-    await store.open()
-    try:
-        yield store
-    finally:
-        await store.close()
-        admin = Redis.from_url(url)
-        try:
-            keys = [key async for key in admin.scan_iter(match=f"{prefix}*", count=1000)]
-            for start in range(0, len(keys), 1000):
-                await admin.delete(*keys[start : start + 1000])
-        finally:
-            await admin.aclose()
-
-
-async def _fill(store: Store, store_id: str, size: int, corpus: _Corpus) -> float:
-    """Write ``size`` chunks; return the seconds spent in ``add_chunks`` alone."""
-    now = int(time.time())
-    record = VectorStoreRecord(store_id, "bench", now, MODEL, DIMENSION, last_active_at=now)
-    await store.create_vector_store(record, [])
-    spent = 0.0
-    for start in range(0, size, BATCH):
-        count = min(BATCH, size - start)
-        vectors = corpus.vectors(count)
-        chunks = [
-            ChunkRecord(
-                chunk_id=f"chunk_{start + i}",
-                vector_store_id=store_id,
-                file_id=f"file_{(start + i) // 20}",
-                position=(start + i) % 20,
-                text=corpus.text(40, 120),
-                embedding=vectors[i].tobytes(),
-            )
-            for i in range(count)
-        ]
-        began = time.perf_counter()
-        await store.add_chunks(store_id, chunks)
-        spent += time.perf_counter() - began
-    return spent
-
-
-async def _latencies(search: SearchService, store_id: str, mode: SearchMode, queries: list[str]) -> list[float]:
-    samples: list[float] = []
-    for text in queries:
-        began = time.perf_counter()
-        await search.search(SearchQuery([store_id], text, max_num_results=10, mode=mode))
-        samples.append((time.perf_counter() - began) * 1000.0)
-    return samples
-
-
-async def _measure(backend: str, opener: Opener, size: int, queries: int) -> list[Figure]:
-    corpus = _Corpus()
-    texts = [corpus.text(3, 6) for _ in range(queries + 1)]
-    figures: list[Figure] = []
-    async with opener() as store:
-        store_id = f"vs_bench_{size}"
-        note(f"knowledge: {backend}, {size} chunks: ingesting")
-        spent = await _fill(store, store_id, size, corpus)
-        figures.append(
-            figure(
-                f"knowledge.{backend}.n{size}.ingest",
-                f"{backend}: add_chunks, {size} chunks in batches of {BATCH}",
-                "chunks/s",
-                [size / spent],
-                0,
-                "knowledge",
-            )
-        )
-        router = ModelRouter([_RandomEmbeddings(corpus)])
+    async def searcher(self, store: Store) -> SearchService:
+        router = ModelRouter([self.embeddings])
         await router.refresh()
-        search = SearchService(store, router)
+        return SearchService(store, router)
+
+    async def ask(self, search: SearchService, text: str, mode: SearchMode) -> tuple[float, list[str]]:
+        """One search: its milliseconds and the chunk ids found."""
+        began = time.perf_counter()
+        outcome = await search.search(SearchQuery([self.store_id], text, max_num_results=10, mode=mode))
+        return _ms(time.perf_counter() - began), [r.chunk_id for r in outcome.results]
+
+    def stale(self, found: list[str]) -> int:
+        """How many of the chunks found were removed already."""
+        return sum(1 for f in found if not self.vectors.alive[_row(f)])
+
+    def chunks(self, start: int, vectors: np.ndarray, file_of: Any) -> list[ChunkRecord]:
+        bodies = self.texts.many(len(vectors), 40, 120)
+        return [
+            ChunkRecord(chunk_id(start + i), self.store_id, file_of(start + i), (start + i) % 20, bodies[i],
+                        vectors[i].tobytes())
+            for i in range(len(vectors))
+        ]  # fmt: skip
+
+    async def fill(self, store: Store) -> None:
+        now = int(time.time())
+        record = VectorStoreRecord(self.store_id, "bench", now, MODEL, DIMENSION, last_active_at=now)
+        await store.create_vector_store(record, [])
+        spent = 0.0
+        for begun in range(0, self.size, BATCH):
+            start, vectors = self.vectors.take(min(BATCH, self.size - begun))
+            chunks = self.chunks(start, vectors, lambda row: f"file_{row // 20}")
+            began = time.perf_counter()
+            await store.add_chunks(self.store_id, chunks)
+            spent += time.perf_counter() - began
+        self.add("ingest", f"add_chunks in batches of {BATCH}", "chunks/s", [self.size / spent])
+
+    async def steady(self, search: SearchService) -> None:
         for mode in MODES:
-            note(f"knowledge: {backend}, {size} chunks: {mode} search")
-            cold, *warm = await _latencies(search, store_id, mode, texts)
-            name = f"knowledge.{backend}.n{size}.{mode}"
-            label = f"{backend}: {mode} search, {size} chunks"
-            figures.append(figure(f"{name}.cold", f"{label}, first query", "ms", [cold], 0, "knowledge"))
-            figures.append(figure(f"{name}.p50", f"{label}, p50", "ms", [percentile(warm, 50)], 0, "knowledge"))
-            figures.append(figure(f"{name}.p95", f"{label}, p95", "ms", [percentile(warm, 95)], 0, "knowledge"))
-    return figures
+            note(f"knowledge: {self.backend}, {self.size} chunks: {mode} search")
+            latencies: list[float] = []
+            recalls: list[float] = []
+            began = time.monotonic()
+            for _ in range(self.plan.queries + 1):
+                text, vector = self.query()
+                ms, found = await self.ask(search, text, mode)
+                latencies.append(ms)
+                if mode == "vector":
+                    recalls.append(recall(found, self.vectors.exact(vector)))
+                if len(latencies) > MIN_SEARCHES and time.monotonic() - began > self.plan.budget_s:
+                    break
+            cold, *warm = latencies
+            self.add(f"{mode}.cold", f"{mode} search, first after filling (cold)", "ms", [cold])
+            for q in (50, 95):
+                self.add(f"{mode}.p{q}", f"{mode} search, p{q} of {len(warm)}", "ms", [percentile(warm, q)])
+            if recalls:
+                self.add("vector.recall10", f"vector recall@10 vs exact, median [min..max] of {len(recalls)}",
+                         "recall", recalls)  # fmt: skip
+                self.add("vector.recall10_mean", "vector recall@10 vs exact, mean", "recall",
+                         [statistics.fmean(recalls)])  # fmt: skip
+
+    async def after_writes(self, store: Store, search: SearchService, mode: SearchMode) -> None:
+        note(f"knowledge: {self.backend}, {self.size} chunks: {mode} search right after writes")
+        files = [f"after_{mode}_{k}" for k in range(math.ceil(self.plan.writes / 2))]
+        now = int(time.time())
+        await store.add_vector_store_files(
+            self.store_id, [VectorStoreFileRecord(self.store_id, f, now, status="completed") for f in files]
+        )
+        latencies: list[float] = []
+        writes: dict[str, list[float]] = {"add": [], "remove": []}
+        recalls: list[float] = []
+        stale, start, clusters, chunks = 0, 0, self.vectors.pick_clusters(5), []
+        began = time.monotonic()
+        for step in range(self.plan.writes):
+            file_id = files[step // 2]
+            if step % 2 == 0:  # add a file of chunks on a few topics; the query is about one of them
+                clusters = self.vectors.pick_clusters(5)
+                start, vectors = self.vectors.take(self.plan.write_chunks, clusters)
+                chunks = self.chunks(start, vectors, lambda row, f=file_id: f)
+                tick = time.perf_counter()
+                await store.add_chunks(self.store_id, chunks)
+                writes["add"].append(_ms(time.perf_counter() - tick))
+            else:  # remove that file; the query is about what it held
+                tick = time.perf_counter()
+                await store.delete_vector_store_file(self.store_id, file_id)
+                writes["remove"].append(_ms(time.perf_counter() - tick))
+                self.vectors.drop(start, len(chunks))
+            if mode == "keyword":
+                text = " ".join(np.random.default_rng(step).choice(chunks[0].text.split(), size=3))
+            else:
+                text, vector = self.query(clusters)
+            ms, found = await self.ask(search, text, mode)
+            latencies.append(ms)
+            stale += self.stale(found)
+            if mode == "vector":
+                recalls.append(recall(found, self.vectors.exact(vector)))
+            if step % 2 and len(latencies) >= MIN_SEARCHES and time.monotonic() - began > self.plan.budget_s:
+                break
+        name, label = f"after_write.{mode}", f"{mode} search right after a write"
+        for q in (50, 95):
+            self.add(f"{name}.p{q}", f"{label}, p{q} of {len(latencies)}", "ms", [percentile(latencies, q)], stale)
+        if recalls:
+            self.add(f"{name}.recall10_mean", f"{label}, recall@10 vs exact (live chunks), mean", "recall",
+                     [statistics.fmean(recalls)], stale)  # fmt: skip
+        self.add(f"after_write.{mode}.add.p50", f"add {self.plan.write_chunks} chunks (before {mode} searches), p50",
+                 "ms", [percentile(writes["add"], 50)])  # fmt: skip
+        self.add(f"after_write.{mode}.remove.p50", f"remove a file's chunks (before {mode} searches), p50", "ms",
+                 [percentile(writes["remove"], 50)])  # fmt: skip
+
+    async def restart(self, site: Site) -> None:
+        note(f"knowledge: {self.backend}, {self.size} chunks: opened again")
+        async with AsyncExitStack() as stack:
+            began = time.perf_counter()
+            store = await stack.enter_async_context(site.open())
+            self.add("restart.open", "store opened again on the same data", "ms", [_ms(time.perf_counter() - began)])
+            search = await self.searcher(store)
+            for mode in AFTER_WRITE_MODES:
+                ms, _ = await self.ask(search, self.query()[0], mode)
+                self.add(f"restart.{mode}", f"first {mode} search after opening again", "ms", [ms])
+
+    async def measure(self, make_site: SiteFactory) -> list[Figure]:
+        async with make_site() as site:
+            rss, held = rss_bytes(), await site.held_bytes()
+            async with site.open() as store:
+                note(f"knowledge: {self.backend}, {self.size} chunks: ingesting")
+                await self.fill(store)
+                search = await self.searcher(store)
+                await self.steady(search)
+                self.add("memory.rss_growth", "RSS growth of the bench (stores in process): fill and first searches",
+                         "MiB", [(rss_bytes() - rss) / MIB])  # fmt: skip
+                self.add("memory.held_growth", f"growth of the {site.held_label}", "MiB",
+                         [(await site.held_bytes() - held) / MIB])  # fmt: skip
+                for mode in AFTER_WRITE_MODES:
+                    await self.after_writes(store, search, mode)
+            await self.restart(site)
+        return self.figures
 
 
-def _embedding_throughput(samples: int) -> Figure:
-    corpus = _Corpus(seed=3)
-    texts = [corpus.text(50, 70) for _ in range(samples)]
+def _embedding_throughput(name: str, label: str, texts: list[str], repeats: int, encoder: Any) -> Figure:
+    rates = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        encoder.encode(texts)
+        rates.append(len(texts) / (time.perf_counter() - began))
+    return figure(name, label, "texts/s", rates, 0, GROUP)
+
+
+def _embedding_figures(plan: Plan) -> list[Figure]:
     encoder = minilm.MiniLM()
-    encoder.encode(texts[:4])  # warm: the first call allocates
-    began = time.perf_counter()
-    encoder.encode(texts)
-    rate = samples / (time.perf_counter() - began)
-    label = f"local all-MiniLM-L6-v2 (numpy), {samples} passages of 50-70 words"
-    return figure("knowledge.embed.local_minilm", label, "texts/s", [rate], 0, "knowledge")
+    synthetic = embedding_texts(plan.embed_texts)
+    encoder.encode(synthetic[:4])  # warm: the first call allocates
+    english = retrieval_passages(plan.embed_texts if plan.embed_texts < 64 else None)
+    model = "local all-MiniLM-L6-v2"
+    return [
+        _embedding_throughput("knowledge.embed.local_minilm",
+                              f"{model}, {len(synthetic)} synthetic passages of 50-70 words (fixed)",
+                              synthetic, plan.embed_repeats, encoder),
+        _embedding_throughput("knowledge.embed.local_minilm.retrieval_set",
+                              f"{model}, the retrieval set's {len(english)} English passages", english, 1, encoder),
+    ]  # fmt: skip
 
 
-def run_knowledge(mode: str, tmp: Path, postgres: str | None, redis: str | None) -> list[Figure]:
-    """Every knowledge figure for a mode (``full``, ``quick`` or ``smoke``)."""
+def sizes_for(plan: Plan, backend: str, million: bool) -> tuple[int, ...]:
+    """The sizes measured on a backend (1,000,000 only with ``--full``, and not on Redis)."""
+    return (*plan.sizes, MILLION) if million and backend in MILLION_BACKENDS else plan.sizes
+
+
+def run_knowledge(
+    mode: str,
+    tmp: Path,
+    postgres: str | None,
+    redis: str | None,
+    million: bool = False,
+    kind: VectorKind = "clustered",
+) -> list[Figure]:
+    """Every knowledge figure for a mode (``full``, ``quick`` or ``smoke``); ``million`` adds 1,000,000 chunks."""
+    plan = PLANS[mode]
     figures: list[Figure] = []
     if minilm.installed():
-        figures.append(_embedding_throughput(8 if mode == "smoke" else 64))
+        figures.extend(_embedding_figures(plan))
     else:
         note("knowledge: the local embedding model is not installed; its throughput is not measured")
-    for backend, opener in openers(tmp, postgres, redis).items():
-        for size in SIZES[mode]:
-            figures.extend(asyncio.run(_measure(backend, opener, size, QUERIES[mode])))
+    for backend, make_site in sites(tmp, postgres, redis).items():
+        for size in sizes_for(plan, backend, million):
+            figures.extend(asyncio.run(_Run(backend, size, plan, kind).measure(make_site)))
     return figures
 
 
-def describe() -> dict[str, Any]:
+def describe(kind: VectorKind = "clustered") -> dict[str, Any]:
     """What the knowledge figures are made of, for the results' metadata."""
+    vectors = (
+        "clustered unit vectors (dim 384): ~50 chunks per centroid, noise 0.5-1.0 x the centroid"
+        if kind == "clustered"
+        else "uniform random unit vectors (dim 384): the worst case of an approximate index"
+    )
     return {
-        "knowledge.corpus": "synthetic: 40-120 words from a 5,000-word Zipf list, random unit vectors (dim 384)",
+        "knowledge.corpus": f"synthetic: 40-120 words from a 5,000-word Zipf list; {vectors}",
+        "knowledge.vectors": kind,
         "knowledge.batch": BATCH,
     }

@@ -1,19 +1,32 @@
 """``python -m bench --knowledge`` runs end to end at its tiny size and writes every expected figure.
 
-Nothing here asserts a timing: only that each figure exists with a unit and a value.
+Nothing here asserts a timing: only that each figure exists with a unit and a value in its range,
+that recall is a share, and that no search right after a removal found a removed chunk.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from bench.__main__ import main as bench_main
+from bench.knowledge_data import VectorKind, Vectors, chunk_id, recall
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 300  # not a timing assertion: only stops a hung run from blocking the suite
+PREFIX = "knowledge.sqlite.n300"
+STEADY = {f"{mode}.{stat}" for mode in ("keyword", "vector", "hybrid") for stat in ("cold", "p50", "p95")}
+AFTER_WRITE = {
+    f"after_write.{mode}.{stat}" for mode in ("keyword", "vector") for stat in ("p50", "p95", "add.p50", "remove.p50")
+}
+OTHERS = {"ingest", "memory.rss_growth", "memory.held_growth", "restart.open", "restart.keyword", "restart.vector"}
+RECALLS = {"vector.recall10", "vector.recall10_mean", "after_write.vector.recall10_mean"}
+MEMORY = {"memory.rss_growth", "memory.held_growth"}
 
 pytestmark = pytest.mark.integration
 
@@ -29,13 +42,49 @@ def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-6000:]}"
-    figures = json.loads(out.read_text())["figures"]
-    expected = {"knowledge.sqlite.n300.ingest", "knowledge.embed.local_minilm"} | {
-        f"knowledge.sqlite.n300.{mode}.{stat}"
-        for mode in ("keyword", "vector", "hybrid")
-        for stat in ("cold", "p50", "p95")
+    document = json.loads(out.read_text())
+    figures = document["figures"]
+    expected = {"knowledge.embed.local_minilm", "knowledge.embed.local_minilm.retrieval_set"} | {
+        f"{PREFIX}.{suffix}" for suffix in STEADY | AFTER_WRITE | OTHERS | RECALLS
     }
     assert expected <= set(figures), sorted(expected - set(figures))
+    assert document["meta"]["knowledge.vectors"] == "clustered"
     for name, fig in figures.items():
         assert fig["unit"], name
-        assert isinstance(fig["value"], int | float) and fig["value"] > 0, name
+        assert isinstance(fig["value"], int | float) and math.isfinite(fig["value"]), name
+        suffix = name.removeprefix(f"{PREFIX}.")
+        if suffix in RECALLS:
+            assert 0.0 <= fig["min"] <= fig["max"] <= 1.0, name
+        elif suffix not in MEMORY:
+            assert fig["value"] > 0, name
+    for suffix in AFTER_WRITE | {"after_write.vector.recall10_mean"}:
+        assert figures[f"{PREFIX}.{suffix}"]["errors"] == 0, f"{suffix}: a removed chunk was found"
+
+
+def test_full_is_refused_without_knowledge() -> None:
+    with pytest.raises(SystemExit, match="--full"):
+        bench_main(["--full"])
+
+
+def test_exact_answers_follow_what_the_bench_wrote() -> None:
+    vectors = Vectors(size=400, capacity=500)
+    start, written = vectors.take(400)
+    query = vectors.draw(1)[0]
+    brute = np.argsort(-(written @ query))[:10]
+    assert vectors.exact(query) == [start + int(row) for row in brute]
+    vectors.drop(start + int(brute[0]), 1)
+    assert start + int(brute[0]) not in vectors.exact(query)
+    assert recall([chunk_id(row) for row in vectors.exact(query)], vectors.exact(query)) == 1.0
+    assert recall([chunk_id(row) for row in vectors.exact(query)[:5]], vectors.exact(query)) == 0.5
+
+
+def test_clustered_queries_have_near_neighbours_and_uniform_ones_do_not() -> None:
+    def nearest_cosine(kind: VectorKind) -> float:
+        vectors = Vectors(size=2000, capacity=2000, kind=kind)
+        vectors.take(2000)
+        queries = vectors.draw(20)
+        return float(np.median((vectors.matrix @ queries.T).max(axis=0)))
+
+    clustered, uniform = nearest_cosine("clustered"), nearest_cosine("uniform")
+    assert clustered > 0.5, clustered
+    assert uniform < 0.3, uniform
