@@ -63,7 +63,7 @@ class LocalEmbeddingProvider:
         self.provider_id = provider_id
         self._folder = folder
         self._encoder: minilm.MiniLM | None = None
-        # One forward pass at a time: numpy's BLAS already uses every core, and
+        # One call at a time: each already runs its batches on every core, and
         # waiting here (not in a worker thread) keeps the thread pool free.
         self._lock = asyncio.Lock()
 
