@@ -89,7 +89,7 @@ def test_the_codec_speaks_pgvectors_binary_form_and_returns_the_records_bytes() 
 
 
 def test_the_search_qualifies_pgvectors_operators_with_its_schema() -> None:
-    sql = PgvectorIndex('odd "schema"').nearest(" AND x")
+    sql = PgvectorIndex('odd "schema"').exact(" AND x")
     assert 'OPERATOR("odd ""schema""".<=>) :embedding' in sql
     assert '"odd ""schema""".vector_dims(c.embedding) = :dimension AND x ORDER BY' in sql
 

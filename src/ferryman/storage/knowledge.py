@@ -8,9 +8,12 @@ restart or a dead replica loses no job and two replicas never run one twice;
 the chunks it makes are written with its final status in one transaction, and
 only while the claim is still the claimer's.
 
-Each backend keeps the chunk index itself: text for keyword search (BM25 over
-SQLite FTS5, PostgreSQL full-text, or in process over Redis) and embeddings
-(unit-length float32, little-endian) for vector search.
+Each backend keeps the chunks (text, and unit-length float32 little-endian
+embeddings) and a feed of what changed in them (:mod:`.chunk_feed`). Keyword
+search is BM25 in process on every backend (:mod:`.keyword_index`); vector
+search is pgvector's on PostgreSQL and in process elsewhere
+(:mod:`.vector_index`). The in-process indexes are kept current from the feed,
+never rebuilt for a write.
 """
 
 from __future__ import annotations
@@ -275,7 +278,7 @@ class ChunkIndex(Protocol):
     async def keyword_search(
         self, vector_store_id: str, query: str, file_ids: list[str] | None, limit: int
     ) -> list[ChunkHit]:
-        """The best chunks for a keyword query (BM25 or the database's full-text rank), best first.
+        """The best chunks for a keyword query by BM25, best first.
 
         ``file_ids`` restricts to those files (None: all). An empty query finds nothing.
         """

@@ -12,8 +12,7 @@ import asyncpg
 
 from ferryman.errors import InvalidRequestError
 
-from .pgvector import EXTENSION_SCHEMA, register_codec, require_pgvector
-from .sql.keywords import TsvectorKeywords
+from .pgvector import EXTENSION_SCHEMA, prepare_connection, require_pgvector
 from .sql.migrate import upgrade_postgres
 from .sql.seam import ForeignKeyViolation, Query, UniqueViolation, Work, run_unit_async
 from .sql.store import SqlStore
@@ -32,7 +31,6 @@ class PostgresDialect:
     # Replicas sweep at the same moment without waiting on each other.
     skip_locked = " FOR UPDATE OF t SKIP LOCKED"
     locked = " FOR UPDATE"
-    keywords = TsvectorKeywords()
     sweep_expired_keys = (
         "DELETE FROM idempotency_keys WHERE ctid IN (SELECT ctid FROM idempotency_keys "
         "WHERE expires_at <= :now LIMIT 100 FOR UPDATE SKIP LOCKED)"
@@ -113,7 +111,8 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
     Its default runs ``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`` at every release: one more
     round trip per unit of work, a fifth of a turn's writes to sockets. The store's connections change no session
-    state: no ``SET``, ``LISTEN``, cursor or advisory lock (the migration's lock is on a connection of its own).
+    state: no ``SET``, ``LISTEN``, cursor or advisory lock (the migration's lock is on a connection of its own). The
+    pool's ``init`` sets the HNSW scans' settings once (``pgvector.SEARCH_SETTINGS``): ``RESET ALL`` would undo them.
     """
 
 
@@ -163,7 +162,7 @@ class PostgresDriver:
             min_size=1,
             max_size=self._pool_size,
             server_settings=settings,
-            init=lambda conn: register_codec(conn, self.dialect.vectors.schema),
+            init=lambda conn: prepare_connection(conn, self.dialect.vectors.schema),
             reset=_keep_session,
         )
 

@@ -1,29 +1,42 @@
 """The chunk index in Redis: chunks per vector store, searched in process, and ingestion's outcome.
 
-A store's chunks are three hashes by chunk id (JSON, embedding bytes, file id)
-and a sorted set per file by position. Search has no Redis module to lean on:
-the store's embeddings (:class:`.vector_cache.VectorCache`) or its texts
-(:class:`.keyword_cache.KeywordCache`) are loaded once per version of the
-store and searched in process. The client decodes replies as text, so the
-commands that read embeddings ask for raw bytes (``NEVER_DECODE``), in plain
-pipelines.
+A store's chunks are three hashes by chunk id (JSON, embedding bytes, file id),
+a sorted set per file by position, and the chunk feed's records: the version
+that wrote each chunk and the files whose chunks a write dropped
+(:mod:`.redis_keys`). Search has no Redis module to lean on: each replica
+keeps in-process indexes of the stores it searched (:class:`.keyword_index.KeywordIndex`,
+:class:`.vector_index.VectorIndex`), brought up to date before each search
+from what changed since the version they hold (:meth:`RedisChunks.chunk_changes`),
+never rebuilt for a write. The client decodes replies as text, so what reads
+embeddings asks for raw bytes (``NEVER_DECODE``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
 from typing import Any, cast
 
+import orjson
 from redis.client import NEVER_DECODE
 
-from .keyword_cache import KeywordCache, KeywordRows
+from .chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
+from .keyword_index import KeywordIndex
 from .knowledge import ChunkHit, ChunkRecord, VectorStoreFileRecord
 from .page import Page
-from .redis_keys import CHUNK_FILES, CHUNK_VECTORS, CHUNKS, FILE_CHUNKS, VECTOR_STORE
+from .redis_keys import CHUNK_VECTORS, CHUNKS, FILE_CHUNKS
 from .redis_knowledge import RedisKnowledge
-from .redis_lua_chunks import ADD_CHUNKS, FINISH_INGESTION, AddChunks, FinishIngestion
-from .vector_cache import VectorCache, VectorRows
+from .redis_lua_chunks import (
+    ADD_CHUNKS,
+    CHUNK_CHANGES,
+    FINISH_INGESTION,
+    AddChunks,
+    ChangesSince,
+    FinishIngestion,
+)
+from .synced_indexes import SyncedIndexes
+from .vector_index import VectorIndex
 
 _RAW = {NEVER_DECODE: True}
 
@@ -56,11 +69,26 @@ def _chunk_of(vector_store_id: str, chunk_id: str, body: str, embedding: bytes) 
     return ChunkRecord(chunk_id=chunk_id, vector_store_id=vector_store_id, embedding=embedding, **fields)
 
 
+def _changes(found: list[Any]) -> ChunkChanges | None:
+    """The changes :data:`~.redis_lua_chunks.CHUNK_CHANGES` answered, its values bytes (None: no such store)."""
+    if not found:
+        return None
+    version, complete, ids, stamps, files, bodies, vectors, removed = found
+    texts = [orjson.loads(body)["text"] for body in bodies] if bodies else [""] * len(ids)
+    embeddings = vectors or [b""] * len(ids)
+    added = [
+        ChunkEntry(chunk_id.decode(), file_id.decode(), int(stamp), text, embedding)
+        for chunk_id, stamp, file_id, text, embedding in zip(ids, stamps, files, texts, embeddings, strict=True)
+    ]
+    removals = [ChunkRemoval(int(removed[i + 1]), removed[i].decode()) for i in range(0, len(removed), 2)]
+    return ChunkChanges(int(version), complete == 1, added, removals)
+
+
 class RedisChunks(RedisKnowledge):
     """Chunks, searches over them and ingestion's outcome, over the backend's scripts and pipelines."""
 
-    _vectors: VectorCache
-    _keywords: KeywordCache
+    _vectors: SyncedIndexes[VectorIndex]
+    _keywords: SyncedIndexes[KeywordIndex]
 
     def _forget_index(self, vector_store_id: str) -> None:
         self._vectors.forget(vector_store_id)
@@ -101,33 +129,37 @@ class RedisChunks(RedisKnowledge):
         self, vector_store_id: str, query: str, file_ids: list[str] | None, limit: int
     ) -> list[ChunkHit]:
         """The best chunks for a keyword query by BM25, best first (an empty query finds nothing)."""
-        version = await self._version(vector_store_id)
-        if version is None:
-            return []
-
-        async def load() -> KeywordRows:
-            return await self._keyword_rows(vector_store_id)
-
-        best = await self._keywords.best(vector_store_id, version, load, query, file_ids, limit)
+        feed = functools.partial(self._texts_since, vector_store_id)
+        async with self._keywords.current(vector_store_id, feed) as index:
+            best = [] if index is None else index.best(query, file_ids, limit)
         return await self._hits(vector_store_id, best)
 
     async def vector_search(
         self, vector_store_id: str, embedding: list[float], file_ids: list[str] | None, limit: int
     ) -> list[ChunkHit]:
         """The chunks nearest a unit-length query vector by cosine similarity, best first."""
-        version = await self._version(vector_store_id)
-        if version is None:
-            return []
-
-        async def load() -> VectorRows:
-            return await self._vector_rows(vector_store_id)
-
-        nearest = await self._vectors.nearest(vector_store_id, version, load, embedding, file_ids, limit)
+        feed = functools.partial(self._embeddings_since, vector_store_id)
+        async with self._vectors.current(vector_store_id, feed) as index:
+            nearest = [] if index is None else index.nearest(embedding, file_ids, limit)
         return await self._hits(vector_store_id, nearest)
 
-    async def _version(self, vector_store_id: str) -> int | None:
-        version = await self._db.hget(self._keys.of(VECTOR_STORE, vector_store_id), "version")
-        return None if version is None else int(version)
+    async def chunk_changes(
+        self, vector_store_id: str, since: int | None, *, texts: bool, embeddings: bool
+    ) -> ChunkChanges | None:
+        """The changes to a store's chunks after version ``since`` (None: all of them), in one script.
+
+        See :class:`~.chunk_feed.ChunkFeed`; None when there is no such store.
+        """
+        if self._scripts is None:
+            raise RuntimeError("the store is not open")
+        args = ChangesSince(vector_store_id, -1 if since is None else since, texts, embeddings)
+        return _changes(await self._scripts.run_raw(CHUNK_CHANGES, args))
+
+    async def _texts_since(self, vector_store_id: str, since: int | None) -> ChunkChanges | None:
+        return await self.chunk_changes(vector_store_id, since, texts=True, embeddings=False)
+
+    async def _embeddings_since(self, vector_store_id: str, since: int | None) -> ChunkChanges | None:
+        return await self.chunk_changes(vector_store_id, since, texts=False, embeddings=True)
 
     async def _hits(self, vector_store_id: str, scored: list[tuple[str, float]]) -> list[ChunkHit]:
         chunks = {c.chunk_id: c for c in await self._chunks(vector_store_id, [chunk_id for chunk_id, _ in scored])}
@@ -146,26 +178,3 @@ class RedisChunks(RedisKnowledge):
             for chunk_id, body, vector in zip(ids, bodies, vectors, strict=True)
             if body is not None and vector is not None
         ]
-
-    async def _hashes(self, vector_store_id: str, reads: list[tuple[str, bool]]) -> list[Any]:
-        """``HGETALL`` of each ``(kind, raw)`` hash of a store (raw: values as bytes).
-
-        Not one snapshot (a transaction's reply cannot leave some values undecoded): what is read is at least
-        as new as the version the caller read before, so a write meanwhile only moves the version, and the
-        next search loads again. Chunks are read again by id before they are returned.
-        """
-        async with self._db.pipeline(transaction=False) as pipe:
-            for kind, raw in reads:
-                pipe.execute_command("HGETALL", self._keys.of(kind, vector_store_id), **(_RAW if raw else {}))
-            found: list[Any] = await pipe.execute()
-        return found
-
-    async def _vector_rows(self, vector_store_id: str) -> VectorRows:
-        vectors, files = await self._hashes(vector_store_id, [(CHUNK_VECTORS, True), (CHUNK_FILES, False)])
-        rows = [(raw.decode(), vector) for raw, vector in vectors.items() if raw.decode() in files]
-        return VectorRows([i for i, _ in rows], [files[i] for i, _ in rows], [vector for _, vector in rows])
-
-    async def _keyword_rows(self, vector_store_id: str) -> KeywordRows:
-        [bodies] = await self._hashes(vector_store_id, [(CHUNKS, False)])
-        chunks = {chunk_id: json.loads(body) for chunk_id, body in bodies.items()}
-        return KeywordRows(list(chunks), [c["file_id"] for c in chunks.values()], [c["text"] for c in chunks.values()])

@@ -38,7 +38,8 @@ kind                type         holds
 ``file``            hash         filename, purpose, bytes, created_at, mime_type, expires_at, seq
 ``file_stores``     set          the vector stores a file is attached to
 ``vector_stores``   sorted set   vector store ids by creation
-``vector_store``    hash         record (JSON), seq, version (a fresh seq at every chunk change)
+``vector_store``    hash         record (JSON), seq, version (a fresh seq at every chunk change),
+                                 removals_from (chunk_removals answers for versions after it)
 ``vs_files``        sorted set   a vector store's attached file ids by attachment
 ``vs_<status>``     sorted set   those of them in one ingestion status, scored as in vs_files
 ``vs_file``         hash         an attachment (id ``<len(store id)>:<store id>:<file id>``):
@@ -53,6 +54,9 @@ kind                type         holds
 ``chunk_vectors``   hash         chunk id -> embedding (float32 bytes)
 ``chunk_files``     hash         chunk id -> file id
 ``file_chunks``     sorted set   one file's chunk ids in a store by position (id as vs_file)
+``chunk_versions``  sorted set   a store's chunk ids by the version that wrote them (0: before layout 9)
+``chunk_removals``  sorted set   file ids whose chunks a write dropped, by the latest such version (the
+                                 most recent ones only: ``KEPT_REMOVALS``)
 ``schema``          string       the layout version of the data (absent: 1)
 ``schema_lock``     string       held by the replica that upgrades the layout
 ``schema_renamed``  set          idempotency keys an unfinished upgrade to layout 4 renamed
@@ -99,6 +103,8 @@ CHUNKS = "chunks"
 CHUNK_VECTORS = "chunk_vectors"
 CHUNK_FILES = "chunk_files"
 FILE_CHUNKS = "file_chunks"
+CHUNK_VERSIONS = "chunk_versions"
+CHUNK_REMOVALS = "chunk_removals"
 SCHEMA = "schema"
 SCHEMA_LOCK = "schema_lock"
 

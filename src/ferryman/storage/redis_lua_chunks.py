@@ -53,6 +53,16 @@ class FinishIngestion(Chunks):
 
 
 @dataclass(frozen=True)
+class ChangesSince:
+    """What a store's chunks became after version ``since`` (-1: everything), with their texts, embeddings or not."""
+
+    vector_store_id: str
+    since: int
+    texts: bool
+    embeddings: bool
+
+
+@dataclass(frozen=True)
 class RenewIngestion:
     """Move the leases of these jobs (one entry each per list) to ``lease``, each only while it holds ``helds``."""
 
@@ -87,7 +97,6 @@ if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {
 """
     + _PUT_CHUNKS
     + """
-if #chunk_ids > 0 then bump(vector_store_id) end
 return {OK}
 """,
     lambda _: None,
@@ -108,11 +117,10 @@ end
 set_status(vector_store_id, file_id, status)
 redis.call('HSET', a, 'usage_bytes', usage_bytes)
 if last_error ~= '' then redis.call('HSET', a, 'last_error', last_error) else redis.call('HDEL', a, 'last_error') end
-local changed = drop_chunks(vector_store_id, file_id)
+drop_chunks(vector_store_id, file_id)
 """
     + _PUT_CHUNKS
     + """
-if changed or #chunk_ids > 0 then bump(vector_store_id) end
 return {OK, 1}
 """,
     lambda found: bool(int(found[0])),
@@ -166,3 +174,49 @@ def claimed_rows(found: list[Any]) -> list[tuple[str, str, list[Any]]]:
     """``(store id, file id, attachment fields)`` of each job a claim answered."""
     width = 2 + len(VS_FILE_FIELDS)
     return [(found[i], found[i + 1], found[i + 2 : i + width]) for i in range(0, len(found), width)]
+
+
+_SLICE = 1000
+"""Ids per ``HMGET``: Lua's ``unpack`` passes at most a few thousand values to one call."""
+
+# Answers nothing when the store is gone; else its version, whether the answer is complete (1) or since (0), the
+# chunks stamped after ``since`` (all of them when complete): their ids, stamps, file ids, bodies (when texts) and
+# embeddings (when embeddings), and the removals after ``since`` (none when complete) as file id, version pairs.
+# One script, so that the version and the changes are one snapshot. The values go back as Redis read them: joining
+# them into fewer, longer strings in Lua cost more than the client spends reading them apart (with hiredis).
+CHUNK_CHANGES = Script(
+    ChangesSince,
+    f"""
+local store = redis.call('HMGET', key('vector_store', vector_store_id), 'version', 'removals_from')
+if not store[1] then return {{OK}} end
+local complete = since < tonumber(store[2] or '0')
+local after = '(' .. string.format('%d', since)
+local stamps = key('chunk_versions', vector_store_id)
+local found
+if complete then
+  found = redis.call('ZRANGE', stamps, 0, -1, 'WITHSCORES')
+else
+  found = redis.call('ZRANGEBYSCORE', stamps, after, '+inf', 'WITHSCORES')
+end
+local ids, stamped = {{}}, {{}}
+for i = 1, #found, 2 do
+  ids[#ids + 1] = found[i]
+  stamped[#stamped + 1] = found[i + 1]
+end
+local function column(kind)
+  local out = {{}}
+  for first = 1, #ids, {_SLICE} do
+    local last = math.min(first + {_SLICE - 1}, #ids)
+    local got = redis.call('HMGET', key(kind, vector_store_id), unpack(ids, first, last))
+    for i = 1, #got do out[#out + 1] = got[i] end
+  end
+  return out
+end
+local removed = {{}}
+if not complete then removed = redis.call('ZRANGEBYSCORE', key('chunk_removals', vector_store_id), after, '+inf',
+  'WITHSCORES') end
+return {{OK, store[1], complete and 1 or 0, ids, stamped, column('chunk_files'),
+  texts and column('chunks') or {{}}, embeddings and column('chunk_vectors') or {{}}, removed}}
+""",
+    values,
+)

@@ -16,12 +16,45 @@ from ferryman.errors import ConflictError, NotFoundError
 from .redis_script import Outcome, Script, nothing
 
 # An attachment's key is ``vs_file:<pair>``, its ingestion job ``<pair>``, with pair = ``<#store>:<store>:<file>``
-# (byte length, as :func:`.redis_keys.pair_id` counts). Every chunk change draws the store a fresh version from
-# the global counter, so a version is never seen twice, not even by a store deleted and created again.
-KNOWLEDGE_LUA = """
+# (byte length, as :func:`.redis_keys.pair_id` counts). A script that changes a store's chunks draws the store one
+# fresh version from the global counter, so a version is never seen twice, not even by a store deleted and created
+# again; it stamps the chunks it writes, and a file whose chunks it drops, with that version (the chunk feed,
+# ``chunk_feed.py``). A file's removal keeps only its latest version: it drops every older chunk of the file, so
+# it stands for the earlier ones.
+
+KEPT_REMOVALS = 1000
+"""How many files' removals a store keeps (one entry per file, so a store whose files come and go does not grow
+without end). An index further behind than that many removed files reloads the store whole, which costs one full
+read, as every search did before the feed; a thousand keeps that rare, and each write trims in O(log n)."""
+
+KNOWLEDGE_LUA = f"""
+local KEPT_REMOVALS = {KEPT_REMOVALS}
 local function job(vs, file) return #vs .. ':' .. vs .. ':' .. file end
 local function pair(kind, vs, file) return P .. kind .. ':' .. job(vs, file) end
-local function bump(vs) redis.call('HSET', key('vector_store', vs), 'version', next_seq(1)) end
+
+-- The store's version for this script's changes, drawn at the first.
+local versions = {{}}
+local function bump(vs)
+  local version = versions[vs]
+  if not version then
+    version = next_seq(1)
+    versions[vs] = version
+    redis.call('HSET', key('vector_store', vs), 'version', version)
+  end
+  return version
+end
+
+-- An index older than the removals pruned loads the store whole (see removals_from in redis_keys.py).
+local function record_removal(vs, file)
+  local removals = key('chunk_removals', vs)
+  redis.call('ZADD', removals, bump(vs), file)
+  local over = redis.call('ZCARD', removals) - KEPT_REMOVALS
+  if over > 0 then
+    local pruned = redis.call('ZRANGE', removals, 0, over - 1, 'WITHSCORES')
+    redis.call('ZREMRANGEBYRANK', removals, 0, over - 1)
+    redis.call('HSET', key('vector_store', vs), 'removals_from', pruned[#pruned])
+  end
+end
 
 local function drop_chunks(vs, file)
   local chunks = pair('file_chunks', vs, file)
@@ -30,11 +63,13 @@ local function drop_chunks(vs, file)
     redis.call('HDEL', key('chunks', vs), id)
     redis.call('HDEL', key('chunk_vectors', vs), id)
     redis.call('HDEL', key('chunk_files', vs), id)
+    redis.call('ZREM', key('chunk_versions', vs), id)
   end
   redis.call('DEL', chunks)
-  return #ids > 0
+  if #ids > 0 then record_removal(vs, file) end
 end
 
+-- A chunk replacing one of the same id needs no removal: the feed's entry replaces it.
 local function put_chunk(vs, id, file, position, body, vector)
   local old = redis.call('HGET', key('chunk_files', vs), id)
   if old and old ~= file then redis.call('ZREM', pair('file_chunks', vs, old), id) end
@@ -42,6 +77,7 @@ local function put_chunk(vs, id, file, position, body, vector)
   redis.call('HSET', key('chunk_vectors', vs), id, vector)
   redis.call('HSET', key('chunk_files', vs), id, file)
   redis.call('ZADD', pair('file_chunks', vs, file), position, id)
+  redis.call('ZADD', key('chunk_versions', vs), bump(vs), id)
 end
 
 local function set_status(vs, file, status)
@@ -64,7 +100,7 @@ local function detach(vs, file)
   redis.call('ZREM', global('ingestion'), job(vs, file))
   redis.call('SREM', key('file_stores', file), vs)
   redis.call('DEL', a)
-  if drop_chunks(vs, file) then bump(vs) end
+  drop_chunks(vs, file)
   return true
 end
 
@@ -96,14 +132,14 @@ local function delete_store(vs)
   for _, batch in ipairs(redis.call('SMEMBERS', key('vs_batches', vs))) do
     redis.call('DEL', key('batch', batch), key('batch_files', batch))
   end
-  local seen = {}
+  local seen = {{}}
   for _, file in ipairs(redis.call('HVALS', key('chunk_files', vs))) do
     if not seen[file] then redis.call('DEL', pair('file_chunks', vs, file)) end
     seen[file] = true
   end
   redis.call('DEL', key('vector_store', vs), key('vs_files', vs), key('vs_batches', vs), key('chunks', vs),
-    key('chunk_vectors', vs), key('chunk_files', vs), key('vs_in_progress', vs), key('vs_completed', vs),
-    key('vs_failed', vs), key('vs_cancelled', vs))
+    key('chunk_vectors', vs), key('chunk_files', vs), key('chunk_versions', vs), key('chunk_removals', vs),
+    key('vs_in_progress', vs), key('vs_completed', vs), key('vs_failed', vs), key('vs_cancelled', vs))
   redis.call('ZREM', global('vector_stores'), vs)
 end
 """
@@ -268,7 +304,7 @@ CREATE_VECTOR_STORE = Script(
 local s = key('vector_store', vector_store_id)
 if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
 local seq = next_seq(1)
-redis.call('HSET', s, 'record', body, 'seq', seq, 'version', seq)
+redis.call('HSET', s, 'record', body, 'seq', seq, 'version', seq, 'removals_from', seq)
 redis.call('ZADD', global('vector_stores'), seq, vector_store_id)
 attach_files(vector_store_id, attachments)
 return {OK}

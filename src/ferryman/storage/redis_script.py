@@ -33,6 +33,7 @@ from enum import StrEnum
 from typing import Any, Generic, Literal, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from redis.asyncio import Redis
+from redis.client import NEVER_DECODE
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
@@ -184,6 +185,19 @@ class Scripts:
         """
         reply = await self._registered_for(script)(keys=[], args=[self._prefix, *script.argv(args)])
         return script.decode(args, reply)
+
+    async def run_raw(self, script: Script[A, R], args: A) -> R:
+        """Like :meth:`run`, but the values of the reply reach ``result`` as bytes, undecoded (``NEVER_DECODE``):
+        for a script that answers binary data, embeddings say."""
+        registered = self._registered_for(script)
+        evalsha = self._client.execute_command
+        argv = [self._prefix, *script.argv(args)]
+        try:
+            reply = await evalsha("EVALSHA", registered.sha, 0, *argv, **{NEVER_DECODE: True})  # type: ignore[no-untyped-call]
+        except NoScriptError:
+            registered.sha = await self._client.script_load(registered.script)
+            reply = await evalsha("EVALSHA", registered.sha, 0, *argv, **{NEVER_DECODE: True})  # type: ignore[no-untyped-call]
+        return script.decode(args, [reply[0].decode(), *reply[1:]])
 
     def call(self, script: Script[A, R], args: A) -> ScriptCall[A, R]:
         """``script`` with ``args``, to send beside another in one trip (:func:`run_together`)."""

@@ -20,7 +20,7 @@ from .base import SessionRecord
 from .domain.kinds import SCHEMA
 from .history_cache import Histories
 from .kernel.model import Owner
-from .keyword_cache import KeywordCache
+from .keyword_index import KeywordIndex
 from .owners import dump_owner
 from .page import Page
 from .redis.kernel import RedisKernel
@@ -35,7 +35,8 @@ from .redis_scripts import CREATE_SESSION, DELETE_SESSION, LIBRARY, CreateSessio
 from .redis_turns import RedisTurns
 from .redis_upgrade import upgrade
 from .rows import page_of
-from .vector_cache import VectorCache
+from .synced_indexes import SyncedIndexes
+from .vector_index import VectorIndex
 
 
 class RedisStore(
@@ -60,8 +61,8 @@ class RedisStore(
         self._scripts: Scripts | None = None
         self._messages = codec.MessageCache()
         self._histories = Histories(self._messages)
-        self._vectors = VectorCache()
-        self._keywords = KeywordCache()
+        self._vectors = SyncedIndexes(VectorIndex)
+        self._keywords = SyncedIndexes(KeywordIndex)
         self.kernel = RedisKernel(None, SCHEMA, prefix=f"{self._keys.prefix}k:")
         """The storage kernel on the same database (the kinds moved onto it: :mod:`ferryman.storage.domain`)."""
 

@@ -17,6 +17,8 @@ conversations, and each one's responses, so that they can be listed (``redis_con
 7 moves agents, with their owners, into the kernel's records (``redis_agent_upgrade``); sessions stay.
 8 keeps each session's history epoch (``history_epoch`` in its hash, absent: 0; ``history_cache.py``): nothing
 is converted, but a ferryman of 7 deletes turns without bumping it, so it must not write 8's data.
+9 stamps each chunk with the store version that wrote it and keeps what each write removed, the chunk feed that
+keeps in-process indexes current (``redis_chunk_upgrade``): existing chunks get version 0.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -35,6 +37,7 @@ from .codec import frame_data
 from .owners import legacy_owner, typed_owner
 from .redis_agent_upgrade import move_agents
 from .redis_blocked_upgrade import withhold_blocked_text
+from .redis_chunk_upgrade import stamp_chunks
 from .redis_conversation_upgrade import index_conversations
 from .redis_idempotency import record_id
 from .redis_keys import (
@@ -50,13 +53,14 @@ from .redis_keys import (
 )
 from .redis_registry_upgrade import move_registries
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
 _KERNEL_RECORDS = 5
 _CONVERSATION_INDEX = 6
 _KERNEL_AGENTS = 7
+_CHUNK_FEED = 9
 _OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -92,6 +96,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await index_conversations(client, keys, lock, _escaped(keys.base(CONVERSATION)))
         if found < _KERNEL_AGENTS and not fresh:  # after the owners are typed
             await move_agents(client, keys, lock)
+        if found < _CHUNK_FEED and not fresh:
+            await stamp_chunks(client, keys, lock)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)

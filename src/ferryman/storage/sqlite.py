@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import codec
-from .sql.keywords import Fts5Keywords
 from .sql.migrate import upgrade_sqlite
 from .sql.seam import ForeignKeyViolation, IntegrityViolation, Query, UniqueViolation, Work, run_unit
 from .sql.store import SqlStore
@@ -31,7 +30,6 @@ class SqliteDialect:
 
     skip_locked = ""
     locked = ""
-    keywords = Fts5Keywords()
     vectors = None  # Python's sqlite3 cannot load an extension as shipped: exact search in process.
     # The writer is alone: the whole sweep costs nothing to wait for (the expiry index keeps it cheap).
     sweep_expired_keys = "DELETE FROM idempotency_keys WHERE expires_at <= :now"

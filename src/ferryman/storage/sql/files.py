@@ -6,7 +6,7 @@ from ferryman.errors import ConflictError, NotFoundError
 
 from ..knowledge import FileRecord
 from ..page import Page
-from .chunks import bump_version
+from .chunk_changes import drop_files_chunks, moved
 from .keyset import keyset
 from .seam import Driver, Row, UniqueViolation, Work, count, rows
 
@@ -89,14 +89,17 @@ class FileTables:
             attached: list[Row] = yield rows(
                 "SELECT vector_store_id FROM vector_store_files WHERE file_id = :file_id", file_id=file_id
             )
-            stores = d.array([row[0] for row in attached])
-            yield count(
-                f"DELETE FROM chunks WHERE file_id = :file_id AND {d.any_of('vector_store_id', 'stores')}",  # noqa: S608
-                file_id=file_id,
-                stores=stores,
-            )
-            yield count("DELETE FROM vector_store_files WHERE file_id = :file_id", file_id=file_id)
-            yield count(bump_version(d, "stores"), stores=stores)
+            # Each store's row first (as every writer of its chunks takes it), in one order: units that write
+            # several stores never wait on each other in a cycle.
+            for vector_store_id in sorted({row[0] for row in attached}):
+                version = yield from moved(vector_store_id)
+                yield count(
+                    "DELETE FROM vector_store_files WHERE vector_store_id = :vector_store_id AND file_id = :file_id",
+                    vector_store_id=vector_store_id,
+                    file_id=file_id,
+                )
+                if version is not None:
+                    yield from drop_files_chunks(d, vector_store_id, [file_id], version)
             return True
 
         if not await self._db.write(work()):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..knowledge import ChunkRecord, VectorStoreFileRecord
-from .chunks import drop_file_chunks, insert_chunks
+from .chunk_changes import drop_files_chunks, insert_chunks, moved
 from .seam import Driver, Row, Work, count, rows
 from .vector_stores import FILE_COLUMNS, error_json, file_record
 
@@ -76,6 +76,11 @@ class IngestionTables:
         d = self._db.dialect
 
         def work() -> Work[bool]:
+            # The store's row first, as every writer of its chunks takes it (a claim lapsed meanwhile moves its
+            # version for nothing: an index then reads no change).
+            version = yield from moved(job.vector_store_id)
+            if version is None:
+                return False
             finished = yield count(
                 "UPDATE vector_store_files SET status = :status, last_error = :last_error, "
                 "usage_bytes = :usage_bytes, lease_until = NULL WHERE vector_store_id = :vector_store_id "
@@ -89,9 +94,10 @@ class IngestionTables:
             )
             if not finished:
                 return False
-            yield from drop_file_chunks(job.vector_store_id, job.file_id)
+            # One version for both: the file's removal drops only what came before it, and the new chunks stay.
+            yield from drop_files_chunks(d, job.vector_store_id, [job.file_id], version)
             if chunks:
-                yield from insert_chunks(d, job.vector_store_id, chunks)
+                yield from insert_chunks(d, job.vector_store_id, chunks, version)
             return True
 
         return await self._db.write(work())

@@ -71,23 +71,15 @@ class ForeignKeyViolation(IntegrityViolation):
     """A referenced row is missing."""
 
 
-class KeywordSearch(Protocol):
-    """A database's full-text search over chunks (see ``sql/keywords.py``)."""
-
-    def match(self, terms: list[str]) -> str:
-        """The value of ``:query`` finding chunks with any of these words."""
-        ...
-
-    def search(self, condition: str) -> str:
-        """A ``SELECT`` of chunk columns and a score (higher is better), ``condition`` added to its ``WHERE``."""
-        ...
-
-
 class VectorIndex(Protocol):
     """A database's own vector search over chunks (see ``sql/vectors.py``)."""
 
-    def nearest(self, condition: str) -> str:
-        """A ``SELECT`` of chunk columns and cosine similarity nearest ``:embedding``, plus ``condition``."""
+    def nearest(self, condition: str, dimension: int, params: dict[str, Any]) -> Work[list[Row]]:
+        """Rows of chunk columns and cosine similarity nearest ``:embedding``, best first, plus ``condition``."""
+        ...
+
+    def prepare(self, dimension: int) -> Work[None]:
+        """Make what search needs for a dimension (run in the transaction creating a store of it)."""
         ...
 
 
@@ -119,13 +111,8 @@ class Dialect(Protocol):
         ...
 
     @property
-    def keywords(self) -> KeywordSearch:
-        """The database's full-text search over chunks."""
-        ...
-
-    @property
     def vectors(self) -> VectorIndex | None:
-        """The database's vector search over chunks; None: exact search in process (``storage/vector_cache.py``)."""
+        """The database's vector search over chunks; None: search in process (``storage/vector_index.py``)."""
         ...
 
     @property

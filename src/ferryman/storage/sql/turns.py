@@ -165,7 +165,7 @@ class TurnTables:
         record = await self.get_turn_record(session_id, turn_id)
         kept = record.overrides if overrides is None else overrides
 
-        def work() -> Work[int]:
+        def work() -> Work[None]:
             yield from claimed(self._db.dialect, settle)
             try:
                 resumed: int = yield count(
@@ -181,7 +181,6 @@ class TurnTables:
             if not resumed:  # raised in the unit: a key it claimed goes back with it
                 raise ConflictError(f"turn '{turn_id}' is not {expected} (status: {record.status}); nothing to run")
             yield from settled(self._db.dialect, settle)
-            return resumed
 
         await self._db.write(work())
         record.status, record.lease_until, record.overrides = "in_progress", lease_until, kept

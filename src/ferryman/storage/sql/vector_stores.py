@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferryman.errors import ConflictError, NotFoundError
 
@@ -19,10 +19,14 @@ from ..knowledge import (
     VectorStoreRecord,
 )
 from ..page import Page
-from ..vector_cache import VectorCache
-from .chunks import bump, drop_file_chunks
+from .chunk_changes import drop_files_chunks, moved, moved_or_missing
 from .keyset import keyset
 from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
+
+if TYPE_CHECKING:
+    from ..keyword_index import KeywordIndex
+    from ..synced_indexes import SyncedIndexes
+    from ..vector_index import VectorIndex as InProcessVectors
 
 _STORE = (
     "vector_store_id, name, created_at, embedding_model, embedding_dimension, metadata, chunking_strategy, "
@@ -85,37 +89,30 @@ def _attach(d: Dialect, vector_store_id: str, files: Sequence[VectorStoreFileRec
     """Attach files as new jobs; a file attached already starts over (its chunks dropped)."""
     if not files:
         return
-    yield count(
-        f"DELETE FROM chunks WHERE vector_store_id = :vector_store_id AND {d.any_of('file_id', 'files')}",  # noqa: S608
-        vector_store_id=vector_store_id,
-        files=d.array([file.file_id for file in files]),
+    version = yield from moved_or_missing(vector_store_id)
+    yield each(
+        f"INSERT INTO vector_store_files ({FILE_COLUMNS}) VALUES (:vector_store_id, :file_id, "  # noqa: S608
+        ":created_at, :status, :attributes, :chunking_strategy, :usage_bytes, :last_error, :batch_id, NULL) "
+        "ON CONFLICT (vector_store_id, file_id) DO UPDATE SET created_at = excluded.created_at, "
+        "status = excluded.status, attributes = excluded.attributes, "
+        "chunking_strategy = excluded.chunking_strategy, usage_bytes = excluded.usage_bytes, "
+        "last_error = excluded.last_error, batch_id = excluded.batch_id, lease_until = NULL",
+        [
+            {
+                "vector_store_id": vector_store_id,
+                "file_id": file.file_id,
+                "created_at": file.created_at,
+                "status": file.status,
+                "attributes": json.dumps(file.attributes),
+                "chunking_strategy": json.dumps(file.chunking_strategy),
+                "usage_bytes": file.usage_bytes,
+                "last_error": error_json(file.last_error),
+                "batch_id": file.batch_id,
+            }
+            for file in files
+        ],
     )
-    yield from bump(vector_store_id)
-    try:
-        yield each(
-            f"INSERT INTO vector_store_files ({FILE_COLUMNS}) VALUES (:vector_store_id, :file_id, "  # noqa: S608
-            ":created_at, :status, :attributes, :chunking_strategy, :usage_bytes, :last_error, :batch_id, NULL) "
-            "ON CONFLICT (vector_store_id, file_id) DO UPDATE SET created_at = excluded.created_at, "
-            "status = excluded.status, attributes = excluded.attributes, "
-            "chunking_strategy = excluded.chunking_strategy, usage_bytes = excluded.usage_bytes, "
-            "last_error = excluded.last_error, batch_id = excluded.batch_id, lease_until = NULL",
-            [
-                {
-                    "vector_store_id": vector_store_id,
-                    "file_id": file.file_id,
-                    "created_at": file.created_at,
-                    "status": file.status,
-                    "attributes": json.dumps(file.attributes),
-                    "chunking_strategy": json.dumps(file.chunking_strategy),
-                    "usage_bytes": file.usage_bytes,
-                    "last_error": error_json(file.last_error),
-                    "batch_id": file.batch_id,
-                }
-                for file in files
-            ],
-        )
-    except ForeignKeyViolation as exc:
-        raise NotFoundError(f"vector store '{vector_store_id}' not found") from exc
+    yield from drop_files_chunks(d, vector_store_id, [file.file_id for file in files], version)
 
 
 def error_json(error: LastError | None) -> str | None:
@@ -127,7 +124,8 @@ class VectorStoreTables:
     """Vector stores, their attachments and batches, over a :class:`Driver`."""
 
     _db: Driver
-    _vectors: VectorCache
+    _keywords: SyncedIndexes[KeywordIndex]
+    _vector_indexes: SyncedIndexes[InProcessVectors]
 
     async def create_vector_store(self, record: VectorStoreRecord, files: list[VectorStoreFileRecord]) -> None:
         """Store a new vector store with its first files (ConflictError if the id exists)."""
@@ -135,18 +133,21 @@ class VectorStoreTables:
         def work() -> Work[None]:
             try:
                 yield count(
-                    f"INSERT INTO vector_stores ({_STORE}, version) VALUES (:vector_store_id, :name, "  # noqa: S608
+                    f"INSERT INTO vector_stores ({_STORE}, version, removals_from) VALUES (:vector_store_id, :name, "  # noqa: S608
                     ":created_at, :embedding_model, :embedding_dimension, :metadata, :chunking_strategy, "
-                    ":expires_after, :last_active_at, :provider_id, :provider_vector_db_id, :version)",
+                    ":expires_after, :last_active_at, :provider_id, :provider_vector_db_id, :version, :version)",
                     created_at=record.created_at,
                     embedding_model=record.embedding_model,
                     embedding_dimension=record.embedding_dimension,
-                    # A store deleted and made again under its id never meets its old cached matrices.
+                    # A store deleted and made again under its id starts above its old versions, and an index
+                    # held of the old one is sent the whole new one (it is below ``removals_from``).
                     version=time.time_ns(),
                     **_store_params(record),
                 )
             except UniqueViolation as exc:
                 raise ConflictError(f"vector store '{record.vector_store_id}' already exists") from exc
+            if (vectors := self._db.dialect.vectors) is not None:
+                yield from vectors.prepare(record.embedding_dimension)
             yield from _attach(self._db.dialect, record.vector_store_id, files)
 
         await self._db.write(work())
@@ -207,6 +208,9 @@ class VectorStoreTables:
         """Delete a vector store with its attachments, batches and chunks (NotFoundError if unknown)."""
 
         def work() -> Work[int]:
+            # The store's row first, as every writer of its chunks takes it: none is then half way through them.
+            if (yield from moved(vector_store_id)) is None:
+                return 0
             # Its rows go explicitly (not only by cascade), so that SQLite's keyword index follows for sure.
             for table in ("chunks", "vector_store_files", "file_batches"):
                 yield count(
@@ -219,7 +223,8 @@ class VectorStoreTables:
             return deleted
 
         deleted = await self._db.write(work())
-        self._vectors.forget(vector_store_id)
+        self._keywords.forget(vector_store_id)
+        self._vector_indexes.forget(vector_store_id)
         if not deleted:
             raise NotFoundError(f"vector store '{vector_store_id}' not found")
 
@@ -313,18 +318,20 @@ class VectorStoreTables:
     async def delete_vector_store_file(self, vector_store_id: str, file_id: str) -> None:
         """Detach a file and drop its chunks (NotFoundError if not attached)."""
 
-        def work() -> Work[int]:
-            deleted: int = yield count(
+        missing = NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
+
+        def work() -> Work[None]:
+            version = yield from moved(vector_store_id)
+            deleted = yield count(
                 "DELETE FROM vector_store_files WHERE vector_store_id = :vector_store_id AND file_id = :file_id",
                 vector_store_id=vector_store_id,
                 file_id=file_id,
             )
-            if deleted:
-                yield from drop_file_chunks(vector_store_id, file_id)
-            return deleted
+            if version is None or not deleted:
+                raise missing  # and the version's move is rolled back
+            yield from drop_files_chunks(self._db.dialect, vector_store_id, [file_id], version)
 
-        if not await self._db.write(work()):
-            raise NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
+        await self._db.write(work())
 
     async def create_file_batch(self, record: FileBatchRecord, files: list[VectorStoreFileRecord]) -> None:
         """Store a batch and attach its files (each carrying ``batch_id``); NotFoundError if no such store."""

@@ -1,0 +1,181 @@
+"""Versioned writes of a store's chunks, and the read of what changed since a version (the SQL chunk feed).
+
+Every unit of work that writes a store's chunks starts by moving the store's
+``version`` (:func:`moved`), stamps the chunks it inserts with the new version,
+and records each file whose chunks it deletes in ``chunk_removals`` under that
+version; :data:`CHANGES` reads them back for :mod:`ferryman.storage.chunk_feed`.
+
+Why the version moves *first*: on PostgreSQL the ``UPDATE`` takes the store's
+row lock, held until the unit commits, so the writers of one store run one
+after another and commit in the order of their versions. A reader that sees
+version ``v`` committed therefore sees every chunk stamped below ``v`` too: no
+chunk of an older version can commit later and be missed by an index that
+holds ``v``. And each later statement of the unit (READ COMMITTED takes a
+snapshot per statement) sees every earlier writer's chunks, so a file's removal
+deletes exactly what an index may hold of it. SQLite's one writer orders
+writes by itself. Units that also write a store's attachments (or delete the
+store) take its row first too, so no two units wait on each other in a cycle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from operator import itemgetter
+
+from ferryman.errors import NotFoundError
+
+from ..chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
+from ..knowledge import ChunkRecord
+from .seam import Dialect, Row, Work, count, each, first
+
+REMOVALS_KEPT = 1_000
+"""How many of a store's latest versions keep their removals.
+
+An index further behind than this is sent the whole store instead: it was not
+searched across a thousand writes of the store, and replaying that many would
+cost about what loading the store again does. Bounded so, ``chunk_removals``
+holds at most this many versions' rows a store.
+"""
+
+_ORDER = itemgetter(1, 6)
+"""Rows of :func:`changes_query` in the order they were written: by version, then row id."""
+
+
+def moved(vector_store_id: str) -> Work[int | None]:
+    """Move a store's version, first in a unit that writes its chunks; the new version (None: no such store)."""
+    found = yield first(
+        "UPDATE vector_stores SET version = version + 1 WHERE vector_store_id = :vector_store_id RETURNING version",
+        vector_store_id=vector_store_id,
+    )
+    return None if found is None else int(found[0])
+
+
+def moved_or_missing(vector_store_id: str) -> Work[int]:
+    """:func:`moved`, for a store that must exist.
+
+    Raises:
+        NotFoundError: the store does not exist.
+    """
+    version = yield from moved(vector_store_id)
+    if version is None:
+        raise NotFoundError(f"vector store '{vector_store_id}' not found")
+    return version
+
+
+def drop_files_chunks(d: Dialect, vector_store_id: str, file_ids: Sequence[str], version: int) -> Work[None]:
+    """Delete these files' chunks in one store, recording a removal at ``version`` for each file that had some."""
+    files = d.array(list(file_ids))
+    removed = yield count(
+        "INSERT INTO chunk_removals (vector_store_id, version, file_id) "  # noqa: S608
+        "SELECT DISTINCT vector_store_id, CAST(:version AS BIGINT), file_id FROM chunks "
+        f"WHERE vector_store_id = :vector_store_id AND {d.any_of('file_id', 'files')}",
+        vector_store_id=vector_store_id,
+        version=version,
+        files=files,
+    )
+    if not removed:
+        return
+    yield count(
+        f"DELETE FROM chunks WHERE vector_store_id = :vector_store_id AND {d.any_of('file_id', 'files')}",  # noqa: S608
+        vector_store_id=vector_store_id,
+        files=files,
+    )
+    yield from _prune(vector_store_id, version)
+
+
+def _prune(vector_store_id: str, version: int) -> Work[None]:
+    """Forget the removals older than the last :data:`REMOVALS_KEPT` versions; an index behind them starts again."""
+    oldest = version - REMOVALS_KEPT + 1
+    pruned = yield count(
+        "DELETE FROM chunk_removals WHERE vector_store_id = :vector_store_id AND version < :oldest",
+        vector_store_id=vector_store_id,
+        oldest=oldest,
+    )
+    if pruned:
+        yield count(
+            "UPDATE vector_stores SET removals_from = :oldest WHERE vector_store_id = :vector_store_id",
+            vector_store_id=vector_store_id,
+            oldest=oldest,
+        )
+
+
+def insert_chunks(d: Dialect, vector_store_id: str, chunks: Sequence[ChunkRecord], version: int) -> Work[None]:
+    """Insert chunks stamped with ``version``, replacing those of the same ids (no removal: an entry replaces)."""
+    yield count(
+        f"DELETE FROM chunks WHERE vector_store_id = :vector_store_id AND {d.any_of('chunk_id', 'ids')}",  # noqa: S608
+        vector_store_id=vector_store_id,
+        ids=d.array([chunk.chunk_id for chunk in chunks]),
+    )
+    yield each(
+        "INSERT INTO chunks (vector_store_id, chunk_id, file_id, position, text, token_count, metadata, "
+        "embedding, version) VALUES (:vector_store_id, :chunk_id, :file_id, :position, :text, :token_count, "
+        ":metadata, :embedding, :version)",
+        [
+            {
+                "vector_store_id": vector_store_id,
+                "chunk_id": chunk.chunk_id,
+                "file_id": chunk.file_id,
+                "position": chunk.position,
+                "text": chunk.text,
+                "token_count": chunk.token_count,
+                "metadata": json.dumps(chunk.metadata),
+                "embedding": chunk.embedding,
+                "version": version,
+            }
+            for chunk in chunks
+        ],
+    )
+
+
+def changes_query(texts: bool, embeddings: bool) -> str:
+    """One statement (one round trip, one snapshot) reading a store's changes after ``:since``.
+
+    Its rows: first the store's (kind 0, or 1 when the answer is complete:
+    ``:since`` is below ``removals_from`` or above the version), then the
+    chunks (kind 2) and the removals (kind 3) above the version the answer
+    starts from; no row at all when there is no such store. Columns: kind,
+    version, chunk id, file id, text, embedding, and the row's id (the order
+    of writing). Unordered: a sort of a whole store's wide rows would spill to
+    disk on PostgreSQL; :func:`changes` orders them.
+    """
+    text = "c.text" if texts else "NULL"
+    embedding = "c.embedding" if embeddings else "NULL"
+    return (
+        # An index ahead of the store (of a store deleted and made again) starts again too.
+        "WITH s AS (SELECT version, CASE WHEN :since < removals_from OR :since > version THEN -1 ELSE :since END "  # noqa: S608
+        "AS after FROM vector_stores WHERE vector_store_id = :vector_store_id) "
+        "SELECT CASE WHEN s.after < 0 THEN 1 ELSE 0 END AS kind, s.version, NULL, NULL, NULL, NULL, 0 FROM s "
+        f"UNION ALL SELECT 2, c.version, c.chunk_id, c.file_id, {text}, {embedding}, c.id "
+        "FROM s JOIN chunks c ON c.vector_store_id = :vector_store_id AND c.version > s.after "
+        "UNION ALL SELECT 3, r.version, r.chunk_id, r.file_id, NULL, NULL, r.id "
+        "FROM s JOIN chunk_removals r ON r.vector_store_id = :vector_store_id AND r.version > s.after "
+        "WHERE s.after >= 0"
+    )
+
+
+def changes(found: list[Row]) -> ChunkChanges | None:
+    """The changes of the rows of :func:`changes_query` (None: no such store)."""
+    head: Row | None = None
+    added: list[Row] = []
+    removed: list[Row] = []
+    for row in found:
+        if row[0] == 2:
+            added.append(row)
+        elif row[0] == 3:
+            removed.append(row)
+        else:
+            head = row
+    if head is None:
+        return None
+    added.sort(key=_ORDER)
+    removed.sort(key=_ORDER)
+    return ChunkChanges(
+        version=int(head[1]),
+        complete=head[0] == 1,
+        added=[
+            ChunkEntry(row[2], row[3], int(row[1]), row[4] or "", b"" if row[5] is None else bytes(row[5]))
+            for row in added
+        ],
+        removed=[ChunkRemoval(int(row[1]), row[3], row[2]) for row in removed],
+    )
