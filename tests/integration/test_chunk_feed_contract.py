@@ -213,15 +213,53 @@ async def test_a_file_ingested_again_is_removed_then_added_at_a_higher_version(s
     assert set(mirror.chunks) == {"c_0"}
 
 
-async def test_a_chunk_replaced_by_id_comes_again_without_a_removal(store: Store) -> None:
+async def test_a_chunk_moved_to_another_file_by_id_is_removed_from_its_old_one_and_comes_again(store: Store) -> None:
     await store.create_vector_store(a_store(), [])
     await store.add_chunks("vs_1", [chunk("c_0", "alpha"), chunk("c_1", "beta")])
     mirror = Mirror(store)
     await mirror.sync()
     await store.add_chunks("vs_1", [chunk("c_0", "alpha again", file_id="file_b")])
     found = await mirror.sync()
-    assert found.removed == []
+    assert [(r.file_id, r.chunk_id) for r in found.removed] == [("file_a", "c_0")]
     assert [(e.chunk_id, e.file_id, e.text) for e in found.added] == [("c_0", "file_b", "alpha again")]
+
+
+async def test_a_chunk_moved_to_a_file_removed_before_an_index_catches_up_is_gone_from_it(store: Store) -> None:
+    await store.create_vector_store(a_store(), [])
+    await ingest(store, "vs_1", "file_b", [chunk("other_1", "gamma", "file_b")])
+    await store.add_chunks("vs_1", [chunk("c_1", "alpha alpha alpha"), chunk("c_2", "alpha words here more")])
+    mirror = Mirror(store)
+    await mirror.sync()
+    assert [hit.chunk.chunk_id for hit in await store.keyword_search("vs_1", "alpha", None, 1)] == ["c_1"]
+    await store.add_chunks("vs_1", [chunk("c_1", "alpha alpha alpha", "file_b")])
+    await store.delete_vector_store_file("vs_1", "file_b")
+    await mirror.sync()
+    assert "c_1" not in mirror.chunks
+    assert [hit.chunk.chunk_id for hit in await store.keyword_search("vs_1", "alpha", None, 1)] == ["c_2"]
+
+
+async def test_an_index_ahead_of_the_store_gets_the_store_whole(store: Store) -> None:
+    await store.create_vector_store(a_store(), [])
+    await store.add_chunks("vs_1", [chunk("c_0", "alpha")])
+    version = await version_of(store)
+    found = await changes(store, "vs_1", version + 1)
+    assert found.complete
+    assert [e.chunk_id for e in found.added] == ["c_0"]
+
+
+async def test_a_store_larger_than_one_read_comes_whole_and_then_by_its_changes(store: Store) -> None:
+    await store.create_vector_store(a_store(), [])
+    many = [chunk(f"c_{n}", f"word{n} alpha") for n in range(2_500)]
+    for start in range(0, len(many), 500):
+        await store.add_chunks("vs_1", many[start : start + 500])
+    mirror = Mirror(store)
+    first = await mirror.sync()
+    assert first.complete and len(first.added) == 2_500
+    assert {e.text for e in first.added} == {c.text for c in many}
+    assert {e.embedding for e in first.added} == {c.embedding for c in many}
+    await store.add_chunks("vs_1", [chunk("c_9999", "omega")])
+    found = await mirror.sync()
+    assert [e.chunk_id for e in found.added] == ["c_9999"]
 
 
 async def test_no_such_store_has_no_changes(store: Store) -> None:

@@ -384,3 +384,17 @@ async def test_a_large_store_that_shrinks_is_still_searched_completely(filled: F
     assert await found_ids(store, "vs_shrinking", vectors[0], 100) == exact_ids(vectors, vectors[0], 100, kept)
     assert await found_ids(store, "vs_shrinking", vectors[1], 10) == exact_ids(vectors, vectors[1], 10, kept)
     assert index.approximated == [DIMENSION] * 2  # the first found too few, and the next one counted
+
+
+@pytest.mark.parametrize("vector_store_id", ["kb.:zz", "kb-:limit"])
+async def test_a_store_id_holding_a_colon_is_searched_through_hnsw_as_a_parameter(
+    filled: Filled, vector_store_id: str
+) -> None:
+    store, index = filled.store, filled.index
+    vectors = clustered(np.random.default_rng(5), filled.big[::100], 600)
+    await store.create_vector_store(a_store(vector_store_id, DIMENSION), [])
+    await fill(store, vector_store_id, vectors)
+    before = len(index.approximated)
+    found = await found_ids(store, vector_store_id, vectors[0], 10)
+    assert len(found) == 10 and found[0] == "c0"
+    assert len(index.approximated) == before + 1  # through the index, not the exact fallback

@@ -13,6 +13,7 @@ embeddings asks for raw bytes (``NEVER_DECODE``).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from datetime import datetime
@@ -25,7 +26,7 @@ from .chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
 from .keyword_index import KeywordIndex
 from .knowledge import ChunkHit, ChunkRecord, VectorStoreFileRecord
 from .page import Page
-from .redis_keys import CHUNK_VECTORS, CHUNKS, FILE_CHUNKS
+from .redis_keys import CHUNK_FILES, CHUNK_VECTORS, CHUNKS, FILE_CHUNKS
 from .redis_knowledge import RedisKnowledge
 from .redis_lua_chunks import (
     ADD_CHUNKS,
@@ -69,19 +70,29 @@ def _chunk_of(vector_store_id: str, chunk_id: str, body: str, embedding: bytes) 
     return ChunkRecord(chunk_id=chunk_id, vector_store_id=vector_store_id, embedding=embedding, **fields)
 
 
-def _changes(found: list[Any]) -> ChunkChanges | None:
-    """The changes :data:`~.redis_lua_chunks.CHUNK_CHANGES` answered, its values bytes (None: no such store)."""
-    if not found:
-        return None
-    version, complete, ids, stamps, files, bodies, vectors, removed = found
-    texts = [orjson.loads(body)["text"] for body in bodies] if bodies else [""] * len(ids)
+_PAGE = 2000
+"""Chunks whose values one pipeline reads, when an answer is too large for its script to read them."""
+
+
+def _changes(found: list[Any]) -> ChunkChanges:
+    """The changes :data:`~.redis_lua_chunks.CHUNK_CHANGES` answered, its values (bytes) read in."""
+    version, complete, ids, stamps, files, bodies, vectors, removed, _ = found
+    texts = [None if body is None else orjson.loads(body)["text"] for body in bodies] if bodies else [""] * len(ids)
     embeddings = vectors or [b""] * len(ids)
+    # A chunk whose values are gone was removed after the answer's version: the next answer has its removal.
     added = [
         ChunkEntry(chunk_id.decode(), file_id.decode(), int(stamp), text, embedding)
         for chunk_id, stamp, file_id, text, embedding in zip(ids, stamps, files, texts, embeddings, strict=True)
+        if file_id is not None and text is not None and embedding is not None
     ]
-    removals = [ChunkRemoval(int(removed[i + 1]), removed[i].decode()) for i in range(0, len(removed), 2)]
+    removals = [_removal(removed[i], int(removed[i + 1])) for i in range(0, len(removed), 2)]
     return ChunkChanges(int(version), complete == 1, added, removals)
+
+
+def _removal(member: bytes, version: int) -> ChunkRemoval:
+    """A removal of a file's chunks (member: the file id) or of one moved chunk (``<file id>\\0<chunk id>``)."""
+    file_id, _, chunk_id = member.decode().partition("\0")
+    return ChunkRemoval(version, file_id, chunk_id or None)
 
 
 class RedisChunks(RedisKnowledge):
@@ -140,7 +151,8 @@ class RedisChunks(RedisKnowledge):
         """The chunks nearest a unit-length query vector by cosine similarity, best first."""
         feed = functools.partial(self._embeddings_since, vector_store_id)
         async with self._vectors.current(vector_store_id, feed) as index:
-            nearest = [] if index is None else index.nearest(embedding, file_ids, limit)
+            # A matrix product over up to 100,000 rows: off the event loop.
+            nearest = [] if index is None else await asyncio.to_thread(index.nearest, embedding, file_ids, limit)
         return await self._hits(vector_store_id, nearest)
 
     async def chunk_changes(
@@ -153,7 +165,32 @@ class RedisChunks(RedisKnowledge):
         if self._scripts is None:
             raise RuntimeError("the store is not open")
         args = ChangesSince(vector_store_id, -1 if since is None else since, texts, embeddings)
-        return _changes(await self._scripts.run_raw(CHUNK_CHANGES, args))
+        found = await self._scripts.run_raw(CHUNK_CHANGES, args)
+        if not found:
+            return None
+        if found[8] == 1:
+            found[4:7] = await self._values(vector_store_id, found[2], texts, embeddings)
+        return _changes(found)
+
+    async def _values(self, vector_store_id: str, ids: list[bytes], texts: bool, embeddings: bool) -> list[list[Any]]:
+        """The file ids, bodies (when ``texts``) and embeddings (when ``embeddings``) of these chunks, read in pages.
+
+        Read after the script's answer, so a value may be newer than the version it is stamped with: the chunk was
+        replaced or removed since, and the next answer carries that change, which an index applies over it.
+        """
+        kinds = [CHUNK_FILES, *([CHUNKS] if texts else []), *([CHUNK_VECTORS] if embeddings else [])]
+        columns: list[list[Any]] = [[] for _ in kinds]
+        for start in range(0, len(ids), _PAGE):
+            page = ids[start : start + _PAGE]
+            async with self._db.pipeline(transaction=False) as pipe:
+                for kind in kinds:
+                    pipe.execute_command("HMGET", self._keys.of(kind, vector_store_id), *page, **_RAW)
+                for column, values in zip(columns, await pipe.execute(), strict=True):
+                    column.extend(values)
+        files = columns[0]
+        bodies = columns[1] if texts else []
+        vectors = columns[-1] if embeddings else []
+        return [files, bodies, vectors]
 
     async def _texts_since(self, vector_store_id: str, since: int | None) -> ChunkChanges | None:
         return await self.chunk_changes(vector_store_id, since, texts=True, embeddings=False)

@@ -178,6 +178,8 @@ def claimed_rows(found: list[Any]) -> list[tuple[str, str, list[Any]]]:
 
 _SLICE = 1000
 """Ids per ``HMGET``: Lua's ``unpack`` passes at most a few thousand values to one call."""
+INLINE = 2000
+"""The most chunks whose values :data:`CHUNK_CHANGES` reads itself; the client reads a larger answer's in pages."""
 
 # Answers nothing when the store is gone; else its version, whether the answer is complete (1) or since (0), the
 # chunks stamped after ``since`` (all of them when complete): their ids, stamps, file ids, bodies (when texts) and
@@ -189,7 +191,8 @@ CHUNK_CHANGES = Script(
     f"""
 local store = redis.call('HMGET', key('vector_store', vector_store_id), 'version', 'removals_from')
 if not store[1] then return {{OK}} end
-local complete = since < tonumber(store[2] or '0')
+-- An index ahead of the store (a Redis restored from an older save) starts again too.
+local complete = since < tonumber(store[2] or '0') or since > tonumber(store[1])
 local after = '(' .. string.format('%d', since)
 local stamps = key('chunk_versions', vector_store_id)
 local found
@@ -203,8 +206,12 @@ for i = 1, #found, 2 do
   ids[#ids + 1] = found[i]
   stamped[#stamped + 1] = found[i + 1]
 end
+-- Past INLINE chunks the values are left for the client to read in pages: one script reading a large store whole
+-- held every other client of this Redis for seconds.
+local deferred = #ids > {INLINE}
 local function column(kind)
   local out = {{}}
+  if deferred then return out end
   for first = 1, #ids, {_SLICE} do
     local last = math.min(first + {_SLICE - 1}, #ids)
     local got = redis.call('HMGET', key(kind, vector_store_id), unpack(ids, first, last))
@@ -216,7 +223,7 @@ local removed = {{}}
 if not complete then removed = redis.call('ZRANGEBYSCORE', key('chunk_removals', vector_store_id), after, '+inf',
   'WITHSCORES') end
 return {{OK, store[1], complete and 1 or 0, ids, stamped, column('chunk_files'),
-  texts and column('chunks') or {{}}, embeddings and column('chunk_vectors') or {{}}, removed}}
+  texts and column('chunks') or {{}}, embeddings and column('chunk_vectors') or {{}}, removed, deferred and 1 or 0}}
 """,
     values,
 )

@@ -69,10 +69,15 @@ local function drop_chunks(vs, file)
   if #ids > 0 then record_removal(vs, file) end
 end
 
--- A chunk replacing one of the same id needs no removal: the feed's entry replaces it.
+-- A chunk replacing one of the same id in its file needs no removal: the feed's entry replaces it. One moved to
+-- another file is recorded removed from its old one (member "<file>\\0<chunk>"), or an index holding it there would
+-- keep it when its new file goes before the index catches up.
 local function put_chunk(vs, id, file, position, body, vector)
   local old = redis.call('HGET', key('chunk_files', vs), id)
-  if old and old ~= file then redis.call('ZREM', pair('file_chunks', vs, old), id) end
+  if old and old ~= file then
+    redis.call('ZREM', pair('file_chunks', vs, old), id)
+    record_removal(vs, old .. '\\0' .. id)
+  end
   redis.call('HSET', key('chunks', vs), id, body)
   redis.call('HSET', key('chunk_vectors', vs), id, vector)
   redis.call('HSET', key('chunk_files', vs), id, file)

@@ -11,6 +11,7 @@ changed.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Generic, Protocol, TypeVar
@@ -47,7 +48,9 @@ class SyncedIndexes(Generic[IndexT]):
     def __init__(self, new: Callable[[], IndexT], max_stores: int = 32) -> None:
         self._new = new
         self._indexes: LRUCache[str, IndexT] = LRUCache(maxsize=max_stores)
-        self._locks: LRUCache[str, asyncio.Lock] = LRUCache(maxsize=max_stores * 4)
+        # A lock lives while a search holds or awaits it, and no longer: an evicted lock still held would let a
+        # second search of the store run beside the first.
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     @asynccontextmanager
     async def current(self, vector_store_id: str, feed: Feed) -> AsyncIterator[IndexT | None]:

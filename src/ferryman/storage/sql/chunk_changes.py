@@ -101,11 +101,23 @@ def _prune(vector_store_id: str, version: int) -> Work[None]:
 
 
 def insert_chunks(d: Dialect, vector_store_id: str, chunks: Sequence[ChunkRecord], version: int) -> Work[None]:
-    """Insert chunks stamped with ``version``, replacing those of the same ids (no removal: an entry replaces)."""
+    """Insert chunks stamped with ``version``, replacing those of the same ids.
+
+    A replaced chunk is recorded removed as well: the entry that replaces it
+    may name another file, and an index that holds it under its old file would
+    otherwise keep it when the new file is removed before the index catches up.
+    """
+    replaced = {"vector_store_id": vector_store_id, "ids": d.array([chunk.chunk_id for chunk in chunks])}
+    yield count(
+        "INSERT INTO chunk_removals (vector_store_id, version, file_id, chunk_id) "  # noqa: S608
+        "SELECT vector_store_id, :version, file_id, chunk_id FROM chunks WHERE vector_store_id = :vector_store_id "
+        f"AND {d.any_of('chunk_id', 'ids')}",
+        version=version,
+        **replaced,
+    )
     yield count(
         f"DELETE FROM chunks WHERE vector_store_id = :vector_store_id AND {d.any_of('chunk_id', 'ids')}",  # noqa: S608
-        vector_store_id=vector_store_id,
-        ids=d.array([chunk.chunk_id for chunk in chunks]),
+        **replaced,
     )
     yield each(
         "INSERT INTO chunks (vector_store_id, chunk_id, file_id, position, text, token_count, metadata, "

@@ -12,6 +12,7 @@ is left out.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -124,7 +125,8 @@ class ChunkTables:
         async with self._vector_indexes.current(
             vector_store_id, lambda since: self.chunk_changes(vector_store_id, since, texts=False, embeddings=True)
         ) as index:
-            nearest = [] if index is None else index.nearest(embedding, file_ids, limit)
+            # A matrix product over up to 100,000 rows: off the event loop.
+            nearest = [] if index is None else await asyncio.to_thread(index.nearest, embedding, file_ids, limit)
         return await self._hits(vector_store_id, nearest)
 
     async def _hits(self, vector_store_id: str, scored: list[tuple[str, float]]) -> list[ChunkHit]:

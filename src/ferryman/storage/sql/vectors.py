@@ -45,7 +45,8 @@ LARGE_FOR = 60.0
 """For how many seconds: a store that shrank since is counted again then (or at once, if it has too few chunks
 left to fill a search)."""
 
-_PLAIN = re.compile(r"^[\w.:-]{1,200}$", re.ASCII)
+_PLAIN = re.compile(r"[\w.-]{1,200}", re.ASCII)
+"""A store id written into the statement as a literal: no quote, and no colon (the driver's ``:name``)."""
 _INDEX_LOCK = 0x66657276  # "ferv" (migrations take "ferr"); the second key is the dimension
 _ITERATIVE = "SELECT string_to_array(extversion, '.')::int[] >= '{0,8}' FROM pg_extension WHERE extname = 'vector'"
 
@@ -151,7 +152,7 @@ class PgvectorIndex:
         for any parameters, and that plan, made for a store of average size
         among many small ones, scans the store's rows exactly.
         """
-        store = f"'{vector_store_id}'" if _PLAIN.match(vector_store_id) else ":vector_store_id"
+        store = f"'{vector_store_id}'" if _PLAIN.fullmatch(vector_store_id) else ":vector_store_id"
         outer = CHUNK_COLUMNS.replace("c.", "n.")
         return (
             f"SELECT {outer}, n.score FROM (SELECT {CHUNK_COLUMNS}, c.id, "  # noqa: S608
