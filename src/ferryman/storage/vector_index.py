@@ -4,10 +4,11 @@ Backends without a vector index of their own (SQLite as Python ships it cannot
 load extensions; Redis without modules) search here. A :class:`VectorIndex`
 holds the store's unit-length embeddings in one float32 matrix, one row per
 *slot*; a removed chunk's slot is reused by a later one. Below
-``ann_threshold`` chunks (100,000 by default) a search is exact (one matrix
-product: a few milliseconds at that size, and nothing to build: a graph of
-100,000 chunks takes a minute or more of CPU, paid by the replica's first
-search of the store, under the store's lock). From there on an HNSW graph
+``ann_threshold`` chunks (250,000 by default) a search is exact (one matrix
+product: about 7 ms at 100,000 chunks of 384 dimensions on one core, and
+nothing to build: a graph of 100,000 chunks took 40 s or more of CPU, paid by a
+replica's first search of the store under the store's lock, and each write of
+500 chunks costs it about half a second). From there on an HNSW graph
 (usearch) is kept beside the matrix, its keys the slots, changed in place by
 each write: a removal deletes the chunk's node, an addition inserts one;
 nothing is rebuilt. Whatever the path, the scores returned are recomputed from
@@ -60,7 +61,7 @@ class VectorIndex:
     def __init__(
         self,
         *,
-        ann_threshold: int = 100_000,
+        ann_threshold: int = 250_000,
         exact_file_limit: int = 10_000,
         connectivity: int = 16,
         expansion_add: int = 64,
