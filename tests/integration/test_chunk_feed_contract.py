@@ -304,6 +304,25 @@ async def test_removals_older_than_those_kept_make_the_answer_complete(
     assert set(behind.chunks) == {"c_3"}
 
 
+async def test_removals_of_chunks_replaced_by_id_are_kept_bounded_too(
+    sql_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ferryman.storage.sql import chunk_changes
+
+    monkeypatch.setattr(chunk_changes, "REMOVALS_KEPT", 3)
+    await sql_store.create_vector_store(a_store(), [])
+    await sql_store.add_chunks("vs_1", [chunk("c_0", "alpha")])
+    behind = Mirror(sql_store)
+    await behind.sync()
+    for n in range(6):  # only replacements: no file is ever removed
+        await sql_store.add_chunks("vs_1", [chunk("c_0", f"alpha {n}")])
+    found = await changes(sql_store, "vs_1", (await version_of(sql_store)) - 5)
+    assert found.complete  # the oldest replacements' removals were pruned
+    assert len((await changes(sql_store, "vs_1", (await version_of(sql_store)) - 2)).removed) == 2
+    await behind.sync()
+    assert behind.chunks["c_0"].text == "alpha 5"
+
+
 async def test_keyword_search_finds_a_chunk_right_after_it_is_written_and_not_after_it_is_deleted(
     store: Store,
 ) -> None:

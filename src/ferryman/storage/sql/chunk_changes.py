@@ -108,13 +108,15 @@ def insert_chunks(d: Dialect, vector_store_id: str, chunks: Sequence[ChunkRecord
     otherwise keep it when the new file is removed before the index catches up.
     """
     replaced = {"vector_store_id": vector_store_id, "ids": d.array([chunk.chunk_id for chunk in chunks])}
-    yield count(
+    recorded = yield count(
         "INSERT INTO chunk_removals (vector_store_id, version, file_id, chunk_id) "  # noqa: S608
-        "SELECT vector_store_id, :version, file_id, chunk_id FROM chunks WHERE vector_store_id = :vector_store_id "
-        f"AND {d.any_of('chunk_id', 'ids')}",
+        "SELECT vector_store_id, CAST(:version AS BIGINT), file_id, chunk_id FROM chunks "
+        f"WHERE vector_store_id = :vector_store_id AND {d.any_of('chunk_id', 'ids')}",
         version=version,
         **replaced,
     )
+    if recorded:
+        yield from _prune(vector_store_id, version)
     yield count(
         f"DELETE FROM chunks WHERE vector_store_id = :vector_store_id AND {d.any_of('chunk_id', 'ids')}",  # noqa: S608
         **replaced,
