@@ -151,7 +151,7 @@ class RedisChunks(RedisKnowledge):
         """The chunks nearest a unit-length query vector by cosine similarity, best first."""
         feed = functools.partial(self._embeddings_since, vector_store_id)
         async with self._vectors.current(vector_store_id, feed) as index:
-            # A matrix product over up to 100,000 rows: off the event loop.
+            # A matrix product over up to 250,000 rows (ann_threshold): off the event loop.
             nearest = [] if index is None else await asyncio.to_thread(index.nearest, embedding, file_ids, limit)
         return await self._hits(vector_store_id, nearest)
 

@@ -125,7 +125,7 @@ class ChunkTables:
         async with self._vector_indexes.current(
             vector_store_id, lambda since: self.chunk_changes(vector_store_id, since, texts=False, embeddings=True)
         ) as index:
-            # A matrix product over up to 100,000 rows: off the event loop.
+            # A matrix product over up to 250,000 rows (ann_threshold): off the event loop.
             nearest = [] if index is None else await asyncio.to_thread(index.nearest, embedding, file_ids, limit)
         return await self._hits(vector_store_id, nearest)
 
