@@ -41,6 +41,17 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 DEFAULT_REPLY = "The answer is 42."
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    """``--sizes``: positive chunk counts, comma-separated."""
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated chunk counts: {text!r}") from None
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"chunk counts are positive: {text!r}")
+    return sizes
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Benchmark ferryman on loopback.")
     size = parser.add_mutually_exclusive_group()
@@ -90,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
         help="instead of the server run: the chunk index's ingestion and search figures (bench/knowledge.py)",
     )
     parser.add_argument("--postgres", help="with --knowledge: also measure PostgreSQL at this postgresql:// URL")
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        help="with --knowledge: these chunk counts (comma-separated, e.g. 1000000) instead of the mode's, on every "
+        "backend measured; the rest of the mode (queries, writes, time budgets) stays",
+    )
     parser.add_argument(
         "--vectors",
         choices=["clustered", "uniform"],
@@ -191,7 +208,9 @@ def run_knowledge(args: argparse.Namespace, name: str) -> int:
         *(["redis"] if args.redis else []),
     ]
     with tempfile.TemporaryDirectory(prefix="ferryman-bench-") as tmp_name:
-        figures = knowledge.run_knowledge(name, Path(tmp_name), args.postgres, args.redis, args.full, args.vectors)
+        figures = knowledge.run_knowledge(
+            name, Path(tmp_name), args.postgres, args.redis, args.full, args.vectors, args.sizes
+        )
     meta["duration_s"] = round(time.monotonic() - began, 1)
     write_table(figures, meta)
     write_json(args.out, figures, meta, None)
@@ -225,8 +244,8 @@ def run(args: argparse.Namespace) -> int:
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.knowledge:
         return run_knowledge(args, name)
-    if args.full:
-        raise SystemExit("bench: --full adds 1,000,000 chunks to --knowledge; it takes --knowledge")
+    if args.full or args.sizes:
+        raise SystemExit("bench: --full and --sizes set the chunk counts of --knowledge; they take --knowledge")
     refusal = replica_refusal(args.replicas, args.db, args.redis)
     if refusal:
         raise SystemExit(f"bench: {refusal}")

@@ -290,9 +290,10 @@ def _embedding_figures(plan: Plan) -> list[Figure]:
     ]  # fmt: skip
 
 
-def sizes_for(plan: Plan, backend: str, million: bool) -> tuple[int, ...]:
-    """The sizes measured on a backend (1,000,000 only with ``--full``, and not on Redis)."""
-    return (*plan.sizes, MILLION) if million and backend in MILLION_BACKENDS else plan.sizes
+def sizes_for(plan: Plan, backend: str, million: bool, sizes: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """The sizes measured on a backend: ``sizes`` or the plan's, and 1,000,000 with ``--full`` (not on Redis)."""
+    chosen = plan.sizes if sizes is None else sizes
+    return (*chosen, MILLION) if million and backend in MILLION_BACKENDS and MILLION not in chosen else chosen
 
 
 def run_knowledge(
@@ -302,8 +303,12 @@ def run_knowledge(
     redis: str | None,
     million: bool = False,
     kind: VectorKind = "clustered",
+    sizes: tuple[int, ...] | None = None,
 ) -> list[Figure]:
-    """Every knowledge figure for a mode (``full``, ``quick`` or ``smoke``); ``million`` adds 1,000,000 chunks."""
+    """Every knowledge figure for a mode (``full``, ``quick`` or ``smoke``).
+
+    ``sizes`` replaces the mode's chunk counts; ``million`` adds 1,000,000 chunks.
+    """
     plan = PLANS[mode]
     figures: list[Figure] = []
     if minilm.installed():
@@ -311,7 +316,7 @@ def run_knowledge(
     else:
         note("knowledge: the local embedding model is not installed; its throughput is not measured")
     for backend, make_site in sites(tmp, postgres, redis).items():
-        for size in sizes_for(plan, backend, million):
+        for size in sizes_for(plan, backend, million, sizes):
             figures.extend(asyncio.run(_Run(backend, size, plan, kind).measure(make_site)))
     return figures
 

@@ -28,6 +28,7 @@ import httpx2
 from ferryman.api.content import UserMessage
 from ferryman.inference.base import ChatRequest
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
+from ferryman.inference.openai_wire import message_param
 
 from .procs import stub_process
 
@@ -50,7 +51,7 @@ def _clients(base_url: str, request: ChatRequest) -> tuple[dict[str, Call], list
     sdk = OpenAICompatibleProvider("bench", base_url, http_client=httpx2.AsyncClient(timeout=120))
     lean = OpenAICompatibleProvider("bench", base_url)
     plain = httpx2.AsyncClient(timeout=120)
-    body = json.dumps(lean._params(request)).encode()
+    body = json.dumps(lean._params(request, [message_param(m) for m in request.messages])).encode()
     headers = {"authorization": "Bearer none", "content-type": "application/json"}
 
     async def through(provider: OpenAICompatibleProvider) -> None:

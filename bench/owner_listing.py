@@ -40,7 +40,7 @@ from ferryman.storage.domain.kinds import AGENT
 from ferryman.storage.kernel import ops
 from ferryman.storage.sql.seam import rows as statement
 
-from .knowledge import openers
+from .knowledge_backends import sites
 
 ME = Principal(PrincipalKind.API_KEY, "me")
 OTHER = Principal(PrincipalKind.API_KEY, "other")
@@ -95,10 +95,10 @@ async def run(
     """Every figure: one row per backend, path and auth setting."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for backend, opener in openers(Path(tmp), postgres, redis).items():
+        for backend, make_site in sites(Path(tmp), postgres, redis).items():
             if only and backend not in only:
                 continue
-            async with opener() as store:
+            async with make_site() as site, site.open() as store:
                 await _seed_kernel(store, others)
                 if backend == "postgres" and analyze:
                     await _analyze(store)

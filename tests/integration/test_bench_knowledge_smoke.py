@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bench.__main__ import main as bench_main
+from bench.knowledge import MILLION, PLANS, sizes_for
 from bench.knowledge_data import VectorKind, Vectors, chunk_id, recall
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 300  # not a timing assertion: only stops a hung run from blocking the suite
-PREFIX = "knowledge.sqlite.n300"
+PREFIX = "knowledge.sqlite.n250"  # --sizes 250 replaces the smoke size, 300
 STEADY = {f"{mode}.{stat}" for mode in ("keyword", "vector", "hybrid") for stat in ("cold", "p50", "p95")}
 AFTER_WRITE = {
     f"after_write.{mode}.{stat}" for mode in ("keyword", "vector") for stat in ("p50", "p95", "add.p50", "remove.p50")
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.integration
 def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "knowledge.json"
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--knowledge", "--smoke", "--out", str(out)],
+        [sys.executable, "-m", "bench", "--knowledge", "--smoke", "--sizes", "250", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -48,6 +49,7 @@ def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
         f"{PREFIX}.{suffix}" for suffix in STEADY | AFTER_WRITE | OTHERS | RECALLS
     }
     assert expected <= set(figures), sorted(expected - set(figures))
+    assert not [name for name in figures if ".n300." in name], "the mode's own size ran beside --sizes"
     assert document["meta"]["knowledge.vectors"] == "clustered"
     for name, fig in figures.items():
         assert fig["unit"], name
@@ -61,9 +63,26 @@ def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
         assert figures[f"{PREFIX}.{suffix}"]["errors"] == 0, f"{suffix}: a removed chunk was found"
 
 
-def test_full_is_refused_without_knowledge() -> None:
-    with pytest.raises(SystemExit, match="--full"):
-        bench_main(["--full"])
+@pytest.mark.parametrize("args", [["--full"], ["--sizes", "1000"]])
+def test_chunk_counts_are_refused_without_knowledge(args: list[str]) -> None:
+    with pytest.raises(SystemExit, match="take --knowledge"):
+        bench_main(args)
+
+
+@pytest.mark.parametrize("sizes", ["0", "10,x", ""])
+def test_sizes_must_be_positive_counts(sizes: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        bench_main(["--knowledge", "--sizes", sizes])
+    assert "--sizes" in capsys.readouterr().err
+
+
+def test_sizes_replace_the_plan_and_full_adds_a_million_where_it_runs() -> None:
+    plan = PLANS["full"]
+    assert sizes_for(plan, "sqlite", False) == (10_000, 100_000)
+    assert sizes_for(plan, "sqlite", False, (2_000,)) == (2_000,)
+    assert sizes_for(plan, "postgres", True, (2_000,)) == (2_000, MILLION)
+    assert sizes_for(plan, "postgres", True, (MILLION,)) == (MILLION,)
+    assert sizes_for(plan, "redis", True, (2_000,)) == (2_000,)
 
 
 def test_exact_answers_follow_what_the_bench_wrote() -> None:

@@ -13,8 +13,6 @@ embeddings asks for raw bytes (``NEVER_DECODE``).
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 from datetime import datetime
 from typing import Any, cast
@@ -23,7 +21,7 @@ import orjson
 from redis.client import NEVER_DECODE
 
 from .chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
-from .keyword_index import KeywordIndex
+from .chunk_search import InProcessSearch
 from .knowledge import ChunkHit, ChunkRecord, VectorStoreFileRecord
 from .page import Page
 from .redis_keys import CHUNK_FILES, CHUNK_VECTORS, CHUNKS, FILE_CHUNKS
@@ -36,8 +34,6 @@ from .redis_lua_chunks import (
     ChangesSince,
     FinishIngestion,
 )
-from .synced_indexes import SyncedIndexes
-from .vector_index import VectorIndex
 
 _RAW = {NEVER_DECODE: True}
 
@@ -98,12 +94,10 @@ def _removal(member: bytes, version: int) -> ChunkRemoval:
 class RedisChunks(RedisKnowledge):
     """Chunks, searches over them and ingestion's outcome, over the backend's scripts and pipelines."""
 
-    _vectors: SyncedIndexes[VectorIndex]
-    _keywords: SyncedIndexes[KeywordIndex]
+    _search: InProcessSearch
 
     def _forget_index(self, vector_store_id: str) -> None:
-        self._vectors.forget(vector_store_id)
-        self._keywords.forget(vector_store_id)
+        self._search.forget(vector_store_id)
 
     async def add_chunks(self, vector_store_id: str, chunks: list[ChunkRecord]) -> None:
         """Insert chunks directly, replacing same ids (NotFoundError if the store is gone)."""
@@ -140,20 +134,13 @@ class RedisChunks(RedisKnowledge):
         self, vector_store_id: str, query: str, file_ids: list[str] | None, limit: int
     ) -> list[ChunkHit]:
         """The best chunks for a keyword query by BM25, best first (an empty query finds nothing)."""
-        feed = functools.partial(self._texts_since, vector_store_id)
-        async with self._keywords.current(vector_store_id, feed) as index:
-            best = [] if index is None else index.best(query, file_ids, limit)
-        return await self._hits(vector_store_id, best)
+        return await self._search.keyword(vector_store_id, query, file_ids, limit)
 
     async def vector_search(
         self, vector_store_id: str, embedding: list[float], file_ids: list[str] | None, limit: int
     ) -> list[ChunkHit]:
         """The chunks nearest a unit-length query vector by cosine similarity, best first."""
-        feed = functools.partial(self._embeddings_since, vector_store_id)
-        async with self._vectors.current(vector_store_id, feed) as index:
-            # A matrix product over up to 250,000 rows (ann_threshold): off the event loop.
-            nearest = [] if index is None else await asyncio.to_thread(index.nearest, embedding, file_ids, limit)
-        return await self._hits(vector_store_id, nearest)
+        return await self._search.vector(vector_store_id, embedding, file_ids, limit)
 
     async def chunk_changes(
         self, vector_store_id: str, since: int | None, *, texts: bool, embeddings: bool
@@ -191,16 +178,6 @@ class RedisChunks(RedisKnowledge):
         bodies = columns[1] if texts else []
         vectors = columns[-1] if embeddings else []
         return [files, bodies, vectors]
-
-    async def _texts_since(self, vector_store_id: str, since: int | None) -> ChunkChanges | None:
-        return await self.chunk_changes(vector_store_id, since, texts=True, embeddings=False)
-
-    async def _embeddings_since(self, vector_store_id: str, since: int | None) -> ChunkChanges | None:
-        return await self.chunk_changes(vector_store_id, since, texts=False, embeddings=True)
-
-    async def _hits(self, vector_store_id: str, scored: list[tuple[str, float]]) -> list[ChunkHit]:
-        chunks = {c.chunk_id: c for c in await self._chunks(vector_store_id, [chunk_id for chunk_id, _ in scored])}
-        return [ChunkHit(chunks[chunk_id], score) for chunk_id, score in scored if chunk_id in chunks]
 
     async def _chunks(self, vector_store_id: str, ids: list[str]) -> list[ChunkRecord]:
         """These chunks in this order; one deleted meanwhile is left out."""

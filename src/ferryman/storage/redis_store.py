@@ -17,10 +17,10 @@ from ferryman.redis_url import DEFAULT_PREFIX, connect
 
 from . import codec
 from .base import SessionRecord
+from .chunk_search import InProcessSearch
 from .domain.kinds import SCHEMA
 from .history_cache import Histories
 from .kernel.model import Owner
-from .keyword_index import KeywordIndex
 from .owners import dump_owner
 from .page import Page
 from .redis.kernel import RedisKernel
@@ -35,8 +35,6 @@ from .redis_scripts import CREATE_SESSION, DELETE_SESSION, LIBRARY, CreateSessio
 from .redis_turns import RedisTurns
 from .redis_upgrade import upgrade
 from .rows import page_of
-from .synced_indexes import SyncedIndexes
-from .vector_index import VectorIndex
 
 
 class RedisStore(
@@ -61,8 +59,7 @@ class RedisStore(
         self._scripts: Scripts | None = None
         self._messages = codec.MessageCache()
         self._histories = Histories(self._messages)
-        self._vectors = SyncedIndexes(VectorIndex)
-        self._keywords = SyncedIndexes(KeywordIndex)
+        self._search = InProcessSearch(self.chunk_changes, self._chunks)
         self.kernel = RedisKernel(None, SCHEMA, prefix=f"{self._keys.prefix}k:")
         """The storage kernel on the same database (the kinds moved onto it: :mod:`ferryman.storage.domain`)."""
 

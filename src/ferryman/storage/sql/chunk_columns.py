@@ -2,14 +2,5 @@
 
 from __future__ import annotations
 
-import re
-
-_WORD = re.compile(r"\w+")
-
 CHUNK_COLUMNS = "c.chunk_id, c.vector_store_id, c.file_id, c.position, c.text, c.embedding, c.token_count, c.metadata"
 """A chunk's columns, in the order :func:`ferryman.storage.sql.chunks.chunk_record` reads them."""
-
-
-def has_words(query: str) -> bool:
-    """Whether a keyword query holds a word at all (one without finds nothing, and costs no read)."""
-    return _WORD.search(query) is not None

@@ -12,7 +12,6 @@ is left out.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +19,11 @@ from ..chunk_feed import ChunkChanges
 from ..knowledge import ChunkHit, ChunkRecord
 from ..page import Page
 from .chunk_changes import changes, changes_query, insert_chunks, moved_or_missing
-from .chunk_columns import CHUNK_COLUMNS, has_words
+from .chunk_columns import CHUNK_COLUMNS
 from .seam import Dialect, Driver, Row, VectorIndex, Work, rows
 
 if TYPE_CHECKING:
-    from ..keyword_index import KeywordIndex
-    from ..synced_indexes import SyncedIndexes
-    from ..vector_index import VectorIndex as InProcessVectors
+    from ..chunk_search import InProcessSearch
 
 
 def chunk_record(row: Row) -> ChunkRecord:
@@ -59,8 +56,7 @@ class ChunkTables:
     """Chunks: written with their ingestion or directly, listed per file, searched, and fed to in-process indexes."""
 
     _db: Driver
-    _keywords: SyncedIndexes[KeywordIndex]
-    _vector_indexes: SyncedIndexes[InProcessVectors]
+    _search: InProcessSearch
 
     async def add_chunks(self, vector_store_id: str, chunks: list[ChunkRecord]) -> None:
         """Insert chunks directly (Llama Stack's vector-io), replacing same ids; NotFoundError if no such store."""
@@ -103,47 +99,31 @@ class ChunkTables:
         self, vector_store_id: str, query: str, file_ids: list[str] | None, limit: int
     ) -> list[ChunkHit]:
         """The best chunks for a keyword query by BM25, best first (none for no words)."""
-        if not has_words(query) or limit <= 0 or file_ids == []:
-            return []
-
-        async with self._keywords.current(
-            vector_store_id, lambda since: self.chunk_changes(vector_store_id, since, texts=True, embeddings=False)
-        ) as index:
-            best = [] if index is None else index.best(query, file_ids, limit)
-        return await self._hits(vector_store_id, best)
+        return await self._search.keyword(vector_store_id, query, file_ids, limit)
 
     async def vector_search(
         self, vector_store_id: str, embedding: list[float], file_ids: list[str] | None, limit: int
     ) -> list[ChunkHit]:
         """The chunks nearest a unit-length vector by cosine similarity, best first."""
-        d = self._db.dialect
+        vectors = self._db.dialect.vectors
+        if vectors is None:
+            return await self._search.vector(vector_store_id, embedding, file_ids, limit)
         if limit <= 0 or file_ids == []:
             return []
-        if d.vectors is not None:
-            return await self._indexed_search(d.vectors, vector_store_id, embedding, file_ids, limit)
+        return await self._indexed_search(vectors, vector_store_id, embedding, file_ids, limit)
 
-        async with self._vector_indexes.current(
-            vector_store_id, lambda since: self.chunk_changes(vector_store_id, since, texts=False, embeddings=True)
-        ) as index:
-            # A matrix product over up to 250,000 rows (ann_threshold): off the event loop.
-            nearest = [] if index is None else await asyncio.to_thread(index.nearest, embedding, file_ids, limit)
-        return await self._hits(vector_store_id, nearest)
-
-    async def _hits(self, vector_store_id: str, scored: list[tuple[str, float]]) -> list[ChunkHit]:
-        """The chunks of ``(chunk_id, score)`` pairs, in their order; a chunk deleted since is left out."""
-        if not scored:
-            return []
+    async def _chunks_by_id(self, vector_store_id: str, chunk_ids: list[str]) -> list[ChunkRecord]:
+        """Those of these chunks of the store that exist, in no particular order."""
         d = self._db.dialect
         found = await self._db.read(
             rows(
                 f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.vector_store_id = :vector_store_id "  # noqa: S608
                 f"AND {d.any_of('c.chunk_id', 'ids')}",
                 vector_store_id=vector_store_id,
-                ids=d.array([chunk_id for chunk_id, _ in scored]),
+                ids=d.array(chunk_ids),
             )
         )
-        by_id = {row[0]: chunk_record(row) for row in found}
-        return [ChunkHit(by_id[chunk_id], score) for chunk_id, score in scored if chunk_id in by_id]
+        return [chunk_record(row) for row in found]
 
     async def _indexed_search(
         self, index: VectorIndex, vector_store_id: str, embedding: list[float], file_ids: list[str] | None, limit: int

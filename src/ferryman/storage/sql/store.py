@@ -7,11 +7,9 @@ here, and one Alembic revision under ``migrations/versions``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .. import codec
+from ..chunk_search import InProcessSearch
 from ..domain.kinds import SCHEMA
-from ..synced_indexes import SyncedIndexes
 from .agents import SessionTables
 from .chunks import ChunkTables
 from .files import FileTables
@@ -24,23 +22,6 @@ from .responses import ResponseTables
 from .seam import Driver
 from .turns import TurnTables
 from .vector_stores import VectorStoreTables
-
-if TYPE_CHECKING:
-    from ..keyword_index import KeywordIndex
-    from ..vector_index import VectorIndex
-
-
-def _keyword_index() -> KeywordIndex:
-    # Imported by the first search, not with the store: a server that searches no store never loads numpy.
-    from ..keyword_index import KeywordIndex
-
-    return KeywordIndex()
-
-
-def _vector_index() -> VectorIndex:
-    from ..vector_index import VectorIndex
-
-    return VectorIndex()
 
 
 class SqlStore(
@@ -66,8 +47,7 @@ class SqlStore(
         """The storage kernel on the same database (the kinds moved onto it: :mod:`ferryman.storage.domain`)."""
         self._messages = codec.MessageCache()
         self._histories = SqlHistories(self._messages)
-        self._keywords = SyncedIndexes(_keyword_index)
-        self._vector_indexes = SyncedIndexes(_vector_index)
+        self._search = InProcessSearch(self.chunk_changes, self._chunks_by_id)
 
     async def open(self) -> None:
         """Connect and bring the schema up to date."""

@@ -24,9 +24,7 @@ from .keyset import keyset
 from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
 if TYPE_CHECKING:
-    from ..keyword_index import KeywordIndex
-    from ..synced_indexes import SyncedIndexes
-    from ..vector_index import VectorIndex as InProcessVectors
+    from ..chunk_search import InProcessSearch
 
 _STORE = (
     "vector_store_id, name, created_at, embedding_model, embedding_dimension, metadata, chunking_strategy, "
@@ -124,8 +122,7 @@ class VectorStoreTables:
     """Vector stores, their attachments and batches, over a :class:`Driver`."""
 
     _db: Driver
-    _keywords: SyncedIndexes[KeywordIndex]
-    _vector_indexes: SyncedIndexes[InProcessVectors]
+    _search: InProcessSearch
 
     async def create_vector_store(self, record: VectorStoreRecord, files: list[VectorStoreFileRecord]) -> None:
         """Store a new vector store with its first files (ConflictError if the id exists)."""
@@ -223,8 +220,7 @@ class VectorStoreTables:
             return deleted
 
         deleted = await self._db.write(work())
-        self._keywords.forget(vector_store_id)
-        self._vector_indexes.forget(vector_store_id)
+        self._search.forget(vector_store_id)
         if not deleted:
             raise NotFoundError(f"vector store '{vector_store_id}' not found")
 
