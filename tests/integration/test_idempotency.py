@@ -15,7 +15,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from ferryman.api.content import Message
+from ferryman.errors import InvalidRequestError
+from ferryman.inference.base import ChatChunk, ChatRequest, TextChunk
 from ferryman.server.app import Services, build_services, create_app
+from ferryman.services.host import TurnHost
 from ferryman.storage.base import IdempotencyRecord, KeySettlement
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
@@ -248,23 +251,95 @@ async def test_the_same_key_with_another_body_is_a_422(http: httpx.AsyncClient) 
     assert same.status_code == 200 and same.headers[REPLAYED] == "true"
 
 
-async def test_a_repeat_while_the_first_call_runs_is_a_409_and_never_a_second_run(
-    http: httpx.AsyncClient, scripted: AskedModel
+async def test_a_repeat_while_the_first_turn_runs_waits_for_its_answer_and_never_runs_again(
+    http: httpx.AsyncClient, scripted: AskedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent_id = await new_agent(http)
     session_id = await new_session(http, agent_id)
     scripted.enqueue(ScriptedReply(text="held", gate="hold"))
     url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     body = {"messages": user("hi"), "stream": False}
+    following = asyncio.Event()
+    original = TurnHost.events
+
+    async def events(host: TurnHost, stream: str, *args: Any) -> Any:
+        following.set()  # the repeat found the run stored with the key, and reads it
+        return await original(host, stream, *args)
+
+    monkeypatch.setattr(TurnHost, "events", events)
     first = asyncio.create_task(post(http, url, body, "held-key"))
     await scripted.asked.wait()
-    busy = await post(http, url, body, "held-key")
+    repeat = asyncio.create_task(post(http, url, body, "held-key"))
+    await following.wait()
+    scripted.script.open_gate("hold")
+    answered, repeated = await first, await repeat
+    assert answered.status_code == 200 and answered.json()["output_message"]["content"] == "held"
+    assert (repeated.status_code, repeated.content, repeated.headers[REPLAYED]) == (200, answered.content, "true")
+    assert len(scripted.requests) == 1
+
+
+async def test_a_repeat_while_a_resume_runs_is_a_409_and_never_a_second_run(
+    http: httpx.AsyncClient, scripted: AskedModel
+) -> None:
+    agent_id = await new_agent(http, client_tools=[WEATHER])
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    scripted.enqueue(ScriptedReply(text="sunny", gate="hold"))
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    turn_id = (await http.post(url, json={"messages": user("weather?"), "stream": False})).json()["turn_id"]
+    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": False}
+    first = asyncio.create_task(post(http, f"{url}/{turn_id}/resume", resume, "held-key"))
+    while len(scripted.requests) < 2:
+        await scripted.asked.wait()
+        scripted.asked.clear()
+    busy = await post(http, f"{url}/{turn_id}/resume", resume, "held-key")
     assert busy.status_code == 409 and busy.json()["error"]["code"] == "idempotency_key_in_use"
     assert busy.json()["detail"] == busy.json()["error"]["message"]
     scripted.script.open_gate("hold")
     assert (await first).status_code == 200
-    again = await post(http, url, body, "held-key")
-    assert again.content == (await first).content and len(scripted.requests) == 1
+    again = await post(http, f"{url}/{turn_id}/resume", resume, "held-key")
+    assert again.content == (await first).content and len(scripted.requests) == 2
+
+
+async def test_a_repeated_turn_is_answered_as_its_run_ended_even_after_a_resume(
+    http: httpx.AsyncClient, scripted: AskedModel
+) -> None:
+    agent_id = await new_agent(http, client_tools=[WEATHER])
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    scripted.enqueue_text("sunny")
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    body = {"messages": user("weather?"), "stream": False}
+    paused = await post(http, url, body, "paused-key")
+    assert paused.json()["status"] == "awaiting_input", paused.text
+    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": False}
+    resumed = await http.post(f"{url}/{paused.json()['turn_id']}/resume", json=resume)
+    assert resumed.json()["status"] == "completed"
+    again = await post(http, url, body, "paused-key")
+    assert (again.content, again.headers[REPLAYED]) == (paused.content, "true") and len(scripted.requests) == 2
+
+
+class RefusingModel(ScriptedModel):
+    """A model whose server refuses every request as invalid: a run that fails with a client error (400)."""
+
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        self.script.requests.append(request)
+        raise InvalidRequestError("the model's server found the request invalid")
+        yield TextChunk("")  # pragma: no cover  (makes this a generator)
+
+
+async def test_a_turn_that_failed_with_a_client_error_is_kept_and_replayed(store: WatchedStore) -> None:
+    model = RefusingModel()
+    async with client_over(store, model) as http:
+        agent_id = await new_agent(http)
+        session_id = await new_session(http, agent_id)
+        url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+        body = {"messages": user("hi"), "stream": False}
+        failed = await post(http, url, body, "refused-key")
+        assert failed.status_code == 400 and failed.json()["error"]["code"] == "invalid_request", failed.text
+        again = await post(http, url, body, "refused-key")
+    assert (again.status_code, again.json(), again.headers[REPLAYED]) == (400, failed.json(), "true")
+    assert len(model.requests) == 1
 
 
 async def test_a_repeat_of_a_running_stream_follows_the_same_run(

@@ -5,8 +5,8 @@ one connection's statements), one command or pipeline sent to Redis. The second 
 the first reads the agent, which a replica keeps from then on. With keys off a turn starts, reading its
 history and the agent's memory blocks in the same transaction (one Redis pipeline); with keys on, the key is
 looked up first, and the session's owner, kept since its create, is checked without a read; the turn's owner
-is stored in the start's own transaction. A streamed turn's ``Idempotency-Key`` is claimed by the start's
-own write too, so a keyed turn counts the same. After the model call, a run's own writes (its end, its events) are
+is stored in the start's own transaction. A turn's ``Idempotency-Key`` is claimed by the start's own write
+too, streamed or not, so a keyed turn counts the same. After the model call, a run's own writes (its end, its events) are
 not checked again.
 """
 
@@ -121,11 +121,15 @@ def count_sql(store: Store, trips: Trips) -> None:
     driver.write = trips.counting(driver.write)
 
 
-@pytest.mark.parametrize("keyed", [False, True], ids=["json", "streamed-with-idempotency-key"])
+@pytest.mark.parametrize(
+    ("keyed", "streamed"),
+    [(False, False), (True, True), (True, False)],
+    ids=["json", "streamed-with-idempotency-key", "json-with-idempotency-key"],
+)
 @pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
 @pytest.mark.parametrize("backend", list(BACKENDS))
 async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_api_keys(
-    backend: str, keys_on: bool, keyed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str, keys_on: bool, keyed: bool, streamed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trips = Trips()
     async with counted_app(backend, keys_on, trips, tmp_path, monkeypatch) as (http, services, headers):
@@ -134,6 +138,7 @@ async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_
         trips.watch()
         if keyed:  # its key is claimed by the start's own write
             headers = {**headers, "Idempotency-Key": "second-turn"}
+        if streamed:
             second_id = await _streamed(services, await http.post(turn.url, json=STREAMED, headers=headers))
         else:
             second_id = await _ended(services, await http.post(turn.url, json=BODY, headers=headers))

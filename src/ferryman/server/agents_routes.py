@@ -23,8 +23,8 @@ from ferryman.api.agents import (
     TurnStreamChunk,
     TurnStreamError,
 )
-from ferryman.errors import error_for_code
 from ferryman.services.agents import LiveTurn
+from ferryman.services.turn_stream import failed_turn
 
 from .contract import LAST_EVENT_ID, PROVIDER_DATA, Endpoint, EventStream, NonNegative, Param, Positive
 from .http import (
@@ -37,15 +37,16 @@ from .http import (
     query_list,
     services,
 )
-from .idempotent_routes import held_key, take_key
+from .idempotent_routes import held_key, run_ended, take_key
 
 
-async def _answer(live: LiveTurn, stream: bool | None) -> Response:
+async def _answer(request: Request, live: LiveTurn, stream: bool | None) -> Response:
     if stream:
         return event_stream(live.channel.read())
     turn: Turn = await asyncio.shield(live.task)
+    run_ended(request)
     if turn.status == "failed" and turn.error is not None:
-        raise error_for_code(turn.error.code, f"turn {turn.turn_id} failed: {turn.error.message}")
+        raise failed_turn(turn.turn_id, turn.error.code, turn.error.message)
     return JSONModelResponse(turn)
 
 
@@ -118,10 +119,10 @@ async def create_turn(request: Request) -> Response:
     body = await parse_body(request, CreateTurnRequest)
     p = request.path_params
     agents = services(request).agents
-    # A stream's repeat reads the run again (its key claimed with the run); else it gets the answer kept.
-    key = await take_key(request, with_run=bool(body.stream))
+    # The key is claimed by the write that stores the run: a repeat reads that run again (streamed or not).
+    key = await take_key(request)
     live = await agents.start_turn(p["agent_id"], p["session_id"], body, provider_data(request), replayed_by=key)
-    return await _answer(live, body.stream)
+    return await _answer(request, live, body.stream)
 
 
 async def resume_turn(request: Request) -> Response:
@@ -134,7 +135,7 @@ async def resume_turn(request: Request) -> Response:
     live = await agents.resume_turn(
         p["agent_id"], p["session_id"], p["turn_id"], body, provider_data(request), replayed_by=key
     )
-    return await _answer(live, body.stream)
+    return await _answer(request, live, body.stream)
 
 
 async def get_turn(request: Request) -> Response:

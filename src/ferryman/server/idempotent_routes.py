@@ -3,12 +3,12 @@
 Every route that creates or runs something (``Endpoint.creates``) is wrapped by
 :func:`keyed`. A request with a key claims it through
 :class:`~ferryman.services.idempotency.IdempotencyKeys` before its handler runs,
-or, on a route marked ``key_with_run``, when its handler says how
-(:func:`take_key`): a streamed turn hands its key to the service, and the write
-that stores the run claims it (one trip for both; a key found held there is
-answered as a claim would be). A run that streams stores itself as the key's
-outcome as it starts, and a repeat reads that run's events again from storage;
-any other answer is kept as it was given. The key goes back when the
+or, on a route marked ``key_with_run`` (a turn), by the write that stores the
+run its handler starts (:func:`take_key`: one trip for both; a key found held
+there is answered as a claim would be). A run that streams, and any turn, stores
+itself as the key's outcome as it starts, and a repeat reads that run's events
+again from storage (a turn that did not stream is answered with the turn its
+run's last event carries); any other answer is kept as it was given. The key goes back when the
 first call's answer is one a retry could change (5xx, 409, 429, a rejected
 provider key), or when its stream ends with nothing to read it again from (a
 response not stored).
@@ -51,12 +51,12 @@ from ferryman.services.idempotency import (
     StoredAnswer,
     TurnReplay,
 )
-from ferryman.services.turn_stream import ends_run
+from ferryman.services.turn_stream import ends_run, run_answer
 from ferryman.storage.base import IdempotencyKeyHeldError
 from ferryman.turn_records import StoredEvent
 
 from .errors import error_response
-from .http import event_stream, services
+from .http import JSONModelResponse, event_stream, services
 
 Handler = Callable[[Request], Awaitable[Response]]
 ALPHA_PREFIX = "/v1alpha/"
@@ -141,21 +141,20 @@ def keyed(handler: Handler, with_run: bool = False) -> Handler:
     return answer
 
 
-async def take_key(request: Request, with_run: bool) -> Claim | None:
-    """Take the key of a request whose handler takes it itself (``keyed(..., with_run=True)``).
-
-    With ``with_run``, the claim (None: the request has no key) is for the service to store with the run it
-    starts, claiming the key in that write. Otherwise the key is claimed now, its outcome the answer kept when
-    the call ends, and None is returned: the service stores nothing with it.
-
-    Raises:
-        KeyAnswered: claiming now, an earlier call with the key has its outcome (the wrapper replays it).
-    """
+async def take_key(request: Request) -> Claim | None:
+    """The key of a request whose handler takes it itself (``keyed(..., with_run=True)``), for the service to
+    store with the run it starts, claiming the key in that write (None: the request has no key)."""
     hold: KeyHold | None = getattr(request.state, "idempotency", None)
     if hold is None:
         return None
-    claim = await hold.take(with_run)
-    return claim if with_run else None
+    return await hold.take(with_run=True)
+
+
+def run_ended(request: Request) -> None:
+    """Note that the run a keyed request stored with its key has ended (see :attr:`KeyHold.ran`)."""
+    hold: KeyHold | None = getattr(request.state, "idempotency", None)
+    if hold is not None:
+        hold.ran = True
 
 
 def held_key(request: Request) -> Claim | None:
@@ -179,9 +178,11 @@ async def _first_call(request: Request, handler: Handler, keys: IdempotencyKeys,
             # a quota slot, a busy session) and this answer is kept like any other.
             claim = await asyncio.shield(hold.claim_now())
         if claim is not None:
-            if claim.with_record:  # stored with a run that failed to launch: nothing to read again
+            if claim.with_record and not (hold.ran and _worth_keeping(error_response(exc))):
+                # Stored with a run that failed to launch (nothing to read again), or that failed in a way a
+                # retry could change; a run that ended with any other failure keeps it, read again by a repeat.
                 await asyncio.shield(keys.give_back(claim))
-            else:
+            elif not claim.with_record:
                 await asyncio.shield(_settle(keys, claim, error_response(exc)))
         raise
     except BaseException:
@@ -250,6 +251,8 @@ async def _replay(request: Request, outcome: Outcome) -> Response:
         response = await _replayed_run(request, outcome)
     except RunNotStartedError as exc:
         raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} failed; retry") from exc
+    except FerrymanError as exc:  # how the first call's run ended (a turn that did not stream), or its turn is gone
+        response = error_response(exc)
     response.headers.update(REPLAYED)
     return response
 
@@ -258,7 +261,14 @@ async def _replayed_run(request: Request, outcome: TurnReplay | ResponseReplay) 
     if isinstance(outcome, TurnReplay):
         agents = services(request).agents
         events = await agents.turn_events(outcome.agent_id, outcome.session_id, outcome.turn_id, outcome.after)
-        return event_stream(_one_run(events))
+        if outcome.streamed:
+            return event_stream(_one_run(events))
+        last = None
+        async for event in _one_run(events):  # a run still going is waited for, as its first call waits
+            last = event
+        if last is None or not ends_run(last):  # its events stop short (a replica died mid-run): the turn now
+            return JSONModelResponse(await agents.get_turn(outcome.agent_id, outcome.session_id, outcome.turn_id))
+        return JSONModelResponse(run_answer(last))
     responses = services(request).responses
     replayed = await responses.replay(outcome.response_id, outcome.after, frozenset(outcome.include))
     return event_stream(replayed, named=True)

@@ -58,12 +58,14 @@ class StoredAnswer:
 
 @dataclass(frozen=True)
 class TurnReplay:
-    """A run of a turn, read again from its events numbered above ``after`` up to the end of that run."""
+    """A run of a turn, read again from its events numbered above ``after`` up to the end of that run: streamed,
+    or (``streamed`` false) answered with the turn its last event carries, as the first call answered."""
 
     agent_id: str
     session_id: str
     turn_id: str
     after: int
+    streamed: bool = True
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def encode_outcome(outcome: Outcome) -> str:
         return json.dumps({"status": outcome.status, "headers": outcome.headers, "body": outcome.body})
     if isinstance(outcome, TurnReplay):
         turn = [outcome.agent_id, outcome.session_id, outcome.turn_id]
-        return json.dumps({"turn": turn, "after": outcome.after})
+        return json.dumps({"turn": turn, "after": outcome.after, **({} if outcome.streamed else {"stream": False})})
     return json.dumps({"response": outcome.response_id, "after": outcome.after, "include": list(outcome.include)})
 
 
@@ -93,7 +95,7 @@ def decode_outcome(text: str) -> Outcome:
     data = json.loads(text)
     if "turn" in data:
         agent_id, session_id, turn_id = data["turn"]
-        return TurnReplay(agent_id, session_id, turn_id, int(data["after"]))
+        return TurnReplay(agent_id, session_id, turn_id, int(data["after"]), bool(data.get("stream", True)))
     if "response" in data:
         return ResponseReplay(data["response"], int(data["after"]), tuple(data.get("include", ())))
     if "replay" in data:
@@ -160,11 +162,13 @@ class KeyHold:
         keys: Where keys are claimed.
         key: The request's key.
         claim: The claim, once taken.
+        ran: The run stored with the claim has ended, so a repeat can read how it ended, its failure too.
     """
 
     keys: IdempotencyKeys
     key: IdempotencyKey
     claim: Claim | None = None
+    ran: bool = False
 
     async def take(self, with_run: bool) -> Claim:
         """The request's claim (taken once).

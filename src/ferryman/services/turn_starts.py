@@ -136,7 +136,7 @@ class TurnStarts:
         span = start_turn_span(record, "agents", session_id, agent_name=agent.agent_config.name)
         with ended_if_refused(span):
             async with self._host.admitting(record.turn_id), self._host.launching(stream(turn_id)):
-                settle = _run_of(replayed_by, agent_id, session_id, turn_id, 0)
+                settle = _run_of(replayed_by, agent_id, session_id, turn_id, 0, request.stream)
                 if queued:
                     return await self._enqueue(record, plan, history_inputs, memorized, span, request, replayed_by)
                 shared = await self._reads.inherited_history(session_id)  # ended turns only: never changes
@@ -195,7 +195,7 @@ class TurnStarts:
         strategy = request.multitask_strategy
         await self._queue.check(record.session_id, strategy)
         record.status = "queued"
-        settle = _run_of(replayed_by, record.agent_id or "", record.session_id, record.turn_id, 0)
+        settle = _run_of(replayed_by, record.agent_id or "", record.session_id, record.turn_id, 0, request.stream)
         await self._store.start_turn(record, list(inputs), load_history=False, settle=settle)
         stored(replayed_by)
         ready: list[TurnState] = []
@@ -267,7 +267,7 @@ class TurnStarts:
             # Numbered on from the events stored by now: the run that paused has recorded its own.
             first_seq = await self._store.turn_event_count(turn_id)
             kept = keep_webhook(record.overrides, request.webhook, run_key(turn_id, first_seq))
-            settle = _run_of(replayed_by, agent_id, session_id, turn_id, first_seq)
+            settle = _run_of(replayed_by, agent_id, session_id, turn_id, first_seq, request.stream)
             record = await self._store.claim_resume(
                 session_id, turn_id, self._leases.until(), overrides=kept, settle=settle
             )
@@ -325,9 +325,12 @@ def _whole(turns: TurnReads, session_id: str, turn_id: str, inputs: list[TurnInp
     return whole
 
 
-def _run_of(claim: Claim | None, agent_id: str, session_id: str, turn_id: str, first_seq: int) -> KeySettlement | None:
-    """What the write that starts a run stores with its request's idempotency key: the run, from its first event."""
-    return settlement(claim, TurnReplay(agent_id, session_id, turn_id, first_seq - 1))
+def _run_of(
+    claim: Claim | None, agent_id: str, session_id: str, turn_id: str, first_seq: int, streamed: bool | None
+) -> KeySettlement | None:
+    """What the write that starts a run stores with its request's idempotency key: the run, from its first event
+    (a repeat of a request that did not stream is answered with the turn as that run left it)."""
+    return settlement(claim, TurnReplay(agent_id, session_id, turn_id, first_seq - 1, bool(streamed)))
 
 
 def _held_call_ids(pending: Step | None) -> list[str]:

@@ -10,6 +10,7 @@ from ferryman.api.agents import (
     StepProgressPayload,
     StepStartPayload,
     ToolCallDelta,
+    Turn,
     TurnAwaitingInputPayload,
     TurnCompletePayload,
     TurnEvent,
@@ -33,6 +34,7 @@ from ferryman.engine.events import (
     TurnFailed,
     TurnStarted,
 )
+from ferryman.errors import FerrymanError, error_for_code
 from ferryman.turn_records import StoredEvent
 
 
@@ -56,6 +58,28 @@ def ends_run(event: StoredEvent) -> bool:
     if "error" in data:
         return True
     return data.get("event", {}).get("payload", {}).get("event_type") in ("turn_complete", "turn_awaiting_input")
+
+
+def failed_turn(turn_id: str, code: str, message: str) -> FerrymanError:
+    """The error that answers a request which did not stream, when its turn failed."""
+    return error_for_code(code, f"turn {turn_id} failed: {message}")
+
+
+def run_answer(event: StoredEvent) -> Turn:
+    """The turn the last event of a run carries (see :func:`ends_run`): what a request that did not stream was
+    answered when that run ended.
+
+    Raises:
+        FerrymanError: the run failed (the error :func:`failed_turn` makes of it).
+    """
+    data = json.loads(event.data)
+    if "error" in data:
+        failure = TurnStreamError.model_validate(data).error
+        raise failed_turn(failure.turn_id, failure.code, failure.message)
+    payload = TurnStreamChunk.model_validate(data).event.payload
+    if not isinstance(payload, TurnCompletePayload | TurnAwaitingInputPayload):
+        raise TypeError(f"not the last event of a run: {payload.event_type}")
+    return payload.turn
 
 
 def _payload(event: EngineEvent) -> EventPayload:
