@@ -26,6 +26,7 @@ AFTER_WRITE = {
     f"after_write.{mode}.{stat}" for mode in ("keyword", "vector") for stat in ("p50", "p95", "add.p50", "remove.p50")
 }
 OTHERS = {"ingest", "memory.rss_growth", "memory.held_growth", "restart.open", "restart.keyword", "restart.vector"}
+GRAPH_WAITS = {"vector.graph_wait", "hybrid.graph_wait", "restart.vector_graph"}
 RECALLS = {"vector.recall10", "vector.recall10_mean", "after_write.vector.recall10_mean"}
 MEMORY = {"memory.rss_growth", "memory.held_growth"}
 
@@ -46,7 +47,7 @@ def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
     document = json.loads(out.read_text())
     figures = document["figures"]
     expected = {"knowledge.embed.local_minilm", "knowledge.embed.local_minilm.retrieval_set"} | {
-        f"{PREFIX}.{suffix}" for suffix in STEADY | AFTER_WRITE | OTHERS | RECALLS
+        f"{PREFIX}.{suffix}" for suffix in STEADY | AFTER_WRITE | OTHERS | RECALLS | GRAPH_WAITS
     }
     assert expected <= set(figures), sorted(expected - set(figures))
     assert not [name for name in figures if ".n300." in name], "the mode's own size ran beside --sizes"

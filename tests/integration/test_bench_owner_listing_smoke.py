@@ -15,6 +15,9 @@ def test_owner_listing_writes_a_row_per_auth_setting(tmp_path: Path, capsys: pyt
     out = tmp_path / "rows.json"
     assert main(["--others", "60", "--repeat", "3", "--only", "sqlite", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())
-    assert {(row["backend"], row["auth"], row["others"]) for row in rows} == {("sqlite", "on", 60), ("sqlite", "off", 60)}
+    assert {(row["backend"], row["auth"], row["others"]) for row in rows} == {
+        ("sqlite", "on", 60),
+        ("sqlite", "off", 60),
+    }
     assert all(row["median_ms"] > 0 and row["p95_ms"] >= row["median_ms"] for row in rows)
     assert "| sqlite | kernel | 60 |" in capsys.readouterr().out

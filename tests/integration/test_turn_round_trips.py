@@ -6,8 +6,8 @@ the first reads the agent, which a replica keeps from then on. With keys off a t
 history and the agent's memory blocks in the same transaction (one Redis pipeline); with keys on, the key is
 looked up first, and the session's owner, kept since its create, is checked without a read; the turn's owner
 is stored in the start's own transaction. A turn's ``Idempotency-Key`` is claimed by the start's own write
-too, streamed or not, so a keyed turn counts the same. After the model call, a run's own writes (its end, its events) are
-not checked again.
+too, streamed or not, so a keyed turn counts the same. After the model call, a run's own writes (its end, its
+events) are not checked again.
 """
 
 from __future__ import annotations

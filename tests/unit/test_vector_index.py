@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -210,3 +214,50 @@ def test_a_large_write_is_decoded_in_steps_and_chunks_without_embeddings_are_ski
     index.apply(changes(2, [entry(f"c{i}", "f", 2, vectors[i]) for i in range(50)], complete=True))
     assert len(index) == 50
     assert all(ids(index, vectors[i], limit=1) == [f"c{i}"] for i in range(50))
+
+
+def test_a_large_graph_is_built_off_the_lock_while_searches_stay_exact_and_writes_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vectors = clustered(3000, 100, seed=12)
+    release = threading.Event()
+    real_fill = vector_index._fill
+
+    def held_fill(*args: Any) -> None:
+        release.wait(30)  # the build waits until the test has written and searched meanwhile
+        real_fill(*args)
+
+    monkeypatch.setattr(vector_index, "_fill", held_fill)
+    index = filled(vectors[:2000], per_file=100, ann_threshold=1500, background_from=1000)
+    assert not index.approximate  # building: exact meanwhile
+    assert ids(index, vectors[10], limit=1) == ["c10"]
+    # Writes while it builds: one file removed, 500 chunks added (some in the removed chunks' freed slots).
+    index.apply(changes(10, removed=[ChunkRemoval(10, "f0")]))
+    index.apply(changes(11, [entry(f"c{i}", f"f{i // 100}", 11, vectors[i]) for i in range(2000, 2500)]))
+    assert ids(index, vectors[2100], limit=1) == ["c2100"] and "c10" not in ids(index, vectors[10], limit=50)
+    release.set()
+    assert index.wait_for_graph(30) and index.approximate
+    live = np.r_[100:2500]
+    queries = clustered(50, 100, seed=13)
+    found = sum(len(set(ids(index, q)) & set(exact(vectors, q, 10, live))) for q in queries)
+    assert found / 500 >= 0.95
+    assert all(int(chunk_id[1:]) >= 100 for q in queries for chunk_id in ids(index, q, limit=50))
+    assert ids(index, vectors[2400], limit=1) == ["c2400"]
+
+
+def test_a_graph_whose_build_failed_leaves_searches_exact_and_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    vectors = clustered(1200, 50, seed=14)
+
+    def failing_fill(graph: Any, rows: Any, slots: Any, done: Future[Any]) -> None:
+        done.set_exception(MemoryError("no room for the graph"))
+
+    monkeypatch.setattr(vector_index, "_fill", failing_fill)
+    index = filled(vectors[:1100], per_file=100, ann_threshold=1000, background_from=1)
+    assert index.wait_for_graph(30) and not index.approximate
+    assert "building a vector graph failed" in caplog.text
+    assert ids(index, vectors[7], limit=1) == ["c7"]
+    monkeypatch.undo()
+    index.apply(changes(50, [entry(f"c{i}", "f99", 50, vectors[i]) for i in range(1100, 1200)]))
+    assert index.wait_for_graph(30) and index.approximate and len(index) == 1200

@@ -95,6 +95,12 @@ class InProcessSearch:
             nearest = [] if index is None else await asyncio.to_thread(index.nearest, embedding, file_ids, limit)
         return await self._hits(vector_store_id, nearest)
 
+    async def graph_built(self, vector_store_id: str, patience: float) -> bool:
+        """Wait until no HNSW graph of the store's vectors is being built in the background (True), or ``patience``
+        seconds (False). For measurements: searches do not wait (they are exact meanwhile)."""
+        index = self._vectors.held(vector_store_id)
+        return True if index is None else await asyncio.to_thread(index.wait_for_graph, patience)
+
     async def _hits(self, vector_store_id: str, scored: list[tuple[str, float]]) -> list[ChunkHit]:
         """The chunks of ``(chunk_id, score)`` pairs, in their order; a chunk deleted since is left out."""
         if not scored:

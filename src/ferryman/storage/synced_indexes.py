@@ -79,6 +79,10 @@ class SyncedIndexes(Generic[IndexT]):
             self._indexes[vector_store_id] = index
             yield index
 
+    def held(self, vector_store_id: str) -> IndexT | None:
+        """The store's index as it stands (None: none is held), neither brought up to date nor locked."""
+        return self._indexes.get(vector_store_id)
+
     def forget(self, vector_store_id: str) -> None:
         """Drop a store's index (it was deleted)."""
         self._indexes.pop(vector_store_id, None)

@@ -11,8 +11,12 @@ replica's first search of the store under the store's lock, and each write of
 500 chunks costs it about half a second). From there on an HNSW graph
 (usearch) is kept beside the matrix, its keys the slots, changed in place by
 each write: a removal deletes the chunk's node, an addition inserts one;
-nothing is rebuilt. Whatever the path, the scores returned are recomputed from
-the matrix, so they are the exact cosine of the chunks returned.
+nothing is rebuilt. A large graph (a replica's first search of a big store,
+or a store growing past the threshold) is built on a thread of its own, off
+the store's lock: searches stay exact meanwhile, and the writes made during
+the build are applied to the graph when it is taken up. Whatever the path,
+the scores returned are recomputed from the matrix, so they are the exact
+cosine of the chunks returned.
 
 Changes to an index are serialised by its owner (:class:`.synced_indexes.SyncedIndexes`
 holds a lock around both :meth:`VectorIndex.apply` and :meth:`VectorIndex.nearest`).
@@ -20,7 +24,10 @@ holds a lock around both :meth:`VectorIndex.apply` and :meth:`VectorIndex.neares
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
+from concurrent.futures import Future
 from itertools import chain
 from typing import TYPE_CHECKING
 
@@ -45,6 +52,10 @@ _MAX_FETCHED = 1000
 """Beyond this many candidates (a filter keeping under 4% of the store, for 10), the selection is searched exactly."""
 _PARALLEL_ADD = 5000
 """Insertions into the graph in one batch from which usearch spreads them over every core (below: one thread)."""
+_BUILT_AT_ONCE = 1 << 16
+"""Rows a background build copies out of the matrix and inserts per step (25 MB at 384 dimensions)."""
+
+log = logging.getLogger(__name__)
 
 
 class VectorIndex:
@@ -56,6 +67,8 @@ class VectorIndex:
         connectivity: The graph's edges per node (HNSW's M).
         expansion_add: Candidates considered when inserting a node (HNSW's efConstruction).
         expansion_search: Candidates considered when searching (HNSW's ef), at least the count asked for.
+        background_from: A graph of at least this many chunks is built on a thread of its own while searches
+            stay exact (smaller ones take well under a second: built in place).
     """
 
     def __init__(
@@ -66,9 +79,11 @@ class VectorIndex:
         connectivity: int = 16,
         expansion_add: int = 64,
         expansion_search: int = 128,
+        background_from: int = 20_000,
     ) -> None:
         self.version = -1
         self._ann_threshold = ann_threshold
+        self._background_from = background_from
         self._exact_file_limit = exact_file_limit
         self._connectivity = connectivity
         self._expansion_add = expansion_add
@@ -81,7 +96,19 @@ class VectorIndex:
     @property
     def approximate(self) -> bool:
         """Whether searches without a selective file filter go through the graph."""
+        self._take_up_built_graph()
         return self._graph is not None
+
+    def wait_for_graph(self, timeout: float | None = None) -> bool:
+        """Wait until no graph is being built (True), or ``timeout`` seconds (False); for tests and tools."""
+        building = self._building
+        if building is None:
+            return True
+        try:
+            building.exception(timeout)
+        except TimeoutError:
+            return False
+        return True
 
     def apply(self, changes: ChunkChanges) -> None:
         """Bring the index to ``changes.version`` (removals first, then additions; see :mod:`.chunk_feed`).
@@ -107,6 +134,7 @@ class VectorIndex:
         """
         import numpy as np
 
+        self._take_up_built_graph()
         if limit <= 0 or not self._slot_of or self._vectors is None or file_ids == []:
             return []
         query = np.asarray(embedding, dtype=np.float32)
@@ -141,6 +169,10 @@ class VectorIndex:
         self._graph: Index | None = None
         self._touched: dict[int, bool] = {}
         """Slots changed since the graph was last synced, each with whether the graph held it then."""
+        self._building: Future[Index] | None = None
+        """A graph being built on its own thread from the rows live when it began (None: none is)."""
+        self._since_building: dict[int, bool] = {}
+        """Slots changed since that build began, each with whether it was live then."""
 
     def _remove(self, removal: ChunkRemoval) -> None:
         if self._versions is None:
@@ -237,7 +269,11 @@ class VectorIndex:
 
         touched, self._touched = self._touched, {}
         if self._graph is None:
-            if len(self._slot_of) >= self._ann_threshold:
+            if self._building is not None:
+                for slot, held in touched.items():
+                    self._since_building.setdefault(slot, held)
+                self._take_up_built_graph()
+            elif len(self._slot_of) >= self._ann_threshold:
                 self._build_graph()
             return
         if len(self._slot_of) < self._ann_threshold // 2:
@@ -251,12 +287,11 @@ class VectorIndex:
         if len(added):
             self._insert(added)
 
-    def _build_graph(self) -> None:
-        import numpy as np
+    def _new_graph(self) -> Index:
         from usearch.index import Index
 
-        assert self._vectors is not None and self._live is not None
-        self._graph = Index(
+        assert self._vectors is not None
+        return Index(
             ndim=self._vectors.shape[1],
             metric="cos",
             dtype="f16",
@@ -264,7 +299,45 @@ class VectorIndex:
             expansion_add=self._expansion_add,
             expansion_search=self._expansion_search,
         )
-        self._insert(np.flatnonzero(self._live[: len(self._chunk_ids)]))
+
+    def _build_graph(self) -> None:
+        import numpy as np
+
+        assert self._vectors is not None and self._live is not None
+        slots = np.flatnonzero(self._live[: len(self._chunk_ids)])
+        if len(slots) < self._background_from:
+            self._graph = self._new_graph()
+            self._insert(slots)
+            return
+        # The builder reads this matrix while writes go on: a later _grow makes a new one, and a row rewritten
+        # meanwhile is among the slots changed since, which the graph is brought up to when it is taken up.
+        building: Future[Index] = Future()
+        graph, vectors = self._new_graph(), self._vectors
+        self._building, self._since_building = building, {}
+        threading.Thread(target=_fill, args=(graph, vectors, slots, building), name="vector-graph", daemon=True).start()
+
+    def _take_up_built_graph(self) -> None:
+        """Once the graph being built is done, use it, brought up to the writes made since it began."""
+        import numpy as np
+
+        building = self._building
+        if building is None or not building.done():
+            return
+        self._building = None
+        since, self._since_building = self._since_building, {}
+        if building.exception() is not None:  # searches stay exact; the next write that syncs tries again
+            log.error("building a vector graph failed", exc_info=building.exception())
+            return
+        if len(self._slot_of) < self._ann_threshold // 2:
+            return
+        assert self._live is not None
+        self._graph = building.result()
+        gone = [slot for slot, held in since.items() if held]
+        if gone:
+            self._graph.remove(np.asarray(gone, dtype=np.uint64))
+        added = np.asarray([slot for slot in since if self._live[slot]], dtype=np.int64)
+        if len(added):
+            self._insert(added)
 
     def _insert(self, slots: np.ndarray) -> None:
         import numpy as np
@@ -325,6 +398,20 @@ class VectorIndex:
         best = np.argpartition(-scores, count - 1)[:count]
         best = best[np.argsort(-scores[best], kind="stable")]
         return [(str(self._chunk_ids[slots[i]]), float(scores[i])) for i in best]
+
+
+def _fill(graph: Index, vectors: np.ndarray, slots: np.ndarray, done: Future[Index]) -> None:
+    """Insert these rows into a new graph, a step at a time (each step's rows copied out of the matrix)."""
+    import numpy as np
+
+    try:
+        for start in range(0, len(slots), _BUILT_AT_ONCE):
+            step = slots[start : start + _BUILT_AT_ONCE]
+            graph.add(step.astype(np.uint64), vectors[step], threads=0)
+    except BaseException as exc:  # noqa: BLE001  (handed to the index, which logs it)
+        done.set_exception(exc)
+    else:
+        done.set_result(graph)
 
 
 def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
