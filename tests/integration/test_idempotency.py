@@ -14,11 +14,14 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
+from ferryman.api.agents import TurnError
 from ferryman.api.content import Message
-from ferryman.errors import InvalidRequestError
+from ferryman.errors import InvalidRequestError, NotFoundError
 from ferryman.inference.base import ChatChunk, ChatRequest, TextChunk
 from ferryman.server.app import Services, build_services, create_app
+from ferryman.services.agents import AgentService
 from ferryman.services.host import TurnHost
+from ferryman.services.idempotency import IdempotencyKeys
 from ferryman.storage.base import IdempotencyRecord, KeySettlement
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
@@ -440,3 +443,81 @@ async def test_the_provider_data_header_is_part_of_the_request(http: httpx.Async
         "/v1/agents", json=body, headers={KEY: "pd-key", "X-LlamaStack-Provider-Data": '{"api_key": "k2"}'}
     )
     assert other.status_code == 422 and other.json()["error"]["code"] == "idempotency_key_reused"
+
+
+async def test_a_turn_whose_run_failed_on_the_server_after_its_call_was_gone_runs_again_on_a_retry(
+    http: httpx.AsyncClient, scripted: AskedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent_id = await new_agent(http)
+    session_id = await new_session(http, agent_id)
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    body = {"messages": user("hi"), "stream": False}
+    scripted.enqueue_error()
+    with monkeypatch.context() as gone:  # the first call's replica dies as its run fails: it gives nothing back
+        gone.setattr(IdempotencyKeys, "give_back", _nothing)
+        failed = await post(http, url, body, "orphan-key")
+    assert failed.status_code >= 500
+    repeat = await post(http, url, body, "orphan-key")  # the run's 5xx is not kept: the key goes back
+    assert repeat.status_code == 409 and repeat.json()["error"]["code"] == "idempotency_key_in_use", repeat.text
+    scripted.enqueue_text("second try")
+    retried = await post(http, url, body, "orphan-key")
+    assert retried.status_code == 200 and REPLAYED not in retried.headers
+    assert len(scripted.requests) == 2
+
+
+async def _nothing(*args: Any) -> None:
+    return None
+
+
+async def _no_events(*args: Any) -> AsyncIterator[Any]:
+    """``turn_events`` of a run whose events stop short of its end (none at all)."""
+
+    async def empty() -> AsyncIterator[Any]:
+        return
+        yield  # pragma: no cover  (makes this a generator)
+
+    return empty()
+
+
+@pytest.mark.parametrize(
+    ("stored", "forgotten"),
+    # Gone: removed before its launch by its first call, which gives the key back itself; unfinished: still held.
+    [(None, False), ("in_progress", False), ("failed", True)],
+    ids=["turn-gone", "turn-unfinished", "turn-failed-upstream"],
+)
+async def test_a_repeat_whose_run_left_no_last_event_answers_from_the_turn_as_stored(
+    http: httpx.AsyncClient,
+    scripted: AskedModel,
+    monkeypatch: pytest.MonkeyPatch,
+    stored: str | None,
+    forgotten: bool,
+) -> None:
+    agent_id = await new_agent(http)
+    session_id = await new_session(http, agent_id)
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    body = {"messages": user("hi"), "stream": False}
+    scripted.enqueue_text("done")
+    first = await post(http, url, body, "short-key")
+    turn = first.json()
+    original_get_turn = AgentService.get_turn
+
+    async def as_stored(service: AgentService, *args: str) -> Any:
+        if stored is None:
+            raise NotFoundError("turn not found")
+        found = await original_get_turn(service, *args)
+        error = {"code": "upstream_error", "message": "the model failed"} if stored == "failed" else None
+        return found.model_copy(update={"status": stored, "error": TurnError.model_validate(error) if error else None})
+
+    monkeypatch.setattr(AgentService, "turn_events", _no_events)  # its events stop short of the run's end
+    monkeypatch.setattr(AgentService, "get_turn", as_stored)
+    repeat = await post(http, url, body, "short-key")
+    assert repeat.status_code == 409 and repeat.json()["error"]["code"] == "idempotency_key_in_use", repeat.text
+    monkeypatch.undo()
+    if forgotten:  # a retry runs again
+        scripted.enqueue_text("again")
+        again = await post(http, url, body, "short-key")
+        assert again.status_code == 200 and again.json()["turn_id"] != turn["turn_id"]
+        assert REPLAYED not in again.headers and len(scripted.requests) == 2
+    else:  # still held by the first call's run
+        again = await post(http, url, body, "short-key")
+        assert (again.content, again.headers[REPLAYED]) == (first.content, "true") and len(scripted.requests) == 1

@@ -28,16 +28,19 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from ferryman.api.agents import Turn
 from ferryman.auth.principal import current_principal
 from ferryman.errors import (
     FailureCode,
     FerrymanError,
     IdempotencyKeyInUseError,
     InvalidRequestError,
+    NotFoundError,
     RunNotStartedError,
 )
 from ferryman.inference.provider_data import HEADER as PROVIDER_DATA_HEADER
 from ferryman.metrics import instruments as metrics
+from ferryman.services.agents import AgentService
 from ferryman.services.idempotency import (
     KEY_HEADER,
     MAX_KEY_LENGTH,
@@ -51,7 +54,7 @@ from ferryman.services.idempotency import (
     StoredAnswer,
     TurnReplay,
 )
-from ferryman.services.turn_stream import ends_run, run_answer
+from ferryman.services.turn_stream import ends_run, failed_turn, run_answer
 from ferryman.storage.base import IdempotencyKeyHeldError
 from ferryman.turn_records import StoredEvent
 
@@ -132,11 +135,11 @@ def keyed(handler: Handler, with_run: bool = False) -> Handler:
                 await hold.take(with_run=False)
             return await _first_call(request, handler, keys, hold)
         except KeyAnswered as answered:
-            outcome = answered.outcome
+            outcome, token = answered.outcome, answered.token
         except IdempotencyKeyHeldError as held:  # the run's write found the key held: it wrote nothing
-            outcome = keys.answer(key, held.fingerprint, held.result)
+            outcome, token = keys.answer(key, held.fingerprint, held.result), held.token
         metrics.replayed()
-        return await _replay(request, outcome)
+        return await _replay(request, outcome, functools.partial(keys.forget_held, key, token))
 
     return answer
 
@@ -237,38 +240,73 @@ class _HeldWhileStreaming:
                 await asyncio.shield(self._keys.release(self._hold.claim))
 
 
-async def _replay(request: Request, outcome: Outcome) -> Response:
-    """The first call's outcome, marked as a replay.
+async def _replay(request: Request, outcome: Outcome, give_back: Callable[[], Awaitable[None]]) -> Response:
+    """The first call's outcome, marked as a replay; ``give_back`` frees the key the first call holds.
 
     Raises:
         IdempotencyKeyInUseError: the first call stored its run but failed before launching it, and is giving
-            its key back: a retry runs the request.
+            its key back, or its non-streamed turn failed in a way a retry could change: a retry runs the request.
     """
     if isinstance(outcome, StoredAnswer):
         headers = dict(outcome.headers) | REPLAYED
         return Response(outcome.body, outcome.status, headers)
     try:
-        response = await _replayed_run(request, outcome)
+        if isinstance(outcome, TurnReplay) and not outcome.streamed:
+            response = await _turn_answer(request, outcome, give_back)
+        else:
+            response = await _replayed_run(request, outcome)
     except RunNotStartedError as exc:
         raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} failed; retry") from exc
-    except FerrymanError as exc:  # how the first call's run ended (a turn that did not stream), or its turn is gone
-        response = error_response(exc)
     response.headers.update(REPLAYED)
     return response
+
+
+async def _turn_answer(request: Request, outcome: TurnReplay, give_back: Callable[[], Awaitable[None]]) -> Response:
+    """What a non-streamed turn's first call answered: the turn its run's last event carries (waiting for a run
+    still going, as that call waits), or the failure the run ended with, kept like any answer unless a retry
+    could change it; then the key is given back (its call may be gone with its replica) and this call retries."""
+    agents = services(request).agents
+    events = await agents.turn_events(outcome.agent_id, outcome.session_id, outcome.turn_id, outcome.after)
+    last = None
+    async for event in _one_run(events):
+        last = event
+    try:
+        turn = run_answer(last) if last is not None and ends_run(last) else await _stored_turn(agents, outcome)
+    except (IdempotencyKeyInUseError, RunNotStartedError):
+        raise
+    except FerrymanError as exc:
+        answer = error_response(exc)
+        if _worth_keeping(answer):
+            return answer
+        await asyncio.shield(give_back())
+        raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} failed; retry") from exc
+    return JSONModelResponse(turn)
+
+
+async def _stored_turn(agents: AgentService, outcome: TurnReplay) -> Turn:
+    """The turn as stored, when its run's events stop short of the run's end.
+
+    Raises:
+        FerrymanError: the turn failed (its failure, as its first call answered it).
+        RunNotStartedError: the turn is gone: stored, but removed again before its run was launched.
+        IdempotencyKeyInUseError: the turn has not ended yet.
+    """
+    try:
+        turn = await agents.get_turn(outcome.agent_id, outcome.session_id, outcome.turn_id)
+    except NotFoundError as exc:
+        raise RunNotStartedError(f"turn {outcome.turn_id} was never run") from exc
+    if turn.status == "failed" and turn.error is not None:
+        raise failed_turn(turn.turn_id, turn.error.code, turn.error.message)
+    if turn.status in ("in_progress", "queued"):
+        raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} is still running; retry later")
+    return turn
 
 
 async def _replayed_run(request: Request, outcome: TurnReplay | ResponseReplay) -> Response:
     if isinstance(outcome, TurnReplay):
         agents = services(request).agents
         events = await agents.turn_events(outcome.agent_id, outcome.session_id, outcome.turn_id, outcome.after)
-        if outcome.streamed:
-            return event_stream(_one_run(events))
-        last = None
-        async for event in _one_run(events):  # a run still going is waited for, as its first call waits
-            last = event
-        if last is None or not ends_run(last):  # its events stop short (a replica died mid-run): the turn now
-            return JSONModelResponse(await agents.get_turn(outcome.agent_id, outcome.session_id, outcome.turn_id))
-        return JSONModelResponse(run_answer(last))
+        return event_stream(_one_run(events))
     responses = services(request).responses
     replayed = await responses.replay(outcome.response_id, outcome.after, frozenset(outcome.include))
     return event_stream(replayed, named=True)

@@ -146,11 +146,13 @@ class KeyAnswered(Exception):  # noqa: N818  (not an error: the answer is the ea
 
     Attributes:
         outcome: What the earlier call did.
+        token: The earlier call's claim token (see :meth:`IdempotencyKeys.forget_held`).
     """
 
-    def __init__(self, outcome: Outcome) -> None:
+    def __init__(self, outcome: Outcome, token: str) -> None:
         super().__init__("answered by the earlier call with this Idempotency-Key")
         self.outcome = outcome
+        self.token = token
 
 
 @dataclass
@@ -196,8 +198,8 @@ class KeyHold:
             IdempotencyKeyInUseError: the earlier call still runs and has no outcome yet.
         """
         claimed = await self.keys.claim(self.key)
-        if not isinstance(claimed, Claim):
-            raise KeyAnswered(claimed)
+        if isinstance(claimed, KeyAnswered):
+            raise claimed
         self.claim = claimed
         return claimed
 
@@ -235,8 +237,8 @@ class IdempotencyKeys:
     ) -> None:
         self._store, self._lifetime, self._lease = store, lifetime, lease
 
-    async def claim(self, key: IdempotencyKey) -> Claim | Outcome:
-        """Claim ``key`` for this call, or return the outcome of the first call that held it.
+    async def claim(self, key: IdempotencyKey) -> Claim | KeyAnswered:
+        """Claim ``key`` for this call, or return the outcome of the first call that held it (and that call's token).
 
         Raises:
             IdempotencyKeyReusedError: the key was used with another request.
@@ -247,7 +249,7 @@ class IdempotencyKeys:
         held = await self._store.claim_idempotency_key(record, now)
         if held is None:
             return Claim(record, now + self._lifetime)
-        return self.answer(key, held.fingerprint, held.result)
+        return KeyAnswered(self.answer(key, held.fingerprint, held.result), held.token)
 
     def deferred(self, key: IdempotencyKey) -> Claim:
         """A claim of ``key`` that the write of the call's run stores with that run, in one transaction or
@@ -281,6 +283,13 @@ class IdempotencyKeys:
         if not await self._store.complete_idempotency_key(claim.record, encode_outcome(outcome), claim.lasts_until):
             # The claim lapsed (this call outlived its lease) and another call took the key: both ran.
             log.warning("an idempotency key was taken over while its first call ran: both calls ran")
+
+    async def forget_held(self, key: IdempotencyKey, token: str) -> None:
+        """Give back a key an earlier call holds with the claim ``token`` (not a later claim of it), result or not:
+        that call's run failed in a way a retry could change, and the call is gone (its replica died)."""
+        now = datetime.now(UTC)
+        held = IdempotencyRecord(key.owner, key.key, token, key.fingerprint, now, now)
+        await self._store.forget_idempotency_key(held)
 
     async def release(self, claim: Claim) -> None:
         """Give the key back (unless its outcome is stored), so that a retry runs."""

@@ -383,12 +383,14 @@ class IdempotencyKeyHeldError(IdempotencyKeyInUseError):
     Attributes:
         fingerprint: The holder's request fingerprint.
         result: The holder's stored outcome (None: its call still runs).
+        token: The holder's claim token (what :meth:`IdempotencyStore.forget_idempotency_key` matches).
     """
 
-    def __init__(self, fingerprint: str, result: str | None) -> None:
+    def __init__(self, fingerprint: str, result: str | None, token: str) -> None:
         super().__init__("the first request with this Idempotency-Key still runs; retry later")
         self.fingerprint = fingerprint
         self.result = result
+        self.token = token
 
 
 @dataclass

@@ -140,10 +140,10 @@ local function key_refusal()
   if key_record == '' then return nil end
   local k = key('idempotency', key_record)
   if key_claiming then
-    local f = redis.call('HMGET', k, 'fingerprint', 'expires_at', 'result')
+    local f = redis.call('HMGET', k, 'fingerprint', 'expires_at', 'result', 'token')
     if f[1] and tonumber(f[2]) > tonumber(key_created) then
-      if f[3] then return {KEY_HELD, f[1], '1', f[3]} end
-      return {KEY_HELD, f[1], '0', ''}
+      if f[3] then return {KEY_HELD, f[1], '1', f[3], f[4]} end
+      return {KEY_HELD, f[1], '0', '', f[4]}
     end
     return nil
   end
@@ -170,8 +170,8 @@ def key_lost(args: Any, found: list[Any]) -> IdempotencyKeyInUseError:
 
 def key_taken(args: Any, found: list[Any]) -> IdempotencyKeyHeldError:
     """The error of a script's ``KEY_HELD``: the key it claims is held by an earlier call."""
-    fingerprint, done, result = found
-    return IdempotencyKeyHeldError(fingerprint, result if done == "1" else None)
+    fingerprint, done, result, token = found
+    return IdempotencyKeyHeldError(fingerprint, result if done == "1" else None, token)
 
 
 KEY_ERRORS = {Outcome.KEY_LOST: key_lost, Outcome.KEY_HELD: key_taken}

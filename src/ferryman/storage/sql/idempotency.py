@@ -52,7 +52,7 @@ def claimed(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
         return
     if held is None:
         raise IdempotencyKeyInUseError("the request that held this Idempotency-Key gave it back; retry")
-    raise IdempotencyKeyHeldError(held[3], held[6])
+    raise IdempotencyKeyHeldError(held[3], held[6], held[2])
 
 
 def _claim(d: Dialect, claim: IdempotencyRecord, now: datetime) -> Work[Literal[True] | Row | None]:
