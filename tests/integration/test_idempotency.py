@@ -469,6 +469,10 @@ async def _nothing(*args: Any) -> None:
     return None
 
 
+async def _not_found(*args: Any) -> AsyncIterator[Any]:
+    raise NotFoundError("turn not found")
+
+
 async def _no_events(*args: Any) -> AsyncIterator[Any]:
     """``turn_events`` of a run whose events stop short of its end (none at all)."""
 
@@ -481,9 +485,10 @@ async def _no_events(*args: Any) -> AsyncIterator[Any]:
 
 @pytest.mark.parametrize(
     ("stored", "forgotten"),
-    # Gone: removed before its launch by its first call, which gives the key back itself; unfinished: still held.
-    [(None, False), ("in_progress", False), ("failed", True)],
-    ids=["turn-gone", "turn-unfinished", "turn-failed-upstream"],
+    # Gone: removed before its launch by its first call, which gives the key back itself (before its events are
+    # read, or after); unfinished: still held.
+    [("gone-before-read", False), (None, False), ("in_progress", False), ("failed", True)],
+    ids=["turn-gone-before-its-events-are-read", "turn-gone", "turn-unfinished", "turn-failed-upstream"],
 )
 async def test_a_repeat_whose_run_left_no_last_event_answers_from_the_turn_as_stored(
     http: httpx.AsyncClient,
@@ -508,7 +513,10 @@ async def test_a_repeat_whose_run_left_no_last_event_answers_from_the_turn_as_st
         error = {"code": "upstream_error", "message": "the model failed"} if stored == "failed" else None
         return found.model_copy(update={"status": stored, "error": TurnError.model_validate(error) if error else None})
 
-    monkeypatch.setattr(AgentService, "turn_events", _no_events)  # its events stop short of the run's end
+    if stored == "gone-before-read":
+        monkeypatch.setattr(AgentService, "turn_events", _not_found)
+    else:
+        monkeypatch.setattr(AgentService, "turn_events", _no_events)  # its events stop short of the run's end
     monkeypatch.setattr(AgentService, "get_turn", as_stored)
     repeat = await post(http, url, body, "short-key")
     assert repeat.status_code == 409 and repeat.json()["error"]["code"] == "idempotency_key_in_use", repeat.text

@@ -100,7 +100,7 @@ async def test_a_start_finding_its_key_held_stores_nothing_and_names_the_holder(
     with pytest.raises(IdempotencyKeyHeldError) as held:
         await store.start_turn(turn, [], settle=_claiming())
 
-    assert (held.value.fingerprint, held.value.result) == ("fp-0", outcome)
+    assert (held.value.fingerprint, held.value.result, held.value.token) == ("fp-0", outcome, first.token)
     assert await _missing(store, turn)
     await store.start_turn(_turn(turn.session_id), [])  # the session was left free
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -250,7 +252,7 @@ def test_a_graph_whose_build_failed_leaves_searches_exact_and_is_tried_again(
 ) -> None:
     vectors = clustered(1200, 50, seed=14)
 
-    def failing_fill(graph: Any, rows: Any, slots: Any, done: Future[Any]) -> None:
+    def failing_fill(graph: Any, rows: Any, slots: Any, done: Future[Any], cancelled: Any) -> None:
         done.set_exception(MemoryError("no room for the graph"))
 
     monkeypatch.setattr(vector_index, "_fill", failing_fill)
@@ -261,3 +263,42 @@ def test_a_graph_whose_build_failed_leaves_searches_exact_and_is_tried_again(
     monkeypatch.undo()
     index.apply(changes(50, [entry(f"c{i}", "f99", 50, vectors[i]) for i in range(1100, 1200)]))
     assert index.wait_for_graph(30) and index.approximate and len(index) == 1200
+
+
+def test_a_build_is_cancelled_when_its_index_starts_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    real_fill = vector_index._fill
+    outcomes: list[Future[Any]] = []
+
+    def held_fill(graph: Any, rows: Any, slots: Any, done: Future[Any], cancelled: threading.Event) -> None:
+        outcomes.append(done)
+        started.set()
+        release.wait(30)
+        real_fill(graph, rows, slots, done, cancelled)
+
+    monkeypatch.setattr(vector_index, "_fill", held_fill)
+    vectors = clustered(1200, 50, seed=15)
+    index = filled(vectors[:1100], per_file=100, ann_threshold=1000, background_from=1)
+    assert started.wait(30)
+    index.apply(changes(60, [entry("c0", "f0", 60, vectors[0])], complete=True))  # a complete answer: reset
+    release.set()
+    assert isinstance(outcomes[0].exception(30), vector_index.BuildCancelled)
+    assert not index.approximate and len(index) == 1 and "building a vector graph failed" not in caplog.text
+
+
+def test_a_process_exiting_while_a_graph_is_built_exits_cleanly() -> None:
+    script = """
+import sys, numpy as np
+from ferryman.storage.chunk_feed import ChunkChanges, ChunkEntry
+from ferryman.storage.vector_index import VectorIndex
+rows = np.random.default_rng(0).standard_normal((60000, 64)).astype("<f4")
+added = [ChunkEntry(f"c{i}", "f", 1, "", rows[i].tobytes()) for i in range(len(rows))]
+index = VectorIndex(ann_threshold=1000, background_from=1)
+index.apply(ChunkChanges(1, False, added, []))
+assert not index.wait_for_graph(0)  # still building as the interpreter exits
+sys.exit(0)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr

@@ -266,7 +266,10 @@ async def _turn_answer(request: Request, outcome: TurnReplay, give_back: Callabl
     still going, as that call waits), or the failure the run ended with, kept like any answer unless a retry
     could change it; then the key is given back (its call may be gone with its replica) and this call retries."""
     agents = services(request).agents
-    events = await agents.turn_events(outcome.agent_id, outcome.session_id, outcome.turn_id, outcome.after)
+    try:
+        events = await agents.turn_events(outcome.agent_id, outcome.session_id, outcome.turn_id, outcome.after)
+    except NotFoundError as exc:  # its first call removed it before launching it, and gives the key back
+        raise RunNotStartedError(f"turn {outcome.turn_id} was never run") from exc
     last = None
     async for event in _one_run(events):
         last = event

@@ -24,9 +24,12 @@ holds a lock around both :meth:`VectorIndex.apply` and :meth:`VectorIndex.neares
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import threading
+import weakref
+from collections.abc import Callable
 from concurrent.futures import Future
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -52,10 +55,29 @@ _MAX_FETCHED = 1000
 """Beyond this many candidates (a filter keeping under 4% of the store, for 10), the selection is searched exactly."""
 _PARALLEL_ADD = 5000
 """Insertions into the graph in one batch from which usearch spreads them over every core (below: one thread)."""
-_BUILT_AT_ONCE = 1 << 16
-"""Rows a background build copies out of the matrix and inserts per step (25 MB at 384 dimensions)."""
+_BUILT_AT_ONCE = 8192
+"""Rows a background build copies out of the matrix and inserts per step (12 MB at 384 dimensions, a second or
+so of both cores): between steps it sees that it was cancelled."""
 
 log = logging.getLogger(__name__)
+
+_ONE_BUILD = threading.Lock()
+"""Graphs are built one at a time in a process: each takes every core."""
+_BUILDERS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+_EXITING = threading.Event()
+
+
+class BuildCancelled(Exception):  # noqa: N818  (not an error: nobody wants the graph any more)
+    """A background graph build stopped because its index was reset or dropped, or the process is exiting."""
+
+
+@atexit.register
+def _stop_builds() -> None:
+    # A thread still inside usearch when the interpreter goes away aborts the process: each builder stops at the
+    # end of its step, and is waited for here.
+    _EXITING.set()
+    for builder in list(_BUILDERS):
+        builder.join(timeout=30)
 
 
 class VectorIndex:
@@ -169,8 +191,12 @@ class VectorIndex:
         self._graph: Index | None = None
         self._touched: dict[int, bool] = {}
         """Slots changed since the graph was last synced, each with whether the graph held it then."""
+        previous: Future[Index] | None = getattr(self, "_building", None)
+        if previous is not None:
+            self._cancel_build()
         self._building: Future[Index] | None = None
         """A graph being built on its own thread from the rows live when it began (None: none is)."""
+        self._cancel_build: Callable[[], None] = _nothing
         self._since_building: dict[int, bool] = {}
         """Slots changed since that build began, each with whether it was live then."""
 
@@ -265,8 +291,6 @@ class VectorIndex:
         self._versions = np.concatenate([self._versions, np.zeros(capacity - len(self._versions), dtype=np.int64)])
 
     def _sync_graph(self) -> None:
-        import numpy as np
-
         touched, self._touched = self._touched, {}
         if self._graph is None:
             if self._building is not None:
@@ -279,7 +303,13 @@ class VectorIndex:
         if len(self._slot_of) < self._ann_threshold // 2:
             self._graph = None
             return
-        assert self._vectors is not None and self._live is not None and self._graph is not None
+        self._catch_up(touched)
+
+    def _catch_up(self, touched: dict[int, bool]) -> None:
+        """Bring the graph up to these changed slots (each with whether the graph held it): out, then in if live."""
+        import numpy as np
+
+        assert self._live is not None and self._graph is not None
         gone = [slot for slot, held in touched.items() if held]
         if gone:
             self._graph.remove(np.asarray(gone, dtype=np.uint64))
@@ -312,32 +342,32 @@ class VectorIndex:
         # The builder reads this matrix while writes go on: a later _grow makes a new one, and a row rewritten
         # meanwhile is among the slots changed since, which the graph is brought up to when it is taken up.
         building: Future[Index] = Future()
+        cancelled = threading.Event()
         graph, vectors = self._new_graph(), self._vectors
-        self._building, self._since_building = building, {}
-        threading.Thread(target=_fill, args=(graph, vectors, slots, building), name="vector-graph", daemon=True).start()
+        self._building, self._since_building, self._cancel_build = building, {}, cancelled.set
+        weakref.finalize(self, cancelled.set)  # an index dropped (evicted, forgotten) stops its build
+        builder = threading.Thread(
+            target=_fill, args=(graph, vectors, slots, building, cancelled), name="vector-graph", daemon=True
+        )
+        _BUILDERS.add(builder)
+        builder.start()
 
     def _take_up_built_graph(self) -> None:
         """Once the graph being built is done, use it, brought up to the writes made since it began."""
-        import numpy as np
-
         building = self._building
         if building is None or not building.done():
             return
         self._building = None
         since, self._since_building = self._since_building, {}
-        if building.exception() is not None:  # searches stay exact; the next write that syncs tries again
-            log.error("building a vector graph failed", exc_info=building.exception())
+        failure = building.exception()
+        if failure is not None:  # searches stay exact; the next write that syncs tries again
+            if not isinstance(failure, BuildCancelled):
+                log.error("building a vector graph failed", exc_info=failure)
             return
         if len(self._slot_of) < self._ann_threshold // 2:
             return
-        assert self._live is not None
         self._graph = building.result()
-        gone = [slot for slot, held in since.items() if held]
-        if gone:
-            self._graph.remove(np.asarray(gone, dtype=np.uint64))
-        added = np.asarray([slot for slot in since if self._live[slot]], dtype=np.int64)
-        if len(added):
-            self._insert(added)
+        self._catch_up(since)
 
     def _insert(self, slots: np.ndarray) -> None:
         import numpy as np
@@ -400,18 +430,36 @@ class VectorIndex:
         return [(str(self._chunk_ids[slots[i]]), float(scores[i])) for i in best]
 
 
-def _fill(graph: Index, vectors: np.ndarray, slots: np.ndarray, done: Future[Index]) -> None:
-    """Insert these rows into a new graph, a step at a time (each step's rows copied out of the matrix)."""
+def _fill(
+    graph: Index, vectors: np.ndarray, slots: np.ndarray, done: Future[Index], cancelled: threading.Event
+) -> None:
+    """Insert these rows into a new graph, a step at a time (each step's rows copied out of the matrix), after
+    any other build in the process; stop between steps once ``cancelled`` or the process exits."""
     import numpy as np
 
+    def stopping() -> bool:
+        return cancelled.is_set() or _EXITING.is_set()
+
     try:
-        for start in range(0, len(slots), _BUILT_AT_ONCE):
-            step = slots[start : start + _BUILT_AT_ONCE]
-            graph.add(step.astype(np.uint64), vectors[step], threads=0)
+        while not _ONE_BUILD.acquire(timeout=0.5):
+            if stopping():
+                raise BuildCancelled
+        try:
+            for start in range(0, len(slots), _BUILT_AT_ONCE):
+                if stopping():
+                    raise BuildCancelled
+                step = slots[start : start + _BUILT_AT_ONCE]
+                graph.add(step.astype(np.uint64), vectors[step], threads=0)
+        finally:
+            _ONE_BUILD.release()
     except BaseException as exc:  # noqa: BLE001  (handed to the index, which logs it)
         done.set_exception(exc)
     else:
         done.set_result(graph)
+
+
+def _nothing() -> None:
+    return None
 
 
 def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
