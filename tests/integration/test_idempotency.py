@@ -485,9 +485,8 @@ async def _no_events(*args: Any) -> AsyncIterator[Any]:
 
 @pytest.mark.parametrize(
     ("stored", "forgotten"),
-    # Gone: removed before its launch by its first call, which gives the key back itself (before its events are
-    # read, or after); unfinished: still held.
-    [("gone-before-read", False), (None, False), ("in_progress", False), ("failed", True)],
+    # Gone (before its events are read, or after): the key goes back, so a retry runs; unfinished: still held.
+    [("gone-before-read", True), (None, True), ("in_progress", False), ("failed", True)],
     ids=["turn-gone-before-its-events-are-read", "turn-gone", "turn-unfinished", "turn-failed-upstream"],
 )
 async def test_a_repeat_whose_run_left_no_last_event_answers_from_the_turn_as_stored(
@@ -529,3 +528,22 @@ async def test_a_repeat_whose_run_left_no_last_event_answers_from_the_turn_as_st
     else:  # still held by the first call's run
         again = await post(http, url, body, "short-key")
         assert (again.content, again.headers[REPLAYED]) == (first.content, "true") and len(scripted.requests) == 1
+
+
+async def test_a_repeat_after_its_session_was_deleted_runs_again_and_gets_its_own_answer(
+    http: httpx.AsyncClient, scripted: AskedModel
+) -> None:
+    agent_id = await new_agent(http)
+    session_id = await new_session(http, agent_id)
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    body = {"messages": user("hi"), "stream": False}
+    scripted.enqueue_text("done")
+    assert (await post(http, url, body, "deleted-key")).status_code == 200
+    assert (await http.delete(f"/v1/agents/{agent_id}/session/{session_id}")).status_code == 200
+    repeat = await post(http, url, body, "deleted-key")  # its turn went with the session: the key goes back
+    assert repeat.status_code == 409 and repeat.json()["error"]["code"] == "idempotency_key_in_use", repeat.text
+    retried = await post(http, url, body, "deleted-key")
+    assert retried.status_code == 404 and REPLAYED not in retried.headers, retried.text
+    again = await post(http, url, body, "deleted-key")
+    assert (again.status_code, again.content, again.headers[REPLAYED]) == (404, retried.content, "true")
+    assert len(scripted.requests) == 1

@@ -268,13 +268,15 @@ async def _turn_answer(request: Request, outcome: TurnReplay, give_back: Callabl
     agents = services(request).agents
     try:
         events = await agents.turn_events(outcome.agent_id, outcome.session_id, outcome.turn_id, outcome.after)
-    except NotFoundError as exc:  # its first call removed it before launching it, and gives the key back
-        raise RunNotStartedError(f"turn {outcome.turn_id} was never run") from exc
+    except NotFoundError as exc:
+        raise await _gone(outcome, give_back) from exc
     last = None
     async for event in _one_run(events):
         last = event
     try:
         turn = run_answer(last) if last is not None and ends_run(last) else await _stored_turn(agents, outcome)
+    except NotFoundError as exc:
+        raise await _gone(outcome, give_back) from exc
     except (IdempotencyKeyInUseError, RunNotStartedError):
         raise
     except FerrymanError as exc:
@@ -286,18 +288,23 @@ async def _turn_answer(request: Request, outcome: TurnReplay, give_back: Callabl
     return JSONModelResponse(turn)
 
 
+async def _gone(outcome: TurnReplay, give_back: Callable[[], Awaitable[None]]) -> RunNotStartedError:
+    """The key's turn is gone: removed by its first call before its run was launched (that call gives the key
+    back too), or deleted since with its session. The key is given back, so that a retry runs the request and
+    gets its own answer (a 404 for a session deleted since)."""
+    await asyncio.shield(give_back())
+    return RunNotStartedError(f"turn {outcome.turn_id} is gone")
+
+
 async def _stored_turn(agents: AgentService, outcome: TurnReplay) -> Turn:
     """The turn as stored, when its run's events stop short of the run's end.
 
     Raises:
         FerrymanError: the turn failed (its failure, as its first call answered it).
-        RunNotStartedError: the turn is gone: stored, but removed again before its run was launched.
+        NotFoundError: the turn is gone.
         IdempotencyKeyInUseError: the turn has not ended yet.
     """
-    try:
-        turn = await agents.get_turn(outcome.agent_id, outcome.session_id, outcome.turn_id)
-    except NotFoundError as exc:
-        raise RunNotStartedError(f"turn {outcome.turn_id} was never run") from exc
+    turn = await agents.get_turn(outcome.agent_id, outcome.session_id, outcome.turn_id)
     if turn.status == "failed" and turn.error is not None:
         raise failed_turn(turn.turn_id, turn.error.code, turn.error.message)
     if turn.status in ("in_progress", "queued"):

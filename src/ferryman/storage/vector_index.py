@@ -29,7 +29,6 @@ import logging
 import math
 import threading
 import weakref
-from collections.abc import Callable
 from concurrent.futures import Future
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -191,12 +190,13 @@ class VectorIndex:
         self._graph: Index | None = None
         self._touched: dict[int, bool] = {}
         """Slots changed since the graph was last synced, each with whether the graph held it then."""
-        previous: Future[Index] | None = getattr(self, "_building", None)
-        if previous is not None:
-            self._cancel_build()
+        stop: weakref.finalize[[], VectorIndex] | None = getattr(self, "_stop_build", None)
+        if stop is not None:
+            stop()  # cancels the build under way, once
         self._building: Future[Index] | None = None
         """A graph being built on its own thread from the rows live when it began (None: none is)."""
-        self._cancel_build: Callable[[], None] = _nothing
+        self._stop_build: weakref.finalize[[], VectorIndex] | None = None
+        """Cancels that build (also called when the index is dropped)."""
         self._since_building: dict[int, bool] = {}
         """Slots changed since that build began, each with whether it was live then."""
 
@@ -344,13 +344,14 @@ class VectorIndex:
         building: Future[Index] = Future()
         cancelled = threading.Event()
         graph, vectors = self._new_graph(), self._vectors
-        self._building, self._since_building, self._cancel_build = building, {}, cancelled.set
-        weakref.finalize(self, cancelled.set)  # an index dropped (evicted, forgotten) stops its build
         builder = threading.Thread(
             target=_fill, args=(graph, vectors, slots, building, cancelled), name="vector-graph", daemon=True
         )
-        _BUILDERS.add(builder)
         builder.start()
+        _BUILDERS.add(builder)
+        self._building, self._since_building = building, {}
+        # An index dropped (evicted, forgotten) stops its build; the hook is detached once the build is over.
+        self._stop_build = weakref.finalize(self, cancelled.set)
 
     def _take_up_built_graph(self) -> None:
         """Once the graph being built is done, use it, brought up to the writes made since it began."""
@@ -358,6 +359,9 @@ class VectorIndex:
         if building is None or not building.done():
             return
         self._building = None
+        if self._stop_build is not None:
+            self._stop_build.detach()
+            self._stop_build = None
         since, self._since_building = self._since_building, {}
         failure = building.exception()
         if failure is not None:  # searches stay exact; the next write that syncs tries again
@@ -456,10 +460,6 @@ def _fill(
         done.set_exception(exc)
     else:
         done.set_result(graph)
-
-
-def _nothing() -> None:
-    return None
 
 
 def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
