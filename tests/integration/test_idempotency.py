@@ -116,6 +116,12 @@ async def new_session(http: httpx.AsyncClient, agent_id: str) -> str:
     return str(response.json()["session_id"])
 
 
+async def turn_url(http: httpx.AsyncClient, **config: Any) -> str:
+    """The turn URL of a new session of a new agent."""
+    agent_id = await new_agent(http, **config)
+    return f"/v1/agents/{agent_id}/session/{await new_session(http, agent_id)}/turn"
+
+
 def user(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
@@ -334,9 +340,7 @@ class RefusingModel(ScriptedModel):
 async def test_a_turn_that_failed_with_a_client_error_is_kept_and_replayed(store: WatchedStore) -> None:
     model = RefusingModel()
     async with client_over(store, model) as http:
-        agent_id = await new_agent(http)
-        session_id = await new_session(http, agent_id)
-        url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+        url = await turn_url(http)
         body = {"messages": user("hi"), "stream": False}
         failed = await post(http, url, body, "refused-key")
         assert failed.status_code == 400 and failed.json()["error"]["code"] == "invalid_request", failed.text
@@ -366,9 +370,7 @@ async def test_a_repeat_of_a_running_stream_follows_the_same_run(
 async def test_a_first_call_that_failed_on_the_server_gives_the_key_back(
     http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
-    agent_id = await new_agent(http)
-    session_id = await new_session(http, agent_id)
-    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    url = await turn_url(http)
     body = {"messages": user("hi"), "stream": False}
     scripted.enqueue_error()
     failed = await post(http, url, body, "retry-key")
@@ -448,9 +450,7 @@ async def test_the_provider_data_header_is_part_of_the_request(http: httpx.Async
 async def test_a_turn_whose_run_failed_on_the_server_after_its_call_was_gone_runs_again_on_a_retry(
     http: httpx.AsyncClient, scripted: AskedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent_id = await new_agent(http)
-    session_id = await new_session(http, agent_id)
-    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    url = await turn_url(http)
     body = {"messages": user("hi"), "stream": False}
     scripted.enqueue_error()
     with monkeypatch.context() as gone:  # the first call's replica dies as its run fails: it gives nothing back
@@ -496,9 +496,7 @@ async def test_a_repeat_whose_run_left_no_last_event_answers_from_the_turn_as_st
     stored: str | None,
     forgotten: bool,
 ) -> None:
-    agent_id = await new_agent(http)
-    session_id = await new_session(http, agent_id)
-    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    url = await turn_url(http)
     body = {"messages": user("hi"), "stream": False}
     scripted.enqueue_text("done")
     first = await post(http, url, body, "short-key")
