@@ -20,6 +20,7 @@ from typing import Any, NoReturn, cast
 import pytest
 
 from ferryman.storage.base import Store
+from ferryman.storage.knowledge import VectorStoreRecord
 from ferryman.storage.sqlite import SqliteDriver, SqliteStore
 from inprocess import migrated_sqlite
 
@@ -219,3 +220,16 @@ BACKENDS: dict[str, Opener] = {
     "postgres": postgres_store,
     "redis": redis_store,
 }
+
+
+def vector_store_record(vector_store_id: str, dimension: int) -> VectorStoreRecord:
+    """A vector store of embeddings of ``dimension``, named after its id."""
+    return VectorStoreRecord(
+        vector_store_id=vector_store_id,
+        name=vector_store_id,
+        created_at=1,
+        embedding_model="m",
+        embedding_dimension=dimension,
+        chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}},
+        last_active_at=1,
+    )

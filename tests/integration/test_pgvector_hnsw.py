@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from alembic import command
 from storage_backends import POSTGRES_URL, postgres_store
+from storage_backends import vector_store_record as a_store
 
-from ferryman.storage.knowledge import ChunkRecord, VectorStoreRecord
+from ferryman.storage.knowledge import ChunkRecord
 from ferryman.storage.pgvector import EF_SEARCH
 from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.sql.migrate import alembic_config, postgres_engine, upgrade_postgres
@@ -100,18 +101,6 @@ async def store(schema: Schema) -> AsyncIterator[PostgresStore]:
         yield opened
     finally:
         await opened.close()
-
-
-def a_store(vector_store_id: str, dimension: int) -> VectorStoreRecord:
-    return VectorStoreRecord(
-        vector_store_id=vector_store_id,
-        name=vector_store_id,
-        created_at=1,
-        embedding_model="m",
-        embedding_dimension=dimension,
-        chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}},
-        last_active_at=1,
-    )
 
 
 def clustered(rng: np.random.Generator, centroids: np.ndarray, n: int) -> np.ndarray:

@@ -8,8 +8,9 @@ import asyncpg
 import numpy as np
 import pytest
 from storage_backends import POSTGRES_URL, postgres_store
+from storage_backends import vector_store_record as a_store
 
-from ferryman.storage.knowledge import ChunkRecord, VectorStoreRecord
+from ferryman.storage.knowledge import ChunkRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -17,18 +18,6 @@ pytestmark = pytest.mark.anyio
 def vec(*values: float) -> bytes:
     array = np.asarray(values, dtype=np.float32)
     return (array / np.linalg.norm(array)).astype("<f4").tobytes()
-
-
-def a_store(vector_store_id: str, dimension: int) -> VectorStoreRecord:
-    return VectorStoreRecord(
-        vector_store_id=vector_store_id,
-        name=vector_store_id,
-        created_at=1,
-        embedding_model="m",
-        embedding_dimension=dimension,
-        chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}},
-        last_active_at=1,
-    )
 
 
 def chunk(vector_store_id: str, chunk_id: str, embedding: bytes) -> ChunkRecord:
