@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import knowledge, tool_use
+from .knowledge_backends import BACKENDS
 from .modes import Mode, select
 from .procs import child_env, stub_process
 from .profiling import PySpy, summarise
@@ -50,6 +51,15 @@ def _sizes(text: str) -> tuple[int, ...]:
     if not sizes or min(sizes) <= 0:
         raise argparse.ArgumentTypeError(f"chunk counts are positive: {text!r}")
     return sizes
+
+
+def _backends(text: str) -> tuple[str, ...]:
+    """``--backends``: some of :data:`BACKENDS`, comma-separated."""
+    chosen = tuple(part.strip() for part in text.split(","))
+    unknown = [backend for backend in chosen if backend not in BACKENDS]
+    if unknown or not text.strip():
+        raise argparse.ArgumentTypeError(f"backends are some of {','.join(BACKENDS)}: {text!r}")
+    return chosen
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -106,6 +116,18 @@ def _parser() -> argparse.ArgumentParser:
         type=_sizes,
         help="with --knowledge: these chunk counts (comma-separated, e.g. 1000000) instead of the mode's, on every "
         "backend measured; the rest of the mode (queries, writes, time budgets) stays",
+    )
+    parser.add_argument(
+        "--backends",
+        type=_backends,
+        help=f"with --knowledge: only these of {','.join(BACKENDS)} (comma-separated; PostgreSQL and Redis "
+        "need --postgres and --redis too)",
+    )
+    parser.add_argument(
+        "--bulk",
+        action="store_true",
+        help="with --knowledge: fill PostgreSQL with its vector index dropped and build it after, at every size "
+        "(at 1,000,000 chunks always)",
     )
     parser.add_argument(
         "--vectors",
@@ -202,14 +224,13 @@ def run_knowledge(args: argparse.Namespace, name: str) -> int:
     began = time.monotonic()
     meta = _meta(select(name, args.repeats, args.window), args, args.db or "sqlite")
     meta.update(knowledge.describe(args.vectors))
-    meta["knowledge.backends"] = [
-        "sqlite",
-        *(["postgres"] if args.postgres else []),
-        *(["redis"] if args.redis else []),
-    ]
+    only = args.backends or BACKENDS
+    given = {"sqlite": True, "postgres": bool(args.postgres), "redis": bool(args.redis)}
+    meta["knowledge.backends"] = [backend for backend in BACKENDS if backend in only and given[backend]]
+    meta["knowledge.bulk"] = args.bulk
     with tempfile.TemporaryDirectory(prefix="ferryman-bench-") as tmp_name:
         figures = knowledge.run_knowledge(
-            name, Path(tmp_name), args.postgres, args.redis, args.full, args.vectors, args.sizes
+            name, Path(tmp_name), args.postgres, args.redis, args.full, args.vectors, args.sizes, only, args.bulk
         )
     meta["duration_s"] = round(time.monotonic() - began, 1)
     write_table(figures, meta)
@@ -244,8 +265,8 @@ def run(args: argparse.Namespace) -> int:
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.knowledge:
         return run_knowledge(args, name)
-    if args.full or args.sizes:
-        raise SystemExit("bench: --full and --sizes set the chunk counts of --knowledge; they take --knowledge")
+    if args.full or args.sizes or args.backends or args.bulk:
+        raise SystemExit("bench: --full, --sizes, --backends and --bulk say what --knowledge measures; they take it")
     refusal = replica_refusal(args.replicas, args.db, args.redis)
     if refusal:
         raise SystemExit(f"bench: {refusal}")

@@ -7,7 +7,9 @@ with synthetic chunks (see :mod:`bench.knowledge_data`) through the public store
 and search API only, so it measures whatever the stores do, and reports:
 
 * ingest: chunks/s written by ``add_chunks`` in batches of 500 (embeddings
-  precomputed: the store's cost, not the model's);
+  precomputed: the store's cost, not the model's); on PostgreSQL at 1,000,000
+  chunks (or at every size with ``--bulk``), with the vector index dropped,
+  then ``index_build``: the seconds its one ``CREATE INDEX`` took after the fill;
 * steady state: p50/p95 of ``SearchService.search`` in keyword, vector and hybrid
   mode, 10 results; the first search of each mode timed apart as ``cold`` (it
   builds whatever in-process index the backend keeps);
@@ -49,7 +51,7 @@ from ferryman.knowledge.search import SearchService
 from ferryman.storage.base import Store
 from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
 
-from .knowledge_backends import Site, SiteFactory, rss_bytes, sites
+from .knowledge_backends import BACKENDS, Site, SiteFactory, rss_bytes, sites
 from .knowledge_data import (
     DIMENSION,
     MODEL,
@@ -110,8 +112,9 @@ def _row(found_id: str) -> int:
 class _Run:
     """One backend at one size: its data, its store and the searches asked of it."""
 
-    def __init__(self, backend: str, size: int, plan: Plan, kind: VectorKind) -> None:
+    def __init__(self, backend: str, size: int, plan: Plan, kind: VectorKind, bulk: bool = False) -> None:
         self.backend, self.size, self.plan = backend, size, plan
+        self.bulk = bulk or size >= MILLION
         files = math.ceil(plan.writes / 2) * len(AFTER_WRITE_MODES)
         self.vectors = Vectors(size, size + files * plan.write_chunks, kind)
         self.texts = Texts()
@@ -153,10 +156,13 @@ class _Run:
             for i in range(len(vectors))
         ]  # fmt: skip
 
-    async def fill(self, store: Store) -> None:
+    async def fill(self, store: Store, site: Site) -> None:
         now = int(time.time())
         record = VectorStoreRecord(self.store_id, "bench", now, MODEL, DIMENSION, last_active_at=now)
         await store.create_vector_store(record, [])
+        bulk = site.bulk if self.bulk else None
+        if bulk is not None:
+            await bulk.drop()
         spent = 0.0
         for begun in range(0, self.size, BATCH):
             start, vectors = self.vectors.take(min(BATCH, self.size - begun))
@@ -164,7 +170,14 @@ class _Run:
             began = time.perf_counter()
             await store.add_chunks(self.store_id, chunks)
             spent += time.perf_counter() - began
-        self.add("ingest", f"add_chunks in batches of {BATCH}", "chunks/s", [self.size / spent])
+        dropped = ", the vector index dropped" if bulk is not None else ""
+        self.add("ingest", f"add_chunks in batches of {BATCH}{dropped}", "chunks/s", [self.size / spent])
+        if bulk is not None:
+            note(f"knowledge: {self.backend}, {self.size} chunks: building the vector index")
+            began = time.perf_counter()
+            await bulk.build()
+            self.add("index_build", f"vector index built after the fill ({bulk.label})", "s",
+                     [time.perf_counter() - began])  # fmt: skip
 
     async def graph_built(self, store: Store, name: str, label: str) -> None:
         """Where the store builds an HNSW graph of its vectors in the background after a first search (SQLite and
@@ -270,7 +283,7 @@ class _Run:
             rss, held = rss_bytes(), await site.held_bytes()
             async with site.open() as store:
                 note(f"knowledge: {self.backend}, {self.size} chunks: ingesting")
-                await self.fill(store)
+                await self.fill(store, site)
                 search = await self.searcher(store)
                 await self.steady(store, search)
                 self.add("memory.rss_growth", "RSS growth of the bench (stores in process): fill and first searches",
@@ -321,10 +334,15 @@ def run_knowledge(
     million: bool = False,
     kind: VectorKind = "clustered",
     sizes: tuple[int, ...] | None = None,
+    backends: tuple[str, ...] = BACKENDS,
+    bulk: bool = False,
 ) -> list[Figure]:
     """Every knowledge figure for a mode (``full``, ``quick`` or ``smoke``).
 
-    ``sizes`` replaces the mode's chunk counts; ``million`` adds 1,000,000 chunks.
+    ``sizes`` replaces the mode's chunk counts; ``million`` adds 1,000,000 chunks. ``backends`` limits the
+    backends measured (PostgreSQL and Redis need their URLs too). ``bulk`` fills PostgreSQL with its vector
+    index dropped, built after the fill, at every size (always at 1,000,000: filling a million chunks through
+    a live index takes hours on a small machine).
     """
     plan = PLANS[mode]
     figures: list[Figure] = []
@@ -332,9 +350,9 @@ def run_knowledge(
         figures.extend(_embedding_figures(plan))
     else:
         note("knowledge: the local embedding model is not installed; its throughput is not measured")
-    for backend, make_site in sites(tmp, postgres, redis).items():
+    for backend, make_site in sites(tmp, postgres, redis, backends).items():
         for size in sizes_for(plan, backend, million, sizes):
-            figures.extend(asyncio.run(_Run(backend, size, plan, kind).measure(make_site)))
+            figures.extend(asyncio.run(_Run(backend, size, plan, kind, bulk).measure(make_site)))
     return figures
 
 

@@ -14,9 +14,29 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ferryman.storage.base import Store
 from ferryman.storage.sqlite import SqliteStore
+
+BULK_MEMORY = "6GB"
+"""``maintenance_work_mem`` of the bulk load's index build: 1,000,000 vectors of 384 dimensions and their graph
+(about 2 GB) fit, so pgvector builds in memory (past it, the build goes on on disk, many times slower)."""
+
+
+@dataclass(frozen=True)
+class BulkLoad:
+    """A fill with the vector index dropped and built after, what an operator loading millions of chunks does.
+
+    Attributes:
+        drop: Drops the index of the bench's dimension (before the fill).
+        build: Builds it again (after the fill), as one statement.
+        label: How the build is made, for the table.
+    """
+
+    drop: Callable[[], Awaitable[None]]
+    build: Callable[[], Awaitable[None]]
+    label: str
 
 
 @dataclass
@@ -29,11 +49,14 @@ class Site:
             (tables and indexes, on disk), or the Redis server's ``used_memory`` (all of it: the bench's
             prefix is the only thing that grows while it runs).
         held_label: What ``held_bytes`` counts, for the table.
+        bulk: How to fill it with its vector index dropped (PostgreSQL's HNSW index), None where no index
+            is kept in the database.
     """
 
     open: Callable[[], AbstractAsyncContextManager[Store]]
     held_bytes: Callable[[], Awaitable[int]]
     held_label: str
+    bulk: BulkLoad | None = None
 
 
 SiteFactory = Callable[[], AbstractAsyncContextManager[Site]]
@@ -45,14 +68,19 @@ def rss_bytes() -> int:
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def sites(tmp: Path, postgres: str | None, redis: str | None) -> dict[str, SiteFactory]:
-    """The backends to measure: SQLite in ``tmp``; PostgreSQL and Redis at their URLs."""
+BACKENDS = ("sqlite", "postgres", "redis")
+
+
+def sites(
+    tmp: Path, postgres: str | None, redis: str | None, only: tuple[str, ...] = BACKENDS
+) -> dict[str, SiteFactory]:
+    """The backends to measure among ``only``: SQLite in ``tmp``; PostgreSQL and Redis at their URLs."""
     found: dict[str, SiteFactory] = {"sqlite": lambda: _sqlite(tmp)}
     if postgres:
         found["postgres"] = lambda: _postgres(postgres)
     if redis:
         found["redis"] = lambda: _redis(redis)
-    return found
+    return {backend: site for backend, site in found.items() if backend in only}
 
 
 @asynccontextmanager
@@ -98,12 +126,37 @@ async def _postgres(url: str) -> AsyncIterator[Site]:
         return int(size)
 
     try:
-        yield Site(lambda: _opened(PostgresStore(url, schema=schema)), held, "schema's tables and indexes")
+        bulk = _bulk_load(admin, schema)
+        yield Site(lambda: _opened(PostgresStore(url, schema=schema)), held, "schema's tables and indexes", bulk)
     finally:
         try:
             await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         finally:
             await admin.close()
+
+
+def _bulk_load(admin: Any, schema: str) -> BulkLoad:
+    """Drop and build the bench dimension's HNSW index in ``schema``, on the admin connection."""
+    from ferryman.storage.pgvector import EXTENSION_SCHEMA
+    from ferryman.storage.sql.vectors import PgvectorIndex, index_name, quoted
+
+    from .knowledge_data import DIMENSION
+
+    workers = max(0, (os.cpu_count() or 1) - 1)  # the leader builds too
+
+    async def drop() -> None:
+        await admin.execute(f"DROP INDEX IF EXISTS {quoted(schema)}.{index_name(DIMENSION)}")
+
+    async def build() -> None:
+        extension_schema = await admin.fetchval(EXTENSION_SCHEMA)  # made by the store when it opened
+        async with admin.transaction():
+            await admin.execute(f"SET LOCAL search_path = {quoted(schema)}")
+            await admin.execute(f"SET LOCAL maintenance_work_mem = '{BULK_MEMORY}'")
+            await admin.execute(f"SET LOCAL max_parallel_maintenance_workers = {workers}")
+            await admin.execute(PgvectorIndex(extension_schema).create_index(DIMENSION))
+
+    label = f"maintenance_work_mem {BULK_MEMORY}, {workers + 1} processes"
+    return BulkLoad(drop, build, label)
 
 
 @asynccontextmanager

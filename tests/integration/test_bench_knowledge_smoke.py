@@ -6,17 +6,21 @@ that recall is a share, and that no search right after a removal found a removed
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import numpy as np
 import pytest
 from bench.__main__ import main as bench_main
 from bench.knowledge import MILLION, PLANS, sizes_for
 from bench.knowledge_data import VectorKind, Vectors, chunk_id, recall
+from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, require_server
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 300  # not a timing assertion: only stops a hung run from blocking the suite
@@ -33,10 +37,10 @@ MEMORY = {"memory.rss_growth", "memory.held_growth"}
 pytestmark = pytest.mark.integration
 
 
-def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
-    out = tmp_path / "knowledge.json"
+def _bench(out: Path, *args: str) -> dict[str, Any]:
+    """Run ``python -m bench --knowledge --smoke`` with ``args``; the results document."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--knowledge", "--smoke", "--sizes", "250", "--out", str(out)],
+        [sys.executable, "-m", "bench", "--knowledge", "--smoke", *args, "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -44,7 +48,12 @@ def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-6000:]}"
-    document = json.loads(out.read_text())
+    document: dict[str, Any] = json.loads(out.read_text())
+    return document
+
+
+def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
+    document = _bench(tmp_path / "knowledge.json", "--sizes", "250")
     figures = document["figures"]
     expected = {"knowledge.embed.local_minilm", "knowledge.embed.local_minilm.retrieval_set"} | {
         f"{PREFIX}.{suffix}" for suffix in STEADY | AFTER_WRITE | OTHERS | RECALLS | GRAPH_WAITS
@@ -64,10 +73,37 @@ def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
         assert figures[f"{PREFIX}.{suffix}"]["errors"] == 0, f"{suffix}: a removed chunk was found"
 
 
-@pytest.mark.parametrize("args", [["--full"], ["--sizes", "1000"]])
-def test_chunk_counts_are_refused_without_knowledge(args: list[str]) -> None:
-    with pytest.raises(SystemExit, match="take --knowledge"):
+@pytest.mark.anyio
+async def test_postgres_bulk_load_builds_the_vector_index_after_the_fill(tmp_path: Path) -> None:
+    async def probe() -> None:
+        connection = await asyncpg.connect(POSTGRES_URL, timeout=CONNECT_TIMEOUT)
+        await connection.close()
+
+    await require_server("PostgreSQL", POSTGRES_URL, "FERRYMAN_TEST_POSTGRES_URL", probe)
+    args = ("--sizes", "300", "--backends", "postgres", "--postgres", POSTGRES_URL, "--bulk")
+    document = await asyncio.to_thread(_bench, tmp_path / "bulk.json", *args)
+    figures = document["figures"]
+    assert document["meta"]["knowledge.backends"] == ["postgres"]
+    assert document["meta"]["knowledge.bulk"] is True
+    assert not [name for name in figures if name.startswith("knowledge.sqlite.")], "--backends left SQLite in"
+    prefix = "knowledge.postgres.n300"
+    assert "the vector index dropped" in figures[f"{prefix}.ingest"]["label"]
+    assert figures[f"{prefix}.index_build"]["value"] > 0
+    assert figures[f"{prefix}.vector.recall10"]["min"] >= 0.0
+    assert figures[f"{prefix}.after_write.vector.p50"]["errors"] == 0
+
+
+@pytest.mark.parametrize("args", [["--full"], ["--sizes", "1000"], ["--backends", "sqlite"], ["--bulk"]])
+def test_what_knowledge_measures_is_refused_without_knowledge(args: list[str]) -> None:
+    with pytest.raises(SystemExit, match="they take it"):
         bench_main(args)
+
+
+@pytest.mark.parametrize("backends", ["mysql", "sqlite,", ""])
+def test_backends_must_be_known(backends: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        bench_main(["--knowledge", "--backends", backends])
+    assert "--backends" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("sizes", ["0", "10,x", ""])
