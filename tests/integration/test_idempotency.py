@@ -287,8 +287,8 @@ async def test_a_repeat_while_the_first_turn_runs_waits_for_its_answer_and_never
     assert len(scripted.requests) == 1
 
 
-async def test_a_repeat_while_a_resume_runs_is_a_409_and_never_a_second_run(
-    http: httpx.AsyncClient, scripted: AskedModel
+async def test_a_repeat_while_a_resume_runs_waits_for_its_answer_and_never_runs_again(
+    http: httpx.AsyncClient, scripted: AskedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent_id = await new_agent(http, client_tools=[WEATHER])
     session_id = await new_session(http, agent_id)
@@ -297,17 +297,27 @@ async def test_a_repeat_while_a_resume_runs_is_a_409_and_never_a_second_run(
     url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     turn_id = (await http.post(url, json={"messages": user("weather?"), "stream": False})).json()["turn_id"]
     resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": False}
+    following = asyncio.Event()
+    original = TurnHost.events
+
+    async def events(host: TurnHost, stream: str, *args: Any) -> Any:
+        following.set()  # the repeat found the run stored with the key, and reads it
+        return await original(host, stream, *args)
+
+    monkeypatch.setattr(TurnHost, "events", events)
     first = asyncio.create_task(post(http, f"{url}/{turn_id}/resume", resume, "held-key"))
     while len(scripted.requests) < 2:
         await scripted.asked.wait()
         scripted.asked.clear()
-    busy = await post(http, f"{url}/{turn_id}/resume", resume, "held-key")
-    assert busy.status_code == 409 and busy.json()["error"]["code"] == "idempotency_key_in_use"
-    assert busy.json()["detail"] == busy.json()["error"]["message"]
+    # The turn runs, so the repeat is refused before any write, then finds the key the resume's write claimed.
+    repeat = asyncio.create_task(post(http, f"{url}/{turn_id}/resume", resume, "held-key"))
+    await following.wait()
     scripted.script.open_gate("hold")
-    assert (await first).status_code == 200
+    answered, repeated = await first, await repeat
+    assert answered.status_code == 200 and answered.json()["output_message"]["content"] == "sunny"
+    assert (repeated.status_code, repeated.content, repeated.headers[REPLAYED]) == (200, answered.content, "true")
     again = await post(http, f"{url}/{turn_id}/resume", resume, "held-key")
-    assert again.content == (await first).content and len(scripted.requests) == 2
+    assert again.content == answered.content and len(scripted.requests) == 2
 
 
 async def test_a_repeated_turn_is_answered_as_its_run_ended_even_after_a_resume(

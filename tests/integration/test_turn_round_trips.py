@@ -6,8 +6,8 @@ the first reads the agent, which a replica keeps from then on. With keys off a t
 history and the agent's memory blocks in the same transaction (one Redis pipeline); with keys on, the key is
 looked up first, and the session's owner, kept since its create, is checked without a read; the turn's owner
 is stored in the start's own transaction. A turn's ``Idempotency-Key`` is claimed by the start's own write
-too, streamed or not, so a keyed turn counts the same. After the model call, a run's own writes (its end, its
-events) are not checked again.
+too, streamed or not, so a keyed turn counts the same; so is a resume's, by the write that moves its turn back to
+running. After the model call, a run's own writes (its end, its events) are not checked again.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ferryman.services.owned_store import beneath
 from ferryman.storage.base import Store
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.kernel.model import Owner
-from ferryman.testing import Script, ScriptedModel, ScriptedReply
+from ferryman.testing import Script, ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import serving
 from sse import frames
 
@@ -80,8 +80,8 @@ class Trips:
 class NotingModel(ScriptedModel):
     """The scripted model, noting how many round trips the turn had made when it is called."""
 
-    def __init__(self, trips: Trips) -> None:
-        super().__init__(script=Script(default_reply=ScriptedReply(text="ok")))
+    def __init__(self, trips: Trips, script: Script | None = None) -> None:
+        super().__init__(script=script or Script(default_reply=ScriptedReply(text="ok")))
         self.trips = trips
 
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
@@ -92,10 +92,16 @@ class NotingModel(ScriptedModel):
 
 @asynccontextmanager
 async def counted_app(
-    backend: str, keys_on: bool, trips: Trips, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str,
+    keys_on: bool,
+    trips: Trips,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    script: Script | None = None,
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Services, dict[str, str]]]:
     """A client of an app over a fresh ``backend`` store whose units of work ``trips`` counts, its services, and
-    the headers of its requests (with ``keys_on``, API keys are on and they carry alice's)."""
+    the headers of its requests (with ``keys_on``, API keys are on and they carry alice's); its model answers
+    from ``script`` (default: "ok" to everything)."""
     if backend == "redis":
         monkeypatch.setattr(
             AbstractConnection, "send_packed_command", trips.counting(AbstractConnection.send_packed_command)
@@ -103,7 +109,7 @@ async def counted_app(
     async with unopened_store(backend, tmp_path) as store:
         keys = ApiKeys(store.kernel)
         authenticator = BearerAuthenticator(ApiKeyAuthenticator(keys), None) if keys_on else None
-        services = build_services(store, [NotingModel(trips)], authenticator=authenticator)
+        services = build_services(store, [NotingModel(trips, script)], authenticator=authenticator)
         async with serving(services) as http:
             headers = {}
             if keys_on:
@@ -150,6 +156,36 @@ async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_
     assert owners == ({first_id: ALICE, second_id: ALICE} if keys_on else {})
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
+@pytest.mark.parametrize("backend", list(BACKENDS))
+async def test_a_keyed_resume_reaches_storage_as_often_as_one_without_a_key(
+    backend: str, streamed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = Script(default_reply=ScriptedReply(text="ok"))
+    trips = Trips()
+    async with counted_app(backend, False, trips, tmp_path, monkeypatch, script) as (http, services, _):
+        config = {"model": "scripted-model", "instructions": "Be brief.", "client_tools": [WEATHER]}
+        agent_id = (await http.post("/v1/agents", json={"agent_config": config})).json()["agent_id"]
+        before: list[int] = []
+        for key in (None, None, "resume-key"):  # the first warms what a replica loads once (Redis's scripts)
+            session = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})
+            url = f"/v1/agents/{agent_id}/session/{session.json()['session_id']}/turn"
+            script.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+            paused = await _ended(services, await http.post(url, json=BODY))
+            resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}]}
+            trips.watch()
+            answer = await http.post(
+                f"{url}/{paused}/resume",
+                json={**resume, "stream": streamed},
+                headers={"Idempotency-Key": key} if key else {},
+            )
+            await (_streamed if streamed else _ended)(services, answer)
+            before.append(trips.requested_at_inference[-1])
+    _, unkeyed, keyed = before
+    assert keyed == unkeyed  # its key was claimed by the resume's own write
+
+
+WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
 BODY = {"messages": [{"role": "user", "content": "hi"}], "stream": False}
 STREAMED = {**BODY, "stream": True}
 ALICE = Owner(PrincipalKind.API_KEY.value, "alice")

@@ -37,7 +37,7 @@ from .http import (
     query_list,
     services,
 )
-from .idempotent_routes import held_key, run_ended, take_key
+from .idempotent_routes import run_ended, take_key
 
 
 async def _answer(request: Request, live: LiveTurn, stream: bool | None) -> Response:
@@ -130,8 +130,9 @@ async def resume_turn(request: Request) -> Response:
     body = await parse_body(request, ResumeTurnRequest)
     p = request.path_params
     agents = services(request).agents
-    # Claimed before the resume reads its turn: a repeat after the run ended replays it, never a 409.
-    key = held_key(request) if body.stream else None
+    # The key is claimed by the write that resumes the run (a repeat finding the turn no longer awaiting input
+    # then claims it at once, and is answered with the run the first call resumed).
+    key = await take_key(request)
     live = await agents.resume_turn(
         p["agent_id"], p["session_id"], p["turn_id"], body, provider_data(request), replayed_by=key
     )
@@ -191,7 +192,7 @@ ROUTES: tuple[Endpoint, ...] = (
     Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}", get_turn, "Get a turn", _TAG, response=Turn),
     Endpoint("POST", f"{_SESSION}/turn/{{turn_id}}/resume", resume_turn, "Resume a turn with tool results", _TAG,
              ResumeTurnRequest, Turn, stream=_TURN_EVENTS, headers=(PROVIDER_DATA,), errors=_TURN_ERRORS,
-             creates=True),
+             creates=True, key_with_run=True),
     Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}/step/{{step_id}}", get_step, "Get a step", _TAG,
              response=StepResponse),
     Endpoint("GET", f"{_SESSION}/turn/{{turn_id}}/events", turn_events, "Follow a turn's events", _TAG,
