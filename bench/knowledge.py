@@ -28,7 +28,7 @@ Each timed loop stops early after ``budget_s`` once 5 searches are done, so that
 a slow backend at 1,000,000 chunks cannot stall the run; labels give the count.
 The local embedding model's throughput is measured on fixed texts: the same 64
 synthetic passages as every earlier bench, and the retrieval set's 200 English
-passages. Nothing here runs as a timed test.
+passages, beside the most this machine's BLAS allows it (:mod:`bench.embedding`). Nothing here runs as a timed test.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from ferryman.knowledge.search import SearchService
 from ferryman.storage.base import Store
 from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
 
+from .embedding import embedding_figures
 from .knowledge_backends import BACKENDS, Site, SiteFactory, rss_bytes, sites
 from .knowledge_data import (
     DIMENSION,
@@ -60,9 +61,7 @@ from .knowledge_data import (
     VectorKind,
     Vectors,
     chunk_id,
-    embedding_texts,
     recall,
-    retrieval_passages,
 )
 from .report import note
 from .stats import Figure, figure, percentile
@@ -296,30 +295,6 @@ class _Run:
         return self.figures
 
 
-def _embedding_throughput(name: str, label: str, texts: list[str], repeats: int, encoder: Any) -> Figure:
-    rates = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        encoder.encode(texts)
-        rates.append(len(texts) / (time.perf_counter() - began))
-    return figure(name, label, "texts/s", rates, 0, GROUP)
-
-
-def _embedding_figures(plan: Plan) -> list[Figure]:
-    encoder = minilm.MiniLM()
-    synthetic = embedding_texts(plan.embed_texts)
-    encoder.encode(synthetic[:4])  # warm: the first call allocates
-    english = retrieval_passages(plan.embed_texts if plan.embed_texts < 64 else None)
-    model = "local all-MiniLM-L6-v2"
-    return [
-        _embedding_throughput("knowledge.embed.local_minilm",
-                              f"{model}, {len(synthetic)} synthetic passages of 50-70 words (fixed)",
-                              synthetic, plan.embed_repeats, encoder),
-        _embedding_throughput("knowledge.embed.local_minilm.retrieval_set",
-                              f"{model}, the retrieval set's {len(english)} English passages", english, 1, encoder),
-    ]  # fmt: skip
-
-
 def sizes_for(plan: Plan, backend: str, million: bool, sizes: tuple[int, ...] | None = None) -> tuple[int, ...]:
     """The sizes measured on a backend: ``sizes`` or the plan's, and 1,000,000 with ``--full`` (not on Redis)."""
     chosen = plan.sizes if sizes is None else sizes
@@ -347,7 +322,7 @@ def run_knowledge(
     plan = PLANS[mode]
     figures: list[Figure] = []
     if minilm.installed():
-        figures.extend(_embedding_figures(plan))
+        figures.extend(embedding_figures(plan.embed_texts, plan.embed_repeats))
     else:
         note("knowledge: the local embedding model is not installed; its throughput is not measured")
     for backend, make_site in sites(tmp, postgres, redis, backends).items():

@@ -18,6 +18,7 @@ import asyncpg
 import numpy as np
 import pytest
 from bench.__main__ import main as bench_main
+from bench.embedding import flops
 from bench.knowledge import MILLION, PLANS, sizes_for
 from bench.knowledge_data import VectorKind, Vectors, chunk_id, recall
 from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, require_server
@@ -55,7 +56,8 @@ def _bench(out: Path, *args: str) -> dict[str, Any]:
 def test_knowledge_bench_writes_every_figure(tmp_path: Path) -> None:
     document = _bench(tmp_path / "knowledge.json", "--sizes", "250")
     figures = document["figures"]
-    expected = {"knowledge.embed.local_minilm", "knowledge.embed.local_minilm.retrieval_set"} | {
+    embedding = {"", ".retrieval_set", ".gflops", ".blas_peak", ".share_of_peak", ".ceiling"}
+    expected = {f"knowledge.embed.local_minilm{suffix}" for suffix in embedding} | {
         f"{PREFIX}.{suffix}" for suffix in STEADY | AFTER_WRITE | OTHERS | RECALLS | GRAPH_WAITS
     }
     assert expected <= set(figures), sorted(expected - set(figures))
@@ -120,6 +122,14 @@ def test_sizes_replace_the_plan_and_full_adds_a_million_where_it_runs() -> None:
     assert sizes_for(plan, "postgres", True, (2_000,)) == (2_000, MILLION)
     assert sizes_for(plan, "postgres", True, (MILLION,)) == (MILLION,)
     assert sizes_for(plan, "redis", True, (2_000,)) == (2_000,)
+
+
+def test_the_embedding_models_operations_are_counted_per_token_and_per_pair_of_tokens() -> None:
+    one = flops([1])
+    assert one == 6 * (2 * (384 * 1152 + 384 * 384 + 2 * 384 * 1536) + 4 * 384)
+    assert flops([10, 20]) == flops([10]) + flops([20])
+    per_token, per_pair = 6 * 2 * 1_769_472, 6 * 4 * 384
+    assert flops([100]) == 100 * per_token + 100 * 100 * per_pair
 
 
 def test_exact_answers_follow_what_the_bench_wrote() -> None:

@@ -88,9 +88,9 @@ def test_a_few_texts_still_make_one_batch_per_worker() -> None:
 
 def test_one_worker_and_several_give_the_same_vectors(encoder: minilm.MiniLM, monkeypatch: pytest.MonkeyPatch) -> None:
     texts = [*PREVIOUS["texts"], *REFERENCE["texts"]] * 2
-    monkeypatch.setattr(minilm, "_WORKERS", 1)
+    monkeypatch.setattr(minilm, "WORKERS", 1)
     alone = encoder.encode(texts)
-    monkeypatch.setattr(minilm, "_WORKERS", 3)
+    monkeypatch.setattr(minilm, "WORKERS", 3)
     shared = encoder.encode(texts)
     assert (alone * shared).sum(axis=1).min() >= 0.99999
 

@@ -33,7 +33,7 @@ _HEADS = 12
 _EPS = 1e-12
 _PAD_ID = 0
 _FFN_ROWS = 128
-_WORKERS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+WORKERS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 """Threads running forward passes side by side, one batch each: one per core, at most 8.
 
 Each runs BLAS on one thread. OpenBLAS's own threads spin waiting for each
@@ -156,11 +156,11 @@ class MiniLM:
         """Unit-length embeddings of ``texts``, one row each, in their order.
 
         Texts are run in batches of similar length, so that short ones are not
-        padded to the longest, on :data:`_WORKERS` threads.
+        padded to the longest, on :data:`WORKERS` threads.
         """
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         ids = self.token_ids(texts)
-        batches = list(_batches(ids, _WORKERS))
+        batches = list(_batches(ids, WORKERS))
         pending = iter(batches)
         taking = threading.Lock()
 
@@ -174,7 +174,7 @@ class MiniLM:
                         return
                     out[batch] = self._forward([ids[i] for i in batch])
 
-        workers = min(_WORKERS, len(batches))
+        workers = min(WORKERS, len(batches))
         with _BLAS.limit(limits=1, user_api="blas"):
             if workers <= 1:
                 work()
