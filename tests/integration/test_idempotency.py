@@ -260,6 +260,19 @@ async def test_the_same_key_with_another_body_is_a_422(http: httpx.AsyncClient) 
     assert same.status_code == 200 and same.headers[REPLAYED] == "true"
 
 
+def reading_a_run(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """An event set once a run's events are read (a repeat found the run stored with its key, and follows it)."""
+    following = asyncio.Event()
+    original = TurnHost.events
+
+    async def events(host: TurnHost, stream: str, *args: Any) -> Any:
+        following.set()
+        return await original(host, stream, *args)
+
+    monkeypatch.setattr(TurnHost, "events", events)
+    return following
+
+
 async def test_a_repeat_while_the_first_turn_runs_waits_for_its_answer_and_never_runs_again(
     http: httpx.AsyncClient, scripted: AskedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -268,14 +281,7 @@ async def test_a_repeat_while_the_first_turn_runs_waits_for_its_answer_and_never
     scripted.enqueue(ScriptedReply(text="held", gate="hold"))
     url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     body = {"messages": user("hi"), "stream": False}
-    following = asyncio.Event()
-    original = TurnHost.events
-
-    async def events(host: TurnHost, stream: str, *args: Any) -> Any:
-        following.set()  # the repeat found the run stored with the key, and reads it
-        return await original(host, stream, *args)
-
-    monkeypatch.setattr(TurnHost, "events", events)
+    following = reading_a_run(monkeypatch)
     first = asyncio.create_task(post(http, url, body, "held-key"))
     await scripted.asked.wait()
     repeat = asyncio.create_task(post(http, url, body, "held-key"))
@@ -297,14 +303,7 @@ async def test_a_repeat_while_a_resume_runs_waits_for_its_answer_and_never_runs_
     url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     turn_id = (await http.post(url, json={"messages": user("weather?"), "stream": False})).json()["turn_id"]
     resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": False}
-    following = asyncio.Event()
-    original = TurnHost.events
-
-    async def events(host: TurnHost, stream: str, *args: Any) -> Any:
-        following.set()  # the repeat found the run stored with the key, and reads it
-        return await original(host, stream, *args)
-
-    monkeypatch.setattr(TurnHost, "events", events)
+    following = reading_a_run(monkeypatch)
     first = asyncio.create_task(post(http, f"{url}/{turn_id}/resume", resume, "held-key"))
     while len(scripted.requests) < 2:
         await scripted.asked.wait()

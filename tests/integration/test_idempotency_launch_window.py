@@ -1,11 +1,13 @@
 """``Idempotency-Key``: a repeat that arrives just after the first call stored its key with the run it starts,
 before that run is launched (one process: the fan-out publishes nowhere), waits for the launch and follows the
-run (``TurnHost.launching``), instead of finding nothing live and ending with no event."""
+run (``TurnHost.launching``), instead of finding nothing live and ending with no event; also when the repeat
+was itself about to launch the same stream (a resume's)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,11 @@ import httpx
 import pytest
 
 from ferryman.server.app import build_services
+from ferryman.services.host import TurnHost
+from ferryman.services.turn_reads import TurnReads
 from ferryman.storage.base import ResponseRecord
 from ferryman.storage.sqlite import SqliteStore
+from ferryman.testing import ScriptedReply, ScriptedToolCall
 from inprocess import AskedModel, migrated_sqlite, serving
 from sse import frames
 
@@ -72,3 +77,62 @@ async def test_a_repeat_just_after_the_key_was_settled_gets_the_run_or_a_409(
         return
     assert repeat.headers.get("idempotent-replayed") == "true"
     assert [frame.event for frame in frames(repeat)] == streamed, "the repeat is an empty (or cut) replay"
+
+
+WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
+RESUME = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}]}
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "json"])
+async def test_a_repeat_racing_its_first_resume_to_the_launch_follows_that_run(
+    tmp_path: Path, scripted: AskedModel, monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    """A keyed resume and its repeat both pass their checks (the turn awaits input) and mark the turn's stream as
+    being launched; the first claims the key, the repeat's write finds it held. The repeat's failed launch must
+    not take the first one's mark with it: the repeat waits for that launch and follows the run."""
+    first_in, first_claimed, repeat_reading = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    launching, history, events = TurnHost.launching, TurnReads.history, TurnHost.events
+    blocks: list[str] = []
+
+    @asynccontextmanager
+    async def racing(host: TurnHost, stream: str) -> AsyncIterator[None]:
+        role = "first" if not blocks else "repeat"
+        blocks.append(role)
+        async with launching(host, stream):
+            if role == "first":
+                first_in.set()
+            else:  # in while the first is, and writes after its write
+                await first_claimed.wait()
+            yield
+
+    async def held_after_the_claim(reads: TurnReads, *args: Any) -> Any:
+        if not first_claimed.is_set():  # the first call, its key claimed, before its launch
+            first_claimed.set()
+            await repeat_reading.wait()
+        return await history(reads, *args)
+
+    async def noted(host: TurnHost, *args: Any) -> Any:
+        repeat_reading.set()  # the repeat's replay looks for the run now, before the first call launches it
+        return await events(host, *args)
+
+    async with serving(build_services(SqliteStore(migrated_sqlite(tmp_path / "race.db")), [scripted])) as http:
+        agent = {"model": "scripted-model", "instructions": "test", "client_tools": [WEATHER]}
+        agent_id = (await http.post("/v1/agents", json={"agent_config": agent})).json()["agent_id"]
+        session = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})
+        url = f"/v1/agents/{agent_id}/session/{session.json()['session_id']}/turn"
+        scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+        scripted.enqueue(ScriptedReply(text="sunny"))
+        paused = await http.post(url, json={"messages": [{"role": "user", "content": "weather?"}], "stream": False})
+        resume_url, body = f"{url}/{paused.json()['turn_id']}/resume", {**RESUME, "stream": streamed}
+        monkeypatch.setattr(TurnHost, "launching", racing)
+        monkeypatch.setattr(TurnReads, "history", held_after_the_claim)
+        monkeypatch.setattr(TurnHost, "events", noted)
+        first = asyncio.create_task(http.post(resume_url, json=body, headers={KEY: "race"}))
+        await first_in.wait()
+        repeat = await http.post(resume_url, json=body, headers={KEY: "race"})
+        answered = await first
+    assert blocks == ["first", "repeat"]
+    assert answered.status_code == 200, answered.text
+    assert (repeat.status_code, repeat.headers.get("idempotent-replayed")) == (200, "true"), repeat.text
+    assert repeat.content == answered.content
+    assert len(scripted.requests) == 2

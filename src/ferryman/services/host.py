@@ -90,7 +90,7 @@ class TurnHost:
     ledger: UsageLedger | None = None
     webhooks: Webhooks | None = None
     rollback_wait_seconds: float = ROLLBACK_WAIT_SECONDS
-    _launching: dict[str, _Launch] = field(default_factory=dict, repr=False)
+    _launching: dict[str, list[_Launch]] = field(default_factory=dict, repr=False)
 
     async def check_webhook(self, url: str | None) -> None:
         """Refuse a run whose ``webhook`` cannot be delivered to (see :meth:`Webhooks.check`).
@@ -235,14 +235,19 @@ class TurnHost:
         """Mark ``stream`` as about to be launched here by the block: a reader that comes meanwhile (the repeat
         of a keyed request, whose key the block stored with its run) waits for the launch instead of finding
         nothing live."""
-        started = self._launching[stream] = _Launch()
+        # One marker per block: a keyed repeat racing its first call (a resume: both name the turn's stream) marks
+        # the stream too, and its failure (the key found held) must leave the first call's marker standing.
+        started = _Launch()
+        markers = self._launching.setdefault(stream, [])
+        markers.append(started)
         try:
             yield
         except BaseException:
             started.failed = True
             raise
         finally:
-            if self._launching.get(stream) is started:
+            markers.remove(started)
+            if not markers and self._launching.get(stream) is markers:
                 del self._launching[stream]
             started.set()
 
@@ -262,12 +267,12 @@ class TurnHost:
             RunNotStartedError: the run was being launched here, and its launch failed.
         """
         live = self.live(stream)
-        starting = self._launching.get(stream) if live is None else None
-        if starting is not None:
-            await starting.wait()
-            if starting.failed:
-                raise RunNotStartedError(f"the run of {stream} was not started: the request that started it failed")
+        starting = list(self._launching.get(stream, ())) if live is None else []
+        if starting:
+            await asyncio.gather(*(launch.wait() for launch in starting))
             live = self.live(stream)
+            if live is None and all(launch.failed for launch in starting):
+                raise RunNotStartedError(f"the run of {stream} was not started: the request that started it failed")
         if live is None:
             return follow_elsewhere(self.fanout, stream, after, stored_after, is_running)
         earlier = await stored_after(after) if live.first_seq > after + 1 else []
