@@ -40,12 +40,20 @@ def test_no_quotas_by_default() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_second_admission_of_a_turn_already_running_here_takes_and_frees_nothing() -> None:
+async def test_racing_admissions_of_a_turn_share_its_slot_until_none_goes_on() -> None:
     quotas = Quotas(QuotaSettings(max_running_turns=1))
     with acting_as(Principal(PrincipalKind.SUBJECT, "u")):
         assert await quotas.admit_turn("t1") is True
-        assert await quotas.admit_turn("t1") is False  # a racing resume of the same turn: not its slot to free
+        assert await quotas.admit_turn("t1") is True  # a racing resume of the same turn shares the slot
+        await quotas.turn_refused("t1")  # the one that took it fails (its write found the key held) ...
         with pytest.raises(RateLimitedError):
-            await quotas.admit_turn("t2")  # t1 still holds the only slot
-        await quotas.turn_ended("t1")
+            await quotas.admit_turn("t2")  # ... but the other goes on: t1 still holds the only slot
+        quotas.turn_launched("t1")
+        assert await quotas.admit_turn("t1") is True
+        await quotas.turn_refused("t1")  # a late third one failing frees nothing: the turn runs
+        with pytest.raises(RateLimitedError):
+            await quotas.admit_turn("t2")
+        await quotas.turn_ended("t1")  # its run ended
         assert await quotas.admit_turn("t2") is True
+        await quotas.turn_refused("t2")  # refused with none beside it: freed at once
+        assert await quotas.admit_turn("t3") is True

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Protocol
 
 from limits import RateLimitItemPerMinute
@@ -115,7 +116,7 @@ class Quotas:
         self._windows = windows or MemoryStorage()
         self._limiter = SlidingWindowCounterRateLimiter(self._windows)
         self._slots = slots or MemoryTurnSlots()
-        self._held: dict[str, str] = {}  # turn id -> qualified principal, for the slots this process took
+        self._held: dict[str, _Held] = {}  # turn id -> the slot this process took for it
 
     async def open(self) -> None:
         """Connect the counters."""
@@ -151,17 +152,23 @@ class Quotas:
         raise RateLimitedError(f"rate limit reached: {per_minute} requests per minute", retry_after=retry_after)
 
     async def admit_turn(self, turn_id: str) -> bool:
-        """Take one of the current caller's running-turn slots for ``turn_id`` (free it with :meth:`turn_ended`).
+        """Take one of the current caller's running-turn slots for ``turn_id``, or share the one this process took
+        for it already (a resume racing another of the same turn). Each admission that returns True ends with
+        :meth:`turn_launched` or :meth:`turn_refused`; the slot is freed by :meth:`turn_ended`, or by the last
+        refusal when no admission launched the turn.
 
         Returns:
-            Whether this call took the slot: False when nothing is counted, or when ``turn_id`` already holds
-            one here (a second resume racing the first must not free the first one's slot when it fails).
+            Whether this call holds the slot (False: nothing is counted).
 
         Raises:
             RateLimitedError: the caller runs as many turns as it may.
         """
+        held = self._held.get(turn_id)
+        if held is not None:
+            held.admissions += 1
+            return True
         caller = self._caller()
-        if caller is None or caller[1].max_running_turns is None or turn_id in self._held:
+        if caller is None or caller[1].max_running_turns is None:
             return False
         principal, most = caller[0], caller[1].max_running_turns
         if not await self._slots.take(principal.qualified, turn_id, most):
@@ -170,14 +177,43 @@ class Quotas:
                 f"too many running turns: at most {most} at once; retry when one ends",
                 retry_after=TURN_RETRY_SECONDS,
             )
-        self._held[turn_id] = principal.qualified
+        if turn_id in self._held:  # a racing admission took it while this one waited: share theirs
+            self._held[turn_id].admissions += 1
+        else:
+            self._held[turn_id] = _Held(principal.qualified)
         return True
 
+    def turn_launched(self, turn_id: str) -> None:
+        """An admission launched its turn: the slot is the run's now, freed when it ends (:meth:`turn_ended`)."""
+        held = self._held.get(turn_id)
+        if held is not None:
+            held.admissions -= 1
+            held.launched = True
+
+    async def turn_refused(self, turn_id: str) -> None:
+        """An admission failed before launching its turn: the slot is freed unless another admission of the turn
+        still goes on or launched it."""
+        held = self._held.get(turn_id)
+        if held is None:
+            return
+        held.admissions -= 1
+        if held.admissions <= 0 and not held.launched:
+            await self.turn_ended(turn_id)
+
     async def turn_ended(self, turn_id: str) -> None:
-        """Free the slot :meth:`admit_turn` took for ``turn_id`` (nothing if it took none)."""
-        principal_id = self._held.pop(turn_id, None)
-        if principal_id is not None:
-            await self._slots.give_back(principal_id, turn_id)
+        """Free the slot taken for ``turn_id`` (nothing if none was)."""
+        held = self._held.pop(turn_id, None)
+        if held is not None:
+            await self._slots.give_back(held.principal_id, turn_id)
+
+
+@dataclass
+class _Held:
+    """A running-turn slot this process took: whose, how many admissions share it, and whether one launched."""
+
+    principal_id: str
+    admissions: int = 1
+    launched: bool = False
 
 
 def quotas_for(settings: QuotaSettings, shared: SharedCounters | None = None) -> Quotas:

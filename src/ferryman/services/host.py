@@ -146,7 +146,8 @@ class TurnHost:
     async def admitting(self, turn_id: str) -> AsyncIterator[None]:
         """Hold one of the caller's running-turn slots for ``turn_id`` while the block stores and launches it.
 
-        The run the block launches frees the slot when it ends; a block that fails frees it at once.
+        The run the block launches frees the slot when it ends; a block that fails frees it at once, unless
+        another block admitting the same turn (a racing resume) still goes on or launched it.
 
         Raises:
             RateLimitedError: the caller runs as many turns as its quota allows.
@@ -156,8 +157,16 @@ class TurnHost:
             yield
         except BaseException:
             if took:
-                await asyncio.shield(self._free_slot(turn_id))
+                await asyncio.shield(self._refused(turn_id))
             raise
+        if took:
+            self.quotas.turn_launched(turn_id)
+
+    async def _refused(self, turn_id: str) -> None:
+        try:
+            await self.quotas.turn_refused(turn_id)
+        except Exception:  # the slot's lease frees it later; the turn's outcome matters more
+            log.exception("running-turn slot of %s not freed", turn_id)
 
     async def _free_slot(self, turn_id: str) -> None:
         try:
