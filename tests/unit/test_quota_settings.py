@@ -43,17 +43,39 @@ def test_no_quotas_by_default() -> None:
 async def test_racing_admissions_of_a_turn_share_its_slot_until_none_goes_on() -> None:
     quotas = Quotas(QuotaSettings(max_running_turns=1))
     with acting_as(Principal(PrincipalKind.SUBJECT, "u")):
-        assert await quotas.admit_turn("t1") is True
-        assert await quotas.admit_turn("t1") is True  # a racing resume of the same turn shares the slot
-        await quotas.turn_refused("t1")  # the one that took it fails (its write found the key held) ...
+        took = await quotas.admit_turn("t1")
+        shared = await quotas.admit_turn("t1")  # a racing resume of the same turn shares the slot
+        assert took is not None and shared is took
+        await quotas.turn_refused("t1", took)  # the one that took it fails (its write found the key held) ...
         with pytest.raises(RateLimitedError):
             await quotas.admit_turn("t2")  # ... but the other goes on: t1 still holds the only slot
-        quotas.turn_launched("t1")
-        assert await quotas.admit_turn("t1") is True
-        await quotas.turn_refused("t1")  # a late third one failing frees nothing: the turn runs
+        quotas.turn_launched("t1", shared)
+        late = await quotas.admit_turn("t1")
+        assert late is took
+        await quotas.turn_refused("t1", late)  # a late third one failing frees nothing: the turn runs
         with pytest.raises(RateLimitedError):
             await quotas.admit_turn("t2")
         await quotas.turn_ended("t1")  # its run ended
-        assert await quotas.admit_turn("t2") is True
-        await quotas.turn_refused("t2")  # refused with none beside it: freed at once
-        assert await quotas.admit_turn("t3") is True
+        alone = await quotas.admit_turn("t2")
+        assert alone is not None
+        await quotas.turn_refused("t2", alone)  # refused with none beside it: freed at once
+        assert await quotas.admit_turn("t3") is not None
+
+
+@pytest.mark.anyio
+async def test_a_racer_failing_after_its_turns_run_ended_leaves_the_next_resumes_slot_alone() -> None:
+    quotas = Quotas(QuotaSettings(max_running_turns=1))
+    with acting_as(Principal(PrincipalKind.SUBJECT, "u")):
+        first = await quotas.admit_turn("t1")
+        racer = await quotas.admit_turn("t1")  # the keyed repeat, still before its write
+        assert first is not None and racer is not None
+        quotas.turn_launched("t1", first)
+        await quotas.turn_ended("t1")  # the run paused again: its slot is free
+        following = await quotas.admit_turn("t1")  # the client's next resume
+        assert following is not None and following is not first
+        await quotas.turn_refused("t1", racer)  # the repeat's write only now finds the key held
+        with pytest.raises(RateLimitedError):
+            await quotas.admit_turn("t2")  # the next resume still holds the slot
+        quotas.turn_launched("t1", following)
+        await quotas.turn_ended("t1")
+        assert await quotas.admit_turn("t2") is not None

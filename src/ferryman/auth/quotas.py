@@ -116,7 +116,7 @@ class Quotas:
         self._windows = windows or MemoryStorage()
         self._limiter = SlidingWindowCounterRateLimiter(self._windows)
         self._slots = slots or MemoryTurnSlots()
-        self._held: dict[str, _Held] = {}  # turn id -> the slot this process took for it
+        self._held: dict[str, HeldSlot] = {}  # turn id -> the slot this process took for it
 
     async def open(self) -> None:
         """Connect the counters."""
@@ -151,14 +151,14 @@ class Quotas:
         retry_after = max(1, math.ceil(reset_at - time.time()))
         raise RateLimitedError(f"rate limit reached: {per_minute} requests per minute", retry_after=retry_after)
 
-    async def admit_turn(self, turn_id: str) -> bool:
+    async def admit_turn(self, turn_id: str) -> HeldSlot | None:
         """Take one of the current caller's running-turn slots for ``turn_id``, or share the one this process took
-        for it already (a resume racing another of the same turn). Each admission that returns True ends with
+        for it already (a resume racing another of the same turn). Each admission given a slot ends with
         :meth:`turn_launched` or :meth:`turn_refused`; the slot is freed by :meth:`turn_ended`, or by the last
         refusal when no admission launched the turn.
 
         Returns:
-            Whether this call holds the slot (False: nothing is counted).
+            The slot this admission holds (None: nothing is counted).
 
         Raises:
             RateLimitedError: the caller runs as many turns as it may.
@@ -166,10 +166,10 @@ class Quotas:
         held = self._held.get(turn_id)
         if held is not None:
             held.admissions += 1
-            return True
+            return held
         caller = self._caller()
         if caller is None or caller[1].max_running_turns is None:
-            return False
+            return None
         principal, most = caller[0], caller[1].max_running_turns
         if not await self._slots.take(principal.qualified, turn_id, most):
             metrics.quota_refused("running_turns")
@@ -177,24 +177,23 @@ class Quotas:
                 f"too many running turns: at most {most} at once; retry when one ends",
                 retry_after=TURN_RETRY_SECONDS,
             )
-        if turn_id in self._held:  # a racing admission took it while this one waited: share theirs
-            self._held[turn_id].admissions += 1
-        else:
-            self._held[turn_id] = _Held(principal.qualified)
-        return True
-
-    def turn_launched(self, turn_id: str) -> None:
-        """An admission launched its turn: the slot is the run's now, freed when it ends (:meth:`turn_ended`)."""
         held = self._held.get(turn_id)
-        if held is not None:
+        if held is not None:  # a racing admission took it while this one waited: share theirs
+            held.admissions += 1
+            return held
+        held = self._held[turn_id] = HeldSlot(principal.qualified)
+        return held
+
+    def turn_launched(self, turn_id: str, held: HeldSlot) -> None:
+        """An admission launched its turn: the slot is the run's now, freed when it ends (:meth:`turn_ended`)."""
+        if self._held.get(turn_id) is held:  # else the run ended already, and a later admission holds another
             held.admissions -= 1
             held.launched = True
 
-    async def turn_refused(self, turn_id: str) -> None:
+    async def turn_refused(self, turn_id: str, held: HeldSlot) -> None:
         """An admission failed before launching its turn: the slot is freed unless another admission of the turn
         still goes on or launched it."""
-        held = self._held.get(turn_id)
-        if held is None:
+        if self._held.get(turn_id) is not held:  # freed already by the run another admission launched
             return
         held.admissions -= 1
         if held.admissions <= 0 and not held.launched:
@@ -208,7 +207,7 @@ class Quotas:
 
 
 @dataclass
-class _Held:
+class HeldSlot:
     """A running-turn slot this process took: whose, how many admissions share it, and whether one launched."""
 
     principal_id: str

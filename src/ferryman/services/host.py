@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from ferryman.api.webhooks import WebhookEventType
 from ferryman.auth.principal import current_principal
-from ferryman.auth.quotas import Quotas
+from ferryman.auth.quotas import HeldSlot, Quotas
 from ferryman.coordination.base import CancelTurns, Fanout
 from ferryman.coordination.follow import contiguous, follow_elsewhere
 from ferryman.engine.channel import LiveRun, TurnRunner
@@ -152,19 +152,19 @@ class TurnHost:
         Raises:
             RateLimitedError: the caller runs as many turns as its quota allows.
         """
-        took = await self.quotas.admit_turn(turn_id)
+        held = await self.quotas.admit_turn(turn_id)
         try:
             yield
         except BaseException:
-            if took:
-                await asyncio.shield(self._refused(turn_id))
+            if held is not None:
+                await asyncio.shield(self._refused(turn_id, held))
             raise
-        if took:
-            self.quotas.turn_launched(turn_id)
+        if held is not None:
+            self.quotas.turn_launched(turn_id, held)
 
-    async def _refused(self, turn_id: str) -> None:
+    async def _refused(self, turn_id: str, held: HeldSlot) -> None:
         try:
-            await self.quotas.turn_refused(turn_id)
+            await self.quotas.turn_refused(turn_id, held)
         except Exception:  # the slot's lease frees it later; the turn's outcome matters more
             log.exception("running-turn slot of %s not freed", turn_id)
 
