@@ -33,6 +33,7 @@ pytestmark = pytest.mark.anyio
 KEY = "Idempotency-Key"
 REPLAYED = "idempotent-replayed"
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
+RESUME = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}]}
 
 
 class WatchedStore(SqliteStore):
@@ -122,6 +123,14 @@ async def turn_url(http: httpx.AsyncClient, **config: Any) -> str:
     return f"/v1/agents/{agent_id}/session/{await new_session(http, agent_id)}/turn"
 
 
+async def weather_turn(http: httpx.AsyncClient, scripted: AskedModel) -> str:
+    """The turn URL of a new session of an agent with the weather client tool, the model's next reply calling it
+    (``RESUME`` answers that call)."""
+    url = await turn_url(http, client_tools=[WEATHER])
+    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    return url
+
+
 def user(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
@@ -187,15 +196,12 @@ async def test_a_repeated_streamed_turn_replays_its_events_without_running_again
 async def test_a_streamed_runs_key_is_stored_with_the_run_it_starts(
     http: httpx.AsyncClient, scripted: AskedModel, store: WatchedStore
 ) -> None:
-    agent_id = await new_agent(http, client_tools=[WEATHER])
-    session_id = await new_session(http, agent_id)
-    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    url = await weather_turn(http, scripted)
     scripted.enqueue_text("sunny")
     scripted.enqueue_text("stored")
-    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     paused = frames_of(await post(http, url, {"messages": user("weather?"), "stream": True}, "start-key"))
     turn_id = paused[0].json()["event"]["payload"]["turn_id"]
-    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": True}
+    resume = {**RESUME, "stream": True}
     await post(http, f"{url}/{turn_id}/resume", resume, "resume-key")
     await post(http, "/v1/responses", {"model": "scripted-model", "input": "hi", "stream": True}, "response-key")
     assert store.completions == 0  # each outcome went in with the turn, the resume or the response
@@ -204,14 +210,11 @@ async def test_a_streamed_runs_key_is_stored_with_the_run_it_starts(
 async def test_a_repeated_streamed_run_replays_only_that_run_of_its_turn(
     http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
-    agent_id = await new_agent(http, client_tools=[WEATHER])
-    session_id = await new_session(http, agent_id)
-    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    url = await weather_turn(http, scripted)
     scripted.enqueue_text("sunny")
-    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     paused = frames_of(await post(http, url, {"messages": user("weather?"), "stream": True}, "start-key"))
     turn_id = paused[0].json()["event"]["payload"]["turn_id"]
-    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": True}
+    resume = {**RESUME, "stream": True}
     resumed = frames_of(await post(http, f"{url}/{turn_id}/resume", resume, "resume-key"))
     assert kind(paused[-1]) == "turn_awaiting_input" and kind(resumed[-1]) == "turn_complete"
 
@@ -223,13 +226,10 @@ async def test_a_repeated_streamed_run_replays_only_that_run_of_its_turn(
 async def test_a_repeated_non_streamed_resume_returns_the_first_turn(
     http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
-    agent_id = await new_agent(http, client_tools=[WEATHER])
-    session_id = await new_session(http, agent_id)
-    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    url = await weather_turn(http, scripted)
     scripted.enqueue_text("sunny")
-    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     turn_id = (await http.post(url, json={"messages": user("weather?"), "stream": False})).json()["turn_id"]
-    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": False}
+    resume = {**RESUME, "stream": False}
     turn = (await twice(http, f"{url}/{turn_id}/resume", resume, "resume-key")).json()
     assert turn["status"] == "completed" and len(scripted.requests) == 2
 
@@ -296,13 +296,10 @@ async def test_a_repeat_while_the_first_turn_runs_waits_for_its_answer_and_never
 async def test_a_repeat_while_a_resume_runs_waits_for_its_answer_and_never_runs_again(
     http: httpx.AsyncClient, scripted: AskedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent_id = await new_agent(http, client_tools=[WEATHER])
-    session_id = await new_session(http, agent_id)
-    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    url = await weather_turn(http, scripted)
     scripted.enqueue(ScriptedReply(text="sunny", gate="hold"))
-    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     turn_id = (await http.post(url, json={"messages": user("weather?"), "stream": False})).json()["turn_id"]
-    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": False}
+    resume = {**RESUME, "stream": False}
     following = reading_a_run(monkeypatch)
     first = asyncio.create_task(post(http, f"{url}/{turn_id}/resume", resume, "held-key"))
     while len(scripted.requests) < 2:
@@ -322,15 +319,12 @@ async def test_a_repeat_while_a_resume_runs_waits_for_its_answer_and_never_runs_
 async def test_a_repeated_turn_is_answered_as_its_run_ended_even_after_a_resume(
     http: httpx.AsyncClient, scripted: AskedModel
 ) -> None:
-    agent_id = await new_agent(http, client_tools=[WEATHER])
-    session_id = await new_session(http, agent_id)
-    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    url = await weather_turn(http, scripted)
     scripted.enqueue_text("sunny")
-    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
     body = {"messages": user("weather?"), "stream": False}
     paused = await post(http, url, body, "paused-key")
     assert paused.json()["status"] == "awaiting_input", paused.text
-    resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": False}
+    resume = {**RESUME, "stream": False}
     resumed = await http.post(f"{url}/{paused.json()['turn_id']}/resume", json=resume)
     assert resumed.json()["status"] == "completed"
     again = await post(http, url, body, "paused-key")

@@ -157,20 +157,18 @@ class TurnHost:
             yield
         except BaseException:
             if held is not None:
-                await asyncio.shield(self._refused(turn_id, held))
+                await asyncio.shield(self._free_slot(turn_id, refused=held))
             raise
         if held is not None:
             self.quotas.turn_launched(turn_id, held)
 
-    async def _refused(self, turn_id: str, held: HeldSlot) -> None:
+    async def _free_slot(self, turn_id: str, refused: HeldSlot | None = None) -> None:
+        """Free the turn's slot as its run ends, or as an admission of it (``refused``) failed (see ``Quotas``)."""
         try:
-            await self.quotas.turn_refused(turn_id, held)
-        except Exception:  # the slot's lease frees it later; the turn's outcome matters more
-            log.exception("running-turn slot of %s not freed", turn_id)
-
-    async def _free_slot(self, turn_id: str) -> None:
-        try:
-            await self.quotas.turn_ended(turn_id)
+            if refused is None:
+                await self.quotas.turn_ended(turn_id)
+            else:
+                await self.quotas.turn_refused(turn_id, refused)
         except Exception:  # the slot's lease frees it later; the turn's outcome matters more
             log.exception("running-turn slot of %s not freed", turn_id)
 
