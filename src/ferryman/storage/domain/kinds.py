@@ -54,6 +54,9 @@ SCHEDULE = Kind("schedule", indexes=("agent_id",))
 ``paused``, and its lease ends at its next tick (none while paused), so replicas claim it when due."""
 SCHEDULE_RUN = Kind("schedule_run", noun="schedule run", parents=("schedule",))
 """One tick a schedule fired (the turn it started), under its schedule, whose deletion deletes it."""
+FILE = Kind("file", indexes=("purpose",))
+"""An uploaded file's metadata (its bytes are in the blob store under its id), owned by its uploader; listed by
+purpose. Its attachments to vector stores and their chunks are the knowledge store's, deleted with it."""
 FORK = Kind("fork", indexes=("source",))
 """A fork's lineage, by the fork's id (a session's, a conversation's, or a holder's of a deleted original's kept
 part): the session or conversation it shares history with (``source``) and the last turn or item it shares;
@@ -77,6 +80,7 @@ SCHEMA = Schema(
         SCHEDULE,
         SCHEDULE_RUN,
         FORK,
+        FILE,
     ]
 )
 """The kinds every backend's kernel stores."""
