@@ -10,6 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from ferryman.storage.domain.files import files as file_records
 from ferryman.storage.knowledge import ChunkRecord, FileRecord, VectorStoreFileRecord, VectorStoreRecord
 from inprocess import Served
 
@@ -41,7 +42,7 @@ def seed_vector_store(model: Served, files: dict[str, str]) -> SeededStore:
 
     async def write() -> None:
         for name, text in files.items():
-            await store.create_file(
+            await file_records(store.kernel).create(
                 FileRecord(file_ids[name], name, "assistants", len(text.encode()), now, "text/plain")
             )
         await store.create_vector_store(record, attached)

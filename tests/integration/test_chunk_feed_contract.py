@@ -22,7 +22,7 @@ from test_sql_migrations import Database, _insert, database  # noqa: F401 (the f
 
 from ferryman.storage.base import Store
 from ferryman.storage.chunk_feed import ChunkChanges, ChunkEntry, ChunkFeed, ChunkRemoval
-from ferryman.storage.knowledge import ChunkRecord, FileRecord, VectorStoreFileRecord, VectorStoreRecord
+from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -179,7 +179,6 @@ async def test_a_detached_file_is_one_removal_at_the_version_that_detached_it(st
 
 
 async def test_a_deleted_file_is_removed_from_every_store_it_was_in(store: Store) -> None:
-    await store.create_file(FileRecord("file_a", "a.txt", "assistants", 10, 100))
     mirrors = []
     for vector_store_id in ("vs_1", "vs_2"):
         await store.create_vector_store(a_store(vector_store_id), [])
@@ -189,7 +188,7 @@ async def test_a_deleted_file_is_removed_from_every_store_it_was_in(store: Store
         await store.add_chunks(vector_store_id, [chunk(f"{vector_store_id}_k", "kept", "doc", vector_store_id)])
         mirrors.append(Mirror(store, vector_store_id))
         await mirrors[-1].sync()
-    await store.delete_file("file_a")
+    await store.forget_file("file_a")
     for mirror in mirrors:
         found = await mirror.sync()
         assert (found.added, found.removed) == ([], [ChunkRemoval(found.version, "file_a")])

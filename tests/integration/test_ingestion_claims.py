@@ -13,6 +13,7 @@ import pytest
 
 from ferryman.knowledge.blobs import MemoryBlobStore
 from ferryman.knowledge.ingest import IngestionWorker
+from ferryman.storage.domain.files import files
 from ferryman.storage.knowledge import ChunkRecord, FileRecord, VectorStoreFileRecord, VectorStoreRecord
 from ferryman.storage.sqlite import SqliteStore
 
@@ -73,7 +74,7 @@ async def store(tmp_path: Path) -> AsyncIterator[WatchedStore]:
 async def _worker(store: WatchedStore, models: HeldEmbeddings) -> IngestionWorker:
     blobs = MemoryBlobStore()
     await blobs.put("file_a", TEXT)
-    await store.create_file(FileRecord("file_a", "a.txt", "assistants", len(TEXT), 100, "text/plain"))
+    await files(store.kernel).create(FileRecord("file_a", "a.txt", "assistants", len(TEXT), 100, "text/plain"))
     record = VectorStoreRecord("vs_1", "docs", 100, "held", 3, last_active_at=100)
     await store.create_vector_store(record, [VectorStoreFileRecord("vs_1", "file_a", 100)])
     models_: Any = models  # the worker needs only ``embed`` of a router

@@ -19,7 +19,6 @@ from ferryman.storage.knowledge import (
     ChunkRecord,
     FileBatchRecord,
     FileCounts,
-    FileRecord,
     LastError,
     VectorStoreFileRecord,
     VectorStoreRecord,
@@ -96,45 +95,6 @@ def chunk(chunk_id: str, text: str, embedding: bytes, file_id: str = "file_a", p
 
 async def claim_all(store: Store, now: datetime = NOW) -> list[VectorStoreFileRecord]:
     return await store.claim_ingestion(now, now + LEASE, 100)
-
-
-# Files
-
-
-async def test_files_are_stored_listed_by_purpose_and_deleted(store: Store) -> None:
-    first = FileRecord("file_a", "a.txt", "assistants", 10, 100, "text/plain", None)
-    second = FileRecord("file_b", "b.pdf", "batch", 20, 101, expires_at=999)
-    await store.create_file(first)
-    await store.create_file(second)
-    assert await store.get_file("file_a") == first
-    assert await store.get_file("file_b") == second
-    page = await store.list_files("assistants", None, 10, "asc")
-    assert ([f.file_id for f in page.items], page.has_more) == (["file_a"], False)
-    await store.delete_file("file_a")
-    with pytest.raises(NotFoundError):
-        await store.get_file("file_a")
-    with pytest.raises(NotFoundError):
-        await store.delete_file("file_a")
-    assert [f.file_id for f in (await store.list_files(None, None, 10, "asc")).items] == ["file_b"]
-
-
-async def test_files_page_by_creation_both_ways_with_honest_has_more(store: Store) -> None:
-    ids = [f"file_{i}" for i in range(5)]
-    # Two share a second: the id breaks the tie, so no page repeats or skips one.
-    for i, file_id in enumerate(ids):
-        await store.create_file(FileRecord(file_id, "x", "assistants", 1, 100 + min(i, 3)))
-    for order, expected in (("asc", ids), ("desc", ids[::-1])):
-        seen: list[str] = []
-        after = None
-        while True:
-            page = await store.list_files(None, after, 2, order)
-            seen += [f.file_id for f in page.items]
-            if not page.has_more:
-                break
-            after = page.items[-1].file_id
-        assert seen == expected, order
-    last = await store.list_files(None, ids[3], 1, "asc")
-    assert ([f.file_id for f in last.items], last.has_more) == (["file_4"], False)
 
 
 # Vector stores and their files
@@ -435,8 +395,7 @@ async def test_deleting_a_vector_store_takes_its_files_batches_and_chunks(store:
     assert await claim_all(store) == []
 
 
-async def test_deleting_a_file_detaches_it_everywhere(store: Store) -> None:
-    await store.create_file(FileRecord("file_a", "a.txt", "assistants", 10, 100))
+async def test_forgetting_a_file_detaches_it_everywhere(store: Store) -> None:
     await store.create_vector_store(a_store(), [attached("file_a")])
     await store.create_vector_store(a_store("vs_2"), [attached("file_a", "vs_2"), attached("file_b", "vs_2")])
     for job in await claim_all(store):
@@ -446,7 +405,7 @@ async def test_deleting_a_file_detaches_it_everywhere(store: Store) -> None:
         )
         assert await store.finish_ingestion(replace(job, status="completed"), [record], NOW + LEASE)
     assert len(await store.vector_search("vs_2", unit(1, 0, 0), None, 10)) == 2
-    await store.delete_file("file_a")
+    await store.forget_file("file_a")
     assert await store.all_vector_store_files("vs_1") == []
     assert [f.file_id for f in await store.all_vector_store_files("vs_2")] == ["file_b"]
     assert [h.chunk.file_id for h in await store.keyword_search("vs_2", "ferry", None, 10)] == ["file_b"]

@@ -29,6 +29,7 @@ from ferryman.ids import new_id, utcnow
 from ferryman.inference.router import ModelRouter
 from ferryman.metrics.instruments import INGESTION_BACKLOG
 from ferryman.storage.base import Store
+from ferryman.storage.domain.files import files
 from ferryman.storage.knowledge import ChunkRecord, LastError, VectorStoreFileRecord
 
 from .blobs import BlobStore
@@ -73,6 +74,7 @@ class IngestionWorker:
         extraction: ExtractionLimits | None = None,
     ) -> None:
         self._store = store
+        self._files = files(store.kernel)
         self._blobs = blobs
         self._models = models
         self.lease_seconds = lease_seconds
@@ -250,7 +252,7 @@ class IngestionWorker:
         """The job's chunks (``job`` then completed), or none (``job`` then failed)."""
         try:
             store = await self._store.get_vector_store(job.vector_store_id)
-            file = await self._store.get_file(job.file_id)
+            file = await self._files.get(job.file_id)
             data = await self._blobs.get(job.file_id)
         except NotFoundError:
             return _failed(job, "invalid_file", "the file was deleted before it was processed")

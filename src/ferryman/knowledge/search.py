@@ -10,10 +10,11 @@ scores are made). Results of every store and every query part are merged by scor
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ferryman.api.limits import MAX_ID_CHARS, MAX_SEARCH_QUERY_CHARS, has_control_character
-from ferryman.errors import InvalidRequestError, NotFoundError
+from ferryman.errors import InvalidRequestError
 from ferryman.inference.router import ModelRouter
 from ferryman.storage.base import Store
 from ferryman.storage.knowledge import ChunkHit, ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
@@ -90,17 +91,27 @@ class _Scored:
     score: float
 
 
+FileName = Callable[[str], Awaitable[str | None]]
+"""The name of a file the current caller may read (None: it is missing, or not the caller's to read)."""
+
+
+async def _unnamed(file_id: str) -> str | None:
+    return None
+
+
 class SearchService:
     """Searches vector stores as the current caller.
 
     Args:
         store: The (owned) store: reading a vector store checks the caller may.
         models: Embeds queries with each store's embedding model.
+        file_name: Names a result's file as it is now (default: as its chunk recorded it when ingested).
     """
 
-    def __init__(self, store: Store, models: ModelRouter) -> None:
+    def __init__(self, store: Store, models: ModelRouter, file_name: FileName = _unnamed) -> None:
         self._store = store
         self._models = models
+        self._file_name = file_name
 
     async def search(self, query: SearchQuery) -> SearchOutcome:
         """The best chunks of the query's stores, best first.
@@ -194,10 +205,8 @@ class SearchService:
         chunk = scored.chunk
         filename = str(chunk.metadata.get("filename") or chunk.file_id)
         if attachment is not None:
-            try:
-                filename = (await self._store.get_file(chunk.file_id)).filename
-            except NotFoundError:
-                pass  # the file was deleted (or is not the caller's to read) while its chunks remain searchable
+            # None: the file was deleted (or is not the caller's to read) while its chunks remain searchable.
+            filename = await self._file_name(chunk.file_id) or filename
         return SearchResult(
             vector_store_id=record.vector_store_id,
             file_id=chunk.file_id,

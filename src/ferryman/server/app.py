@@ -267,9 +267,10 @@ def build_services(
     registry = ModelService(
         models, Registrations(registry_records.models(store.kernel), access), list(configured_models or []), fanout
     )
-    search = SearchService(store, models)
     files = files or FileSettings()
     blobs = blobs or MemoryBlobStore()
+    file_service = FileService(store.kernel, access, beneath(store), blobs, files.max_bytes)
+    search = SearchService(store, models, file_service.readable_name)
     ingestion = IngestionWorker(
         store,
         blobs,
@@ -278,7 +279,7 @@ def build_services(
         sole_process=sole_process,
         extraction=ExtractionLimits(files.extraction_memory_mb, files.extraction_timeout_seconds),
     )
-    vector_stores = VectorStoreService(store, models, ingestion.wake)
+    vector_stores = VectorStoreService(store, models, file_service, ingestion.wake)
     tool_settings = tool_settings or ToolSettings()
     web_search = WebSearch(websearch)
     agent_memory = AgentMemory(store, MemoryBlocks(store.kernel), access, memory or MemorySettings(), models)
@@ -294,7 +295,7 @@ def build_services(
         ),
     )
     if sandbox is not None:
-        tools.register(CODE_INTERPRETER, [CodeInterpreter(sandbox, FileService(store, blobs, files.max_bytes))])
+        tools.register(CODE_INTERPRETER, [CodeInterpreter(sandbox, file_service)])
     toolgroups = ToolGroupService(tools, Registrations(registry_records.toolgroups(store.kernel), access), mcp)
     shields = shields or ShieldRegistry()
     shields.add_provider(LlamaGuardProvider(models))
@@ -332,7 +333,7 @@ def build_services(
     agents.on_session_deleted(holds.forget)
     if sandbox is not None:
         agents.on_session_deleted(sandbox.remove)
-    interpreter = CodeInterpreter(sandbox, FileService(store, blobs, files.max_bytes)) if sandbox else None
+    interpreter = CodeInterpreter(sandbox, file_service) if sandbox else None
     hosted = hosted_tools(search, store, mcp, interpreter, web_search)
     responses = ResponsesService(host, models, HistoryCache(), hosted, shields, holds, context)
     schedule_service = ScheduleService(
@@ -369,7 +370,7 @@ def build_services(
         responses,
         conversations,
         VectorDbService(store, models, vector_stores, search, fetch),
-        FileService(store, blobs, files.max_bytes),
+        file_service,
         vector_stores,
         search,
         ingestion,

@@ -1,4 +1,11 @@
-"""Uploaded files: their metadata in the (owned) store, their bytes in a blob store."""
+"""Uploaded files as one caller sees them: their metadata as kernel records, their bytes in a blob store.
+
+The access step is explicit: an upload stores the caller as owner in the
+record's own write, a read or a delete checks the policy against the owner
+stored with the record (a file the caller may not read is missing to it), and a
+page passes the caller's filter to storage, so a principal's page among many
+others' files is one indexed query, not a scan.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,18 @@ import uuid
 
 from ferryman.api.files import PURPOSES, FileDeleted, FileList, FileObject
 from ferryman.api.limits import has_control_character
-from ferryman.errors import InvalidRequestError, PayloadTooLargeError
+from ferryman.auth.policy import Action
+from ferryman.auth.principal import current_principal
+from ferryman.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError
 from ferryman.knowledge.blobs import BlobStore
 from ferryman.knowledge.views import now
-from ferryman.storage.base import Store
-from ferryman.storage.knowledge import FileRecord
+from ferryman.storage.domain.files import files
+from ferryman.storage.domain.kinds import FILE
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.protocol import Kernel
+from ferryman.storage.knowledge import FileRecord, FileStore
+
+from .access import Access
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 MAX_FILENAME = 512
@@ -38,13 +52,24 @@ class FileService:
     """Files as the current caller.
 
     Args:
-        store: The (owned) store of file records.
+        kernel: Where the files' records are.
+        access: The access policy.
+        attachments: The knowledge store, whose vector stores a deleted file leaves (with its chunks there).
         blobs: Where the bytes go.
         max_bytes: The largest file accepted.
     """
 
-    def __init__(self, store: Store, blobs: BlobStore, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self._store = store
+    def __init__(
+        self,
+        kernel: Kernel,
+        access: Access,
+        attachments: FileStore,
+        blobs: BlobStore,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.records = files(kernel)
+        self._access = access
+        self._attachments = attachments
         self.blobs = blobs
         self.max_bytes = max_bytes
 
@@ -91,42 +116,84 @@ class FileService:
             mime_type=_mime(name, mime_type),
             expires_at=created + expires_after_seconds if expires_after_seconds is not None else None,
         )
+        who = current_principal.get()
+        self._access.check(who, "create", FILE, record.file_id)
         await self.blobs.put(record.file_id, data)
         try:
-            await self._store.create_file(record)
+            await self.records.create(record, owner=self._access.owner(who))
         except BaseException:
             await self.blobs.delete(record.file_id)
             raise
+        self._access.record(who, "create", FILE, record.file_id)
         return file_object(record)
 
     async def get(self, file_id: str) -> FileObject:
         """One file (NotFoundError if unknown or unreadable)."""
-        return file_object(await self._store.get_file(file_id))
+        return file_object(await self.record(file_id))
 
-    async def record(self, file_id: str) -> FileRecord:
-        """One file's record."""
-        return await self._store.get_file(file_id)
+    async def record(self, file_id: str, action: Action = "read") -> FileRecord:
+        """One file's record, once the caller is allowed ``action`` on it.
+
+        Raises:
+            NotFoundError: it is missing, or the caller may not read it.
+            ForbiddenError: the caller may read it but not do ``action``.
+        """
+        found = await self.records.find(file_id)
+        if found is None:
+            raise NotFoundError(f"file '{file_id}' not found")
+        self._access.check(current_principal.get(), action, FILE, file_id, found.rec.owner)
+        return found.value
+
+    async def readable_name(self, file_id: str) -> str | None:
+        """The name of a file the caller may read (None: it is missing or not the caller's to read), unaudited:
+        a search names the files its chunks came from where it can, and a denial there is no request's."""
+        allow = self._access.filter(current_principal.get(), "read", FILE)
+        found = await self.records.find(file_id, allow=allow)
+        return None if found is None else found.value.filename
 
     async def list(self, purpose: str | None, after: str | None, limit: int, order: str) -> FileList:
-        """One page of the caller's files."""
+        """One page of the caller's files (filtered in storage's query), by creation, after the cursor's file.
+
+        Raises:
+            InvalidRequestError: an unknown purpose.
+            NotFoundError: the cursor names no file the caller may read.
+        """
         if purpose is not None and purpose not in PURPOSES:
             raise InvalidRequestError(f"purpose must be one of {', '.join(PURPOSES)}", "purpose")
-        page = await self._store.list_files(purpose, after, limit, order)
-        data = [file_object(record) for record in page.items]
+        allow = self._access.filter(current_principal.get(), "read", FILE)
+        where = None if purpose is None else ("purpose", purpose)
+        page = ops.Page(FILE, allow=allow, where=where, after=after, limit=limit, desc=order == "desc")
+        # The cursor is read with the caller's filter in the same trip: one it may not read looks missing.
+        reads: list[ops.ReadOp] = [page] if after is None else [ops.Get(FILE, after, allow=allow), page]
+        *cursor, found = await self.records.kernel.read(reads)
+        if cursor == [None]:
+            raise NotFoundError(f"file '{after}' not found")
+        data = [file_object(self.records.stored(rec).value) for rec in found.items]
         ids = [f.id for f in data]
         return FileList(
-            data=data, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=page.has_more
+            data=data, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=found.has_more
         )
 
     async def content(self, file_id: str) -> tuple[bytes, str]:
         """A file's bytes and media type."""
-        record = await self._store.get_file(file_id)
+        record = await self.record(file_id)
         return await self.blobs.get(file_id), record.mime_type
 
     async def delete(self, file_id: str) -> FileDeleted:
-        """Delete a file: its record and its chunks in every vector store, then its bytes."""
-        await self._store.delete_file(file_id)
+        """Delete a file: it leaves every vector store (with its chunks there), then its record, then its bytes.
+
+        Raises:
+            NotFoundError: it is missing, or the caller may not read it.
+            ForbiddenError: the caller may read it but not delete it.
+        """
+        await self.record(file_id, "delete")
+        # Detached first: a delete that dies midway leaves the file whole, to delete again, never chunks of a
+        # file that is gone.
+        await self._attachments.forget_file(file_id)
+        if not await self.records.delete(file_id):
+            raise NotFoundError(f"file '{file_id}' not found")
         await self.blobs.delete(file_id)
+        self._access.record(current_principal.get(), "delete", FILE, file_id)
         return FileDeleted(id=file_id)
 
 

@@ -37,7 +37,7 @@ from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 from ferryman.storage.base import ConversationRecord, Page, ResponseRecord, SessionRecord, Store
-from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
+from ferryman.storage.knowledge import VectorStoreRecord
 
 from .acting_owner import stored_principal
 
@@ -108,7 +108,6 @@ _session = _arg("session", "session_id")
 _turn = _arg("turn", "turn_id")
 _response = _arg("response", "response_id")
 _conversation = _arg("conversation", "conversation_id")
-_file = _arg("file", "file_id")
 _vector_store = _arg("vector_store", "vector_store_id")
 _vector_store_of = _arg("vector_store", "record", "vector_store_id")
 
@@ -155,10 +154,7 @@ RULES: dict[str, Rule] = {
     "delete_response": Act("delete", _response),
     "events_after": Act("read", _response),
     "chain_history": Act("read", _response),
-    "create_file": Create(_arg("file", "record", "file_id")),
-    "get_file": Act("read", _file),
-    "list_files": Listing(),
-    "delete_file": Act("delete", _file),
+    "forget_file": Server(),  # FileService checks the file's deletion against its kernel record first
     "create_vector_store": Create(_vector_store_of, named=True),
     "get_vector_store": Act("read", _vector_store),
     "list_vector_stores": Listing(),
@@ -375,14 +371,6 @@ class OwnedStore:
             return await self.inner.list_conversations(cursor, count, order)
 
         return await self._cursor_page("conversation", fetch, lambda c: c.conversation_id, after, limit)
-
-    async def list_files(self, purpose: str | None, after: str | None, limit: int, order: str) -> Page[FileRecord]:
-        """Readable files after the cursor, fetching more when filtering thins a page (honest has_more)."""
-
-        async def fetch(cursor: str | None, count: int) -> Page[FileRecord]:
-            return await self.inner.list_files(purpose, cursor, count, order)
-
-        return await self._cursor_page("file", fetch, lambda f: f.file_id, after, limit)
 
     async def list_vector_stores(self, after: str | None, limit: int, order: str) -> Page[VectorStoreRecord]:
         """Readable vector stores after the cursor, fetching more when filtering thins a page (honest has_more)."""

@@ -48,6 +48,8 @@ from ferryman.storage.knowledge import (
     VectorStoreRecord,
 )
 
+from .files import FileService
+
 _CONTENT_PAGE = 500
 
 
@@ -66,12 +68,16 @@ class VectorStoreService:
     Args:
         store: The (owned) store.
         models: Validates embedding models and embeds directly inserted text.
+        files: The files, as the caller may read them (a store attaches only those).
         wake: Called when ingestion jobs were added, so the worker starts at once.
     """
 
-    def __init__(self, store: Store, models: ModelRouter, wake: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, store: Store, models: ModelRouter, files: FileService, wake: Callable[[], None] = lambda: None
+    ) -> None:
         self._store = store
         self._models = models
+        self._files = files
         self._wake = wake
 
     async def create(
@@ -301,7 +307,7 @@ class VectorStoreService:
     async def _attachment(
         self, vector_store_id: str, file_id: str, attributes: Attributes, strategy: dict[str, Any]
     ) -> VectorStoreFileRecord:
-        await self._store.get_file(file_id)
+        await self._files.record(file_id)
         return VectorStoreFileRecord(
             vector_store_id=vector_store_id,
             file_id=file_id,

@@ -138,22 +138,10 @@ class ChunkHit:
 
 
 class FileStore(Protocol):
-    """Uploaded files' metadata."""
+    """What a file leaves when it is deleted (its record is the kernel's: ``storage.domain.files``)."""
 
-    async def create_file(self, record: FileRecord) -> None:
-        """Store a new file's metadata."""
-        ...
-
-    async def get_file(self, file_id: str) -> FileRecord:
-        """One file, or NotFoundError."""
-        ...
-
-    async def list_files(self, purpose: str | None, after: str | None, limit: int, order: str) -> Page[FileRecord]:
-        """Files by creation (``order`` "asc" or "desc"), after the cursor's file, optionally of one purpose."""
-        ...
-
-    async def delete_file(self, file_id: str) -> None:
-        """Forget a file (NotFoundError if unknown); its chunks in vector stores go with it."""
+    async def forget_file(self, file_id: str) -> None:
+        """Detach a file from every vector store, with its chunks there (nothing when it is attached nowhere)."""
         ...
 
 

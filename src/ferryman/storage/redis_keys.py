@@ -33,9 +33,6 @@ kind                type         holds
 ``owners``          hash         id: a kind of record; record id -> owner JSON
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
                                  id ``<len(owner)>:<owner>:<key>``, expires itself
-``files``           sorted set   file ids by creation
-``purpose_files``   sorted set   one purpose's file ids (id: the purpose), scored as in files
-``file``            hash         filename, purpose, bytes, created_at, mime_type, expires_at, seq
 ``file_stores``     set          the vector stores a file is attached to
 ``vector_stores``   sorted set   vector store ids by creation
 ``vector_store``    hash         record (JSON), seq, version (a fresh seq at every chunk change),
@@ -89,9 +86,6 @@ ITEM_BODIES = "item_bodies"
 RESPONSES = "responses"
 RESPONSE = "response"
 RESPONSE_EVENTS = "response_events"
-FILES = "files"
-PURPOSE_FILES = "purpose_files"
-FILE = "file"
 VECTOR_STORES = "vector_stores"
 VECTOR_STORE = "vector_store"
 VS_FILES = "vs_files"

@@ -18,7 +18,6 @@ from ferryman.errors import NotFoundError
 from .knowledge import (
     FileBatchRecord,
     FileCounts,
-    FileRecord,
     IngestionStatus,
     LastError,
     VectorStoreFileRecord,
@@ -28,10 +27,7 @@ from .page import Page
 from .redis_keys import (
     BATCH,
     BATCH_FILES,
-    FILE,
-    FILES,
     INGESTION,
-    PURPOSE_FILES,
     VECTOR_STORE,
     VECTOR_STORES,
     VS_FILE,
@@ -50,18 +46,16 @@ from .redis_lua_knowledge import (
     BATCH_COUNTS,
     CANCEL_BATCH,
     CREATE_BATCH,
-    CREATE_FILE,
     CREATE_VECTOR_STORE,
-    DELETE_FILE,
     DELETE_VECTOR_STORE,
     DETACH_FILE,
+    FORGET_FILE,
     TOUCH_VECTOR_STORE,
     UPDATE_STORE_FILE,
     UPDATE_VECTOR_STORE,
     AttachFiles,
     BatchOfStore,
     CreateBatch,
-    CreateFile,
     CreateVectorStore,
     FileId,
     StoreFile,
@@ -72,17 +66,9 @@ from .redis_lua_knowledge import (
 )
 from .redis_scripts import RedisBase
 
-_FILE_FIELDS = ("filename", "purpose", "bytes", "created_at", "mime_type", "expires_at")
 _STORE_FIELDS = ("record", "last_active_at")
 """A vector store's hash fields that make its record."""
 _STATUSES: tuple[IngestionStatus, ...] = ("in_progress", "completed", "failed", "cancelled")
-
-
-def _file_of(file_id: str, values: list[Any]) -> FileRecord:
-    filename, purpose, size, created_at, mime_type, expires_at = values
-    return FileRecord(
-        file_id, filename, purpose, int(size), int(created_at), mime_type, int(expires_at) if expires_at else None
-    )
 
 
 def _store_body(record: VectorStoreRecord) -> str:
@@ -133,31 +119,9 @@ class RedisKnowledge(RedisBase):
 
     # ---- files -------------------------------------------------------------
 
-    async def create_file(self, record: FileRecord) -> None:
-        """Store a new file's metadata (ConflictError if the id exists)."""
-        expires = None if record.expires_at is None else str(record.expires_at)
-        create = CreateFile(
-            record.file_id, record.filename, record.purpose, record.bytes, record.created_at, record.mime_type, expires
-        )
-        await self._run(CREATE_FILE, create)
-
-    async def get_file(self, file_id: str) -> FileRecord:
-        """One file, or NotFoundError."""
-        values = cast(list[Any], await self._db.hmget(self._keys.of(FILE, file_id), _FILE_FIELDS))
-        if values[0] is None:
-            raise NotFoundError(f"file '{file_id}' not found")
-        return _file_of(file_id, values)
-
-    async def list_files(self, purpose: str | None, after: str | None, limit: int, order: str) -> Page[FileRecord]:
-        """Files by creation (``order`` "asc" or "desc"), after the cursor's file, optionally of one purpose."""
-        index = self._keys.of(PURPOSE_FILES, purpose) if purpose else self._keys.global_(FILES)
-        ids = await self._ranked(index, self._keys.global_(FILES), after, limit + 1, order == "desc", "file")
-        rows = await self._records(self._keys.base(FILE), ids, _FILE_FIELDS)
-        return Page([_file_of(row[0], row[1:]) for row in rows[:limit]], len(rows) > limit)
-
-    async def delete_file(self, file_id: str) -> None:
-        """Forget a file (NotFoundError if unknown); it leaves every vector store, with its chunks there."""
-        await self._run(DELETE_FILE, FileId(file_id))
+    async def forget_file(self, file_id: str) -> None:
+        """Detach a file from every vector store, with its chunks there (nothing when it is attached nowhere)."""
+        await self._run(FORGET_FILE, FileId(file_id))
 
     # ---- vector stores -----------------------------------------------------
 

@@ -169,19 +169,6 @@ class Attachments:
 
 
 @dataclass(frozen=True)
-class CreateFile:
-    """A file's metadata."""
-
-    file_id: str
-    filename: str
-    purpose: str
-    size: int
-    created_at: int
-    mime_type: str
-    expires_at: str | None
-
-
-@dataclass(frozen=True)
 class FileId:
     """One file."""
 
@@ -266,39 +253,17 @@ def _file_missing(args: StoreFile, _: list[object]) -> NotFoundError:
     return NotFoundError(f"file '{args.file_id}' not found in vector store '{args.vector_store_id}'")
 
 
-CREATE_FILE = Script(
-    CreateFile,
-    """
-local f = key('file', file_id)
-if redis.call('EXISTS', f) == 1 then return {CONFLICT} end
-local seq = next_seq(1)
-redis.call('HSET', f, 'filename', filename, 'purpose', purpose, 'bytes', size, 'created_at', created_at,
-  'mime_type', mime_type, 'seq', seq)
-if expires_at ~= '' then redis.call('HSET', f, 'expires_at', expires_at) end
-redis.call('ZADD', global('files'), seq, file_id)
-redis.call('ZADD', key('purpose_files', purpose), seq, file_id)
-return {OK}
-""",
-    nothing,
-    {Outcome.CONFLICT: lambda a, _: ConflictError(f"file '{a.file_id}' already exists")},
-)
-
-# The file leaves every vector store it was attached to, with its chunks there.
-DELETE_FILE = Script(
+# A deleted file leaves every vector store it was attached to, with its chunks there (its record is the kernel's).
+FORGET_FILE = Script(
     FileId,
     KNOWLEDGE_LUA
     + """
-local f = key('file', file_id)
-local purpose = redis.call('HGET', f, 'purpose')
-if not purpose then return {NOT_FOUND} end
 for _, vs in ipairs(redis.call('SMEMBERS', key('file_stores', file_id))) do detach(vs, file_id) end
-redis.call('DEL', f, key('file_stores', file_id))
-redis.call('ZREM', global('files'), file_id)
-redis.call('ZREM', key('purpose_files', purpose), file_id)
+redis.call('DEL', key('file_stores', file_id))
 return {OK}
 """,
     nothing,
-    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"file '{a.file_id}' not found")},
+    {},
 )
 
 CREATE_VECTOR_STORE = Script(

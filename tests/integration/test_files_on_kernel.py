@@ -1,0 +1,160 @@
+"""Files as kernel records, through :class:`FileService` on SQLite, PostgreSQL and Redis.
+
+Each file is stored with its owner in one write; a caller reads, lists and deletes only what the access policy
+lets it, a page is filtered in the kernel's query (one read, however many files others own), and a deleted file
+leaves every vector store, with its chunks there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from storage_backends import BACKENDS
+
+from ferryman.auth.policy import ACTIONS, AccessPolicy, parse_policy
+from ferryman.auth.principal import Principal, PrincipalKind, current_principal
+from ferryman.errors import ForbiddenError, NotFoundError
+from ferryman.knowledge.blobs import MemoryBlobStore
+from ferryman.services.access import Access
+from ferryman.services.files import FileService
+from ferryman.storage.base import Store
+from ferryman.storage.kernel.counting import CountingKernel
+from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Principal(PrincipalKind.SUBJECT, "alice", {"teams": ("red",)})
+BOB = Principal(PrincipalKind.API_KEY, "bob", {"teams": ("red",)})
+CAROL = Principal(PrincipalKind.SUBJECT, "carol", {"teams": ("blue",)})
+TEAM_READS = parse_policy(
+    [
+        {"permit": {"actions": list(ACTIONS)}, "when": "user is owner"},
+        {"permit": {"actions": ["read"]}, "when": "user in owners teams"},
+    ]
+)
+NOW = datetime(2026, 11, 27, 12, tzinfo=UTC)
+
+
+@pytest.fixture(params=list(BACKENDS))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    async with BACKENDS[request.param](tmp_path) as opened:
+        yield opened
+
+
+def service(store: Store, policy: AccessPolicy | None = None) -> tuple[FileService, CountingKernel]:
+    kernel = CountingKernel(store.kernel)
+    return FileService(kernel, Access(policy or AccessPolicy()), store, MemoryBlobStore()), kernel
+
+
+@contextmanager
+def acting(who: Principal | None) -> Iterator[None]:
+    token = current_principal.set(who)
+    try:
+        yield
+    finally:
+        current_principal.reset(token)
+
+
+async def upload(files: FileService, who: Principal | None, name: str, purpose: str = "assistants") -> str:
+    with acting(who):
+        return (await files.upload(name, b"ferry notes", purpose)).id
+
+
+async def test_a_file_is_stored_read_listed_by_purpose_and_deleted_with_its_bytes(store: Store) -> None:
+    files, _ = service(store)
+    first = await upload(files, None, "a.txt")
+    with acting(None):
+        second = (await files.upload("b.pdf", b"%PDF", "batch", expires_after_seconds=3600)).id
+        got = await files.get(second)
+        assert (got.filename, got.purpose, got.bytes, got.expires_at) == ("b.pdf", "batch", 4, got.created_at + 3600)
+        assert await files.content(first) == (b"ferry notes", "text/plain")
+        assert [f.id for f in (await files.list("assistants", None, 10, "asc")).data] == [first]
+        await files.delete(first)
+        for gone in (files.get(first), files.delete(first), files.content(first)):
+            with pytest.raises(NotFoundError):
+                await gone
+        assert [f.id for f in (await files.list(None, None, 10, "asc")).data] == [second]
+    with pytest.raises(NotFoundError):
+        await files.blobs.get(first)
+
+
+async def test_files_page_by_creation_both_ways_with_honest_has_more(store: Store) -> None:
+    files, _ = service(store)
+    ids = [await upload(files, None, f"f{i}.txt") for i in range(5)]
+    with acting(None):
+        for order, expected in (("asc", ids), ("desc", ids[::-1])):
+            seen: list[str] = []
+            after = None
+            while True:
+                page = await files.list(None, after, 2, order)
+                seen += [f.id for f in page.data]
+                if not page.has_more:
+                    break
+                after = page.last_id
+            assert seen == expected, order
+        last = await files.list(None, ids[3], 1, "asc")
+        assert ([f.id for f in last.data], last.has_more) == ([ids[4]], False)
+        with pytest.raises(NotFoundError):
+            await files.list(None, "file-unknown", 1, "asc")
+
+
+async def test_a_callers_page_is_one_filtered_read_among_many_files_of_others(store: Store) -> None:
+    files, kernel = service(store)
+    theirs = [await upload(files, BOB, f"bob{i}.txt") for i in range(120)]
+    mine = [await upload(files, ALICE, f"alice{i}.txt", "batch" if i % 2 else "assistants") for i in range(3)]
+    kernel.reset()
+    with acting(ALICE):
+        page = await files.list(None, None, 2, "desc")
+        assert ([f.id for f in page.data], page.has_more) == ([mine[2], mine[1]], True)
+        assert kernel.round_trips == 1
+        rest = await files.list("assistants", page.last_id, 10, "desc")
+        assert [f.id for f in rest.data] == [mine[0]]
+        assert kernel.round_trips == 2  # the cursor is read in the page's own trip
+        for unreadable in (files.get(theirs[0]), files.list(None, theirs[0], 2, "asc"), files.delete(theirs[0])):
+            with pytest.raises(NotFoundError):  # another's file looks missing, even as a cursor
+                await unreadable
+    with acting(BOB):
+        assert len((await files.list(None, None, 200, "asc")).data) == len(theirs)
+
+
+async def test_the_policys_team_grant_is_answered_from_the_owner_stored_with_the_file(store: Store) -> None:
+    files, _ = service(store, TEAM_READS)
+    alices = await upload(files, ALICE, "plan.txt")
+    with acting(BOB):  # same team: reads, may not delete
+        assert [f.id for f in (await files.list(None, None, 10, "asc")).data] == [alices]
+        assert (await files.get(alices)).filename == "plan.txt"
+        assert await files.readable_name(alices) == "plan.txt"
+        with pytest.raises(ForbiddenError):
+            await files.delete(alices)
+    with acting(CAROL):
+        assert (await files.list(None, None, 10, "asc")).data == []
+        assert await files.readable_name(alices) is None
+        with pytest.raises(NotFoundError):
+            await files.get(alices)
+    with acting(ALICE):
+        await files.delete(alices)
+
+
+async def test_deleting_a_file_detaches_it_from_every_vector_store_with_its_chunks(store: Store) -> None:
+    files, _ = service(store)
+    kept, doomed = await upload(files, None, "kept.txt"), await upload(files, None, "doomed.txt")
+    at = int(NOW.timestamp())
+    for vs in ("vs_1", "vs_2"):
+        await store.create_vector_store(VectorStoreRecord(vs, vs, at, "m", 3), [])
+        await store.add_vector_store_files(vs, [VectorStoreFileRecord(vs, f, at) for f in (kept, doomed)])
+    for job in await store.claim_ingestion(NOW, NOW + timedelta(minutes=1), 100):
+        chunk = ChunkRecord(f"c_{job.vector_store_id}_{job.file_id}", job.vector_store_id, job.file_id, 0,
+                            "ferry notes", bytes(12), 2)  # fmt: skip
+        assert await store.finish_ingestion(replace(job, status="completed"), [chunk], NOW + timedelta(minutes=1))
+    with acting(None):
+        await files.delete(doomed)
+    for vs in ("vs_1", "vs_2"):
+        assert [f.file_id for f in await store.all_vector_store_files(vs)] == [kept]
+        assert [h.chunk.file_id for h in await store.keyword_search(vs, "ferry", None, 10)] == [kept]
+    await store.forget_file(doomed)  # nothing left to detach: nothing happens
+    await store.forget_file("file-never-attached")
