@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from legacy_agents import AGENT_OWNERS, AGENTS, ORPHAN_AGENT, assert_agents_moved
+from legacy_files import FILE_OWNERS, FILES, ORPHAN_FILE, assert_files_moved
 from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from redis.asyncio import Redis
 from replicas import redis_database
@@ -19,7 +20,8 @@ from ferryman.ids import new_id, utcnow
 from ferryman.redis_url import split_prefix
 from ferryman.storage.base import ConversationRecord, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents
-from ferryman.storage.domain.kinds import AGENT, MODEL
+from ferryman.storage.domain.files import files
+from ferryman.storage.domain.kinds import AGENT, FILE, MODEL
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Page, Put
@@ -364,3 +366,74 @@ async def test_an_agent_conversion_that_died_midway_finishes_without_duplicates(
     # It died after writing everything, before deleting the old keys: the next run writes nothing twice.
     await _agents_of_layout_6(url, prefix, admin)
     assert await _open_and_check_agents(url, prefix) == first
+
+
+# -- layout 10: files move into the kernel (their vector stores stay) ---------------------------------------------
+
+
+async def _files_of_layout_9(prefix: str, admin: Redis) -> list[str]:
+    """The files as layout 9 stored them (hashes, the indexes by number, owners, one orphan owner) and the set of
+    vector stores of the first (which stays); the files' keys."""
+    keys = Keys(prefix)
+    written = [keys.global_("files"), keys.of("owners", "file")]
+    for file in FILES:
+        seq = await admin.incr(keys.global_("seq"))
+        fields = ("filename", "purpose", "bytes", "created_at", "mime_type")
+        mapping = {**{name: getattr(file, name) for name in fields}, "seq": seq}
+        if file.expires_at is not None:  # the old script wrote no field for a file that never expires
+            mapping["expires_at"] = file.expires_at
+        await admin.hset(keys.of("file", file.file_id), mapping=mapping)  # type: ignore[arg-type]
+        await admin.zadd(keys.global_("files"), {file.file_id: seq})
+        await admin.zadd(keys.of("purpose_files", file.purpose), {file.file_id: seq})
+        written += [keys.of("file", file.file_id), keys.of("purpose_files", file.purpose)]
+    for file_id, owner in {**FILE_OWNERS, ORPHAN_FILE: FILE_OWNERS["file_zeta"]}.items():
+        await admin.hset(keys.of("owners", "file"), file_id, json.dumps(owner))
+    await admin.sadd(keys.of("file_stores", "file_zeta"), "vs_1")
+    await admin.set(keys.global_(SCHEMA), 9)
+    return written
+
+
+async def _open_and_check_files(url: str, prefix: str) -> dict[str, int]:
+    """Open a store (converting), check every file; the files' record numbers."""
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        await assert_files_moved(store.kernel)
+        [page] = await store.kernel.read([Page(FILE)])
+        return {rec.id: rec.seq for rec in page.items}
+    finally:
+        await store.close()
+
+
+async def test_files_of_layout_9_move_into_the_kernel_with_their_owners(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    old = await _files_of_layout_9(prefix, admin)
+    await _open_and_check_files(url, prefix)
+    assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
+    assert await admin.exists(*old) == 0
+    assert await admin.smembers(keys.of("file_stores", "file_zeta")) == {"vs_1"}
+
+
+async def test_a_file_conversion_that_died_midway_finishes_without_duplicates(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    await _files_of_layout_9(prefix, admin)
+    # It had written the first file (and deleted its hash), then died before the rest.
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")
+    await kernel.open()
+    zeta = FILES[0]
+    try:
+        owner = Owner.from_json(FILE_OWNERS["file_zeta"])
+        await kernel.write([files(kernel).put(zeta, owner=owner, at=float(zeta.created_at))])
+    finally:
+        await kernel.close()
+    await admin.delete(keys.of("file", zeta.file_id))
+    first = await _open_and_check_files(url, prefix)
+    # It died after writing everything, before deleting the old keys: the next run writes nothing twice.
+    await _files_of_layout_9(prefix, admin)
+    assert await _open_and_check_files(url, prefix) == first

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from alembic import command
 from legacy_agents import AGENT_OWNERS, AGENTS, ORPHAN_AGENT, assert_agents_moved
 from legacy_agents import principal as agent_principal
+from legacy_files import FILE_OWNERS, FILES, ORPHAN_FILE, assert_files_moved
 from legacy_registries import (
     API_KEYS,
     MODELS,
@@ -45,6 +46,7 @@ from ferryman.storage.base import IdempotencyRecord, SessionRecord, StoredEvent,
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.kinds import MODEL
 from ferryman.storage.kernel.ops import Page
+from ferryman.storage.knowledge import FileRecord
 from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.sql.migrate import alembic_config, postgres_engine, sqlite_engine, upgrade
 from ferryman.storage.sql.store import SqlStore
@@ -52,7 +54,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0019_drop_fulltext"
+HEAD = "0020_files_on_kernel"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -664,3 +666,78 @@ async def test_sessions_get_a_history_epoch_of_zero_that_goes_down_with_its_revi
     assert await database.query("SELECT session_id, session_name FROM sessions") == [("sess_old", "s")]
     with pytest.raises(Exception, match="history_epoch"):
         await database.query("SELECT history_epoch FROM sessions")
+
+
+# -- files move into the kernel's records (0020) ------------------------------------------------------------------
+
+BEFORE_FILES = "0019_drop_fulltext"
+
+
+def file_rows() -> list[str]:
+    """Files (three owned, one not), newest first (their table's order is not theirs), and an orphan owner row."""
+    found = [
+        _insert(
+            "files",
+            file_id=f.file_id,
+            filename=f.filename,
+            purpose=f.purpose,
+            bytes=f.bytes,
+            created_at=f.created_at,
+            mime_type=f.mime_type,
+            expires_at=f.expires_at,
+        )
+        for f in reversed(FILES)
+    ]
+    owners = {**FILE_OWNERS, ORPHAN_FILE: FILE_OWNERS["file_zeta"]}
+    found += [
+        _insert("record_owners", kind="file", record_id=rid, principal=agent_principal(owner), owner=json.dumps(owner))
+        for rid, owner in owners.items()
+    ]
+    return found
+
+
+async def test_files_move_into_the_kernel_with_their_owners(database: Database) -> None:
+    await database.migrate(BEFORE_FILES, False)
+    for row in file_rows():
+        await database.query(row)
+    store = database.store()
+    await store.open()
+    try:
+        await assert_files_moved(store.kernel)
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    assert "files" not in await database.tables()
+    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'file'") == []
+
+
+async def _files_index(database: Database) -> list[str]:
+    if database.dialect == "sqlite":
+        return [row[0] for row in await database.query("SELECT name FROM sqlite_master WHERE tbl_name = 'files'")]
+    found = "SELECT indexname FROM pg_indexes WHERE tablename = 'files' AND schemaname = current_schema()"
+    return [row[0] for row in await database.query(found)]
+
+
+async def test_files_go_down_to_their_table_and_up_again(database: Database) -> None:
+    await database.migrate(BEFORE_FILES, False)
+    for row in file_rows():
+        await database.query(row)
+    await database.migrate("head", False)
+    await database.migrate(BEFORE_FILES, True)
+    columns = "file_id, filename, purpose, bytes, created_at, mime_type, expires_at"
+    rows = await database.query(f"SELECT {columns} FROM files ORDER BY created_at, file_id")  # noqa: S608
+    assert [FileRecord(*row) for row in rows] == FILES
+    assert "files_by_creation" in await _files_index(database)
+    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'file'")
+    assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
+        rid: (agent_principal(owner), owner) for rid, owner in FILE_OWNERS.items()
+    }
+    assert await database.query("SELECT id FROM records WHERE kind = 'file'") == []
+    assert await database.query("SELECT term FROM record_terms WHERE kind = 'file'") == []
+    await database.migrate("head", False)  # and up again: the same records, owners and terms
+    store = database.store()
+    await store.open()
+    try:
+        await assert_files_moved(store.kernel)
+    finally:
+        await store.close()

@@ -19,6 +19,8 @@ conversations, and each one's responses, so that they can be listed (``redis_con
 is converted, but a ferryman of 7 deletes turns without bumping it, so it must not write 8's data.
 9 stamps each chunk with the store version that wrote it and keeps what each write removed, the chunk feed that
 keeps in-process indexes current (``redis_chunk_upgrade``): existing chunks get version 0.
+10 moves files (their metadata), with their owners, into the kernel's records (``redis_file_upgrade``); their
+vector stores and chunks stay.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -39,6 +41,7 @@ from .redis_agent_upgrade import move_agents
 from .redis_blocked_upgrade import withhold_blocked_text
 from .redis_chunk_upgrade import stamp_chunks
 from .redis_conversation_upgrade import index_conversations
+from .redis_file_upgrade import move_files
 from .redis_idempotency import record_id
 from .redis_keys import (
     CONVERSATION,
@@ -53,7 +56,7 @@ from .redis_keys import (
 )
 from .redis_registry_upgrade import move_registries
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
@@ -61,6 +64,7 @@ _KERNEL_RECORDS = 5
 _CONVERSATION_INDEX = 6
 _KERNEL_AGENTS = 7
 _CHUNK_FEED = 9
+_KERNEL_FILES = 10
 _OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -98,6 +102,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await move_agents(client, keys, lock)
         if found < _CHUNK_FEED and not fresh:
             await stamp_chunks(client, keys, lock)
+        if found < _KERNEL_FILES and not fresh:  # after the owners are typed
+            await move_files(client, keys, lock, _escaped)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
