@@ -42,6 +42,8 @@ async def assert_files_moved(kernel: Kernel) -> None:
     assert [item.value for item in found.items] == FILES
     assert [item.rec.owner for item in found.items] == [owner_of(f.file_id) for f in FILES]
     assert [item.rec.at for item in found.items] == [float(f.created_at) for f in FILES]
+    # Leased until it expires, as an upload writes it: the expiry sweep claims it then.
+    assert [item.rec.lease_until for item in found.items] == [None, float(WHEN + 86400), None, None]
     assistants = await records.page(where=("purpose", "assistants"))
     assert [f.file_id for f in assistants.items] == ["file_zeta", "file_mid"]
     assert [f.file_id for f in (await records.page(where=("purpose", "batch"))).items] == ["file_alpha"]

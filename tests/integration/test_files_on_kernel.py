@@ -20,7 +20,9 @@ from ferryman.auth.policy import ACTIONS, AccessPolicy, parse_policy
 from ferryman.auth.principal import Principal, PrincipalKind, current_principal
 from ferryman.errors import ForbiddenError, NotFoundError
 from ferryman.knowledge.blobs import MemoryBlobStore
+from ferryman.services import files as files_module
 from ferryman.services.access import Access
+from ferryman.services.file_expiry import FileExpiry
 from ferryman.services.files import FileService
 from ferryman.storage.base import Store
 from ferryman.storage.kernel.counting import CountingKernel
@@ -158,3 +160,33 @@ async def test_deleting_a_file_detaches_it_from_every_vector_store_with_its_chun
         assert [h.chunk.file_id for h in await store.keyword_search(vs, "ferry", None, 10)] == [kept]
     await store.forget_file(doomed)  # nothing left to detach: nothing happens
     await store.forget_file("file-never-attached")
+
+
+async def test_an_expired_file_is_missing_at_once_and_deleted_by_one_sweep(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files, _ = service(store)
+    with acting(ALICE):
+        doomed = (await files.upload("old.txt", b"ferry notes", "assistants", expires_after_seconds=3600)).id
+        kept = (await files.upload("new.txt", b"ferry notes", "assistants")).id
+    expires_at = (await files.records.get(doomed)).expires_at
+    assert expires_at is not None
+    at = int(NOW.timestamp())
+    await store.create_vector_store(VectorStoreRecord("vs_1", "vs_1", at, "m", 3), [])
+    await store.add_vector_store_files("vs_1", [VectorStoreFileRecord("vs_1", f, at) for f in (doomed, kept)])
+    sweep, other_replica = FileExpiry(files), FileExpiry(service(store)[0])
+    assert await sweep.once(expires_at - 1) == 0
+    with acting(ALICE):
+        assert await files.get(doomed)
+    monkeypatch.setattr(files_module, "now", lambda: expires_at)  # the hour is over; no sweep has run yet
+    with acting(ALICE):
+        with pytest.raises(NotFoundError):
+            await files.get(doomed)
+        assert [f.id for f in (await files.list(None, None, 10, "asc")).data] == [kept]
+        assert await files.readable_name(doomed) is None
+    assert await sweep.once(expires_at + 1) == 1
+    assert await other_replica.once(expires_at + 1) == 0  # claimed once, across replicas
+    assert await files.records.find(doomed) is None
+    assert [f.file_id for f in await store.all_vector_store_files("vs_1")] == [kept]
+    with pytest.raises(NotFoundError):
+        await files.blobs.get(doomed)

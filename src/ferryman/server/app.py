@@ -65,6 +65,7 @@ from ferryman.services.approval_holds import ApprovalHolds
 from ferryman.services.approval_sweep import ApprovalSweep
 from ferryman.services.approvals import ApprovalService
 from ferryman.services.audit import AuditService
+from ferryman.services.file_expiry import FileExpiry
 from ferryman.services.files import FileService
 from ferryman.services.host import TurnHost
 from ferryman.services.idempotency import IdempotencyKeys
@@ -184,6 +185,8 @@ class Services:
     """The server tool calls waiting for approval, listed and decided by ``/v1/approvals``."""
     approval_sweep: ApprovalSweep = field(kw_only=True)
     """Continues the runs whose approvals were decided by a process that died before continuing them."""
+    file_expiry: FileExpiry = field(kw_only=True)
+    """Deletes the files whose expiry (``expires_after`` at upload) has come."""
     max_body_bytes: int = field(default=DEFAULT_MAX_BODY_BYTES, kw_only=True)
     """The largest JSON request body (``server.max_body_bytes``); uploads are bounded by ``files.max_bytes``."""
     policy: AccessPolicy = field(default_factory=AccessPolicy, kw_only=True)
@@ -391,6 +394,7 @@ def build_services(
         agent_memory=agent_memory,
         approvals=approvals,
         approval_sweep=ApprovalSweep(approvals, holds.calls, store),
+        file_expiry=FileExpiry(file_service),
     )
 
 
@@ -563,6 +567,7 @@ def create_app(services: Services, settle: bool = False) -> Starlette:
         await services.webhooks.start()
         await services.scheduler.start()
         await services.approval_sweep.start()
+        await services.file_expiry.start()
         if settle:
             settle_heap()
         try:
@@ -571,6 +576,7 @@ def create_app(services: Services, settle: bool = False) -> Starlette:
             await services.ingestion.stop()
             await services.scheduler.stop()  # before the runs end: it starts none after
             await services.approval_sweep.stop()  # likewise
+            await services.file_expiry.stop()
             await services.runner.shutdown()
             await services.usage.flush()  # the runs' usage writes still under way
             await services.audit.stop()  # after the runs ended: what they audited is written too

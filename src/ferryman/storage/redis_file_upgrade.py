@@ -82,7 +82,11 @@ async def _move(client: Redis, kernel: RedisKernel, keys: Keys, ids: list[str], 
             # Absent when the file never expires (the old script wrote no field for it).
             "expires_at": int(expires_at) if expires_at else None,
         }
-        puts.append(Put(FILE, file_id, body, owner=_owner(owner), mode="upsert", at=float(created_at)))
+        # Leased until it expires, as an upload writes it: the expiry sweep deletes it once the lease ends.
+        lease = None if body["expires_at"] is None else float(body["expires_at"])
+        puts.append(
+            Put(FILE, file_id, body, owner=_owner(owner), mode="upsert", lease_until=lease, at=float(created_at))
+        )
     if puts:
         await kernel.write(puts)
         await client.delete(*(keys.of(_FILE, put.id) for put in puts))

@@ -73,12 +73,13 @@ class SessionRecords(Records[SessionRecord]):
         parent: str = "",
         mode: Literal["create", "upsert"] = "create",
         at: float | None = None,
+        lease_until: float | None = None,
     ) -> ops.Put:
         """The operation storing a session under its agent (``parent``, when given, must be that agent)."""
         agent = value.agent_id or ""
         if parent and parent != agent:
             raise ValueError(f"session '{value.session_id}' belongs to agent '{agent}', not '{parent}'")
-        return super().put(value, owner=owner, parent=agent, mode=mode, at=at)
+        return super().put(value, owner=owner, parent=agent, mode=mode, at=at, lease_until=lease_until)
 
 
 def agents(kernel: Kernel) -> Records[Agent]:

@@ -88,9 +88,11 @@ class Records(Generic[T]):
         parent: str = "",
         mode: Literal["create", "upsert"] = "create",
         at: float | None = None,
+        lease_until: float | None = None,
     ) -> ops.Put:
-        """The operation storing ``value`` (to run in a batch with others)."""
-        return ops.Put(self.kind, self.id_of(value), self.codec.dump(value), parent, owner, mode, at=at)
+        """The operation storing ``value`` (to run in a batch with others), leased until ``lease_until``."""
+        body = self.codec.dump(value)
+        return ops.Put(self.kind, self.id_of(value), body, parent, owner, mode, lease_until=lease_until, at=at)
 
     async def create(
         self,
@@ -98,6 +100,7 @@ class Records(Generic[T]):
         *,
         owner: Owner | None = None,
         parent: str = "",
+        lease_until: float | None = None,
         before: Sequence[ops.Op] = (),
         after: Sequence[ops.Op] = (),
     ) -> None:
@@ -106,7 +109,8 @@ class Records(Generic[T]):
         Raises:
             ConflictError: its id is taken.
         """
-        await self.kernel.write([*before, self.put(value, owner=owner, parent=parent), *after])
+        put = self.put(value, owner=owner, parent=parent, lease_until=lease_until)
+        await self.kernel.write([*before, put, *after])
 
     async def upsert(self, value: T, *, owner: Owner | None = None, before: Sequence[ops.Op] = ()) -> None:
         """Store ``value``, replacing the body of an existing record of its id (which keeps its owner)."""

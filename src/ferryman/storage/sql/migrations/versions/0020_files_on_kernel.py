@@ -2,7 +2,8 @@
 
 Each row of ``files`` becomes one ``file`` record, in the order files were listed (``created_at``, then
 ``file_id``), created at the row's ``created_at``, its body the row's columns (``FileRecord``: ``expires_at``
-null when the file never expires) and its purpose the kind's index. Its owner, from ``record_owners``, is
+null when the file never expires), its purpose the kind's index, and a lease until its expiry when it has one
+(the expiry sweep's). Its owner, from ``record_owners``, is
 stored with it (and its owner terms in ``record_terms``); those owner rows go, with the table. No foreign key
 names ``files``: attachments to vector stores keep their file ids as they are. PostgreSQL then analyzes the
 kernel's tables, whose statistics a bulk copy leaves stale.
@@ -45,6 +46,7 @@ _records = sa.table(
     sa.column("body", sa.Text()),
     sa.column("at", sa.Float()),
     sa.column("k1", sa.Text()),
+    sa.column("lease_until", sa.Float()),
 )
 _terms = sa.table("record_terms", sa.column("kind", sa.Text()), sa.column("term", sa.Text()), sa.column("seq", _SEQ))
 _owners = sa.table(
@@ -92,6 +94,8 @@ def _put(file: dict[str, Any], owner: Owner | None) -> None:
         "body": _dump(file),
         "at": float(file["created_at"]),
         "k1": file["purpose"],
+        # A file that expires is leased until then: the expiry sweep deletes it once the lease ends.
+        "lease_until": None if file["expires_at"] is None else float(file["expires_at"]),
     }
     # One row at a time: the sequence must number them in this order, which a multi-row insert leaves open.
     seq = bind.execute(sa.insert(_records).values(values).returning(_records.c.seq)).scalar_one()
