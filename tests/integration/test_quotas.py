@@ -181,3 +181,24 @@ async def test_two_replicas_sharing_redis_count_running_turns_as_one(tmp_path: P
             second = await start_response(b)
             assert second.status_code == 200, second.text
             assert (await finished(b, second.json()["id"]))["status"] == "completed"
+
+
+@pytest.mark.anyio
+async def test_a_replica_whose_admission_of_a_running_turn_fails_leaves_that_turns_slot_alone() -> None:
+    # A resume sent to two replicas at once: both admit the same turn, one runs it, the other's admission fails
+    # and gives its slot back. That must not free the slot the turn runs under.
+    with redis_database() as url:
+        counters = quota_counters_for(url)
+        assert counters is not None
+        (_, runs), (_, races) = counters(), counters()
+        try:
+            assert await runs.take("alice", "turn_1", 1)
+            if await races.take("alice", "turn_1", 1):
+                await races.give_back("alice", "turn_1")
+            assert not await runs.take("alice", "turn_2", 1), "the running turn's slot was freed by the other replica"
+            assert await runs.take("alice", "turn_1", 1)  # the replica holding it may take it again
+            await runs.give_back("alice", "turn_1")
+            assert await races.take("alice", "turn_2", 1)  # freed by its holder, the slot is anyone's
+        finally:
+            await runs.close()
+            await races.close()

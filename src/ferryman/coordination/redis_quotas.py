@@ -2,10 +2,13 @@
 
 Request windows are the ``limits`` library's Redis storage, on this module's
 connection pool. Running turns are a sorted set per principal whose members
-are turn ids scored with the end of a lease: the replica running a turn
-renews it every third of a lease and removes it when the run ends, so the
-slots of a replica that died free themselves once their lease runs out. Taking
-a slot is one script: drop expired members, count, add.
+are turn ids, each qualified by the replica holding it, scored with the end of
+a lease: the replica running a turn renews it every third of a lease and
+removes it when the run ends, so the slots of a replica that died free
+themselves once their lease runs out. Taking a slot is one script: drop
+expired members, count, add. Two replicas admitting the same turn at once (a
+resume sent to both) hold two members, never one shared: the one whose
+admission fails frees only its own, not the slot the turn runs under.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -71,10 +75,14 @@ class RedisTurnSlots:
         self._take = self.client.register_script(_TAKE)
         self._renew = self.client.register_script(_RENEW)
         self._held: dict[str, set[str]] = {}
+        self._replica = uuid.uuid4().hex
         self._task: asyncio.Task[None] | None = None
 
     def _key(self, principal_id: str) -> str:
         return f"{self._prefix}quota:turns:{principal_id}"
+
+    def _member(self, turn_id: str) -> str:
+        return f"{turn_id}@{self._replica}"
 
     async def open(self) -> None:
         """Start renewing the slots this replica holds."""
@@ -91,7 +99,7 @@ class RedisTurnSlots:
 
     async def take(self, principal_id: str, turn_id: str, limit: int) -> bool:
         """Take a slot unless the principal holds ``limit`` live ones on any replica."""
-        taken = await self._take(keys=[self._key(principal_id)], args=[turn_id, self._lease_ms, limit])
+        taken = await self._take(keys=[self._key(principal_id)], args=[self._member(turn_id), self._lease_ms, limit])
         if taken:
             self._held.setdefault(principal_id, set()).add(turn_id)
         return bool(taken)
@@ -102,13 +110,14 @@ class RedisTurnSlots:
         held.discard(turn_id)
         if not held:
             self._held.pop(principal_id, None)
-        await self.client.zrem(self._key(principal_id), turn_id)
+        await self.client.zrem(self._key(principal_id), self._member(turn_id))
 
     async def renew(self) -> None:
         """Extend the lease of every slot this replica holds."""
         for principal_id, turns in list(self._held.items()):
             if turns:
-                await self._renew(keys=[self._key(principal_id)], args=[self._lease_ms, *turns])
+                members = [self._member(turn_id) for turn_id in turns]
+                await self._renew(keys=[self._key(principal_id)], args=[self._lease_ms, *members])
 
     async def _renew_forever(self) -> None:
         while True:
