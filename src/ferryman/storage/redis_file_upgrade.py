@@ -83,7 +83,7 @@ async def _move(client: Redis, kernel: RedisKernel, keys: Keys, ids: list[str], 
             "expires_at": int(expires_at) if expires_at else None,
         }
         # Leased until it expires, as an upload writes it: the expiry sweep deletes it once the lease ends.
-        lease = None if body["expires_at"] is None else float(body["expires_at"])
+        lease = float(expires_at) if expires_at else None
         puts.append(
             Put(FILE, file_id, body, owner=_owner(owner), mode="upsert", lease_until=lease, at=float(created_at))
         )
