@@ -1,14 +1,16 @@
-"""``python -m bench.owner_listing``: a caller's page of agents among many agents of another caller, per backend.
+"""``python -m bench.owner_listing``: a caller's page of records among many of another caller, per backend.
 
 Issue #22 asks that, with auth on, a page of 20 among N records of other principals cost at most 1.5x the
-same page with auth off. This measures it for agents on each backend (SQLite always; PostgreSQL and Redis
-when their URLs are given), on the ``kernel`` path that ``GET /v1/agents`` runs since slice C:
+same page with auth off. This measures it for agents and for files (``--kinds``) on each backend (SQLite
+always; PostgreSQL and Redis when their URLs are given). Files are listed through ``FileService.list``, what
+``GET /v1/files`` runs (newest first, the caller's filter in the kernel's query). Agents are listed on the
+``kernel`` path that ``GET /v1/agents`` runs since slice C:
 ``storage.domain.agents`` over the backend's kernel, the caller's access filter passed in the kernel ``Page``
 (a ``WHERE`` on the owner terms, a per-term sorted set on Redis). The ``owned`` path it was compared with (the
 ``Store`` agent methods behind ``services.owned_store.OwnedStore``, a list filtered in Python in batches of 100) left
 with those methods; its figures are in ``docs/design/storage-kernel.md``.
 
-The database holds N agents of ``other`` created first, then 20 of ``me``; ``on`` lists ``me``'s first page of
+The database holds N records of ``other`` created first, then 20 of ``me``; ``on`` lists ``me``'s first page of
 20, ``off`` the first page of 20 with no caller. Figures are the median and p95 of ``--repeat`` calls, in
 milliseconds, after two warm-up calls. On PostgreSQL the tables are analyzed after seeding (``--no-analyze``
 leaves them as a bulk load does): the planner's statistics of a table that grew from empty in seconds make it
@@ -31,13 +33,17 @@ from typing import Any
 
 from ferryman.api.agents import Agent, AgentConfig
 from ferryman.auth.policy import AccessPolicy
-from ferryman.auth.principal import Principal, PrincipalKind
+from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.ids import new_id, utcnow
+from ferryman.knowledge.blobs import MemoryBlobStore
 from ferryman.services.access import Access
+from ferryman.services.files import FileService, new_file_id
 from ferryman.storage.base import Store
 from ferryman.storage.domain.agents import agents
+from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import AGENT
 from ferryman.storage.kernel import ops
+from ferryman.storage.knowledge import FileRecord
 from ferryman.storage.sql.seam import rows as statement
 
 from .knowledge_backends import sites
@@ -65,21 +71,34 @@ async def _timed(call: Callable[[], Awaitable[Any]], repeat: int) -> dict[str, f
     return {"median_ms": statistics.median(times), "p95_ms": times[min(len(times) - 1, int(len(times) * 0.95))]}
 
 
-async def _seed_kernel(store: Store, others: int) -> None:
-    records, access = agents(store.kernel), Access(AccessPolicy())
+def _file() -> FileRecord:
+    return FileRecord(new_file_id(), "notes.txt", "assistants", 11, int(time.time()), "text/plain")
+
+
+async def _seed_kernel(store: Store, kind: str, others: int) -> None:
+    access = Access(AccessPolicy())
     puts: list[ops.Put] = []
     for who, count in ((OTHER, others), (ME, PAGE)):
-        puts.extend(records.put(_agent(), owner=access.owner(who)) for _ in range(count))
+        owner = access.owner(who)
+        if kind == "agent":
+            puts.extend(agents(store.kernel).put(_agent(), owner=owner) for _ in range(count))
+        else:
+            puts.extend(files(store.kernel).put(_file(), owner=owner) for _ in range(count))
     for start in range(0, len(puts), BATCH):
         await store.kernel.write(puts[start : start + BATCH])
 
 
-async def _measure_kernel(store: Store, repeat: int) -> dict[str, dict[str, float]]:
+async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dict[str, float]]:
     records, access = agents(store.kernel), Access(AccessPolicy())
+    uploads = FileService(store.kernel, access, store, MemoryBlobStore())
 
     async def listed(who: Principal | None) -> None:
-        page = await records.page(allow=access.filter(who, "read", AGENT), offset=0, limit=PAGE)
-        assert len(page.items) == PAGE
+        if kind == "agent":
+            page = await records.page(allow=access.filter(who, "read", AGENT), offset=0, limit=PAGE)
+            assert len(page.items) == PAGE
+            return
+        with acting_as(who):
+            assert len((await uploads.list(None, None, PAGE, "desc")).data) == PAGE
 
     return {"on": await _timed(lambda: listed(ME), repeat), "off": await _timed(lambda: listed(None), repeat)}
 
@@ -90,26 +109,34 @@ async def _analyze(store: Store) -> None:
 
 
 async def run(
-    others: int, repeat: int, postgres: str | None, redis: str | None, *, only: set[str], analyze: bool = True
+    others: int,
+    repeat: int,
+    postgres: str | None,
+    redis: str | None,
+    *,
+    only: set[str],
+    kinds: tuple[str, ...] = ("agent",),
+    analyze: bool = True,
 ) -> list[dict[str, Any]]:
-    """Every figure: one row per backend, path and auth setting."""
+    """Every figure: one row per backend, kind and auth setting."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend, make_site in sites(Path(tmp), postgres, redis).items():
             if only and backend not in only:
                 continue
-            async with make_site() as site, site.open() as store:
-                await _seed_kernel(store, others)
-                if backend == "postgres" and analyze:
-                    await _analyze(store)
-                for auth, figures in (await _measure_kernel(store, repeat)).items():
-                    rows.append({"backend": backend, "path": "kernel", "others": others, "auth": auth, **figures})
+            for kind in kinds:
+                async with make_site() as site, site.open() as store:
+                    await _seed_kernel(store, kind, others)
+                    if backend == "postgres" and analyze:
+                        await _analyze(store)
+                    for auth, figures in (await _measure_kernel(store, kind, repeat)).items():
+                        rows.append({"backend": backend, "path": kind, "others": others, "auth": auth, **figures})
     return rows
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| backend | path | others | auth on (median / p95 ms) | auth off (median / p95 ms) | on/off |",
+        "| backend | kind | others | auth on (median / p95 ms) | auth off (median / p95 ms) | on/off |",
         "|---|---|---|---|---|---|",
     ]  # noqa: E501
     keyed = {(r["backend"], r["path"], r["others"], r["auth"]): r for r in rows}
@@ -131,12 +158,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", help="also measure PostgreSQL at this postgresql:// URL")
     parser.add_argument("--redis", help="also measure Redis at this redis:// URL")
     parser.add_argument("--only", nargs="+", default=[], help="measure only these backends (sqlite, postgres, redis)")
+    parser.add_argument("--kinds", nargs="+", default=["agent", "file"], choices=["agent", "file"], help="what to list")
     parser.add_argument("--no-analyze", action="store_true", help="leave PostgreSQL's statistics stale after seeding")
     parser.add_argument("--out", type=Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
     for others in args.others:
-        measured = run(others, args.repeat, args.postgres, args.redis, only=set(args.only), analyze=not args.no_analyze)
+        measured = run(
+            others,
+            args.repeat,
+            args.postgres,
+            args.redis,
+            only=set(args.only),
+            kinds=tuple(args.kinds),
+            analyze=not args.no_analyze,
+        )
         rows += asyncio.run(measured)
     sys.stdout.write(_table(rows) + "\n")
     if args.out:
