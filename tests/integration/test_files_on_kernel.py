@@ -7,6 +7,7 @@ leaves every vector store, with its chunks there.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -22,7 +23,7 @@ from ferryman.errors import ForbiddenError, NotFoundError
 from ferryman.knowledge.blobs import MemoryBlobStore
 from ferryman.services import files as files_module
 from ferryman.services.access import Access
-from ferryman.services.file_expiry import FileExpiry
+from ferryman.services.file_expiry import HOLD_SECONDS, FileExpiry
 from ferryman.services.files import FileService
 from ferryman.storage.base import Store
 from ferryman.storage.kernel.counting import CountingKernel
@@ -190,3 +191,63 @@ async def test_an_expired_file_is_missing_at_once_and_deleted_by_one_sweep(
     assert [f.file_id for f in await store.all_vector_store_files("vs_1")] == [kept]
     with pytest.raises(NotFoundError):
         await files.blobs.get(doomed)
+
+
+async def test_pages_skip_expired_files_the_sweep_has_not_deleted_yet_and_say_honestly_what_follows(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files, kernel = service(store)
+    with acting(ALICE):
+        first, second = [(await files.upload(n, b"x", "assistants", expires_after_seconds=3600)).id for n in "ab"]
+        kept = (await files.upload("c.txt", b"x", "assistants")).id
+        last = (await files.upload("d.txt", b"x", "assistants", expires_after_seconds=3600)).id
+    expires_at = (await files.records.get(first)).expires_at
+    assert expires_at is not None
+    monkeypatch.setattr(files_module, "now", lambda: expires_at)
+    kernel.reset()
+    with acting(ALICE):
+        # A whole page expired: the next one is read, rather than an empty page that ends a client's paging.
+        page = await files.list(None, None, 2, "asc")
+        assert ([f.id for f in page.data], page.last_id, page.has_more) == ([kept], kept, False)
+        assert kernel.round_trips == 2
+        for gone in (first, second, last):
+            with pytest.raises(NotFoundError):  # not as a cursor either
+                await files.list(None, gone, 2, "asc")
+
+
+async def test_a_cursor_the_caller_may_not_read_is_audited_as_a_denied_read(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    files, _ = service(store)
+    bobs = await upload(files, BOB, "b.txt")
+    caplog.set_level(logging.INFO, logger="ferryman.audit")
+    with acting(ALICE):
+        for unreadable in (files.get(bobs), files.list(None, bobs, 2, "asc")):
+            caplog.clear()
+            with pytest.raises(NotFoundError):
+                await unreadable
+            audited = [(r.event, r.action, r.resource) for r in caplog.records if r.name == "ferryman.audit"]
+            assert audited == [("denied", "read", f"file::{bobs}")]
+
+
+async def test_an_expired_file_whose_delete_failed_is_claimed_again_once_its_hold_ends(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files, _ = service(store)
+    with acting(ALICE):
+        doomed = (await files.upload("a.txt", b"x", "assistants", expires_after_seconds=3600)).id
+    expires_at = (await files.records.get(doomed)).expires_at
+    assert expires_at is not None
+    forget, failures = store.forget_file, [RuntimeError("the database went away")]
+
+    async def failing_once(file_id: str) -> None:
+        if failures:
+            raise failures.pop()
+        await forget(file_id)
+
+    monkeypatch.setattr(store, "forget_file", failing_once)
+    sweep = FileExpiry(files)
+    assert await sweep.once(expires_at + 1) == 0
+    assert await sweep.once(expires_at + 2) == 0  # held by the claim that failed
+    assert await sweep.once(expires_at + 2 + HOLD_SECONDS) == 1
+    assert await files.records.find(doomed) is None

@@ -4,7 +4,7 @@ A file that expires is stored leased until its ``expires_at``. Each replica
 looks every ``interval`` seconds and takes the files whose lease ran out, each to
 exactly one replica (the kernel's ``claim_expired``), which deletes it as a
 caller's delete would: out of every vector store with its chunks there, then its
-record, then its bytes. A claim holds the file for ``hold_seconds``: a replica
+bytes, then its record. A claim holds the file for ``hold_seconds``: a replica
 that dies midway leaves it to be claimed again, and a delete is idempotent.
 Until it is deleted, an expired file is already missing to every caller
 (:func:`~ferryman.services.files.expired`).

@@ -9,19 +9,21 @@ others' files is one indexed query, not a scan.
 
 from __future__ import annotations
 
+import builtins
 import mimetypes
 import uuid
 
 from ferryman.api.files import PURPOSES, FileDeleted, FileList, FileObject
 from ferryman.api.limits import has_control_character
 from ferryman.auth.policy import Action
-from ferryman.auth.principal import current_principal
+from ferryman.auth.principal import Principal, current_principal
 from ferryman.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError
 from ferryman.knowledge.blobs import BlobStore
 from ferryman.knowledge.views import now
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import FILE
 from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import Rec
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.knowledge import FileRecord, FileStore
 
@@ -161,20 +163,37 @@ class FileService:
         """
         if purpose is not None and purpose not in PURPOSES:
             raise InvalidRequestError(f"purpose must be one of {', '.join(PURPOSES)}", "purpose")
-        allow = self._access.filter(current_principal.get(), "read", FILE)
+        who = current_principal.get()
+        allow = self._access.filter(who, "read", FILE)
         where = None if purpose is None else ("purpose", purpose)
-        page = ops.Page(FILE, allow=allow, where=where, after=after, limit=limit, desc=order == "desc")
-        # The cursor is read with the caller's filter in the same trip: one it may not read looks missing.
-        reads: list[ops.ReadOp] = [page] if after is None else [ops.Get(FILE, after, allow=allow), page]
-        *cursor, found = await self.records.kernel.read(reads)
-        if cursor == [None]:
-            raise NotFoundError(f"file '{after}' not found")
-        # An expired file the sweep has not deleted yet is missing already (the page may come out short).
-        data = [file_object(value) for rec in found.items if not expired(value := self.records.stored(rec).value)]
+        live: builtins.list[FileRecord] = []
+        cursor, more, first = after, True, True
+        # One trip unless expired files the sweep has not deleted yet (missing already) thin a page: then more
+        # pages are read until the page and one file beyond it are found, so has_more stays honest.
+        while more and len(live) <= limit:
+            page = ops.Page(FILE, allow=allow, where=where, after=cursor, limit=limit + 1 - len(live),
+                            desc=order == "desc")  # fmt: skip
+            if first and after is not None:
+                # The cursor is read in the same trip, and checked as a read of it is (a denial audited).
+                found_cursor, found = await self.records.kernel.read([ops.Get(FILE, after), page])
+                self._readable_cursor(who, after, found_cursor)
+            else:
+                (found,) = await self.records.kernel.read([page])
+            first = False
+            values = [self.records.stored(rec).value for rec in found.items]
+            live += [value for value in values if not expired(value)]
+            cursor, more = (values[-1].file_id if values else cursor), found.has_more
+        data = [file_object(record) for record in live[:limit]]
         ids = [f.id for f in data]
         return FileList(
-            data=data, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=found.has_more
+            data=data, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=len(live) > limit
         )
+
+    def _readable_cursor(self, who: Principal | None, file_id: str, rec: Rec | None) -> None:
+        """Raise unless a list's cursor is a file the caller may read (missing to it otherwise)."""
+        if rec is None or expired(self.records.stored(rec).value):
+            raise NotFoundError(f"file '{file_id}' not found")
+        self._access.check(who, "read", FILE, file_id, rec.owner)
 
     async def content(self, file_id: str) -> tuple[bytes, str]:
         """A file's bytes and media type."""
@@ -182,7 +201,7 @@ class FileService:
         return await self.blobs.get(file_id), record.mime_type
 
     async def delete(self, file_id: str) -> FileDeleted:
-        """Delete a file: it leaves every vector store (with its chunks there), then its record, then its bytes.
+        """Delete a file: it leaves every vector store (with its chunks there), then its bytes, then its record.
 
         Raises:
             NotFoundError: it is missing, or the caller may not read it.
@@ -195,14 +214,13 @@ class FileService:
         return FileDeleted(id=file_id)
 
     async def remove(self, file_id: str) -> bool:
-        """Delete a file, unchecked: it leaves every vector store, then its record and its bytes go; whether its
+        """Delete a file, unchecked: it leaves every vector store, then its bytes and its record go; whether its
         record was there."""
-        # Detached first: a delete that dies midway leaves the file whole, to delete again, never chunks of a
-        # file that is gone.
+        # The record last: a delete that dies midway leaves it, to delete again (or to claim again, expiring),
+        # never chunks or bytes of a file that is gone.
         await self._attachments.forget_file(file_id)
-        existed = await self.records.delete(file_id)
         await self.blobs.delete(file_id)
-        return existed
+        return await self.records.delete(file_id)
 
 
 def expired(record: FileRecord, at: int | None = None) -> bool:
