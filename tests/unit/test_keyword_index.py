@@ -11,7 +11,8 @@ from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from ferryman.storage import keyword_index
 from ferryman.storage.chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
-from ferryman.storage.keyword_index import KeywordIndex, terms
+from ferryman.storage.keyword_index import KeywordIndex
+from ferryman.storage.keyword_terms import STOP_WORDS, terms
 
 
 def entry(chunk_id: str, file_id: str, version: int, text: str) -> ChunkEntry:
@@ -54,7 +55,7 @@ def test_terms_are_lowercased_stemmed_words_without_stop_words() -> None:
 
 
 def test_the_stop_words_are_bm25s_english_list() -> None:
-    assert keyword_index._STOP_WORDS == frozenset(STOPWORDS_EN_PLUS)
+    assert frozenset(STOPWORDS_EN_PLUS) == STOP_WORDS
 
 
 def test_a_new_index_is_empty_below_every_version() -> None:
@@ -193,3 +194,27 @@ def test_random_writes_with_and_without_compaction_match_a_fresh_index(
         for query in ["w0 w1", "w5 w17 w33", "w39"]:
             assert index.best(query, None, 8) == fresh.best(query, None, 8)
             assert index.best(query, ["f1", "f2"], 8) == fresh.best(query, ["f1", "f2"], 8)
+
+
+@pytest.mark.parametrize(("batch", "pending", "key32_limit"), [(3, 5, 2**31), (7, 1, 0), (4096, 1 << 20, 0)])
+def test_a_build_in_small_batches_flushed_often_or_with_wide_keys_is_the_same_index(
+    monkeypatch: pytest.MonkeyPatch, batch: int, pending: int, key32_limit: int
+) -> None:
+    rng = random.Random(batch)
+    words = ["harbour", "Dogs", "tickets", "winter", "trail", "café", "naïve", "the", "lamp", "seal", "tide", "x_1"]
+    added = [
+        entry(f"c{rng.randrange(150)}", f"f{rng.randrange(9)}", 1, " ".join(rng.choices(words, k=rng.randint(0, 25))))
+        for _ in range(200)
+    ]
+    reference = KeywordIndex()
+    reference.apply(changes(1, added, complete=True))
+    monkeypatch.setattr(keyword_index, "_BATCH", batch)
+    monkeypatch.setattr(keyword_index, "_PENDING", pending)
+    monkeypatch.setattr(keyword_index, "_KEY32_LIMIT", key32_limit)
+    index = KeywordIndex()
+    index.apply(changes(1, added[:120], complete=True))
+    index.apply(changes(2, added[120:]))
+    assert len(index) == len(reference) == len({chunk.chunk_id for chunk in added})
+    for query in ["harbour dog", "cafe café naive", "winter tides x_1", "lamp", "seal trail ticket"]:
+        for file_ids in (None, ["f1", "f4"]):
+            assert index.best(query, file_ids, 20) == reference.best(query, file_ids, 20)

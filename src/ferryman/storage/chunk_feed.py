@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChunkEntry:
     """A chunk as an in-process index needs it."""
 
@@ -39,7 +39,7 @@ class ChunkEntry:
     """Unit-length float32 little-endian; empty unless embeddings were asked for."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChunkRemoval:
     """Chunks removed by the write that moved the store to ``version``: a whole file's, or one chunk."""
 
@@ -50,7 +50,7 @@ class ChunkRemoval:
     """Only this chunk, when given."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChunkChanges:
     """What changed in one store since a version."""
 

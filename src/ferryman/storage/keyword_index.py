@@ -2,11 +2,7 @@
 
 Every backend searches keywords here (see :mod:`.synced_indexes`): the index
 is built once from a complete feed answer, then each write costs only the
-chunks it names. Words are lowercased, English stop words dropped (NLTK's
-list, which holds a question's own words: "what", "how", "does") and the rest
-stemmed with the Snowball English stemmer, as PostgreSQL's ``english`` text
-search does, so a natural-language question matches a chunk's inflections
-("dogs" finds "dog").
+chunks it names. A chunk's terms are those of :mod:`.keyword_terms`.
 
 Layout: each chunk gets a *slot* (a row number); each term holds two growable
 arrays, the slots of the chunks it occurs in and its frequency there. A query
@@ -30,24 +26,26 @@ also right after a write (the first search after one recomputes the per-slot
 length norms, O(chunks), well under a millisecond), so
 :meth:`KeywordIndex.best` can run on the event loop; 500 added chunks take
 about 0.1 s to apply, a removed file well under 1 ms, and a compaction with
-half the slots dead about 0.2 s.
+half the slots dead about 0.2 s. Building the whole index from a complete
+answer (a replica's first search of the store) takes about 2 s of CPU, most of
+it per word in Python: splitting the texts into words, then one dictionary
+lookup per word for its term id (each distinct word is stemmed once per build).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable
-from itertools import chain, repeat
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import Stemmer
 
 from .chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
+from .keyword_terms import TermIds, terms, words
 
 K1 = 1.2
 B = 0.75
@@ -57,31 +55,14 @@ _BATCH = 1024
 """Chunks tokenised and counted at once (bounds the memory an apply needs on top of the index)."""
 _MAX_FREQUENCY = 0xFFFF
 """Term frequencies are stored in 16 bits (BM25 has long saturated there)."""
-
-_WORD = re.compile(r"\w+")
-_STOP_WORDS = frozenset(
-    """
-a about above after again against ain all am an and any are aren aren't as at be because been before being below
-between both but by can couldn couldn't d did didn didn't do does doesn doesn't doing don don't down during each
-few for from further had hadn hadn't has hasn hasn't have haven haven't having he her here hers herself him
-himself his how i if in into is isn isn't it it's its itself just ll m ma me mightn mightn't more most mustn
-mustn't my myself needn needn't no nor not now o of off on once only or other our ours ourselves out over own re
-s same shan shan't she she's should should've shouldn shouldn't so some such t than that that'll the their
-theirs them themselves then there these they this those through to too under until up ve very was wasn wasn't we
-were weren weren't what when where which while who whom why will with won won't wouldn wouldn't y you you'd
-you'll you're you've your yours yourself yourselves
-""".split()
-)
-"""NLTK's English stop words, as ``bm25s`` lists them (held here: importing ``bm25s`` costs 13 MB of RSS)."""
-_STEMMER = Stemmer.Stemmer("english")
+_KEY32_LIMIT = 2**31
+"""A batch's (term, chunk) keys are 32-bit below this: numpy sorts them about twice as fast as 64-bit ones."""
+_PENDING = 1 << 20
+"""Postings of added chunks gathered before they are appended to their terms (about 10 MB): each term's arrays are
+then extended once per many batches, not once per batch."""
 
 Ints = npt.NDArray[np.int32]
 Floats = npt.NDArray[np.float32]
-
-
-def terms(text: str) -> list[str]:
-    """The search terms of a text: its lowercased words less stop words, stemmed."""
-    return list(_STEMMER.stemWords([word for word in _WORD.findall(text.lower()) if word not in _STOP_WORDS]))
 
 
 class _Column:
@@ -91,8 +72,7 @@ class _Column:
         self.values: npt.NDArray[Any] = np.zeros(64, dtype=dtype)
         self.size = 0
 
-    def extend(self, values: Iterable[int]) -> None:
-        added = np.fromiter(values, dtype=self.values.dtype)
+    def extend(self, added: npt.NDArray[Any]) -> None:
         end = self.size + len(added)
         if end > len(self.values):
             grown = np.zeros(max(end, 2 * len(self.values)), dtype=self.values.dtype)
@@ -109,6 +89,49 @@ class _Column:
         self.values = np.zeros(max(64, 2 * len(kept)), dtype=self.values.dtype)
         self.values[: len(kept)] = kept
         self.size = len(kept)
+
+
+def _counted(
+    term_ids: npt.NDArray[np.int64], chunk_words: list[int], term_count: int
+) -> tuple[Ints, Ints, npt.NDArray[np.int64], Ints]:
+    """A batch's postings: per (term, chunk), sorted by term then chunk, the term, the chunk's row in the batch and
+    the term's frequency there; and each chunk's length in terms.
+
+    Args:
+        term_ids: The term id of each word of the batch's chunks, in order (negative: not indexed).
+        chunk_words: How many of those words each chunk has.
+        term_count: Above every term id.
+    """
+    count = len(chunk_words)
+    key: type[np.signedinteger[Any]] = np.int32 if term_count * count < _KEY32_LIMIT else np.int64
+    rows: npt.NDArray[np.signedinteger[Any]] = np.repeat(np.arange(count, dtype=key), chunk_words)
+    kept = term_ids >= 0
+    terms, rows = term_ids[kept].astype(key), rows[kept]
+    pairs: npt.NDArray[np.signedinteger[Any]]
+    pairs, frequencies = np.unique(terms * count + rows, return_counts=True)
+    lengths = np.bincount(rows, minlength=count).astype(np.int32)
+    return (pairs // count).astype(np.int32), (pairs % count).astype(np.int32), frequencies, lengths
+
+
+class _NewPostings:
+    """``(term id, slot, frequency)`` of chunks being added, gathered batch by batch, sorted by term on the way out."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[Ints, Ints, npt.NDArray[np.uint16]]] = []
+        self.size = 0
+
+    def add(self, term_ids: Ints, slots: Ints, frequencies: npt.NDArray[np.int64]) -> None:
+        """Postings of one batch, sorted by term then slot, at slots above those of every batch added before."""
+        self._parts.append((term_ids, slots, np.minimum(frequencies, _MAX_FREQUENCY).astype(np.uint16)))
+        self.size += len(term_ids)
+
+    def take(self) -> tuple[Ints, Ints, npt.NDArray[np.uint16]]:
+        """Every posting gathered, sorted by term then slot (the batches are sorted runs: a stable sort keeps the slot
+        order within a term); none is held after."""
+        term_ids, slots, frequencies = (np.concatenate(column) for column in zip(*self._parts, strict=True))
+        self._parts, self.size = [], 0
+        order = np.argsort(term_ids, kind="stable")
+        return term_ids[order], slots[order], frequencies[order]
 
 
 class KeywordIndex:
@@ -231,56 +254,68 @@ class KeywordIndex:
         self._dead += 1
 
     def _add(self, entries: list[ChunkEntry]) -> None:
-        # A chunk id twice in one batch: its last entry wins, in its place.
+        latest = self._latest(entries)
+        if self._slot_of:
+            for entry in latest:
+                old = self._slot_of.get(entry.chunk_id)
+                if old is not None:
+                    self._kill(old)
+        term_ids, pending = TermIds(self._term_id), _NewPostings()
+        for start in range(0, len(latest), _BATCH):
+            self._add_batch(latest[start : start + _BATCH], term_ids, pending)
+            if pending.size >= _PENDING:
+                self._append_postings(*pending.take())
+        if pending.size:
+            self._append_postings(*pending.take())
+
+    @staticmethod
+    def _latest(entries: list[ChunkEntry]) -> list[ChunkEntry]:
+        """The entries less those of an id repeated later: a chunk id's last entry wins, in its place."""
+        if len({entry.chunk_id for entry in entries}) == len(entries):
+            return entries
         last: dict[str, ChunkEntry] = {}
         for entry in entries:
             last.pop(entry.chunk_id, None)
             last[entry.chunk_id] = entry
-            old = self._slot_of.get(entry.chunk_id)
-            if old is not None:
-                self._kill(old)
-        latest = list(last.values())
-        for start in range(0, len(latest), _BATCH):
-            self._add_batch(latest[start : start + _BATCH])
+        return list(last.values())
 
-    def _add_batch(self, entries: list[ChunkEntry]) -> None:
-        """Index new chunks: the Python work is per word and per distinct term, the counting is numpy's."""
-        first, count = self._lengths.size, len(entries)
-        words = [_WORD.findall(entry.text.lower()) for entry in entries]
-        flat = list(chain.from_iterable(words))
-        distinct = [word for word in set(flat) if word not in _STOP_WORDS]
-        term_of = dict(zip(distinct, map(self._term_id, _STEMMER.stemWords(distinct)), strict=True))
-        term_ids = np.fromiter(map(term_of.get, flat, repeat(-1)), dtype=np.int64, count=len(flat))
-        docs = np.repeat(np.arange(count, dtype=np.int64), [len(chunk_words) for chunk_words in words])
-        kept = term_ids >= 0
-        term_ids, docs = term_ids[kept], docs[kept]
-        lengths = np.bincount(docs, minlength=count)
-        # Sorted by term then chunk: each term's new postings are one run, in slot order.
-        pairs, frequencies = np.unique(term_ids * count + docs, return_counts=True)
-        self._append_postings(pairs // count, (pairs % count + first).astype(np.int32), frequencies)
-        for slot, entry in enumerate(entries, start=first):
-            self._chunk_ids.append(entry.chunk_id)
-            self._slot_of[entry.chunk_id] = slot
-            self._file_slots_of(entry.file_id).append(slot)
-        self._lengths.extend(lengths.tolist())
-        self._versions.extend(entry.version for entry in entries)
-        self._files.extend(self._file_codes[entry.file_id] for entry in entries)
-        self._alive.extend(1 for _ in entries)
-        self._live += count
+    def _add_batch(self, entries: list[ChunkEntry], term_ids: TermIds, pending: _NewPostings) -> None:
+        """Index new chunks: the Python work is per word and per distinct word, the counting is numpy's."""
+        first = self._lengths.size
+        found = [words(entry.text) for entry in entries]
+        ids = term_ids.of(list(chain.from_iterable(found)))
+        terms_of, rows, frequencies, lengths = _counted(ids, list(map(len, found)), len(self._postings))
+        pending.add(terms_of, rows + first, frequencies)
+        self._add_slots(entries, first)
+        self._lengths.extend(lengths)
+        self._live += len(entries)
         self._live_length += int(lengths.sum())
 
-    def _append_postings(
-        self, term_ids: npt.NDArray[np.int64], slots: Ints, frequencies: npt.NDArray[np.int64]
-    ) -> None:
+    def _add_slots(self, entries: list[ChunkEntry], first: int) -> None:
+        """Give the chunks the slots from ``first`` on, in order."""
+        chunk_ids = list(map(attrgetter("chunk_id"), entries))
+        slots = range(first, first + len(entries))
+        self._chunk_ids.extend(chunk_ids)
+        self._slot_of.update(zip(chunk_ids, slots, strict=True))
+        codes = list(map(self._file_code, map(attrgetter("file_id"), entries)))
+        for slot, code in zip(slots, codes, strict=True):
+            self._file_slots[code].append(slot)
+        self._versions.extend(np.fromiter(map(attrgetter("version"), entries), np.int64, len(entries)))
+        self._files.extend(np.array(codes, dtype=np.int32))
+        self._alive.extend(np.ones(len(entries), dtype=np.bool_))
+
+    def _append_postings(self, term_ids: Ints, slots: Ints, counts: npt.NDArray[np.uint16]) -> None:
         """Append ``(slot, frequency)`` pairs sorted by term to their terms' arrays, one run per term."""
         if len(term_ids) == 0:
             return
-        counts = np.minimum(frequencies, _MAX_FREQUENCY).astype(np.uint16)
         bounds = np.flatnonzero(np.diff(term_ids)) + 1
         starts, ends = np.concatenate(([0], bounds)), np.concatenate((bounds, [len(term_ids)]))
+        # Byte slices of memoryviews: no numpy array or bytes object is made per term.
+        slot_bytes, count_bytes = slots.data.cast("B"), counts.data.cast("B")
+        postings, frequencies_of = self._postings, self._frequencies
         for term_id, start, end in zip(term_ids[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
-            self._postings[term_id].frombytes(slots[start:end].tobytes())
-            self._frequencies[term_id].frombytes(counts[start:end].tobytes())
+            postings[term_id].frombytes(slot_bytes[4 * start : 4 * end])
+            frequencies_of[term_id].frombytes(count_bytes[2 * start : 2 * end])
 
     def _term_id(self, term: str) -> int:
         term_id = self._term_ids.get(term)
@@ -290,12 +325,12 @@ class KeywordIndex:
             self._frequencies.append(array("H"))
         return term_id
 
-    def _file_slots_of(self, file_id: str) -> array[int]:
+    def _file_code(self, file_id: str) -> int:
         code = self._file_codes.get(file_id)
         if code is None:
             code = self._file_codes[file_id] = len(self._file_slots)
             self._file_slots.append(array("i"))
-        return self._file_slots[code]
+        return code
 
     def _compact(self) -> None:
         """Drop dead slots everywhere and renumber the live ones in order (see the module's note on cost)."""
