@@ -90,7 +90,8 @@ async def test_a_repeat_racing_its_first_resume_to_the_launch_follows_that_run(
     """A keyed resume and its repeat both pass their checks (the turn awaits input) and mark the turn's stream as
     being launched; the first claims the key, the repeat's write finds it held. The repeat's failed launch must
     not take the first one's mark with it: the repeat waits for that launch and follows the run."""
-    first_in, first_claimed, repeat_reading = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    first_in, repeat_in = asyncio.Event(), asyncio.Event()
+    first_claimed, repeat_reading = asyncio.Event(), asyncio.Event()
     launching, history, events = TurnHost.launching, TurnReads.history, TurnHost.events
     blocks: list[str] = []
 
@@ -99,11 +100,17 @@ async def test_a_repeat_racing_its_first_resume_to_the_launch_follows_that_run(
         role = "first" if not blocks else "repeat"
         blocks.append(role)
         async with launching(host, stream):
-            if role == "first":
+            if role == "first":  # writes only once the repeat passed its checks too (the turn still awaited input)
                 first_in.set()
+                await waited(repeat_in)
             else:  # in while the first is, and writes after its write
-                await first_claimed.wait()
+                repeat_in.set()
+                await waited(first_claimed)
             yield
+
+    async def waited(event: asyncio.Event) -> None:
+        async with asyncio.timeout(30):  # a broken race fails here rather than hanging the run
+            await event.wait()
 
     async def held_after_the_claim(reads: TurnReads, *args: Any) -> Any:
         if not first_claimed.is_set():  # the first call, its key claimed, before its launch

@@ -48,13 +48,14 @@ MAIN = "0008_shields"
 NOW = datetime.now(UTC)
 API_KEY, SUBJECT = PrincipalKind.API_KEY, PrincipalKind.SUBJECT
 
-# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Conversations: their
-# owners are still in the side table (agents' owners moved into the kernel's records with revision 0015).
+# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Conversations and vector
+# stores: their owners are still in the side table (agents' and files' owners moved into the kernel's records with
+# revisions 0015 and 0020).
 OWNERS = {
     ("conversation", "agent_key", "key:alice", (("roles", ("dev",)),)): Principal(
         API_KEY, "alice", {"roles": ("dev",)}
     ),
-    ("file", "file-sub", "alice", (("teams", ("red",)),)): Principal(SUBJECT, "alice", {"teams": ("red",)}),
+    ("vector_store", "vs-sub", "alice", (("teams", ("red",)),)): Principal(SUBJECT, "alice", {"teams": ("red",)}),
     ("session", "sess_sub", "sub:x", ()): Principal(SUBJECT, "sub:x"),
 }
 # More owners than one batch of the conversion holds.
