@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from knowledge_serving import knowledge_app, needs_model, settled, upload
 
+from ferryman.knowledge import ingest
+
 pytestmark = [pytest.mark.anyio, needs_model]
 
 TEXT = b"Ferrymen carry passengers across rivers.\n\nThe toll is paid in silver coins before the crossing."
@@ -108,3 +110,19 @@ async def test_a_store_deleted_during_ingestion_loses_nothing_else(tmp_path: Pat
         assert survivor["file_counts"]["completed"] == 1
         found = await http.post(f"/v1/vector_stores/{kept['id']}/search", json={"query": "toll"})
         assert found.status_code == 200 and found.json()["data"]
+
+
+async def test_a_file_that_expires_before_its_ingestion_fails_rather_than_being_indexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with knowledge_app(tmp_path) as (http, services):
+        form = {"purpose": "assistants", "expires_after[anchor]": "created_at", "expires_after[seconds]": "3600"}
+        sent = await http.post("/v1/files", files={"file": ("river.txt", TEXT, "text/plain")}, data=form)
+        assert sent.status_code == 200, sent.text
+        file = sent.json()
+        monkeypatch.setattr(ingest, "now", lambda: file["expires_at"])  # the hour is over when the worker reads it
+        store = (await http.post("/v1/vector_stores", json={"file_ids": [file["id"]]})).json()
+        await settled(services)
+        attached = (await http.get(f"/v1/vector_stores/{store['id']}/files/{file['id']}")).json()
+        assert (attached["status"], attached["last_error"]["code"]) == ("failed", "invalid_file")
+        assert "expired" in attached["last_error"]["message"]

@@ -256,6 +256,8 @@ class IngestionWorker:
             data = await self._blobs.get(job.file_id)
         except NotFoundError:
             return _failed(job, "invalid_file", "the file was deleted before it was processed")
+        if file.expired_at(now()):  # missing to every caller already; the expiry sweep deletes it
+            return _failed(job, "invalid_file", "the file expired before it was processed")
         text = await extract_text_bounded(data, file.filename, file.mime_type, self.extraction)
         del data  # not held while the chunks are embedded
         static = (job.chunking_strategy or store.chunking_strategy or resolve_strategy(None))["static"]

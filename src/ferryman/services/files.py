@@ -225,7 +225,7 @@ class FileService:
 
 def expired(record: FileRecord, at: int | None = None) -> bool:
     """Whether a file's expiry has come (at ``at``, Unix seconds; default now)."""
-    return record.expires_at is not None and record.expires_at <= (now() if at is None else at)
+    return record.expired_at(now() if at is None else at)
 
 
 def _mime(filename: str, given: str | None) -> str:

@@ -41,6 +41,10 @@ class FileRecord:
     mime_type: str = "application/octet-stream"
     expires_at: int | None = None
 
+    def expired_at(self, at: int) -> bool:
+        """Whether the file's expiry has come at ``at`` (Unix seconds)."""
+        return self.expires_at is not None and self.expires_at <= at
+
 
 @dataclass
 class VectorStoreRecord:
