@@ -8,8 +8,7 @@ leaves every vector store, with its chunks there.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from storage_backends import BACKENDS
 
 from ferryman.auth.policy import ACTIONS, AccessPolicy, parse_policy
-from ferryman.auth.principal import Principal, PrincipalKind, current_principal
+from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.errors import ForbiddenError, NotFoundError
 from ferryman.knowledge.blobs import MemoryBlobStore
 from ferryman.services import files as files_module
@@ -54,24 +53,23 @@ def service(store: Store, policy: AccessPolicy | None = None) -> tuple[FileServi
     return FileService(kernel, Access(policy or AccessPolicy()), store, MemoryBlobStore()), kernel
 
 
-@contextmanager
-def acting(who: Principal | None) -> Iterator[None]:
-    token = current_principal.set(who)
-    try:
-        yield
-    finally:
-        current_principal.reset(token)
-
-
 async def upload(files: FileService, who: Principal | None, name: str, purpose: str = "assistants") -> str:
-    with acting(who):
+    with acting_as(who):
         return (await files.upload(name, b"ferry notes", purpose)).id
+
+
+async def expiring(files: FileService, name: str) -> tuple[str, int]:
+    """A file of Alice's that expires in an hour: its id and its expiry."""
+    with acting_as(ALICE):
+        file = await files.upload(name, b"ferry notes", "assistants", expires_after_seconds=3600)
+    assert file.expires_at is not None
+    return file.id, file.expires_at
 
 
 async def test_a_file_is_stored_read_listed_by_purpose_and_deleted_with_its_bytes(store: Store) -> None:
     files, _ = service(store)
     first = await upload(files, None, "a.txt")
-    with acting(None):
+    with acting_as(None):
         second = (await files.upload("b.pdf", b"%PDF", "batch", expires_after_seconds=3600)).id
         got = await files.get(second)
         assert (got.filename, got.purpose, got.bytes, got.expires_at) == ("b.pdf", "batch", 4, got.created_at + 3600)
@@ -89,7 +87,7 @@ async def test_a_file_is_stored_read_listed_by_purpose_and_deleted_with_its_byte
 async def test_files_page_by_creation_both_ways_with_honest_has_more(store: Store) -> None:
     files, _ = service(store)
     ids = [await upload(files, None, f"f{i}.txt") for i in range(5)]
-    with acting(None):
+    with acting_as(None):
         for order, expected in (("asc", ids), ("desc", ids[::-1])):
             seen: list[str] = []
             after = None
@@ -111,7 +109,7 @@ async def test_a_callers_page_is_one_filtered_read_among_many_files_of_others(st
     theirs = [await upload(files, BOB, f"bob{i}.txt") for i in range(120)]
     mine = [await upload(files, ALICE, f"alice{i}.txt", "batch" if i % 2 else "assistants") for i in range(3)]
     kernel.reset()
-    with acting(ALICE):
+    with acting_as(ALICE):
         page = await files.list(None, None, 2, "desc")
         assert ([f.id for f in page.data], page.has_more) == ([mine[2], mine[1]], True)
         assert kernel.round_trips == 1
@@ -121,25 +119,25 @@ async def test_a_callers_page_is_one_filtered_read_among_many_files_of_others(st
         for unreadable in (files.get(theirs[0]), files.list(None, theirs[0], 2, "asc"), files.delete(theirs[0])):
             with pytest.raises(NotFoundError):  # another's file looks missing, even as a cursor
                 await unreadable
-    with acting(BOB):
+    with acting_as(BOB):
         assert len((await files.list(None, None, 200, "asc")).data) == len(theirs)
 
 
 async def test_the_policys_team_grant_is_answered_from_the_owner_stored_with_the_file(store: Store) -> None:
     files, _ = service(store, TEAM_READS)
     alices = await upload(files, ALICE, "plan.txt")
-    with acting(BOB):  # same team: reads, may not delete
+    with acting_as(BOB):  # same team: reads, may not delete
         assert [f.id for f in (await files.list(None, None, 10, "asc")).data] == [alices]
         assert (await files.get(alices)).filename == "plan.txt"
         assert await files.readable_name(alices) == "plan.txt"
         with pytest.raises(ForbiddenError):
             await files.delete(alices)
-    with acting(CAROL):
+    with acting_as(CAROL):
         assert (await files.list(None, None, 10, "asc")).data == []
         assert await files.readable_name(alices) is None
         with pytest.raises(NotFoundError):
             await files.get(alices)
-    with acting(ALICE):
+    with acting_as(ALICE):
         await files.delete(alices)
 
 
@@ -154,7 +152,7 @@ async def test_deleting_a_file_detaches_it_from_every_vector_store_with_its_chun
         chunk = ChunkRecord(f"c_{job.vector_store_id}_{job.file_id}", job.vector_store_id, job.file_id, 0,
                             "ferry notes", bytes(12), 2)  # fmt: skip
         assert await store.finish_ingestion(replace(job, status="completed"), [chunk], NOW + timedelta(minutes=1))
-    with acting(None):
+    with acting_as(None):
         await files.delete(doomed)
     for vs in ("vs_1", "vs_2"):
         assert [f.file_id for f in await store.all_vector_store_files(vs)] == [kept]
@@ -167,20 +165,17 @@ async def test_an_expired_file_is_missing_at_once_and_deleted_by_one_sweep(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     files, _ = service(store)
-    with acting(ALICE):
-        doomed = (await files.upload("old.txt", b"ferry notes", "assistants", expires_after_seconds=3600)).id
-        kept = (await files.upload("new.txt", b"ferry notes", "assistants")).id
-    expires_at = (await files.records.get(doomed)).expires_at
-    assert expires_at is not None
+    doomed, expires_at = await expiring(files, "old.txt")
+    kept = await upload(files, ALICE, "new.txt")
     at = int(NOW.timestamp())
     await store.create_vector_store(VectorStoreRecord("vs_1", "vs_1", at, "m", 3), [])
     await store.add_vector_store_files("vs_1", [VectorStoreFileRecord("vs_1", f, at) for f in (doomed, kept)])
     sweep, other_replica = FileExpiry(files), FileExpiry(service(store)[0])
     assert await sweep.once(expires_at - 1) == 0
-    with acting(ALICE):
+    with acting_as(ALICE):
         assert await files.get(doomed)
     monkeypatch.setattr(files_module, "now", lambda: expires_at)  # the hour is over; no sweep has run yet
-    with acting(ALICE):
+    with acting_as(ALICE):
         with pytest.raises(NotFoundError):
             await files.get(doomed)
         assert [f.id for f in (await files.list(None, None, 10, "asc")).data] == [kept]
@@ -197,15 +192,12 @@ async def test_pages_skip_expired_files_the_sweep_has_not_deleted_yet_and_say_ho
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     files, kernel = service(store)
-    with acting(ALICE):
-        first, second = [(await files.upload(n, b"x", "assistants", expires_after_seconds=3600)).id for n in "ab"]
-        kept = (await files.upload("c.txt", b"x", "assistants")).id
-        last = (await files.upload("d.txt", b"x", "assistants", expires_after_seconds=3600)).id
-    expires_at = (await files.records.get(first)).expires_at
-    assert expires_at is not None
+    (first, _), (second, _) = await expiring(files, "a.txt"), await expiring(files, "b.txt")
+    kept = await upload(files, ALICE, "c.txt")
+    last, expires_at = await expiring(files, "d.txt")  # the last to expire (a second may pass meanwhile)
     monkeypatch.setattr(files_module, "now", lambda: expires_at)
     kernel.reset()
-    with acting(ALICE):
+    with acting_as(ALICE):
         # A whole page expired: the next one is read, rather than an empty page that ends a client's paging.
         page = await files.list(None, None, 2, "asc")
         assert ([f.id for f in page.data], page.last_id, page.has_more) == ([kept], kept, False)
@@ -221,7 +213,7 @@ async def test_a_cursor_the_caller_may_not_read_is_audited_as_a_denied_read(
     files, _ = service(store)
     bobs = await upload(files, BOB, "b.txt")
     caplog.set_level(logging.INFO, logger="ferryman.audit")
-    with acting(ALICE):
+    with acting_as(ALICE):
         for unreadable in (files.get(bobs), files.list(None, bobs, 2, "asc")):
             caplog.clear()
             with pytest.raises(NotFoundError):
@@ -234,10 +226,7 @@ async def test_an_expired_file_whose_delete_failed_is_claimed_again_once_its_hol
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     files, _ = service(store)
-    with acting(ALICE):
-        doomed = (await files.upload("a.txt", b"x", "assistants", expires_after_seconds=3600)).id
-    expires_at = (await files.records.get(doomed)).expires_at
-    assert expires_at is not None
+    doomed, expires_at = await expiring(files, "a.txt")
     forget, failures = store.forget_file, [RuntimeError("the database went away")]
 
     async def failing_once(file_id: str) -> None:
