@@ -4,7 +4,7 @@ A file that expires is stored leased until its ``expires_at``. Each replica
 looks every ``interval`` seconds and takes the files whose lease ran out, each to
 exactly one replica (the kernel's ``claim_expired``), which deletes it as a
 caller's delete would: out of every vector store with its chunks there, then its
-bytes, then its record. A claim holds the file for ``hold_seconds``: a replica
+bytes, then its record. A claim holds the file for :data:`HOLD_SECONDS`: a replica
 that dies midway leaves it to be claimed again, and a delete is idempotent.
 Until it is deleted, an expired file is already missing to every caller
 (:func:`~ferryman.services.files.expired`).
@@ -50,15 +50,13 @@ class FileExpiry:
     async def once(self, now: float | None = None) -> int:
         """Delete the files whose expiry came before ``now``; how many went."""
         at = time.time() if now is None else now
-        deleted = 0
+        kernel, deleted = self._files.records.kernel, 0
         while True:
-            kernel = self._files.records.kernel
             taken = await kernel.claim_expired(FILE, at, status=None, lease_until=at + HOLD_SECONDS, limit=BATCH)
             for rec in taken:
                 try:
                     deleted += await self._files.remove(rec.id)
                 except Exception:
-                    log.exception("deleting expired file %s failed; its claim lapses and a later look tries again",
-                                  rec.id)  # fmt: skip
+                    log.exception("deleting expired file %s failed; its claim lapses, a later look tries again", rec.id)
             if len(taken) < BATCH:
                 return deleted

@@ -223,9 +223,9 @@ class FileService:
         return await self.records.delete(file_id)
 
 
-def expired(record: FileRecord, at: int | None = None) -> bool:
-    """Whether a file's expiry has come (at ``at``, Unix seconds; default now)."""
-    return record.expired_at(now() if at is None else at)
+def expired(record: FileRecord) -> bool:
+    """Whether a file's expiry has come: then it is missing to every caller, before the sweep deletes it."""
+    return record.expired_at(now())
 
 
 def _mime(filename: str, given: str | None) -> str:
