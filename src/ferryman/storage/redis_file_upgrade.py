@@ -13,18 +13,16 @@ gone was converted already: a conversion that died midway, run again, writes the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 
-from .domain.kinds import FILE, SCHEMA
+from .domain.kinds import FILE
 from .kernel.model import Owner
 from .kernel.ops import Put
-from .redis.kernel import RedisKernel
 from .redis_keys import Keys
+from .redis_record_moves import BATCH, move_hashes
 
 # An upgrade keeps its own copy of the layout it converts: the application's has moved on.
 _FILES = "files"
@@ -32,7 +30,6 @@ _PURPOSE_FILES = "purpose_files"
 _FILE = "file"
 _OWNERS = "owners"
 _FIELDS = ("filename", "purpose", "bytes", "created_at", "mime_type", "expires_at")
-_BATCH = 100
 
 
 async def move_files(client: Redis, keys: Keys, lock: Lock, escaped: Callable[[str], str]) -> None:
@@ -44,55 +41,28 @@ async def move_files(client: Redis, keys: Keys, lock: Lock, escaped: Callable[[s
         lock: The upgrade's lock, renewed as batches go.
         escaped: A key prefix as a literal in a ``SCAN MATCH`` pattern.
     """
-    kernel = RedisKernel(client, SCHEMA, prefix=f"{keys.prefix}k:")  # where a store's kernel keeps its keys
-    await kernel.open()
-    try:
-        index, owners = keys.global_(_FILES), keys.of(_OWNERS, _FILE)
-        start = 0
-        while ids := cast(list[str], await client.zrange(index, start, start + _BATCH - 1)):
-            await _move(client, kernel, keys, ids, owners)
-            await lock.reacquire()  # many files must not outlast the lock
-            start += len(ids)
-        pattern = escaped(keys.base(_PURPOSE_FILES)) + "*"
-        purposes = [key async for key in client.scan_iter(match=pattern, count=_BATCH)]
-        await client.delete(index, owners, *purposes)  # one command: all or none
-    finally:
-        await kernel.close()
+    index = keys.global_(_FILES)
+    await move_hashes(client, keys, lock, kind=_FILE, index=index, fields=_FIELDS, to_put=_file)
+    pattern = escaped(keys.base(_PURPOSE_FILES)) + "*"
+    purposes = [key async for key in client.scan_iter(match=pattern, count=BATCH)]
+    await client.delete(index, keys.of(_OWNERS, _FILE), *purposes)  # one command: all or none
 
 
-async def _move(client: Redis, kernel: RedisKernel, keys: Keys, ids: list[str], owners: str) -> None:
-    """Write one batch of files (those whose hash is still there) as records, then delete their hashes."""
-    async with client.pipeline(transaction=False) as pipe:
-        for file_id in ids:
-            pipe.hmget(keys.of(_FILE, file_id), list(_FIELDS))
-        pipe.hmget(owners, ids)
-        *found, stored_owners = cast(list[list[str | None]], await pipe.execute())
-    puts: list[Put] = []
-    for file_id, values, owner in zip(ids, found, stored_owners, strict=True):
-        filename, purpose, size, created_at, mime_type, expires_at = values
-        if filename is None or purpose is None or size is None or created_at is None or mime_type is None:
-            continue  # converted by an earlier run (its hash deleted), or never whole
-        body = {
-            "file_id": file_id,
-            "filename": filename,
-            "purpose": purpose,
-            "bytes": int(size),
-            "created_at": int(created_at),
-            "mime_type": mime_type,
-            # Absent when the file never expires (the old script wrote no field for it).
-            "expires_at": int(expires_at) if expires_at else None,
-        }
-        # Leased until it expires, as an upload writes it: the expiry sweep deletes it once the lease ends.
-        lease = float(expires_at) if expires_at else None
-        puts.append(
-            Put(FILE, file_id, body, owner=_owner(owner), mode="upsert", lease_until=lease, at=float(created_at))
-        )
-    if puts:
-        await kernel.write(puts)
-        await client.delete(*(keys.of(_FILE, put.id) for put in puts))
-
-
-def _owner(stored: str | None) -> Owner | None:
-    """An owner of layout 9 (typed: ``{"kind", "id", "attributes"}``) as the kernel stores it."""
-    found: Any = None if stored is None else json.loads(stored)
-    return None if found is None else Owner.from_json(found)
+def _file(file_id: str, values: list[str | None], owner: Owner | None) -> Put | None:
+    """A file's record, created at its own creation time and leased until it expires, as an upload writes it."""
+    filename, purpose, size, created_at, mime_type, expires_at = values
+    if filename is None or purpose is None or size is None or created_at is None or mime_type is None:
+        return None  # converted by an earlier run (its hash deleted), or never whole
+    body = {
+        "file_id": file_id,
+        "filename": filename,
+        "purpose": purpose,
+        "bytes": int(size),
+        "created_at": int(created_at),
+        "mime_type": mime_type,
+        # Absent when the file never expires (the old script wrote no field for it).
+        "expires_at": int(expires_at) if expires_at else None,
+    }
+    # The expiry sweep deletes it once the lease ends.
+    lease = float(expires_at) if expires_at else None
+    return Put(FILE, file_id, body, owner=owner, mode="upsert", lease_until=lease, at=float(created_at))

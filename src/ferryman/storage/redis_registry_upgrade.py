@@ -24,10 +24,11 @@ from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 
 from .domain.kinds import API_KEY, MODEL, SCHEMA, SHIELD, TOOLGROUP
-from .kernel.model import Kind, Owner
+from .kernel.model import Kind
 from .kernel.ops import Put
 from .redis.kernel import RedisKernel
 from .redis_keys import Keys
+from .redis_record_moves import stored_owner
 
 # An upgrade keeps its own copy of the layout it converts: the application's has moved on.
 _REGISTRIES = (
@@ -72,7 +73,14 @@ async def _registrations(client: Redis, keys: Keys, kind: Kind, bodies: str, ord
     ids = [entry_id for entry_id in ordered if entry_id in found]
     ids += sorted(set(found) - set(ordered))
     return [
-        Put(kind, entry_id, _registration(found[entry_id]), owner=_owner(owners.get(entry_id)), mode="upsert", at=now)
+        Put(
+            kind,
+            entry_id,
+            _registration(found[entry_id]),
+            owner=stored_owner(owners.get(entry_id)),
+            mode="upsert",
+            at=now,
+        )
         for entry_id in ids
     ]
 
@@ -80,11 +88,6 @@ async def _registrations(client: Redis, keys: Keys, kind: Kind, bodies: str, ord
 def _registration(stored: str) -> dict[str, Any]:
     """A registration's body: the wire model's full dump as stored, without its null fields (as this version)."""
     return {name: value for name, value in json.loads(stored).items() if value is not None}
-
-
-def _owner(stored: str | None) -> Owner | None:
-    """An owner of layout 4 (typed: ``{"kind", "id", "attributes"}``) as the kernel stores it."""
-    return None if stored is None else Owner.from_json(json.loads(stored))
 
 
 async def _api_keys(client: Redis, keys: Keys) -> list[Put]:
