@@ -83,7 +83,7 @@ async def test_an_older_turn_another_replica_completes_late_takes_its_place(pair
     newer = await start(store, session, "b?")
     await complete(store, newer, "b!")
     assert await _history(store, session) == ["user:b?", "assistant:b!"]
-    resumed = await other.claim_resume(session.session_id, paused.turn_id, lease())
+    resumed = (await other.claim_resume(session.session_id, paused.turn_id, lease())).record
     await other.save_step(resumed.turn_id, answered(waiting, "sunny"), resumed.infer_iters)
     await complete(other, resumed, "a!")
     assert await _history(store, session) == [

@@ -12,9 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ferryman.api.agents import Turn
+from ferryman.api.content import Message
 from ferryman.errors import InternalError
 from ferryman.server.app import build_services
+from ferryman.services.fork_reads import ForkReads
 from ferryman.services.responses import starts
 from ferryman.services.responses.redaction import InputItems
 from ferryman.storage.sqlite import SqliteStore
@@ -31,22 +32,29 @@ WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
 
 
 class FailsOnceAfterAResume(SqliteStore):
-    """SQLite whose first read of turns after a resume was claimed fails (a database blip)."""
+    """SQLite whose first read after a resume was claimed, before its run is launched (the history a fork
+    shares), fails (a database blip)."""
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.claimed = False
 
     async def claim_resume(self, *args: Any, **kwargs: Any) -> Any:
-        record = await super().claim_resume(*args, **kwargs)
+        resumed = await super().claim_resume(*args, **kwargs)
         self.claimed = True
-        return record
+        return resumed
 
-    async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
-        if self.claimed:
-            self.claimed = False
-            raise InternalError("the database went away for a moment")
-        return await super().list_turns(session_ids, turn_ids)
+    def blip_after_claims(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Make the next read of a fork's shared history after a claim fail."""
+        shared = ForkReads.inherited_history
+
+        async def read(reads: ForkReads, session_id: str) -> list[Message]:
+            if self.claimed:
+                self.claimed = False
+                raise InternalError("the database went away for a moment")
+            return await shared(reads, session_id)
+
+        monkeypatch.setattr(ForkReads, "inherited_history", read)
 
 
 def _shown(response: httpx.Response) -> list[tuple[str, str]] | str:
@@ -92,10 +100,11 @@ async def test_a_streamed_response_that_failed_after_its_key_was_settled_gives_t
 
 
 async def test_a_streamed_resume_that_failed_after_its_key_was_settled_is_not_replayed(
-    tmp_path: Path, scripted: AskedModel
+    tmp_path: Path, scripted: AskedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not a replay of a run nobody runs."""
     store = FailsOnceAfterAResume(migrated_sqlite(tmp_path / "idem.db"))
+    store.blip_after_claims(monkeypatch)
     async with client_over(store, scripted) as http:
         agent = await http.post(
             "/v1/agents",

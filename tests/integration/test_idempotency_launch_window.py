@@ -16,7 +16,7 @@ import pytest
 
 from ferryman.server.app import build_services
 from ferryman.services.host import TurnHost
-from ferryman.services.turn_reads import TurnReads
+from ferryman.services.turn_plans import TurnPlans
 from ferryman.storage.base import ResponseRecord
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedReply, ScriptedToolCall
@@ -92,7 +92,7 @@ async def test_a_repeat_racing_its_first_resume_to_the_launch_follows_that_run(
     not take the first one's mark with it: the repeat waits for that launch and follows the run."""
     first_in, repeat_in = asyncio.Event(), asyncio.Event()
     first_claimed, repeat_reading = asyncio.Event(), asyncio.Event()
-    launching, history, events = TurnHost.launching, TurnReads.history, TurnHost.events
+    launching, remembered, events = TurnHost.launching, TurnPlans.remembered, TurnHost.events
     blocks: list[str] = []
 
     @asynccontextmanager
@@ -112,11 +112,11 @@ async def test_a_repeat_racing_its_first_resume_to_the_launch_follows_that_run(
         async with asyncio.timeout(30):  # a broken race fails here rather than hanging the run
             await event.wait()
 
-    async def held_after_the_claim(reads: TurnReads, *args: Any) -> Any:
+    async def held_after_the_claim(plans: TurnPlans, *args: Any) -> Any:
         if not first_claimed.is_set():  # the first call, its key claimed, before its launch
             first_claimed.set()
             await repeat_reading.wait()
-        return await history(reads, *args)
+        return await remembered(plans, *args)
 
     async def noted(host: TurnHost, *args: Any) -> Any:
         repeat_reading.set()  # the repeat's replay looks for the run now, before the first call launches it
@@ -132,7 +132,7 @@ async def test_a_repeat_racing_its_first_resume_to_the_launch_follows_that_run(
         paused = await http.post(url, json={"messages": [{"role": "user", "content": "weather?"}], "stream": False})
         resume_url, body = f"{url}/{paused.json()['turn_id']}/resume", {**RESUME, "stream": streamed}
         monkeypatch.setattr(TurnHost, "launching", racing)
-        monkeypatch.setattr(TurnReads, "history", held_after_the_claim)
+        monkeypatch.setattr(TurnPlans, "remembered", held_after_the_claim)
         monkeypatch.setattr(TurnHost, "events", noted)
         first = asyncio.create_task(http.post(resume_url, json=body, headers={KEY: "race"}))
         await first_in.wait()

@@ -211,6 +211,6 @@ async def test_a_resume_stores_its_keys_outcome_with_it_or_nothing(store: Store)
         await store.claim_resume(session_id, turn.turn_id, lease, settle=KeySettlement(lapsed, "{}", lapsed.expires_at))
     assert (await store.get_turn_record(session_id, turn.turn_id)).status == "awaiting_input"
     settle = KeySettlement(taker, '{"turn": "resumed"}', taker.created_at + DAY)
-    assert (await store.claim_resume(session_id, turn.turn_id, lease, settle=settle)).status == "in_progress"
+    assert (await store.claim_resume(session_id, turn.turn_id, lease, settle=settle)).record.status == "in_progress"
     held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
     assert held is not None and held.result == '{"turn": "resumed"}'

@@ -51,6 +51,7 @@ from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import (
     ConversationRecord,
     ExpiredTurn,
+    ReadAlong,
     ResponseRecord,
     SessionRecord,
     StepWrite,
@@ -60,6 +61,8 @@ from ferryman.storage.base import (
 )
 from ferryman.storage.domain import registry
 from ferryman.storage.domain.agents import agents
+from ferryman.storage.domain.kinds import AGENT
+from ferryman.storage.kernel.ops import Get
 
 pytestmark = pytest.mark.anyio
 
@@ -418,7 +421,7 @@ async def test_history_keeps_each_turn_together_when_an_older_turn_resumes_late(
     newer = turn_of(session, "b?")
     assert texts(await store.start_turn(newer, [user("b?")])) == ["user:b?"]
     await complete(store, newer, "b!")
-    resumed = await store.claim_resume(session.session_id, paused.turn_id, lease())
+    resumed = (await store.claim_resume(session.session_id, paused.turn_id, lease())).record
     await store.save_step(resumed.turn_id, answered(waiting, "sunny"), resumed.infer_iters)
     await complete(store, resumed, "a!")
     latest = await store.start_turn(turn_of(session, "c?"), [user("c?")])
@@ -514,7 +517,7 @@ async def test_claim_resume_moves_an_awaiting_turn_back_to_running(store: Store)
     record.overrides = {"toolgroups": ["builtin::calculator"], "tool_config": {"tool_choice": "auto"}}
     await store.start_turn(record, [user("q")])
     await pause(store, record, "calling")
-    claimed = await store.claim_resume(session.session_id, record.turn_id, lease())
+    claimed = (await store.claim_resume(session.session_id, record.turn_id, lease())).record
     assert claimed.status == "in_progress"
     assert (claimed.turn_id, claimed.overrides, claimed.input_messages, claimed.infer_iters) == (
         record.turn_id,
@@ -532,7 +535,7 @@ async def test_claim_resume_stores_the_overrides_of_the_run_it_starts(store: Sto
     await store.start_turn(record, [user("q")])
     await pause(store, record, "calling")
     kept = {"toolgroups": ["builtin::calculator"], "webhook": {"url": "http://b/2", "run": "t.3"}}
-    claimed = await store.claim_resume(session.session_id, record.turn_id, lease(), overrides=kept)
+    claimed = (await store.claim_resume(session.session_id, record.turn_id, lease(), overrides=kept)).record
     assert claimed.overrides == kept
     assert (await store.get_turn_record(session.session_id, record.turn_id)).overrides == kept
     await pause(store, claimed, "calling again")
@@ -588,6 +591,50 @@ async def test_claim_resume_of_an_unknown_turn_is_not_found(store: Store) -> Non
         await store.claim_resume(other.session_id, paused.turn_id, lease())
 
 
+async def test_resume_point_reads_a_paused_turn_its_steps_and_its_event_count(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    paused = await start(store, session, "q")
+    waiting = await pause(store, paused, "calling")
+    await store.save_turn_events(paused.turn_id, 0, ['{"n": 0}', '{"n": 1}', '{"n": 2}'])
+    point = await store.resume_point(session.agent_id or "", session.session_id, paused.turn_id)
+    assert (point.record.turn_id, point.record.status, point.record.infer_iters) == (paused.turn_id, "awaiting_input", 1)
+    assert [step.step_type for step in point.steps] == ["inference"]
+    assert point.pending == waiting
+    assert point.events == 3
+
+
+async def test_resume_point_of_another_agents_session_or_another_sessions_turn_is_not_found(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    paused = await start(store, session, "q")
+    await pause(store, paused, "calling")
+    other = await new_session(store, agent.agent_id)
+    with pytest.raises(NotFoundError):
+        await store.resume_point((await new_agent(store)).agent_id, session.session_id, paused.turn_id)
+    with pytest.raises(NotFoundError):
+        await store.resume_point(agent.agent_id, other.session_id, paused.turn_id)
+    with pytest.raises(NotFoundError):
+        await store.resume_point(agent.agent_id, session.session_id, new_id())
+
+
+async def test_claim_resume_answers_the_history_and_the_reads_along_in_its_write(store: Store) -> None:
+    agent = await new_agent(store)
+    session = await new_session(store, agent.agent_id)
+    done = await start(store, session, "q1")
+    await complete(store, done, "a1")
+    paused = await start(store, session, "q2")
+    await pause(store, paused, "calling")
+    refused = ReadAlong([Get(AGENT, agent.agent_id)])
+    with pytest.raises(ConflictError):  # not queued: nothing written, nothing read
+        await store.claim_resume(session.session_id, paused.turn_id, lease(), expected="queued", along=refused)
+    assert (refused.written, refused.results) == (False, [])
+    along = ReadAlong([Get(AGENT, agent.agent_id)])
+    resumed = await store.claim_resume(session.session_id, paused.turn_id, lease(), load_history=True, along=along)
+    assert resumed.record.status == "in_progress"
+    assert texts(resumed.history) == ["user:q1", "assistant:a1", "user:q2", "assistant:calling"]
+    assert along.written and [found.id for found in along.results] == [agent.agent_id]
+
+
 # ---- turns: queued turns and deleting one ------------------------------------
 
 
@@ -602,7 +649,7 @@ async def test_a_queued_turn_waits_beside_a_running_one_and_is_claimed_once_it_e
     await complete(store, running, "one")
     with pytest.raises(ConflictError):  # queued, not awaiting input
         await store.claim_resume(session.session_id, queued.turn_id, lease())
-    claimed = await store.claim_resume(session.session_id, queued.turn_id, lease(), expected="queued")
+    claimed = (await store.claim_resume(session.session_id, queued.turn_id, lease(), expected="queued")).record
     assert claimed.status == "in_progress"
     assert texts(await store.load_history(session.session_id, queued.turn_id)) == [
         "user:first",

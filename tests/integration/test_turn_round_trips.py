@@ -7,7 +7,8 @@ history and the agent's memory blocks in the same transaction (one Redis pipelin
 looked up first, and the session's owner, kept since its create, is checked without a read; the turn's owner
 is stored in the start's own transaction. A turn's ``Idempotency-Key`` is claimed by the start's own write
 too, streamed or not, so a keyed turn counts the same; so is a resume's, by the write that moves its turn back to
-running. After the model call, a run's own writes (its end, its events) are not checked again.
+running, which also reads its history and memory blocks (the paused turn, its steps and events' count are read
+once before it). After the model call, a run's own writes (its end, its events) are not checked again.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ pytestmark = pytest.mark.anyio
 
 BEFORE_INFERENCE = {False: 1, True: 2}
 """Keys off: the start, with the memory blocks read in its trip. Keys on: the key too."""
+RESUME_BEFORE_INFERENCE = {False: 2, True: 3}
+"""Keys off: the paused turn read with its steps and event count; then the write that resumes it, answering its
+history and the agent's memory blocks. Keys on: the key first."""
 AFTER_INFERENCE = 3
 """Either way: the turn's end, its events, its usage."""
 
@@ -157,32 +161,33 @@ async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
+@pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
 @pytest.mark.parametrize("backend", list(BACKENDS))
-async def test_a_keyed_resume_reaches_storage_as_often_as_one_without_a_key(
-    backend: str, streamed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_resume_reaches_storage_twice_before_its_model_call_keyed_or_not(
+    backend: str, keys_on: bool, streamed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     script = Script(default_reply=ScriptedReply(text="ok"))
     trips = Trips()
-    async with counted_app(backend, False, trips, tmp_path, monkeypatch, script) as (http, services, _):
+    async with counted_app(backend, keys_on, trips, tmp_path, monkeypatch, script) as (http, services, headers):
         config = {"model": "scripted-model", "instructions": "Be brief.", "client_tools": [WEATHER]}
-        agent_id = (await http.post("/v1/agents", json={"agent_config": config})).json()["agent_id"]
+        agent = await http.post("/v1/agents", json={"agent_config": config}, headers=headers)
+        agent_id = agent.json()["agent_id"]
         before: list[int] = []
         for key in (None, None, "resume-key"):  # the first warms what a replica loads once (Redis's scripts)
-            session = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})
+            session = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=headers)
             url = f"/v1/agents/{agent_id}/session/{session.json()['session_id']}/turn"
             script.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
-            paused = await _ended(services, await http.post(url, json=BODY))
+            paused = await _ended(services, await http.post(url, json=BODY, headers=headers))
             resume = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}]}
             trips.watch()
             answer = await http.post(
                 f"{url}/{paused}/resume",
                 json={**resume, "stream": streamed},
-                headers={"Idempotency-Key": key} if key else {},
+                headers={**headers, "Idempotency-Key": key} if key else headers,
             )
             await (_streamed if streamed else _ended)(services, answer)
             before.append(trips.requested_at_inference[-1])
-    _, unkeyed, keyed = before
-    assert keyed == unkeyed  # its key was claimed by the resume's own write
+    assert before[1:] == [RESUME_BEFORE_INFERENCE[keys_on]] * 2  # a key is claimed by the resume's own write
 
 
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}

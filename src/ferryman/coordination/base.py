@@ -130,8 +130,12 @@ class Fanout(Protocol):
         """The events published so far numbered above ``after``, in order (what a dead replica left)."""
         ...
 
-    async def wait_run_end(self, stream: str) -> None:
-        """Return once the stream's latest run has ended (at once if it has, or if the stream is unknown)."""
+    async def wait_run_end(self, stream: str) -> bool:
+        """Return once the stream's latest run has ended (at once if it has, or if the stream is unknown).
+
+        Returns:
+            Whether the stream holds a run: what that run stored may be newer than a read made before the call.
+        """
         ...
 
 
@@ -167,5 +171,6 @@ class LocalFanout:
         """Nothing was published."""
         return []
 
-    async def wait_run_end(self, stream: str) -> None:
-        """Runs of this process are awaited on their tasks."""
+    async def wait_run_end(self, stream: str) -> bool:
+        """Runs of this process are awaited on their tasks: no stream holds one."""
+        return False

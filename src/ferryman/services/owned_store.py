@@ -119,6 +119,7 @@ RULES: dict[str, Rule] = {
     "delete_session": Act("delete", _session),
     "start_turn": Create(_arg("turn", "record", "turn_id"), _arg("session", "record", "session_id"), "update", stamped=True),  # noqa: E501
     "claim_resume": Act("update", _session),
+    "resume_point": Act("read", _session),
     "save_step": Act("update", _turn),
     "redact_turn_input": Act("update", _turn),
     "finish_turn": Act("update", _arg("turn", "record", "turn_id")),

@@ -228,7 +228,8 @@ class TurnQueue:
             head = next(other for other, status in live if status == "queued")
             if running is None and head == turn_id:
                 with contextlib.suppress(ConflictError):  # another turn took the slot first: wait behind it
-                    return await self._store.claim_resume(session_id, turn_id, lease_until(), expected="queued")
+                    claimed = await self._store.claim_resume(session_id, turn_id, lease_until(), expected="queued")
+                    return claimed.record
                 continue
             await self._behind(session_id, running or head, "queued" if running is None else "in_progress")
 

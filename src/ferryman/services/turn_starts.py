@@ -250,61 +250,81 @@ class TurnStarts:
         agent = await self._agent(agent_id, None if continued else current_principal.get())
         if not continued:
             await self._host.check_webhook(request.webhook)
-        await self._store.get_session(agent_id, session_id)
-        record = await self._store.get_turn_record(session_id, turn_id)
-        if record.status != "awaiting_input":
-            raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {record.status})")
-        await self._previous_run_recorded(turn_id)
-        pending = await self._store.pending_step(turn_id)
+        point = await self._store.resume_point(agent_id, session_id, turn_id)
+        if point.record.status != "awaiting_input":
+            raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {point.record.status})")
+        # Numbered on from the events stored by the run that paused, which may have recorded more since the read.
+        first_seq = point.events
+        if await self._previous_run_recorded(turn_id):
+            first_seq = await self._store.turn_event_count(turn_id)
         decisions = list(request.approvals)
-        held = _held_call_ids(pending)
+        held = _held_call_ids(point.pending)
         if self._holds is not None:  # decisions made in the inbox on calls the caller left undecided
             decisions += await self._holds.decisions(turn_id, held, {d.call_id for d in decisions})
-        answer = complete_pending_step(pending, list(request.tool_responses), decisions)
-        overrides = TurnOverrides.from_json(record.overrides)
-        plan = await self._plans.planned(agent, overrides, provider_data)
+        answer = complete_pending_step(point.pending, list(request.tool_responses), decisions)
+        overrides = TurnOverrides.from_json(point.record.overrides)
+        plan = await self._plans.bare(agent, overrides, provider_data)
         async with self._host.admitting(turn_id), self._host.launching(stream(turn_id)):
-            # Numbered on from the events stored by now: the run that paused has recorded its own.
-            first_seq = await self._store.turn_event_count(turn_id)
-            kept = keep_webhook(record.overrides, request.webhook, run_key(turn_id, first_seq))
+            kept = keep_webhook(point.record.overrides, request.webhook, run_key(turn_id, first_seq))
             settle = _run_of(replayed_by, agent_id, session_id, turn_id, first_seq, request.stream)
-            record = await self._store.claim_resume(
-                session_id, turn_id, self._leases.until(), overrides=kept, settle=settle
+            blocks = self._plans.memory_read(agent_id)  # read in the claim's own trip, with the history
+            until = self._leases.until()
+            resumed = await self._store.claim_resume(
+                session_id, turn_id, until, overrides=kept, settle=settle, load_history=True, along=blocks
             )
             stored(replayed_by)
-            if self._holds is not None:
-                await self._holds.turn_answered(turn_id, held)
-            history = await self._turns.history(session_id, turn_id)
-            done = await self._store.list_turns([session_id], [turn_id])
-            span = start_turn_span(
-                record, "agents", session_id, agent_name=agent.agent_config.name, resumes=paused_span(record.overrides)
-            )
-            with ended_if_refused(span):
-                state = TurnState(record, plan, history, steps=list(done[0].steps) if done else [], span=span)
-                counted = RunMetrics("agents", decided=len(answer.ruling.approved) + len(answer.ruling.denied))
-                metered = _metered(record, plan, first_seq)
-                return self._runs.launch(
-                    record,
-                    first_seq,
-                    lambda emit: self._engine.resume(state, answer, emit),
-                    counted,
-                    metered,
-                    request.webhook,
+            try:
+                record = resumed.record
+                if self._holds is not None:
+                    await self._holds.turn_answered(turn_id, held)
+                plan = await self._plans.remembered(plan, blocks)
+                history = [*await self._reads.inherited_history(session_id), *resumed.history]
+                span = start_turn_span(
+                    record, "agents", session_id, agent_name=agent.agent_config.name, resumes=paused_span(kept)
                 )
+                with ended_if_refused(span):
+                    state = TurnState(record, plan, history, steps=point.steps, span=span)
+                    counted = RunMetrics("agents", decided=len(answer.ruling.approved) + len(answer.ruling.denied))
+                    metered = _metered(record, plan, first_seq)
+                    return self._runs.launch(
+                        record,
+                        first_seq,
+                        lambda emit: self._engine.resume(state, answer, emit),
+                        counted,
+                        metered,
+                        request.webhook,
+                    )
+            except BaseException:
+                await asyncio.shield(self._unresume(point.record, replayed_by))
+                raise
 
-    async def _previous_run_recorded(self, turn_id: str) -> None:
+    async def _unresume(self, paused: TurnRecord, claim: Claim | None) -> None:
+        """Put back a turn whose resume was stored but whose run was never launched: awaiting input again, as
+        it was, its key forgotten first (a repeat runs again), instead of running until its lease runs out."""
+        store = beneath(self._store)  # its claim was checked
+        try:
+            await forget_stored(store, claim)
+            await store.finish_turn(paused)
+        except Exception:  # its lease runs out and the sweep fails it: the call's own error matters more
+            log.exception("turn %s was resumed but not run, and could not be put back", paused.turn_id)
+
+    async def _previous_run_recorded(self, turn_id: str) -> bool:
         """Wait until the run that paused the turn has stored its events.
 
         The pause is stored, and announced, a moment before that run's events are:
         a client that resumes at once must not get event numbers that run used.
+
+        Returns:
+            Whether that run may have stored events since the turn was read (they must be counted again).
         """
         task = self._runner.task(turn_id)
         if task is not None:
             await asyncio.wait([task])  # its outcome is its own; a cancelled resume leaves it be
-        else:
-            with contextlib.suppress(TimeoutError):  # a replica that died mid-record: go on with what is stored
-                async with asyncio.timeout(RUN_END_WAIT_SECONDS):
-                    await self._fanout.wait_run_end(stream(turn_id))
+            return True
+        with contextlib.suppress(TimeoutError):  # a replica that died mid-record: go on with what is stored
+            async with asyncio.timeout(RUN_END_WAIT_SECONDS):
+                return await self._fanout.wait_run_end(stream(turn_id))
+        return True
 
 
 def _known(messages: list[Message]) -> Messages:

@@ -45,6 +45,31 @@ class ExpiredTurn:
     session_id: str | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class ResumePoint:
+    """What a resume reads of a paused turn before it claims the turn, in one read.
+
+    Attributes:
+        record: The turn's own columns.
+        steps: Its completed steps, in order.
+        pending: The tool-execution step it waits on (None: none).
+        events: How many of its stream events are stored.
+    """
+
+    record: TurnRecord
+    steps: list[Step]
+    pending: Step | None
+    events: int
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A turn a claim moved to running, and (when asked) the history it continues, read in the claim's write."""
+
+    record: TurnRecord
+    history: list[Message] = field(default_factory=list)
+
+
 class SessionStore(Protocol):
     """Sessions of an agent (the agents themselves are kernel records: :mod:`ferryman.storage.domain.agents`).
 
@@ -103,14 +128,27 @@ class TurnStore(Protocol):
         expected: TurnStatus = "awaiting_input",
         overrides: dict[str, Any] | None = None,
         settle: KeySettlement | None = None,
-    ) -> TurnRecord:
+        load_history: bool = False,
+        along: ReadAlong | None = None,
+    ) -> Resumed:
         """Move an awaiting turn back to running (or, with ``expected="queued"``, start a queued one), under a
         lease until ``lease_until``, and return it; ``overrides``, when given, replace the turn's in the same
         write (what this run keeps with it), as ``settle``'s idempotency key outcome is stored.
 
+        With ``load_history``, the history the turn continues (as :meth:`load_history` reads it) comes back in
+        the same round trip, and so do ``along``'s kernel reads.
+
         Raises:
             NotFoundError: no such turn in this session.
             ConflictError: the turn is not ``expected``, or another turn of the session runs.
+        """
+        ...
+
+    async def resume_point(self, agent_id: str, session_id: str, turn_id: str) -> ResumePoint:
+        """Read a turn with its steps and its stored events' count, in one read.
+
+        Raises:
+            NotFoundError: the session is not the agent's, or the turn not the session's.
         """
         ...
 

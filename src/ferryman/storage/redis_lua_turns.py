@@ -99,6 +99,10 @@ class ClaimResume(SettlesKey):
     expected: str = "awaiting_input"
     overrides: str = ""
     """The turn's overrides from now on, as JSON ("": kept)."""
+    with_history: bool = False
+    epoch: int = -1
+    """What the caller keeps of the session's history (see :class:`StartTurn`)."""
+    after: int = 0
 
 
 @dataclass(frozen=True)
@@ -176,10 +180,10 @@ class SaveTurnEvents:
     events: list[str]
 
 
-def _pairs(found: list[Any]) -> dict[str, str]:
-    """A hash from the flat ``field, value, …`` list of ``HGETALL`` in a script."""
-    [flat] = found
-    return dict(zip(flat[::2], flat[1::2], strict=True))
+def _resumed(found: list[Any]) -> tuple[dict[str, str], list[Any]]:
+    """A resumed turn's hash, and the history the script read (empty when not asked)."""
+    flat, history = found
+    return dict(zip(flat[::2], flat[1::2], strict=True)), history
 
 
 def _expired(found: list[Any]) -> list[ExpiredTurn]:
@@ -256,9 +260,11 @@ redis.call('ZREM', key('session_queued', session_id), turn_id)
 redis.call('HSET', s, 'running', turn_id)
 redis.call('ZADD', global('leases'), lease, turn_id)
 settle_key()
-return {OK, redis.call('HGETALL', t)}
+local fields = redis.call('HGETALL', t)
+if not with_history then return {OK, fields, {}} end
+return {OK, fields, history(session_id, turn_id, redis.call('HGET', t, 'seq'), epoch, after)}
 """,
-    _pairs,
+    _resumed,
     {
         Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' of session '{a.session_id}' not found"),
         **KEY_ERRORS,

@@ -18,7 +18,17 @@ from ferryman.api.content import Message, TurnInputMessage
 from ferryman.errors import FailureCode, NotFoundError
 
 from . import codec
-from .base import ExpiredTurn, KeySettlement, ReadAlong, StepWrite, StoredEvent, TurnRecord, turn_from_record
+from .base import (
+    ExpiredTurn,
+    KeySettlement,
+    ReadAlong,
+    Resumed,
+    ResumePoint,
+    StepWrite,
+    StoredEvent,
+    TurnRecord,
+    turn_from_record,
+)
 from .history_cache import HistoryRow, Kept
 from .kernel.model import Owner
 from .owners import dump_owner
@@ -133,25 +143,60 @@ class RedisTurns(RedisBase):
         expected: TurnStatus = "awaiting_input",
         overrides: dict[str, Any] | None = None,
         settle: KeySettlement | None = None,
-    ) -> TurnRecord:
+        load_history: bool = False,
+        along: ReadAlong | None = None,
+    ) -> Resumed:
         """Move an awaiting (or ``expected``) turn to running, under a lease until ``lease_until`` (with new
-        ``overrides``, if given, and its request's idempotency key outcome), and return it.
+        ``overrides``, if given, and its request's idempotency key outcome); return it (and its history, and
+        ``along``'s reads, when asked, sent in the same trip).
 
         Raises:
             NotFoundError: no such turn in this session.
             ConflictError: the turn is not ``expected``, or another turn of the session runs.
         """
+        kept = self._histories.kept.kept(session_id)
         claim = ClaimResume(
             session_id=session_id,
             turn_id=turn_id,
             lease=lease_score(lease_until),
             expected=expected,
             overrides="" if overrides is None else json.dumps(overrides),
+            with_history=load_history,
+            epoch=kept.epoch,
+            after=kept.after,
             **settlement_args(settle),
         )
-        record = turn_of(turn_id, await self._run(CLAIM_RESUME, claim))
+        if along is None or not along.ops:
+            reply = await self._run(CLAIM_RESUME, claim)
+        else:
+            reads = self.kernel.read_call(along.ops)
+            reply, found = await run_together(self._db, self._call(CLAIM_RESUME, claim), reads)
+            along.written = True
+            along.results = self.kernel.read_results(along.ops, found())
+        fields, history = reply
+        record = turn_of(turn_id, fields)
         record.lease_until = lease_until
-        return record
+        return Resumed(record, self._history(session_id, kept, history[1:]) if load_history else [])
+
+    async def resume_point(self, agent_id: str, session_id: str, turn_id: str) -> ResumePoint:
+        """Read a turn of the agent's session with its steps and its events' count, in one transaction."""
+        async with self._db.pipeline(transaction=True) as pipe:
+            pipe.hget(self._keys.of(SESSION, session_id), "agent_id")
+            pipe.hgetall(self._keys.of(TURN, turn_id))
+            pipe.zrange(self._keys.of(STEPS, turn_id), 0, -1)
+            pipe.zrange(self._keys.of(PENDING, turn_id), 0, -1)
+            pipe.hgetall(self._keys.of(STEP_BODIES, turn_id))
+            pipe.zcard(self._keys.of(TURN_EVENTS, turn_id))
+            owner, fields, step_ids, pending, bodies, events = await pipe.execute()
+        if owner is None or owner != agent_id:
+            raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
+        if fields.get("session_id") != session_id:
+            raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
+        waiting = set(pending)
+        done = [codec.load_step(bodies[step_id]) for step_id in step_ids if step_id not in waiting]
+        latest = pending[-1] if pending else None
+        paused = codec.load_step(bodies[latest]) if latest is not None and latest in bodies else None
+        return ResumePoint(turn_of(turn_id, fields), done, paused, int(events))
 
     async def save_step(self, turn_id: str, write: StepWrite, infer_iters: int) -> None:
         """Store or replace a step, its messages and the inference count, atomically."""
