@@ -597,7 +597,8 @@ async def test_resume_point_reads_a_paused_turn_its_steps_and_its_event_count(st
     waiting = await pause(store, paused, "calling")
     await store.save_turn_events(paused.turn_id, 0, ['{"n": 0}', '{"n": 1}', '{"n": 2}'])
     point = await store.resume_point(session.agent_id or "", session.session_id, paused.turn_id)
-    assert (point.record.turn_id, point.record.status, point.record.infer_iters) == (paused.turn_id, "awaiting_input", 1)
+    record = point.record
+    assert (record.turn_id, record.status, record.infer_iters) == (paused.turn_id, "awaiting_input", 1)
     assert [step.step_type for step in point.steps] == ["inference"]
     assert point.pending == waiting
     assert point.events == 3
