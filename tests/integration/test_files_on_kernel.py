@@ -129,12 +129,12 @@ async def test_the_policys_team_grant_is_answered_from_the_owner_stored_with_the
     with acting_as(BOB):  # same team: reads, may not delete
         assert [f.id for f in (await files.list(None, None, 10, "asc")).data] == [alices]
         assert (await files.get(alices)).filename == "plan.txt"
-        assert await files.readable_name(alices) == "plan.txt"
+        assert await files.readable_names([alices]) == {alices: "plan.txt"}
         with pytest.raises(ForbiddenError):
             await files.delete(alices)
     with acting_as(CAROL):
         assert (await files.list(None, None, 10, "asc")).data == []
-        assert await files.readable_name(alices) is None
+        assert await files.readable_names([alices]) == {}
         with pytest.raises(NotFoundError):
             await files.get(alices)
     with acting_as(ALICE):
@@ -179,7 +179,7 @@ async def test_an_expired_file_is_missing_at_once_and_deleted_by_one_sweep(
         with pytest.raises(NotFoundError):
             await files.get(doomed)
         assert [f.id for f in (await files.list(None, None, 10, "asc")).data] == [kept]
-        assert await files.readable_name(doomed) is None
+        assert await files.readable_names([doomed]) == {}
     assert await sweep.once(expires_at + 1) == 1
     assert await other_replica.once(expires_at + 1) == 0  # claimed once, across replicas
     assert await files.records.find(doomed) is None

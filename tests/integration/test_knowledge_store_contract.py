@@ -20,6 +20,7 @@ from ferryman.storage.knowledge import (
     FileBatchRecord,
     FileCounts,
     LastError,
+    StoreFiles,
     VectorStoreFileRecord,
     VectorStoreRecord,
 )
@@ -184,6 +185,37 @@ async def test_a_claimed_job_is_finished_with_its_chunks_once(store: Store) -> N
     assert ([c.chunk_id for c in listed.items], listed.has_more) == (["c0", "c1"], False)
     assert listed.items[0] == chunks[0]
     assert await claim_all(store, NOW + 2 * LEASE) == []
+
+
+async def test_store_files_counts_each_stores_files_and_the_bytes_they_hold_in_one_read(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a"), attached("file_b", created_at=101)])
+    await store.create_vector_store(a_store("vs_2"), [attached("file_c", "vs_2")])
+    await store.create_vector_store(a_store("vs_empty"), [])
+    jobs = {job.file_id: job for job in await claim_all(store)}
+    assert await store.finish_ingestion(replace(jobs["file_a"], status="completed", usage_bytes=42), [], NOW + LEASE)
+    failed = replace(jobs["file_b"], status="failed", usage_bytes=0, last_error=LastError("unsupported_file", "no"))
+    assert await store.finish_ingestion(failed, [], NOW + LEASE)
+    assert await store.finish_ingestion(replace(jobs["file_c"], status="completed", usage_bytes=7), [], NOW + LEASE)
+
+    totals = await store.store_files(["vs_1", "vs_2", "vs_empty", "vs_none"])
+
+    assert totals == {
+        "vs_1": StoreFiles(FileCounts(completed=1, failed=1), 42),
+        "vs_2": StoreFiles(FileCounts(completed=1), 7),
+        "vs_empty": StoreFiles(),
+        "vs_none": StoreFiles(),
+    }
+    await store.delete_vector_store_file("vs_1", "file_a")
+    assert (await store.store_files(["vs_1"]))["vs_1"] == StoreFiles(FileCounts(failed=1), 0)
+    assert await store.store_files([]) == {}
+
+
+async def test_vector_store_files_reads_those_of_the_files_attached_to_the_store(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a", attributes={"lang": "en"}), attached("file_b")])
+    await store.create_vector_store(a_store("vs_2"), [attached("file_c", "vs_2")])
+    found = await store.vector_store_files("vs_1", ["file_b", "file_a", "file_c", "file_none", "file_a"])
+    assert sorted((f.file_id, f.attributes) for f in found) == [("file_a", {"lang": "en"}), ("file_b", {})]
+    assert await store.vector_store_files("vs_1", []) == []
 
 
 async def test_a_failed_job_keeps_its_error(store: Store) -> None:

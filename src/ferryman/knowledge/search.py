@@ -91,12 +91,12 @@ class _Scored:
     score: float
 
 
-FileName = Callable[[str], Awaitable[str | None]]
-"""The name of a file the current caller may read (None: it is missing, or not the caller's to read)."""
+FileNames = Callable[[list[str]], Awaitable[dict[str, str]]]
+"""The names of those of these files the current caller may read (one missing, or not the caller's, is left out)."""
 
 
-async def _unnamed(file_id: str) -> str | None:
-    return None
+async def _unnamed(file_ids: list[str]) -> dict[str, str]:
+    return {}
 
 
 class SearchService:
@@ -105,13 +105,13 @@ class SearchService:
     Args:
         store: The (owned) store: reading a vector store checks the caller may.
         models: Embeds queries with each store's embedding model.
-        file_name: Names a result's file as it is now (default: as its chunk recorded it when ingested).
+        file_names: Names results' files as they are now (default: as their chunks recorded them when ingested).
     """
 
-    def __init__(self, store: Store, models: ModelRouter, file_name: FileName = _unnamed) -> None:
+    def __init__(self, store: Store, models: ModelRouter, file_names: FileNames = _unnamed) -> None:
         self._store = store
         self._models = models
-        self._file_name = file_name
+        self._file_names = file_names
 
     async def search(self, query: SearchQuery) -> SearchOutcome:
         """The best chunks of the query's stores, best first.
@@ -145,9 +145,10 @@ class SearchService:
         allowed: Predicate | None,
         limit: int,
     ) -> list[SearchResult]:
-        attachments = {f.file_id: f for f in await self._store.all_vector_store_files(record.vector_store_id)}
+        attachments: dict[str, VectorStoreFileRecord] | None = None
         file_ids: list[str] | None = None
-        if allowed is not None:
+        if allowed is not None:  # which files the filter keeps: every attachment's attributes are read
+            attachments = {f.file_id: f for f in await self._store.all_vector_store_files(record.vector_store_id)}
             file_ids = [f.file_id for f in attachments.values() if allowed(f.attributes)]
             if not file_ids:
                 return []
@@ -160,7 +161,12 @@ class SearchService:
                 if kept is None or scored.score > kept.score:
                     best[scored.chunk.chunk_id] = scored
         ranked = sorted(best.values(), key=lambda s: s.score, reverse=True)[:limit]
-        return [await self._result(record, s, attachments.get(s.chunk.file_id)) for s in ranked]
+        hit_files = list(dict.fromkeys(s.chunk.file_id for s in ranked))
+        if attachments is None:  # only the results' files are read
+            found = await self._store.vector_store_files(record.vector_store_id, hit_files)
+            attachments = {f.file_id: f for f in found}
+        names = await self._file_names([file_id for file_id in hit_files if file_id in attachments])
+        return [_result(record, s, attachments.get(s.chunk.file_id), names) for s in ranked]
 
     async def _touch(self, record: VectorStoreRecord) -> None:
         """The store was searched: its expiry counts from now (unless recorded in the last minute, or expired)."""
@@ -199,21 +205,21 @@ class SearchService:
             scores = reciprocal_rank_fusion(lists)
         return [_Scored(chunks[chunk_id], score) for chunk_id, score in scores.items()]
 
-    async def _result(
-        self, record: VectorStoreRecord, scored: _Scored, attachment: VectorStoreFileRecord | None
-    ) -> SearchResult:
-        chunk = scored.chunk
-        filename = str(chunk.metadata.get("filename") or chunk.file_id)
-        if attachment is not None:
-            # None: the file was deleted (or is not the caller's to read) while its chunks remain searchable.
-            filename = await self._file_name(chunk.file_id) or filename
-        return SearchResult(
-            vector_store_id=record.vector_store_id,
-            file_id=chunk.file_id,
-            filename=filename,
-            chunk_id=chunk.chunk_id,
-            text=chunk.text,
-            score=scored.score,
-            attributes=dict(attachment.attributes) if attachment is not None else {},
-            metadata=dict(chunk.metadata),
-        )
+
+def _result(
+    record: VectorStoreRecord, scored: _Scored, attachment: VectorStoreFileRecord | None, names: dict[str, str]
+) -> SearchResult:
+    chunk = scored.chunk
+    # A file detached (or deleted, or not the caller's to read) is named as its chunk recorded it: its chunks may
+    # remain searchable.
+    filename = names.get(chunk.file_id) or str(chunk.metadata.get("filename") or chunk.file_id)
+    return SearchResult(
+        vector_store_id=record.vector_store_id,
+        file_id=chunk.file_id,
+        filename=filename,
+        chunk_id=chunk.chunk_id,
+        text=chunk.text,
+        score=scored.score,
+        attributes=dict(attachment.attributes) if attachment is not None else {},
+        metadata=dict(chunk.metadata),
+    )

@@ -273,7 +273,7 @@ def build_services(
     files = files or FileSettings()
     blobs = blobs or MemoryBlobStore()
     file_service = FileService(store.kernel, access, beneath(store), blobs, files.max_bytes)
-    search = SearchService(store, models, file_service.readable_name)
+    search = SearchService(store, models, file_service.readable_names)
     ingestion = IngestionWorker(
         store,
         blobs,

@@ -147,12 +147,15 @@ class FileService:
         self._access.check(current_principal.get(), action, FILE, file_id, found.rec.owner)
         return found.value
 
-    async def readable_name(self, file_id: str) -> str | None:
-        """The name of a file the caller may read (None: it is missing or not the caller's to read), unaudited:
-        a search names the files its chunks came from where it can, and a denial there is no request's."""
+    async def readable_names(self, file_ids: builtins.list[str]) -> dict[str, str]:
+        """The names of those of these files the caller may read, in one read, unaudited: a search names the
+        files its chunks came from where it can, and a denial there is no request's."""
+        if not file_ids:
+            return {}
         allow = self._access.filter(current_principal.get(), "read", FILE)
-        found = await self.records.find(file_id, allow=allow)
-        return None if found is None or expired(found.value) else found.value.filename
+        found = await self.records.kernel.read([ops.Get(FILE, file_id, allow=allow) for file_id in file_ids])
+        values = [self.records.stored(rec).value for rec in found if rec is not None]
+        return {value.file_id: value.filename for value in values if not expired(value)}
 
     async def list(self, purpose: str | None, after: str | None, limit: int, order: str) -> FileList:
         """One page of the caller's files (filtered in storage's query), by creation, after the cursor's file.

@@ -167,6 +167,9 @@ RULES: dict[str, Rule] = {
     "get_vector_store_file": Act("read", _vector_store),
     "list_vector_store_files": Act("read", _vector_store),
     "all_vector_store_files": Act("read", _vector_store),
+    "vector_store_files": Act("read", _vector_store),
+    # Asked only with stores the caller has just read (its own get or list): their counts are part of them.
+    "store_files": Server(),
     "update_vector_store_file": Act("update", _vector_store),
     "delete_vector_store_file": Act("update", _vector_store),
     "create_file_batch": Act("update", _vector_store_of),

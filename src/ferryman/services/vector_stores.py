@@ -44,6 +44,7 @@ from ferryman.storage.knowledge import (
     ChunkRecord,
     FileBatchRecord,
     IngestionStatus,
+    StoreFiles,
     VectorStoreFileRecord,
     VectorStoreRecord,
 )
@@ -127,7 +128,8 @@ class VectorStoreService:
     async def list(self, after: str | None, limit: int, order: str) -> VectorStoreList:
         """One page of the caller's stores."""
         page = await self._store.list_vector_stores(after, limit, order)
-        data = [await self._view(record) for record in page.items]
+        totals = await self._store.store_files([record.vector_store_id for record in page.items])
+        data = [_shown(record, totals[record.vector_store_id]) for record in page.items]
         first, last = _page_ids([s.id for s in data])
         return VectorStoreList(data=data, first_id=first, last_id=last, has_more=page.has_more)
 
@@ -317,9 +319,12 @@ class VectorStoreService:
         )
 
     async def _view(self, record: VectorStoreRecord) -> VectorStore:
-        counts = await self._store.file_counts(record.vector_store_id)
-        files = await self._store.all_vector_store_files(record.vector_store_id) if counts.total else []
-        return store_object(record, counts, sum(f.usage_bytes for f in files))
+        totals = await self._store.store_files([record.vector_store_id])
+        return _shown(record, totals[record.vector_store_id])
+
+
+def _shown(record: VectorStoreRecord, totals: StoreFiles) -> VectorStore:
+    return store_object(record, totals.counts, totals.usage_bytes)
 
 
 def _dimension(model_dimension: Any, asked: int | None) -> int:

@@ -107,6 +107,14 @@ class FileCounts:
 
 
 @dataclass
+class StoreFiles:
+    """A vector store's files by status and the bytes their chunks hold: what its view shows."""
+
+    counts: FileCounts = field(default_factory=FileCounts)
+    usage_bytes: int = 0
+
+
+@dataclass
 class FileBatchRecord:
     """A batch of files attached together; its status and counts come from its files."""
 
@@ -202,6 +210,15 @@ class VectorStoreStore(Protocol):
 
     async def all_vector_store_files(self, vector_store_id: str) -> list[VectorStoreFileRecord]:
         """Every attachment of a store (for attribute filters)."""
+        ...
+
+    async def vector_store_files(self, vector_store_id: str, file_ids: list[str]) -> list[VectorStoreFileRecord]:
+        """Those of these files attached to the store, in one read (in no particular order)."""
+        ...
+
+    async def store_files(self, vector_store_ids: list[str]) -> dict[str, StoreFiles]:
+        """Each store's files by status and the bytes they hold, in one read, without reading the files (a store
+        without files, or none, gets zeros)."""
         ...
 
     async def update_vector_store_file(self, vector_store_id: str, file_id: str, attributes: Attributes) -> None:

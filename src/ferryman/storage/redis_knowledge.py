@@ -20,6 +20,7 @@ from .knowledge import (
     FileCounts,
     IngestionStatus,
     LastError,
+    StoreFiles,
     VectorStoreFileRecord,
     VectorStoreRecord,
 )
@@ -50,6 +51,7 @@ from .redis_lua_knowledge import (
     DELETE_VECTOR_STORE,
     DETACH_FILE,
     FORGET_FILE,
+    STORE_FILES,
     TOUCH_VECTOR_STORE,
     UPDATE_STORE_FILE,
     UPDATE_VECTOR_STORE,
@@ -60,6 +62,7 @@ from .redis_lua_knowledge import (
     FileId,
     StoreFile,
     StoreId,
+    StoreIds,
     TouchVectorStore,
     UpdateStoreFile,
     UpdateVectorStore,
@@ -222,6 +225,20 @@ class RedisKnowledge(RedisBase):
         """Every attachment of a store, in attachment order."""
         ids = cast(list[str], await self._db.zrange(self._keys.of(VS_FILES, vector_store_id), 0, -1))
         return await self._attachments(vector_store_id, ids)
+
+    async def vector_store_files(self, vector_store_id: str, file_ids: list[str]) -> list[VectorStoreFileRecord]:
+        """Those of these files attached to the store, in one transaction."""
+        return await self._attachments(vector_store_id, list(dict.fromkeys(file_ids)))
+
+    async def store_files(self, vector_store_ids: list[str]) -> dict[str, StoreFiles]:
+        """Each store's files by status and the bytes they hold, in one script."""
+        if not vector_store_ids:
+            return {}
+        found = await self._run(STORE_FILES, StoreIds(vector_store_ids))
+        return {
+            store_id: StoreFiles(FileCounts(*totals[:4]), totals[4])
+            for store_id, totals in zip(vector_store_ids, found, strict=True)
+        }
 
     async def update_vector_store_file(
         self, vector_store_id: str, file_id: str, attributes: dict[str, str | float | bool]

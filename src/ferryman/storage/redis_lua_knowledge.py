@@ -238,6 +238,13 @@ class CreateBatch(Attachments):
 
 
 @dataclass(frozen=True)
+class StoreIds:
+    """Vector stores."""
+
+    vector_store_ids: list[str]
+
+
+@dataclass(frozen=True)
 class BatchOfStore:
     """One batch of one vector store."""
 
@@ -412,4 +419,23 @@ end
 return {OK, counts.in_progress, counts.completed, counts.failed, counts.cancelled}
 """,
     lambda found: [int(count) for count in found],
+)
+
+# Per store: its files in each status, then the bytes they hold (a store's attachments are read in Redis, not sent).
+STORE_FILES = Script(
+    StoreIds,
+    KNOWLEDGE_LUA
+    + """
+local out = {OK}
+for _, vs in ipairs(vector_store_ids) do
+  local usage = 0
+  for _, file in ipairs(redis.call('ZRANGE', key('vs_files', vs), 0, -1)) do
+    usage = usage + tonumber(redis.call('HGET', pair('vs_file', vs, file), 'usage_bytes') or '0')
+  end
+  out[#out + 1] = {redis.call('ZCARD', key('vs_in_progress', vs)), redis.call('ZCARD', key('vs_completed', vs)),
+    redis.call('ZCARD', key('vs_failed', vs)), redis.call('ZCARD', key('vs_cancelled', vs)), usage}
+end
+return out
+""",
+    lambda found: [[int(n) for n in totals] for totals in found],
 )

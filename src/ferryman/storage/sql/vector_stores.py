@@ -15,6 +15,7 @@ from ..knowledge import (
     FileCounts,
     IngestionStatus,
     LastError,
+    StoreFiles,
     VectorStoreFileRecord,
     VectorStoreRecord,
 )
@@ -296,6 +297,39 @@ class VectorStoreTables:
             )
         )
         return [file_record(self._db.dialect, row) for row in found]
+
+    async def vector_store_files(self, vector_store_id: str, file_ids: list[str]) -> list[VectorStoreFileRecord]:
+        """Those of these files attached to the store, in one read."""
+        if not file_ids:
+            return []
+        d = self._db.dialect
+        found = await self._db.read(
+            rows(
+                f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE vector_store_id = :vector_store_id "  # noqa: S608
+                f"AND {d.any_of('file_id', 'file_ids')}",
+                vector_store_id=vector_store_id,
+                file_ids=d.array(file_ids),
+            )
+        )
+        return [file_record(d, row) for row in found]
+
+    async def store_files(self, vector_store_ids: list[str]) -> dict[str, StoreFiles]:
+        """Each store's files by status and the bytes they hold, counted in one statement."""
+        totals = {store_id: StoreFiles() for store_id in vector_store_ids}
+        if not vector_store_ids:
+            return totals
+        d = self._db.dialect
+        found = await self._db.read(
+            rows(
+                "SELECT vector_store_id, status, count(*), coalesce(sum(usage_bytes), 0) "  # noqa: S608
+                f"FROM vector_store_files WHERE {d.any_of('vector_store_id', 'ids')} GROUP BY vector_store_id, status",
+                ids=d.array(vector_store_ids),
+            )
+        )
+        for store_id, status, files, usage in found:
+            setattr(totals[store_id].counts, status, int(files))
+            totals[store_id].usage_bytes += int(usage)
+        return totals
 
     async def update_vector_store_file(self, vector_store_id: str, file_id: str, attributes: Attributes) -> None:
         """Replace an attachment's attributes; NotFoundError if gone."""
