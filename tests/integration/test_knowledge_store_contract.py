@@ -210,6 +210,25 @@ async def test_store_files_counts_each_stores_files_and_the_bytes_they_hold_in_o
     assert await store.store_files([]) == {}
 
 
+async def test_a_redis_store_made_before_its_bytes_were_kept_is_summed_once_then_kept(tmp_path: Path) -> None:
+    async with BACKENDS["redis"](tmp_path) as store:  # SQL sums the bytes in the count's own statement
+        await _summed_once_then_kept(store)
+
+
+async def _summed_once_then_kept(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a"), attached("file_b", created_at=101)])
+    vector_store = store._keys.of("vector_store", "vs_1")  # type: ignore[attr-defined]
+    await store._db.hdel(vector_store, "files_bytes")  # type: ignore[attr-defined]  # as an older version wrote it
+    jobs = {job.file_id: job for job in await claim_all(store)}
+    assert await store.finish_ingestion(replace(jobs["file_a"], status="completed", usage_bytes=42), [], NOW + LEASE)
+    assert (await store.store_files(["vs_1"]))["vs_1"].usage_bytes == 42
+    assert await store.finish_ingestion(replace(jobs["file_b"], status="completed", usage_bytes=8), [], NOW + LEASE)
+    await store.add_vector_store_files("vs_1", [attached("file_c", created_at=102, usage_bytes=5)])
+    assert (await store.store_files(["vs_1"]))["vs_1"].usage_bytes == 55
+    await store.forget_file("file_a")
+    assert (await store.store_files(["vs_1"]))["vs_1"].usage_bytes == 13
+
+
 async def test_vector_store_files_reads_those_of_the_files_attached_to_the_store(store: Store) -> None:
     await store.create_vector_store(a_store(), [attached("file_a", attributes={"lang": "en"}), attached("file_b")])
     await store.create_vector_store(a_store("vs_2"), [attached("file_c", "vs_2")])

@@ -36,7 +36,8 @@ kind                type         holds
 ``file_stores``     set          the vector stores a file is attached to
 ``vector_stores``   sorted set   vector store ids by creation
 ``vector_store``    hash         record (JSON), seq, version (a fresh seq at every chunk change),
-                                 removals_from (chunk_removals answers for versions after it)
+                                 removals_from (chunk_removals answers for versions after it),
+                                 files_bytes (its attachments' usage_bytes summed, kept as they change)
 ``vs_files``        sorted set   a vector store's attached file ids by attachment
 ``vs_<status>``     sorted set   those of them in one ingestion status, scored as in vs_files
 ``vs_file``         hash         an attachment (id ``<len(store id)>:<store id>:<file id>``):

@@ -115,6 +115,7 @@ if not held or tonumber(held) ~= tonumber(lease) or redis.call('HGET', a, 'statu
   return {OK, 0}
 end
 set_status(vector_store_id, file_id, status)
+add_bytes(vector_store_id, usage_bytes - tonumber(redis.call('HGET', a, 'usage_bytes') or '0'))
 redis.call('HSET', a, 'usage_bytes', usage_bytes)
 if last_error ~= '' then redis.call('HSET', a, 'last_error', last_error) else redis.call('HDEL', a, 'last_error') end
 drop_chunks(vector_store_id, file_id)

@@ -85,6 +85,13 @@ local function put_chunk(vs, id, file, position, body, vector)
   redis.call('ZADD', key('chunk_versions', vs), bump(vs), id)
 end
 
+-- A store's files' bytes (``files_bytes``), kept as they change from the store's creation; a store made before it
+-- was kept has none until a read sums them (STORE_FILES), and nothing is added to a sum not made yet.
+local function add_bytes(vs, delta)
+  local s = key('vector_store', vs)
+  if delta ~= 0 and redis.call('HEXISTS', s, 'files_bytes') == 1 then redis.call('HINCRBY', s, 'files_bytes', delta) end
+end
+
 local function set_status(vs, file, status)
   local a = pair('vs_file', vs, file)
   local f = redis.call('HMGET', a, 'status', 'seq')
@@ -97,8 +104,9 @@ end
 -- Whether the file was attached; its chunks go with it.
 local function detach(vs, file)
   local a = pair('vs_file', vs, file)
-  local f = redis.call('HMGET', a, 'status', 'batch_id')
+  local f = redis.call('HMGET', a, 'status', 'batch_id', 'usage_bytes')
   if not f[1] then return false end
+  add_bytes(vs, -tonumber(f[3] or '0'))
   redis.call('ZREM', key('vs_' .. f[1], vs), file)
   if f[2] then redis.call('ZREM', key('batch_files', f[2]), file) end
   redis.call('ZREM', key('vs_files', vs), file)
@@ -120,6 +128,7 @@ local function attach_files(vs, a)
     local h = pair('vs_file', vs, file)
     redis.call('HSET', h, 'created_at', a.created_ats[i], 'status', status, 'attributes', a.attributes[i],
       'chunking_strategy', a.strategies[i], 'usage_bytes', a.usages[i], 'seq', seq)
+    add_bytes(vs, tonumber(a.usages[i]))
     if a.errors[i] ~= '' then redis.call('HSET', h, 'last_error', a.errors[i]) end
     if batch ~= '' then
       redis.call('HSET', h, 'batch_id', batch)
@@ -281,7 +290,7 @@ CREATE_VECTOR_STORE = Script(
 local s = key('vector_store', vector_store_id)
 if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
 local seq = next_seq(1)
-redis.call('HSET', s, 'record', body, 'seq', seq, 'version', seq, 'removals_from', seq)
+redis.call('HSET', s, 'record', body, 'seq', seq, 'version', seq, 'removals_from', seq, 'files_bytes', 0)
 redis.call('ZADD', global('vector_stores'), seq, vector_store_id)
 attach_files(vector_store_id, attachments)
 return {OK}
@@ -421,16 +430,21 @@ return {OK, counts.in_progress, counts.completed, counts.failed, counts.cancelle
     lambda found: [int(count) for count in found],
 )
 
-# Per store: its files in each status, then the bytes they hold (a store's attachments are read in Redis, not sent).
+# Per store: its files in each status, then the bytes they hold (kept since the store's creation, or summed once).
 STORE_FILES = Script(
     StoreIds,
     KNOWLEDGE_LUA
     + """
 local out = {OK}
 for _, vs in ipairs(vector_store_ids) do
-  local usage = 0
-  for _, file in ipairs(redis.call('ZRANGE', key('vs_files', vs), 0, -1)) do
-    usage = usage + tonumber(redis.call('HGET', pair('vs_file', vs, file), 'usage_bytes') or '0')
+  local s = key('vector_store', vs)
+  local usage = redis.call('HGET', s, 'files_bytes')
+  if not usage then
+    usage = 0
+    for _, file in ipairs(redis.call('ZRANGE', key('vs_files', vs), 0, -1)) do
+      usage = usage + tonumber(redis.call('HGET', pair('vs_file', vs, file), 'usage_bytes') or '0')
+    end
+    if redis.call('EXISTS', s) == 1 then redis.call('HSET', s, 'files_bytes', usage) end
   end
   out[#out + 1] = {redis.call('ZCARD', key('vs_in_progress', vs)), redis.call('ZCARD', key('vs_completed', vs)),
     redis.call('ZCARD', key('vs_failed', vs)), redis.call('ZCARD', key('vs_cancelled', vs)), usage}
