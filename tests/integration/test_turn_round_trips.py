@@ -160,6 +160,25 @@ async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_
     assert owners == ({first_id: ALICE, second_id: ALICE} if keys_on else {})
 
 
+@pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
+@pytest.mark.parametrize("backend", list(BACKENDS))
+async def test_the_first_turn_of_a_session_opened_here_counts_the_same(
+    backend: str, keys_on: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replica that opened the session knows it is no fork: its first turn looks for no lineage."""
+    trips = Trips()
+    async with counted_app(backend, keys_on, trips, tmp_path, monkeypatch) as (http, services, headers):
+        first = await _first_turn(http, headers)
+        await _ended(services, first)
+        sessions = first.url.path.rsplit("/session/", 1)[0] + "/session"
+        opened = await http.post(sessions, json={"session_name": "s2"}, headers=headers)
+        trips.watch()
+        await _ended(
+            services, await http.post(f"{sessions}/{opened.json()['session_id']}/turn", json=BODY, headers=headers)
+        )
+    assert trips.requested_at_inference[-1] == BEFORE_INFERENCE[keys_on]
+
+
 @pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
 @pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
 @pytest.mark.parametrize("backend", list(BACKENDS))

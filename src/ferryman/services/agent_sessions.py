@@ -52,6 +52,7 @@ class AgentSessions:
         await self._agents.get(current_principal.get(), agent_id)
         session = SessionRecord(new_id(), agent_id, session_name, utcnow())
         await self._store.create_session(session)
+        self._reads.plain(session.session_id)
         await self._agent_kept(agent_id, session.session_id)
         return session.session_id
 

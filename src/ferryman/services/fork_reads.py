@@ -72,6 +72,11 @@ class ForkReads:
         self._cache: LRUCache[str, _Cached] = LRUCache(maxsize=_SHARED_CACHE_SIZE)
         self._history: LRUCache[str, tuple[_Cached, list[Message]]] = LRUCache(maxsize=_SHARED_CACHE_SIZE)
 
+    def plain(self, session_id: str) -> None:
+        """Note a session this replica just opened as a plain one: it shares nothing, and never will (a lineage
+        is made only with the session it is of), so its first turn does not look for one."""
+        self._plain[session_id] = True
+
     async def lineage(self, fork_id: str) -> Lineage | None:
         """The lineage of ``fork_id``, or None when it shares nothing."""
         if fork_id in self._plain:
