@@ -32,7 +32,7 @@ from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, Vecto
 from ferryman.testing import ScriptedModel
 
 from .knowledge_backends import sites
-from .owner_listing import _timed
+from .owner_listing import timed
 
 _CLAIMED = 500
 _LEASE = timedelta(minutes=10)
@@ -105,9 +105,9 @@ async def _measure(store: Store, repeat: int) -> dict[str, dict[str, float]]:
             assert answer.status_code == 200 and len(answer.json()["data"]) == 10, answer.text
 
         return {
-            "get": await _timed(get, repeat),
-            "list": await _timed(listed, repeat),
-            "search": await _timed(search, repeat),
+            "get": await timed(get, repeat),
+            "list": await timed(listed, repeat),
+            "search": await timed(search, repeat),
         }
 
 

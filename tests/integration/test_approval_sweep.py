@@ -20,6 +20,7 @@ import pytest
 from keyed_app import answered, keyed_app
 
 from ferryman.server.app import Services
+from ferryman.services import turn_starts
 from ferryman.services.approval_sweep import ApprovalSweep
 from ferryman.storage.domain.approvals import CONTINUED, PENDING, HeldCalls
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
@@ -129,6 +130,31 @@ async def test_a_turn_the_client_resumed_meanwhile_is_not_continued_again(replic
     assert await replica.services.approval_sweep.once() == 0
     found = await replica.calls.find(approval_id)
     assert found is not None and found.rec.status != PENDING and found.rec.lease_until is None
+
+
+async def test_a_continuation_put_back_after_its_claim_is_continued_by_a_later_look(
+    replica: Replica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inbox's continuation stored its resume, then failed before launching the run: the turn awaits input
+    again, and the decided call keeps its lease, so a later look continues it."""
+    agent_id, session_id, turn_id, approval_id = await replica.paused_turn()
+    launch = turn_starts.start_turn_span
+    failing = [True]
+
+    def once_broken(*args: Any, **kwargs: Any) -> Any:
+        if failing:
+            failing.clear()
+            raise RuntimeError("the run could not be launched")
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(turn_starts, "start_turn_span", once_broken)
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn/{turn_id}"
+    await answered(replica.http, "POST", f"/v1/approvals/{approval_id}/approve", replica.alice, 500)
+    assert (await replica.ok("GET", url))["status"] == "awaiting_input"
+
+    replica.model.enqueue(ScriptedReply(text="It is 42."))
+    assert await replica.services.approval_sweep.once(time.time() + LATER) == 1
+    assert (await replica.turn_when_ended(agent_id, session_id, turn_id))["status"] == "completed"
 
 
 async def test_a_response_is_continued_once_by_replicas_sweeping_together(

@@ -3,7 +3,8 @@ blocks too, on every backend; a resume stored but never run puts its turn back a
 
 The blocks a resumed run shows are those of the claim's read (kept since the pause is not enough: they may have
 changed meanwhile). When the run cannot be launched after the claim stored it, the turn awaits input again at once
-(not running until its lease runs out) and its ``Idempotency-Key`` is forgotten, so a repeat runs it.
+(not running until its lease runs out) with the webhook of the run that paused it, and its ``Idempotency-Key``
+is forgotten, so a repeat runs it.
 """
 
 from __future__ import annotations
@@ -14,17 +15,27 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from storage_backends import BACKENDS, unopened_store
 
+from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import build_services
 from ferryman.services import turn_starts
+from ferryman.services.webhooks import kept_webhook
+from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
-from inprocess import check_script, serving
+from ferryman.webhook_settings import WebhookSettings
+from ferryman.webhooks.signing import new_secret
+from inprocess import check_script, migrated_sqlite, serving
 
 pytestmark = pytest.mark.anyio
 
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
 ANSWER = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}], "stream": False}
+
+
+def _broken(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("the run could not be launched")
 
 
 class Paused:
@@ -52,13 +63,15 @@ async def served(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     check_script(request, model.script)
 
 
-async def _paused(http: httpx.AsyncClient, model: ScriptedModel) -> Paused:
+async def _paused(http: httpx.AsyncClient, model: ScriptedModel, webhook: str | None = None) -> Paused:
     config = {"model": "scripted-model", "instructions": "Be brief.", "client_tools": [WEATHER]}
     agent_id = (await http.post("/v1/agents", json={"agent_config": config})).json()["agent_id"]
     session = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})
     session_id = session.json()["session_id"]
     model.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
     body = {"messages": [{"role": "user", "content": "Weather?"}], "stream": False}
+    if webhook is not None:
+        body["webhook"] = webhook
     turn = await http.post(f"/v1/agents/{agent_id}/session/{session_id}/turn", json=body)
     assert turn.status_code == 200 and turn.json()["status"] == "awaiting_input", turn.text
     return Paused(http, agent_id, session_id, turn.json()["turn_id"])
@@ -87,11 +100,7 @@ async def test_a_resume_stored_but_never_run_puts_its_turn_back_and_forgets_its_
     http, model = served
     paused = await _paused(http, model)
     spans = turn_starts.start_turn_span
-
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("the run could not be launched")
-
-    monkeypatch.setattr(turn_starts, "start_turn_span", broken)
+    monkeypatch.setattr(turn_starts, "start_turn_span", _broken)
     keyed = {"Idempotency-Key": "resume-once"}
     failed = await paused.resume(keyed)
     assert failed.status_code == 500, failed.text
@@ -101,3 +110,22 @@ async def test_a_resume_stored_but_never_run_puts_its_turn_back_and_forgets_its_
     model.enqueue(ScriptedReply(text="Sunny."))
     again = await paused.resume(keyed)
     assert again.status_code == 200 and again.json()["status"] == "completed", again.text
+
+
+async def test_a_resume_put_back_keeps_the_webhook_of_the_run_that_paused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = ScriptedModel(model_ids=("scripted-model",))
+    store = SqliteStore(migrated_sqlite(tmp_path / "hook.db"))
+    webhooks = WebhookSettings(secret=SecretStr(new_secret()), backoff_seconds=0.05, max_attempts=1)
+    fetch = FetchPolicy(allowed_hosts=["127.0.0.1"])
+    async with serving(build_services(store, [model], sole_process=True, fetch=fetch, webhooks=webhooks)) as http:
+        paused = await _paused(http, model, webhook="http://127.0.0.1:9/paused-run")
+        session_id, turn_id = paused.url.split("/")[-3], paused.url.split("/")[-1]
+        before = kept_webhook((await store.get_turn_record(session_id, turn_id)).overrides)
+        monkeypatch.setattr(turn_starts, "start_turn_span", _broken)
+        failed = await http.post(f"{paused.url}/resume", json={**ANSWER, "webhook": "http://127.0.0.1:9/failed"})
+        assert failed.status_code == 500, failed.text
+        record = await store.get_turn_record(session_id, turn_id)
+    assert record.status == "awaiting_input"
+    assert before is not None and kept_webhook(record.overrides) == before

@@ -591,6 +591,34 @@ async def test_claim_resume_of_an_unknown_turn_is_not_found(store: Store) -> Non
         await store.claim_resume(other.session_id, paused.turn_id, lease())
 
 
+async def test_claim_resume_naming_the_pending_step_refuses_a_turn_that_waits_on_another(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    paused = await start(store, session, "q")
+    first = await pause(store, paused, "calling")
+    resumed = (await store.claim_resume(session.session_id, paused.turn_id, lease(), pending=first.step_id)).record
+    await store.save_step(paused.turn_id, answered(first, "sun"), resumed.infer_iters)
+    second = await pause(store, paused, "calling again")
+    with pytest.raises(ConflictError, match="answered meanwhile"):  # a resume that read the first pause
+        await store.claim_resume(session.session_id, paused.turn_id, lease(), pending=first.step_id)
+    assert (await store.get_turn_record(session.session_id, paused.turn_id)).status == "awaiting_input"
+    claimed = await store.claim_resume(session.session_id, paused.turn_id, lease(), pending=second.step_id)
+    assert claimed.record.status == "in_progress"
+
+
+async def test_a_claimed_turn_is_put_back_with_the_overrides_it_paused_with(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    record = turn_of(session, "q")
+    record.overrides = {"webhook": {"url": "http://a/1", "run": "t.0"}}
+    await store.start_turn(record, [user("q")])
+    await pause(store, record, "calling")
+    paused = await store.get_turn_record(session.session_id, record.turn_id)
+    await store.claim_resume(session.session_id, record.turn_id, lease(), overrides={"webhook": {"url": "http://b"}})
+    await store.finish_turn(paused, overrides=paused.overrides)
+    back = await store.get_turn_record(session.session_id, record.turn_id)
+    assert (back.status, back.overrides) == ("awaiting_input", record.overrides)
+    assert (await store.claim_resume(session.session_id, record.turn_id, lease())).record.status == "in_progress"
+
+
 async def test_resume_point_reads_a_paused_turn_its_steps_and_its_event_count(store: Store) -> None:
     session = await new_session(store, (await new_agent(store)).agent_id)
     paused = await start(store, session, "q")

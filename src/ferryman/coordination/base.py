@@ -130,11 +130,12 @@ class Fanout(Protocol):
         """The events published so far numbered above ``after``, in order (what a dead replica left)."""
         ...
 
-    async def wait_run_end(self, stream: str) -> bool:
+    async def wait_run_end(self, stream: str) -> int | None:
         """Return once the stream's latest run has ended (at once if it has, or if the stream is unknown).
 
         Returns:
-            Whether the stream holds a run: what that run stored may be newer than a read made before the call.
+            How many events the stream held when that run ended (the number after its last event's); None for a
+            stream this fan-out does not hold.
         """
         ...
 
@@ -171,6 +172,6 @@ class LocalFanout:
         """Nothing was published."""
         return []
 
-    async def wait_run_end(self, stream: str) -> bool:
+    async def wait_run_end(self, stream: str) -> int | None:
         """Runs of this process are awaited on their tasks: no stream holds one."""
-        return False
+        return None

@@ -253,19 +253,19 @@ class RedisFanout:
                 events.append(StoredEvent(int(seq), fields["d"]))
         return events
 
-    async def wait_run_end(self, stream: str) -> bool:
-        """Follow the stream from its latest entry until a run ends there (whether it holds one: it does unless
-        it is unknown)."""
+    async def wait_run_end(self, stream: str) -> int | None:
+        """Follow the stream from its latest entry until a run ends there; the events it held then (None: the
+        stream is unknown)."""
         latest = await self._redis.xrevrange(self._key(stream), count=1)
         if not latest:
-            return False
-        entry_id = str(latest[0][0])
-        if entry_id.endswith(f"-{_END}"):
-            return True
-        async for entry in self.follow(stream, int(entry_id.split("-")[0])):
+            return None
+        seq, kind = str(latest[0][0]).split("-")
+        if kind == _END:
+            return int(seq) + 1
+        async for entry in self.follow(stream, int(seq)):
             if isinstance(entry, RunEnded):
-                break
-        return True
+                return entry.seq + 1
+        return None
 
     async def _listen_forever(self, pubsub: Any, on_notice: NoticeHandler) -> None:
         """Listen, and after losing the channel subscribe again (backing off while Redis is away)."""

@@ -73,10 +73,12 @@ def _response_of(args: Args) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Act:
-    """The call reads, updates or deletes the record ``target`` names (delete: its owner goes too)."""
+    """The call reads, updates or deletes the record ``target`` names (delete: its owner goes too); with
+    ``also``, the caller must be allowed the same on that record too (a read of both a turn and its session)."""
 
     action: Action
     target: Target
+    also: Target | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ RULES: dict[str, Rule] = {
     "delete_session": Act("delete", _session),
     "start_turn": Create(_arg("turn", "record", "turn_id"), _arg("session", "record", "session_id"), "update", stamped=True),  # noqa: E501
     "claim_resume": Act("update", _session),
-    "resume_point": Act("read", _session),
+    "resume_point": Act("read", _session, also=_turn),
     "save_step": Act("update", _turn),
     "redact_turn_input": Act("update", _turn),
     "finish_turn": Act("update", _arg("turn", "record", "turn_id")),
@@ -242,8 +244,9 @@ class OwnedStore:
             if isinstance(rule, Create):
                 return await self._create(user, rule, bound, method, args, kwargs)
             target = rule.target(bound)
-            if target is not None:
-                await self.check(rule.action, *target)
+            for checked in (target, rule.also(bound) if rule.also is not None else None):
+                if checked is not None:
+                    await self.check(rule.action, *checked)
             result = await method(*args, **kwargs)
             if rule.action == "delete" and target is not None and result is not False:
                 self._kept.pop(target, None)

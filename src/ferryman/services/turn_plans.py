@@ -65,10 +65,6 @@ class TurnPlans:
         inputs = self._inputs
         return await build_plan(agent.agent_config, overrides, inputs.tools, inputs.shields, provider_data)
 
-    async def planned(self, agent: Agent, overrides: TurnOverrides, provider_data: dict[str, Any] | None) -> TurnPlan:
-        """What a run of the agent's turn does, with the turn's own overrides and the agent's memory."""
-        return await self.remembering(agent.agent_id, await self.bare(agent, overrides, provider_data))
-
     async def remembering(self, agent_id: str, plan: TurnPlan) -> TurnPlan:
         """The plan with the agent's memory blocks, as they are now, in its system message."""
         blocks = self._inputs.blocks

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -250,13 +249,11 @@ class TurnStarts:
         agent = await self._agent(agent_id, None if continued else current_principal.get())
         if not continued:
             await self._host.check_webhook(request.webhook)
+        pausing = self._runner.task(turn_id)  # taken before the read: a run leaves once its events are stored
         point = await self._store.resume_point(agent_id, session_id, turn_id)
         if point.record.status != "awaiting_input":
             raise ConflictError(f"turn '{turn_id}' is not awaiting input (status: {point.record.status})")
-        # Numbered on from the events stored by the run that paused, which may have recorded more since the read.
-        first_seq = point.events
-        if await self._previous_run_recorded(turn_id):
-            first_seq = await self._store.turn_event_count(turn_id)
+        first_seq = await self._events_after_pause(turn_id, pausing, point.events)
         decisions = list(request.approvals)
         held = _held_call_ids(point.pending)
         if self._holds is not None:  # decisions made in the inbox on calls the caller left undecided
@@ -269,14 +266,14 @@ class TurnStarts:
             settle = _run_of(replayed_by, agent_id, session_id, turn_id, first_seq, request.stream)
             blocks = self._plans.memory_read(agent_id)  # read in the claim's own trip, with the history
             until = self._leases.until()
+            # The claim answers the pause this resume read (``pending``), not one a resume racing it made since.
             resumed = await self._store.claim_resume(
-                session_id, turn_id, until, overrides=kept, settle=settle, load_history=True, along=blocks
-            )
+                session_id, turn_id, until, overrides=kept, settle=settle, load_history=True, along=blocks,
+                pending=point.pending.step_id if point.pending is not None else None,
+            )  # fmt: skip
             stored(replayed_by)
             try:
                 record = resumed.record
-                if self._holds is not None:
-                    await self._holds.turn_answered(turn_id, held)
                 plan = await self._plans.remembered(plan, blocks)
                 history = [*await self._reads.inherited_history(session_id), *resumed.history]
                 span = start_turn_span(
@@ -286,7 +283,7 @@ class TurnStarts:
                     state = TurnState(record, plan, history, steps=point.steps, span=span)
                     counted = RunMetrics("agents", decided=len(answer.ruling.approved) + len(answer.ruling.denied))
                     metered = _metered(record, plan, first_seq)
-                    return self._runs.launch(
+                    live = self._runs.launch(
                         record,
                         first_seq,
                         lambda emit: self._engine.resume(state, answer, emit),
@@ -297,34 +294,46 @@ class TurnStarts:
             except BaseException:
                 await asyncio.shield(self._unresume(point.record, replayed_by))
                 raise
+        await self._answered(turn_id, held)
+        return live
 
     async def _unresume(self, paused: TurnRecord, claim: Claim | None) -> None:
-        """Put back a turn whose resume was stored but whose run was never launched: awaiting input again, as
-        it was, its key forgotten first (a repeat runs again), instead of running until its lease runs out."""
+        """Put back a turn whose resume was stored but whose run was never launched: awaiting input again with
+        the overrides of the run that paused it, its key forgotten first (a repeat runs again), instead of
+        running until its lease runs out. Its inbox calls stay open: they are closed once a run is launched."""
         store = beneath(self._store)  # its claim was checked
         try:
             await forget_stored(store, claim)
-            await store.finish_turn(paused)
+            await store.finish_turn(paused, overrides=paused.overrides)
         except Exception:  # its lease runs out and the sweep fails it: the call's own error matters more
             log.exception("turn %s was resumed but not run, and could not be put back", paused.turn_id)
 
-    async def _previous_run_recorded(self, turn_id: str) -> bool:
-        """Wait until the run that paused the turn has stored its events.
+    async def _answered(self, turn_id: str, held: list[str]) -> None:
+        """Close the inbox's calls the launched run answers (a failure leaves them to the inbox's sweep, which
+        finds the turn no longer waiting on them)."""
+        if self._holds is None:
+            return
+        try:
+            await self._holds.turn_answered(turn_id, held)
+        except Exception:  # the run goes on: failing the call now would invite a resume that cannot run
+            log.exception("the inbox calls of turn %s were answered but could not be closed", turn_id)
 
-        The pause is stored, and announced, a moment before that run's events are:
-        a client that resumes at once must not get event numbers that run used.
+    async def _events_after_pause(self, turn_id: str, pausing: asyncio.Task[Any] | None, counted: int) -> int:
+        """How many events the turn holds once the run that paused it has recorded its own: a resumed run numbers
+        on from there, never reusing a number of that run's.
 
-        Returns:
-            Whether that run may have stored events since the turn was read (they must be counted again).
+        The pause is stored, and announced, a moment before that run's events are. ``counted`` is what a read
+        made after ``pausing`` (that run's task here, None: not here) was taken found.
         """
-        task = self._runner.task(turn_id)
-        if task is not None:
-            await asyncio.wait([task])  # its outcome is its own; a cancelled resume leaves it be
-            return True
-        with contextlib.suppress(TimeoutError):  # a replica that died mid-record: go on with what is stored
+        if pausing is not None:  # still here before the read: its events may have come after it
+            await asyncio.wait([pausing])  # its outcome is its own; a cancelled resume leaves it be
+            return await self._store.turn_event_count(turn_id)
+        try:
             async with asyncio.timeout(RUN_END_WAIT_SECONDS):
-                return await self._fanout.wait_run_end(stream(turn_id))
-        return True
+                published = await self._fanout.wait_run_end(stream(turn_id))
+        except TimeoutError:  # a replica that died mid-record: go on with what is stored by now
+            return await self._store.turn_event_count(turn_id)
+        return counted if published is None else max(counted, published)
 
 
 def _known(messages: list[Message]) -> Messages:

@@ -130,17 +130,21 @@ class TurnStore(Protocol):
         settle: KeySettlement | None = None,
         load_history: bool = False,
         along: ReadAlong | None = None,
+        pending: str | None = None,
     ) -> Resumed:
         """Move an awaiting turn back to running (or, with ``expected="queued"``, start a queued one), under a
-        lease until ``lease_until``, and return it; ``overrides``, when given, replace the turn's in the same
-        write (what this run keeps with it), as ``settle``'s idempotency key outcome is stored.
+        lease until ``lease_until``; ``overrides``, when given, replace the turn's in the same write (what this
+        run keeps with it), as ``settle``'s idempotency key outcome is stored. The result holds the turn as the
+        write left it.
 
         With ``load_history``, the history the turn continues (as :meth:`load_history` reads it) comes back in
-        the same round trip, and so do ``along``'s kernel reads.
+        the same round trip, and so do ``along``'s kernel reads. With ``pending`` (a step id), the turn must
+        still wait on that step: a resume answers the pause it read, not a later one.
 
         Raises:
             NotFoundError: no such turn in this session.
-            ConflictError: the turn is not ``expected``, or another turn of the session runs.
+            ConflictError: the turn is not ``expected``, no longer waits on ``pending``, or another turn of the
+                session runs.
         """
         ...
 
@@ -169,8 +173,11 @@ class TurnStore(Protocol):
         """
         ...
 
-    async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
-        """Store a turn's final or awaiting state (status, output, error, completion time), with its last step.
+    async def finish_turn(
+        self, record: TurnRecord, last: StepWrite | None = None, overrides: dict[str, Any] | None = None
+    ) -> None:
+        """Store a turn's final or awaiting state (status, output, error, completion time), with its last step;
+        ``overrides``, when given, replace the turn's (a resume put back restores those of the run that paused).
 
         Only a running or queued turn is finished: one that ended meanwhile keeps that end.
         """

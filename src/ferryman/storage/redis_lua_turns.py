@@ -103,6 +103,8 @@ class ClaimResume(SettlesKey):
     epoch: int = -1
     """What the caller keeps of the session's history (see :class:`StartTurn`)."""
     after: int = 0
+    pending: str = ""
+    """The step the turn must still wait on ("": any)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,8 @@ class FinishTurn:
     pending: bool
     step: str | None
     messages: list[str]
+    overrides: str = ""
+    """The turn's overrides from now on, as JSON ("": kept)."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +255,7 @@ local t = key('turn', turn_id)
 local f = redis.call('HMGET', t, 'session_id', 'status')
 if f[1] ~= session_id then return {NOT_FOUND} end
 if f[2] ~= expected then return {NOT_AWAITING, f[2]} end
+if pending ~= '' and not redis.call('ZSCORE', key('pending', turn_id), pending) then return {ANSWERED} end
 local s = key('session', session_id)
 local running = redis.call('HGET', s, 'running')
 if running and running ~= turn_id and runs(running) then return {CONFLICT} end
@@ -272,6 +277,9 @@ return {OK, fields, history(session_id, turn_id, redis.call('HGET', t, 'seq'), e
             f"turn '{a.turn_id}' is not {a.expected} (status: {found[0]}); nothing to run"
         ),
         Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already has a turn in progress"),
+        Outcome.ANSWERED: lambda a, _: ConflictError(
+            f"turn '{a.turn_id}' no longer waits on step '{a.pending}': it was answered meanwhile"
+        ),
     },
 )
 
@@ -328,6 +336,7 @@ if step_id ~= '' then
   append_messages(turn_id, messages)
 end
 redis.call('HSET', t, 'status', status, 'infer_iters', infer_iters)
+if overrides ~= '' then redis.call('HSET', t, 'overrides', overrides) end
 local optional = {output = output, error_code = error_code, error_message = error_message,
   completed_at = completed_at}
 for field, value in pairs(optional) do

@@ -59,6 +59,7 @@ class Outcome(StrEnum):
     CONFLICT = "conflict"
     INVALID = "invalid"
     NOT_AWAITING = "not_awaiting"
+    ANSWERED = "answered"
     KEY_LOST = "key_lost"
     KEY_HELD = "key_held"
 

@@ -10,6 +10,7 @@ away and a lease is renewed only while its turn is in the set.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -145,14 +146,16 @@ class RedisTurns(RedisBase):
         settle: KeySettlement | None = None,
         load_history: bool = False,
         along: ReadAlong | None = None,
+        pending: str | None = None,
     ) -> Resumed:
         """Move an awaiting (or ``expected``) turn to running, under a lease until ``lease_until`` (with new
-        ``overrides``, if given, and its request's idempotency key outcome); return it (and its history, and
-        ``along``'s reads, when asked, sent in the same trip).
+        ``overrides``, if given, only while it waits on step ``pending``, if given, and its request's idempotency
+        key outcome); return it (and its history, and ``along``'s reads, when asked, sent in the same trip).
 
         Raises:
             NotFoundError: no such turn in this session.
-            ConflictError: the turn is not ``expected``, or another turn of the session runs.
+            ConflictError: the turn is not ``expected``, no longer waits on ``pending``, or another turn of the
+                session runs.
         """
         kept = self._histories.kept.kept(session_id)
         claim = ClaimResume(
@@ -164,6 +167,7 @@ class RedisTurns(RedisBase):
             with_history=load_history,
             epoch=kept.epoch,
             after=kept.after,
+            pending=pending or "",
             **settlement_args(settle),
         )
         if along is None or not along.ops:
@@ -188,7 +192,7 @@ class RedisTurns(RedisBase):
             pipe.hgetall(self._keys.of(STEP_BODIES, turn_id))
             pipe.zcard(self._keys.of(TURN_EVENTS, turn_id))
             owner, fields, step_ids, pending, bodies, events = await pipe.execute()
-        if owner is None or owner != agent_id:
+        if owner != agent_id:
             raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
         if fields.get("session_id") != session_id:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
@@ -214,12 +218,18 @@ class RedisTurns(RedisBase):
         )
         await self._run(REDACT_TURN_INPUT, redact)
 
-    async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
-        """Store a turn's final or awaiting state with its last step; a turn that left running frees its session.
+    async def finish_turn(
+        self, record: TurnRecord, last: StepWrite | None = None, overrides: dict[str, Any] | None = None
+    ) -> None:
+        """Store a turn's final or awaiting state with its last step (and new ``overrides``, if given); a turn that
+        left running frees its session.
 
         A turn deleted meanwhile (its response or session was) stays deleted.
         """
-        await self._run(FINISH_TURN, finish_args(record, last))
+        finish = finish_args(record, last)
+        if overrides is not None:
+            finish = replace(finish, overrides=json.dumps(overrides))
+        await self._run(FINISH_TURN, finish)
 
     async def delete_turn(self, session_id: str, turn_id: str) -> None:
         """Delete a turn that does not run, with its steps, history messages, events and response.

@@ -21,6 +21,8 @@ is converted, but a ferryman of 7 deletes turns without bumping it, so it must n
 keeps in-process indexes current (``redis_chunk_upgrade``): existing chunks get version 0.
 10 moves files (their metadata), with their owners, into the kernel's records (``redis_file_upgrade``); their
 vector stores and chunks stay.
+11 keeps each vector store's files' bytes (``files_bytes`` in its hash, absent: summed by the store's next view):
+nothing is converted, but a ferryman of 10 changes attachments without keeping it, so it must not write 11's data.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -56,7 +58,7 @@ from .redis_keys import (
 )
 from .redis_registry_upgrade import move_registries
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4

@@ -81,20 +81,31 @@ def _failed_body(response_id: str, body: str, message: str) -> str:
     return json.dumps(stored, separators=(",", ":"))
 
 
+_STILL_PENDING = " AND EXISTS (SELECT 1 FROM steps WHERE turn_id = :turn_id AND step_id = :pending AND pending)"
+
+
 def _resumed(
-    session_id: str, turn_id: str, lease: Any, overrides: dict[str, Any] | None, expected: TurnStatus
+    session_id: str,
+    turn_id: str,
+    lease: Any,
+    overrides: dict[str, Any] | None,
+    expected: TurnStatus,
+    pending: str | None,
 ) -> Work[Row]:
-    """Move the turn to running if it is ``expected``; its row as it is then."""
+    """Move the turn to running if it is ``expected`` (and still waits on step ``pending``); its row then."""
     kept = "overrides" if overrides is None else ":overrides"
+    waits = "" if pending is None else _STILL_PENDING
     try:
         found: Row | None = yield first(
             f"UPDATE turns SET status = 'in_progress', lease_until = :lease_until, overrides = {kept} "  # noqa: S608
-            f"WHERE turn_id = :turn_id AND session_id = :session_id AND status = :expected RETURNING {TURN_COLUMNS}",
+            f"WHERE turn_id = :turn_id AND session_id = :session_id AND status = :expected{waits} "
+            f"RETURNING {TURN_COLUMNS}",
             lease_until=lease,
             overrides=None if overrides is None else json.dumps(overrides),
             turn_id=turn_id,
             session_id=session_id,
             expected=expected,
+            pending=pending,
         )
     except UniqueViolation as exc:
         raise ConflictError(f"session '{session_id}' already has a turn in progress") from exc
@@ -106,6 +117,8 @@ def _resumed(
         )
         if status is None:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
+        if status[0] == expected:
+            raise ConflictError(f"turn '{turn_id}' no longer waits on step '{pending}': it was answered meanwhile")
         raise ConflictError(f"turn '{turn_id}' is not {expected} (status: {status[0]}); nothing to run")
     return found
 
@@ -200,16 +213,17 @@ class TurnTables:
         settle: KeySettlement | None = None,
         load_history: bool = False,
         along: ReadAlong | None = None,
+        pending: str | None = None,
     ) -> Resumed:
-        """Move an awaiting (or ``expected``) turn to running, under a lease (with new ``overrides``, if given),
-        with its request's idempotency key outcome; return it (and its history, and ``along``'s reads, when
-        asked), in one transaction."""
+        """Move an awaiting (or ``expected``) turn to running, under a lease (with new ``overrides``, if given, and
+        only while it waits on step ``pending``, if given), with its request's idempotency key outcome; return it
+        (and its history, and ``along``'s reads, when asked), in one transaction."""
         d = self._db.dialect
         reads = self.kernel.reads_within(along.ops) if along is not None and along.ops else None
 
         def work() -> Work[tuple[Row, HistoryRows | None]]:
             yield from claimed(d, settle)
-            resumed = yield from _resumed(session_id, turn_id, d.epoch(lease_until), overrides, expected)
+            resumed = yield from _resumed(session_id, turn_id, d.epoch(lease_until), overrides, expected, pending)
             yield from settled(d, settle)
             if reads is not None and along is not None:
                 along.results = yield from reads
@@ -292,12 +306,16 @@ class TurnTables:
 
         await self._db.write(work())
 
-    async def finish_turn(self, record: TurnRecord, last: StepWrite | None = None) -> None:
-        """Store a turn's status, output, error and completion time, with its last step if given.
+    async def finish_turn(
+        self, record: TurnRecord, last: StepWrite | None = None, overrides: dict[str, Any] | None = None
+    ) -> None:
+        """Store a turn's status, output, error and completion time, with its last step (and new ``overrides``)
+        if given.
 
         Only a running turn is finished: one failed meanwhile (its lease ran out) keeps that end.
         """
         error = record.error
+        kept = "overrides" if overrides is None else ":overrides"
 
         def work() -> Work[None]:
             if record.status == "completed":
@@ -306,9 +324,10 @@ class TurnTables:
                 # turn that turns out not to be running bumps for nothing: the next read only reads it all again.
                 yield from overtaken(record.session_id, record.turn_id)
             finished = yield count(
-                "UPDATE turns SET status = :status, output_message = :output, infer_iters = :infer_iters, "
-                "error_code = :code, error_message = :message, completed_at = :completed_at "
+                "UPDATE turns SET status = :status, output_message = :output, infer_iters = :infer_iters, "  # noqa: S608
+                f"error_code = :code, error_message = :message, completed_at = :completed_at, overrides = {kept} "
                 "WHERE turn_id = :turn_id AND status IN ('in_progress', 'queued')",
+                overrides=None if overrides is None else json.dumps(overrides),
                 status=record.status,
                 output=record.output_message.model_dump_json() if record.output_message else None,
                 infer_iters=record.infer_iters,

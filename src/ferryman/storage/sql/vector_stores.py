@@ -315,9 +315,8 @@ class VectorStoreTables:
 
     async def store_files(self, vector_store_ids: list[str]) -> dict[str, StoreFiles]:
         """Each store's files by status and the bytes they hold, counted in one statement."""
-        totals = {store_id: StoreFiles() for store_id in vector_store_ids}
         if not vector_store_ids:
-            return totals
+            return {}
         d = self._db.dialect
         found = await self._db.read(
             rows(
@@ -326,10 +325,12 @@ class VectorStoreTables:
                 ids=d.array(vector_store_ids),
             )
         )
-        for store_id, status, files, usage in found:
-            setattr(totals[store_id].counts, status, int(files))
-            totals[store_id].usage_bytes += int(usage)
-        return totals
+        counts: dict[str, dict[str, int]] = {store_id: {} for store_id in vector_store_ids}
+        usage: dict[str, int] = dict.fromkeys(vector_store_ids, 0)
+        for store_id, status, files, held in found:
+            counts[store_id][status] = int(files)
+            usage[store_id] += int(held)
+        return {store_id: StoreFiles(FileCounts(**counts[store_id]), usage[store_id]) for store_id in vector_store_ids}
 
     async def update_vector_store_file(self, vector_store_id: str, file_id: str, attributes: Attributes) -> None:
         """Replace an attachment's attributes; NotFoundError if gone."""

@@ -1,0 +1,75 @@
+"""A resume reads the paused turn as well as its session: a policy that lets a caller into a session but not
+into the turns another caller runs there keeps that caller from resuming them (a 404, as reading them is)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ferryman.auth.policy import ACTIONS, parse_policy
+from ferryman.auth.principal import Principal, PrincipalKind
+from ferryman.errors import AuthenticationError
+from ferryman.server.app import build_services
+from ferryman.storage.sqlite import SqliteStore
+from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+from inprocess import check_script, migrated_sqlite, serving
+
+pytestmark = pytest.mark.anyio
+
+TOKENS = {
+    "token-a": Principal(PrincipalKind.SUBJECT, "alice", {}),
+    "token-b": Principal(PrincipalKind.SUBJECT, "bob", {}),
+}
+ALICE, BOB = {"Authorization": "Bearer token-a"}, {"Authorization": "Bearer token-b"}
+POLICY = parse_policy(
+    [
+        {"permit": {"actions": list(ACTIONS)}, "when": "user is owner"},
+        {"permit": {"actions": ["read", "update"], "resource": "agent::*"}},
+        {"permit": {"actions": ["read", "update"], "resource": "session::*"}},
+    ]
+)
+"""Bob may use Alice's agent and her session, but not read (or touch) the turns she runs there."""
+WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
+
+
+class StaticTokens:
+    async def authenticate(self, credential: str) -> Principal:
+        try:
+            return TOKENS[credential]
+        except KeyError:
+            raise AuthenticationError() from None
+
+
+@pytest.fixture
+async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, ScriptedModel]]:
+    model = ScriptedModel(model_ids=("scripted-model",))
+    store = SqliteStore(migrated_sqlite(tmp_path / "shared.db"))
+    services = build_services(store, [model], sole_process=True, authenticator=StaticTokens(), policy=POLICY)
+    async with serving(services) as http:
+        yield http, model
+    check_script(request, model.script)
+
+
+async def test_a_caller_who_may_not_read_a_paused_turn_cannot_resume_it(
+    app: tuple[httpx.AsyncClient, ScriptedModel],
+) -> None:
+    http, model = app
+    config = {"model": "scripted-model", "instructions": "Be brief.", "client_tools": [WEATHER]}
+    agent_id = (await http.post("/v1/agents", json={"agent_config": config}, headers=ALICE)).json()["agent_id"]
+    session = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=ALICE)
+    url = f"/v1/agents/{agent_id}/session/{session.json()['session_id']}/turn"
+    model.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    body = {"messages": [{"role": "user", "content": "Weather?"}], "stream": False}
+    paused = await http.post(url, json=body, headers=ALICE)
+    assert paused.json()["status"] == "awaiting_input", paused.text
+    turn_url = f"{url}/{paused.json()['turn_id']}"
+    assert (await http.get(turn_url, headers=BOB)).status_code == 404  # not Bob's to read
+
+    answer = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "rain"}], "stream": False}
+    resumed = await http.post(f"{turn_url}/resume", json=answer, headers=BOB)
+
+    assert resumed.status_code == 404, resumed.text
+    assert (await http.get(turn_url, headers=ALICE)).json()["status"] == "awaiting_input"
