@@ -93,6 +93,22 @@ async def test_frames_published_on_one_replica_are_followed_on_the_other_from_an
     assert await asyncio.wait_for(_take(b.follow("turn:t1", 2), 2), 10) == [RunEnded(2), StoredEvent(3, "frame 3")]
 
 
+async def test_waiting_for_a_runs_end_answers_the_events_the_stream_held_then(replicas: Replicas) -> None:
+    a, b, _, _ = replicas
+    assert await asyncio.wait_for(b.wait_run_end("turn:unknown"), 10) is None
+    watcher = Watcher()
+    for seq in range(3):
+        a.publish("turn:t6", seq, f"frame {seq}", watcher)
+    await watcher.until(lambda: watcher.stored_through == 2)
+    waiting = asyncio.ensure_future(b.wait_run_end("turn:t6"))  # the run goes on: nothing ended yet
+    a.end_run("turn:t6", 2)
+    assert await asyncio.wait_for(waiting, 10) == 3
+    assert await asyncio.wait_for(b.wait_run_end("turn:t6"), 10) == 3  # ended already: at once
+    a.publish("turn:t6", 3, "frame 3")  # a resumed run numbers on
+    a.end_run("turn:t6", 3)
+    assert await asyncio.wait_for(b.wait_run_end("turn:t6"), 10) == 4
+
+
 async def test_a_follower_waits_for_frames_published_later(
     replicas: Replicas,
 ) -> None:
