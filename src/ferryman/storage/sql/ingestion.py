@@ -25,12 +25,15 @@ class IngestionTables:
     async def claim_ingestion(self, now: datetime, until: datetime, limit: int) -> list[VectorStoreFileRecord]:
         """Claim up to ``limit`` in-progress files whose claim is absent or lapsed, oldest first, until ``until``."""
         d = self._db.dialect
+        # The jobs are picked once (a materialized CTE): as a plain ``IN (subquery)``, PostgreSQL may scan the
+        # subquery again for each row it updates, each scan past the rows already leased: more than ``limit``.
         found: list[Row] = await self._db.write(
             rows(
-                f"UPDATE vector_store_files SET lease_until = :until WHERE (vector_store_id, file_id) IN ("  # noqa: S608
-                "SELECT t.vector_store_id, t.file_id FROM vector_store_files t WHERE t.status = 'in_progress' "
-                "AND (t.lease_until IS NULL OR t.lease_until < :now) ORDER BY t.created_at, t.file_id "
-                f"LIMIT :limit{d.skip_locked}) RETURNING {FILE_COLUMNS}",
+                "WITH picked AS MATERIALIZED (SELECT t.vector_store_id, t.file_id FROM vector_store_files t "  # noqa: S608
+                "WHERE t.status = 'in_progress' AND (t.lease_until IS NULL OR t.lease_until < :now) "
+                f"ORDER BY t.created_at, t.file_id LIMIT :limit{d.skip_locked}) "
+                "UPDATE vector_store_files SET lease_until = :until WHERE (vector_store_id, file_id) IN "
+                f"(SELECT vector_store_id, file_id FROM picked) RETURNING {FILE_COLUMNS}",
                 until=d.epoch(until),
                 now=d.epoch(now),
                 limit=limit,
