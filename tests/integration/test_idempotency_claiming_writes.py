@@ -16,13 +16,14 @@ import pytest
 from storage_backends import BACKENDS
 
 from ferryman.api.responses import Response
-from ferryman.errors import ConflictError, NotFoundError
+from ferryman.errors import ConflictError, IdempotencyKeyInUseError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import (
     IdempotencyKeyHeldError,
     IdempotencyRecord,
     KeySettlement,
     ResponseRecord,
+    ResponseStart,
     SessionRecord,
     Store,
     TurnRecord,
@@ -167,3 +168,42 @@ async def test_a_response_write_claims_its_key_or_stores_nothing(store: Store) -
     assert held.value.result == '{"response": 1}'
     with pytest.raises(NotFoundError):
         await store.get_response(other.id)
+
+
+def _response_start() -> ResponseStart:
+    """A response outside a conversation, with its new session and its turn."""
+    session = SessionRecord(new_id(), None, "response", utcnow())
+    turn = _turn(session.session_id)
+    response = Response(id=f"resp_{new_id()}", created_at=1, status="in_progress", model="m")
+    return ResponseStart(ResponseRecord(response, turn.turn_id, session.session_id), turn, [], session=session)
+
+
+async def test_a_response_start_claims_its_key_or_stores_nothing(store: Store) -> None:
+    first, repeat = _response_start(), _response_start()
+
+    await store.start_response(first, _claiming('{"response": 1}'))
+    with pytest.raises(IdempotencyKeyHeldError) as held:
+        await store.start_response(repeat, _claiming('{"response": 2}'))
+
+    assert held.value.result == '{"response": 1}'
+    assert (await store.get_response(first.record.response.id)).turn_id == first.turn.turn_id
+    with pytest.raises(NotFoundError):
+        await store.get_response(repeat.record.response.id)
+    assert await _missing(store, repeat.turn)
+    with pytest.raises(NotFoundError):  # nor its session
+        await store.start_turn(_turn(repeat.record.session_id), [])
+
+
+async def test_a_response_start_whose_claim_lapsed_stores_nothing(store: Store) -> None:
+    lapsed, taker = _record(), _record(fingerprint="fp-2")  # the first claim ran out, and another call took the key
+    assert await store.claim_idempotency_key(taker, taker.created_at) is None
+    start = _response_start()
+
+    with pytest.raises(IdempotencyKeyInUseError):
+        await store.start_response(start, KeySettlement(lapsed, '{"response": 1}', lapsed.created_at + DAY))
+
+    with pytest.raises(NotFoundError):
+        await store.get_response(start.record.response.id)
+    assert await _missing(store, start.turn)
+    held = await _holder(store)
+    assert held is not None and (held.token, held.result) == (taker.token, None)

@@ -17,7 +17,7 @@ import pytest
 from ferryman.server.app import build_services
 from ferryman.services.host import TurnHost
 from ferryman.services.turn_plans import TurnPlans
-from ferryman.storage.base import ResponseRecord
+from ferryman.storage.base import ResponseRecord, ResponseStart
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedReply, ScriptedToolCall
 from inprocess import AskedModel, migrated_sqlite, serving
@@ -40,15 +40,15 @@ class RepeatsBeforeTheLaunch(SqliteStore):
         self.http: httpx.AsyncClient | None = None
         self.repeat_read = asyncio.Event()
 
-    async def save_response(self, record: ResponseRecord, *args: Any, **kwargs: Any) -> None:
-        await super().save_response(record, *args, **kwargs)
+    async def start_response(self, start: ResponseStart, *args: Any, **kwargs: Any) -> None:
+        await super().start_response(start, *args, **kwargs)
         if self.send_repeat is None and self.http is not None:
             self.send_repeat = asyncio.create_task(self.http.post("/v1/responses", json=BODY, headers={KEY: "k"}))
             await asyncio.wait_for(self.repeat_read.wait(), 10)
 
     async def get_response(self, response_id: str) -> ResponseRecord:
         found = await super().get_response(response_id)
-        if self.send_repeat is not None:  # the first call waits in add_items: this is the repeat
+        if self.send_repeat is not None:  # the first call waits in start_response: this is the repeat
             self.repeat_read.set()
         return found
 

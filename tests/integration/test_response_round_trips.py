@@ -1,5 +1,6 @@
 """How many times a create-response request (no conversation, no earlier response) reaches the database before
-its model call: its session, its turn's start, and the response stored with its input items in one write.
+its model call: once, the response stored with its new session, its turn and its input items in one write (one
+transaction on SQL, one script on Redis); with API keys on, the key is looked up first.
 
 Counted as in ``test_turn_round_trips.py`` (a unit of work on SQL, a command or pipeline on Redis, sent by the
 request itself), on the second response of an app.
@@ -19,14 +20,14 @@ from ferryman.storage.kernel.model import Owner
 
 pytestmark = pytest.mark.anyio
 
-BEFORE_INFERENCE = {False: 3, True: 4}
-"""Keys off: the session, the turn's start, the response with its items. Keys on: the key first (each record's
-owner is stored in the write that stores the record)."""
+BEFORE_INFERENCE = {False: 1, True: 2}
+"""Keys off: the start (the session, the turn, the response with its items). Keys on: the key first (the owner of
+each record is stored in the start's write)."""
 
 
 @pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
 @pytest.mark.parametrize("backend", list(BACKENDS))
-async def test_a_response_reaches_storage_three_times_before_its_model_call(
+async def test_a_response_reaches_storage_once_before_its_model_call_and_twice_with_api_keys(
     backend: str, keys_on: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trips = Trips()

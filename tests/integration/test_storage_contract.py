@@ -53,6 +53,7 @@ from ferryman.storage.base import (
     ExpiredTurn,
     ReadAlong,
     ResponseRecord,
+    ResponseStart,
     SessionRecord,
     StepWrite,
     Store,
@@ -62,9 +63,12 @@ from ferryman.storage.base import (
 from ferryman.storage.domain import registry
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.kinds import AGENT
+from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Get
 
 pytestmark = pytest.mark.anyio
+
+ALICE = Owner("api_key", "alice")
 
 
 @pytest.fixture(params=list(BACKENDS))
@@ -202,12 +206,24 @@ async def new_response(
     background: bool = False,
 ) -> tuple[ResponseRecord, TurnRecord]:
     """A running response (as the responses service starts one): its session, turn, record and input item."""
+    start = response_start(text, conversation, previous, background)
+    await store.start_response(start)
+    return start.record, start.turn
+
+
+def response_start(
+    text: str,
+    conversation: ConversationRecord | None = None,
+    previous: ResponseRecord | None = None,
+    background: bool = False,
+    items: Sequence[Item] | None = None,
+) -> ResponseStart:
+    """What starts a response (outside a conversation: in a session of its own), its input item ``text``."""
     if conversation is None:
-        session = await new_session(store, None, "response")
+        session = SessionRecord(new_id(), None, "response", utcnow())
     else:
         session = SessionRecord(conversation.session_id, None, "conversation", utcnow())
     turn = turn_of(session, text)
-    await store.start_turn(turn, [user(text)], load_history=False)
     previous_id = previous.response.id if previous else None
     conversation_id = conversation.conversation_id if conversation else None
     response = Response(
@@ -221,8 +237,8 @@ async def new_response(
         metadata={"test": "contract"},
     )
     record = ResponseRecord(response, turn.turn_id, turn.session_id, conversation_id, previous_id, background)
-    await store.save_response(record, items=[text_item(text)])
-    return record, turn
+    inputs = [text_item(text)] if items is None else items
+    return ResponseStart(record, turn, [user(text)], inputs, None if conversation else session)
 
 
 def finished(record: ResponseRecord, text: str) -> ResponseRecord:
@@ -1312,6 +1328,68 @@ async def test_response_reads_back_as_saved(store: Store) -> None:
     conversation = await new_conversation(store)
     record, _ = await new_response(store, "q", conversation=conversation, background=True)
     assert await store.get_response(record.response.id) == record
+
+
+async def test_a_response_starts_with_its_session_turn_items_and_owner(store: Store) -> None:
+    start = response_start("hello")
+    record, turn = start.record, start.turn
+
+    await store.start_response(start, owner=ALICE)
+
+    assert await store.get_response(record.response.id) == record
+    assert await store.get_turn_record(record.session_id, turn.turn_id) == turn
+    assert texts(await store.load_history(record.session_id, turn.turn_id)) == ["user:hello"]
+    assert await store.all_items(record.response.id) == list(start.items)
+    assert await store.session_queue(record.session_id) == [(turn.turn_id, "in_progress")]
+    owned = [(await store.owners_of(kind, [key])).get(key) for kind, key in _started(start)]
+    assert owned == [ALICE, ALICE, ALICE]
+
+
+async def test_a_response_in_a_conversation_starts_in_its_session(store: Store) -> None:
+    conversation = await new_conversation(store)
+    start = response_start("q", conversation)
+    start.turn.status = "queued"
+
+    await store.start_response(start)
+
+    assert (await store.get_response(start.record.response.id)).session_id == conversation.session_id
+    assert await store.session_queue(conversation.session_id) == [(start.turn.turn_id, "queued")]
+
+
+@pytest.mark.parametrize("refusal", ["item_repeated", "session_taken", "session_missing", "session_busy"])
+async def test_a_refused_response_start_stores_nothing(store: Store, refusal: str) -> None:
+    repeated = text_item("twice")
+    if refusal == "item_repeated":
+        start, error = response_start("q", items=[repeated, repeated]), InvalidRequestError
+    elif refusal == "session_taken":
+        start, error = response_start("q"), ConflictError
+        assert start.session is not None
+        await store.create_session(start.session)
+    elif refusal == "session_missing":
+        unstored = ConversationRecord(f"conv_{uuid.uuid4().hex}", new_id(), {}, int(time.time()))
+        start, error = response_start("q", unstored), NotFoundError
+    else:
+        conversation = await new_conversation(store)
+        await new_response(store, "running", conversation)
+        start, error = response_start("q", conversation), ConflictError
+
+    with pytest.raises(error):
+        await store.start_response(start, owner=ALICE)
+
+    with pytest.raises(NotFoundError):
+        await store.get_response(start.record.response.id)
+    with pytest.raises(NotFoundError):
+        await store.get_turn_record(start.record.session_id, start.turn.turn_id)
+    assert await store.all_items(start.record.response.id) == []
+    assert [await store.owners_of(kind, [key]) for kind, key in _started(start)] == [{}, {}, {}]
+    if refusal == "item_repeated":  # nor its new session
+        with pytest.raises(NotFoundError):
+            await store.start_turn(replace(start.turn, turn_id=new_id()), [])
+
+
+def _started(start: ResponseStart) -> list[tuple[str, str]]:
+    """The kind and id of each record a response's start stores."""
+    return [("session", start.record.session_id), ("turn", start.turn.turn_id), ("response", start.record.response.id)]
 
 
 async def test_saving_a_response_again_updates_it(store: Store) -> None:

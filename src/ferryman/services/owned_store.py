@@ -71,6 +71,23 @@ def _response_of(args: Args) -> tuple[str, str]:
     return "response", args["record"].response.id
 
 
+def _started_response(args: Args) -> tuple[str, str]:
+    return "response", args["start"].record.response.id
+
+
+def _started_in(args: Args) -> tuple[str, str]:
+    return "session", args["start"].record.session_id
+
+
+def _started_turn(args: Args) -> tuple[str, str]:
+    return "turn", args["start"].turn.turn_id
+
+
+def _opened_session(args: Args) -> tuple[str, str] | None:
+    session = args["start"].session
+    return None if session is None else ("session", session.session_id)
+
+
 @dataclass(frozen=True)
 class Act:
     """The call reads, updates or deletes the record ``target`` names (delete: its owner goes too); with
@@ -92,6 +109,14 @@ class Create:
     """The id may be the caller's choice (a vector DB) and an existing record is never replaced: a ConflictError."""
     stamped: bool = False
     """The backend's method takes the owner (``owner=``) and stores it with the record, in one transaction."""
+    along: tuple[Target, ...] = ()
+    """Records the call creates before ``target``, in the same transaction with the same owner (``stamped``
+    only), each checked, kept and audited as ``target`` is (None: not this time). A parent among them is judged
+    as owned by the caller, unread."""
+
+    def __post_init__(self) -> None:
+        if self.along and not self.stamped:
+            raise TypeError("records created along another are stamped in its transaction: stamped=True")
 
 
 @dataclass(frozen=True)
@@ -150,6 +175,7 @@ RULES: dict[str, Rule] = {
     "get_item": Act("read", _items_parent),
     "delete_item": Act("update", _items_parent),
     "save_response": Create(_response_of, _arg("session", "record", "session_id"), "update", stamped=True),
+    "start_response": Create(_started_response, _started_in, "update", stamped=True, along=(_opened_session, _started_turn)),  # noqa: E501
     "finish_response": Act("update", _response_of),
     "get_response": Act("read", _response),
     "list_responses": Listing(),
@@ -280,7 +306,10 @@ class OwnedStore:
         user = current_principal.get()
         if user is None:
             return
-        owner = await self.owner_of(kind, record_id)
+        self._judge(user, action, kind, record_id, await self.owner_of(kind, record_id))
+
+    def _judge(self, user: Principal, action: Action, kind: str, record_id: str, owner: Principal | None) -> None:
+        """Raise unless ``user`` may do ``action`` on the record owned by ``owner`` (see :meth:`check`)."""
         resource = _resource(kind, record_id)
         if not self.policy.allows(user, "read", resource, owner):
             audit("denied", action, resource, status=404)
@@ -294,15 +323,19 @@ class OwnedStore:
     ) -> Any:
         target = rule.target(bound)
         assert target is not None
+        created = [made for made in (along(bound) for along in rule.along) if made is not None] + [target]
         parent = rule.parent(bound) if rule.parent is not None else None
-        if parent is not None:
+        if parent in created:  # created by this call too: the caller will own it
+            self._judge(user, rule.parent_action, *parent, user)
+        elif parent is not None:
             await self.check(rule.parent_action, *parent)
         if rule.named and await self.owner_of(*target) is not None:
             # Checked before the owner is stamped, which would hand the existing record to this caller.
             raise ConflictError(f"{target[0]} '{target[1]}' already exists")
-        if not self.policy.allows(user, "create", _resource(*target), user):
-            audit("denied", "create", _resource(*target), status=403)
-            raise ForbiddenError(f"not allowed to create {target[0]} '{target[1]}'")
+        for kind, record_id in created:
+            if not self.policy.allows(user, "create", _resource(kind, record_id), user):
+                audit("denied", "create", _resource(kind, record_id), status=403)
+                raise ForbiddenError(f"not allowed to create {kind} '{record_id}'")
         owner = stored_owner(user)
         assert owner is not None
         if rule.stamped:
@@ -316,8 +349,9 @@ class OwnedStore:
             # The owner first: a crash between the two leaves an owner of nothing, never a record of no one.
             await self.inner.set_owner(*target, owner)
             result = await method(*args, **kwargs)
-        self._keep(*target, user)
-        audit("create", "create", _resource(*target))
+        for made in created:
+            self._keep(*made, user)
+            audit("create", "create", _resource(*made))
         return result
 
     async def _readable(self, kind: str, ids: list[str]) -> set[str]:

@@ -281,6 +281,30 @@ class ResponseRecord:
     background: bool = False
 
 
+@dataclass(frozen=True)
+class ResponseStart:
+    """What starting a response stores in one write: its turn with the turn's own history messages, the
+    response with its input items and, for a response outside a conversation, the new session both run in.
+
+    Raises:
+        ValueError: the response, its turn and the new session do not name the same turn, session and agent.
+    """
+
+    record: ResponseRecord
+    turn: TurnRecord
+    messages: list[Message]
+    items: Sequence[Item] = ()
+    session: SessionRecord | None = None
+    """The session to create first (None: the turn runs in ``record.session_id``, which exists)."""
+
+    def __post_init__(self) -> None:
+        record, turn, session = self.record, self.turn, self.session
+        if (turn.turn_id, turn.session_id) != (record.turn_id, record.session_id) or (
+            session is not None and (session.session_id, session.agent_id) != (record.session_id, turn.agent_id)
+        ):
+            raise ValueError(f"response {record.response.id}: its turn and session do not match its record")
+
+
 class ResponseStore(Protocol):
     """Responses, conversations and their items (in OpenAI form)."""
 
@@ -342,13 +366,32 @@ class ResponseStore(Protocol):
         items: Sequence[Item] = (),
         owner: Owner | None = None,
     ) -> None:
-        """Store a new response, with ``settle``'s idempotency key outcome, ``items`` (its input items) and
-        ``owner`` (None: none) as its owner in the same write. (An existing id is updated, its owner replaced:
-        the services call this on the create path only, with an id the server made.)
+        """Store a new response for a turn already stored, with ``settle``'s idempotency key outcome, ``items``
+        (its input items) and ``owner`` (None: none) as its owner in the same write. (An existing id is updated,
+        its owner replaced. The services start a response with :meth:`start_response`, its turn in the same
+        write; this one stores a response beside a turn already there.)
 
         Raises:
             IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key: nothing is written.
             InvalidRequestError: an item id repeats, or the response holds it already: nothing is written.
+        """
+        ...
+
+    async def start_response(
+        self, start: ResponseStart, settle: KeySettlement | None = None, owner: Owner | None = None
+    ) -> None:
+        """Store a new response with everything it starts with, in one transaction (Redis: one script): the new
+        session, if any; the turn, running or queued, with its messages, refused as ``start_turn`` refuses one;
+        the response with its input items; ``owner`` (None: none) as the owner of each, and ``settle``'s
+        idempotency key outcome. A refused start stores nothing.
+
+        Raises:
+            NotFoundError: the turn's session does not exist (and is not ``start.session``).
+            ConflictError: ``start.session`` exists already; or, as ``start_turn`` raises it, the session runs
+                another turn or has some queued.
+            IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key.
+            IdempotencyKeyHeldError: ``settle`` claims its key, and an earlier call holds it.
+            InvalidRequestError: an input item id repeats.
         """
         ...
 

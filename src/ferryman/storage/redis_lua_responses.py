@@ -1,11 +1,12 @@
 """The Lua scripts of responses, conversations and their items, each a typed script.
 
 Kept in Lua because each checks before it writes several keys, atomically: a
-new response needs its turn; a finished response stores its body, events and
-conversation items all or nothing; items are added only if no id repeats; a
-conversation is created only once, updated only while it exists; deletes
-cascade through keys found as they go. The chain read walks
-``previous_response_id`` hop by hop, one snapshot in one round trip.
+new response needs its turn, or starts with it (and the session it opens); a
+finished response stores its body, events and conversation items all or
+nothing; items are added only if no id repeats; a conversation is created only
+once, updated only while it exists; deletes cascade through keys found as they
+go. The chain read walks ``previous_response_id`` hop by hop, one snapshot in
+one round trip.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 
 from .redis_lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
+from .redis_lua_turns import TURN_REFUSED, TURN_START, TurnStart
 from .redis_script import Outcome, Script, nothing, values
 
 
@@ -38,6 +40,23 @@ class StoreResponse(SaveResponse):
     input_ids: list[str]
     input_bodies: list[str]
     owner: str | None
+
+
+@dataclass(frozen=True)
+class StartResponse(TurnStart):
+    """A new response with its turn (as :class:`TurnStart`), its input items and the session they open (with
+    ``opens_session``: its name and start time; the turn's agent is its agent)."""
+
+    response_id: str
+    conversation_id: str | None
+    previous_response_id: str | None
+    background: bool
+    body: str
+    input_ids: list[str]
+    input_bodies: list[str]
+    opens_session: bool
+    session_name: str
+    session_started_at: str
 
 
 @dataclass(frozen=True)
@@ -145,6 +164,40 @@ return {OK}
     nothing,
     {
         Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found"),
+        Outcome.INVALID: lambda a, _: repeated(a.response_id),
+        **KEY_ERRORS,
+    },
+)
+
+# Its refusals come before any write (a session it opens has no turn that could refuse the new one).
+START_RESPONSE = Script(
+    StartResponse,
+    _UPSERT
+    + TURN_START
+    + SETTLE
+    + """
+local refused = key_refusal()
+if refused then return refused end
+if not items_ok(response_id, input_ids) then return {INVALID} end
+if opens_session and not new_session(session_id, agent_id, session_name, session_started_at, owner) then
+  return {CONFLICT, 'session'}
+end
+local stopped = start_turn()
+if stopped then return stopped end
+upsert_response()
+insert_items(response_id, input_ids, input_bodies)
+if owner ~= '' then redis.call('HSET', key('owners', 'response'), response_id, owner) end
+settle_key()
+return {OK}
+""",
+    nothing,
+    {
+        **TURN_REFUSED,
+        Outcome.CONFLICT: lambda a, found: (
+            ConflictError(f"session '{a.session_id}' already exists")
+            if found == ["session"]
+            else TURN_REFUSED[Outcome.CONFLICT](a, found)
+        ),
         Outcome.INVALID: lambda a, _: repeated(a.response_id),
         **KEY_ERRORS,
     },

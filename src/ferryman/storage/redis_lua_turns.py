@@ -19,7 +19,7 @@ from ferryman.errors import ConflictError, FailureCode, NotFoundError
 
 from .base import ExpiredTurn
 from .redis_lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
-from .redis_script import Outcome, Script, nothing, values
+from .redis_script import ErrorOf, Outcome, Script, nothing, values
 
 # History of a turn (storage/history_cache.py): the session's history epoch; the
 # session's turns completed after start order ``after`` (all of them when the caller
@@ -68,8 +68,8 @@ end
 
 
 @dataclass(frozen=True)
-class StartTurn(SettlesKey):
-    """A new turn, its input messages, and whether to answer its history."""
+class TurnStart(SettlesKey):
+    """A new turn, its input messages and its owner: what :data:`TURN_START` stores."""
 
     session_id: str
     agent_id: str | None
@@ -79,10 +79,16 @@ class StartTurn(SettlesKey):
     overrides: str
     started_at: str
     lease: float
-    with_history: bool
     messages: list[str]
     owner: str | None
     """The turn's owner as stored (None: none)."""
+
+
+@dataclass(frozen=True)
+class StartTurn(TurnStart):
+    """A new turn, its input messages, and whether to answer its history."""
+
+    with_history: bool
     epoch: int
     """The history epoch of what the caller keeps of the session's history (-1: nothing)."""
     after: int
@@ -194,53 +200,68 @@ def _expired(found: list[Any]) -> list[ExpiredTurn]:
     return [ExpiredTurn(turn_id, response_id or None, session_id or None) for turn_id, response_id, session_id in found]
 
 
+# Stores the new turn of a script whose arguments are TurnStart's: answers nil and the turn's start order, or the
+# refusal to return, the turn not written.
+TURN_START = (
+    _HISTORY
+    + """
+local function start_turn()
+  local s = key('session', session_id)
+  local f = redis.call('HMGET', s, 'seq', 'agent_id', 'running')
+  if not f[1] or (f[2] or '') ~= agent_id then return {NOT_FOUND} end
+  local t = key('turn', turn_id)
+  if redis.call('EXISTS', t) == 1 then return {CONFLICT} end
+  if status == IN_PROGRESS and ((f[3] and f[3] ~= turn_id and runs(f[3])) or queued(session_id)) then
+    if queued(session_id) and not (f[3] and f[3] ~= turn_id and runs(f[3])) then return {CONFLICT, QUEUED} end
+    return {CONFLICT}
+  end
+  if status == IN_PROGRESS then
+    if f[3] and f[3] ~= turn_id and runs(f[3]) then return {CONFLICT} end
+    if queued(session_id) then return {CONFLICT, QUEUED} end
+    redis.call('HSET', s, 'running', turn_id)
+    redis.call('ZADD', global('leases'), lease, turn_id)
+  elseif status == QUEUED then
+    redis.call('ZADD', global('leases'), lease, turn_id)
+  end
+  local seq = next_seq(1)
+  if status == QUEUED then redis.call('ZADD', key('session_queued', session_id), seq, turn_id) end
+  redis.call('HSET', t, 'session_id', session_id, 'status', status, 'inputs', inputs, 'overrides', overrides,
+    'started_at', started_at, 'infer_iters', 0, 'seq', seq)
+  if agent_id ~= '' then redis.call('HSET', t, 'agent_id', agent_id) end
+  redis.call('ZADD', key('session_turns', session_id), seq, turn_id)
+  append_messages(turn_id, messages)
+  if owner ~= '' then redis.call('HSET', key('owners', 'turn'), turn_id, owner) end
+  return nil, seq
+end
+"""
+)
+
+TURN_REFUSED: dict[Outcome, ErrorOf[Any]] = {
+    Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' of agent '{a.agent_id}' not found"),
+    Outcome.CONFLICT: lambda a, found: ConflictError(
+        f"session '{a.session_id}' has turns queued; send the turn with a multitask_strategy "
+        "to queue it behind them, or wait for them to finish"
+        if found
+        else f"session '{a.session_id}' already has a turn in progress; wait for it to finish"
+    ),
+}
+"""The errors of :data:`TURN_START`'s refusals."""
+
 START_TURN = Script(
     StartTurn,
-    _HISTORY
+    TURN_START
     + SETTLE
     + """
 local refused = key_refusal()
 if refused then return refused end
-local s = key('session', session_id)
-local f = redis.call('HMGET', s, 'seq', 'agent_id', 'running')
-if not f[1] or (f[2] or '') ~= agent_id then return {NOT_FOUND} end
-local t = key('turn', turn_id)
-if redis.call('EXISTS', t) == 1 then return {CONFLICT} end
-if status == IN_PROGRESS and ((f[3] and f[3] ~= turn_id and runs(f[3])) or queued(session_id)) then
-  if queued(session_id) and not (f[3] and f[3] ~= turn_id and runs(f[3])) then return {CONFLICT, QUEUED} end
-  return {CONFLICT}
-end
-if status == IN_PROGRESS then
-  if f[3] and f[3] ~= turn_id and runs(f[3]) then return {CONFLICT} end
-  if queued(session_id) then return {CONFLICT, QUEUED} end
-  redis.call('HSET', s, 'running', turn_id)
-  redis.call('ZADD', global('leases'), lease, turn_id)
-elseif status == QUEUED then
-  redis.call('ZADD', global('leases'), lease, turn_id)
-end
-local seq = next_seq(1)
-if status == QUEUED then redis.call('ZADD', key('session_queued', session_id), seq, turn_id) end
-redis.call('HSET', t, 'session_id', session_id, 'status', status, 'inputs', inputs, 'overrides', overrides,
-  'started_at', started_at, 'infer_iters', 0, 'seq', seq)
-if agent_id ~= '' then redis.call('HSET', t, 'agent_id', agent_id) end
-redis.call('ZADD', key('session_turns', session_id), seq, turn_id)
-append_messages(turn_id, messages)
-if owner ~= '' then redis.call('HSET', key('owners', 'turn'), turn_id, owner) end
+local stopped, seq = start_turn()
+if stopped then return stopped end
 settle_key()
 if not with_history then return {OK} end
 return history(session_id, turn_id, seq, epoch, after)
 """,
     values,
-    {
-        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' of agent '{a.agent_id}' not found"),
-        **KEY_ERRORS,
-        Outcome.CONFLICT: lambda a, found: ConflictError(
-            f"session '{a.session_id}' has turns queued; send the turn with a multitask_strategy "
-            "to queue it behind them, or wait for them to finish"
-            if found
-            else f"session '{a.session_id}' already has a turn in progress; wait for it to finish"
-        ),
-    },
+    {**TURN_REFUSED, **KEY_ERRORS},
 )
 
 # Answers the turn's hash.

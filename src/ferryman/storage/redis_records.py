@@ -12,11 +12,14 @@ from datetime import datetime
 from typing import Any, cast
 
 from ferryman.api.agents import TurnError, TurnStatus
+from ferryman.api.content import Message
 from ferryman.api.responses import Response, ResponseError
 from ferryman.errors import FailureCode
 
 from . import codec
 from .base import ConversationRecord, ResponseRecord, SessionRecord, StepWrite, TurnRecord
+from .kernel.model import Owner
+from .owners import dump_owner
 from .redis_lua_responses import SaveResponse
 from .redis_lua_turns import FinishTurn, SaveStep
 
@@ -61,6 +64,23 @@ def turn_of(turn_id: str, fields: dict[str, str]) -> TurnRecord:
         error=TurnError(code=code, message=fields.get("error_message", "")) if code else None,
         completed_at=codec.load_time(fields.get("completed_at")),
     )
+
+
+def turn_start_args(record: TurnRecord, messages: list[Message], owner: Owner | None) -> dict[str, Any]:
+    """The arguments (:class:`~ferryman.storage.redis_lua_turns.TurnStart`'s) that store a new turn, its history
+    messages and its owner."""
+    return {
+        "session_id": record.session_id,
+        "agent_id": record.agent_id,
+        "turn_id": record.turn_id,
+        "status": record.status,
+        "inputs": codec.dump_inputs(record.input_messages),
+        "overrides": json.dumps(record.overrides),
+        "started_at": codec.dump_time(record.started_at) or "",
+        "lease": lease_score(record.lease_until),
+        "messages": [codec.dump_message(m) for m in messages],
+        "owner": None if owner is None else dump_owner(owner),
+    }
 
 
 def save_step_args(turn_id: str, write: StepWrite, infer_iters: int) -> SaveStep:

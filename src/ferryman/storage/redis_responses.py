@@ -16,7 +16,8 @@ from ferryman.api.content import Message
 from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
-from .base import ConversationRecord, KeySettlement, ResponseRecord, StoredEvent
+from . import codec
+from .base import ConversationRecord, KeySettlement, ResponseRecord, ResponseStart, StoredEvent
 from .kernel.model import Owner
 from .owners import dump_owner
 from .page import Page
@@ -43,6 +44,7 @@ from .redis_lua_responses import (
     FINISH_RESPONSE,
     REPLACE_ITEMS,
     SAVE_RESPONSE,
+    START_RESPONSE,
     UPDATE_CONVERSATION,
     AddItems,
     ConversationId,
@@ -50,10 +52,11 @@ from .redis_lua_responses import (
     FinishResponse,
     ReplaceItems,
     ResponseId,
+    StartResponse,
     StoreResponse,
     UpdateConversation,
 )
-from .redis_records import RESPONSE_FIELDS, conversation_of, response_of, save_response_args
+from .redis_records import RESPONSE_FIELDS, conversation_of, response_of, save_response_args, turn_start_args
 from .redis_scripts import RedisBase
 from .rows import ITEM
 
@@ -186,6 +189,35 @@ class RedisResponses(RedisBase):
         saved = asdict(replace(save_response_args(record), **settlement_args(settle)))
         stored_owner = None if owner is None else dump_owner(owner)
         await self._run(SAVE_RESPONSE, StoreResponse(**saved, input_ids=ids, input_bodies=bodies, owner=stored_owner))
+
+    async def start_response(
+        self, start: ResponseStart, settle: KeySettlement | None = None, owner: Owner | None = None
+    ) -> None:
+        """Store a new response with its new session (if any), its turn and its input items, their owner and its
+        request's idempotency key outcome, in one script.
+
+        Raises:
+            NotFoundError: the turn's session does not exist.
+            ConflictError: the new session exists, or the session runs another turn or has some queued.
+            IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key.
+            InvalidRequestError: an input item id repeats.
+        """
+        ids, bodies = _item_columns(list(start.items))
+        session = start.session
+        fields = {
+            **asdict(save_response_args(start.record)),
+            **turn_start_args(start.turn, start.messages, owner),
+            **settlement_args(settle),
+        }
+        args = StartResponse(
+            **fields,
+            input_ids=ids,
+            input_bodies=bodies,
+            opens_session=session is not None,
+            session_name="" if session is None else session.session_name,
+            session_started_at="" if session is None else codec.dump_time(session.started_at) or "",
+        )
+        await self._run(START_RESPONSE, args)
 
     async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
         """Store a finished response, its events (JSON data) and its conversation's new items, all or nothing."""

@@ -98,6 +98,20 @@ local function del_session(sid)
     key('session_convs', sid))
 end
 
+-- A new session and its owner as stored ('': none); false, writing nothing, when one with this id exists.
+local function new_session(sid, agent, name, started_at, owner)
+  local s = key('session', sid)
+  if redis.call('EXISTS', s) == 1 then return false end
+  local seq = next_seq(1)
+  redis.call('HSET', s, 'name', name, 'started_at', started_at, 'seq', seq)
+  if agent ~= '' then
+    redis.call('HSET', s, 'agent_id', agent)
+    redis.call('ZADD', key('agent_sessions', agent), seq, sid)
+  end
+  if owner ~= '' then redis.call('HSET', key('owners', 'session'), sid, owner) end
+  return true
+end
+
 -- Each message JSON body gets a unique id for the decode cache.
 local function append_messages(tid, bodies)
   if #bodies == 0 then return end
@@ -184,15 +198,7 @@ class SessionOfAgent:
 CREATE_SESSION = Script(
     CreateSession,
     """
-local s = key('session', session_id)
-if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
-local seq = next_seq(1)
-redis.call('HSET', s, 'name', name, 'started_at', started_at, 'seq', seq)
-if agent_id ~= '' then
-  redis.call('HSET', s, 'agent_id', agent_id)
-  redis.call('ZADD', key('agent_sessions', agent_id), seq, session_id)
-end
-if owner ~= '' then redis.call('HSET', key('owners', 'session'), session_id, owner) end
+if not new_session(session_id, agent_id, name, started_at, owner) then return {CONFLICT} end
 return {OK}
 """,
     nothing,

@@ -32,7 +32,6 @@ from .base import (
 )
 from .history_cache import HistoryRow, Kept
 from .kernel.model import Owner
-from .owners import dump_owner
 from .redis.kernel import RedisKernel
 from .redis_idempotency import settlement_args
 from .redis_keys import (
@@ -67,7 +66,7 @@ from .redis_lua_turns import (
     StartTurn,
     TurnOfSession,
 )
-from .redis_records import finish_args, lease_score, save_step_args, turn_of
+from .redis_records import finish_args, lease_score, save_step_args, turn_of, turn_start_args
 from .redis_script import run_together
 from .redis_scripts import RedisBase
 
@@ -112,17 +111,8 @@ class RedisTurns(RedisBase):
         """
         kept = self._histories.kept.kept(record.session_id)
         start = StartTurn(
-            session_id=record.session_id,
-            agent_id=record.agent_id,
-            turn_id=record.turn_id,
-            status=record.status,
-            inputs=codec.dump_inputs(record.input_messages),
-            overrides=json.dumps(record.overrides),
-            started_at=codec.dump_time(record.started_at) or "",
-            lease=lease_score(record.lease_until),
+            **turn_start_args(record, history, owner),
             with_history=load_history,
-            messages=[codec.dump_message(m) for m in history],
-            owner=None if owner is None else dump_owner(owner),
             epoch=kept.epoch,
             after=kept.after,
             **settlement_args(settle),

@@ -1,4 +1,5 @@
-"""Starting a response: its request checked, its history, plan and context read, then its turn stored and launched."""
+"""Starting a response: its request checked, its history, plan and context read, then it is stored with its turn in
+one write, and launched."""
 
 from __future__ import annotations
 
@@ -14,13 +15,20 @@ from ferryman.engine.approvals import Ruling
 from ferryman.engine.context_fit import minimal_fit
 from ferryman.engine.state import TurnState
 from ferryman.engine.tracing import ended_if_refused, start_turn_span
-from ferryman.errors import ConflictError, ConversationLockedError, FailureCode, InvalidRequestError
+from ferryman.errors import (
+    ConflictError,
+    ConversationLockedError,
+    FailureCode,
+    FerrymanError,
+    IdempotencyKeyInUseError,
+    InvalidRequestError,
+)
 from ferryman.ids import new_id, utcnow
 from ferryman.inference.context import check_context
 from ferryman.inference.router import ModelRouter
 from ferryman.logs import log_fields
 from ferryman.safety.base import ShieldRegistry
-from ferryman.storage.base import ResponseRecord, SessionRecord, TurnRecord
+from ferryman.storage.base import KeySettlement, ResponseRecord, ResponseStart, SessionRecord, TurnRecord
 from ferryman.storage.domain.forks import Lineages
 
 from ..acting_owner import keep_since
@@ -144,8 +152,6 @@ class ResponseStarts:
                 await check_context(self._models, plan.chat_request([*prior, *new_messages]))
             else:  # only what no strategy leaves out must fit
                 await minimal_fit(self._models, plan.chat_request, [*prior, *new_messages])
-            if new_session is not None:
-                await self._store.create_session(new_session)
             # In a conversation, a response sent with a strategy other than reject waits its turn (multitask.py).
             queued = conversation_id is not None and request.multitask_strategy != "reject"
             turn = TurnRecord(
@@ -165,7 +171,6 @@ class ResponseStarts:
             with ended_if_refused(span):
                 if queued:  # one that would stop a response the caller may not stop is refused first
                     await self._queue.check(session_id, request.multitask_strategy)
-                await self._start_turn(turn, new_messages, conversation_id)
                 record = ResponseRecord(
                     response=initial_response(response_id, request, conversation_id, queued),
                     turn_id=turn.turn_id,
@@ -177,7 +182,8 @@ class ResponseStarts:
                 saved = False
                 try:
                     replay = ResponseReplay(response_id, -1, tuple(request.include or ()))
-                    await self._store.save_response(record, settlement(replayed_by, replay), items)
+                    start = ResponseStart(record, turn, new_messages, items, new_session)
+                    await self._start(start, settlement(replayed_by, replay))
                     saved = True
                     stored(replayed_by)
                     if ruled is not None and self._holds is not None:
@@ -216,16 +222,18 @@ class ResponseStarts:
                             if queued and conversation_id is not None
                             else None,
                         )
-                except BaseException:
-                    await asyncio.shield(self._not_started(turn, response_id if saved else None, replayed_by))
+                except BaseException as exc:
+                    if saved or not isinstance(exc, FerrymanError):  # a start refused stored nothing
+                        await asyncio.shield(self._not_started(turn, response_id if saved else None, replayed_by))
                     raise
 
     async def _not_started(self, turn: TurnRecord, saved: str | None, claim: Claim | None) -> None:
         """Leave nothing running (and no conversation locked) behind a response whose run was never launched.
 
         A response already stored (``saved``: its id) is deleted with its turn, its key forgotten first (a
-        repeat that found it meanwhile is told to retry); else its turn is stored failed. Its start was checked,
-        so this is done beneath the policy.
+        repeat that found it meanwhile is told to retry); else its turn, should its start's write have stored it
+        after all (it failed other than by a refusal), is stored failed. Its start was checked, so this is done
+        beneath the policy.
         """
         store = beneath(self._store)
         try:
@@ -269,9 +277,13 @@ class ResponseStarts:
             return rule_answers(items, conversation_items)
         return rule_answers(items, await self._reads.chain_items(request.previous_response_id))
 
-    async def _start_turn(self, turn: TurnRecord, messages: list[Message], conversation_id: str | None) -> None:
+    async def _start(self, start: ResponseStart, settle: KeySettlement | None) -> None:
+        """Store the response with its session (if new) and its turn, in one write."""
+        conversation_id = start.record.conversation_id
         try:
-            await self._store.start_turn(turn, messages, load_history=False)
+            await self._store.start_response(start, settle)
+        except IdempotencyKeyInUseError:
+            raise
         except ConflictError as exc:
             if conversation_id is None:
                 raise

@@ -4,15 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferryman.errors import NotFoundError
+from ferryman.errors import ConflictError, NotFoundError
 
 from ..base import Page, SessionRecord
 from ..kernel.model import Owner
 from ..rows import page_of
 from .owners import stamp_owner
-from .seam import NO_LIMIT, Driver, Work, count, first, rows
+from .seam import NO_LIMIT, Dialect, Driver, UniqueViolation, Work, count, first, rows
 
 _SESSION = "SELECT session_id, agent_id, session_name, started_at FROM sessions"
+
+
+def insert_session(dialect: Dialect, session: SessionRecord, owner: Owner | None) -> Work[None]:
+    """Store a new session and its owner (None: none), in the unit of work that yields from this.
+
+    Raises:
+        ConflictError: a session with this id exists.
+    """
+    try:
+        yield count(
+            "INSERT INTO sessions (session_id, agent_id, session_name, started_at) "
+            "VALUES (:session_id, :agent_id, :name, :started_at)",
+            session_id=session.session_id,
+            agent_id=session.agent_id,
+            name=session.session_name,
+            started_at=dialect.stamp(session.started_at),
+        )
+    except UniqueViolation as exc:
+        raise ConflictError(f"session '{session.session_id}' already exists") from exc
+    if owner is not None:
+        yield from stamp_owner("session", session.session_id, owner)
 
 
 def _window(start_index: int, limit: int | None) -> dict[str, int]:
@@ -28,21 +49,12 @@ class SessionTables:
     # ---- sessions --------------------------------------------------------
 
     async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
-        """Store a new session (with its owner)."""
+        """Store a new session (with its owner).
 
-        def work() -> Work[None]:
-            yield count(
-                "INSERT INTO sessions (session_id, agent_id, session_name, started_at) "
-                "VALUES (:session_id, :agent_id, :name, :started_at)",
-                session_id=session.session_id,
-                agent_id=session.agent_id,
-                name=session.session_name,
-                started_at=self._db.dialect.stamp(session.started_at),
-            )
-            if owner is not None:
-                yield from stamp_owner("session", session.session_id, owner)
-
-        await self._db.write(work())
+        Raises:
+            ConflictError: a session with this id exists.
+        """
+        await self._db.write(insert_session(self._db.dialect, session, owner))
 
     def _session(self, row: Any) -> SessionRecord:
         started_at = self._db.dialect.read_stamp(row[3])

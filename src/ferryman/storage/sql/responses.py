@@ -10,13 +10,15 @@ from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
 from .. import codec
-from ..base import ConversationRecord, KeySettlement, Page, ResponseRecord, StoredEvent
+from ..base import ConversationRecord, KeySettlement, Page, ResponseRecord, ResponseStart, StoredEvent
 from ..kernel.model import Owner
 from ..rows import ITEM, RESPONSE_COLUMNS, response_record
+from .agents import insert_session
 from .history import changed
 from .idempotency import claimed, settled
 from .owners import stamp_owner
 from .seam import Driver, Row, UniqueViolation, Work, count, each, first, rows
+from .turns import insert_turn
 
 _CHAIN = """
 WITH RECURSIVE chain(turn_id, previous_response_id, depth) AS (
@@ -56,6 +58,15 @@ def _upsert_response(record: ResponseRecord) -> Work[None]:
         body=response.model_dump_json(),
         created_at=response.created_at,
     )
+
+
+def _insert_response(record: ResponseRecord, items: Sequence[Item], owner: Owner | None) -> Work[None]:
+    """Store (or update) a response, its input items and its owner (None: none), in the unit that yields from this."""
+    yield from _upsert_response(record)
+    if items:
+        yield from _insert_items(record.response.id, list(items))
+    if owner is not None:
+        yield from stamp_owner("response", record.response.id, owner)
 
 
 def _row_id(sql: str, missing: str, **params: str) -> Work[int]:
@@ -221,12 +232,25 @@ class ResponseTables:
 
         def work() -> Work[None]:
             yield from claimed(self._db.dialect, settle)
-            yield from _upsert_response(record)
-            if items:
-                yield from _insert_items(record.response.id, list(items))
-            if owner is not None:
-                yield from stamp_owner("response", record.response.id, owner)
+            yield from _insert_response(record, items, owner)
             yield from settled(self._db.dialect, settle)
+
+        await self._db.write(work())
+
+    async def start_response(
+        self, start: ResponseStart, settle: KeySettlement | None = None, owner: Owner | None = None
+    ) -> None:
+        """Store a new response with its new session (if any), its turn and its input items, their owner and its
+        request's idempotency key outcome, in one transaction."""
+        d = self._db.dialect
+
+        def work() -> Work[None]:
+            yield from claimed(d, settle)
+            if start.session is not None:
+                yield from insert_session(d, start.session, owner)
+            yield from insert_turn(d, start.turn, start.messages, owner)
+            yield from _insert_response(start.record, start.items, owner)
+            yield from settled(d, settle)
 
         await self._db.write(work())
 

@@ -29,7 +29,7 @@ from .history import HistoryRows, SqlHistories, changed, overtaken
 from .idempotency import claimed, settled
 from .kernel import SqlKernel
 from .owners import stamp_owner
-from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
+from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
 _log = logging.getLogger(__name__)
 
@@ -129,6 +129,55 @@ def _gone(turn_id: str, exists: bool) -> FerrymanError:
     return NotFoundError(f"turn '{turn_id}' no longer exists")
 
 
+def insert_turn(d: Dialect, record: TurnRecord, history: list[Message], owner: Owner | None) -> Work[Row]:
+    """Store a new running or queued turn, its history messages and its owner (None: none), in the unit of work
+    that yields from this, holding its session's row until the unit ends; return that row (its history epoch).
+
+    Raises:
+        NotFoundError: the session does not exist (for this agent).
+        ConflictError: another turn of the session is running, or (for a running turn) some wait queued.
+    """
+    # The session's row is held until the turn is stored: turns of a session start one at a time,
+    # so a running turn cannot start beside a queued one being stored.
+    known: Row | None = yield first(
+        "SELECT history_epoch FROM sessions WHERE session_id = :session_id "  # noqa: S608
+        f"AND (agent_id = :agent_id OR (agent_id IS NULL AND :agent_id IS NULL)){d.locked}",
+        session_id=record.session_id,
+        agent_id=record.agent_id,
+    )
+    if known is None:
+        raise NotFoundError(f"session '{record.session_id}' of agent '{record.agent_id}' not found")
+    if record.status == "in_progress":
+        waiting = yield first(_QUEUED, session_id=record.session_id)
+        if waiting is not None:
+            raise ConflictError(
+                f"session '{record.session_id}' has turns queued; send the turn with a multitask_strategy "
+                "to queue it behind them, or wait for them to finish"
+            )
+    try:
+        yield count(
+            "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
+            "started_at, lease_until) VALUES (:turn_id, :session_id, :agent_id, :status, :inputs, "
+            ":overrides, :started_at, :lease_until)",
+            turn_id=record.turn_id,
+            session_id=record.session_id,
+            agent_id=record.agent_id,
+            status=record.status,
+            inputs=codec.dump_inputs(record.input_messages),
+            overrides=json.dumps(record.overrides),
+            started_at=d.stamp(record.started_at),
+            lease_until=d.epoch(record.lease_until),
+        )
+    except UniqueViolation as exc:
+        raise ConflictError(
+            f"session '{record.session_id}' already has a turn in progress; wait for it to finish"
+        ) from exc
+    yield from _append(record.session_id, record.turn_id, history)
+    if owner is not None:
+        yield from stamp_owner("turn", record.turn_id, owner)
+    return known
+
+
 class TurnTables:
     """Turns, steps, history messages and turn events, over a :class:`Driver`."""
 
@@ -153,44 +202,7 @@ class TurnTables:
 
         def work() -> Work[HistoryRows | None]:
             yield from claimed(d, settle)  # first: a repeat of a running turn's request replays it, never a 409
-            # The session's row is held until the turn is stored: turns of a session start one at a time,
-            # so a running turn cannot start beside a queued one being stored.
-            known = yield first(
-                "SELECT history_epoch FROM sessions WHERE session_id = :session_id "  # noqa: S608
-                f"AND (agent_id = :agent_id OR (agent_id IS NULL AND :agent_id IS NULL)){d.locked}",
-                session_id=record.session_id,
-                agent_id=record.agent_id,
-            )
-            if known is None:
-                raise NotFoundError(f"session '{record.session_id}' of agent '{record.agent_id}' not found")
-            if record.status == "in_progress":
-                waiting = yield first(_QUEUED, session_id=record.session_id)
-                if waiting is not None:
-                    raise ConflictError(
-                        f"session '{record.session_id}' has turns queued; send the turn with a multitask_strategy "
-                        "to queue it behind them, or wait for them to finish"
-                    )
-            try:
-                yield count(
-                    "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
-                    "started_at, lease_until) VALUES (:turn_id, :session_id, :agent_id, :status, :inputs, "
-                    ":overrides, :started_at, :lease_until)",
-                    turn_id=record.turn_id,
-                    session_id=record.session_id,
-                    agent_id=record.agent_id,
-                    status=record.status,
-                    inputs=codec.dump_inputs(record.input_messages),
-                    overrides=json.dumps(record.overrides),
-                    started_at=d.stamp(record.started_at),
-                    lease_until=d.epoch(record.lease_until),
-                )
-            except UniqueViolation as exc:
-                raise ConflictError(
-                    f"session '{record.session_id}' already has a turn in progress; wait for it to finish"
-                ) from exc
-            yield from _append(record.session_id, record.turn_id, history)
-            if owner is not None:
-                yield from stamp_owner("turn", record.turn_id, owner)
+            known = yield from insert_turn(d, record, history, owner)
             yield from settled(d, settle)
             if reads is not None and along is not None:
                 along.results = yield from reads
