@@ -19,6 +19,7 @@ from .ingestion import IngestionTables
 from .kernel import SqlKernel
 from .owners import OwnerTables
 from .responses import ResponseTables
+from .resumes import ResumeTables
 from .seam import Driver
 from .turns import TurnTables
 from .vector_stores import VectorStoreTables
@@ -27,6 +28,7 @@ from .vector_stores import VectorStoreTables
 class SqlStore(
     SessionTables,
     TurnTables,
+    ResumeTables,
     ResponseTables,
     IdempotencyTables,
     OwnerTables,
