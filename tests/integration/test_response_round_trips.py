@@ -17,6 +17,7 @@ from test_turn_round_trips import Trips, counted_app
 from ferryman.auth.principal import PrincipalKind
 from ferryman.services.owned_store import beneath
 from ferryman.storage.kernel.model import Owner
+from sse import frames
 
 pytestmark = pytest.mark.anyio
 
@@ -48,3 +49,29 @@ async def test_a_response_reaches_storage_once_before_its_model_call_and_twice_w
     assert [item["content"][0]["text"] for item in items.json()["data"]] == ["hi"]
     alice = Owner(PrincipalKind.API_KEY.value, "alice")
     assert owners == ([{stored.session_id: alice}, {response_id: alice}] if keys_on else [{}, {}])
+
+
+@pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
+@pytest.mark.parametrize("backend", list(BACKENDS))
+async def test_a_keyed_streamed_response_claims_its_key_in_the_write_that_stores_it(
+    backend: str, keys_on: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ferryman.client`` sends an ``Idempotency-Key`` with every create: a stored, streamed response's key
+    costs no trip of its own, and a repeat is answered with the first call's stream."""
+    trips = Trips()
+    async with counted_app(backend, keys_on, trips, tmp_path, monkeypatch) as (http, services, headers):
+        body = {"model": "scripted-model", "input": "hi", "stream": True}
+        first = await http.post("/v1/responses", json=body, headers={**headers, "Idempotency-Key": "warm"})
+        assert first.status_code == 200, first.text
+        trips.watch()
+        keyed = {**headers, "Idempotency-Key": "once"}
+        answer = await http.post("/v1/responses", json=body, headers=keyed)
+        assert answer.status_code == 200, answer.text
+        assert trips.requested_at_inference[-1] == BEFORE_INFERENCE[keys_on]
+        response_id = next(frames(answer)).json()["response"]["id"]
+        task = services.runner.task(response_id)
+        if task is not None:
+            await task
+        repeat = await http.post("/v1/responses", json=body, headers=keyed)
+    assert repeat.headers.get("idempotent-replayed") == "true"
+    assert [frame.data for frame in frames(repeat)] == [frame.data for frame in frames(answer)]

@@ -144,13 +144,20 @@ def keyed(handler: Handler, with_run: bool = False) -> Handler:
     return answer
 
 
-async def take_key(request: Request) -> Claim | None:
+async def take_key(request: Request, with_run: bool = True) -> Claim | None:
     """The key of a request whose handler takes it itself (``keyed(..., with_run=True)``), for the service to
-    store with the run it starts, claiming the key in that write (None: the request has no key)."""
+    store with the run it starts, claiming the key in that write (None: the request has no key); or, when the
+    request starts no run to store it with (``with_run`` false), claimed at once, its answer kept at the end.
+
+    Raises:
+        KeyAnswered: claiming at once, an earlier call with the key has its outcome.
+        IdempotencyKeyReusedError: claiming at once, the key was used with another request.
+        IdempotencyKeyInUseError: claiming at once, the earlier call still runs and has no outcome yet.
+    """
     hold: KeyHold | None = getattr(request.state, "idempotency", None)
     if hold is None:
         return None
-    return await hold.take(with_run=True)
+    return await hold.take(with_run=with_run)
 
 
 def run_ended(request: Request) -> None:
@@ -158,13 +165,6 @@ def run_ended(request: Request) -> None:
     hold: KeyHold | None = getattr(request.state, "idempotency", None)
     if hold is not None:
         hold.ran = True
-
-
-def held_key(request: Request) -> Claim | None:
-    """The key a keyed request holds while its first call runs (None: it has none), for the service to store
-    with the run it starts."""
-    hold: KeyHold | None = getattr(request.state, "idempotency", None)
-    return None if hold is None else hold.claim
 
 
 async def _first_call(request: Request, handler: Handler, keys: IdempotencyKeys, hold: KeyHold) -> Response:

@@ -45,7 +45,7 @@ from .http import (
     query_list,
     services,
 )
-from .idempotent_routes import held_key
+from .idempotent_routes import take_key
 
 
 def _include(request: Request) -> frozenset[str]:
@@ -71,9 +71,11 @@ def _item_list(page: Page[Item]) -> ItemList:
 async def create_response(request: Request) -> Response:
     """Create a response: the result, its events as they happen (``stream``), or at once (``background``)."""
     body = await parse_body(request, CreateResponseRequest)
-    # A stored response's stream is read again by a repeat; one not stored is gone once it ends.
-    key = held_key(request) if body.stream and body.store is not False else None
-    live = await services(request).responses.create(body, provider_data(request), replayed_by=key)
+    # A stored response's stream is read again by a repeat: its key is claimed by the write that stores the
+    # response. One answered at once, or not stored, claims its key first and keeps its answer.
+    run = bool(body.stream) and body.store is not False
+    key = await take_key(request, with_run=run)
+    live = await services(request).responses.create(body, provider_data(request), replayed_by=key if run else None)
     if body.stream:
         return event_stream(shown_events(live.channel.read(), body.include), named=True)
     if body.background:
@@ -230,7 +232,7 @@ _CONV = "/conversations/{conversation_id}"
 ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/responses", create_response, "Create a response", _RESPONSES, CreateResponseRequest,
              ResponseObject, stream=_EVENTS, headers=(PROVIDER_DATA,), errors=(400, 404, 409, 500, 502),
-             creates=True, example={"model": "my-model", "input": "What is 2+2?", "stream": True}),
+             creates=True, key_with_run=True, example={"model": "my-model", "input": "What is 2+2?", "stream": True}),
     Endpoint("POST", "/responses/compact", compact_response, "Compact a conversation", _RESPONSES, CompactRequest,
              CompactedResponse, headers=(PROVIDER_DATA,), errors=(400, 404, 409, 502),
              example={"model": "my-model", "previous_response_id": "resp_123"}),
