@@ -30,7 +30,7 @@ class PostgresDialect:
 
     # Replicas sweep at the same moment without waiting on each other.
     skip_locked = " FOR UPDATE OF t SKIP LOCKED"
-    locked = " FOR UPDATE"
+    locked = " FOR NO KEY UPDATE"
     sweep_expired_keys = (
         "DELETE FROM idempotency_keys WHERE ctid IN (SELECT ctid FROM idempotency_keys "
         "WHERE expires_at <= :now LIMIT 100 FOR UPDATE SKIP LOCKED)"

@@ -8,7 +8,6 @@ import logging
 import uuid
 from typing import Any
 
-from ferryman.api.agents import TurnError
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import CreateResponseRequest, Item
 from ferryman.engine.approvals import Ruling
@@ -18,10 +17,10 @@ from ferryman.engine.tracing import ended_if_refused, start_turn_span
 from ferryman.errors import (
     ConflictError,
     ConversationLockedError,
-    FailureCode,
     FerrymanError,
     IdempotencyKeyInUseError,
     InvalidRequestError,
+    NotFoundError,
 )
 from ferryman.ids import new_id, utcnow
 from ferryman.inference.context import check_context
@@ -224,28 +223,25 @@ class ResponseStarts:
                         )
                 except BaseException as exc:
                     if saved or not isinstance(exc, FerrymanError):  # a start refused stored nothing
-                        await asyncio.shield(self._not_started(turn, response_id if saved else None, replayed_by))
+                        await asyncio.shield(self._not_started(response_id, saved, replayed_by))
                     raise
 
-    async def _not_started(self, turn: TurnRecord, saved: str | None, claim: Claim | None) -> None:
-        """Leave nothing running (and no conversation locked) behind a response whose run was never launched.
-
-        A response already stored (``saved``: its id) is deleted with its turn, its key forgotten first (a
-        repeat that found it meanwhile is told to retry); else its turn, should its start's write have stored it
-        after all (it failed other than by a refusal), is stored failed. Its start was checked, so this is done
-        beneath the policy.
-        """
+    async def _not_started(self, response_id: str, saved: bool, claim: Claim | None) -> None:
+        """Remove a response whose run was never launched, its key first; ``saved``: its write is known to have
+        stored it (else its outcome is unknown: whatever it stored goes)."""
         store = beneath(self._store)
         try:
-            if saved is not None:
+            if saved:
                 await forget_stored(store, claim)
-                await store.delete_response(saved)
-                return
-            turn.status, turn.completed_at = "failed", utcnow()
-            turn.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the response could not be started")
-            await store.finish_turn(turn)
+            elif claim is not None:
+                await store.forget_idempotency_key(claim.record)
+            try:
+                await store.delete_response(response_id)
+            except NotFoundError:
+                if saved:
+                    raise
         except Exception:  # its lease runs out and the sweep fails it: the call's own error matters more
-            log.exception("response %s was not started, and what it stored could not be removed", saved)
+            log.exception("response %s was not started, and what it stored could not be removed", response_id)
 
     async def _context(
         self, request: CreateResponseRequest, conversation_id: str | None, items: list[Item]
