@@ -8,10 +8,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from test_multitask_access import A, B, StaticTokens
 
 from ferryman.auth.policy import ACTIONS, parse_policy
-from ferryman.auth.principal import Principal, PrincipalKind
-from ferryman.errors import AuthenticationError
 from ferryman.server.app import build_services
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
@@ -19,11 +18,7 @@ from inprocess import check_script, migrated_sqlite, serving
 
 pytestmark = pytest.mark.anyio
 
-TOKENS = {
-    "token-a": Principal(PrincipalKind.SUBJECT, "alice", {}),
-    "token-b": Principal(PrincipalKind.SUBJECT, "bob", {}),
-}
-ALICE, BOB = {"Authorization": "Bearer token-a"}, {"Authorization": "Bearer token-b"}
+ALICE, BOB = A, B
 POLICY = parse_policy(
     [
         {"permit": {"actions": list(ACTIONS)}, "when": "user is owner"},
@@ -33,14 +28,6 @@ POLICY = parse_policy(
 )
 """Bob may use Alice's agent and her session, but not read (or touch) the turns she runs there."""
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
-
-
-class StaticTokens:
-    async def authenticate(self, credential: str) -> Principal:
-        try:
-            return TOKENS[credential]
-        except KeyError:
-            raise AuthenticationError() from None
 
 
 @pytest.fixture
