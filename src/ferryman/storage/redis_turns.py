@@ -71,6 +71,12 @@ from .redis_script import run_together
 from .redis_scripts import RedisBase
 
 
+def _completed(step_ids: list[str], pending: list[str], bodies: dict[str, str]) -> list[Step]:
+    """A turn's completed steps, in order: its steps (``step_ids``) less those it waits on."""
+    waiting = set(pending)
+    return [codec.load_step(bodies[step_id]) for step_id in step_ids if step_id not in waiting]
+
+
 class RedisTurns(RedisBase):
     """Turns, steps and history messages over the backend's scripts and pipelines."""
 
@@ -186,8 +192,7 @@ class RedisTurns(RedisBase):
             raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
         if fields.get("session_id") != session_id:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
-        waiting = set(pending)
-        done = [codec.load_step(bodies[step_id]) for step_id in step_ids if step_id not in waiting]
+        done = _completed(step_ids, pending, bodies)
         latest = pending[-1] if pending else None
         paused = codec.load_step(bodies[latest]) if latest is not None and latest in bodies else None
         return ResumePoint(turn_of(turn_id, fields), done, paused, int(events))
@@ -305,8 +310,7 @@ class RedisTurns(RedisBase):
             fields, step_ids, pending, bodies = replies[4 * index : 4 * index + 4]
             if fields.get("session_id") not in wanted:
                 continue
-            waiting = set(pending)
-            steps = [codec.load_step(bodies[step_id]) for step_id in step_ids if step_id not in waiting]
+            steps = _completed(step_ids, pending, bodies)
             found[turn_id] = (int(fields["seq"]), turn_from_record(turn_of(turn_id, fields), steps))
         return [turn for _, turn in sorted(found.values(), key=lambda entry: entry[0])]
 
