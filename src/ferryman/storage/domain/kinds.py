@@ -57,6 +57,10 @@ SCHEDULE_RUN = Kind("schedule_run", noun="schedule run", parents=("schedule",))
 FILE = Kind("file", indexes=("purpose",))
 """An uploaded file's metadata (its bytes are in the blob store under its id), owned by its uploader; listed by
 purpose. Its attachments to vector stores and their chunks are the knowledge store's, deleted with it."""
+VECTOR_STORE = Kind("vector_store", noun="vector store")
+"""A vector store's settings (``VectorStoreRecord``), owned by its creator; a root, listed in creation order. What
+the chunk index keeps of it (its attachments, batches, chunks, their versions) is the knowledge store's, under
+the same id, created and deleted with the record."""
 FORK = Kind("fork", indexes=("source",))
 """A fork's lineage, by the fork's id (a session's, a conversation's, or a holder's of a deleted original's kept
 part): the session or conversation it shares history with (``source``) and the last turn or item it shares;
@@ -81,6 +85,7 @@ SCHEMA = Schema(
         SCHEDULE_RUN,
         FORK,
         FILE,
+        VECTOR_STORE,
     ]
 )
 """The kinds every backend's kernel stores."""
