@@ -49,6 +49,7 @@ from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.results import SearchMode, SearchQuery
 from ferryman.knowledge.search import SearchService
 from ferryman.storage.base import Store
+from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
 
 from .embedding import embedding_figures
@@ -135,7 +136,7 @@ class _Run:
     async def searcher(self, store: Store) -> SearchService:
         router = ModelRouter([self.embeddings])
         await router.refresh()
-        return SearchService(store, router)
+        return SearchService(store, router, vector_stores(store.kernel))
 
     async def ask(self, search: SearchService, text: str, mode: SearchMode) -> tuple[float, list[str]]:
         """One search: its milliseconds and the chunk ids found."""

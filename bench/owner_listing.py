@@ -1,9 +1,12 @@
 """``python -m bench.owner_listing``: a caller's page of records among many of another caller, per backend.
 
 Issue #22 asks that, with auth on, a page of 20 among N records of other principals cost at most 1.5x the
-same page with auth off. This measures it for agents and for files (``--kinds``) on each backend (SQLite
-always; PostgreSQL and Redis when their URLs are given). Files are listed through ``FileService.list``, what
-``GET /v1/files`` runs (newest first, the caller's filter in the kernel's query). Agents are listed on the
+same page with auth off. This measures it for agents, files and vector stores (``--kinds``) on each backend
+(SQLite always; PostgreSQL and Redis when their URLs are given). Files are listed through ``FileService.list``,
+what ``GET /v1/files`` runs (newest first, the caller's filter in the kernel's query), and vector stores through
+``VectorStoreService.list``, what ``GET /v1/vector_stores`` runs (the same, then one read of the page's
+attachment counts); their records are seeded through the kernel, without the chunk index's rows, which a list
+does not read. Agents are listed on the
 ``kernel`` path that ``GET /v1/agents`` runs since slice C:
 ``storage.domain.agents`` over the backend's kernel, the caller's access filter passed in the kernel ``Page``
 (a ``WHERE`` on the owner terms, a per-term sorted set on Redis). The ``owned`` path it was compared with (the
@@ -35,15 +38,19 @@ from ferryman.api.agents import Agent, AgentConfig
 from ferryman.auth.policy import AccessPolicy
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.ids import new_id, utcnow
+from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.blobs import MemoryBlobStore
 from ferryman.services.access import Access
 from ferryman.services.files import FileService, new_file_id
+from ferryman.services.vector_stores import VectorStoreService
 from ferryman.storage.base import Store
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import AGENT
+from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel import ops
-from ferryman.storage.knowledge import FileRecord
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
 from ferryman.storage.sql.seam import rows as statement
 
 from .knowledge_backends import sites
@@ -52,6 +59,7 @@ ME = Principal(PrincipalKind.API_KEY, "me")
 OTHER = Principal(PrincipalKind.API_KEY, "other")
 PAGE = 20
 BATCH = 500
+KINDS = ("agent", "file", "vector_store")
 
 
 def _agent() -> Agent:
@@ -76,15 +84,24 @@ def _file() -> FileRecord:
     return FileRecord(new_file_id(), "notes.txt", "assistants", 11, int(time.time()), "text/plain")
 
 
+def _vector_store() -> VectorStoreRecord:
+    return VectorStoreRecord(new_id("vs"), "notes", int(time.time()), "m", 3)
+
+
+def _put(store: Store, kind: str, owner: Owner | None) -> ops.Put:
+    if kind == "agent":
+        return agents(store.kernel).put(_agent(), owner=owner)
+    if kind == "file":
+        return files(store.kernel).put(_file(), owner=owner)
+    return vector_stores(store.kernel).put(_vector_store(), owner=owner)
+
+
 async def _seed_kernel(store: Store, kind: str, others: int) -> None:
     access = Access(AccessPolicy())
     puts: list[ops.Put] = []
     for who, count in ((OTHER, others), (ME, PAGE)):
         owner = access.owner(who)
-        if kind == "agent":
-            puts.extend(agents(store.kernel).put(_agent(), owner=owner) for _ in range(count))
-        else:
-            puts.extend(files(store.kernel).put(_file(), owner=owner) for _ in range(count))
+        puts.extend(_put(store, kind, owner) for _ in range(count))
     for start in range(0, len(puts), BATCH):
         await store.kernel.write(puts[start : start + BATCH])
 
@@ -92,6 +109,7 @@ async def _seed_kernel(store: Store, kind: str, others: int) -> None:
 async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dict[str, float]]:
     records, access = agents(store.kernel), Access(AccessPolicy())
     uploads = FileService(store.kernel, access, store, MemoryBlobStore())
+    stores = VectorStoreService(store, store.kernel, access, ModelRouter([]), uploads)
 
     async def listed(who: Principal | None) -> None:
         if kind == "agent":
@@ -99,7 +117,10 @@ async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dic
             assert len(page.items) == PAGE
             return
         with acting_as(who):
-            assert len((await uploads.list(None, None, PAGE, "desc")).data) == PAGE
+            if kind == "file":
+                assert len((await uploads.list(None, None, PAGE, "desc")).data) == PAGE
+            else:
+                assert len((await stores.list(None, PAGE, "desc")).data) == PAGE
 
     return {"on": await timed(lambda: listed(ME), repeat), "off": await timed(lambda: listed(None), repeat)}
 
@@ -159,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", help="also measure PostgreSQL at this postgresql:// URL")
     parser.add_argument("--redis", help="also measure Redis at this redis:// URL")
     parser.add_argument("--only", nargs="+", default=[], help="measure only these backends (sqlite, postgres, redis)")
-    parser.add_argument("--kinds", nargs="+", default=["agent", "file"], choices=["agent", "file"], help="what to list")
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS, help="what to list")
     parser.add_argument("--no-analyze", action="store_true", help="leave PostgreSQL's statistics stale after seeding")
     parser.add_argument("--out", type=Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)

@@ -14,6 +14,7 @@ import pytest
 from ferryman.knowledge.blobs import MemoryBlobStore
 from ferryman.knowledge.ingest import IngestionWorker
 from ferryman.storage.domain.files import files
+from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.knowledge import ChunkRecord, FileRecord, VectorStoreFileRecord, VectorStoreRecord
 from ferryman.storage.sqlite import SqliteStore
 
@@ -97,7 +98,7 @@ async def test_a_job_held_across_renewals_finishes_under_its_latest_lease(store:
     assert store.finishes == ["file_a"]
     assert (await store.get_vector_store_file("vs_1", "file_a")).status == "completed"
     assert len((await store.list_chunks("vs_1", "file_a", None, 100)).items) > 0
-    assert (await store.get_vector_store("vs_1")).last_active_at > 100
+    assert (await vector_stores(store.kernel).get("vs_1")).last_active_at > 100
 
 
 async def test_a_job_whose_claim_is_lost_is_abandoned_without_a_finish(store: WatchedStore) -> None:

@@ -15,6 +15,8 @@ from storage_backends import BACKENDS, POSTGRES_URL, REDIS_URL
 
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.storage.base import Store
+from ferryman.storage.domain.vector_stores import touched, vector_stores
+from ferryman.storage.kernel.model import Owner
 from ferryman.storage.knowledge import (
     ChunkRecord,
     FileBatchRecord,
@@ -103,40 +105,33 @@ async def claim_all(store: Store, now: datetime = NOW) -> list[VectorStoreFileRe
 
 async def test_a_vector_store_keeps_its_settings_and_first_files(store: Store) -> None:
     record = a_store(metadata={"team": "ml"}, expires_after={"anchor": "last_active_at", "days": 7})
-    await store.create_vector_store(record, [attached("file_a", attributes={"lang": "en", "year": 2024.0})])
-    assert await store.get_vector_store("vs_1") == record
+    owner = Owner("subject", "alice", {"teams": ("ml",)})
+    await store.create_vector_store(record, [attached("file_a", attributes={"lang": "en", "year": 2024.0})], owner)
+    found_store = await vector_stores(store.kernel).find("vs_1")
+    assert found_store is not None and (found_store.value, found_store.rec.owner) == (record, owner)
     found = await store.get_vector_store_file("vs_1", "file_a")
     assert (found.status, found.attributes, found.last_error) == ("in_progress", {"lang": "en", "year": 2024.0}, None)
     assert await store.file_counts("vs_1") == FileCounts(in_progress=1)
     with pytest.raises(ConflictError):
-        await store.create_vector_store(a_store(), [])
-    with pytest.raises(NotFoundError):
-        await store.get_vector_store("vs_none")
+        await store.create_vector_store(a_store(name="other"), [attached("file_b")])
+    # the refused create wrote nothing on either side: not its record, not its file
+    assert (await vector_stores(store.kernel).get("vs_1")).name == "docs"
+    assert [f.file_id for f in await store.all_vector_store_files("vs_1")] == ["file_a"]
 
 
-async def test_a_vector_store_is_updated_until_deleted(store: Store) -> None:
-    await store.create_vector_store(a_store(), [])
-    updated = a_store(name="renamed", metadata={"a": "b"}, expires_after=None)
-    updated.last_active_at = 500
-    updated.provider_id, updated.provider_vector_db_id = "faiss", "db1"
-    await store.update_vector_store(updated)
-    assert await store.get_vector_store("vs_1") == updated
+async def test_a_deleted_vector_store_leaves_neither_record_nor_index(store: Store) -> None:
+    await store.create_vector_store(a_store(), [attached("file_a")])
+    await store.add_chunks("vs_1", [chunk("c1", "alpha beta", vec(1, 0, 0))])
     await store.delete_vector_store("vs_1")
-    with pytest.raises(NotFoundError):
-        await store.update_vector_store(updated)
+    assert await vector_stores(store.kernel).find("vs_1") is None
+    assert await store.all_vector_store_files("vs_1") == []
+    assert await store.keyword_search("vs_1", "alpha", None, 5) == []
     with pytest.raises(NotFoundError):
         await store.delete_vector_store("vs_1")
-
-
-async def test_vector_stores_page_both_ways(store: Store) -> None:
-    for i in range(3):
-        await store.create_vector_store(a_store(f"vs_{i}", created_at=100 + i), [])
-    asc = await store.list_vector_stores(None, 2, "asc")
-    assert ([v.vector_store_id for v in asc.items], asc.has_more) == (["vs_0", "vs_1"], True)
-    rest = await store.list_vector_stores("vs_1", 2, "asc")
-    assert ([v.vector_store_id for v in rest.items], rest.has_more) == (["vs_2"], False)
-    desc = await store.list_vector_stores("vs_2", 5, "desc")
-    assert ([v.vector_store_id for v in desc.items], desc.has_more) == (["vs_1", "vs_0"], False)
+    # made again under its id, it starts empty
+    await store.create_vector_store(a_store(name="again"), [])
+    assert (await vector_stores(store.kernel).get("vs_1")).name == "again"
+    assert await store.file_counts("vs_1") == FileCounts()
 
 
 async def test_attachments_list_by_status_and_batch_and_count(store: Store) -> None:
@@ -311,15 +306,11 @@ async def test_only_the_claim_a_job_is_held_under_is_renewed(store: Store) -> No
 async def test_touching_a_vector_store_sets_its_last_activity_alone(store: Store) -> None:
     created = a_store(metadata={"k": "v"})
     await store.create_vector_store(created, [])
-    await store.touch_vector_store("vs_1", 5000)
-    touched = await store.get_vector_store("vs_1")
-    assert touched == replace(created, last_active_at=5000)
-    assert [s.last_active_at for s in (await store.list_vector_stores(None, 10, "asc")).items] == [5000]
-    await store.update_vector_store(replace(touched, name="renamed", last_active_at=4000))
-    assert await store.get_vector_store("vs_1") == replace(created, name="renamed", last_active_at=4000)
-    await store.touch_vector_store("vs_404", 5000)  # gone: nothing to keep alive, no error
-    with pytest.raises(NotFoundError):
-        await store.get_vector_store("vs_404")
+    records = vector_stores(store.kernel)
+    await store.kernel.write([touched("vs_1", 5000)])
+    assert await records.get("vs_1") == replace(created, last_active_at=5000)
+    await store.kernel.write([touched("vs_404", 5000)])  # gone: nothing to keep alive, no error
+    assert await records.find("vs_404") is None
 
 
 async def test_a_cancelled_or_detached_job_writes_nothing(store: Store) -> None:

@@ -25,6 +25,7 @@ from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.results import SearchMode, SearchQuery
 from ferryman.knowledge.search import SearchService
 from ferryman.storage.base import Store
+from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.knowledge import ChunkRecord, VectorStoreRecord
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -147,7 +148,7 @@ async def test_hybrid_search_beats_keyword_and_vector(backend: str, labelled: La
         await _ingest(store, labelled)
         router = ModelRouter([_Embedded(labelled.query_vectors)])
         await router.refresh()
-        search = SearchService(store, router)
+        search = SearchService(store, router, vector_stores(store.kernel))
         recalls = {mode: await _recall(search, labelled.questions, mode) for mode in MODES}
     print("\n" + _table(backend, labelled.questions, recalls))  # noqa: T201 - the table is the point
     overall = {mode: float(np.mean(list(recalls[mode].values()))) for mode in MODES}

@@ -11,6 +11,7 @@ from knowledge_serving import knowledge_app
 from ferryman.knowledge.search import ACTIVITY_SECONDS
 from ferryman.knowledge.views import now
 from ferryman.server.app import Services
+from ferryman.storage.domain.vector_stores import touched
 
 pytestmark = pytest.mark.anyio
 
@@ -18,9 +19,7 @@ KEYWORD = {"query": "anything", "ranking_options": {"ranker": "keyword"}}
 
 
 async def _active_at(services: Services, store_id: str, seconds_ago: int) -> None:
-    record = await services.store.get_vector_store(store_id)
-    record.last_active_at = now() - seconds_ago
-    await services.store.update_vector_store(record)
+    await services.vector_stores.records.kernel.write([touched(store_id, now() - seconds_ago)])
 
 
 async def _store(http: httpx.AsyncClient, **body: object) -> str:
@@ -43,9 +42,9 @@ async def test_a_search_soon_after_activity_writes_nothing(tmp_path: Path) -> No
     async with knowledge_app(tmp_path) as (http, services):
         store_id = await _store(http)
         await _active_at(services, store_id, ACTIVITY_SECONDS // 2)
-        kept = (await services.store.get_vector_store(store_id)).last_active_at
+        kept = (await services.vector_stores.records.get(store_id)).last_active_at
         assert (await http.post(f"/v1/vector_stores/{store_id}/search", json=KEYWORD)).status_code == 200
-        assert (await services.store.get_vector_store(store_id)).last_active_at == kept
+        assert (await services.vector_stores.records.get(store_id)).last_active_at == kept
 
 
 async def test_a_search_does_not_revive_an_expired_store(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from ferryman.inference.router import ModelRouter
 from ferryman.metrics.instruments import INGESTION_BACKLOG
 from ferryman.storage.base import Store
 from ferryman.storage.domain.files import files
+from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.knowledge import ChunkRecord, LastError, VectorStoreFileRecord
 
 from .blobs import BlobStore
@@ -75,6 +76,7 @@ class IngestionWorker:
     ) -> None:
         self._store = store
         self._files = files(store.kernel)
+        self._stores = vector_stores(store.kernel)
         self._blobs = blobs
         self._models = models
         self.lease_seconds = lease_seconds
@@ -219,7 +221,7 @@ class IngestionWorker:
                     job.status,
                     len(chunks),
                 )
-                await self._store.touch_vector_store(job.vector_store_id, now())
+                await self._stores.touch(job.vector_store_id, now())
         except (FerrymanError, OSError) as exc:
             log.warning("ingestion of file %s not stored (its lease will lapse): %s", job.file_id, exc)
         except Exception:  # the database refused what the job made: retrying would fail the same way forever
@@ -251,7 +253,7 @@ class IngestionWorker:
     async def _ingest(self, job: VectorStoreFileRecord) -> list[ChunkRecord]:
         """The job's chunks (``job`` then completed), or none (``job`` then failed)."""
         try:
-            store = await self._store.get_vector_store(job.vector_store_id)
+            store = await self._stores.get(job.vector_store_id)
             file = await self._files.get(job.file_id)
             data = await self._blobs.get(job.file_id)
         except NotFoundError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ferryman.api.limits import MAX_ID_CHARS, MAX_SEARCH_QUERY_CHARS, has_control_character
 from ferryman.errors import InvalidRequestError
@@ -99,18 +100,34 @@ async def _unnamed(file_ids: list[str]) -> dict[str, str]:
     return {}
 
 
+class StoreRecords(Protocol):
+    """Vector stores' records, as the current caller may read them."""
+
+    async def record(self, vector_store_id: str) -> VectorStoreRecord:
+        """A store's record (NotFoundError if it is missing, or the caller may not read it)."""
+        ...
+
+    async def touch(self, vector_store_id: str, at: int) -> None:
+        """Record a store's activity, whoever acted (server machinery)."""
+        ...
+
+
 class SearchService:
     """Searches vector stores as the current caller.
 
     Args:
-        store: The (owned) store: reading a vector store checks the caller may.
+        store: The backend, which holds the stores' chunks (the caller is checked on ``stores``, first).
         models: Embeds queries with each store's embedding model.
+        stores: The stores' records; reading one checks the caller may.
         file_names: Names results' files as they are now (default: as their chunks recorded them when ingested).
     """
 
-    def __init__(self, store: Store, models: ModelRouter, file_names: FileNames = _unnamed) -> None:
+    def __init__(
+        self, store: Store, models: ModelRouter, stores: StoreRecords, file_names: FileNames = _unnamed
+    ) -> None:
         self._store = store
         self._models = models
+        self._stores = stores
         self._file_names = file_names
 
     async def search(self, query: SearchQuery) -> SearchOutcome:
@@ -127,7 +144,7 @@ class SearchService:
         if query.rewrite_query:
             parts = [rewrite_query(part) for part in parts]
         allowed = parse_filter(query.filters) if query.filters is not None else None
-        stores = [await self._store.get_vector_store(store_id) for store_id in dict.fromkeys(query.vector_store_ids)]
+        stores = [await self._stores.record(store_id) for store_id in dict.fromkeys(query.vector_store_ids)]
         results: list[SearchResult] = []
         for record in stores:
             results.extend(await self._search_store(record, parts, mode, allowed, query.max_num_results))
@@ -174,7 +191,7 @@ class SearchService:
         if at - record.last_active_at < ACTIVITY_SECONDS or expired(record, at):
             return
         # Activity keeps a store alive whoever searched it (a reader who may not edit it too): server machinery.
-        await self._store.touch_vector_store(record.vector_store_id, at)
+        await self._stores.touch(record.vector_store_id, at)
 
     async def _embed(self, record: VectorStoreRecord, parts: list[str]) -> list[list[float] | None]:
         embedded = await self._models.embed(record.embedding_model, parts)

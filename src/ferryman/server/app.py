@@ -273,7 +273,6 @@ def build_services(
     files = files or FileSettings()
     blobs = blobs or MemoryBlobStore()
     file_service = FileService(store.kernel, access, beneath(store), blobs, files.max_bytes)
-    search = SearchService(store, models, file_service.readable_names)
     ingestion = IngestionWorker(
         store,
         blobs,
@@ -282,7 +281,8 @@ def build_services(
         sole_process=sole_process,
         extraction=ExtractionLimits(files.extraction_memory_mb, files.extraction_timeout_seconds),
     )
-    vector_stores = VectorStoreService(store, models, file_service, ingestion.wake)
+    vector_stores = VectorStoreService(beneath(store), store.kernel, access, models, file_service, ingestion.wake)
+    search = SearchService(beneath(store), models, vector_stores, file_service.readable_names)
     tool_settings = tool_settings or ToolSettings()
     web_search = WebSearch(websearch)
     agent_memory = AgentMemory(store, MemoryBlocks(store.kernel), access, memory or MemorySettings(), models)
@@ -337,7 +337,7 @@ def build_services(
     if sandbox is not None:
         agents.on_session_deleted(sandbox.remove)
     interpreter = CodeInterpreter(sandbox, file_service) if sandbox else None
-    hosted = hosted_tools(search, store, mcp, interpreter, web_search)
+    hosted = hosted_tools(search, vector_stores, mcp, interpreter, web_search)
     responses = ResponsesService(host, models, HistoryCache(), hosted, shields, holds, context)
     schedule_service = ScheduleService(
         ScheduleRecords(store.kernel), access, store, schedules or ScheduleSettings(), clock
@@ -372,7 +372,7 @@ def build_services(
         OpenAICompatService(models),
         responses,
         conversations,
-        VectorDbService(store, models, vector_stores, search, fetch),
+        VectorDbService(models, vector_stores, search, fetch),
         file_service,
         vector_stores,
         search,

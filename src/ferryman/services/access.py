@@ -31,7 +31,7 @@ from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, acting_as
 from ferryman.errors import ForbiddenError, NotFoundError
 from ferryman.storage.kernel.filters import ALL, Filter, admits
-from ferryman.storage.kernel.model import Kind, Owner, owner_terms
+from ferryman.storage.kernel.model import Kind, Owner, Rec, owner_terms
 from ferryman.storage.kernel.ops import Check
 
 DEFAULT_CACHE_SIZE = 4096
@@ -102,6 +102,16 @@ class Access:
         if action != "read" and not admits(self.filter(who, action, kind), terms, record_id):
             self.denied(who, action, kind, record_id)
             raise ForbiddenError(f"not allowed to {action} {_noun(kind)} '{record_id}'")
+
+    def cursor(self, who: Principal | None, kind: Kind, record_id: str, rec: Rec | None) -> None:
+        """Raise unless a list's cursor, read as ``rec`` (None: missing), is a record ``who`` may read.
+
+        Raises:
+            NotFoundError: it is missing, or ``who`` may not read it (a denial audited, as a read's is).
+        """
+        if rec is None:
+            raise NotFoundError(f"{kind.noun} '{record_id}' not found")
+        self.check(who, "read", kind, record_id, rec.owner)
 
     def guard(
         self, who: Principal | None, action: Action, kind: Kind, record_id: str, parent: str | None = None

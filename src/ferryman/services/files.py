@@ -194,9 +194,8 @@ class FileService:
 
     def _readable_cursor(self, who: Principal | None, file_id: str, rec: Rec | None) -> None:
         """Raise unless a list's cursor is a file the caller may read (missing to it otherwise)."""
-        if rec is None or expired(self.records.stored(rec).value):
-            raise NotFoundError(f"file '{file_id}' not found")
-        self._access.check(who, "read", FILE, file_id, rec.owner)
+        live = rec is not None and not expired(self.records.stored(rec).value)
+        self._access.cursor(who, FILE, file_id, rec if live else None)
 
     async def content(self, file_id: str) -> tuple[bytes, str]:
         """A file's bytes and media type."""

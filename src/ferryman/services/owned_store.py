@@ -35,9 +35,8 @@ from ferryman.auth.audit import audit
 from ferryman.auth.filters import owner_of as stored_owner
 from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
-from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
+from ferryman.errors import ForbiddenError, NotFoundError
 from ferryman.storage.base import ConversationRecord, Page, ResponseRecord, SessionRecord, Store
-from ferryman.storage.knowledge import VectorStoreRecord
 
 from .acting_owner import stored_principal
 
@@ -105,8 +104,6 @@ class Create:
     target: Target
     parent: Target | None = None
     parent_action: Action = "read"
-    named: bool = False
-    """The id may be the caller's choice (a vector DB) and an existing record is never replaced: a ConflictError."""
     stamped: bool = False
     """The backend's method takes the owner (``owner=``) and stores it with the record, in one transaction."""
     along: tuple[Target, ...] = ()
@@ -129,14 +126,18 @@ class Listing:
     """A list, filtered by :class:`OwnedStore`'s method of the same name."""
 
 
-Rule = Act | Create | Server | Listing
+@dataclass(frozen=True)
+class Beneath:
+    """Checked by its service against the owner its kernel record holds (a vector store's): the service calls it
+    on the backend (:func:`beneath`), and through this proxy it does not exist, so no call can skip the check."""
+
+
+Rule = Act | Create | Server | Listing | Beneath
 
 _session = _arg("session", "session_id")
 _turn = _arg("turn", "turn_id")
 _response = _arg("response", "response_id")
 _conversation = _arg("conversation", "conversation_id")
-_vector_store = _arg("vector_store", "vector_store_id")
-_vector_store_of = _arg("vector_store", "record", "vector_store_id")
 
 RULES: dict[str, Rule] = {
     # A session's agent is a kernel record: the service checks the caller may read it (services/agent_records.py).
@@ -184,33 +185,28 @@ RULES: dict[str, Rule] = {
     "events_after": Act("read", _response),
     "chain_history": Act("read", _response),
     "forget_file": Server(),  # FileService checks the file's deletion against its kernel record first
-    "create_vector_store": Create(_vector_store_of, named=True),
-    "get_vector_store": Act("read", _vector_store),
-    "list_vector_stores": Listing(),
-    "update_vector_store": Act("update", _vector_store_of),
-    "touch_vector_store": Server(),
-    "delete_vector_store": Act("delete", _vector_store),
-    "file_counts": Act("read", _vector_store),
-    "add_vector_store_files": Act("update", _vector_store),
-    "get_vector_store_file": Act("read", _vector_store),
-    "list_vector_store_files": Act("read", _vector_store),
-    "all_vector_store_files": Act("read", _vector_store),
-    "vector_store_files": Act("read", _vector_store),
-    # Asked only with stores the caller has just read (its own get or list): their counts are part of them.
-    "store_files": Server(),
-    "update_vector_store_file": Act("update", _vector_store),
-    "delete_vector_store_file": Act("update", _vector_store),
-    "create_file_batch": Act("update", _vector_store_of),
-    "get_file_batch": Act("read", _vector_store),
-    "cancel_file_batch": Act("update", _vector_store),
+    "create_vector_store": Beneath(),
+    "delete_vector_store": Beneath(),
+    "file_counts": Beneath(),
+    "add_vector_store_files": Beneath(),
+    "get_vector_store_file": Beneath(),
+    "list_vector_store_files": Beneath(),
+    "all_vector_store_files": Beneath(),
+    "vector_store_files": Beneath(),
+    "store_files": Beneath(),
+    "update_vector_store_file": Beneath(),
+    "delete_vector_store_file": Beneath(),
+    "create_file_batch": Beneath(),
+    "get_file_batch": Beneath(),
+    "cancel_file_batch": Beneath(),
     "claim_ingestion": Server(),
     "renew_ingestion": Server(),
     "finish_ingestion": Server(),
     "ingestion_backlog": Server(),
-    "add_chunks": Act("update", _vector_store),
-    "list_chunks": Act("read", _vector_store),
-    "keyword_search": Act("read", _vector_store),
-    "vector_search": Act("read", _vector_store),
+    "add_chunks": Beneath(),
+    "list_chunks": Beneath(),
+    "keyword_search": Beneath(),
+    "vector_search": Beneath(),
     "claim_idempotency_key": Server(),
     "renew_idempotency_key": Server(),
     "complete_idempotency_key": Server(),
@@ -255,7 +251,7 @@ class OwnedStore:
 
     def __getattr__(self, name: str) -> Any:
         rule = RULES.get(name)
-        if rule is None or isinstance(rule, Listing):
+        if rule is None or isinstance(rule, Listing | Beneath):
             raise AttributeError(name)
         method = getattr(self.inner, name)
         if isinstance(rule, Server):
@@ -329,9 +325,6 @@ class OwnedStore:
             self._judge(user, rule.parent_action, *parent, user)
         elif parent is not None:
             await self.check(rule.parent_action, *parent)
-        if rule.named and await self.owner_of(*target) is not None:
-            # Checked before the owner is stamped, which would hand the existing record to this caller.
-            raise ConflictError(f"{target[0]} '{target[1]}' already exists")
         for kind, record_id in created:
             if not self.policy.allows(user, "create", _resource(kind, record_id), user):
                 audit("denied", "create", _resource(kind, record_id), status=403)
@@ -340,11 +333,6 @@ class OwnedStore:
         assert owner is not None
         if rule.stamped:
             result = await method(*args, **kwargs, owner=owner)
-        elif rule.named:
-            # A chosen id: only the caller whose create won stamps itself (two at once both passed the check
-            # above, and the loser's stamp, made first, would take the winner's record).
-            result = await method(*args, **kwargs)
-            await self.inner.set_owner(*target, owner)
         else:
             # The owner first: a crash between the two leaves an owner of nothing, never a record of no one.
             await self.inner.set_owner(*target, owner)
@@ -412,14 +400,6 @@ class OwnedStore:
             return await self.inner.list_conversations(cursor, count, order)
 
         return await self._cursor_page("conversation", fetch, lambda c: c.conversation_id, after, limit)
-
-    async def list_vector_stores(self, after: str | None, limit: int, order: str) -> Page[VectorStoreRecord]:
-        """Readable vector stores after the cursor, fetching more when filtering thins a page (honest has_more)."""
-
-        async def fetch(cursor: str | None, count: int) -> Page[VectorStoreRecord]:
-            return await self.inner.list_vector_stores(cursor, count, order)
-
-        return await self._cursor_page("vector_store", fetch, lambda v: v.vector_store_id, after, limit)
 
     async def _cursor_page(
         self,

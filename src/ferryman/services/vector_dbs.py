@@ -31,7 +31,6 @@ from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.rag import Searcher, chunk_metadata, rag_query
 from ferryman.knowledge.results import RankingOptions, SearchMode, SearchQuery
 from ferryman.safe_fetch import FetchPolicy
-from ferryman.storage.base import Store
 from ferryman.storage.knowledge import VectorStoreRecord
 
 from .documents import document_texts
@@ -58,7 +57,6 @@ class VectorDbService:
     """Vector DBs, their chunks, and the RAG tool's insert and query.
 
     Args:
-        store: The (owned) store: each call acts as the current caller.
         models: Resolves embedding models.
         vector_stores: Chunks and embeds inserted text.
         search: Runs queries.
@@ -67,13 +65,11 @@ class VectorDbService:
 
     def __init__(
         self,
-        store: Store,
         models: ModelRouter,
         vector_stores: VectorStoreService,
         search: Searcher,
         fetch: FetchPolicy | None = None,
     ) -> None:
-        self._store = store
         self._models = models
         self._vector_stores = vector_stores
         self._search = search
@@ -119,7 +115,7 @@ class VectorDbService:
         found: list[VectorDB] = []
         after: str | None = None
         while True:
-            page = await self._store.list_vector_stores(after, _LIST_PAGE, "asc")
+            page = await self._vector_stores.page(after, _LIST_PAGE, "asc")
             found.extend(vector_db(record) for record in page.items)
             if not page.has_more or not page.items:
                 return found

@@ -31,7 +31,9 @@ from ferryman.api.vector_stores import (
     VectorStoreFileList,
     VectorStoreList,
 )
-from ferryman.errors import InvalidRequestError
+from ferryman.auth.policy import Action
+from ferryman.auth.principal import current_principal
+from ferryman.errors import InvalidRequestError, NotFoundError
 from ferryman.ids import new_id
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import chunk_text, resolve_strategy
@@ -39,6 +41,11 @@ from ferryman.knowledge.embedding import embed_chunks, unit_bytes
 from ferryman.knowledge.extract import without_nul
 from ferryman.knowledge.views import batch_object, file_object, now, store_object
 from ferryman.storage.base import Store
+from ferryman.storage.domain.kinds import VECTOR_STORE
+from ferryman.storage.domain.vector_stores import vector_stores
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import PageOf
+from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.knowledge import (
     Attributes,
     ChunkRecord,
@@ -49,6 +56,7 @@ from ferryman.storage.knowledge import (
     VectorStoreRecord,
 )
 
+from .access import Access
 from .files import FileService
 
 _CONTENT_PAGE = 500
@@ -67,16 +75,26 @@ class VectorStoreService:
     """Vector stores as the current caller.
 
     Args:
-        store: The (owned) store.
+        store: The backend (not the owned store: this service checks the caller itself).
+        kernel: Where the stores' records are.
+        access: The access policy.
         models: Validates embedding models and embeds directly inserted text.
         files: The files, as the caller may read them (a store attaches only those).
         wake: Called when ingestion jobs were added, so the worker starts at once.
     """
 
     def __init__(
-        self, store: Store, models: ModelRouter, files: FileService, wake: Callable[[], None] = lambda: None
+        self,
+        store: Store,
+        kernel: Kernel,
+        access: Access,
+        models: ModelRouter,
+        files: FileService,
+        wake: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
+        self.records = vector_stores(kernel)
+        self._access = access
         self._models = models
         self._files = files
         self._wake = wake
@@ -111,31 +129,70 @@ class VectorStoreService:
             provider_id=body.provider_id,
             provider_vector_db_id=provider_vector_db_id,
         )
+        who = current_principal.get()
+        self._access.check(who, "create", VECTOR_STORE, record.vector_store_id)
         files = [await self._attachment(record.vector_store_id, file_id, {}, strategy) for file_id in body.file_ids]
-        await self._store.create_vector_store(record, files)
+        await self._store.create_vector_store(record, files, owner=self._access.owner(who))
+        self._access.record(who, "create", VECTOR_STORE, record.vector_store_id)
         if files:
             self._wake()
         return await self._view(record)
 
-    async def record(self, vector_store_id: str) -> VectorStoreRecord:
-        """A store's record (NotFoundError if unknown or unreadable)."""
-        return await self._store.get_vector_store(vector_store_id)
+    async def record(self, vector_store_id: str, action: Action = "read") -> VectorStoreRecord:
+        """A store's record, once the caller is allowed ``action`` on it.
+
+        Raises:
+            NotFoundError: it is missing, or the caller may not read it.
+            ForbiddenError: the caller may read it but not do ``action``.
+        """
+        found = await self.records.find(vector_store_id)
+        if found is None:
+            raise NotFoundError(f"vector store '{vector_store_id}' not found")
+        self._access.check(current_principal.get(), action, VECTOR_STORE, vector_store_id, found.rec.owner)
+        return found.value
+
+    async def _checked(self, vector_store_id: str, action: Action = "read") -> None:
+        """Raise unless the caller may do ``action`` on the store; the server itself reads nothing for it (a
+        store that is gone is then the knowledge store's NotFoundError, or an empty answer)."""
+        if current_principal.get() is not None:
+            await self.record(vector_store_id, action)
+
+    async def touch(self, vector_store_id: str, at: int) -> None:
+        """Record activity (``last_active_at``, the expiry's anchor) whoever acted: server machinery, unchecked."""
+        await self.records.touch(vector_store_id, at)
 
     async def get(self, vector_store_id: str) -> VectorStore:
         """A store with its file counts, usage and status."""
-        return await self._view(await self._store.get_vector_store(vector_store_id))
+        return await self._view(await self.record(vector_store_id))
 
     async def list(self, after: str | None, limit: int, order: str) -> VectorStoreList:
         """One page of the caller's stores."""
-        page = await self._store.list_vector_stores(after, limit, order)
+        page = await self.page(after, limit, order)
         totals = await self._store.store_files([record.vector_store_id for record in page.items])
         data = [_shown(record, totals[record.vector_store_id]) for record in page.items]
         first, last = _page_ids([s.id for s in data])
         return VectorStoreList(data=data, first_id=first, last_id=last, has_more=page.has_more)
 
+    async def page(self, after: str | None, limit: int, order: str) -> PageOf[VectorStoreRecord]:
+        """The records of one page of the stores the caller may read (filtered in the kernel's query), by
+        creation, after the cursor's store, which is read in the same trip.
+
+        Raises:
+            NotFoundError: the cursor names no store the caller may read.
+        """
+        who = current_principal.get()
+        allow = self._access.filter(who, "read", VECTOR_STORE)
+        page = ops.Page(VECTOR_STORE, allow=allow, after=after, limit=limit, desc=order == "desc")
+        if after is None:
+            (found,) = await self.records.kernel.read([page])
+        else:
+            cursor, found = await self.records.kernel.read([ops.Get(VECTOR_STORE, after), page])
+            self._access.cursor(who, VECTOR_STORE, after, cursor)
+        return PageOf([self.records.stored(rec).value for rec in found.items], found.has_more)
+
     async def update(self, vector_store_id: str, body: UpdateVectorStoreRequest) -> VectorStore:
         """Change the fields the body sets (``expires_after: null`` clears the expiry)."""
-        record = await self._store.get_vector_store(vector_store_id)
+        record = await self.record(vector_store_id, "update")
         given = body.model_fields_set
         if "name" in given and body.name is not None:
             record.name = body.name
@@ -144,17 +201,26 @@ class VectorStoreService:
         if "expires_after" in given:
             record.expires_after = body.expires_after.model_dump() if body.expires_after else None
         record.last_active_at = now()
-        await self._store.update_vector_store(record)
+        changed = {
+            "name": record.name,
+            "metadata": record.metadata,
+            "expires_after": record.expires_after,
+            "last_active_at": record.last_active_at,
+        }
+        # In place (NotFoundError if deleted meanwhile): a store made again would have no index.
+        await self.records.kernel.write([ops.Patch(VECTOR_STORE, vector_store_id, merge=changed)])
         return await self._view(record)
 
     async def delete(self, vector_store_id: str) -> VectorStoreDeleted:
         """Delete a store with its attachments, batches and chunks (the files themselves stay)."""
+        await self.record(vector_store_id, "delete")
         await self._store.delete_vector_store(vector_store_id)
+        self._access.record(current_principal.get(), "delete", VECTOR_STORE, vector_store_id)
         return VectorStoreDeleted(id=vector_store_id)
 
     async def attach(self, vector_store_id: str, body: AttachFileRequest) -> VectorStoreFile:
         """Attach a file (ingested in the background); attaching it again re-ingests it."""
-        record = await self._store.get_vector_store(vector_store_id)
+        record = await self.record(vector_store_id, "update")
         strategy = _strategy(body.chunking_strategy) if body.chunking_strategy else record.chunking_strategy
         attachment = await self._attachment(vector_store_id, body.file_id, body.attributes or {}, strategy)
         await self._store.add_vector_store_files(vector_store_id, [attachment])
@@ -171,6 +237,7 @@ class VectorStoreService:
         batch_id: str | None = None,
     ) -> VectorStoreFileList:
         """One page of a store's (or a batch's) files, optionally of one status."""
+        await self._checked(vector_store_id)
         page = await self._store.list_vector_store_files(vector_store_id, after, limit, order, status, batch_id)
         data = [file_object(record) for record in page.items]
         first, last = _page_ids([f.id for f in data])
@@ -178,26 +245,31 @@ class VectorStoreService:
 
     async def get_file(self, vector_store_id: str, file_id: str) -> VectorStoreFile:
         """One attached file with its status."""
+        await self._checked(vector_store_id)
         return file_object(await self._store.get_vector_store_file(vector_store_id, file_id))
 
     async def update_file(self, vector_store_id: str, file_id: str, attributes: Attributes) -> VectorStoreFile:
         """Replace an attached file's attributes."""
+        await self._checked(vector_store_id, "update")
         await self._store.update_vector_store_file(vector_store_id, file_id, attributes)
         return await self.get_file(vector_store_id, file_id)
 
     async def delete_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileDeleted:
         """Detach a file and drop its chunks (the file itself stays)."""
+        await self._checked(vector_store_id, "update")
         await self._store.delete_vector_store_file(vector_store_id, file_id)
         return VectorStoreFileDeleted(id=file_id)
 
     async def file_content(self, vector_store_id: str, file_id: str) -> FileContentPage:
         """An attached file's text, chunk by chunk."""
+        await self._checked(vector_store_id)
         await self._store.get_vector_store_file(vector_store_id, file_id)
-        chunks = await self.chunks(vector_store_id, file_id)
+        chunks = [chunk async for page in self._chunk_pages(vector_store_id, file_id) for chunk in page]
         return FileContentPage(data=[TextContent(text=chunk.text) for chunk in chunks])
 
     async def chunks(self, vector_store_id: str, file_id: str) -> builtins.list[ChunkRecord]:
         """Every chunk of one file (or directly inserted document) of a store, in order."""
+        await self._checked(vector_store_id)
         return [chunk async for page in self._chunk_pages(vector_store_id, file_id) for chunk in page]
 
     async def _chunk_pages(self, vector_store_id: str, file_id: str) -> AsyncIterator[builtins.list[ChunkRecord]]:
@@ -217,7 +289,7 @@ class VectorStoreService:
             raise InvalidRequestError("give exactly one of file_ids and files, not empty", "file_ids")
         if body.files and (body.attributes or body.chunking_strategy):
             raise InvalidRequestError("with files, give attributes and chunking_strategy per file", "files")
-        record = await self._store.get_vector_store(vector_store_id)
+        record = await self.record(vector_store_id, "update")
         default = _strategy(body.chunking_strategy) if body.chunking_strategy else record.chunking_strategy
         wanted = [(f, body.attributes or {}, default) for f in body.file_ids or []]
         for item in body.files or []:
@@ -231,17 +303,22 @@ class VectorStoreService:
             attachment.batch_id = batch.batch_id
         await self._store.create_file_batch(batch, files)
         self._wake()
-        return await self.get_batch(vector_store_id, batch.batch_id)
+        return await self._batch(vector_store_id, batch.batch_id)
 
     async def get_batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """A batch with its status and counts."""
+        await self._checked(vector_store_id)
+        return await self._batch(vector_store_id, batch_id)
+
+    async def _batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         batch = await self._store.get_file_batch(vector_store_id, batch_id)
         return batch_object(batch, await self._store.file_counts(vector_store_id, batch_id))
 
     async def cancel_batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """Cancel a batch: its files not yet ingested end ``cancelled``."""
+        await self._checked(vector_store_id, "update")
         await self._store.cancel_file_batch(vector_store_id, batch_id)
-        return await self.get_batch(vector_store_id, batch_id)
+        return await self._batch(vector_store_id, batch_id)
 
     async def insert_chunks(
         self,
@@ -257,7 +334,7 @@ class VectorStoreService:
         Raises:
             InvalidRequestError: an embedding is not of the store's dimension, not finite, or zero.
         """
-        record = await self._store.get_vector_store(vector_store_id)
+        record = await self.record(vector_store_id, "update")
         positions = {doc: await self._next_position(vector_store_id, doc) for doc in {c[2] for c in chunks}}
         given: builtins.list[ChunkRecord] = []
         drafts: builtins.list[ChunkRecord] = []
@@ -291,7 +368,7 @@ class VectorStoreService:
         """
         if chunk_tokens < 1:
             raise InvalidRequestError("chunk size must be at least 1 token", "chunk_size_in_tokens")
-        record = await self._store.get_vector_store(vector_store_id)
+        record = await self.record(vector_store_id, "update")
         drafts: builtins.list[ChunkRecord] = []
         for document_id, text, metadata in documents:
             # Tokenizing a long document takes a while: off the event loop.

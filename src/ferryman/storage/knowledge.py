@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from .kernel.model import Owner
 from .page import Page
 
 IngestionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
@@ -158,30 +159,21 @@ class FileStore(Protocol):
 
 
 class VectorStoreStore(Protocol):
-    """Vector stores, their files and their batches."""
+    """Vector stores' files and batches (their records are the kernel's: ``storage.domain.vector_stores``).
 
-    async def create_vector_store(self, record: VectorStoreRecord, files: list[VectorStoreFileRecord]) -> None:
-        """Store a new vector store with its first files (ConflictError if the id exists)."""
-        ...
+    Every method but ``create_vector_store`` takes a store that exists: the caller read its record first.
+    """
 
-    async def get_vector_store(self, vector_store_id: str) -> VectorStoreRecord:
-        """One vector store, or NotFoundError."""
-        ...
-
-    async def list_vector_stores(self, after: str | None, limit: int, order: str) -> Page[VectorStoreRecord]:
-        """Vector stores by creation, after the cursor's store."""
-        ...
-
-    async def update_vector_store(self, record: VectorStoreRecord) -> None:
-        """Replace a vector store's settings (name, metadata, expiry, last activity); NotFoundError if gone."""
-        ...
-
-    async def touch_vector_store(self, vector_store_id: str, at: int) -> None:
-        """Record activity: set ``last_active_at`` alone (nothing when the store is gone; server machinery)."""
+    async def create_vector_store(
+        self, record: VectorStoreRecord, files: list[VectorStoreFileRecord], owner: Owner | None = None
+    ) -> None:
+        """Store a new vector store: its record (``storage.domain.vector_stores``, with its owner), its index and
+        its first files, in one transaction (ConflictError if the id exists)."""
         ...
 
     async def delete_vector_store(self, vector_store_id: str) -> None:
-        """Delete a vector store with its files' attachments, batches and chunks (NotFoundError if unknown)."""
+        """Delete a vector store: its record, its files' attachments, batches and chunks (NotFoundError if
+        unknown)."""
         ...
 
     async def file_counts(self, vector_store_id: str, batch_id: str | None = None) -> FileCounts:

@@ -15,6 +15,10 @@ from typing import Any, cast
 
 from ferryman.errors import NotFoundError
 
+from .domain.kinds import VECTOR_STORE as VECTOR_STORE_KIND
+from .domain.vector_stores import vector_stores
+from .kernel import ops
+from .kernel.model import Owner
 from .knowledge import (
     FileBatchRecord,
     FileCounts,
@@ -25,12 +29,11 @@ from .knowledge import (
     VectorStoreRecord,
 )
 from .page import Page
+from .redis.kernel import RedisKernel
 from .redis_keys import (
     BATCH,
     BATCH_FILES,
     INGESTION,
-    VECTOR_STORE,
-    VECTOR_STORES,
     VS_FILE,
     VS_FILES,
 )
@@ -52,9 +55,7 @@ from .redis_lua_knowledge import (
     DETACH_FILE,
     FORGET_FILE,
     STORE_FILES,
-    TOUCH_VECTOR_STORE,
     UPDATE_STORE_FILE,
-    UPDATE_VECTOR_STORE,
     AttachFiles,
     BatchOfStore,
     CreateBatch,
@@ -63,28 +64,12 @@ from .redis_lua_knowledge import (
     StoreFile,
     StoreId,
     StoreIds,
-    TouchVectorStore,
     UpdateStoreFile,
-    UpdateVectorStore,
 )
+from .redis_script import run_atomically
 from .redis_scripts import RedisBase
 
-_STORE_FIELDS = ("record", "last_active_at")
-"""A vector store's hash fields that make its record."""
 _STATUSES: tuple[IngestionStatus, ...] = ("in_progress", "completed", "failed", "cancelled")
-
-
-def _store_body(record: VectorStoreRecord) -> str:
-    body = asdict(record)
-    del body["vector_store_id"]
-    return json.dumps(body)
-
-
-def _store_of(vector_store_id: str, body: str, last_active_at: str | None) -> VectorStoreRecord:
-    record = VectorStoreRecord(vector_store_id=vector_store_id, **json.loads(body))
-    if last_active_at is not None:  # touched since the record was last written
-        record.last_active_at = int(last_active_at)
-    return record
 
 
 def _attachments(files: list[VectorStoreFileRecord]) -> dict[str, list[str]]:
@@ -120,6 +105,8 @@ def attachment_of(vector_store_id: str, file_id: str, values: list[Any]) -> Vect
 class RedisKnowledge(RedisBase):
     """Files, vector stores, attachments, batches and ingestion claims over the backend's scripts."""
 
+    kernel: RedisKernel
+
     # ---- files -------------------------------------------------------------
 
     async def forget_file(self, file_id: str) -> None:
@@ -128,41 +115,28 @@ class RedisKnowledge(RedisBase):
 
     # ---- vector stores -----------------------------------------------------
 
-    async def create_vector_store(self, record: VectorStoreRecord, files: list[VectorStoreFileRecord]) -> None:
-        """Store a new vector store with its first files (ConflictError if the id exists)."""
-        create = CreateVectorStore(
-            **_attachments(files), vector_store_id=record.vector_store_id, body=_store_body(record)
-        )
-        await self._run(CREATE_VECTOR_STORE, create)
+    async def create_vector_store(
+        self, record: VectorStoreRecord, files: list[VectorStoreFileRecord], owner: Owner | None = None
+    ) -> None:
+        """Store a new vector store's record (with its owner), its index and its first files, in one transaction.
 
-    async def get_vector_store(self, vector_store_id: str) -> VectorStoreRecord:
-        """One vector store, or NotFoundError."""
-        body, active = cast(
-            list[str | None], await self._db.hmget(self._keys.of(VECTOR_STORE, vector_store_id), _STORE_FIELDS)
-        )
-        if body is None:
-            raise NotFoundError(f"vector store '{vector_store_id}' not found")
-        return _store_of(vector_store_id, body, active)
-
-    async def list_vector_stores(self, after: str | None, limit: int, order: str) -> Page[VectorStoreRecord]:
-        """Vector stores by creation, after the cursor's store."""
-        index = self._keys.global_(VECTOR_STORES)
-        ids = await self._ranked(index, index, after, limit + 1, order == "desc", "vector store")
-        rows = await self._records(self._keys.base(VECTOR_STORE), ids, _STORE_FIELDS)
-        return Page([_store_of(row[0], row[1], row[2]) for row in rows[:limit]], len(rows) > limit)
-
-    async def update_vector_store(self, record: VectorStoreRecord) -> None:
-        """Replace a vector store's settings; NotFoundError if gone."""
-        await self._run(UPDATE_VECTOR_STORE, UpdateVectorStore(record.vector_store_id, _store_body(record)))
-
-    async def touch_vector_store(self, vector_store_id: str, at: int) -> None:
-        """Set ``last_active_at`` alone (nothing when the store is gone)."""
-        await self._run(TOUCH_VECTOR_STORE, TouchVectorStore(vector_store_id, at))
+        Raises:
+            ConflictError: the id is taken.
+        """
+        put = vector_stores(self.kernel).put(record, owner=owner, at=float(record.created_at))
+        index = CreateVectorStore(**_attachments(files), vector_store_id=record.vector_store_id)
+        # Each refuses an id it holds already, so a taken id writes nothing on either side.
+        await run_atomically(self._db, self.kernel.write_call([put]), self._call(CREATE_VECTOR_STORE, index))
 
     async def delete_vector_store(self, vector_store_id: str) -> None:
-        """Delete a vector store with its attachments, batches and chunks (NotFoundError if unknown)."""
-        await self._run(DELETE_VECTOR_STORE, StoreId(vector_store_id))
+        """Delete a vector store's record with its attachments, batches and chunks (NotFoundError if unknown)."""
+        delete = [ops.Delete(VECTOR_STORE_KIND, vector_store_id)]
+        found, _ = await run_atomically(
+            self._db, self.kernel.write_call(delete), self._call(DELETE_VECTOR_STORE, StoreId(vector_store_id))
+        )
         self._forget_index(vector_store_id)
+        if not self.kernel.write_results(delete, found)[0]:
+            raise NotFoundError(f"vector store '{vector_store_id}' not found")
 
     def _forget_index(self, vector_store_id: str) -> None:
         """Drop the in-process search caches of a deleted store (the chunk index's mixin overrides it)."""

@@ -154,7 +154,6 @@ local function delete_store(vs)
   redis.call('DEL', key('vector_store', vs), key('vs_files', vs), key('vs_batches', vs), key('chunks', vs),
     key('chunk_vectors', vs), key('chunk_files', vs), key('chunk_versions', vs), key('chunk_removals', vs),
     key('vs_in_progress', vs), key('vs_completed', vs), key('vs_failed', vs), key('vs_cancelled', vs))
-  redis.call('ZREM', global('vector_stores'), vs)
 end
 """
 
@@ -186,26 +185,9 @@ class FileId:
 
 @dataclass(frozen=True)
 class CreateVectorStore(Attachments):
-    """A vector store's settings (JSON) with its first files."""
+    """A new vector store's index (its record is the kernel's) with its first files."""
 
     vector_store_id: str
-    body: str
-
-
-@dataclass(frozen=True)
-class UpdateVectorStore:
-    """A vector store's new settings (JSON)."""
-
-    vector_store_id: str
-    body: str
-
-
-@dataclass(frozen=True)
-class TouchVectorStore:
-    """A vector store's last activity, kept beside its record (which it overrides) so that it writes alone."""
-
-    vector_store_id: str
-    at: int
 
 
 @dataclass(frozen=True)
@@ -261,7 +243,7 @@ class BatchOfStore:
     batch_id: str
 
 
-def _store_missing(args: StoreId | AttachFiles | CreateBatch | UpdateVectorStore, _: list[object]) -> NotFoundError:
+def _store_missing(args: StoreId | AttachFiles | CreateBatch, _: list[object]) -> NotFoundError:
     return NotFoundError(f"vector store '{args.vector_store_id}' not found")
 
 
@@ -282,6 +264,7 @@ return {OK}
     {},
 )
 
+# The index of a store whose record the kernel writes in the same transaction (``run_atomically``).
 CREATE_VECTOR_STORE = Script(
     CreateVectorStore,
     KNOWLEDGE_LUA
@@ -290,8 +273,7 @@ CREATE_VECTOR_STORE = Script(
 local s = key('vector_store', vector_store_id)
 if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
 local seq = next_seq(1)
-redis.call('HSET', s, 'record', body, 'seq', seq, 'version', seq, 'removals_from', seq, 'files_bytes', 0)
-redis.call('ZADD', global('vector_stores'), seq, vector_store_id)
+redis.call('HSET', s, 'seq', seq, 'version', seq, 'removals_from', seq, 'files_bytes', 0)
 attach_files(vector_store_id, attachments)
 return {OK}
 """,
@@ -299,40 +281,15 @@ return {OK}
     {Outcome.CONFLICT: lambda a, _: ConflictError(f"vector store '{a.vector_store_id}' already exists")},
 )
 
-UPDATE_VECTOR_STORE = Script(
-    UpdateVectorStore,
-    """
-local s = key('vector_store', vector_store_id)
-if redis.call('EXISTS', s) == 0 then return {NOT_FOUND} end
-redis.call('HSET', s, 'record', body)
-redis.call('HDEL', s, 'last_active_at')
-return {OK}
-""",
-    nothing,
-    {Outcome.NOT_FOUND: _store_missing},
-)
-
-# A record replaced since drops this field (the record's own value then stands).
-TOUCH_VECTOR_STORE = Script(
-    TouchVectorStore,
-    """
-local s = key('vector_store', vector_store_id)
-if redis.call('EXISTS', s) == 1 then redis.call('HSET', s, 'last_active_at', at) end
-return {OK}
-""",
-    nothing,
-)
-
+# Deleted with its record, which says whether the store was there: a store without an index deletes nothing here.
 DELETE_VECTOR_STORE = Script(
     StoreId,
     KNOWLEDGE_LUA
     + """
-if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {NOT_FOUND} end
 delete_store(vector_store_id)
 return {OK}
 """,
     nothing,
-    {Outcome.NOT_FOUND: _store_missing},
 )
 
 ATTACH_FILES = Script(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from ..kernel import ops
 from ..kernel.model import Json
 from ..kernel.protocol import Kernel
 from ..knowledge import VectorStoreRecord
@@ -31,6 +32,30 @@ class VectorStoreCodec:
         return VectorStoreRecord(**body)
 
 
-def vector_stores(kernel: Kernel) -> Records[VectorStoreRecord]:
+class VectorStoreRecords(Records[VectorStoreRecord]):
+    """Vector stores' records as the server reads them (no caller checked: the services check theirs).
+
+    Args:
+        kernel: The backend.
+    """
+
+    def __init__(self, kernel: Kernel) -> None:
+        super().__init__(kernel, VECTOR_STORE, VectorStoreCodec(), lambda store: store.vector_store_id)
+
+    async def record(self, vector_store_id: str) -> VectorStoreRecord:
+        """A store's record (NotFoundError if it is missing)."""
+        return await self.get(vector_store_id)
+
+    async def touch(self, vector_store_id: str, at: int) -> None:
+        """Record a store's activity (``last_active_at``, its expiry's anchor); nothing when it is gone."""
+        await self.kernel.write([touched(vector_store_id, at)])
+
+
+def vector_stores(kernel: Kernel) -> VectorStoreRecords:
     """Vector stores, by id, in creation order."""
-    return Records(kernel, VECTOR_STORE, VectorStoreCodec(), lambda store: store.vector_store_id)
+    return VectorStoreRecords(kernel)
+
+
+def touched(vector_store_id: str, at: int) -> ops.Patch:
+    """The write of a store's activity (``last_active_at``, its expiry's anchor); nothing when it is gone."""
+    return ops.Patch(VECTOR_STORE, vector_store_id, merge={"last_active_at": at}, required=False)

@@ -150,7 +150,15 @@ class RedisKernel:
         if not ops:
             return []
         batch = Batch(self._encode(ops), self._schema_json, time.time())
-        found = await self._run.run(WRITE, batch)
+        return self.write_results(ops, await self._run.run(WRITE, batch))
+
+    def write_call(self, ops: Sequence[Op]) -> ScriptCall[Batch, Any]:
+        """The script that writes ``ops``, to run in one transaction with another (``run_atomically``);
+        :meth:`write_results` reads what it answered."""
+        return self._run.call(WRITE, Batch(self._encode(ops), self._schema_json, time.time()))
+
+    def write_results(self, ops: Sequence[Op], found: list[Any]) -> list[Any]:
+        """The results of ``ops`` from what their script answered."""
         return [codec.decode(op, value) for op, value in zip(ops, found, strict=True)]
 
     async def read(self, ops: Sequence[ReadOp]) -> list[Any]:

@@ -110,6 +110,13 @@ class SqlKernel:
         self._check_reads(ops)
         return self._batch(ops)
 
+    def writes_within(self, ops: Sequence[Op]) -> Work[list[Any]]:
+        """A write batch as statements of another unit of work on the same driver: its records are written in
+        that unit's transaction, with whatever else it writes."""
+        _limit(len(ops), MAX_BATCH, "a write batch")
+        self.schema.require(ops)
+        return self._batch(ops)
+
     def _check_reads(self, ops: Sequence[ReadOp]) -> None:
         _limit(len(ops), MAX_BATCH, "a read batch")
         for op in ops:

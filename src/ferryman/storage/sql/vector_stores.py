@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ferryman.errors import ConflictError, NotFoundError
 
+from ..domain.kinds import VECTOR_STORE
+from ..domain.vector_stores import vector_stores
+from ..kernel import ops
+from ..kernel.model import Owner
 from ..knowledge import (
     Attributes,
     FileBatchRecord,
@@ -26,32 +30,13 @@ from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Wo
 
 if TYPE_CHECKING:
     from ..chunk_search import InProcessSearch
+    from .kernel import SqlKernel
 
-_STORE = (
-    "vector_store_id, name, created_at, embedding_model, embedding_dimension, metadata, chunking_strategy, "
-    "expires_after, last_active_at, provider_id, provider_vector_db_id"
-)
 FILE_COLUMNS = (
     "vector_store_id, file_id, created_at, status, attributes, chunking_strategy, usage_bytes, last_error, "
     "batch_id, lease_until"
 )
 """An attachment's columns, as :func:`file_record` reads them."""
-
-
-def _store(row: Row) -> VectorStoreRecord:
-    return VectorStoreRecord(
-        vector_store_id=row[0],
-        name=row[1],
-        created_at=row[2],
-        embedding_model=row[3],
-        embedding_dimension=row[4],
-        metadata=json.loads(row[5]),
-        chunking_strategy=json.loads(row[6]),
-        expires_after=json.loads(row[7]) if row[7] is not None else None,
-        last_active_at=row[8],
-        provider_id=row[9],
-        provider_vector_db_id=row[10],
-    )
 
 
 def file_record(d: Dialect, row: Row) -> VectorStoreFileRecord:
@@ -69,19 +54,6 @@ def file_record(d: Dialect, row: Row) -> VectorStoreFileRecord:
         batch_id=row[8],
         lease_until=d.read_epoch(row[9]) if row[9] is not None else None,
     )
-
-
-def _store_params(record: VectorStoreRecord) -> dict[str, Any]:
-    return {
-        "vector_store_id": record.vector_store_id,
-        "name": record.name,
-        "metadata": json.dumps(record.metadata),
-        "chunking_strategy": json.dumps(record.chunking_strategy),
-        "expires_after": json.dumps(record.expires_after) if record.expires_after is not None else None,
-        "last_active_at": record.last_active_at,
-        "provider_id": record.provider_id,
-        "provider_vector_db_id": record.provider_vector_db_id,
-    }
 
 
 def _attach(d: Dialect, vector_store_id: str, files: Sequence[VectorStoreFileRecord]) -> Work[None]:
@@ -124,23 +96,29 @@ class VectorStoreTables:
 
     _db: Driver
     _search: InProcessSearch
+    kernel: SqlKernel
 
-    async def create_vector_store(self, record: VectorStoreRecord, files: list[VectorStoreFileRecord]) -> None:
-        """Store a new vector store with its first files (ConflictError if the id exists)."""
+    async def create_vector_store(
+        self, record: VectorStoreRecord, files: list[VectorStoreFileRecord], owner: Owner | None = None
+    ) -> None:
+        """Store a new vector store's record (with its owner), its index and its first files, in one transaction.
+
+        Raises:
+            ConflictError: the id is taken.
+        """
+        put = vector_stores(self.kernel).put(record, owner=owner, at=float(record.created_at))
 
         def work() -> Work[None]:
+            yield from self.kernel.writes_within([put])
             try:
                 yield count(
-                    f"INSERT INTO vector_stores ({_STORE}, version, removals_from) VALUES (:vector_store_id, :name, "  # noqa: S608
-                    ":created_at, :embedding_model, :embedding_dimension, :metadata, :chunking_strategy, "
-                    ":expires_after, :last_active_at, :provider_id, :provider_vector_db_id, :version, :version)",
-                    created_at=record.created_at,
-                    embedding_model=record.embedding_model,
+                    "INSERT INTO vector_stores (vector_store_id, embedding_dimension, version, removals_from) "
+                    "VALUES (:vector_store_id, :embedding_dimension, :version, :version)",
+                    vector_store_id=record.vector_store_id,
                     embedding_dimension=record.embedding_dimension,
                     # A store deleted and made again under its id starts above its old versions, and an index
                     # held of the old one is sent the whole new one (it is below ``removals_from``).
                     version=time.time_ns(),
-                    **_store_params(record),
                 )
             except UniqueViolation as exc:
                 raise ConflictError(f"vector store '{record.vector_store_id}' already exists") from exc
@@ -150,75 +128,20 @@ class VectorStoreTables:
 
         await self._db.write(work())
 
-    async def get_vector_store(self, vector_store_id: str) -> VectorStoreRecord:
-        """One vector store, or NotFoundError."""
-        row = await self._db.read(
-            first(
-                f"SELECT {_STORE} FROM vector_stores WHERE vector_store_id = :vector_store_id",  # noqa: S608
-                vector_store_id=vector_store_id,
-            )
-        )
-        if row is None:
-            raise NotFoundError(f"vector store '{vector_store_id}' not found")
-        return _store(row)
-
-    async def list_vector_stores(self, after: str | None, limit: int, order: str) -> Page[VectorStoreRecord]:
-        """Vector stores by creation, after the cursor's store (NotFoundError if unknown)."""
-
-        def work() -> Work[list[Row]]:
-            page = yield from keyset("vector_stores", "vector_store_id", after, order)
-            found: list[Row] = yield rows(
-                f"SELECT {_STORE} FROM vector_stores WHERE TRUE{page.bound} "  # noqa: S608
-                f"ORDER BY {page.order_by} LIMIT :limit",
-                limit=limit + 1,
-                **page.params,
-            )
-            return found
-
-        found = await self._db.read(work())
-        return Page([_store(row) for row in found[:limit]], len(found) > limit)
-
-    async def update_vector_store(self, record: VectorStoreRecord) -> None:
-        """Replace a vector store's settings; NotFoundError if gone."""
-        updated = await self._db.write(
-            count(
-                "UPDATE vector_stores SET name = :name, metadata = :metadata, "
-                "chunking_strategy = :chunking_strategy, expires_after = :expires_after, "
-                "last_active_at = :last_active_at, provider_id = :provider_id, "
-                "provider_vector_db_id = :provider_vector_db_id WHERE vector_store_id = :vector_store_id",
-                **_store_params(record),
-            )
-        )
-        if not updated:
-            raise NotFoundError(f"vector store '{record.vector_store_id}' not found")
-
-    async def touch_vector_store(self, vector_store_id: str, at: int) -> None:
-        """Set ``last_active_at`` alone (nothing when the store is gone)."""
-        await self._db.write(
-            count(
-                "UPDATE vector_stores SET last_active_at = :at WHERE vector_store_id = :vector_store_id",
-                at=at,
-                vector_store_id=vector_store_id,
-            )
-        )
-
     async def delete_vector_store(self, vector_store_id: str) -> None:
-        """Delete a vector store with its attachments, batches and chunks (NotFoundError if unknown)."""
+        """Delete a vector store's record with its attachments, batches and chunks (NotFoundError if unknown)."""
 
-        def work() -> Work[int]:
+        def work() -> Work[bool]:
             # The store's row first, as every writer of its chunks takes it: none is then half way through them.
-            if (yield from moved(vector_store_id)) is None:
-                return 0
-            # Its rows go explicitly (not only by cascade), so that SQLite's keyword index follows for sure.
-            for table in ("chunks", "vector_store_files", "file_batches"):
-                yield count(
-                    f"DELETE FROM {table} WHERE vector_store_id = :vector_store_id",  # noqa: S608
-                    vector_store_id=vector_store_id,
-                )
-            deleted: int = yield count(
-                "DELETE FROM vector_stores WHERE vector_store_id = :vector_store_id", vector_store_id=vector_store_id
-            )
-            return deleted
+            if (yield from moved(vector_store_id)) is not None:
+                # Its rows go explicitly (not only by cascade), so that SQLite's keyword index follows for sure.
+                for table in ("chunks", "vector_store_files", "file_batches", "vector_stores"):
+                    yield count(
+                        f"DELETE FROM {table} WHERE vector_store_id = :vector_store_id",  # noqa: S608
+                        vector_store_id=vector_store_id,
+                    )
+            (deleted,) = yield from self.kernel.writes_within([ops.Delete(VECTOR_STORE, vector_store_id)])
+            return bool(deleted)
 
         deleted = await self._db.write(work())
         self._search.forget(vector_store_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ferryman.api.responses import CodeInterpreterTool, FileSearchTool, HostedTool, McpTool, WebSearchTool
 from ferryman.knowledge.rag import Searcher
-from ferryman.storage.base import Store
+from ferryman.knowledge.search import StoreRecords
 from ferryman.tools.code_interpreter import CodeInterpreter
 from ferryman.tools.mcp import McpClientPool
 from ferryman.tools.websearch import WebSearch
@@ -19,7 +19,7 @@ from .web_search import WebSearchKind
 
 def hosted_tools(
     searcher: Searcher,
-    store: Store,
+    stores: StoreRecords,
     mcp: McpClientPool | None = None,
     code_interpreter: CodeInterpreter | None = None,
     web_search: WebSearch | None = None,
@@ -30,12 +30,12 @@ def hosted_tools(
 
     Args:
         searcher: The search of vector stores (``file_search``).
-        store: The (owned) store.
+        stores: The vector stores' records, as the caller may read them (``file_search``).
         mcp: The MCP client pool (``mcp``).
         code_interpreter: The code interpreter over the sandbox (``code_interpreter``).
         web_search: The web search (``web_search``, ``web_search_preview``).
     """
-    kinds: dict[type[HostedTool], HostedKind] = {FileSearchTool: FileSearchKind(searcher, store)}
+    kinds: dict[type[HostedTool], HostedKind] = {FileSearchTool: FileSearchKind(searcher, stores)}
     if code_interpreter is not None:
         kinds[CodeInterpreterTool] = CodeInterpreterKind(code_interpreter)
     if web_search is not None:

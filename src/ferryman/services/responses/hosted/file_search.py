@@ -18,8 +18,7 @@ from ferryman.errors import InvalidRequestError
 from ferryman.knowledge.filters import parse_filter
 from ferryman.knowledge.rag import Searcher
 from ferryman.knowledge.results import RankingOptions, SearchQuery, SearchResult
-from ferryman.knowledge.search import search_mode
-from ferryman.storage.base import Store
+from ferryman.knowledge.search import StoreRecords, search_mode
 from ferryman.tools.file_search import METADATA_KEY, TOOL_NAME, FileSearch, render
 from ferryman.tools.registry import BoundTool
 
@@ -75,15 +74,15 @@ class FileSearchKind:
 
     Args:
         searcher: The search of vector stores (it checks the caller may read each).
-        store: Where the vector stores are (reading one checks the caller may).
+        stores: The vector stores' records (reading one checks the caller may).
     """
 
     names = frozenset({TOOL_NAME})
     uses_prior = False
 
-    def __init__(self, searcher: Searcher, store: Store) -> None:
+    def __init__(self, searcher: Searcher, stores: StoreRecords) -> None:
         self._searcher = searcher
-        self._store = store
+        self._stores = stores
 
     def validate(self, tools: list[HostedTool]) -> None:
         """At most one ``file_search`` tool."""
@@ -104,7 +103,7 @@ class FileSearchKind:
             if tool.filters is not None:
                 parse_filter(tool.filters)
             for vector_store_id in tool.vector_store_ids:
-                await self._store.get_vector_store(vector_store_id)
+                await self._stores.record(vector_store_id)
 
     async def bind(self, tools: list[HostedTool], context: BindContext) -> Binding:
         """The search as the model may call it: everything but the query is the request's."""
