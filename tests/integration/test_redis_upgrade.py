@@ -11,6 +11,7 @@ import pytest
 from legacy_agents import AGENT_OWNERS, AGENTS, ORPHAN_AGENT, assert_agents_moved
 from legacy_files import FILE_OWNERS, FILES, ORPHAN_FILE, assert_files_moved
 from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
+from legacy_vector_stores import STORES, assert_vector_stores_moved, owner_of, write_layout_11
 from redis.asyncio import Redis
 from replicas import redis_database
 
@@ -21,8 +22,9 @@ from ferryman.redis_url import split_prefix
 from ferryman.storage.base import ConversationRecord, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.files import files
-from ferryman.storage.domain.kinds import AGENT, FILE, MODEL
+from ferryman.storage.domain.kinds import AGENT, FILE, MODEL, VECTOR_STORE
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
+from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Page, Put
 from ferryman.storage.redis.kernel import RedisKernel
@@ -437,3 +439,60 @@ async def test_a_file_conversion_that_died_midway_finishes_without_duplicates(
     # It died after writing everything, before deleting the old keys: the next run writes nothing twice.
     await _files_of_layout_9(prefix, admin)
     assert await _open_and_check_files(url, prefix) == first
+
+
+# -- layout 12: vector stores' settings move into the kernel (what the chunk index keeps stays) ------------------
+
+SETTINGS_FIELDS = ("record", "last_active_at")
+
+
+async def _open_and_check_vector_stores(url: str, prefix: str) -> dict[str, int]:
+    """Open a store (converting), check every vector store; the stores' record numbers."""
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        await assert_vector_stores_moved(store.kernel)
+        [page] = await store.kernel.read([Page(VECTOR_STORE)])
+        return {rec.id: rec.seq for rec in page.items}
+    finally:
+        await store.close()
+
+
+async def test_vector_stores_of_layout_11_move_into_the_kernel_and_keep_their_chunk_index(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    kept = await write_layout_11(admin, keys)
+    hashes = [keys.of("vector_store", store.vector_store_id) for store in STORES]
+    before = [await admin.hgetall(key) for key in hashes]
+    await _open_and_check_vector_stores(url, prefix)
+    assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
+    # Each hash keeps the chunk index's fields (seq, version, removals_from, files_bytes), nothing else goes.
+    assert [await admin.hgetall(key) for key in hashes] == [
+        {field: value for field, value in fields.items() if field not in SETTINGS_FIELDS} for fields in before
+    ]
+    assert await admin.exists(*kept) == len(kept)
+    assert await admin.exists(keys.global_("vector_stores"), keys.of("owners", "vector_store")) == 0
+
+
+async def test_a_vector_store_conversion_that_died_midway_finishes_without_duplicates(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    await write_layout_11(admin, keys)
+    # It had written the first store (and dropped its settings' fields), then died before the rest.
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")
+    await kernel.open()
+    zeta = STORES[0]
+    try:
+        owner = owner_of(zeta.vector_store_id)
+        await kernel.write([vector_stores(kernel).put(zeta, owner=owner, at=float(zeta.created_at))])
+    finally:
+        await kernel.close()
+    await admin.hdel(keys.of("vector_store", zeta.vector_store_id), *SETTINGS_FIELDS)
+    first = await _open_and_check_vector_stores(url, prefix)
+    # It died after writing everything, before deleting the index and owners: the next run writes nothing twice.
+    await write_layout_11(admin, keys)
+    assert await _open_and_check_vector_stores(url, prefix) == first

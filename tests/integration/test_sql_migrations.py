@@ -36,6 +36,7 @@ from legacy_registries import (
     same_registration,
 )
 from legacy_schema import build_postgres, build_sqlite
+from legacy_vector_stores import ORPHAN_STORE, STORE_OWNERS, STORES, assert_vector_stores_moved, sql_rows
 from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, postgres_store
 
 from ferryman.api.agents import Agent, AgentConfig
@@ -46,7 +47,7 @@ from ferryman.storage.base import IdempotencyRecord, SessionRecord, StoredEvent,
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.kinds import MODEL
 from ferryman.storage.kernel.ops import Page
-from ferryman.storage.knowledge import FileRecord
+from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
 from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.sql.migrate import alembic_config, postgres_engine, sqlite_engine, upgrade
 from ferryman.storage.sql.store import SqlStore
@@ -54,7 +55,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0020_files_on_kernel"
+HEAD = "0021_vector_stores_on_kernel"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -711,10 +712,11 @@ async def test_files_move_into_the_kernel_with_their_owners(database: Database) 
     assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'file'") == []
 
 
-async def _files_index(database: Database) -> list[str]:
+async def _indexes_of(database: Database, table: str) -> list[str]:
     if database.dialect == "sqlite":
-        return [row[0] for row in await database.query("SELECT name FROM sqlite_master WHERE tbl_name = 'files'")]
-    found = "SELECT indexname FROM pg_indexes WHERE tablename = 'files' AND schemaname = current_schema()"
+        found = f"SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = '{table}'"
+    else:
+        found = f"SELECT indexname FROM pg_indexes WHERE tablename = '{table}' AND schemaname = current_schema()"
     return [row[0] for row in await database.query(found)]
 
 
@@ -727,7 +729,7 @@ async def test_files_go_down_to_their_table_and_up_again(database: Database) -> 
     columns = "file_id, filename, purpose, bytes, created_at, mime_type, expires_at"
     rows = await database.query(f"SELECT {columns} FROM files ORDER BY created_at, file_id")  # noqa: S608
     assert [FileRecord(*row) for row in rows] == FILES
-    assert "files_by_creation" in await _files_index(database)
+    assert "files_by_creation" in await _indexes_of(database, "files")
     owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'file'")
     assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
         rid: (agent_principal(owner), owner) for rid, owner in FILE_OWNERS.items()
@@ -741,3 +743,132 @@ async def test_files_go_down_to_their_table_and_up_again(database: Database) -> 
         await assert_files_moved(store.kernel)
     finally:
         await store.close()
+
+
+# -- vector stores' settings move into the kernel's records; the chunk index keeps its anchor (0021) ---------------
+
+BEFORE_VECTOR_STORES = "0020_files_on_kernel"
+ANCHOR = ["vector_store_id", "embedding_dimension", "version", "removals_from"]
+SETTINGS = (
+    "vector_store_id, name, created_at, embedding_model, embedding_dimension, metadata, chunking_strategy, "
+    "expires_after, last_active_at, provider_id, provider_vector_db_id"
+)
+CHUNK_INDEX = (
+    "SELECT vector_store_id, embedding_dimension, version, removals_from FROM vector_stores ORDER BY vector_store_id",
+    "SELECT vector_store_id, file_id, status, usage_bytes, batch_id FROM vector_store_files",
+    "SELECT batch_id, vector_store_id FROM file_batches",
+    "SELECT vector_store_id, chunk_id, file_id, text, version FROM chunks",
+    "SELECT vector_store_id, version, file_id FROM chunk_removals",
+)
+"""What the chunk index keeps of the stores: every table that names ``vector_stores`` with a cascading key."""
+
+
+async def _chunk_index(database: Database) -> list[list[tuple[Any, ...]]]:
+    return [await database.query(sql) for sql in CHUNK_INDEX]
+
+
+async def _columns_of(database: Database, table: str) -> list[str]:
+    if database.dialect == "sqlite":
+        return [row[1] for row in await database.query(f"PRAGMA table_info({table})")]
+    found = await database.query(
+        "SELECT column_name FROM information_schema.columns "
+        f"WHERE table_name = '{table}' AND table_schema = current_schema() ORDER BY ordinal_position"
+    )
+    return [row[0] for row in found]
+
+
+async def _stores_at_0020(database: Database) -> list[list[tuple[Any, ...]]]:
+    """The stores, their owners and the first one's chunk index at 0020; what the chunk index holds."""
+    await database.migrate(BEFORE_VECTOR_STORES, False)
+    for row in sql_rows(database.dialect):
+        await database.query(row)
+    before = await _chunk_index(database)
+    assert all(before), before
+    return before
+
+
+def _settings_row(row: tuple[Any, ...]) -> VectorStoreRecord:
+    """A store of a row of :data:`SETTINGS`."""
+    metadata, strategy, expires_after = (None if value is None else json.loads(value) for value in row[5:8])
+    return VectorStoreRecord(*row[:5], metadata, strategy, expires_after, *row[8:])
+
+
+async def test_vector_stores_move_into_the_kernel_with_their_owners_and_keep_their_chunk_index(
+    database: Database,
+) -> None:
+    before = await _stores_at_0020(database)
+    store = database.store()
+    await store.open()
+    try:
+        await assert_vector_stores_moved(store.kernel)
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    assert await _chunk_index(database) == before  # attachments, batches, chunks, removals, versions: all there
+    assert await _columns_of(database, "vector_stores") == ANCHOR
+    assert "vector_stores_by_creation" not in await _indexes_of(database, "vector_stores")
+    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'vector_store'") == []
+    if database.dialect == "sqlite":
+        assert await database.query("PRAGMA foreign_key_check") == []
+
+
+async def test_vector_stores_go_down_to_their_table_and_up_again(database: Database) -> None:
+    before = await _stores_at_0020(database)
+    await database.migrate("head", False)
+    await database.migrate(BEFORE_VECTOR_STORES, True)
+    rows = await database.query(f"SELECT {SETTINGS} FROM vector_stores ORDER BY created_at, vector_store_id")
+    assert [_settings_row(row) for row in rows] == STORES
+    assert "vector_stores_by_creation" in await _indexes_of(database, "vector_stores")
+    if database.dialect == "postgres":  # as 0006 made them: no defaults (SQLite keeps those they were added with)
+        defaults = await database.query(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'vector_stores' "
+            "AND table_schema = current_schema() AND column_default IS NOT NULL"
+        )
+        assert defaults == [("removals_from",)]
+    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'vector_store'")
+    assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
+        rid: (agent_principal(owner), owner) for rid, owner in STORE_OWNERS.items()
+    }
+    assert ORPHAN_STORE not in {row[0] for row in owners}
+    assert await database.query("SELECT id FROM records WHERE kind = 'vector_store'") == []
+    assert await database.query("SELECT term FROM record_terms WHERE kind = 'vector_store'") == []
+    assert await _chunk_index(database) == before
+    await database.migrate("head", False)  # and up again: the same records, owners and terms
+    store = database.store()
+    await store.open()
+    try:
+        await assert_vector_stores_moved(store.kernel)
+    finally:
+        await store.close()
+    assert await _chunk_index(database) == before
+
+
+async def test_sqlite_keeps_the_chunk_index_through_0021_even_with_foreign_keys_enforced(tmp_path: Path) -> None:
+    path = str(tmp_path / "keys.db")
+    engine = sqlite_engine(path)
+    with engine.begin() as conn:
+        upgrade(conn, BEFORE_VECTOR_STORES)
+        for row in sql_rows("sqlite"):
+            conn.exec_driver_sql(row)
+    engine.dispose()
+
+    @sa.event.listens_for(engine, "connect")
+    def _enforce(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.execute("PRAGMA foreign_keys=ON")  # a table copied and dropped would cascade
+
+    def chunk_index(conn: sa.Connection) -> list[list[tuple[Any, ...]]]:
+        return [[tuple(row) for row in conn.exec_driver_sql(sql)] for sql in CHUNK_INDEX]
+
+    try:
+        with engine.begin() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            before = chunk_index(conn)
+            assert all(before), before
+            upgrade(conn, "head")
+            assert chunk_index(conn) == before
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), BEFORE_VECTOR_STORES)
+            assert chunk_index(conn) == before
+            assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+    finally:
+        engine.dispose()

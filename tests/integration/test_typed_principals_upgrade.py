@@ -48,14 +48,14 @@ MAIN = "0008_shields"
 NOW = datetime.now(UTC)
 API_KEY, SUBJECT = PrincipalKind.API_KEY, PrincipalKind.SUBJECT
 
-# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Conversations and vector
-# stores: their owners are still in the side table (agents' and files' owners moved into the kernel's records with
-# revisions 0015 and 0020).
+# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Conversations and
+# responses: their owners are still in the side table (agents', files' and vector stores' owners moved into the
+# kernel's records with revisions 0015, 0020 and 0021).
 OWNERS = {
     ("conversation", "agent_key", "key:alice", (("roles", ("dev",)),)): Principal(
         API_KEY, "alice", {"roles": ("dev",)}
     ),
-    ("vector_store", "vs-sub", "alice", (("teams", ("red",)),)): Principal(SUBJECT, "alice", {"teams": ("red",)}),
+    ("response", "resp-sub", "alice", (("teams", ("red",)),)): Principal(SUBJECT, "alice", {"teams": ("red",)}),
     ("session", "sess_sub", "sub:x", ()): Principal(SUBJECT, "sub:x"),
 }
 # More owners than one batch of the conversion holds.

@@ -4,8 +4,9 @@ A layout before the kernel kept each record in a hash (``<kind>:<id>``), its ids
 in a sorted set in creation order and its owners in ``owners:<kind>``. A
 conversion walks the ids in batches, writes each record whose hash is still
 there through the kernel itself (an upsert, which keeps an existing record's
-number, time and owner), then deletes those hashes; so a conversion that died
-midway, run again, writes the rest after them. What a kind's hash becomes is
+number, time and owner), then deletes those hashes (or only the record's fields,
+where the hash holds other data that stays); so a conversion that died midway,
+run again, writes the rest after them. What a kind's hash becomes is
 the caller's (:data:`ToPut`); deleting the index and the owners, once every
 record is moved, is the caller's too.
 """
@@ -37,7 +38,15 @@ def stored_owner(stored: str | None) -> Owner | None:
 
 
 async def move_hashes(
-    client: Redis, keys: Keys, lock: Lock, *, kind: str, index: str, fields: Sequence[str], to_put: ToPut
+    client: Redis,
+    keys: Keys,
+    lock: Lock,
+    *,
+    kind: str,
+    index: str,
+    fields: Sequence[str],
+    to_put: ToPut,
+    drop: Sequence[str] | None = None,
 ) -> None:
     """Write every record of ``kind`` listed in ``index`` as a kernel record with its owner, deleting its hash.
 
@@ -49,13 +58,14 @@ async def move_hashes(
         index: The sorted set of their ids, in creation order.
         fields: The hash fields ``to_put`` reads, in its order.
         to_put: What a record becomes.
+        drop: The fields that go from a moved record's hash, the others staying; None: the whole hash goes.
     """
     kernel = RedisKernel(client, SCHEMA, prefix=f"{keys.prefix}k:")  # where a store's kernel keeps its keys
     await kernel.open()
     try:
         start = 0
         while ids := cast(list[str], await client.zrange(index, start, start + BATCH - 1)):
-            await _move(client, kernel, keys, kind, ids, fields, to_put)
+            await _move(client, kernel, keys, kind, ids, fields, to_put, drop)
             await lock.reacquire()
             start += len(ids)
     finally:
@@ -63,9 +73,16 @@ async def move_hashes(
 
 
 async def _move(
-    client: Redis, kernel: RedisKernel, keys: Keys, kind: str, ids: list[str], fields: Sequence[str], to_put: ToPut
+    client: Redis,
+    kernel: RedisKernel,
+    keys: Keys,
+    kind: str,
+    ids: list[str],
+    fields: Sequence[str],
+    to_put: ToPut,
+    drop: Sequence[str] | None,
 ) -> None:
-    """Write one batch (the records whose hash is still there), then delete their hashes."""
+    """Write one batch (the records whose hash is still there), then delete their hashes (or ``drop``)."""
     async with client.pipeline(transaction=False) as pipe:
         for record_id in ids:
             pipe.hmget(keys.of(kind, record_id), list(fields))
@@ -76,6 +93,14 @@ async def _move(
         for record_id, values, owner in zip(ids, found, owners, strict=True)
     )
     puts = [put for put in made if put is not None]
-    if puts:
-        await kernel.write(puts)
-        await client.delete(*(keys.of(kind, put.id) for put in puts))
+    if not puts:
+        return
+    await kernel.write(puts)
+    moved = [keys.of(kind, put.id) for put in puts]
+    if drop is None:
+        await client.delete(*moved)
+        return
+    async with client.pipeline(transaction=False) as pipe:
+        for key in moved:
+            pipe.hdel(key, *drop)
+        await pipe.execute()

@@ -23,6 +23,8 @@ keeps in-process indexes current (``redis_chunk_upgrade``): existing chunks get 
 vector stores and chunks stay.
 11 keeps each vector store's files' bytes (``files_bytes`` in its hash, absent: summed by the store's next view):
 nothing is converted, but a ferryman of 10 changes attachments without keeping it, so it must not write 11's data.
+12 moves vector stores' settings, with their owners, into the kernel's records (``redis_vector_store_upgrade``);
+each store's hash keeps what the chunk index reads, and its attachments, batches and chunks stay.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -57,8 +59,9 @@ from .redis_keys import (
     stored_event,
 )
 from .redis_registry_upgrade import move_registries
+from .redis_vector_store_upgrade import move_vector_stores
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
@@ -67,6 +70,7 @@ _CONVERSATION_INDEX = 6
 _KERNEL_AGENTS = 7
 _CHUNK_FEED = 9
 _KERNEL_FILES = 10
+_KERNEL_VECTOR_STORES = 12
 _OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -106,6 +110,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await stamp_chunks(client, keys, lock)
         if found < _KERNEL_FILES and not fresh:  # after the owners are typed
             await move_files(client, keys, lock, _escaped)
+        if found < _KERNEL_VECTOR_STORES and not fresh:  # after the owners are typed and the chunks stamped
+            await move_vector_stores(client, keys, lock)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
