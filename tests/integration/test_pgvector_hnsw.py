@@ -227,9 +227,8 @@ async def test_a_store_of_a_new_dimension_makes_its_index_once_even_when_replica
 
 
 TINY_STORES = (
-    "INSERT INTO vector_stores (vector_store_id, name, created_at, embedding_model, embedding_dimension, metadata, "
-    "chunking_strategy, last_active_at, version) SELECT 'vs_tiny_' || i, 'n', 1, 'm', 32, '{}', '{}', 1, 1 "
-    "FROM generate_series(1, 150) i; "
+    "INSERT INTO vector_stores (vector_store_id, embedding_dimension, version, removals_from) "
+    "SELECT 'vs_tiny_' || i, 32, 1, 1 FROM generate_series(1, 150) i; "
     "INSERT INTO chunks (vector_store_id, chunk_id, file_id, position, text, token_count, metadata, embedding) "
     "SELECT 'vs_tiny_' || (1 + i % 150), 'c' || i, 'file_0', i, 't', 1, '{}', "
     "(SELECT array_agg(random() - 0.5)::public.vector FROM generate_series(1, 32) WHERE i >= 0) "

@@ -34,10 +34,10 @@ kind                type         holds
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
                                  id ``<len(owner)>:<owner>:<key>``, expires itself
 ``file_stores``     set          the vector stores a file is attached to
-``vector_stores``   sorted set   vector store ids by creation
-``vector_store``    hash         record (JSON), seq, version (a fresh seq at every chunk change),
-                                 removals_from (chunk_removals answers for versions after it),
-                                 files_bytes (its attachments' usage_bytes summed, kept as they change)
+``vector_store``    hash         a vector store's chunk index (its settings and owner are a kernel record):
+                                 seq, version (a fresh seq at every chunk change), removals_from
+                                 (chunk_removals answers for versions after it), files_bytes (its
+                                 attachments' usage_bytes summed, kept as they change)
 ``vs_files``        sorted set   a vector store's attached file ids by attachment
 ``vs_<status>``     sorted set   those of them in one ingestion status, scored as in vs_files
 ``vs_file``         hash         an attachment (id ``<len(store id)>:<store id>:<file id>``):
@@ -87,7 +87,6 @@ ITEM_BODIES = "item_bodies"
 RESPONSES = "responses"
 RESPONSE = "response"
 RESPONSE_EVENTS = "response_events"
-VECTOR_STORES = "vector_stores"
 VECTOR_STORE = "vector_store"
 VS_FILES = "vs_files"
 VS_FILE = "vs_file"
