@@ -55,7 +55,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0021_vector_stores_on_kernel"
+HEAD = "0022_record_terms_hash"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}

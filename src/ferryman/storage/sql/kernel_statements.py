@@ -7,6 +7,8 @@ structure of a filter); values never do, so the cache holds one entry per shape.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -406,22 +408,50 @@ def _conditions(d: SqlDialect, shape: PageShape, order: sa.ColumnElement[Any]) -
         conditions.append(R.at >= _p("since"))
     if shape.until:
         conditions.append(R.at < _p("until"))
-    if shape.after:
-        conditions.append(order < _seq_of("after") if shape.desc else order > _seq_of("after"))
-    return conditions
+    return conditions + _after(shape, order)
+
+
+def _after(shape: PageShape, order: sa.ColumnElement[Any]) -> list[sa.ColumnElement[bool]]:
+    """The cursor's condition, if the page has one: past the ``:after`` record, in the page's direction."""
+    if not shape.after:
+        return []
+    return [order < _seq_of("after") if shape.desc else order > _seq_of("after")]
 
 
 def _arm_page(d: SqlDialect, shape: PageShape, arm: Any, limit: str, offset: str) -> sa.Select[Any]:
     """The page of the records one arm admits, read from its index: one term in the order of its index."""
     if arm[0] == "term":
         order: sa.ColumnElement[Any] = record_terms.c.seq
-        query = sa.select(*REC_COLUMNS).select_from(record_terms).join(records, R.seq == record_terms.c.seq)
         where = [record_terms.c.kind == _p("kind"), record_terms.c.term == _p(arm[1])]
+        if not d.is_sqlite:
+            return _looked_up(d, shape, where, limit, offset)
+        query = sa.select(*REC_COLUMNS).select_from(record_terms).join(records, R.seq == record_terms.c.seq)
     else:
         order, query, where = R.seq, sa.select(*REC_COLUMNS), [R.seq.in_(_seqs(d, arm))]
     ordered = order.desc() if shape.desc else order.asc()
     conditions = [*_conditions(d, shape, order), *where]
     return query.where(*conditions).order_by(ordered).limit(_p(limit)).offset(_p(offset))
+
+
+def _looked_up(
+    d: SqlDialect, shape: PageShape, where: list[sa.ColumnElement[bool]], limit: str, offset: str
+) -> sa.Select[Any]:
+    """A term's page on PostgreSQL: its rows in the order of ``record_terms``'s primary key, each record looked up.
+
+    PostgreSQL may plan a prepared statement once for any term (its generic plan), guessing that a term holds a
+    share of every record; it then merges the term's rows with all records in creation order, reading everyone
+    else's records up to the caller's oldest. A lateral subquery, which ``OFFSET 0`` keeps from being flattened
+    into a join, leaves it one plan: a lookup of each record from its term's row (and ``record_terms``'s index on
+    ``seq`` is a hash, so the term's rows come in order from the primary key alone).
+    """
+    order = record_terms.c.seq
+    record = _conditions(d, dataclasses.replace(shape, after=False), order)
+    looked_up = sa.select(*REC_COLUMNS).where(R.seq == order, *record).offset(sa.literal_column("0")).lateral("found")
+    # The cursor bounds the scan of the term's rows, outside: inside, it would only filter what was read.
+    bound = _after(shape, order)
+    ordered = order.desc() if shape.desc else order.asc()
+    query = sa.select(*looked_up.c).select_from(record_terms).join(looked_up, sa.true()).where(*where, *bound)
+    return query.order_by(ordered).limit(_p(limit)).offset(_p(offset))
 
 
 def page(d: SqlDialect, shape: PageShape) -> Compiled:

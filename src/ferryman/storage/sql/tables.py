@@ -63,7 +63,7 @@ record_terms = sa.Table(
     sa.Column("term", sa.Text(), nullable=False),
     sa.Column("seq", SEQ, sa.ForeignKey("records.seq", ondelete="CASCADE"), nullable=False),
     sa.PrimaryKeyConstraint("kind", "term", "seq", name="pk_record_terms"),
-    sa.Index("ix_record_terms_seq", "seq"),
+    sa.Index("ix_record_terms_seq", "seq", postgresql_using="hash"),  # see revision 0022
 )
 
 record_logs = sa.Table(
