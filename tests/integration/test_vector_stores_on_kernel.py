@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from storage_backends import BACKENDS
@@ -16,14 +17,18 @@ from storage_backends import BACKENDS
 from ferryman.api.vector_stores import AttachFileRequest, UpdateVectorStoreRequest
 from ferryman.auth.policy import ACTIONS, AccessPolicy, parse_policy
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
-from ferryman.errors import ForbiddenError, NotFoundError
+from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.blobs import MemoryBlobStore
 from ferryman.services.access import Access
 from ferryman.services.files import FileService
 from ferryman.services.vector_stores import VectorStoreService
 from ferryman.storage.base import Store
+from ferryman.storage.domain.kinds import VECTOR_STORE
+from ferryman.storage.domain.vector_stores import vector_stores
+from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.counting import CountingKernel
+from ferryman.storage.kernel.model import Owner
 from ferryman.storage.knowledge import VectorStoreFileRecord, VectorStoreRecord
 
 pytestmark = pytest.mark.anyio
@@ -52,10 +57,19 @@ def service(store: Store, policy: AccessPolicy | None = None) -> tuple[VectorSto
     return VectorStoreService(store, kernel, access, ModelRouter([]), files), kernel
 
 
-async def make(store: Store, vector_store_id: str, who: Principal, created_at: int = 100) -> None:
-    record = VectorStoreRecord(vector_store_id, "s", created_at, "m", 3, last_active_at=created_at)
-    attachment = VectorStoreFileRecord(vector_store_id=vector_store_id, file_id="file_a", created_at=created_at)
-    await store.create_vector_store(record, [attachment], Access(AccessPolicy()).owner(who))
+def owner_of(who: Principal) -> Owner | None:
+    return Access(AccessPolicy()).owner(who)
+
+
+def a_record(vector_store_id: str, created_at: int = 100) -> VectorStoreRecord:
+    return VectorStoreRecord(vector_store_id, "s", created_at, "m", 3, last_active_at=created_at)
+
+
+async def make(
+    store: Store, vector_store_id: str, who: Principal, created_at: int = 100, file_id: str = "file_a"
+) -> None:
+    attachment = VectorStoreFileRecord(vector_store_id=vector_store_id, file_id=file_id, created_at=created_at)
+    await store.create_vector_store(a_record(vector_store_id, created_at), [attachment], owner_of(who))
 
 
 async def test_each_caller_pages_through_its_own_stores_in_one_read(store: Store) -> None:
@@ -115,3 +129,39 @@ async def test_a_team_reads_a_store_its_owner_alone_changes(store: Store) -> Non
         with pytest.raises(NotFoundError):
             await stores.get("vs_a")
     assert await store.all_vector_store_files("vs_a") == []
+
+
+async def test_a_create_refused_on_one_side_leaves_nothing_of_its_own(store: Store) -> None:
+    # The record and the index of one id disagree only after a lost write; a create must not take the half
+    # that is there, nor leave its own half beside it.
+    await make(store, "vs_index", ALICE)
+    await store.kernel.write([ops.Delete(VECTOR_STORE, "vs_index")])  # an index left without its record
+    await make(store, "vs_record", ALICE)
+    await store.delete_vector_store("vs_record")
+    await store.kernel.write([vector_stores(store.kernel).put(a_record("vs_record"), owner=owner_of(ALICE))])
+    for store_id in ("vs_index", "vs_record"):
+        with pytest.raises(ConflictError):
+            await make(store, store_id, BOB, file_id="file_bob")
+    assert await vector_stores(store.kernel).find("vs_index") is None
+    assert "file_bob" not in [f.file_id for f in await store.all_vector_store_files("vs_index")]
+    kept = await vector_stores(store.kernel).find("vs_record")
+    assert kept is not None and kept.rec.owner == owner_of(ALICE)
+    assert await store.all_vector_store_files("vs_record") == []
+
+
+async def test_an_update_is_checked_on_the_record_it_writes(store: Store) -> None:
+    await make(store, "vs_z", ALICE)
+    stores, _ = service(store)
+    read = stores.records.find
+
+    async def then_made_again(record_id: str, **query: Any) -> Any:
+        found = await read(record_id, **query)
+        # Between the update's read and its write, the store is deleted and Bob makes one under its id.
+        await store.delete_vector_store("vs_z")
+        await make(store, "vs_z", BOB)
+        return found
+
+    stores.records.find = then_made_again  # type: ignore[method-assign]
+    with acting_as(ALICE), pytest.raises(NotFoundError):
+        await stores.update("vs_z", UpdateVectorStoreRequest(name="alice's"))
+    assert (await vector_stores(store.kernel).get("vs_z")).name == "s"

@@ -132,7 +132,7 @@ class VectorDbService:
             InvalidRequestError: a chunk has no text, or a ``document_id`` that is no id (too long, or holding
                 a control character).
         """
-        await self._vector_stores.record(request.vector_db_id)
+        await self._vector_stores.record(request.vector_db_id, "update")  # before reading or fetching documents
         chunks: list[tuple[str, dict[str, Any], str, list[float] | None]] = []
         for index, chunk in enumerate(request.chunks):
             text = content_to_text(chunk.content)
@@ -168,7 +168,7 @@ class VectorDbService:
 
     async def rag_insert(self, request: RagInsertRequest) -> None:
         """Read each document (fetching URLs within the fetch policy), chunk it, embed it and index it."""
-        await self._vector_stores.record(request.vector_db_id)
+        await self._vector_stores.record(request.vector_db_id, "update")  # before reading or fetching documents
         wanted = [Document(content=d.content, mime_type=d.mime_type or "text/plain") for d in request.documents]
         texts = await document_texts(wanted, self._fetch)
         documents = [

@@ -3,8 +3,13 @@
 Attaching a file only records an ingestion job; the :class:`~ferryman.knowledge.ingest.IngestionWorker`
 (woken through ``wake``) reads, chunks and embeds it in the background. Llama Stack's vector-io and
 RAG tool insert text synchronously instead (:meth:`VectorStoreService.insert_chunks`,
-:meth:`VectorStoreService.insert_texts`). Every read and write goes through the owned store, so a
-store the caller may not read looks missing.
+:meth:`VectorStoreService.insert_texts`).
+
+A store's settings are a kernel record holding its owner (``storage.domain.vector_stores``). The access step
+is explicit: a create stores the caller as owner in the record's own write; every other call checks the policy
+against the stored owner before it reads or writes what the knowledge store keeps of the store (a store the
+caller may not read looks missing), an update in the same write as its check; and a page passes the caller's
+filter into the kernel's query.
 """
 
 from __future__ import annotations
@@ -194,22 +199,20 @@ class VectorStoreService:
         """Change the fields the body sets (``expires_after: null`` clears the expiry)."""
         record = await self.record(vector_store_id, "update")
         given = body.model_fields_set
+        changed: dict[str, Any] = {"last_active_at": now()}
         if "name" in given and body.name is not None:
-            record.name = body.name
+            changed["name"] = body.name
         if "metadata" in given:
-            record.metadata = dict(body.metadata or {})
+            changed["metadata"] = dict(body.metadata or {})
         if "expires_after" in given:
-            record.expires_after = body.expires_after.model_dump() if body.expires_after else None
-        record.last_active_at = now()
-        changed = {
-            "name": record.name,
-            "metadata": record.metadata,
-            "expires_after": record.expires_after,
-            "last_active_at": record.last_active_at,
-        }
-        # In place (NotFoundError if deleted meanwhile): a store made again would have no index.
-        await self.records.kernel.write([ops.Patch(VECTOR_STORE, vector_store_id, merge=changed)])
-        return await self._view(record)
+            changed["expires_after"] = body.expires_after.model_dump() if body.expires_after else None
+        # Checked again in the write itself, on the record it changes (one made again under the id since the
+        # read may be another's), and in place: only the fields given, and nothing once the store is deleted.
+        who = current_principal.get()
+        guard = self._access.guard(who, "update", VECTOR_STORE, vector_store_id)
+        with self._access.audited(who, "update", VECTOR_STORE, vector_store_id):
+            await self.records.kernel.write([guard, ops.Patch(VECTOR_STORE, vector_store_id, merge=changed)])
+        return await self._view(replace(record, **changed))
 
     async def delete(self, vector_store_id: str) -> VectorStoreDeleted:
         """Delete a store with its attachments, batches and chunks (the files themselves stay)."""

@@ -270,20 +270,21 @@ async def run_together(
     return done, functools.partial(second.answer, replies[1])
 
 
-async def run_atomically(client: Redis, first: ScriptCall[A, R], second: ScriptCall[A2, R2]) -> tuple[R, R2]:
+async def run_atomically(
+    client: Redis, first: ScriptCall[A, R], second: ScriptCall[A2, R2]
+) -> tuple[Callable[[], R], Callable[[], R2]]:
     """Run two scripts in one MULTI/EXEC transaction: no other client's command runs between them, and the
     second runs whatever the first answers, so each must check its own preconditions before it writes. Their
     bodies travel whole (see :meth:`ScriptCall.queue_whole`): meant for rare writes, not a hot path.
 
-    Raises:
-        FerrymanError: the error the first one's outcome means, else the second one's.
+    Returns:
+        For each script, a function that gives its result or raises the error its outcome means.
     """
     async with client.pipeline(transaction=True) as pipeline:
         first.queue_whole(pipeline)
         second.queue_whole(pipeline)
         replies = await pipeline.execute(raise_on_error=False)
-    done = first.answer(replies[0])
-    return done, second.answer(replies[1])
+    return functools.partial(first.answer, replies[0]), functools.partial(second.answer, replies[1])
 
 
 def _raise(error: Exception) -> NoReturn:

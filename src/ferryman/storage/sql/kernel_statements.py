@@ -8,7 +8,6 @@ structure of a filter); values never do, so the cache holds one entry per shape.
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass
 from typing import Any
 
