@@ -13,7 +13,8 @@ does not read. Agents are listed on the
 ``Store`` agent methods behind ``services.owned_store.OwnedStore``, a list filtered in Python in batches of 100) left
 with those methods; its figures are in ``docs/design/storage-kernel.md``.
 
-The database holds N records of ``other`` created first, then 20 of ``me``; ``on`` lists ``me``'s first page of
+The database holds N records of ``other`` created first, then 20 of ``me`` (``--mine-first``: the other way
+round, where a plan that walks records in creation order reads all of ``other``'s); ``on`` lists ``me``'s first page of
 20, ``off`` the first page of 20 with no caller. Figures are the median and p95 of ``--repeat`` calls, in
 milliseconds, after two warm-up calls. On PostgreSQL the tables are analyzed after seeding (``--no-analyze``
 leaves them as a bulk load does): the planner's statistics of a table that grew from empty in seconds make it
@@ -96,10 +97,11 @@ def _put(store: Store, kind: str, owner: Owner | None) -> ops.Put:
     return vector_stores(store.kernel).put(_vector_store(), owner=owner)
 
 
-async def _seed_kernel(store: Store, kind: str, others: int) -> None:
+async def _seed_kernel(store: Store, kind: str, others: int, mine_first: bool = False) -> None:
     access = Access(AccessPolicy())
     puts: list[ops.Put] = []
-    for who, count in ((OTHER, others), (ME, PAGE)):
+    order = ((ME, PAGE), (OTHER, others)) if mine_first else ((OTHER, others), (ME, PAGE))
+    for who, count in order:
         owner = access.owner(who)
         puts.extend(_put(store, kind, owner) for _ in range(count))
     for start in range(0, len(puts), BATCH):
@@ -139,6 +141,7 @@ async def run(
     only: set[str],
     kinds: tuple[str, ...] = ("agent",),
     analyze: bool = True,
+    mine_first: bool = False,
 ) -> list[dict[str, Any]]:
     """Every figure: one row per backend, kind and auth setting."""
     rows: list[dict[str, Any]] = []
@@ -148,7 +151,7 @@ async def run(
                 continue
             for kind in kinds:
                 async with make_site() as site, site.open() as store:
-                    await _seed_kernel(store, kind, others)
+                    await _seed_kernel(store, kind, others, mine_first)
                     if backend == "postgres" and analyze:
                         await _analyze(store)
                     for auth, figures in (await _measure_kernel(store, kind, repeat)).items():
@@ -181,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis", help="also measure Redis at this redis:// URL")
     parser.add_argument("--only", nargs="+", default=[], help="measure only these backends (sqlite, postgres, redis)")
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS, help="what to list")
+    parser.add_argument(
+        "--mine-first", action="store_true", help="the caller's records are the oldest (others' made after them)"
+    )
     parser.add_argument("--no-analyze", action="store_true", help="leave PostgreSQL's statistics stale after seeding")
     parser.add_argument("--out", type=Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)
@@ -194,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             only=set(args.only),
             kinds=tuple(args.kinds),
             analyze=not args.no_analyze,
+            mine_first=args.mine_first,
         )
         rows += asyncio.run(measured)
     sys.stdout.write(_table(rows) + "\n")
