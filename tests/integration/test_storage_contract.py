@@ -1439,6 +1439,27 @@ async def test_finish_response_stores_nothing_when_an_item_is_rejected(store: St
     assert await store.all_items(conversation.conversation_id) == [earlier]
 
 
+async def test_no_response_starts_in_a_conversation_deleted_after_it_was_read(store: Store) -> None:
+    conversation = await new_conversation(store, text_item("earlier"))
+    start = response_start("q", conversation)  # the service read the conversation, then it was deleted
+    await store.delete_conversation(conversation.conversation_id)
+    with pytest.raises(NotFoundError, match="conversation"):
+        await store.start_response(start)
+    with pytest.raises(NotFoundError):
+        await store.get_response(start.record.response.id)
+    assert await store.all_items(start.record.response.id) == []
+
+
+async def test_a_response_ending_after_its_conversation_was_deleted_leaves_it_no_items(store: Store) -> None:
+    conversation = await new_conversation(store, text_item("earlier"))
+    record, _ = await new_response(store, "q", conversation=conversation)
+    await store.delete_conversation(conversation.conversation_id)
+    done = finished(record, "a")
+    await store.finish_response(done, [event("response.completed", 0)], list(done.response.output))
+    assert (await store.get_response(record.response.id)).response.status == "completed"
+    assert await store.all_items(conversation.conversation_id) == []
+
+
 async def test_responses_list_in_creation_order_by_pages(store: Store) -> None:
     ids = [(await new_response(store, f"q{n}"))[0].response.id for n in range(3)]
     first = await store.list_responses(None, 2, "asc")

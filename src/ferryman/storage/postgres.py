@@ -30,6 +30,7 @@ class PostgresDialect:
 
     # Replicas sweep at the same moment without waiting on each other.
     skip_locked = " FOR UPDATE OF t SKIP LOCKED"
+    kept = " FOR KEY SHARE"
     locked = " FOR NO KEY UPDATE"
     sweep_expired_keys = (
         "DELETE FROM idempotency_keys WHERE ctid IN (SELECT ctid FROM idempotency_keys "

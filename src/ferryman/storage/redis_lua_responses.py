@@ -178,6 +178,10 @@ START_RESPONSE = Script(
     + """
 local refused = key_refusal()
 if refused then return refused end
+-- The conversation the service read may have been deleted since: no response starts in it then.
+if conversation_id ~= '' and redis.call('EXISTS', key('conversation', conversation_id)) == 0 then
+  return {NOT_FOUND, 'conversation'}
+end
 if not items_ok(response_id, input_ids) then return {INVALID} end
 if opens_session and not new_session(session_id, agent_id, session_name, session_started_at, owner) then
   return {CONFLICT, 'session'}
@@ -193,6 +197,11 @@ return {OK}
     nothing,
     {
         **TURN_REFUSED,
+        Outcome.NOT_FOUND: lambda a, found: (
+            NotFoundError(f"conversation '{a.conversation_id}' not found")
+            if found == ["conversation"]
+            else TURN_REFUSED[Outcome.NOT_FOUND](a, found)
+        ),
         Outcome.CONFLICT: lambda a, found: (
             ConflictError(f"session '{a.session_id}' already exists")
             if found == ["session"]
@@ -210,7 +219,10 @@ FINISH_RESPONSE = Script(
 if conversation_id ~= '' and not items_ok(conversation_id, item_ids) then return {INVALID} end
 if not upsert_response() then return {NOT_FOUND} end
 save_events(key('response_events', response_id), 0, events, false)
-if conversation_id ~= '' then insert_items(conversation_id, item_ids, item_bodies) end
+-- A conversation deleted while the response ran takes no items: they would belong to nothing.
+if conversation_id ~= '' and redis.call('EXISTS', key('conversation', conversation_id)) == 1 then
+  insert_items(conversation_id, item_ids, item_bodies)
+end
 return {OK}
 """,
     nothing,

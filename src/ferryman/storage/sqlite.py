@@ -29,6 +29,7 @@ class SqliteDialect:
     """SQLite's side of :class:`~ferryman.storage.sql.seam.Dialect`: times as ISO text or epoch seconds."""
 
     skip_locked = ""
+    kept = ""
     locked = ""
     vectors = None  # Python's sqlite3 cannot load an extension as shipped: exact search in process.
     # The writer is alone: the whole sweep costs nothing to wait for (the expiry index keeps it cheap).

@@ -17,7 +17,7 @@ from .agents import insert_session
 from .history import changed
 from .idempotency import claimed, settled
 from .owners import stamp_owner
-from .seam import Driver, Row, UniqueViolation, Work, count, each, first, rows
+from .seam import Dialect, Driver, Row, UniqueViolation, Work, count, each, first, rows
 from .turns import insert_turn
 
 _CHAIN = """
@@ -81,6 +81,20 @@ def _page(cursor_id: int | None, descending: bool) -> tuple[str, str]:
     """The bound after a cursor row (if any) and the order of a page."""
     sign, direction = ("<", "DESC") if descending else (">", "ASC")
     return (f" AND id {sign} :cursor" if cursor_id is not None else ""), direction
+
+
+def _conversation_kept(d: Dialect, conversation_id: str) -> Work[None]:
+    """Require the conversation a response starts in, held until the start commits (a delete then waits).
+
+    Raises:
+        NotFoundError: it was deleted (the service read it before the start).
+    """
+    found = yield first(
+        f"SELECT 1 FROM conversations WHERE conversation_id = :conversation_id{d.kept}",  # noqa: S608
+        conversation_id=conversation_id,
+    )
+    if found is None:
+        raise NotFoundError(f"conversation '{conversation_id}' not found")
 
 
 class ResponseTables:
@@ -246,6 +260,8 @@ class ResponseTables:
 
         def work() -> Work[None]:
             yield from claimed(d, settle)
+            if start.record.conversation_id is not None:
+                yield from _conversation_kept(d, start.record.conversation_id)
             if start.session is not None:
                 yield from insert_session(d, start.session, owner)
             yield from insert_turn(d, start.turn, start.messages, owner)
@@ -266,7 +282,9 @@ class ResponseTables:
                 [{"response_id": response_id, "seq": seq, "body": data} for seq, data in enumerate(events)],
             )
             if record.conversation_id and conversation_items:
-                yield from _insert_items(record.conversation_id, conversation_items)
+                # A conversation deleted while the response ran takes no items: they would belong to nothing.
+                if (yield first("SELECT 1 FROM conversations WHERE conversation_id = :c", c=record.conversation_id)):
+                    yield from _insert_items(record.conversation_id, conversation_items)
 
         await self._db.write(work())
 

@@ -126,6 +126,12 @@ class Dialect(Protocol):
         ...
 
     @property
+    def kept(self) -> str:
+        """Appended to a ``SELECT`` of a row that must stay until the write unit ends, though others may read and
+        update it (empty where writes are serial): a delete of it waits, or the unit waits on the delete."""
+        ...
+
+    @property
     def sweep_expired_keys(self) -> str:
         """Deletes some idempotency records that expired by ``:now``, never waiting on another sweep."""
         ...
