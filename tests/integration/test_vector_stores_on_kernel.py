@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 from storage_backends import BACKENDS
+from test_files_on_kernel import ALICE, BOB, CAROL, TEAM_READS  # the callers and the team policy files are tested with
 
 from ferryman.api.vector_stores import AttachFileRequest, UpdateVectorStoreRequest
-from ferryman.auth.policy import ACTIONS, AccessPolicy, parse_policy
-from ferryman.auth.principal import Principal, PrincipalKind, acting_as
+from ferryman.auth.policy import AccessPolicy
+from ferryman.auth.principal import Principal, acting_as
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.blobs import MemoryBlobStore
@@ -32,16 +33,6 @@ from ferryman.storage.kernel.model import Owner
 from ferryman.storage.knowledge import VectorStoreFileRecord, VectorStoreRecord
 
 pytestmark = pytest.mark.anyio
-
-ALICE = Principal(PrincipalKind.SUBJECT, "alice", {"teams": ("red",)})
-BOB = Principal(PrincipalKind.API_KEY, "bob", {"teams": ("red",)})
-CAROL = Principal(PrincipalKind.SUBJECT, "carol", {"teams": ("blue",)})
-TEAM_READS = parse_policy(
-    [
-        {"permit": {"actions": list(ACTIONS)}, "when": "user is owner"},
-        {"permit": {"actions": ["read"]}, "when": "user in owners teams"},
-    ]
-)
 
 
 @pytest.fixture(params=list(BACKENDS))
