@@ -269,9 +269,8 @@ async def test_a_continuing_response_does_not_restart_the_time_a_subjects_stored
     store = inbox.services.store
     record = await store.get_response(first["id"])
     made = int(time.time()) - LIFETIME + 600
-    await store.save_response(
-        dataclasses.replace(record, response=record.response.model_copy(update={"created_at": made}))
-    )
+    made_earlier = dataclasses.replace(record, response=record.response.model_copy(update={"created_at": made}))
+    await store.finish_response(made_earlier, [], [])  # its stored body rewritten, nothing else
     clock.now = time.time()
     with acting_as(RED_BOB):
         [held] = (await inbox.listed("bob"))["data"]

@@ -52,6 +52,7 @@ from ferryman.storage import codec
 from ferryman.storage.base import (
     ConversationRecord,
     ResponseRecord,
+    ResponseStart,
     SessionRecord,
     StepWrite,
     Store,
@@ -393,12 +394,13 @@ async def _write_old(store: Store) -> None:
     for turn in old_turns():
         running = turn.record()
         running.status, running.output_message, running.completed_at = "in_progress", None, None
-        await store.start_turn(running, turn.messages, load_history=False)
+        if turn.turn_id == "turn_r":  # a response's turn starts with it and its input item
+            record = ResponseRecord(RESPONSE, "turn_r", "sess_r", "conv_r")
+            await store.start_response(ResponseStart(record, running, turn.messages, [ITEM_IN]))
+        else:
+            await store.start_turn(running, turn.messages, load_history=False)
         for step in turn.steps:
             await store.save_step(turn.turn_id, StepWrite(step), 1)
-        if turn.turn_id == "turn_r":
-            await store.save_response(ResponseRecord(RESPONSE, "turn_r", "sess_r", "conv_r"))
-            await store.add_items("resp_r", [ITEM_IN])
         await store.finish_turn(turn.record())
         await store.save_turn_events(turn.turn_id, 0, [json.dumps(data) for data in turn.events])
     await store.finish_response(ResponseRecord(RESPONSE, "turn_r", "sess_r", "conv_r"), [], [ITEM_IN, ITEM_OUT])

@@ -14,16 +14,14 @@ from pathlib import Path
 
 import pytest
 from storage_backends import BACKENDS
+from test_storage_contract import response_start
 
-from ferryman.api.responses import Response
 from ferryman.errors import ConflictError, IdempotencyKeyInUseError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import (
     IdempotencyKeyHeldError,
     IdempotencyRecord,
     KeySettlement,
-    ResponseRecord,
-    ResponseStart,
     SessionRecord,
     Store,
     TurnRecord,
@@ -154,32 +152,8 @@ async def test_starts_racing_for_one_key_store_exactly_one_turn(store: Store) ->
     assert [await _missing(store, turn) for turn in turns].count(False) == 1
 
 
-async def test_a_response_write_claims_its_key_or_stores_nothing(store: Store) -> None:
-    session_id = await _session(store)
-    turn = _turn(session_id)
-    await store.start_turn(turn, [])
-    response = Response(id=f"resp_{new_id()}", created_at=1, status="in_progress", model="m")
-
-    await store.save_response(ResponseRecord(response, turn.turn_id, session_id), _claiming('{"response": 1}'))
-    other = Response(id=f"resp_{new_id()}", created_at=1, status="in_progress", model="m")
-    with pytest.raises(IdempotencyKeyHeldError) as held:
-        await store.save_response(ResponseRecord(other, turn.turn_id, session_id), _claiming('{"response": 2}'))
-
-    assert held.value.result == '{"response": 1}'
-    with pytest.raises(NotFoundError):
-        await store.get_response(other.id)
-
-
-def _response_start() -> ResponseStart:
-    """A response outside a conversation, with its new session and its turn."""
-    session = SessionRecord(new_id(), None, "response", utcnow())
-    turn = _turn(session.session_id)
-    response = Response(id=f"resp_{new_id()}", created_at=1, status="in_progress", model="m")
-    return ResponseStart(ResponseRecord(response, turn.turn_id, session.session_id), turn, [], session=session)
-
-
 async def test_a_response_start_claims_its_key_or_stores_nothing(store: Store) -> None:
-    first, repeat = _response_start(), _response_start()
+    first, repeat = response_start("first"), response_start("repeat")
 
     await store.start_response(first, _claiming('{"response": 1}'))
     with pytest.raises(IdempotencyKeyHeldError) as held:
@@ -197,7 +171,7 @@ async def test_a_response_start_claims_its_key_or_stores_nothing(store: Store) -
 async def test_a_response_start_whose_claim_lapsed_stores_nothing(store: Store) -> None:
     lapsed, taker = _record(), _record(fingerprint="fp-2")  # the first claim ran out, and another call took the key
     assert await store.claim_idempotency_key(taker, taker.created_at) is None
-    start = _response_start()
+    start = response_start("q")
 
     with pytest.raises(IdempotencyKeyInUseError):
         await store.start_response(start, KeySettlement(lapsed, '{"response": 1}', lapsed.created_at + DAY))

@@ -14,12 +14,12 @@ from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from legacy_vector_stores import STORES, assert_vector_stores_moved, owner_of, write_layout_11
 from redis.asyncio import Redis
 from replicas import redis_database
+from test_storage_contract import response_start
 
-from ferryman.api.responses import Response
 from ferryman.errors import ConfigurationError
 from ferryman.ids import new_id, utcnow
 from ferryman.redis_url import split_prefix
-from ferryman.storage.base import ConversationRecord, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.base import ConversationRecord, SessionRecord, StoredEvent
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import AGENT, FILE, MODEL, VECTOR_STORE
@@ -60,13 +60,9 @@ async def _records(url: str, prefix: str) -> tuple[str, str]:
     store = RedisStore(url, prefix)
     await store.open()
     try:
-        session = SessionRecord(new_id(), None, "s", utcnow())
-        await store.create_session(session)
-        turn = TurnRecord(new_id(), session.session_id, None, "in_progress", [], utcnow())
-        await store.start_turn(turn, [])
-        response = Response(id=f"resp_{new_id()}", created_at=1, status="completed", model="m")
-        await store.save_response(ResponseRecord(response, turn.turn_id, session.session_id))
-        return turn.turn_id, response.id
+        start = response_start("q")
+        await store.start_response(start)
+        return start.turn.turn_id, start.record.response.id
     finally:
         await store.close()
 
@@ -243,12 +239,10 @@ async def _conversations_of_layout_5(url: str, prefix: str, admin: Redis) -> tup
             ids.append(name)
         responses = []
         for _ in range(2):
-            session_id = (await store.get_conversation(ids[0])).session_id
-            turn = TurnRecord(new_id(), session_id, None, "completed", [], utcnow())
-            await store.start_turn(turn, [])
-            response = Response(id=f"resp_{new_id()}", created_at=1, status="completed", model="m")
-            await store.save_response(ResponseRecord(response, turn.turn_id, turn.session_id, ids[0]))
-            responses.append(response.id)
+            start = response_start("q", await store.get_conversation(ids[0]))
+            start.turn.status = "completed"  # the next one starts beside it
+            await store.start_response(start)
+            responses.append(start.record.response.id)
     finally:
         await store.close()
     await admin.delete(keys.global_("conversations"), keys.of("conv_responses", ids[0]))

@@ -1392,13 +1392,6 @@ def _started(start: ResponseStart) -> list[tuple[str, str]]:
     return [("session", start.record.session_id), ("turn", start.turn.turn_id), ("response", start.record.response.id)]
 
 
-async def test_saving_a_response_again_updates_it(store: Store) -> None:
-    record, _ = await new_response(store, "q")
-    done = finished(record, "a")
-    await store.save_response(done)
-    assert await store.get_response(record.response.id) == done
-
-
 async def test_unknown_response_is_not_found(store: Store) -> None:
     with pytest.raises(NotFoundError):
         await store.get_response("resp_unknown")
@@ -1581,20 +1574,3 @@ async def test_a_stored_turn_event_keeps_its_first_version(store: Store) -> None
         StoredEvent(1, e1_closing),
         StoredEvent(2, e2_late),
     ]
-
-
-async def test_a_response_is_stored_with_its_input_items_or_not_at_all(store: Store) -> None:
-    record, _ = await new_response(store, "hello")
-    assert len((await store.list_items(record.response.id, None, 10, "asc")).items) == 1
-    session = await new_session(store, None, "response")
-    turn = turn_of(session, "again")
-    await store.start_turn(turn, [user("again")], load_history=False)
-    response = record.response.model_copy(update={"id": f"resp_{uuid.uuid4().hex}"})
-    repeated = text_item("twice")
-
-    with pytest.raises(InvalidRequestError):
-        await store.save_response(ResponseRecord(response, turn.turn_id, turn.session_id), items=[repeated, repeated])
-
-    with pytest.raises(NotFoundError):
-        await store.get_response(response.id)
-    assert (await store.list_items(response.id, None, 10, "asc")).items == []

@@ -8,19 +8,18 @@ ever failed. A body that is not JSON at all must not stop the others either.
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from storage_backends import BACKENDS
+from test_storage_contract import response_start
 
-from ferryman.api.content import UserMessage
 from ferryman.api.responses import MessageItem, OutputText, Response, ResponseError
 from ferryman.ids import new_id, utcnow
-from ferryman.storage.base import ExpiredTurn, ResponseRecord, SessionRecord, Store, TurnRecord
+from ferryman.storage.base import ExpiredTurn, ResponseRecord, Store
 from ferryman.storage.sql.seam import count
 from ferryman.storage.sql.store import SqlStore
 
@@ -38,29 +37,12 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 async def expired_response(store: Store, text: str) -> ResponseRecord:
     """A running response, holding ``text`` in its instructions, metadata and output, whose lease ended."""
-    session = SessionRecord(new_id(), None, "response", utcnow())
-    await store.create_session(session)
-    turn = TurnRecord(
-        turn_id=new_id(),
-        session_id=session.session_id,
-        agent_id=None,
-        status="in_progress",
-        input_messages=[UserMessage(content=text)],
-        started_at=utcnow(),
-        lease_until=utcnow() - timedelta(seconds=1),
-    )
-    await store.start_turn(turn, [UserMessage(content=text)], load_history=False)
-    response = Response(
-        id=f"resp_{uuid.uuid4().hex}",
-        created_at=int(time.time()),
-        status="in_progress",
-        model="m",
-        instructions=text,
-        metadata={"note": text},
-        output=[MessageItem(id=new_id("msg"), role="assistant", content=[OutputText(text=text)], status="completed")],
-    )
-    record = ResponseRecord(response, turn.turn_id, turn.session_id)
-    await store.save_response(record)
+    start = response_start(text, items=[])
+    start.turn.lease_until = utcnow() - timedelta(seconds=1)
+    output = MessageItem(id=new_id("msg"), role="assistant", content=[OutputText(text=text)], status="completed")
+    body = {"instructions": text, "metadata": {"note": text}, "output": [output]}
+    record = replace(start.record, response=start.record.response.model_copy(update=body))
+    await store.start_response(replace(start, record=record))
     return record
 
 

@@ -13,7 +13,7 @@ from ferryman.ids import new_id, utcnow
 from ferryman.storage import codec, redis_keys
 from ferryman.storage.base import ResponseRecord, StoredEvent, TurnRecord
 from ferryman.storage.redis_keys import Keys, event_member, message_row, stored_event
-from ferryman.storage.redis_records import finish_args, lease_score, response_of, save_response_args, turn_of
+from ferryman.storage.redis_records import finish_args, lease_score, response_columns, response_of, turn_of
 from ferryman.storage.select import store_for
 
 
@@ -70,7 +70,7 @@ def test_a_finished_turn_reads_back_from_its_hash(failed: bool) -> None:
 def test_an_interrupted_response_reads_back_failed_with_its_reason() -> None:
     response = Response(id="resp_1", created_at=1, status="in_progress", model="m")
     record = ResponseRecord(response, new_id(), new_id())
-    args = save_response_args(record)
+    args = response_columns(record)
     stored = [args.turn_id, args.session_id, "", "", "1" if args.background else "0", args.body]
     assert response_of([*stored, None]) == record
     failed = response_of([*stored, "the replica stopped"]).response

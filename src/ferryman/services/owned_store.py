@@ -175,7 +175,6 @@ RULES: dict[str, Rule] = {
     "all_items": Act("read", _items_parent),
     "get_item": Act("read", _items_parent),
     "delete_item": Act("update", _items_parent),
-    "save_response": Create(_response_of, _arg("session", "record", "session_id"), "update", stamped=True),
     "start_response": Create(_started_response, _started_in, "update", stamped=True, along=(_opened_session, _started_turn)),  # noqa: E501
     "finish_response": Act("update", _response_of),
     "get_response": Act("read", _response),

@@ -359,24 +359,6 @@ class ResponseStore(Protocol):
         """Delete one item or raise NotFoundError."""
         ...
 
-    async def save_response(
-        self,
-        record: ResponseRecord,
-        settle: KeySettlement | None = None,
-        items: Sequence[Item] = (),
-        owner: Owner | None = None,
-    ) -> None:
-        """Store a new response for a turn already stored, with ``settle``'s idempotency key outcome, ``items``
-        (its input items) and ``owner`` (None: none) as its owner in the same write. (An existing id is updated,
-        its owner replaced. The services start a response with :meth:`start_response`, its turn in the same
-        write; this one stores a response beside a turn already there.)
-
-        Raises:
-            IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key: nothing is written.
-            InvalidRequestError: an item id repeats, or the response holds it already: nothing is written.
-        """
-        ...
-
     async def start_response(
         self, start: ResponseStart, settle: KeySettlement | None = None, owner: Owner | None = None
     ) -> None:

@@ -1,12 +1,11 @@
 """The Lua scripts of responses, conversations and their items, each a typed script.
 
 Kept in Lua because each checks before it writes several keys, atomically: a
-new response needs its turn, or starts with it (and the session it opens); a
-finished response stores its body, events and conversation items all or
-nothing; items are added only if no id repeats; a conversation is created only
-once, updated only while it exists; deletes cascade through keys found as they
-go. The chain read walks ``previous_response_id`` hop by hop, one snapshot in
-one round trip.
+new response starts with its turn (and the session it opens); a finished
+response stores its body, events and conversation items all or nothing; items
+are added only if no id repeats; a conversation is created only once, updated
+only while it exists; deletes cascade through keys found as they go. The chain
+read walks ``previous_response_id`` hop by hop, one snapshot in one round trip.
 """
 
 from __future__ import annotations
@@ -15,14 +14,15 @@ from dataclasses import dataclass
 
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 
-from .redis_lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
+from .redis_lua_idempotency import KEY_ERRORS, SETTLE
 from .redis_lua_turns import TURN_REFUSED, TURN_START, TurnStart
 from .redis_script import Outcome, Script, nothing, values
 
 
 @dataclass(frozen=True)
-class SaveResponse(SettlesKey):
-    """A response's columns and body (``None``: absent)."""
+class ResponseColumns:
+    """A response's columns and body (``None``: absent), as :data:`START_RESPONSE` and :data:`FINISH_RESPONSE`
+    store them."""
 
     response_id: str
     turn_id: str
@@ -31,15 +31,6 @@ class SaveResponse(SettlesKey):
     previous_response_id: str | None
     background: bool
     body: str
-
-
-@dataclass(frozen=True)
-class StoreResponse(SaveResponse):
-    """A response, with its input items (none: an update) and its owner as stored (None: none)."""
-
-    input_ids: list[str]
-    input_bodies: list[str]
-    owner: str | None
 
 
 @dataclass(frozen=True)
@@ -60,7 +51,7 @@ class StartResponse(TurnStart):
 
 
 @dataclass(frozen=True)
-class FinishResponse(SaveResponse):
+class FinishResponse(ResponseColumns):
     """A finished response, its event data (numbered from 0) and its conversation's new items."""
 
     events: list[str]
@@ -146,28 +137,6 @@ local function upsert_response()
   return true
 end
 """
-
-SAVE_RESPONSE = Script(
-    StoreResponse,
-    _UPSERT
-    + SETTLE
-    + """
-local refused = key_refusal()
-if refused then return refused end
-if not items_ok(response_id, input_ids) then return {INVALID} end
-if not upsert_response() then return {NOT_FOUND} end
-insert_items(response_id, input_ids, input_bodies)
-if owner ~= '' then redis.call('HSET', key('owners', 'response'), response_id, owner) end
-settle_key()
-return {OK}
-""",
-    nothing,
-    {
-        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found"),
-        Outcome.INVALID: lambda a, _: repeated(a.response_id),
-        **KEY_ERRORS,
-    },
-)
 
 # Its refusals come before any write (a session it opens has no turn that could refuse the new one).
 START_RESPONSE = Script(

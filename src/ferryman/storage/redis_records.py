@@ -20,7 +20,7 @@ from . import codec
 from .base import ConversationRecord, ResponseRecord, SessionRecord, StepWrite, TurnRecord
 from .kernel.model import Owner
 from .owners import dump_owner
-from .redis_lua_responses import SaveResponse
+from .redis_lua_responses import ResponseColumns
 from .redis_lua_turns import FinishTurn, SaveStep
 
 SESSION_FIELDS = ("agent_id", "name", "started_at")
@@ -114,9 +114,9 @@ def finish_args(record: TurnRecord, last: StepWrite | None) -> FinishTurn:
     )
 
 
-def save_response_args(record: ResponseRecord) -> SaveResponse:
-    """The arguments that store (or update) a response."""
-    return SaveResponse(
+def response_columns(record: ResponseRecord) -> ResponseColumns:
+    """The columns and body that store (or update) a response."""
+    return ResponseColumns(
         response_id=record.response.id,
         turn_id=record.turn_id,
         session_id=record.session_id,

@@ -8,8 +8,7 @@ unique per owner and a page after a cursor is a score range.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import cast
 
 from ferryman.api.content import Message
@@ -19,7 +18,6 @@ from ferryman.errors import InvalidRequestError, NotFoundError
 from . import codec
 from .base import ConversationRecord, KeySettlement, ResponseRecord, ResponseStart, StoredEvent
 from .kernel.model import Owner
-from .owners import dump_owner
 from .page import Page
 from .redis_idempotency import settlement_args
 from .redis_keys import (
@@ -43,7 +41,6 @@ from .redis_lua_responses import (
     DELETE_RESPONSE,
     FINISH_RESPONSE,
     REPLACE_ITEMS,
-    SAVE_RESPONSE,
     START_RESPONSE,
     UPDATE_CONVERSATION,
     AddItems,
@@ -53,10 +50,9 @@ from .redis_lua_responses import (
     ReplaceItems,
     ResponseId,
     StartResponse,
-    StoreResponse,
     UpdateConversation,
 )
-from .redis_records import RESPONSE_FIELDS, conversation_of, response_of, save_response_args, turn_start_args
+from .redis_records import RESPONSE_FIELDS, conversation_of, response_columns, response_of, turn_start_args
 from .redis_scripts import RedisBase
 from .rows import ITEM
 
@@ -171,25 +167,6 @@ class RedisResponses(RedisBase):
         if not removed:
             raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
 
-    async def save_response(
-        self,
-        record: ResponseRecord,
-        settle: KeySettlement | None = None,
-        items: Sequence[Item] = (),
-        owner: Owner | None = None,
-    ) -> None:
-        """Store or update a response (with its request's idempotency key outcome, its input items, its owner).
-
-        Raises:
-            NotFoundError: a new response's turn does not exist.
-            IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key.
-            InvalidRequestError: an item id repeats, or the response holds it already.
-        """
-        ids, bodies = _item_columns(list(items))
-        saved = asdict(replace(save_response_args(record), **settlement_args(settle)))
-        stored_owner = None if owner is None else dump_owner(owner)
-        await self._run(SAVE_RESPONSE, StoreResponse(**saved, input_ids=ids, input_bodies=bodies, owner=stored_owner))
-
     async def start_response(
         self, start: ResponseStart, settle: KeySettlement | None = None, owner: Owner | None = None
     ) -> None:
@@ -205,7 +182,7 @@ class RedisResponses(RedisBase):
         ids, bodies = _item_columns(list(start.items))
         session = start.session
         fields = {
-            **asdict(save_response_args(start.record)),
+            **asdict(response_columns(start.record)),
             **turn_start_args(start.turn, start.messages, owner),
             **settlement_args(settle),
         }
@@ -222,7 +199,7 @@ class RedisResponses(RedisBase):
     async def finish_response(self, record: ResponseRecord, events: list[str], conversation_items: list[Item]) -> None:
         """Store a finished response, its events (JSON data) and its conversation's new items, all or nothing."""
         ids, bodies = _item_columns(conversation_items) if record.conversation_id else ([], [])
-        finish = FinishResponse(**asdict(save_response_args(record)), events=events, item_ids=ids, item_bodies=bodies)
+        finish = FinishResponse(**asdict(response_columns(record)), events=events, item_ids=ids, item_bodies=bodies)
         await self._run(FINISH_RESPONSE, finish)
 
     async def get_response(self, response_id: str) -> ResponseRecord:

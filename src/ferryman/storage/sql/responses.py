@@ -235,22 +235,6 @@ class ResponseTables:
         if not deleted:
             raise NotFoundError(f"item '{item_id}' not found in '{owner}'")
 
-    async def save_response(
-        self,
-        record: ResponseRecord,
-        settle: KeySettlement | None = None,
-        items: Sequence[Item] = (),
-        owner: Owner | None = None,
-    ) -> None:
-        """Store or update a response (with its request's idempotency key outcome, its input items, its owner)."""
-
-        def work() -> Work[None]:
-            yield from claimed(self._db.dialect, settle)
-            yield from _insert_response(record, items, owner)
-            yield from settled(self._db.dialect, settle)
-
-        await self._db.write(work())
-
     async def start_response(
         self, start: ResponseStart, settle: KeySettlement | None = None, owner: Owner | None = None
     ) -> None:
