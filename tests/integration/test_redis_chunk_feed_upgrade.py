@@ -167,6 +167,9 @@ async def _chunks_of_layout_8(store: RedisStore, admin: Redis, keys: Keys, count
         await store.add_chunks(vector_store_id, chunks)
         await admin.delete(keys.of(CHUNK_VERSIONS, vector_store_id))
         await admin.hdel(keys.of(VECTOR_STORE, vector_store_id), "removals_from")
+        # Layout 8 listed its stores in a sorted set (layout 12 made them kernel records), which layout 9 walks.
+        seq = await admin.hget(keys.of(VECTOR_STORE, vector_store_id), "seq")
+        await admin.zadd(keys.global_("vector_stores"), {vector_store_id: int(seq or 0)})
     await admin.set(keys.global_(SCHEMA), 8)
     return int(await admin.hget(keys.of(VECTOR_STORE, "vs_1"), "version") or 0)
 
