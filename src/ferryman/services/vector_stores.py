@@ -255,7 +255,7 @@ class VectorStoreService:
         """Replace an attached file's attributes."""
         await self._checked(vector_store_id, "update")
         await self._store.update_vector_store_file(vector_store_id, file_id, attributes)
-        return await self.get_file(vector_store_id, file_id)
+        return file_object(await self._store.get_vector_store_file(vector_store_id, file_id))
 
     async def delete_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileDeleted:
         """Detach a file and drop its chunks (the file itself stays)."""
