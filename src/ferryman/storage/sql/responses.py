@@ -83,18 +83,14 @@ def _page(cursor_id: int | None, descending: bool) -> tuple[str, str]:
     return (f" AND id {sign} :cursor" if cursor_id is not None else ""), direction
 
 
-def _conversation_kept(d: Dialect, conversation_id: str) -> Work[None]:
-    """Require the conversation a response starts in, held until the start commits (a delete then waits).
-
-    Raises:
-        NotFoundError: it was deleted (the service read it before the start).
-    """
+def _conversation_kept(d: Dialect, conversation_id: str) -> Work[bool]:
+    """Whether a conversation is there, then held until the unit commits (a delete of it waits, or the unit waits
+    on the delete, then finds it gone)."""
     found = yield first(
         f"SELECT 1 FROM conversations WHERE conversation_id = :conversation_id{d.kept}",  # noqa: S608
         conversation_id=conversation_id,
     )
-    if found is None:
-        raise NotFoundError(f"conversation '{conversation_id}' not found")
+    return found is not None
 
 
 class ResponseTables:
@@ -244,8 +240,10 @@ class ResponseTables:
 
         def work() -> Work[None]:
             yield from claimed(d, settle)
-            if start.record.conversation_id is not None:
-                yield from _conversation_kept(d, start.record.conversation_id)
+            conversation_id = start.record.conversation_id
+            if conversation_id is not None and not (yield from _conversation_kept(d, conversation_id)):
+                # Deleted since the service read it: no response starts in it.
+                raise NotFoundError(f"conversation '{conversation_id}' not found")
             if start.session is not None:
                 yield from insert_session(d, start.session, owner)
             yield from insert_turn(d, start.turn, start.messages, owner)
@@ -267,7 +265,7 @@ class ResponseTables:
             )
             if record.conversation_id and conversation_items:
                 # A conversation deleted while the response ran takes no items: they would belong to nothing.
-                if (yield first("SELECT 1 FROM conversations WHERE conversation_id = :c", c=record.conversation_id)):
+                if (yield from _conversation_kept(self._db.dialect, record.conversation_id)):
                     yield from _insert_items(record.conversation_id, conversation_items)
 
         await self._db.write(work())
