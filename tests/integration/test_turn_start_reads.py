@@ -7,7 +7,7 @@ the refusal kept. On Redis the start and the read go in one pipeline, also when 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from storage_backends import BACKENDS, unopened_store
 
 from ferryman.server.app import build_services
+from ferryman.storage.redis_script import Scripts
 from ferryman.testing import ScriptedModel, ScriptedReply
 from inprocess import check_script, serving
 
@@ -94,13 +95,37 @@ async def test_blocks_written_between_turns_show_in_the_next_one(served: Served)
     assert "The user's name is Ada." in _system(served.model.requests[-1])
 
 
+def _forget_scripts(monkeypatch: pytest.MonkeyPatch, store: Any) -> Callable[[], int]:
+    """Answer every script of ``store`` as a Redis server that restarted does (``NOSCRIPT``), until it is loaded
+    again. Done on this client's side: flushing the server's script cache would reach the tests sharing the
+    server in other workers (a round-trip count there would see the reloads). Returns how many were loaded since."""
+    forgotten = "0" * 40
+    for scripts in (store._scripts, store.kernel._scripts):
+        for registered in scripts._registered.values():
+            registered.sha = forgotten
+    register = Scripts._register
+
+    def unknown_at_first(self: Scripts, script: Any) -> Any:
+        registered = register(self, script)
+        registered.sha = forgotten
+        return registered
+
+    monkeypatch.setattr(Scripts, "_register", unknown_at_first)
+
+    def reloaded() -> int:
+        every = [*store._scripts._registered.values(), *store.kernel._scripts._registered.values()]
+        return sum(registered.sha != forgotten for registered in every)
+
+    return reloaded
+
+
 @pytest.mark.parametrize("served", ["redis"], indirect=True)
 async def test_a_redis_server_that_forgot_its_scripts_still_starts_the_turn_with_its_blocks(
-    served: Served,
+    served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent_id, session_id = await served.agent_and_session()
     await served.remember(agent_id, "The user's name is Ada.")
-    await served.store._client.script_flush()
+    reloaded = _forget_scripts(monkeypatch, served.store)
     served.model.enqueue(ScriptedReply(text="Hello, Ada."))
 
     answer = await served.turn(agent_id, session_id, "Who am I?")
@@ -108,6 +133,7 @@ async def test_a_redis_server_that_forgot_its_scripts_still_starts_the_turn_with
     assert answer.status_code == 200, answer.text
     assert "The user's name is Ada." in _system(served.model.requests[-1])
     assert await served.turn_ids(agent_id, session_id) == [answer.json()["turn_id"]]
+    assert reloaded() >= 2  # the start's script and the blocks' read, each answered NOSCRIPT, then loaded
 
 
 async def test_a_turn_whose_blocks_overflow_the_context_is_removed_and_refused(served: Served) -> None:
