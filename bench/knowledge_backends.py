@@ -8,7 +8,10 @@ backend holds for it (the file's size, the schema's relations, Redis's memory).
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -81,6 +84,26 @@ def sites(
     if redis:
         found["redis"] = lambda: _redis(redis)
     return {backend: site for backend, site in found.items() if backend in only}
+
+
+def backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of an in-process storage bench: the backends beside SQLite, which to measure, where rows go."""
+    parser.add_argument("--postgres", help="also measure PostgreSQL at this postgresql:// URL")
+    parser.add_argument("--redis", help="also measure Redis at this redis:// URL")
+    parser.add_argument("--only", nargs="+", default=[], help="measure only these backends (sqlite, postgres, redis)")
+    parser.add_argument("--out", type=Path, help="write the rows as JSON here")
+
+
+def chosen(only: list[str] | set[str]) -> tuple[str, ...]:
+    """The backends ``--only`` names (none named: all of them)."""
+    return tuple(only) or BACKENDS
+
+
+def report(table: str, rows: list[dict[str, Any]], out: Path | None) -> None:
+    """Print a bench's table, and write its rows as JSON to ``out`` when given."""
+    sys.stdout.write(table + "\n")
+    if out:
+        out.write_text(json.dumps(rows, indent=2) + "\n")
 
 
 @asynccontextmanager

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -54,7 +53,7 @@ from ferryman.storage.kernel.model import Owner
 from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
 from ferryman.storage.sql.seam import rows as statement
 
-from .knowledge_backends import sites
+from .knowledge_backends import backend_arguments, chosen, report, sites
 
 ME = Principal(PrincipalKind.API_KEY, "me")
 OTHER = Principal(PrincipalKind.API_KEY, "other")
@@ -146,9 +145,7 @@ async def run(
     """Every figure: one row per backend, kind and auth setting."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for backend, make_site in sites(Path(tmp), postgres, redis).items():
-            if only and backend not in only:
-                continue
+        for backend, make_site in sites(Path(tmp), postgres, redis, chosen(only)).items():
             for kind in kinds:
                 async with make_site() as site, site.open() as store:
                     await _seed_kernel(store, kind, others, mine_first)
@@ -180,15 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.owner_listing", description=__doc__.splitlines()[0])
     parser.add_argument("--others", type=int, nargs="+", default=[5000], help="agents of the other caller")
     parser.add_argument("--repeat", type=int, default=50, help="timed calls per figure")
-    parser.add_argument("--postgres", help="also measure PostgreSQL at this postgresql:// URL")
-    parser.add_argument("--redis", help="also measure Redis at this redis:// URL")
-    parser.add_argument("--only", nargs="+", default=[], help="measure only these backends (sqlite, postgres, redis)")
+    backend_arguments(parser)
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS, help="what to list")
     parser.add_argument(
         "--mine-first", action="store_true", help="the caller's records are the oldest (others' made after them)"
     )
     parser.add_argument("--no-analyze", action="store_true", help="leave PostgreSQL's statistics stale after seeding")
-    parser.add_argument("--out", type=Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
     for others in args.others:
@@ -203,9 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             mine_first=args.mine_first,
         )
         rows += asyncio.run(measured)
-    sys.stdout.write(_table(rows) + "\n")
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+    report(_table(rows), rows, args.out)
     return 0
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -31,7 +30,7 @@ from ferryman.storage.base import Store
 from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
 from ferryman.testing import ScriptedModel
 
-from .knowledge_backends import sites
+from .knowledge_backends import backend_arguments, chosen, report, sites
 from .owner_listing import timed
 
 _CLAIMED = 500
@@ -117,9 +116,7 @@ async def run(
     """One row per backend and call."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for backend, make_site in sites(Path(tmp), postgres, redis).items():
-            if only and backend not in only:
-                continue
+        for backend, make_site in sites(Path(tmp), postgres, redis, chosen(only)).items():
             async with make_site() as site, site.open() as store:
                 await _seed(store, stores, files)
                 for call, figures in (await _measure(store, repeat)).items():
@@ -143,17 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stores", type=int, default=20, help="vector stores in the database")
     parser.add_argument("--files", type=int, nargs="+", default=[2000], help="ingested files per store")
     parser.add_argument("--repeat", type=int, default=30, help="timed calls per figure")
-    parser.add_argument("--postgres", help="also measure PostgreSQL at this postgresql:// URL")
-    parser.add_argument("--redis", help="also measure Redis at this redis:// URL")
-    parser.add_argument("--only", nargs="+", default=[], help="measure only these backends (sqlite, postgres, redis)")
-    parser.add_argument("--out", type=Path, help="write the rows as JSON here")
+    backend_arguments(parser)
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
     for files in args.files:
         rows += asyncio.run(run(args.stores, files, args.repeat, args.postgres, args.redis, set(args.only)))
-    sys.stdout.write(_table(rows) + "\n")
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+    report(_table(rows), rows, args.out)
     return 0
 
 
