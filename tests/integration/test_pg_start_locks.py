@@ -25,6 +25,26 @@ from ferryman.ids import utcnow
 pytestmark = pytest.mark.anyio
 
 
+def paced(monkeypatch: pytest.MonkeyPatch, writer: str) -> asyncio.Event:
+    """Hold task ``writer`` at its first step's insert (its UPDATE of the turn done, uncommitted) until the task
+    ``start`` reaches its turn's insert, holding the session's row; the event is set once ``writer`` is held."""
+    turn_updated, start_waiting = asyncio.Event(), asyncio.Event()
+    execute = pg._execute
+
+    async def held(conn: Any, query: Any) -> Any:
+        task = asyncio.current_task()
+        name = task.get_name() if task else ""
+        if name == writer and query.sql.startswith("INSERT INTO steps"):
+            turn_updated.set()
+            await start_waiting.wait()
+        if name == "start" and query.sql.startswith("INSERT INTO turns"):
+            start_waiting.set()  # the insert now waits on the writer's transaction
+        return await execute(conn, query)
+
+    monkeypatch.setattr(pg, "_execute", held)
+    return turn_updated
+
+
 async def test_a_finish_and_a_start_in_one_session_do_not_deadlock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -32,20 +52,7 @@ async def test_a_finish_and_a_start_in_one_session_do_not_deadlock(
         conversation = await new_conversation(store)
         first = response_start("first", conversation)
         await store.start_response(first)  # running
-        turn_updated, start_waiting = asyncio.Event(), asyncio.Event()
-        execute = pg._execute
-
-        async def paced(conn: Any, query: Any) -> Any:
-            task = asyncio.current_task()
-            name = task.get_name() if task else ""
-            if name == "finish" and query.sql.startswith("INSERT INTO steps"):
-                turn_updated.set()  # its UPDATE of the turn is done, uncommitted
-                await start_waiting.wait()
-            if name == "start" and query.sql.startswith("INSERT INTO turns"):
-                start_waiting.set()  # holds the session's row FOR UPDATE; the insert now waits on "finish"
-            return await execute(conn, query)
-
-        monkeypatch.setattr(pg, "_execute", paced)
+        turn_updated = paced(monkeypatch, "finish")
         turn = first.turn
         done = replace(turn, status="completed", completed_at=utcnow(), output_message=said("a"))
         finish = asyncio.create_task(store.finish_turn(done, answer(turn, "a")), name="finish")
@@ -65,20 +72,7 @@ async def test_a_step_saved_and_a_start_refused_in_one_session_do_not_deadlock(
         conversation = await new_conversation(store)
         first = response_start("first", conversation)
         await store.start_response(first)  # running
-        turn_updated, start_waiting = asyncio.Event(), asyncio.Event()
-        execute = pg._execute
-
-        async def paced(conn: Any, query: Any) -> Any:
-            task = asyncio.current_task()
-            name = task.get_name() if task else ""
-            if name == "step" and query.sql.startswith("INSERT INTO steps"):
-                turn_updated.set()  # its UPDATE of the turn (infer_iters) is done, uncommitted
-                await start_waiting.wait()
-            if name == "start" and query.sql.startswith("INSERT INTO turns"):
-                start_waiting.set()
-            return await execute(conn, query)
-
-        monkeypatch.setattr(pg, "_execute", paced)
+        turn_updated = paced(monkeypatch, "step")
         step = asyncio.create_task(store.save_step(first.turn.turn_id, answer(first.turn, "a"), 1), name="step")
         await turn_updated.wait()
         start = asyncio.create_task(store.start_response(response_start("second", conversation)), name="start")
