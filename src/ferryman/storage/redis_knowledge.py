@@ -133,7 +133,7 @@ class RedisKnowledge(RedisBase):
         Raises:
             ConflictError: the id is taken.
         """
-        put = vector_stores(self.kernel).put(record, owner=owner, at=float(record.created_at))
+        put = vector_stores(self.kernel).put(record, owner=owner)
         index = CreateVectorStore(**_attachments(files), vector_store_id=record.vector_store_id)
         answers = await run_atomically(self._db, self.kernel.write_call([put]), self._call(CREATE_VECTOR_STORE, index))
         refusals = [_refusal(answer) for answer in answers]

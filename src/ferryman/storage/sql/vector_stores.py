@@ -106,7 +106,7 @@ class VectorStoreTables:
         Raises:
             ConflictError: the id is taken.
         """
-        put = vector_stores(self.kernel).put(record, owner=owner, at=float(record.created_at))
+        put = vector_stores(self.kernel).put(record, owner=owner)
 
         def work() -> Work[None]:
             yield from self.kernel.writes_within([put])
