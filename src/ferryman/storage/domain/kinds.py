@@ -61,6 +61,10 @@ VECTOR_STORE = Kind("vector_store", noun="vector store")
 """A vector store's settings (``VectorStoreRecord``), owned by its creator; a root, listed in creation order. What
 the chunk index keeps of it (its attachments, batches, chunks, their versions) is the knowledge store's, under
 the same id, created and deleted with the record."""
+CONVERSATION = Kind("conversation")
+"""A conversation (``ConversationRecord``), owned by its creator; a root, listed in creation order. Its items
+and the anchor a response's start holds are the responses store's, under the same id, created and deleted with
+the record."""
 FORK = Kind("fork", indexes=("source",))
 """A fork's lineage, by the fork's id (a session's, a conversation's, or a holder's of a deleted original's kept
 part): the session or conversation it shares history with (``source``) and the last turn or item it shares;
@@ -86,6 +90,7 @@ SCHEMA = Schema(
         FORK,
         FILE,
         VECTOR_STORE,
+        CONVERSATION,
     ]
 )
 """The kinds every backend's kernel stores."""

@@ -72,13 +72,22 @@ class Records(Generic[T]):
         kind: The kind.
         codec: How values become bodies.
         id_of: A value's id.
+        dated: A value's creation time, its record's ``at`` unless a put says otherwise (None: the write's time).
     """
 
-    def __init__(self, kernel: Kernel, kind: Kind, codec: Codec[T], id_of: Callable[[T], str]) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        kind: Kind,
+        codec: Codec[T],
+        id_of: Callable[[T], str],
+        dated: Callable[[T], float] | None = None,
+    ) -> None:
         self.kernel = kernel
         self.kind = kind
         self.codec = codec
         self.id_of = id_of
+        self.dated = dated
 
     def put(
         self,
@@ -92,6 +101,8 @@ class Records(Generic[T]):
     ) -> ops.Put:
         """The operation storing ``value`` (to run in a batch with others), leased until ``lease_until``."""
         body = self.codec.dump(value)
+        if at is None and self.dated is not None:
+            at = self.dated(value)
         return ops.Put(self.kind, self.id_of(value), body, parent, owner, mode, lease_until=lease_until, at=at)
 
     async def create(

@@ -11,10 +11,8 @@ under the same id and written with the record (see
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Literal
-
 from ..kernel import ops
-from ..kernel.model import Json, Owner
+from ..kernel.model import Json
 from ..kernel.protocol import Kernel
 from ..knowledge import VectorStoreRecord
 from .kinds import VECTOR_STORE
@@ -41,21 +39,9 @@ class VectorStoreRecords(Records[VectorStoreRecord]):
     """
 
     def __init__(self, kernel: Kernel) -> None:
-        super().__init__(kernel, VECTOR_STORE, VectorStoreCodec(), lambda store: store.vector_store_id)
-
-    def put(
-        self,
-        value: VectorStoreRecord,
-        *,
-        owner: Owner | None = None,
-        parent: str = "",
-        mode: Literal["create", "upsert"] = "create",
-        at: float | None = None,
-        lease_until: float | None = None,
-    ) -> ops.Put:
-        """The operation storing a store, created at its ``created_at`` unless ``at`` says otherwise."""
-        at = float(value.created_at) if at is None else at
-        return super().put(value, owner=owner, parent=parent, mode=mode, at=at, lease_until=lease_until)
+        super().__init__(
+            kernel, VECTOR_STORE, VectorStoreCodec(), lambda store: store.vector_store_id, lambda s: s.created_at
+        )
 
     async def record(self, vector_store_id: str) -> VectorStoreRecord:
         """A store's record (NotFoundError if it is missing)."""

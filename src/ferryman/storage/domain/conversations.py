@@ -1,0 +1,38 @@
+"""Conversations as records of the kernel (their items and the responses made in them are not here).
+
+A conversation is a root record of kind ``conversation``, its body the
+:class:`~ferryman.storage.base.ConversationRecord`'s fields, created at its
+``created_at``; its owner rides in the record's own write, so a caller's page of
+conversations is filtered in the query. What the responses store keeps of it
+(its items, the anchor a response's start holds) is kept under the same id and
+written with the record (see :meth:`~ferryman.storage.base.ResponseStore.create_conversation`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from ..base import ConversationRecord
+from ..kernel.model import Json
+from ..kernel.protocol import Kernel
+from .kinds import CONVERSATION
+from .records import Records
+
+
+class ConversationCodec:
+    """A conversation's own fields."""
+
+    def dump(self, value: ConversationRecord) -> Json:
+        """The conversation's body."""
+        return asdict(value)
+
+    def load(self, body: Json) -> ConversationRecord:
+        """The conversation ``dump`` stored."""
+        return ConversationRecord(**body)
+
+
+def conversations(kernel: Kernel) -> Records[ConversationRecord]:
+    """Conversations, by id, in creation order."""
+    return Records(
+        kernel, CONVERSATION, ConversationCodec(), lambda conv: conv.conversation_id, lambda conv: conv.created_at
+    )
