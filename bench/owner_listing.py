@@ -1,12 +1,13 @@
 """``python -m bench.owner_listing``: a caller's page of records among many of another caller, per backend.
 
 Issue #22 asks that, with auth on, a page of 20 among N records of other principals cost at most 1.5x the
-same page with auth off. This measures it for agents, files and vector stores (``--kinds``) on each backend
-(SQLite always; PostgreSQL and Redis when their URLs are given). Files are listed through ``FileService.list``,
-what ``GET /v1/files`` runs (newest first, the caller's filter in the kernel's query), and vector stores through
-``VectorStoreService.list``, what ``GET /v1/vector_stores`` runs (the same, then one read of the page's
-attachment counts); their records are seeded through the kernel, without the chunk index's rows, which a list
-does not read. Agents are listed on the
+same page with auth off. This measures it for agents, files, vector stores and conversations (``--kinds``)
+on each backend (SQLite always; PostgreSQL and Redis when their URLs are given). Files are listed through
+``FileService.list``, what ``GET /v1/files`` runs (newest first, the caller's filter in the kernel's query);
+vector stores through ``VectorStoreService.list``, what ``GET /v1/vector_stores`` runs (the same, then one
+read of the page's attachment counts); conversations through ``ConversationService.listing``, what
+``GET /v1/conversations`` runs. Their records are seeded through the kernel, without the chunk index's or the
+items' rows, which a list does not read. Agents are listed on the
 ``kernel`` path that ``GET /v1/agents`` runs since slice C:
 ``storage.domain.agents`` over the backend's kernel, the caller's access filter passed in the kernel ``Page``
 (a ``WHERE`` on the owner terms, a per-term sorted set on Redis). The ``owned`` path it was compared with (the
@@ -41,10 +42,14 @@ from ferryman.ids import new_id, utcnow
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.blobs import MemoryBlobStore
 from ferryman.services.access import Access
+from ferryman.services.checked_records import CheckedRecords
 from ferryman.services.files import FileService, new_file_id
+from ferryman.services.owned_store import owned
+from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.vector_stores import VectorStoreService
-from ferryman.storage.base import Store
+from ferryman.storage.base import ConversationRecord, Store
 from ferryman.storage.domain.agents import agents
+from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import AGENT
 from ferryman.storage.domain.vector_stores import vector_stores
@@ -59,7 +64,7 @@ ME = Principal(PrincipalKind.API_KEY, "me")
 OTHER = Principal(PrincipalKind.API_KEY, "other")
 PAGE = 20
 BATCH = 500
-KINDS = ("agent", "file", "vector_store")
+KINDS = ("agent", "file", "vector_store", "conversation")
 
 
 def _agent() -> Agent:
@@ -88,11 +93,17 @@ def _vector_store() -> VectorStoreRecord:
     return VectorStoreRecord(new_id("vs"), "notes", int(time.time()), "m", 3)
 
 
+def _conversation() -> ConversationRecord:
+    return ConversationRecord(f"conv_{new_id()}", new_id(), {"topic": "notes"}, int(time.time()))
+
+
 def _put(store: Store, kind: str, owner: Owner | None) -> ops.Put:
     if kind == "agent":
         return agents(store.kernel).put(_agent(), owner=owner)
     if kind == "file":
         return files(store.kernel).put(_file(), owner=owner)
+    if kind == "conversation":
+        return conversations(store.kernel).put(_conversation(), owner=owner)
     return vector_stores(store.kernel).put(_vector_store(), owner=owner)
 
 
@@ -111,6 +122,7 @@ async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dic
     records, access = agents(store.kernel), Access(AccessPolicy())
     uploads = FileService(store.kernel, access, store, MemoryBlobStore())
     stores = VectorStoreService(store, store.kernel, access, ModelRouter([]), uploads)
+    talks = ConversationService(owned(store), CheckedRecords(conversations(store.kernel), access))
 
     async def listed(who: Principal | None) -> None:
         if kind == "agent":
@@ -120,6 +132,8 @@ async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dic
         with acting_as(who):
             if kind == "file":
                 assert len((await uploads.list(None, None, PAGE, "desc")).data) == PAGE
+            elif kind == "conversation":
+                assert len((await talks.listing(None, PAGE, "desc")).items) == PAGE
             else:
                 assert len((await stores.list(None, PAGE, "desc")).data) == PAGE
 

@@ -147,7 +147,7 @@ async def test_a_conversation_fork_being_made_when_its_original_is_deleted_keeps
     conversation = (await http.post("/v1/conversations", json={})).json()["id"]
     items = {"items": [{"type": "message", "role": "user", "content": text} for text in ("one", "two")]}
     added = (await http.post(f"/v1/conversations/{conversation}/items", json=items)).json()["data"]
-    made = Gate(app, "create_conversation", lambda record, _items: record.conversation_id != conversation)
+    made = Gate(app, "create_conversation", lambda record, *_: record.conversation_id != conversation)
     forking = asyncio.ensure_future(
         http.post(f"/v1/conversations/{conversation}/fork", json={"item_id": added[1]["id"]})
     )

@@ -24,6 +24,7 @@ from ferryman.api.content import UserMessage
 from ferryman.ids import new_id, utcnow
 from ferryman.server.app import build_services
 from ferryman.storage.base import Store, TurnRecord
+from ferryman.storage.domain.conversations import conversations
 from ferryman.testing import Script
 from inprocess import agent_and_session, scripted_provider, serving
 
@@ -116,7 +117,7 @@ async def test_a_rollback_waits_for_a_turn_that_does_not_stop_at_most_the_settin
 async def test_a_rollback_waiting_for_a_turn_that_does_not_stop_ends_when_it_is_cancelled(patient: App) -> None:
     http = patient.http
     conversation = (await http.post("/v1/conversations", json={})).json()["id"]
-    session_id = (await patient.store.get_conversation(conversation)).session_id
+    session_id = (await conversations(patient.store.kernel).get(conversation)).session_id
     running = await patient.running_elsewhere(session_id)
     body = {
         "model": "scripted-model",

@@ -62,6 +62,7 @@ from ferryman.storage.base import (
 )
 from ferryman.storage.domain import registry
 from ferryman.storage.domain.agents import agents
+from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.kinds import AGENT
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Get
@@ -1184,25 +1185,28 @@ async def test_conversation_reads_back_with_its_items(store: Store) -> None:
         text_item("it is sunny", role="assistant"),
     ]
     conversation = await new_conversation(store, *items, metadata={"topic": "weather"})
-    assert await store.get_conversation(conversation.conversation_id) == conversation
+    assert await conversations(store.kernel).get(conversation.conversation_id) == conversation
     assert await store.all_items(conversation.conversation_id) == items
 
 
 async def test_unknown_conversation_is_not_found(store: Store) -> None:
     with pytest.raises(NotFoundError):
-        await store.get_conversation("conv_unknown")
-    with pytest.raises(NotFoundError):
-        await store.update_conversation("conv_unknown", {"a": "b"})
+        await conversations(store.kernel).get("conv_unknown")
     with pytest.raises(NotFoundError):
         await store.delete_conversation("conv_unknown")
 
 
-async def test_update_conversation_replaces_its_metadata(store: Store) -> None:
-    conversation = await new_conversation(store, metadata={"old": "1", "kept?": "no"})
-    updated = await store.update_conversation(conversation.conversation_id, {"new": "2"})
-    expected = replace(conversation, metadata={"new": "2"})
-    assert updated == expected
-    assert await store.get_conversation(conversation.conversation_id) == expected
+async def test_a_conversation_is_stored_with_its_owner(store: Store) -> None:
+    session = await new_session(store, None, "conversation")
+    record = ConversationRecord(f"conv_{uuid.uuid4().hex}", session.session_id, {"a": "b"}, 1_700_000_000)
+    owner = Owner("api_key", "alice", {"teams": ("red",)})
+    await store.create_conversation(record, [], owner)
+    found = await conversations(store.kernel).find(record.conversation_id)
+    assert found is not None and found.value == record
+    assert found.rec.owner == owner
+    assert found.rec.at == 1_700_000_000
+    with pytest.raises(ConflictError):
+        await store.create_conversation(record, [], owner)
 
 
 async def test_deleting_a_conversation_deletes_its_items(store: Store) -> None:
@@ -1211,7 +1215,7 @@ async def test_deleting_a_conversation_deletes_its_items(store: Store) -> None:
     kept = await new_conversation(store, text_item("other"))
     await store.delete_conversation(conversation.conversation_id)
     with pytest.raises(NotFoundError):
-        await store.get_conversation(conversation.conversation_id)
+        await conversations(store.kernel).get(conversation.conversation_id)
     assert await store.all_items(conversation.conversation_id) == []
     with pytest.raises(NotFoundError):
         await store.get_item(conversation.conversation_id, first.id or "")
@@ -1227,7 +1231,7 @@ async def test_conversation_with_a_repeated_item_id_is_not_created(store: Store)
     with pytest.raises(InvalidRequestError):
         await store.create_conversation(record, [item, item])
     with pytest.raises(NotFoundError):
-        await store.get_conversation(record.conversation_id)
+        await conversations(store.kernel).get(record.conversation_id)
     assert await store.all_items(record.conversation_id) == []
 
 
@@ -1502,7 +1506,7 @@ async def test_deleting_a_response_in_a_conversation_keeps_the_conversation(stor
     with pytest.raises(NotFoundError):
         await store.get_turn_record(record.session_id, turn.turn_id)
     assert await store.all_items(record.response.id) == []
-    assert await store.get_conversation(conversation.conversation_id) == conversation
+    assert await conversations(store.kernel).get(conversation.conversation_id) == conversation
     assert await store.all_items(conversation.conversation_id) == items
     next_record, _ = await new_response(store, "next", conversation=conversation)
     assert (await store.get_response(next_record.response.id)).session_id == conversation.session_id

@@ -65,6 +65,7 @@ from ferryman.services.approval_holds import ApprovalHolds
 from ferryman.services.approval_sweep import ApprovalSweep
 from ferryman.services.approvals import ApprovalService
 from ferryman.services.audit import AuditService
+from ferryman.services.checked_records import CheckedRecords
 from ferryman.services.file_expiry import FileExpiry
 from ferryman.services.files import FileService
 from ferryman.services.host import TurnHost
@@ -92,6 +93,7 @@ from ferryman.storage.base import Store
 from ferryman.storage.domain import registry as registry_records
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.domain.approvals import HeldCalls
+from ferryman.storage.domain.conversations import conversations as conversations_of
 from ferryman.storage.domain.memory_blocks import MemoryBlocks
 from ferryman.storage.domain.schedules import ScheduleRecords
 from ferryman.storage.select import store_for
@@ -338,11 +340,12 @@ def build_services(
         agents.on_session_deleted(sandbox.remove)
     interpreter = CodeInterpreter(sandbox, file_service) if sandbox else None
     hosted = hosted_tools(search, vector_stores, mcp, interpreter, web_search)
-    responses = ResponsesService(host, models, HistoryCache(), hosted, shields, holds, context)
+    conversation_records = CheckedRecords(conversations_of(store.kernel), access)
+    responses = ResponsesService(host, models, HistoryCache(), hosted, conversation_records, shields, holds, context)
     schedule_service = ScheduleService(
         ScheduleRecords(store.kernel), access, store, schedules or ScheduleSettings(), clock
     )
-    conversations = ConversationService(store)
+    conversations = ConversationService(store, conversation_records)
     conversations.on_session_deleted(holds.forget)  # the held calls of the responses made in it
     approvals = ApprovalService(
         holds.calls,

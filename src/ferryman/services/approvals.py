@@ -62,6 +62,7 @@ from ferryman.auth.principal import Principal, acting_as
 from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import Store
 from ferryman.storage.domain.approvals import DECIDED, PENDING, HeldCall, HeldCalls
+from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.forks import Lineages
 from ferryman.storage.domain.records import Stored
 from ferryman.storage.kernel.model import Owner
@@ -136,6 +137,7 @@ class ApprovalService:
         self._access = access
         self._store = store
         self._reads = ForkReads(store, Lineages(store.kernel))
+        self._conversations = conversations(store.kernel)
         self._agents = agents
         self._responses = responses
 
@@ -365,7 +367,7 @@ class ApprovalService:
                 assert held.response_id is not None
                 await self._store.get_response(held.response_id)
                 if held.conversation_id is not None:
-                    await self._store.get_conversation(held.conversation_id)
+                    return await self._conversations.find(held.conversation_id) is None
         except NotFoundError:
             return True
         return False

@@ -6,8 +6,8 @@ responses' turns), owned by its caller, and a lineage
 the last item it shares. The shared items keep their ids; the fork's item
 listing, its items and what a response in it reads follow the lineage
 (:mod:`.fork_reads`), through a fork of a fork too. The lineage is written
-first, then the session, then the conversation (neither is on the storage kernel
-yet); a lineage whose conversation is missing is a fork being made for
+first, then the session, then the conversation (in writes of their own); a
+lineage whose conversation is missing is a fork being made for
 :data:`.FORKING_SECONDS`, then ignored and deleted when found. Forking while the
 conversation is deleted or changed is settled as for sessions (``forks.py``): the
 change marks it first and one of the two sees the other.
@@ -38,10 +38,12 @@ from ferryman.errors import ConflictError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import ConversationRecord, SessionRecord, Store
 from ferryman.storage.domain.forks import Lineage
+from ferryman.storage.domain.kinds import CONVERSATION
 
+from .checked_records import CheckedRecords
 from .fork_reads import ForkReads
 from .forks import FORKING_SECONDS, forget_lineage
-from .owned_store import authorize
+from .owned_store import authorize, beneath
 
 HELD_ITEMS = "forkhist_"
 """The prefix of the holders of deleted items that forks share."""
@@ -52,13 +54,28 @@ class ConversationForks:
 
     Args:
         store: The storage backend (the owner-checking one).
+        records: The conversations' records, read through the access policy.
         reads: Reads through the forks' lineages.
     """
 
-    def __init__(self, store: Store, reads: ForkReads) -> None:
+    def __init__(self, store: Store, records: CheckedRecords[ConversationRecord], reads: ForkReads) -> None:
         self._store = store
+        self._records = records
         self._reads = reads
         self._lineages = reads.lineages
+
+    async def create(self, record: ConversationRecord, items: list[Item]) -> None:
+        """Store a new conversation with its first items as the caller's: its session first, then its record
+        with the caller as owner, in the record's own write.
+
+        Raises:
+            ForbiddenError: the policy does not let the caller create it.
+        """
+        who = current_principal.get()
+        self._records.access.check(who, "create", CONVERSATION, record.conversation_id)
+        await self._store.create_session(SessionRecord(record.session_id, None, "conversation", utcnow()))
+        await beneath(self._store).create_conversation(record, items, self._records.access.owner(who))
+        self._records.access.record(who, "create", CONVERSATION, record.conversation_id)
 
     async def fork(self, conversation_id: str, item_id: str, metadata: dict[str, str] | None) -> ConversationRecord:
         """A new conversation sharing the conversation's items up to and including ``item_id``.
@@ -66,11 +83,11 @@ class ConversationForks:
         Raises:
             NotFoundError: the conversation, or the item in it, does not exist (or the caller may not read it).
         """
-        source = await self._store.get_conversation(conversation_id)
+        source = await self._records.get(current_principal.get(), conversation_id)
         if item_id not in {item.id for item in await self._reads.items(conversation_id)}:
             raise NotFoundError(f"item '{item_id}' not found in conversation '{conversation_id}'")
         record = ConversationRecord(
-            conversation_id=f"conv_{uuid.uuid4().hex}",
+            conversation_id=new_conversation_id(),
             session_id=new_id(),
             metadata=dict(source.metadata if metadata is None else metadata),
             created_at=int(time.time()),
@@ -80,13 +97,12 @@ class ConversationForks:
         try:
             if await self._lineages.marked(conversation_id):
                 raise ConflictError(f"conversation '{conversation_id}' is being changed; fork it again")
-            await self._store.create_session(SessionRecord(record.session_id, None, "conversation", utcnow()))
-            await self._store.create_conversation(record, [])
+            await self.create(record, [])
             await self._still_shared(record.conversation_id, conversation_id)
         except BaseException:
             with acting_as(None):
                 with contextlib.suppress(NotFoundError):
-                    await self._store.delete_conversation(record.conversation_id)
+                    await beneath(self._store).delete_conversation(record.conversation_id)
                 await self._lineages.delete(record.conversation_id)
             raise
         return record
@@ -98,8 +114,8 @@ class ConversationForks:
             lineage = await self._lineages.find(fork_id)
             if lineage is None:
                 raise ConflictError(f"conversation '{source_id}' was deleted while it was forked")
-            if lineage.source == source_id:
-                await self._store.get_conversation(source_id)
+            if lineage.source == source_id and await self._records.records.find(source_id) is None:
+                raise NotFoundError(f"conversation '{source_id}' not found")
 
     async def delete_item(self, conversation_id: str, item_id: str) -> None:
         """Delete one item: an own one (first kept for the forks that share it), or hide a shared one (first
@@ -189,9 +205,7 @@ class ConversationForks:
         deleted."""
         if lineage.id.startswith(HELD_ITEMS) or time.time() - lineage.created_at < FORKING_SECONDS:
             return True
-        try:
-            await self._store.get_conversation(lineage.id)
-        except NotFoundError:
+        if await self._records.records.find(lineage.id) is None:
             await self._lineages.delete(lineage.id)
             return False
         return True
@@ -219,3 +233,8 @@ def _moved(fork: Lineage, source: Lineage) -> Lineage:
 def _held_by(fork: Lineage, holder: str) -> Lineage:
     """A fork sharing a holder in place of its deleted source (the same items, under the same ids)."""
     return fork.model_copy(update={"source": holder, "held": True})
+
+
+def new_conversation_id() -> str:
+    """A new conversation's id."""
+    return f"conv_{uuid.uuid4().hex}"

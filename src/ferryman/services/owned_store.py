@@ -36,7 +36,9 @@ from ferryman.auth.filters import owner_of as stored_owner
 from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
 from ferryman.errors import ForbiddenError, NotFoundError
-from ferryman.storage.base import ConversationRecord, Page, ResponseRecord, SessionRecord, Store
+from ferryman.storage.base import Page, ResponseRecord, SessionRecord, Store
+from ferryman.storage.domain.kinds import CONVERSATION
+from ferryman.storage.kernel import ops
 
 from .acting_owner import stored_principal
 
@@ -137,7 +139,6 @@ Rule = Act | Create | Server | Listing | Beneath
 _session = _arg("session", "session_id")
 _turn = _arg("turn", "turn_id")
 _response = _arg("response", "response_id")
-_conversation = _arg("conversation", "conversation_id")
 
 RULES: dict[str, Rule] = {
     # A session's agent is a kernel record: the service checks the caller may read it (services/agent_records.py).
@@ -164,11 +165,9 @@ RULES: dict[str, Rule] = {
     "save_turn_events": Act("update", _turn),
     "turn_events_after": Act("read", _turn),
     "turn_event_count": Act("read", _turn),
-    "create_conversation": Create(_arg("conversation", "record", "conversation_id"), _arg("session", "record", "session_id")),  # noqa: E501
-    "get_conversation": Act("read", _conversation),
-    "update_conversation": Act("update", _conversation),
-    "delete_conversation": Act("delete", _conversation),
-    "list_conversations": Listing(),
+    # A conversation is a kernel record: ConversationService checks its create and delete (checked_records.py).
+    "create_conversation": Beneath(),
+    "delete_conversation": Beneath(),
     "add_items": Act("update", _items_parent),
     "replace_items": Act("update", _items_parent),
     "list_items": Act("read", _items_parent),
@@ -282,6 +281,9 @@ class OwnedStore:
         kept = self._kept.get((kind, record_id))
         if kept is not None:
             return kept
+        if kind == CONVERSATION.name:  # its owner is its record's (its items and responses are checked on it)
+            (rec,) = await self.kernel.read([ops.Get(CONVERSATION, record_id)])
+            return stored_principal(None if rec is None else rec.owner)
         owner = stored_principal((await self.inner.owners_of(kind, [record_id])).get(record_id))
         if owner is not None:
             self._keep(kind, record_id, owner)
@@ -391,14 +393,6 @@ class OwnedStore:
             return await self.inner.list_responses(cursor, count, order, conversation_id)
 
         return await self._cursor_page("response", fetch, lambda r: r.response.id, after, limit)
-
-    async def list_conversations(self, after: str | None, limit: int, order: str) -> Page[ConversationRecord]:
-        """Readable conversations after the cursor, fetching more when filtering thins a page (honest has_more)."""
-
-        async def fetch(cursor: str | None, count: int) -> Page[ConversationRecord]:
-            return await self.inner.list_conversations(cursor, count, order)
-
-        return await self._cursor_page("conversation", fetch, lambda c: c.conversation_id, after, limit)
 
     async def _cursor_page(
         self,

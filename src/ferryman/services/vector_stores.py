@@ -38,7 +38,7 @@ from ferryman.api.vector_stores import (
 )
 from ferryman.auth.policy import Action
 from ferryman.auth.principal import current_principal
-from ferryman.errors import InvalidRequestError, NotFoundError
+from ferryman.errors import InvalidRequestError
 from ferryman.ids import new_id
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import chunk_text, resolve_strategy
@@ -48,7 +48,6 @@ from ferryman.knowledge.views import batch_object, file_object, now, store_objec
 from ferryman.storage.base import Store
 from ferryman.storage.domain.kinds import VECTOR_STORE
 from ferryman.storage.domain.vector_stores import vector_stores
-from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import PageOf
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.knowledge import (
@@ -62,6 +61,7 @@ from ferryman.storage.knowledge import (
 )
 
 from .access import Access
+from .checked_records import CheckedRecords
 from .files import FileService
 
 _CONTENT_PAGE = 500
@@ -99,6 +99,7 @@ class VectorStoreService:
     ) -> None:
         self._store = store
         self.records = vector_stores(kernel)
+        self._checked = CheckedRecords(self.records, access)
         self._access = access
         self._models = models
         self._files = files
@@ -150,13 +151,9 @@ class VectorStoreService:
             NotFoundError: it is missing, or the caller may not read it.
             ForbiddenError: the caller may read it but not do ``action``.
         """
-        found = await self.records.find(vector_store_id)
-        if found is None:
-            raise NotFoundError(f"vector store '{vector_store_id}' not found")
-        self._access.check(current_principal.get(), action, VECTOR_STORE, vector_store_id, found.rec.owner)
-        return found.value
+        return await self._checked.get(current_principal.get(), vector_store_id, action)
 
-    async def _checked(self, vector_store_id: str, action: Action = "read") -> None:
+    async def _allowed(self, vector_store_id: str, action: Action = "read") -> None:
         """Raise unless the caller may do ``action`` on the store; the server itself reads nothing for it (a
         store that is gone is then the knowledge store's NotFoundError, or an empty answer)."""
         if current_principal.get() is not None:
@@ -185,15 +182,7 @@ class VectorStoreService:
         Raises:
             NotFoundError: the cursor names no store the caller may read.
         """
-        who = current_principal.get()
-        allow = self._access.filter(who, "read", VECTOR_STORE)
-        page = ops.Page(VECTOR_STORE, allow=allow, after=after, limit=limit, desc=order == "desc")
-        if after is None:
-            (found,) = await self.records.kernel.read([page])
-        else:
-            cursor, found = await self.records.kernel.read([ops.Get(VECTOR_STORE, after), page])
-            self._access.cursor(who, VECTOR_STORE, after, cursor)
-        return PageOf([self.records.stored(rec).value for rec in found.items], found.has_more)
+        return await self._checked.page(current_principal.get(), after, limit, order)
 
     async def update(self, vector_store_id: str, body: UpdateVectorStoreRequest) -> VectorStore:
         """Change the fields the body sets (``expires_after: null`` clears the expiry)."""
@@ -206,12 +195,7 @@ class VectorStoreService:
             changed["metadata"] = dict(body.metadata or {})
         if "expires_after" in given:
             changed["expires_after"] = body.expires_after.model_dump() if body.expires_after else None
-        # Checked again in the write itself, on the record it changes (one made again under the id since the
-        # read may be another's), and in place: only the fields given, and nothing once the store is deleted.
-        who = current_principal.get()
-        guard = self._access.guard(who, "update", VECTOR_STORE, vector_store_id)
-        with self._access.audited(who, "update", VECTOR_STORE, vector_store_id):
-            await self.records.kernel.write([guard, ops.Patch(VECTOR_STORE, vector_store_id, merge=changed)])
+        await self._checked.patch(current_principal.get(), vector_store_id, changed)
         return await self._view(replace(record, **changed))
 
     async def delete(self, vector_store_id: str) -> VectorStoreDeleted:
@@ -240,7 +224,7 @@ class VectorStoreService:
         batch_id: str | None = None,
     ) -> VectorStoreFileList:
         """One page of a store's (or a batch's) files, optionally of one status."""
-        await self._checked(vector_store_id)
+        await self._allowed(vector_store_id)
         page = await self._store.list_vector_store_files(vector_store_id, after, limit, order, status, batch_id)
         data = [file_object(record) for record in page.items]
         first, last = _page_ids([f.id for f in data])
@@ -248,31 +232,31 @@ class VectorStoreService:
 
     async def get_file(self, vector_store_id: str, file_id: str) -> VectorStoreFile:
         """One attached file with its status."""
-        await self._checked(vector_store_id)
+        await self._allowed(vector_store_id)
         return file_object(await self._store.get_vector_store_file(vector_store_id, file_id))
 
     async def update_file(self, vector_store_id: str, file_id: str, attributes: Attributes) -> VectorStoreFile:
         """Replace an attached file's attributes."""
-        await self._checked(vector_store_id, "update")
+        await self._allowed(vector_store_id, "update")
         await self._store.update_vector_store_file(vector_store_id, file_id, attributes)
         return file_object(await self._store.get_vector_store_file(vector_store_id, file_id))
 
     async def delete_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileDeleted:
         """Detach a file and drop its chunks (the file itself stays)."""
-        await self._checked(vector_store_id, "update")
+        await self._allowed(vector_store_id, "update")
         await self._store.delete_vector_store_file(vector_store_id, file_id)
         return VectorStoreFileDeleted(id=file_id)
 
     async def file_content(self, vector_store_id: str, file_id: str) -> FileContentPage:
         """An attached file's text, chunk by chunk."""
-        await self._checked(vector_store_id)
+        await self._allowed(vector_store_id)
         await self._store.get_vector_store_file(vector_store_id, file_id)
         chunks = [chunk async for page in self._chunk_pages(vector_store_id, file_id) for chunk in page]
         return FileContentPage(data=[TextContent(text=chunk.text) for chunk in chunks])
 
     async def chunks(self, vector_store_id: str, file_id: str) -> builtins.list[ChunkRecord]:
         """Every chunk of one file (or directly inserted document) of a store, in order."""
-        await self._checked(vector_store_id)
+        await self._allowed(vector_store_id)
         return [chunk async for page in self._chunk_pages(vector_store_id, file_id) for chunk in page]
 
     async def _chunk_pages(self, vector_store_id: str, file_id: str) -> AsyncIterator[builtins.list[ChunkRecord]]:
@@ -310,7 +294,7 @@ class VectorStoreService:
 
     async def get_batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """A batch with its status and counts."""
-        await self._checked(vector_store_id)
+        await self._allowed(vector_store_id)
         return await self._batch(vector_store_id, batch_id)
 
     async def _batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
@@ -319,7 +303,7 @@ class VectorStoreService:
 
     async def cancel_batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """Cancel a batch: its files not yet ingested end ``cancelled``."""
-        await self._checked(vector_store_id, "update")
+        await self._allowed(vector_store_id, "update")
         await self._store.cancel_file_batch(vector_store_id, batch_id)
         return await self._batch(vector_store_id, batch_id)
 

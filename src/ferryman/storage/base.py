@@ -308,28 +308,25 @@ class ResponseStart:
 class ResponseStore(Protocol):
     """Responses, conversations and their items (in OpenAI form)."""
 
-    async def create_conversation(self, record: ConversationRecord, items: list[Item]) -> None:
-        """Store a conversation (its session must exist) with its first items."""
-        ...
-
-    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
-        """Return a conversation or raise NotFoundError."""
-        ...
-
-    async def update_conversation(self, conversation_id: str, metadata: dict[str, str]) -> ConversationRecord:
-        """Replace a conversation's metadata."""
-        ...
-
-    async def list_conversations(self, after: str | None, limit: int, order: str) -> Page[ConversationRecord]:
-        """Conversations in creation order ``asc`` or ``desc``, after the conversation ``after``.
+    async def create_conversation(
+        self, record: ConversationRecord, items: list[Item], owner: Owner | None = None
+    ) -> None:
+        """Store a conversation's record (with its owner), the anchor its items and responses hold, and its first
+        items, in one transaction; its session must exist.
 
         Raises:
-            NotFoundError: no conversation has the id ``after``.
+            NotFoundError: its session does not exist.
+            ConflictError: the id is taken.
+            InvalidRequestError: an item id repeats.
         """
         ...
 
     async def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation and its items (responses stay)."""
+        """Delete a conversation's record, its anchor and its items in one transaction (responses stay).
+
+        Raises:
+            NotFoundError: it does not exist.
+        """
         ...
 
     async def add_items(self, owner: str, items: list[Item]) -> None:

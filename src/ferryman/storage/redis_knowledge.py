@@ -9,12 +9,11 @@ write that checks or cascades is a script of :mod:`.redis_lua_knowledge`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any, cast
 
-from ferryman.errors import FerrymanError, NotFoundError
+from ferryman.errors import NotFoundError
 
 from .domain.kinds import VECTOR_STORE as VECTOR_STORE_KIND
 from .domain.vector_stores import vector_stores
@@ -31,6 +30,7 @@ from .knowledge import (
 )
 from .page import Page
 from .redis.kernel import RedisKernel
+from .redis_anchored import create_anchored, delete_anchored
 from .redis_keys import (
     BATCH,
     BATCH_FILES,
@@ -67,7 +67,6 @@ from .redis_lua_knowledge import (
     StoreIds,
     UpdateStoreFile,
 )
-from .redis_script import run_atomically
 from .redis_scripts import RedisBase
 
 _STATUSES: tuple[IngestionStatus, ...] = ("in_progress", "completed", "failed", "cancelled")
@@ -103,15 +102,6 @@ def attachment_of(vector_store_id: str, file_id: str, values: list[Any]) -> Vect
     )
 
 
-def _refusal(answer: Callable[[], object]) -> FerrymanError | None:
-    """The error a script's answer means, or None when it wrote."""
-    try:
-        answer()
-    except FerrymanError as refused:
-        return refused
-    return None
-
-
 class RedisKnowledge(RedisBase):
     """Files, vector stores, attachments, batches and ingestion claims over the backend's scripts."""
 
@@ -135,27 +125,21 @@ class RedisKnowledge(RedisBase):
         """
         put = vector_stores(self.kernel).put(record, owner=owner)
         index = CreateVectorStore(**_attachments(files), vector_store_id=record.vector_store_id)
-        answers = await run_atomically(self._db, self.kernel.write_call([put]), self._call(CREATE_VECTOR_STORE, index))
-        refusals = [_refusal(answer) for answer in answers]
-        if refusals == [None, None]:
-            return
-        # Each refuses an id it holds, so both refuse a taken id; one alone refuses only where an earlier write
-        # of a pair was lost: the half this call wrote beside the other's is undone, not handed to this caller.
-        if refusals[0] is None:
-            await self.kernel.write([ops.Delete(VECTOR_STORE_KIND, record.vector_store_id)])
-        if refusals[1] is None:
-            await self._run(DELETE_VECTOR_STORE, StoreId(record.vector_store_id))
-        raise next(refusal for refusal in refusals if refusal is not None)
+        await create_anchored(
+            self._db,
+            self.kernel,
+            put,
+            self._call(CREATE_VECTOR_STORE, index),
+            lambda: self._run(DELETE_VECTOR_STORE, StoreId(record.vector_store_id)),
+        )
 
     async def delete_vector_store(self, vector_store_id: str) -> None:
         """Delete a vector store's record with its attachments, batches and chunks (NotFoundError if unknown)."""
-        delete = [ops.Delete(VECTOR_STORE_KIND, vector_store_id)]
-        deleted, index_deleted = await run_atomically(
-            self._db, self.kernel.write_call(delete), self._call(DELETE_VECTOR_STORE, StoreId(vector_store_id))
-        )
-        index_deleted()
+        delete = ops.Delete(VECTOR_STORE_KIND, vector_store_id)
+        index = self._call(DELETE_VECTOR_STORE, StoreId(vector_store_id))
+        deleted = await delete_anchored(self._db, self.kernel, delete, index)
         self._forget_index(vector_store_id)
-        if not self.kernel.write_results(delete, deleted())[0]:
+        if not deleted:
             raise NotFoundError(f"vector store '{vector_store_id}' not found")
 
     def _forget_index(self, vector_store_id: str) -> None:

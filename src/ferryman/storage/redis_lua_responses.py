@@ -72,18 +72,8 @@ class CreateConversation:
 
     conversation_id: str
     session_id: str
-    metadata: str
-    created_at: int
     item_ids: list[str]
     item_bodies: list[str]
-
-
-@dataclass(frozen=True)
-class UpdateConversation:
-    """A conversation's new metadata."""
-
-    conversation_id: str
-    metadata: str
 
 
 @dataclass(frozen=True)
@@ -243,9 +233,8 @@ if redis.call('EXISTS', key('session', session_id)) == 0 then return {NOT_FOUND}
 local c = key('conversation', conversation_id)
 if redis.call('EXISTS', c) == 1 then return {CONFLICT} end
 if not items_ok(conversation_id, item_ids) then return {INVALID} end
-redis.call('HSET', c, 'session_id', session_id, 'metadata', metadata, 'created_at', created_at)
+redis.call('HSET', c, 'session_id', session_id)
 redis.call('SADD', key('session_convs', session_id), conversation_id)
-redis.call('ZADD', global('conversations'), next_seq(1), conversation_id)
 insert_items(conversation_id, item_ids, item_bodies)
 return {OK}
 """,
@@ -255,19 +244,6 @@ return {OK}
         Outcome.CONFLICT: lambda a, _: ConflictError(f"conversation '{a.conversation_id}' already exists"),
         Outcome.INVALID: lambda a, _: repeated(a.conversation_id),
     },
-)
-
-# Answers the conversation's session id, metadata and creation time.
-UPDATE_CONVERSATION = Script(
-    UpdateConversation,
-    """
-local c = key('conversation', conversation_id)
-if redis.call('EXISTS', c) == 0 then return {NOT_FOUND} end
-redis.call('HSET', c, 'metadata', metadata)
-return {OK, redis.call('HMGET', c, 'session_id', 'metadata', 'created_at')}
-""",
-    values,
-    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"conversation '{a.conversation_id}' not found")},
 )
 
 DELETE_CONVERSATION = Script(

@@ -17,7 +17,7 @@ from ferryman.api.responses import Response, ResponseError
 from ferryman.errors import FailureCode
 
 from . import codec
-from .base import ConversationRecord, ResponseRecord, SessionRecord, StepWrite, TurnRecord
+from .base import ResponseRecord, SessionRecord, StepWrite, TurnRecord
 from .kernel.model import Owner
 from .owners import dump_owner
 from .redis_lua_responses import ResponseColumns
@@ -149,9 +149,3 @@ def response_of(values: Sequence[str | None]) -> ResponseRecord:
         previous_response_id=previous_id or None,
         background=background == "1",
     )
-
-
-def conversation_of(conversation_id: str, values: Sequence[Any]) -> ConversationRecord:
-    """A conversation from its session id, metadata and creation time."""
-    session_id, metadata, created_at = values
-    return ConversationRecord(conversation_id, session_id, json.loads(metadata), int(created_at))

@@ -7,7 +7,6 @@ unique per owner and a page after a cursor is a score range.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import cast
 
@@ -17,13 +16,16 @@ from ferryman.errors import InvalidRequestError, NotFoundError
 
 from . import codec
 from .base import ConversationRecord, KeySettlement, ResponseRecord, ResponseStart, StoredEvent
+from .domain.conversations import conversations
+from .domain.kinds import CONVERSATION as CONVERSATION_KIND
+from .kernel import ops
 from .kernel.model import Owner
 from .page import Page
+from .redis.kernel import RedisKernel
+from .redis_anchored import create_anchored, delete_anchored
 from .redis_idempotency import settlement_args
 from .redis_keys import (
     CONV_RESPONSES,
-    CONVERSATION,
-    CONVERSATIONS,
     ITEM_BODIES,
     ITEMS,
     RESPONSE,
@@ -42,7 +44,6 @@ from .redis_lua_responses import (
     FINISH_RESPONSE,
     REPLACE_ITEMS,
     START_RESPONSE,
-    UPDATE_CONVERSATION,
     AddItems,
     ConversationId,
     CreateConversation,
@@ -50,13 +51,10 @@ from .redis_lua_responses import (
     ReplaceItems,
     ResponseId,
     StartResponse,
-    UpdateConversation,
 )
-from .redis_records import RESPONSE_FIELDS, conversation_of, response_columns, response_of, turn_start_args
+from .redis_records import RESPONSE_FIELDS, response_columns, response_of, turn_start_args
 from .redis_scripts import RedisBase
 from .rows import ITEM
-
-_CONVERSATION_FIELDS = ("session_id", "metadata", "created_at")
 
 
 def _item_columns(items: list[Item]) -> tuple[list[str], list[str]]:
@@ -72,55 +70,36 @@ def _item_columns(items: list[Item]) -> tuple[list[str], list[str]]:
 class RedisResponses(RedisBase):
     """Responses, their events, conversations and items over the backend's scripts."""
 
-    async def create_conversation(self, record: ConversationRecord, items: list[Item]) -> None:
-        """Store a conversation with its first items.
+    kernel: RedisKernel
+
+    async def create_conversation(
+        self, record: ConversationRecord, items: list[Item], owner: Owner | None = None
+    ) -> None:
+        """Store a conversation's record (with its owner), its anchor and its first items, in one transaction.
 
         Raises:
             NotFoundError: its session does not exist.
-            ConflictError: a conversation with this id exists.
+            ConflictError: the id is taken.
             InvalidRequestError: an item id repeats.
         """
         ids, bodies = _item_columns(items)
-        create = CreateConversation(
-            conversation_id=record.conversation_id,
-            session_id=record.session_id,
-            metadata=json.dumps(record.metadata),
-            created_at=record.created_at,
-            item_ids=ids,
-            item_bodies=bodies,
+        anchor = CreateConversation(
+            conversation_id=record.conversation_id, session_id=record.session_id, item_ids=ids, item_bodies=bodies
         )
-        await self._run(CREATE_CONVERSATION, create)
-
-    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
-        """Return a conversation or raise NotFoundError."""
-        key = self._keys.of(CONVERSATION, conversation_id)
-        values = cast(list[str | None], await self._db.hmget(key, _CONVERSATION_FIELDS))
-        if values[0] is None:
-            raise NotFoundError(f"conversation '{conversation_id}' not found")
-        return conversation_of(conversation_id, values)
-
-    async def list_conversations(self, after: str | None, limit: int, order: str) -> Page[ConversationRecord]:
-        """Conversations in creation order ``asc`` or ``desc``, after the conversation ``after``."""
-        ids = await self._ids(
-            self._keys.global_(CONVERSATIONS),
-            limit + 1,
-            after=after,
-            descending=order == "desc",
-            missing=NotFoundError(f"conversation '{after}' not found"),
+        await create_anchored(
+            self._db,
+            self.kernel,
+            conversations(self.kernel).put(record, owner=owner),
+            self._call(CREATE_CONVERSATION, anchor),
+            lambda: self._run(DELETE_CONVERSATION, ConversationId(conversation_id=record.conversation_id)),
         )
-        rows = await self._records(self._keys.base(CONVERSATION), ids, _CONVERSATION_FIELDS)
-        found = [conversation_of(row[0], row[1:]) for row in rows]
-        return Page(found[:limit], len(found) > limit)
-
-    async def update_conversation(self, conversation_id: str, metadata: dict[str, str]) -> ConversationRecord:
-        """Replace a conversation's metadata and return the conversation."""
-        update = UpdateConversation(conversation_id=conversation_id, metadata=json.dumps(metadata))
-        [values] = await self._run(UPDATE_CONVERSATION, update)
-        return conversation_of(conversation_id, values)
 
     async def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation and its items; responses that used it stay."""
-        await self._run(DELETE_CONVERSATION, ConversationId(conversation_id=conversation_id))
+        """Delete a conversation's record, its anchor and its items; responses made in it stay."""
+        delete = ops.Delete(CONVERSATION_KIND, conversation_id)
+        anchor = self._call(DELETE_CONVERSATION, ConversationId(conversation_id=conversation_id))
+        if not await delete_anchored(self._db, self.kernel, delete, anchor):
+            raise NotFoundError(f"conversation '{conversation_id}' not found")
 
     async def add_items(self, owner: str, items: list[Item]) -> None:
         """Append items to a conversation or a response's input; none if an id repeats (InvalidRequestError)."""

@@ -83,7 +83,6 @@ local function del_conversation(cid)
   local c = key('conversation', cid)
   local sid = redis.call('HGET', c, 'session_id')
   if sid then redis.call('SREM', key('session_convs', sid), cid) end
-  redis.call('ZREM', global('conversations'), cid)
   redis.call('DEL', c, key('conv_responses', cid))
   del_items(cid)
 end

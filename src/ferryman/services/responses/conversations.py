@@ -1,19 +1,29 @@
-"""The Conversations API: a conversation is a session whose history is a list of items."""
+"""The Conversations API: a conversation is a session whose history is a list of items.
+
+A conversation's record holds its owner (``storage.domain.conversations``). The access step is explicit: a
+create stores the caller as owner in the record's own write; every other call checks the policy against the
+stored owner first (a conversation the caller may not read looks missing), an update in the same write as its
+check; and a page passes the caller's filter into the kernel's query.
+"""
 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from ferryman.api.responses import Conversation, CreateConversationRequest, Item
-from ferryman.ids import new_id, utcnow
-from ferryman.storage.base import ConversationRecord, Page, SessionRecord, Store
+from ferryman.auth.policy import Action
+from ferryman.auth.principal import current_principal
+from ferryman.ids import new_id
+from ferryman.storage.base import ConversationRecord, Page, Store
 from ferryman.storage.domain.forks import Lineages
+from ferryman.storage.domain.kinds import CONVERSATION
 
-from ..conversation_forks import ConversationForks
+from ..checked_records import CheckedRecords
+from ..conversation_forks import ConversationForks, new_conversation_id
 from ..fork_reads import ForkReads
-from ..owned_store import authorize
+from ..owned_store import beneath
 from .included import shown_items
 from .items import with_ids
 
@@ -25,10 +35,11 @@ def _wire(record: ConversationRecord) -> Conversation:
 class ConversationService:
     """Conversations and their items (a fork's: those it shares, then its own; see ``conversation_forks.py``)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, records: CheckedRecords[ConversationRecord]) -> None:
         self._store = store
+        self._records = records
         self._reads = ForkReads(store, Lineages(store.kernel))
-        self._forks = ConversationForks(store, self._reads)
+        self._forks = ConversationForks(store, records, self._reads)
         self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
 
     def on_session_deleted(self, callback: Callable[[str], Awaitable[None]]) -> None:
@@ -36,16 +47,14 @@ class ConversationService:
         self._session_deleted.append(callback)
 
     async def create(self, request: CreateConversationRequest) -> Conversation:
-        """A new conversation, optionally with first items."""
-        session = SessionRecord(new_id(), None, "conversation", utcnow())
-        await self._store.create_session(session)
+        """A new conversation, optionally with first items, owned by the caller."""
         record = ConversationRecord(
-            conversation_id=f"conv_{uuid.uuid4().hex}",
-            session_id=session.session_id,
+            conversation_id=new_conversation_id(),
+            session_id=new_id(),
             metadata=request.metadata or {},
             created_at=int(time.time()),
         )
-        await self._store.create_conversation(record, with_ids(list(request.items)))
+        await self._forks.create(record, with_ids(list(request.items)))
         return _wire(record)
 
     async def fork(self, conversation_id: str, item_id: str, metadata: dict[str, str] | None) -> Conversation:
@@ -54,26 +63,35 @@ class ConversationService:
 
     async def get(self, conversation_id: str) -> Conversation:
         """One conversation."""
-        return _wire(await self._store.get_conversation(conversation_id))
+        return _wire(await self._get(conversation_id))
+
+    async def _get(self, conversation_id: str, action: Action = "read") -> ConversationRecord:
+        return await self._records.get(current_principal.get(), conversation_id, action)
 
     async def listing(self, after: str | None, limit: int, order: str) -> Page[Conversation]:
-        """A page of the conversations the caller may read, as ``get`` shows each."""
-        page = await self._store.list_conversations(after, limit, order)
+        """A page of the conversations the caller may read (filtered in the kernel's query), as ``get`` shows each.
+
+        Raises:
+            NotFoundError: the cursor names no conversation the caller may read.
+        """
+        page = await self._records.page(current_principal.get(), after, limit, order)
         return Page([_wire(record) for record in page.items], page.has_more)
 
     async def update(self, conversation_id: str, metadata: dict[str, str]) -> Conversation:
         """Replace a conversation's metadata."""
-        return _wire(await self._store.update_conversation(conversation_id, metadata))
+        record = await self._get(conversation_id, "update")
+        await self._records.patch(current_principal.get(), conversation_id, {"metadata": metadata})
+        return _wire(replace(record, metadata=metadata))
 
     async def delete(self, conversation_id: str) -> None:
         """Delete the conversation, its items and what is kept under its session; responses made in it remain.
 
         What its forks share of it is first given to a holder (``conversation_forks.py``).
         """
-        record = await self._store.get_conversation(conversation_id)
-        await authorize(self._store, "delete", "conversation", conversation_id)  # before its forks are moved
+        record = await self._get(conversation_id, "delete")  # before its forks are moved
         async with self._forks.detached(conversation_id):
-            await self._store.delete_conversation(conversation_id)
+            await beneath(self._store).delete_conversation(conversation_id)
+        self._records.access.record(current_principal.get(), "delete", CONVERSATION, conversation_id)
         await self._forks.forget(conversation_id)
         for callback in self._session_deleted:
             await callback(record.session_id)
@@ -82,28 +100,28 @@ class ConversationService:
         self, conversation_id: str, items: list[Item], include: frozenset[str] = frozenset()
     ) -> list[Item]:
         """Append items; return them with their ids, as a reader asking for ``include`` sees them."""
-        await self._store.get_conversation(conversation_id)
+        await self._get(conversation_id, "update")
         stored = with_ids(items)
-        await self._store.add_items(conversation_id, stored)
+        await beneath(self._store).add_items(conversation_id, stored)
         return shown_items(stored, include)
 
     async def list_items(
         self, conversation_id: str, after: str | None, limit: int, order: str, include: frozenset[str] = frozenset()
     ) -> Page[Item]:
         """A page of items, as a reader asking for ``include`` sees them (``included.py``)."""
-        await self._store.get_conversation(conversation_id)
+        await self._get(conversation_id)
         page = await self._reads.page_items(conversation_id, after, limit, order)
         return Page(shown_items(page.items, include), page.has_more)
 
     async def get_item(self, conversation_id: str, item_id: str, include: frozenset[str] = frozenset()) -> Item:
         """One item, as a reader asking for ``include`` sees it."""
-        await self._store.get_conversation(conversation_id)
+        await self._get(conversation_id)
         (item,) = shown_items([await self._reads.item(conversation_id, item_id)], include)
         return item
 
     async def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
         """Delete one item; return the conversation, as OpenAI does (a shared one is hidden from this
         conversation alone; one that forks share is kept for them: ``conversation_forks.py``)."""
-        record = await self._store.get_conversation(conversation_id)
+        record = await self._get(conversation_id)
         await self._forks.delete_item(conversation_id, item_id)
         return _wire(record)

@@ -10,9 +10,11 @@ from collections.abc import AsyncIterator
 
 from ferryman.api.content import Message
 from ferryman.api.responses import Item, ListedResponse, Response
+from ferryman.auth.principal import current_principal
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
-from ferryman.storage.base import Page, StoredEvent
+from ferryman.storage.base import ConversationRecord, Page, StoredEvent
 
+from ..checked_records import CheckedRecords
 from ..host import TurnHost
 from .history import HistoryCache
 from .included import shown_events, shown_items, shown_response
@@ -28,12 +30,22 @@ class ResponseReads:
     Args:
         host: Storage (the owner-checking store) and the responses' event streams.
         cache: Finished responses' histories, so that chains are not re-read.
+        conversations: The conversations' records, read through the access policy.
     """
 
-    def __init__(self, host: TurnHost, cache: HistoryCache) -> None:
+    def __init__(self, host: TurnHost, cache: HistoryCache, conversations: CheckedRecords[ConversationRecord]) -> None:
         self._host = host
         self._store = host.store
         self._cache = cache
+        self._conversations = conversations
+
+    async def conversation(self, conversation_id: str) -> ConversationRecord:
+        """A conversation the caller may read.
+
+        Raises:
+            NotFoundError: it is missing, or the caller may not read it.
+        """
+        return await self._conversations.get(current_principal.get(), conversation_id)
 
     def live(self, response_id: str) -> LiveResponse | None:
         """The response's run, when it runs in this process."""
@@ -142,7 +154,7 @@ class ResponseReads:
             NotFoundError: the conversation is missing, or the caller may not read it.
         """
         if conversation_id is not None:
-            await self._store.get_conversation(conversation_id)
+            await self.conversation(conversation_id)
         page = await self._store.list_responses(after, limit, order, conversation_id)
         listed = []
         for record in page.items:

@@ -26,9 +26,10 @@ from ferryman.engine.summary import summarize
 from ferryman.errors import InvalidRequestError
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import ShieldRegistry
-from ferryman.storage.base import Page, StoredEvent
+from ferryman.storage.base import ConversationRecord, Page, StoredEvent
 
 from ..approval_holds import ApprovalHolds
+from ..checked_records import CheckedRecords
 from ..host import TurnHost
 from ..idempotency import Claim
 from .compaction import Sealing, compacted, user_messages
@@ -52,6 +53,7 @@ class ResponsesService:
         models: The model router, to check the model exists.
         cache: Finished responses' histories, so that chains are not re-read.
         hosted: The hosted tools offered (``file_search``, ``mcp``, ``code_interpreter``, ``web_search``).
+        conversations: The conversations' records, read through the access policy.
         shields: The shields ``guardrails`` may name (None: none).
         holds: The approval inbox, told of the requests responses end with and of those answered (None: no inbox).
         context: Compaction's key and summary model (``context:`` in the config; default: a generated key).
@@ -63,6 +65,7 @@ class ResponsesService:
         models: ModelRouter,
         cache: HistoryCache,
         hosted: HostedTools,
+        conversations: CheckedRecords[ConversationRecord],
         shields: ShieldRegistry | None = None,
         holds: ApprovalHolds | None = None,
         context: ContextSettings | None = None,
@@ -72,7 +75,7 @@ class ResponsesService:
         context = context or ContextSettings()
         self._sealing = Sealing(context.key(), host.store.kernel)
         self._summary_model = context.summary_model
-        self._reads = ResponseReads(host, cache)
+        self._reads = ResponseReads(host, cache, conversations)
         queue = ConversationQueue(host, self._sealing, stream)
         self._runs = ResponseRuns(host, cache, holds, queue)
         shields = shields or ShieldRegistry()

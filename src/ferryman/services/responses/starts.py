@@ -249,7 +249,7 @@ class ResponseStarts:
         """The history a new response continues, its session, the conversation's items (if it has one), and
         the session to store once the response is accepted (outside a conversation: its own)."""
         if conversation_id is not None:
-            conversation = await self._store.get_conversation(conversation_id)
+            conversation = await self._reads.conversation(conversation_id)
             if has_answers(items):
                 # A client that saw the last response complete may answer its approval requests before this
                 # process has stored that response's items: its run stays live here until they are, though its

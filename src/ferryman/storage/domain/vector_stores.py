@@ -11,6 +11,7 @@ under the same id and written with the record (see
 from __future__ import annotations
 
 from dataclasses import asdict
+
 from ..kernel import ops
 from ..kernel.model import Json
 from ..kernel.protocol import Kernel

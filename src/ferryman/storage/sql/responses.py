@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
-from ferryman.errors import InvalidRequestError, NotFoundError
+from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 
 from .. import codec
 from ..base import ConversationRecord, KeySettlement, Page, ResponseRecord, ResponseStart, StoredEvent
+from ..domain.conversations import conversations
+from ..domain.kinds import CONVERSATION
+from ..kernel import ops
 from ..kernel.model import Owner
 from ..rows import ITEM, RESPONSE_COLUMNS, response_record
 from .agents import insert_session
@@ -19,6 +22,9 @@ from .idempotency import claimed, settled
 from .owners import stamp_owner
 from .seam import Dialect, Driver, Row, UniqueViolation, Work, count, each, first, rows
 from .turns import insert_turn
+
+if TYPE_CHECKING:
+    from .kernel import SqlKernel
 
 _CHAIN = """
 WITH RECURSIVE chain(turn_id, previous_response_id, depth) AS (
@@ -98,78 +104,41 @@ class ResponseTables:
 
     _db: Driver
     _messages: codec.MessageCache
+    kernel: SqlKernel
 
-    async def create_conversation(self, record: ConversationRecord, items: list[Item]) -> None:
-        """Store a conversation with its first items."""
+    async def create_conversation(
+        self, record: ConversationRecord, items: list[Item], owner: Owner | None = None
+    ) -> None:
+        """Store a conversation's record (with its owner), its anchor and its first items, in one transaction.
+
+        Raises:
+            ConflictError: the id is taken.
+            InvalidRequestError: an item id repeats.
+        """
+        put = conversations(self.kernel).put(record, owner=owner)
 
         def work() -> Work[None]:
-            yield count(
-                "INSERT INTO conversations (conversation_id, session_id, metadata, created_at) "
-                "VALUES (:conversation_id, :session_id, :metadata, :created_at)",
-                conversation_id=record.conversation_id,
-                session_id=record.session_id,
-                metadata=json.dumps(record.metadata),
-                created_at=record.created_at,
-            )
+            yield from self.kernel.writes_within([put])
+            try:
+                yield count(
+                    "INSERT INTO conversations (conversation_id, session_id) VALUES (:conversation_id, :session_id)",
+                    conversation_id=record.conversation_id,
+                    session_id=record.session_id,
+                )
+            except UniqueViolation as exc:
+                raise ConflictError(f"conversation '{record.conversation_id}' already exists") from exc
             yield from _insert_items(record.conversation_id, items)
 
         await self._db.write(work())
 
-    async def get_conversation(self, conversation_id: str) -> ConversationRecord:
-        """Return a conversation or raise NotFoundError."""
-        row = await self._db.read(
-            first(
-                "SELECT conversation_id, session_id, metadata, created_at FROM conversations "
-                "WHERE conversation_id = :conversation_id",
-                conversation_id=conversation_id,
-            )
-        )
-        if row is None:
-            raise NotFoundError(f"conversation '{conversation_id}' not found")
-        return ConversationRecord(row[0], row[1], json.loads(row[2]), row[3])
-
-    async def list_conversations(self, after: str | None, limit: int, order: str) -> Page[ConversationRecord]:
-        """A page of conversations in creation order."""
-
-        def work() -> Work[list[Row]]:
-            cursor_id = None
-            if after:
-                sql = "SELECT id FROM conversations WHERE conversation_id = :conversation_id"
-                cursor_id = yield from _row_id(sql, f"conversation '{after}' not found", conversation_id=after)
-            bound, direction = _page(cursor_id, order == "desc")
-            found: list[Row] = yield rows(
-                "SELECT conversation_id, session_id, metadata, created_at FROM conversations "  # noqa: S608
-                f"WHERE TRUE{bound} ORDER BY id {direction} LIMIT :limit",
-                cursor=cursor_id,
-                limit=limit + 1,
-            )
-            return found
-
-        found = await self._db.read(work())
-        return Page([ConversationRecord(r[0], r[1], json.loads(r[2]), r[3]) for r in found[:limit]], len(found) > limit)
-
-    async def update_conversation(self, conversation_id: str, metadata: dict[str, str]) -> ConversationRecord:
-        """Replace a conversation's metadata."""
-        updated = await self._db.write(
-            count(
-                "UPDATE conversations SET metadata = :metadata WHERE conversation_id = :conversation_id",
-                metadata=json.dumps(metadata),
-                conversation_id=conversation_id,
-            )
-        )
-        if not updated:
-            raise NotFoundError(f"conversation '{conversation_id}' not found")
-        return await self.get_conversation(conversation_id)
-
     async def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation and its items; responses that used it stay."""
+        """Delete a conversation's record, its anchor and its items; responses made in it stay."""
 
-        def work() -> Work[int]:
-            deleted: int = yield count(
-                "DELETE FROM conversations WHERE conversation_id = :owner", owner=conversation_id
-            )
+        def work() -> Work[bool]:
+            yield count("DELETE FROM conversations WHERE conversation_id = :owner", owner=conversation_id)
             yield count("DELETE FROM items WHERE owner = :owner", owner=conversation_id)
-            return deleted
+            (deleted,) = yield from self.kernel.writes_within([ops.Delete(CONVERSATION, conversation_id)])
+            return bool(deleted)
 
         if not await self._db.write(work()):
             raise NotFoundError(f"conversation '{conversation_id}' not found")

@@ -1,0 +1,82 @@
+"""One kind's kernel records as a caller sees them: the access step written once for every service.
+
+A read checks the policy against the owner stored with the record (one the
+caller may not read is missing to it, one it may read but not act on is a
+``ForbiddenError``); a page passes the caller's filter into the kernel's query
+and reads its cursor in the same trip; a patch carries its check into the write
+that changes the record. Denials are audited as :class:`~.access.Access` does.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from ferryman.auth.policy import Action
+from ferryman.auth.principal import Principal
+from ferryman.errors import NotFoundError
+from ferryman.storage.domain.records import Records, Stored
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import Json, PageOf
+
+from .access import Access
+
+T = TypeVar("T")
+
+
+class CheckedRecords(Generic[T]):
+    """The records of one kind, read and changed through the access policy.
+
+    Args:
+        records: The kind's records (unchecked: what the server itself reads).
+        access: The access policy.
+    """
+
+    def __init__(self, records: Records[T], access: Access) -> None:
+        self.records = records
+        self.access = access
+        self.kind = records.kind
+
+    async def stored(self, who: Principal | None, record_id: str, action: Action = "read") -> Stored[T]:
+        """The record, once ``who`` is allowed ``action`` on it.
+
+        Raises:
+            NotFoundError: it is missing, or ``who`` may not read it.
+            ForbiddenError: ``who`` may read it but not do ``action``.
+        """
+        found = await self.records.find(record_id)
+        if found is None:
+            raise NotFoundError(f"{self.kind.noun} '{record_id}' not found")
+        self.access.check(who, action, self.kind, record_id, found.rec.owner)
+        return found
+
+    async def get(self, who: Principal | None, record_id: str, action: Action = "read") -> T:
+        """The value of the record, once ``who`` is allowed ``action`` on it (see :meth:`stored`)."""
+        return (await self.stored(who, record_id, action)).value
+
+    async def page(self, who: Principal | None, after: str | None, limit: int, order: str) -> PageOf[T]:
+        """One page of the records ``who`` may read (filtered in the kernel's query), by creation, after the
+        cursor's record, which is read in the same trip.
+
+        Raises:
+            NotFoundError: the cursor names no record ``who`` may read.
+        """
+        allow = self.access.filter(who, "read", self.kind)
+        page = ops.Page(self.kind, allow=allow, after=after, limit=limit, desc=order == "desc")
+        if after is None:
+            (found,) = await self.records.kernel.read([page])
+        else:
+            cursor, found = await self.records.kernel.read([ops.Get(self.kind, after), page])
+            self.access.cursor(who, self.kind, after, cursor)
+        return PageOf([self.records.stored(rec).value for rec in found.items], found.has_more)
+
+    async def patch(self, who: Principal | None, record_id: str, merge: Json) -> None:
+        """Change the fields ``merge`` names, checking ``who`` may update the record in the same write (one made
+        again under the id since an earlier read may be another's), and nothing once it is deleted.
+
+        Raises:
+            NotFoundError: it is missing, or ``who`` may not read it.
+            ForbiddenError: ``who`` may read it but not update it.
+        """
+        guard = self.access.guard(who, "update", self.kind, record_id)
+        with self.access.audited(who, "update", self.kind, record_id):
+            await self.records.kernel.write([guard, ops.Patch(self.kind, record_id, merge=merge)])
