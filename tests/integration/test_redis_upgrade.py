@@ -21,6 +21,7 @@ from ferryman.ids import new_id, utcnow
 from ferryman.redis_url import split_prefix
 from ferryman.storage.base import ConversationRecord, SessionRecord, StoredEvent
 from ferryman.storage.domain.agents import agents
+from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import AGENT, FILE, MODEL, VECTOR_STORE
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
@@ -226,28 +227,36 @@ async def test_a_conversion_that_died_midway_finishes_without_duplicates(
 
 
 async def _conversations_of_layout_5(url: str, prefix: str, admin: Redis) -> tuple[list[str], list[str]]:
-    """Three conversations (two created in one second) and two responses in the first, as layout 5 left them."""
+    """Three conversations (two created in one second) and two responses in the first, as layout 5 left them:
+    each conversation a hash of its session, metadata and creation time, indexed by nothing."""
     keys = Keys(prefix)
     store = RedisStore(url, prefix)
     await store.open()
     try:
-        ids = []
+        records = []
         for created_at, name in ((20, "conv_b"), (10, "conv_z"), (20, "conv_a")):
             session = SessionRecord(new_id(), None, "conversation", utcnow())
             await store.create_session(session)
-            await store.create_conversation(ConversationRecord(name, session.session_id, {}, created_at), [])
-            ids.append(name)
+            fields = {"session_id": session.session_id, "metadata": "{}", "created_at": created_at}
+            await admin.hset(keys.of("conversation", name), mapping=fields)
+            await admin.sadd(keys.of("session_convs", session.session_id), name)
+            records.append(ConversationRecord(name, session.session_id, {}, created_at))
         responses = []
         for _ in range(2):
-            start = response_start("q", await store.get_conversation(ids[0]))
+            start = response_start("q", records[0])
             start.turn.status = "completed"  # the next one starts beside it
             await store.start_response(start)
             responses.append(start.record.response.id)
     finally:
         await store.close()
-    await admin.delete(keys.global_("conversations"), keys.of("conv_responses", ids[0]))
+    await admin.delete(keys.of("conv_responses", records[0].conversation_id))
     await admin.set(keys.global_(SCHEMA), 5)
-    return ids, responses
+    return [record.conversation_id for record in records], responses
+
+
+async def _listed(store: RedisStore, limit: int = 10, desc: bool = False) -> tuple[list[str], bool]:
+    page = await conversations(store.kernel).page(limit=limit, desc=desc)
+    return [c.conversation_id for c in page.items], page.has_more
 
 
 async def test_conversations_of_layout_5_are_listed_in_creation_order(
@@ -258,13 +267,11 @@ async def test_conversations_of_layout_5_are_listed_in_creation_order(
     store = RedisStore(url, prefix)
     await store.open()
     try:
-        listed = await store.list_conversations(None, 10, "asc")
-        assert [c.conversation_id for c in listed.items] == ["conv_z", "conv_a", "conv_b"]
+        assert await _listed(store) == (["conv_z", "conv_a", "conv_b"], False)
         session = SessionRecord(new_id(), None, "conversation", utcnow())
         await store.create_session(session)
         await store.create_conversation(ConversationRecord("conv_new", session.session_id, {}, 5), [])
-        newest = await store.list_conversations(None, 1, "desc")
-        assert [c.conversation_id for c in newest.items] == ["conv_new"] and newest.has_more
+        assert await _listed(store, 1, desc=True) == (["conv_new"], True)
         of_b = await store.list_responses(None, 10, "asc", "conv_b")
         assert [r.response.id for r in of_b.items] == responses
     finally:
@@ -283,8 +290,7 @@ async def test_a_conversation_index_conversion_that_died_midway_keeps_its_order(
     store = RedisStore(url, prefix)
     await store.open()
     try:
-        listed = await store.list_conversations(None, 10, "asc")
-        assert [c.conversation_id for c in listed.items] == ["conv_z", "conv_a", "conv_b"]
+        assert await _listed(store) == (["conv_z", "conv_a", "conv_b"], False)
     finally:
         await store.close()
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from ferryman.api.agents import Agent
 from ferryman.auth.policy import Action
 from ferryman.auth.principal import Principal
-from ferryman.errors import NotFoundError
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.kinds import AGENT
 from ferryman.storage.domain.records import Records, Stored
@@ -23,6 +22,7 @@ from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.page import Page
 
 from .access import Access
+from .checked_records import CheckedRecords
 
 
 class AgentRecords:
@@ -35,6 +35,7 @@ class AgentRecords:
 
     def __init__(self, kernel: Kernel, access: Access) -> None:
         self.records: Records[Agent] = agents(kernel)
+        self._checked = CheckedRecords(self.records, access)
         self._access = access
 
     async def create(self, who: Principal | None, agent: Agent) -> None:
@@ -55,11 +56,7 @@ class AgentRecords:
             NotFoundError: it is missing, or ``who`` may not read it.
             ForbiddenError: ``who`` may read it but not do ``action``.
         """
-        found = await self.records.find(agent_id)
-        if found is None:
-            raise NotFoundError(f"agent '{agent_id}' not found")
-        self.allow(who, found, action)
-        return found
+        return await self._checked.stored(who, agent_id, action)
 
     async def get(self, who: Principal | None, agent_id: str, action: Action = "read") -> Agent:
         """The agent, once ``who`` is allowed ``action`` on it (see :meth:`stored`)."""

@@ -10,29 +10,13 @@ written with the record (see :meth:`~ferryman.storage.base.ResponseStore.create_
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from ..base import ConversationRecord
-from ..kernel.model import Json
 from ..kernel.protocol import Kernel
 from .kinds import CONVERSATION
-from .records import Records
-
-
-class ConversationCodec:
-    """A conversation's own fields."""
-
-    def dump(self, value: ConversationRecord) -> Json:
-        """The conversation's body."""
-        return asdict(value)
-
-    def load(self, body: Json) -> ConversationRecord:
-        """The conversation ``dump`` stored."""
-        return ConversationRecord(**body)
+from .records import FieldsCodec, Records
 
 
 def conversations(kernel: Kernel) -> Records[ConversationRecord]:
     """Conversations, by id, in creation order."""
-    return Records(
-        kernel, CONVERSATION, ConversationCodec(), lambda conv: conv.conversation_id, lambda conv: conv.created_at
-    )
+    codec = FieldsCodec(ConversationRecord)
+    return Records(kernel, CONVERSATION, codec, lambda conv: conv.conversation_id, lambda conv: conv.created_at)

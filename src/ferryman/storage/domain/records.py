@@ -9,8 +9,8 @@ access filter in the same query, and every backend serves it unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -21,8 +21,12 @@ from ..kernel.filters import ALL, Filter
 from ..kernel.model import Json, Kind, Owner, PageOf, Rec
 from ..kernel.protocol import Kernel
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+D = TypeVar("D", bound="DataclassInstance")
 
 
 class Codec(Protocol[T]):
@@ -54,6 +58,25 @@ class ModelCodec(Generic[M]):
     def load(self, body: Json) -> M:
         """The model, validated from ``body``."""
         return self.model.model_validate(body)
+
+
+class FieldsCodec(Generic[D]):
+    """A dataclass as its fields (each a JSON value as it is).
+
+    Args:
+        cls: The dataclass.
+    """
+
+    def __init__(self, cls: type[D]) -> None:
+        self.cls = cls
+
+    def dump(self, value: D) -> Json:
+        """The value's fields."""
+        return asdict(value)
+
+    def load(self, body: Json) -> D:
+        """The value of the fields ``dump`` stored."""
+        return self.cls(**body)
 
 
 @dataclass(frozen=True)

@@ -10,26 +10,11 @@ under the same id and written with the record (see
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from ..kernel import ops
-from ..kernel.model import Json
 from ..kernel.protocol import Kernel
 from ..knowledge import VectorStoreRecord
 from .kinds import VECTOR_STORE
-from .records import Records
-
-
-class VectorStoreCodec:
-    """A vector store's settings as its fields."""
-
-    def dump(self, value: VectorStoreRecord) -> Json:
-        """The store's body."""
-        return asdict(value)
-
-    def load(self, body: Json) -> VectorStoreRecord:
-        """The store ``dump`` stored."""
-        return VectorStoreRecord(**body)
+from .records import FieldsCodec, Records
 
 
 class VectorStoreRecords(Records[VectorStoreRecord]):
@@ -40,9 +25,8 @@ class VectorStoreRecords(Records[VectorStoreRecord]):
     """
 
     def __init__(self, kernel: Kernel) -> None:
-        super().__init__(
-            kernel, VECTOR_STORE, VectorStoreCodec(), lambda store: store.vector_store_id, lambda s: s.created_at
-        )
+        codec = FieldsCodec(VectorStoreRecord)
+        super().__init__(kernel, VECTOR_STORE, codec, lambda store: store.vector_store_id, lambda s: s.created_at)
 
     async def record(self, vector_store_id: str) -> VectorStoreRecord:
         """A store's record (NotFoundError if it is missing)."""
