@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 from legacy_agents import AGENT_OWNERS, AGENTS, ORPHAN_AGENT, assert_agents_moved
+from legacy_conversations import CONVERSATIONS, ITEMS, TALKED, assert_conversations_moved, write_layout_12
+from legacy_conversations import owner_of as conversation_owner
 from legacy_files import FILE_OWNERS, FILES, ORPHAN_FILE, assert_files_moved
 from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from legacy_vector_stores import STORES, assert_vector_stores_moved, owner_of, write_layout_11
@@ -17,17 +19,18 @@ from replicas import redis_database
 from test_storage_contract import response_start
 
 from ferryman.errors import ConfigurationError
-from ferryman.ids import new_id, utcnow
+from ferryman.ids import utcnow
 from ferryman.redis_url import split_prefix
-from ferryman.storage.base import ConversationRecord, SessionRecord, StoredEvent
+from ferryman.storage.base import SessionRecord, StoredEvent
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.files import files
-from ferryman.storage.domain.kinds import AGENT, FILE, MODEL, VECTOR_STORE
+from ferryman.storage.domain.kinds import AGENT, CONVERSATION, FILE, MODEL, VECTOR_STORE
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
 from ferryman.storage.domain.vector_stores import vector_stores
-from ferryman.storage.kernel.model import Owner
+from ferryman.storage.kernel.model import Kind, Owner
 from ferryman.storage.kernel.ops import Page, Put
+from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.redis.kernel import RedisKernel
 from ferryman.storage.redis_keys import RESPONSE_EVENTS, SCHEMA, SCHEMA_LOCK, TURN_EVENTS, Keys
 from ferryman.storage.redis_store import RedisStore
@@ -141,6 +144,20 @@ async def test_data_of_a_newer_version_is_refused(deployment: tuple[str, str], a
         await RedisStore(url, prefix).open()
 
 
+async def _open_and_check_moved(
+    url: str, prefix: str, kind: Kind, check: Callable[[Kernel], Awaitable[None]]
+) -> dict[str, int]:
+    """Open a store (converting) and check its kernel; the record numbers of the moved ``kind``."""
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        await check(store.kernel)
+        [page] = await store.kernel.read([Page(kind)])
+        return {rec.id: rec.seq for rec in page.items}
+    finally:
+        await store.close()
+
+
 # -- layout 5: the registries and API keys move into the kernel -----------------------------------------------------
 
 REGISTRY_KEYS = {
@@ -226,57 +243,40 @@ async def test_a_conversion_that_died_midway_finishes_without_duplicates(
 # -- layout 6: conversations and each one's responses get the indexes that list them ------------------------------
 
 
-async def _conversations_of_layout_5(url: str, prefix: str, admin: Redis) -> tuple[list[str], list[str]]:
-    """Three conversations (two created in one second) and two responses in the first, as layout 5 left them:
-    each conversation a hash of its session, metadata and creation time, indexed by nothing."""
+async def _conversations_of_layout_5(prefix: str, admin: Redis) -> None:
+    """Three conversations (two created in one second) and two responses in the first, as layout 5 kept them:
+    hashes alone, a response's conversation a field of its hash (the fields the conversion reads)."""
     keys = Keys(prefix)
+    for created_at, name in ((20, "conv_b"), (10, "conv_z"), (20, "conv_a")):
+        mapping = {"session_id": f"sess_{name}", "metadata": "{}", "created_at": created_at}
+        await admin.hset(keys.of("conversation", name), mapping=mapping)  # type: ignore[arg-type]
+    for response_id, conversation_id in (("resp_1", "conv_b"), ("resp_alone", ""), ("resp_2", "conv_b")):
+        seq = await admin.incr(keys.global_("seq"))
+        await admin.hset(keys.of("response", response_id), mapping={"conversation_id": conversation_id, "seq": seq})
+        await admin.zadd(keys.global_("responses"), {response_id: seq})
+    await admin.set(keys.global_(SCHEMA), 5)
+
+
+async def _conversation_order(url: str, prefix: str) -> list[str]:
+    """Open a store (converting); its conversations' ids in their order (kernel records since layout 13)."""
     store = RedisStore(url, prefix)
     await store.open()
     try:
-        records = []
-        for created_at, name in ((20, "conv_b"), (10, "conv_z"), (20, "conv_a")):
-            session = SessionRecord(new_id(), None, "conversation", utcnow())
-            await store.create_session(session)
-            fields = {"session_id": session.session_id, "metadata": "{}", "created_at": created_at}
-            await admin.hset(keys.of("conversation", name), mapping=fields)
-            await admin.sadd(keys.of("session_convs", session.session_id), name)
-            records.append(ConversationRecord(name, session.session_id, {}, created_at))
-        responses = []
-        for _ in range(2):
-            start = response_start("q", records[0])
-            start.turn.status = "completed"  # the next one starts beside it
-            await store.start_response(start)
-            responses.append(start.record.response.id)
+        return [c.conversation_id for c in await conversations(store.kernel).all()]
     finally:
         await store.close()
-    await admin.delete(keys.of("conv_responses", records[0].conversation_id))
-    await admin.set(keys.global_(SCHEMA), 5)
-    return [record.conversation_id for record in records], responses
-
-
-async def _listed(store: RedisStore, limit: int = 10, desc: bool = False) -> tuple[list[str], bool]:
-    page = await conversations(store.kernel).page(limit=limit, desc=desc)
-    return [c.conversation_id for c in page.items], page.has_more
 
 
 async def test_conversations_of_layout_5_are_listed_in_creation_order(
     deployment: tuple[str, str], admin: Redis
 ) -> None:
     url, prefix = deployment
-    _, responses = await _conversations_of_layout_5(url, prefix, admin)
-    store = RedisStore(url, prefix)
-    await store.open()
-    try:
-        assert await _listed(store) == (["conv_z", "conv_a", "conv_b"], False)
-        session = SessionRecord(new_id(), None, "conversation", utcnow())
-        await store.create_session(session)
-        await store.create_conversation(ConversationRecord("conv_new", session.session_id, {}, 5), [])
-        assert await _listed(store, 1, desc=True) == (["conv_new"], True)
-        of_b = await store.list_responses(None, 10, "asc", "conv_b")
-        assert [r.response.id for r in of_b.items] == responses
-    finally:
-        await store.close()
-    assert await admin.get(Keys(prefix).global_(SCHEMA)) == str(SCHEMA_VERSION)
+    keys = Keys(prefix)
+    await _conversations_of_layout_5(prefix, admin)
+    assert await _conversation_order(url, prefix) == ["conv_z", "conv_a", "conv_b"]
+    responses = [("resp_1", 1.0), ("resp_2", 3.0)]  # scored as in ``responses``
+    assert await admin.zrange(keys.of("conv_responses", "conv_b"), 0, -1, withscores=True) == responses
+    assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
 
 
 async def test_a_conversation_index_conversion_that_died_midway_keeps_its_order(
@@ -284,15 +284,10 @@ async def test_a_conversation_index_conversion_that_died_midway_keeps_its_order(
 ) -> None:
     url, prefix = deployment
     keys = Keys(prefix)
-    await _conversations_of_layout_5(url, prefix, admin)
+    await _conversations_of_layout_5(prefix, admin)
     # It had indexed the oldest conversation, then died.
     await admin.zadd(keys.global_("conversations"), {"conv_z": int(await admin.incr(keys.global_("seq")))})
-    store = RedisStore(url, prefix)
-    await store.open()
-    try:
-        assert await _listed(store) == (["conv_z", "conv_a", "conv_b"], False)
-    finally:
-        await store.close()
+    assert await _conversation_order(url, prefix) == ["conv_z", "conv_a", "conv_b"]
 
 
 # -- layout 7: agents move into the kernel (their sessions stay) ---------------------------------------------------
@@ -395,25 +390,13 @@ async def _files_of_layout_9(prefix: str, admin: Redis) -> list[str]:
     return written
 
 
-async def _open_and_check_files(url: str, prefix: str) -> dict[str, int]:
-    """Open a store (converting), check every file; the files' record numbers."""
-    store = RedisStore(url, prefix)
-    await store.open()
-    try:
-        await assert_files_moved(store.kernel)
-        [page] = await store.kernel.read([Page(FILE)])
-        return {rec.id: rec.seq for rec in page.items}
-    finally:
-        await store.close()
-
-
 async def test_files_of_layout_9_move_into_the_kernel_with_their_owners(
     deployment: tuple[str, str], admin: Redis
 ) -> None:
     url, prefix = deployment
     keys = Keys(prefix)
     old = await _files_of_layout_9(prefix, admin)
-    await _open_and_check_files(url, prefix)
+    await _open_and_check_moved(url, prefix, FILE, assert_files_moved)
     assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
     assert await admin.exists(*old) == 0
     assert await admin.smembers(keys.of("file_stores", "file_zeta")) == {"vs_1"}
@@ -435,27 +418,15 @@ async def test_a_file_conversion_that_died_midway_finishes_without_duplicates(
     finally:
         await kernel.close()
     await admin.delete(keys.of("file", zeta.file_id))
-    first = await _open_and_check_files(url, prefix)
+    first = await _open_and_check_moved(url, prefix, FILE, assert_files_moved)
     # It died after writing everything, before deleting the old keys: the next run writes nothing twice.
     await _files_of_layout_9(prefix, admin)
-    assert await _open_and_check_files(url, prefix) == first
+    assert await _open_and_check_moved(url, prefix, FILE, assert_files_moved) == first
 
 
 # -- layout 12: vector stores' settings move into the kernel (what the chunk index keeps stays) ------------------
 
 SETTINGS_FIELDS = ("record", "last_active_at")
-
-
-async def _open_and_check_vector_stores(url: str, prefix: str) -> dict[str, int]:
-    """Open a store (converting), check every vector store; the stores' record numbers."""
-    store = RedisStore(url, prefix)
-    await store.open()
-    try:
-        await assert_vector_stores_moved(store.kernel)
-        [page] = await store.kernel.read([Page(VECTOR_STORE)])
-        return {rec.id: rec.seq for rec in page.items}
-    finally:
-        await store.close()
 
 
 async def test_vector_stores_of_layout_11_move_into_the_kernel_and_keep_their_chunk_index(
@@ -466,7 +437,7 @@ async def test_vector_stores_of_layout_11_move_into_the_kernel_and_keep_their_ch
     kept = await write_layout_11(admin, keys)
     hashes = [keys.of("vector_store", store.vector_store_id) for store in STORES]
     before = [await admin.hgetall(key) for key in hashes]
-    await _open_and_check_vector_stores(url, prefix)
+    await _open_and_check_moved(url, prefix, VECTOR_STORE, assert_vector_stores_moved)
     assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
     # Each hash keeps the chunk index's fields (seq, version, removals_from, files_bytes), nothing else goes.
     assert [await admin.hgetall(key) for key in hashes] == [
@@ -476,23 +447,73 @@ async def test_vector_stores_of_layout_11_move_into_the_kernel_and_keep_their_ch
     assert await admin.exists(keys.global_("vector_stores"), keys.of("owners", "vector_store")) == 0
 
 
+async def _finishes_after_dying(
+    url: str,
+    prefix: str,
+    admin: Redis,
+    moved: tuple[Kind, Callable[[Kernel], Awaitable[None]]],
+    write_old: Callable[[Redis, Keys], Awaitable[object]],
+    first: Callable[[Kernel], Put],
+    fields: tuple[str, ...],
+) -> None:
+    """A conversion of hashes whose moved ``fields`` go, which died midway (its ``first`` record written, its
+    fields dropped) or at the end (before deleting the index and owners), finishes without duplicates."""
+    keys = Keys(prefix)
+    await write_old(admin, keys)
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")
+    await kernel.open()
+    try:
+        put = first(kernel)
+        await kernel.write([put])
+    finally:
+        await kernel.close()
+    await admin.hdel(keys.of(put.kind.name, put.id), *fields)
+    done = await _open_and_check_moved(url, prefix, *moved)
+    await write_old(admin, keys)
+    assert await _open_and_check_moved(url, prefix, *moved) == done
+
+
 async def test_a_vector_store_conversion_that_died_midway_finishes_without_duplicates(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    zeta = STORES[0]
+
+    def first(kernel: Kernel) -> Put:
+        return vector_stores(kernel).put(zeta, owner=owner_of(zeta.vector_store_id))
+
+    moved = (VECTOR_STORE, assert_vector_stores_moved)
+    await _finishes_after_dying(*deployment, admin, moved, write_layout_11, first, SETTINGS_FIELDS)
+
+
+# -- layout 13: conversations move into the kernel (their items and responses stay) -------------------------------
+
+MOVED_FIELDS = ("metadata", "created_at")
+
+
+async def test_conversations_of_layout_12_move_into_the_kernel_and_keep_their_items(
     deployment: tuple[str, str], admin: Redis
 ) -> None:
     url, prefix = deployment
     keys = Keys(prefix)
-    await write_layout_11(admin, keys)
-    # It had written the first store (and dropped its settings' fields), then died before the rest.
-    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")
-    await kernel.open()
-    zeta = STORES[0]
-    try:
-        owner = owner_of(zeta.vector_store_id)
-        await kernel.write([vector_stores(kernel).put(zeta, owner=owner, at=float(zeta.created_at))])
-    finally:
-        await kernel.close()
-    await admin.hdel(keys.of("vector_store", zeta.vector_store_id), *SETTINGS_FIELDS)
-    first = await _open_and_check_vector_stores(url, prefix)
-    # It died after writing everything, before deleting the index and owners: the next run writes nothing twice.
-    await write_layout_11(admin, keys)
-    assert await _open_and_check_vector_stores(url, prefix) == first
+    kept = await write_layout_12(admin, keys)
+    await _open_and_check_moved(url, prefix, CONVERSATION, assert_conversations_moved)
+    assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
+    # Each hash keeps its session id, which the responses' scripts read; the rest is the record's now.
+    assert [await admin.hgetall(keys.of("conversation", c.conversation_id)) for c in CONVERSATIONS] == [
+        {"session_id": c.session_id} for c in CONVERSATIONS
+    ]
+    assert await admin.exists(*kept) == len(kept)
+    assert await admin.zrange(keys.of("items", TALKED), 0, -1) == list(ITEMS)
+    assert await admin.exists(keys.global_("conversations"), keys.of("owners", "conversation")) == 0
+
+
+async def test_a_conversation_conversion_that_died_midway_finishes_without_duplicates(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    zeta = CONVERSATIONS[0]
+
+    def first(kernel: Kernel) -> Put:
+        return conversations(kernel).put(zeta, owner=conversation_owner(zeta.conversation_id))
+
+    moved = (CONVERSATION, assert_conversations_moved)
+    await _finishes_after_dying(*deployment, admin, moved, write_layout_12, first, MOVED_FIELDS)

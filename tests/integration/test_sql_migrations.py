@@ -19,8 +19,17 @@ import asyncpg
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from legacy_agents import AGENT_OWNERS, AGENTS, ORPHAN_AGENT, assert_agents_moved
+from legacy_agents import AGENT_OWNERS, AGENTS, ALICE, ORPHAN_AGENT, assert_agents_moved
 from legacy_agents import principal as agent_principal
+from legacy_conversations import (
+    CONVERSATION_OWNERS,
+    CONVERSATIONS,
+    ITEMS,
+    ORPHAN_CONVERSATION,
+    RESPONSE_ID,
+    TALKED,
+    assert_conversations_moved,
+)
 from legacy_files import FILE_OWNERS, FILES, ORPHAN_FILE, assert_files_moved
 from legacy_registries import (
     API_KEYS,
@@ -43,10 +52,11 @@ from ferryman.api.agents import Agent, AgentConfig
 from ferryman.api.content import CompletionMessage, UserMessage
 from ferryman.api.responses import Response
 from ferryman.errors import ConfigurationError
-from ferryman.storage.base import IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.base import ConversationRecord, IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.kinds import MODEL
 from ferryman.storage.kernel.ops import Page
+from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
 from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.sql.migrate import alembic_config, postgres_engine, sqlite_engine, upgrade
@@ -55,7 +65,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0022_record_terms_hash"
+HEAD = "0023_conversations_on_kernel"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -266,6 +276,16 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
     finally:
         await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await admin.close()
+
+
+async def _check_kernel(database: Database, check: Callable[[Kernel], Awaitable[None]]) -> None:
+    """Open the database's store (migrating it to the head) and check its kernel."""
+    store = database.store()
+    await store.open()
+    try:
+        await check(store.kernel)
+    finally:
+        await store.close()
 
 
 async def test_an_empty_database_gets_every_revision(database: Database) -> None:
@@ -479,12 +499,7 @@ async def test_registries_and_api_keys_move_into_the_kernel_with_their_owners(da
     await database.migrate(BEFORE_KERNEL, False)
     for row in registry_rows(database.dialect):
         await database.query(row)
-    store = database.store()
-    await store.open()
-    try:
-        await assert_moved(store.kernel)
-    finally:
-        await store.close()
+    await _check_kernel(database, assert_moved)
     assert await database.revision() == [HEAD]
     assert not REGISTRY_TABLES & await database.tables()
     assert await database.query("SELECT kind, record_id FROM record_owners") == []
@@ -500,12 +515,7 @@ async def test_the_registries_go_down_to_the_old_tables_and_up_again(database: D
     await _assert_old_tables(database)
     assert await database.query("SELECT kind FROM records UNION ALL SELECT kind FROM record_terms") == []
     await database.migrate("head", False)  # and up again: the same records, owners and terms
-    store = database.store()
-    await store.open()
-    try:
-        await assert_moved(store.kernel)
-    finally:
-        await store.close()
+    await _check_kernel(database, assert_moved)
     await database.migrate("0002_idempotency_keys", True)  # through every revision, with the data in place
     assert await database.revision() == ["0002_idempotency_keys"]
 
@@ -645,12 +655,7 @@ async def test_agents_go_down_to_their_table_and_up_again(database: Database) ->
     ]
     assert await database.query("SELECT id FROM records WHERE kind = 'agent'") == []
     await database.migrate("head", False)  # and up again: the same records, owners and terms
-    store = database.store()
-    await store.open()
-    try:
-        await assert_agents_moved(store.kernel)
-    finally:
-        await store.close()
+    await _check_kernel(database, assert_agents_moved)
 
 
 # -- sessions count their history's changes (0016) ----------------------------------------------------------------
@@ -701,12 +706,7 @@ async def test_files_move_into_the_kernel_with_their_owners(database: Database) 
     await database.migrate(BEFORE_FILES, False)
     for row in file_rows():
         await database.query(row)
-    store = database.store()
-    await store.open()
-    try:
-        await assert_files_moved(store.kernel)
-    finally:
-        await store.close()
+    await _check_kernel(database, assert_files_moved)
     assert await database.revision() == [HEAD]
     assert "files" not in await database.tables()
     assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'file'") == []
@@ -737,12 +737,7 @@ async def test_files_go_down_to_their_table_and_up_again(database: Database) -> 
     assert await database.query("SELECT id FROM records WHERE kind = 'file'") == []
     assert await database.query("SELECT term FROM record_terms WHERE kind = 'file'") == []
     await database.migrate("head", False)  # and up again: the same records, owners and terms
-    store = database.store()
-    await store.open()
-    try:
-        await assert_files_moved(store.kernel)
-    finally:
-        await store.close()
+    await _check_kernel(database, assert_files_moved)
 
 
 # -- vector stores' settings move into the kernel's records; the chunk index keeps its anchor (0021) ---------------
@@ -763,8 +758,8 @@ CHUNK_INDEX = (
 """What the chunk index keeps of the stores: every table that names ``vector_stores`` with a cascading key."""
 
 
-async def _chunk_index(database: Database) -> list[list[tuple[Any, ...]]]:
-    return [await database.query(sql) for sql in CHUNK_INDEX]
+async def _kept(database: Database, queries: tuple[str, ...] = CHUNK_INDEX) -> list[list[tuple[Any, ...]]]:
+    return [await database.query(sql) for sql in queries]
 
 
 async def _columns_of(database: Database, table: str) -> list[str]:
@@ -782,7 +777,7 @@ async def _stores_at_0020(database: Database) -> list[list[tuple[Any, ...]]]:
     await database.migrate(BEFORE_VECTOR_STORES, False)
     for row in sql_rows(database.dialect):
         await database.query(row)
-    before = await _chunk_index(database)
+    before = await _kept(database)
     assert all(before), before
     return before
 
@@ -797,14 +792,9 @@ async def test_vector_stores_move_into_the_kernel_with_their_owners_and_keep_the
     database: Database,
 ) -> None:
     before = await _stores_at_0020(database)
-    store = database.store()
-    await store.open()
-    try:
-        await assert_vector_stores_moved(store.kernel)
-    finally:
-        await store.close()
+    await _check_kernel(database, assert_vector_stores_moved)
     assert await database.revision() == [HEAD]
-    assert await _chunk_index(database) == before  # attachments, batches, chunks, removals, versions: all there
+    assert await _kept(database) == before  # attachments, batches, chunks, removals, versions: all there
     assert await _columns_of(database, "vector_stores") == ANCHOR
     assert "vector_stores_by_creation" not in await _indexes_of(database, "vector_stores")
     assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'vector_store'") == []
@@ -832,23 +822,129 @@ async def test_vector_stores_go_down_to_their_table_and_up_again(database: Datab
     assert ORPHAN_STORE not in {row[0] for row in owners}
     assert await database.query("SELECT id FROM records WHERE kind = 'vector_store'") == []
     assert await database.query("SELECT term FROM record_terms WHERE kind = 'vector_store'") == []
-    assert await _chunk_index(database) == before
+    assert await _kept(database) == before
     await database.migrate("head", False)  # and up again: the same records, owners and terms
-    store = database.store()
-    await store.open()
-    try:
-        await assert_vector_stores_moved(store.kernel)
-    finally:
-        await store.close()
-    assert await _chunk_index(database) == before
+    await _check_kernel(database, assert_vector_stores_moved)
+    assert await _kept(database) == before
 
 
-async def test_sqlite_keeps_the_chunk_index_through_0021_even_with_foreign_keys_enforced(tmp_path: Path) -> None:
+# -- conversations move into the kernel's records; responses keep their anchor (0023) -----------------------------
+
+BEFORE_CONVERSATIONS = "0022_record_terms_hash"
+CONVERSATION_KEPT = (
+    "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
+    "SELECT id, item_id, owner, body FROM items ORDER BY id",
+    "SELECT response_id, turn_id, session_id, conversation_id, status, body, created_at FROM responses",
+    "SELECT session_id, session_name FROM sessions ORDER BY id",
+)
+"""What stays of the conversations: the anchor a response's start holds, their items, responses and sessions."""
+
+
+def conversation_rows() -> list[str]:
+    """Conversations (two owned, one not) in creation order with their sessions, an orphan owner row, and the
+    first one's items and a response made in it, as the versions at ``0022_record_terms_hash`` wrote them."""
+    stamp = WHEN.isoformat()
+    found = [
+        _insert("sessions", session_id=c.session_id, agent_id=None, session_name="conversation", started_at=stamp)
+        for c in CONVERSATIONS
+    ]
+    found += [
+        _insert(
+            "conversations",
+            conversation_id=c.conversation_id,
+            session_id=c.session_id,
+            metadata=json.dumps(c.metadata),
+            created_at=c.created_at,
+        )
+        for c in CONVERSATIONS
+    ]
+    owners = {**CONVERSATION_OWNERS, ORPHAN_CONVERSATION: ALICE}
+    found += [
+        _insert(
+            "record_owners",
+            kind="conversation",
+            record_id=rid,
+            principal=agent_principal(owner),
+            owner=json.dumps(owner),
+        )
+        for rid, owner in owners.items()
+    ]
+    session = CONVERSATIONS[0].session_id
+    found += [
+        _insert("turns", turn_id="turn_zeta", session_id=session, agent_id=None, status="completed",
+                input_messages="[]", overrides="{}", started_at=stamp),
+        _insert("responses", response_id=RESPONSE_ID, turn_id="turn_zeta", session_id=session, conversation_id=TALKED,
+                status="completed", body=RESPONSE.model_dump_json(), created_at=RESPONSE.created_at),
+        *(_insert("items", item_id=item_id, owner=TALKED, body=json.dumps(body)) for item_id, body in ITEMS.items()),
+    ]  # fmt: skip
+    return found
+
+
+async def _conversations_at_0022(database: Database) -> list[list[tuple[Any, ...]]]:
+    """The conversations, their owners and the first one's items and response at 0022; what stays of them."""
+    await database.migrate(BEFORE_CONVERSATIONS, False)
+    for row in conversation_rows():
+        await database.query(row)
+    before = await _kept(database, CONVERSATION_KEPT)
+    assert all(before), before
+    return before
+
+
+async def test_conversations_move_into_the_kernel_with_their_owners_and_keep_their_anchor(
+    database: Database,
+) -> None:
+    before = await _conversations_at_0022(database)
+    await _check_kernel(database, assert_conversations_moved)
+    assert await database.revision() == [HEAD]
+    assert await _kept(database, CONVERSATION_KEPT) == before  # anchors, items, responses: all there
+    assert await _columns_of(database, "conversations") == ["id", "conversation_id", "session_id"]
+    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'conversation'") == []
+    if database.dialect == "sqlite":
+        assert await database.query("PRAGMA foreign_key_check") == []
+
+
+async def test_conversations_go_down_to_their_table_and_up_again(database: Database) -> None:
+    before = await _conversations_at_0022(database)
+    await database.migrate("head", False)
+    await database.migrate(BEFORE_CONVERSATIONS, True)
+    rows = await database.query(
+        "SELECT conversation_id, session_id, metadata, created_at FROM conversations ORDER BY id"
+    )
+    assert [ConversationRecord(row[0], row[1], json.loads(row[2]), row[3]) for row in rows] == CONVERSATIONS
+    if database.dialect == "postgres":  # as 0001 made them: no defaults (SQLite keeps those they were added with)
+        defaults = await database.query(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'conversations' "
+            "AND table_schema = current_schema() AND column_default IS NOT NULL"
+        )
+        assert defaults == [("id",)]
+    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'conversation'")
+    assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
+        rid: (agent_principal(owner), owner) for rid, owner in CONVERSATION_OWNERS.items()
+    }
+    assert await database.query("SELECT id FROM records WHERE kind = 'conversation'") == []
+    assert await database.query("SELECT term FROM record_terms WHERE kind = 'conversation'") == []
+    assert await _kept(database, CONVERSATION_KEPT) == before
+    await database.migrate("head", False)  # and up again: the same records, owners and terms
+    await _check_kernel(database, assert_conversations_moved)
+    assert await _kept(database, CONVERSATION_KEPT) == before
+
+
+@pytest.mark.parametrize(
+    ("before_move", "rows", "kept"),
+    [
+        (BEFORE_VECTOR_STORES, sql_rows("sqlite"), CHUNK_INDEX),
+        (BEFORE_CONVERSATIONS, conversation_rows(), CONVERSATION_KEPT),
+    ],
+    ids=["0021", "0023"],
+)
+async def test_sqlite_keeps_what_names_a_moved_table_even_with_foreign_keys_enforced(
+    tmp_path: Path, before_move: str, rows: list[str], kept: tuple[str, ...]
+) -> None:
     path = str(tmp_path / "keys.db")
     engine = sqlite_engine(path)
     with engine.begin() as conn:
-        upgrade(conn, BEFORE_VECTOR_STORES)
-        for row in sql_rows("sqlite"):
+        upgrade(conn, before_move)
+        for row in rows:
             conn.exec_driver_sql(row)
     engine.dispose()
 
@@ -856,19 +952,19 @@ async def test_sqlite_keeps_the_chunk_index_through_0021_even_with_foreign_keys_
     def _enforce(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.execute("PRAGMA foreign_keys=ON")  # a table copied and dropped would cascade
 
-    def chunk_index(conn: sa.Connection) -> list[list[tuple[Any, ...]]]:
-        return [[tuple(row) for row in conn.exec_driver_sql(sql)] for sql in CHUNK_INDEX]
+    def kept_rows(conn: sa.Connection) -> list[list[tuple[Any, ...]]]:
+        return [[tuple(row) for row in conn.exec_driver_sql(sql)] for sql in kept]
 
     try:
         with engine.begin() as conn:
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-            before = chunk_index(conn)
+            before = kept_rows(conn)
             assert all(before), before
             upgrade(conn, "head")
-            assert chunk_index(conn) == before
+            assert kept_rows(conn) == before
         with engine.begin() as conn:
-            command.downgrade(alembic_config(conn), BEFORE_VECTOR_STORES)
-            assert chunk_index(conn) == before
+            command.downgrade(alembic_config(conn), before_move)
+            assert kept_rows(conn) == before
             assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
     finally:
         engine.dispose()

@@ -48,18 +48,16 @@ MAIN = "0008_shields"
 NOW = datetime.now(UTC)
 API_KEY, SUBJECT = PrincipalKind.API_KEY, PrincipalKind.SUBJECT
 
-# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Conversations and
-# responses: their owners are still in the side table (agents', files' and vector stores' owners moved into the
-# kernel's records with revisions 0015, 0020 and 0021).
+# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Turns, responses and
+# sessions: their owners are still in the side table (agents', files', vector stores' and conversations' owners
+# moved into the kernel's records with revisions 0015, 0020, 0021 and 0023).
 OWNERS = {
-    ("conversation", "agent_key", "key:alice", (("roles", ("dev",)),)): Principal(
-        API_KEY, "alice", {"roles": ("dev",)}
-    ),
+    ("turn", "agent_key", "key:alice", (("roles", ("dev",)),)): Principal(API_KEY, "alice", {"roles": ("dev",)}),
     ("response", "resp-sub", "alice", (("teams", ("red",)),)): Principal(SUBJECT, "alice", {"teams": ("red",)}),
     ("session", "sess_sub", "sub:x", ()): Principal(SUBJECT, "sub:x"),
 }
 # More owners than one batch of the conversion holds.
-BULK = {("conversation", f"agent_bulk_{i:04}", f"user-{i}", ()): Principal(SUBJECT, f"user-{i}") for i in range(1100)}
+BULK = {("turn", f"agent_bulk_{i:04}", f"user-{i}", ()): Principal(SUBJECT, f"user-{i}") for i in range(1100)}
 # An idempotency key's owner as stored -> its token; the owner it has now -> the token it must find.
 IDEMPOTENCY_OWNERS = {"key:alice": "t-key", "bob": "t-bob", "sub:bob": "t-sub-bob", "": "t-anyone"}
 NOW_OWNED = {"key:alice": "t-key", "sub:bob": "t-bob", "sub:sub:bob": "t-sub-bob", "": "t-anyone", "bob": None}
@@ -73,7 +71,7 @@ async def _assert_typed(store: Store) -> None:
     for (kind, record_id_, _, _), owner in (OWNERS | BULK).items():
         assert stored_principal((await store.owners_of(kind, [record_id_]))[record_id_]) == owner
     # The policy now tells the key from a token whose subject is its old principal string.
-    key_owned = OWNERS[("conversation", "agent_key", "key:alice", (("roles", ("dev",)),))]
+    key_owned = OWNERS[("turn", "agent_key", "key:alice", (("roles", ("dev",)),))]
     policy = AccessPolicy()
     assert policy.allows(Principal(API_KEY, "alice"), "read", "agent::agent_key", key_owned)
     assert not policy.allows(Principal(SUBJECT, "key:alice"), "read", "agent::agent_key", key_owned)
@@ -150,7 +148,7 @@ async def test_going_down_again_gives_the_old_strings_and_no_subject_the_keys_na
     store = SqliteStore(str(path))
     await store.open()
     # A subject whose id reads as an old API key string: going down must not hand its records to the key.
-    await store.set_owner("conversation", "agent_mallory", Owner(SUBJECT.value, "key:alice"))
+    await store.set_owner("turn", "agent_mallory", Owner(SUBJECT.value, "key:alice"))
     mallory = IdempotencyRecord("sub:key:alice", "k2", "t-mallory", "fp", NOW, NOW + timedelta(hours=1))
     assert await store.claim_idempotency_key(mallory, NOW) is None
     await store.close()

@@ -22,8 +22,7 @@ kind                type         holds
 ``messages``        list         a turn's history messages, ``"<id> <json>"``
 ``turn_events``     sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``leases``          sorted set   running turn ids by lease end (epoch seconds)
-``conversations``   sorted set   conversation ids by creation
-``conversation``    hash         session_id, metadata, created_at
+``conversation``    hash         session_id (the conversation and its owner are a kernel record)
 ``conv_responses``  sorted set   the ids of the responses made in a conversation, scored as in responses
 ``items``           sorted set   an owner's item ids by insertion
 ``item_bodies``     hash         item id -> item JSON

@@ -25,6 +25,8 @@ vector stores and chunks stay.
 nothing is converted, but a ferryman of 10 changes attachments without keeping it, so it must not write 11's data.
 12 moves vector stores' settings, with their owners, into the kernel's records (``redis_vector_store_upgrade``);
 each store's hash keeps what the chunk index reads, and its attachments, batches and chunks stay.
+13 moves conversations, with their owners, into the kernel's records (``redis_conversation_kernel_upgrade``);
+each one's hash keeps its session id, and its items and responses stay.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -44,6 +46,7 @@ from .owners import legacy_owner, typed_owner
 from .redis_agent_upgrade import move_agents
 from .redis_blocked_upgrade import withhold_blocked_text
 from .redis_chunk_upgrade import stamp_chunks
+from .redis_conversation_kernel_upgrade import move_conversations
 from .redis_conversation_upgrade import index_conversations
 from .redis_file_upgrade import move_files
 from .redis_idempotency import record_id
@@ -61,7 +64,7 @@ from .redis_keys import (
 from .redis_registry_upgrade import move_registries
 from .redis_vector_store_upgrade import move_vector_stores
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
@@ -71,6 +74,7 @@ _KERNEL_AGENTS = 7
 _CHUNK_FEED = 9
 _KERNEL_FILES = 10
 _KERNEL_VECTOR_STORES = 12
+_KERNEL_CONVERSATIONS = 13
 _OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -112,6 +116,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await move_files(client, keys, lock, _escaped)
         if found < _KERNEL_VECTOR_STORES and not fresh:  # after the owners are typed and the chunks stamped
             await move_vector_stores(client, keys, lock)
+        if found < _KERNEL_CONVERSATIONS and not fresh:  # after the owners are typed and the conversations indexed
+            await move_conversations(client, keys, lock)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
