@@ -140,6 +140,16 @@ async def test_a_create_refused_on_one_side_leaves_nothing_of_its_own(store: Sto
     kept = await conversations(store.kernel).find("conv_record")
     assert kept is not None and kept.rec.owner is None
     assert await store.all_items("conv_anchor") == [] and await store.all_items("conv_record") == []
+    await store.delete_conversation("conv_record")  # the record says the pair existed: deleted, not missing
+    assert await conversations(store.kernel).find("conv_record") is None
+    with pytest.raises(NotFoundError):
+        await store.delete_conversation("conv_record")
+
+
+async def test_a_conversation_of_no_session_is_missing_its_session(store: Store) -> None:
+    with pytest.raises(NotFoundError, match="session 'sess_gone' not found"):
+        await store.create_conversation(ConversationRecord("conv_x", "sess_gone", {}, 100), [])
+    assert await conversations(store.kernel).find("conv_x") is None
 
 
 async def test_an_update_is_checked_on_the_record_it_writes(store: Store) -> None:

@@ -165,7 +165,8 @@ RULES: dict[str, Rule] = {
     "save_turn_events": Act("update", _turn),
     "turn_events_after": Act("read", _turn),
     "turn_event_count": Act("read", _turn),
-    # A conversation is a kernel record: ConversationService checks its create and delete (checked_records.py).
+    # A conversation is a kernel record: its services check its create and delete (ConversationForks.create,
+    # ConversationService.delete, through checked_records.py).
     "create_conversation": Beneath(),
     "delete_conversation": Beneath(),
     "add_items": Act("update", _items_parent),

@@ -14,7 +14,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from ferryman.errors import FerrymanError
+from ferryman.errors import FerrymanError, NotFoundError
 
 from .kernel import ops
 from .redis.kernel import RedisKernel
@@ -61,11 +61,17 @@ async def create_anchored(
 
 
 async def delete_anchored(client: Redis, kernel: RedisKernel, delete: ops.Delete, anchor: ScriptCall[Any, Any]) -> bool:
-    """Delete a record and its anchor together; whether the record existed.
+    """Delete a record and its anchor together; whether the record existed (the record says whether the pair
+    did: an anchor missing beside it was lost with an earlier write, and is not an error).
 
     Raises:
-        FerrymanError: what the anchor's script raised.
+        FerrymanError: what the anchor's script raised, but for its ``NotFoundError``.
     """
     deleted, anchor_deleted = await run_atomically(client, kernel.write_call([delete]), anchor)
-    anchor_deleted()
-    return bool(kernel.write_results([delete], deleted())[0])
+    existed = bool(kernel.write_results([delete], deleted())[0])
+    try:
+        anchor_deleted()
+    except NotFoundError:
+        if not existed:
+            raise
+    return existed

@@ -51,6 +51,7 @@ from .redis_lua_responses import (
     ReplaceItems,
     ResponseId,
     StartResponse,
+    repeated,
 )
 from .redis_records import RESPONSE_FIELDS, response_columns, response_of, turn_start_args
 from .redis_scripts import RedisBase
@@ -83,6 +84,8 @@ class RedisResponses(RedisBase):
             InvalidRequestError: an item id repeats.
         """
         ids, bodies = _item_columns(items)
+        if len(set(ids)) != len(ids):  # refused before the record is written beside an anchor that is not
+            raise repeated(record.conversation_id)
         anchor = CreateConversation(
             conversation_id=record.conversation_id, session_id=record.session_id, item_ids=ids, item_bodies=bodies
         )

@@ -20,7 +20,7 @@ from .agents import insert_session
 from .history import changed
 from .idempotency import claimed, settled
 from .owners import stamp_owner
-from .seam import Dialect, Driver, Row, UniqueViolation, Work, count, each, first, rows
+from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 from .turns import insert_turn
 
 if TYPE_CHECKING:
@@ -127,6 +127,8 @@ class ResponseTables:
                 )
             except UniqueViolation as exc:
                 raise ConflictError(f"conversation '{record.conversation_id}' already exists") from exc
+            except ForeignKeyViolation as exc:
+                raise NotFoundError(f"session '{record.session_id}' not found") from exc
             yield from _insert_items(record.conversation_id, items)
 
         await self._db.write(work())
