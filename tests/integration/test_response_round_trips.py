@@ -1,6 +1,7 @@
 """How many times a create-response request (no conversation, no earlier response) reaches the database before
 its model call: once, the response stored with its new session, its turn and its input items in one write (one
-transaction on SQL, one script on Redis); with API keys on, the key is looked up first.
+transaction on SQL, one script on Redis); with API keys on, the key is looked up first. In a conversation, the
+conversation's record (its owner checked) and its items are read first: three, four with keys on.
 
 Counted as in ``test_turn_round_trips.py`` (a unit of work on SQL, a command or pipeline on Redis, sent by the
 request itself), on the second response of an app.
@@ -75,3 +76,27 @@ async def test_a_keyed_streamed_response_claims_its_key_in_the_write_that_stores
         repeat = await http.post("/v1/responses", json=body, headers=keyed)
     assert repeat.headers.get("idempotent-replayed") == "true"
     assert [frame.data for frame in frames(repeat)] == [frame.data for frame in frames(answer)]
+
+
+IN_A_CONVERSATION = {False: 3, True: 4}
+"""The conversation's record with its owner, its items (one unit on SQL, one transaction on Redis), the start;
+with keys on, the key first."""
+
+
+@pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
+@pytest.mark.parametrize("backend", list(BACKENDS))
+async def test_a_response_in_a_conversation_reads_the_conversation_and_its_items_once_each(
+    backend: str, keys_on: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trips = Trips()
+    async with counted_app(backend, keys_on, trips, tmp_path, monkeypatch) as (http, _, headers):
+        conversation = (await http.post("/v1/conversations", json={}, headers=headers)).json()["id"]
+        body = {"model": "scripted-model", "input": "hi", "conversation": conversation}
+        assert (await http.post("/v1/responses", json=body, headers=headers)).status_code == 200
+        trips.watch()
+        answer = await http.post("/v1/responses", json={**body, "input": "again"}, headers=headers)
+        assert answer.status_code == 200, answer.text
+        assert trips.requested_at_inference[-1] == IN_A_CONVERSATION[keys_on]
+        items = await http.get(f"/v1/conversations/{conversation}/items", params={"order": "asc"}, headers=headers)
+    texts = [item["content"][0]["text"] for item in items.json()["data"]]
+    assert texts == ["hi", "ok", "again", "ok"]

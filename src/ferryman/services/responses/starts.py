@@ -95,7 +95,8 @@ class ResponseStarts:
         self._holds = holds
         self._sealing = sealing
         self._reads = reads
-        self._fork_reads = ForkReads(self._store, Lineages(self._store.kernel))
+        # It reads only a conversation's items, once the conversation was read as the caller (``_context``).
+        self._fork_reads = ForkReads(beneath(self._store), Lineages(self._store.kernel))
         self._queue = queue
         self._runs = runs
 
