@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from storage_backends import BACKENDS, POSTGRES_URL, twin_store
-from test_storage_contract import (
+from store_records import (
     answered,
     complete,
     lease,

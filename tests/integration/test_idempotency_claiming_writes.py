@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from storage_backends import BACKENDS
-from test_storage_contract import response_start
+from store_records import response_start
 
 from ferryman.errors import ConflictError, IdempotencyKeyInUseError, NotFoundError
 from ferryman.ids import new_id, utcnow

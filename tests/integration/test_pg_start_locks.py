@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from storage_backends import postgres_store
-from test_storage_contract import answer, new_conversation, response_start, said
+from store_records import answer, new_conversation, response_start, said
 
 import ferryman.storage.postgres as pg
 from ferryman.errors import ConflictError

@@ -16,7 +16,7 @@ from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from legacy_vector_stores import STORES, assert_vector_stores_moved, owner_of, write_layout_11
 from redis.asyncio import Redis
 from replicas import redis_database
-from test_storage_contract import response_start
+from store_records import response_start
 
 from ferryman.errors import ConfigurationError
 from ferryman.ids import utcnow
