@@ -30,7 +30,6 @@ from .knowledge import (
 )
 from .page import Page
 from .redis.kernel import RedisKernel
-from .redis_anchored import create_anchored, delete_anchored
 from .redis_keys import (
     BATCH,
     BATCH_FILES,
@@ -61,9 +60,9 @@ from .redis_lua_knowledge import (
     BatchOfStore,
     CreateBatch,
     CreateVectorStore,
+    DeleteVectorStore,
     FileId,
     StoreFile,
-    StoreId,
     StoreIds,
     UpdateStoreFile,
 )
@@ -72,7 +71,7 @@ from .redis_scripts import RedisBase
 _STATUSES: tuple[IngestionStatus, ...] = ("in_progress", "completed", "failed", "cancelled")
 
 
-def _attachments(files: list[VectorStoreFileRecord]) -> dict[str, list[str]]:
+def _attachments(files: list[VectorStoreFileRecord]) -> dict[str, Any]:
     """The :class:`Attachments` lists of these files."""
     return {
         "file_ids": [f.file_id for f in files],
@@ -118,26 +117,22 @@ class RedisKnowledge(RedisBase):
     async def create_vector_store(
         self, record: VectorStoreRecord, files: list[VectorStoreFileRecord], owner: Owner | None = None
     ) -> None:
-        """Store a new vector store's record (with its owner), its index and its first files, in one transaction.
+        """Store a new vector store's record (with its owner), its index and its first files, in one script.
 
         Raises:
             ConflictError: the id is taken.
         """
         put = vector_stores(self.kernel).put(record, owner=owner)
-        index = CreateVectorStore(**_attachments(files), vector_store_id=record.vector_store_id)
-        await create_anchored(
-            self._db,
-            self.kernel,
-            put,
-            self._call(CREATE_VECTOR_STORE, index),
-            lambda: self._run(DELETE_VECTOR_STORE, StoreId(record.vector_store_id)),
+        index = CreateVectorStore(
+            **self.kernel.embedded([put]), **_attachments(files), vector_store_id=record.vector_store_id
         )
+        await self._run(CREATE_VECTOR_STORE, index)
 
     async def delete_vector_store(self, vector_store_id: str) -> None:
         """Delete a vector store's record with its attachments, batches and chunks (NotFoundError if unknown)."""
         delete = ops.Delete(VECTOR_STORE_KIND, vector_store_id)
-        index = self._call(DELETE_VECTOR_STORE, StoreId(vector_store_id))
-        deleted = await delete_anchored(self._db, self.kernel, delete, index)
+        index = DeleteVectorStore(**self.kernel.embedded([delete]), vector_store_id=vector_store_id)
+        deleted = self.kernel.embedded_results([delete], await self._run(DELETE_VECTOR_STORE, index))[0]
         self._forget_index(vector_store_id)
         if not deleted:
             raise NotFoundError(f"vector store '{vector_store_id}' not found")

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from ferryman.errors import ConflictError, NotFoundError
 
-from .redis_script import Outcome, Script, nothing
+from .redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
+from .redis.kernel import ERRORS as KERNEL_ERRORS
+from .redis_script import Outcome, Script, nothing, values
 
 # An attachment's key is ``vs_file:<pair>``, its ingestion job ``<pair>``, with pair = ``<#store>:<store>:<file>``
 # (byte length, as :func:`.redis_keys.pair_id` counts). A script that changes a store's chunks draws the store one
@@ -184,8 +186,15 @@ class FileId:
 
 
 @dataclass(frozen=True)
-class CreateVectorStore(Attachments):
-    """A new vector store's index (its record is the kernel's) with its first files."""
+class CreateVectorStore(KernelWrite, Attachments):
+    """A new vector store's index with its first files, and its record's write (the kernel's)."""
+
+    vector_store_id: str
+
+
+@dataclass(frozen=True)
+class DeleteVectorStore(KernelWrite):
+    """A vector store's index, and its record's delete (the kernel's)."""
 
     vector_store_id: str
 
@@ -264,7 +273,7 @@ return {OK}
     {},
 )
 
-# The index of a store whose record the kernel writes in the same transaction (``run_atomically``).
+# A store's index with its first files and its record (the kernel's), in one script.
 CREATE_VECTOR_STORE = Script(
     CreateVectorStore,
     KNOWLEDGE_LUA
@@ -272,24 +281,32 @@ CREATE_VECTOR_STORE = Script(
     + """
 local s = key('vector_store', vector_store_id)
 if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
+"""
+    + KERNEL_WRITE
+    + """
 local seq = next_seq(1)
 redis.call('HSET', s, 'seq', seq, 'version', seq, 'removals_from', seq, 'files_bytes', 0)
 attach_files(vector_store_id, attachments)
-return {OK}
+return {OK, kernel_written[2]}
 """,
-    nothing,
-    {Outcome.CONFLICT: lambda a, _: ConflictError(f"vector store '{a.vector_store_id}' already exists")},
+    values,
+    with_kernel_errors(
+        {Outcome.CONFLICT: lambda a, _: ConflictError(f"vector store '{a.vector_store_id}' already exists")},
+        KERNEL_ERRORS,
+    ),
 )
 
-# Deleted with its record, which says whether the store was there: a store without an index deletes nothing here.
+# The record says whether the store was there; its index goes whatever it says.
 DELETE_VECTOR_STORE = Script(
-    StoreId,
+    DeleteVectorStore,
     KNOWLEDGE_LUA
+    + KERNEL_WRITE
     + """
 delete_store(vector_store_id)
-return {OK}
+return {OK, kernel_written[2]}
 """,
-    nothing,
+    values,
+    with_kernel_errors({}, KERNEL_ERRORS),
 )
 
 ATTACH_FILES = Script(

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 
+from .redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
+from .redis.kernel import ERRORS as KERNEL_ERRORS
 from .redis_lua_idempotency import KEY_ERRORS, SETTLE
 from .redis_lua_turns import TURN_REFUSED, TURN_START, TurnStart
 from .redis_script import Outcome, Script, nothing, values
@@ -67,8 +69,8 @@ class ResponseId:
 
 
 @dataclass(frozen=True)
-class CreateConversation:
-    """A conversation in a session, with its first items."""
+class CreateConversation(KernelWrite):
+    """A conversation in a session, with its first items, and its record's write."""
 
     conversation_id: str
     session_id: str
@@ -77,8 +79,8 @@ class CreateConversation:
 
 
 @dataclass(frozen=True)
-class ConversationId:
-    """One conversation."""
+class DeleteConversation(KernelWrite):
+    """One conversation, and its record's delete."""
 
     conversation_id: str
 
@@ -226,6 +228,7 @@ return out
     values,
 )
 
+# The conversation's record (the kernel's) and its anchor with its first items, in one script.
 CREATE_CONVERSATION = Script(
     CreateConversation,
     """
@@ -233,28 +236,35 @@ if redis.call('EXISTS', key('session', session_id)) == 0 then return {NOT_FOUND}
 local c = key('conversation', conversation_id)
 if redis.call('EXISTS', c) == 1 then return {CONFLICT} end
 if not items_ok(conversation_id, item_ids) then return {INVALID} end
+"""
+    + KERNEL_WRITE
+    + """
 redis.call('HSET', c, 'session_id', session_id)
 redis.call('SADD', key('session_convs', session_id), conversation_id)
 insert_items(conversation_id, item_ids, item_bodies)
-return {OK}
+return {OK, kernel_written[2]}
 """,
-    nothing,
-    {
-        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' not found"),
-        Outcome.CONFLICT: lambda a, _: ConflictError(f"conversation '{a.conversation_id}' already exists"),
-        Outcome.INVALID: lambda a, _: repeated(a.conversation_id),
-    },
+    values,
+    with_kernel_errors(
+        {
+            Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' not found"),
+            Outcome.CONFLICT: lambda a, _: ConflictError(f"conversation '{a.conversation_id}' already exists"),
+            Outcome.INVALID: lambda a, _: repeated(a.conversation_id),
+        },
+        KERNEL_ERRORS,
+    ),
 )
 
+# The record says whether the conversation was there; its anchor, with its items, goes whatever it says.
 DELETE_CONVERSATION = Script(
-    ConversationId,
-    """
-if redis.call('EXISTS', key('conversation', conversation_id)) == 0 then return {NOT_FOUND} end
-del_conversation(conversation_id)
-return {OK}
+    DeleteConversation,
+    KERNEL_WRITE
+    + """
+if redis.call('EXISTS', key('conversation', conversation_id)) == 1 then del_conversation(conversation_id) end
+return {OK, kernel_written[2]}
 """,
-    nothing,
-    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"conversation '{a.conversation_id}' not found")},
+    values,
+    with_kernel_errors({}, KERNEL_ERRORS),
 )
 
 ADD_ITEMS = Script(

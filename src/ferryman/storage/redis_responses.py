@@ -22,7 +22,6 @@ from .kernel import ops
 from .kernel.model import Owner
 from .page import Page
 from .redis.kernel import RedisKernel
-from .redis_anchored import create_anchored, delete_anchored
 from .redis_idempotency import settlement_args
 from .redis_keys import (
     CONV_RESPONSES,
@@ -45,13 +44,12 @@ from .redis_lua_responses import (
     REPLACE_ITEMS,
     START_RESPONSE,
     AddItems,
-    ConversationId,
     CreateConversation,
+    DeleteConversation,
     FinishResponse,
     ReplaceItems,
     ResponseId,
     StartResponse,
-    repeated,
 )
 from .redis_records import RESPONSE_FIELDS, response_columns, response_of, turn_start_args
 from .redis_scripts import RedisBase
@@ -76,7 +74,7 @@ class RedisResponses(RedisBase):
     async def create_conversation(
         self, record: ConversationRecord, items: list[Item], owner: Owner | None = None
     ) -> None:
-        """Store a conversation's record (with its owner), its anchor and its first items, in one transaction.
+        """Store a conversation's record (with its owner), its anchor and its first items, in one script.
 
         Raises:
             NotFoundError: its session does not exist.
@@ -84,24 +82,21 @@ class RedisResponses(RedisBase):
             InvalidRequestError: an item id repeats.
         """
         ids, bodies = _item_columns(items)
-        if len(set(ids)) != len(ids):  # refused before the record is written beside an anchor that is not
-            raise repeated(record.conversation_id)
-        anchor = CreateConversation(
-            conversation_id=record.conversation_id, session_id=record.session_id, item_ids=ids, item_bodies=bodies
+        put = conversations(self.kernel).put(record, owner=owner)
+        create = CreateConversation(
+            **self.kernel.embedded([put]),
+            conversation_id=record.conversation_id,
+            session_id=record.session_id,
+            item_ids=ids,
+            item_bodies=bodies,
         )
-        await create_anchored(
-            self._db,
-            self.kernel,
-            conversations(self.kernel).put(record, owner=owner),
-            self._call(CREATE_CONVERSATION, anchor),
-            lambda: self._run(DELETE_CONVERSATION, ConversationId(conversation_id=record.conversation_id)),
-        )
+        await self._run(CREATE_CONVERSATION, create)
 
     async def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation's record, its anchor and its items; responses made in it stay."""
+        """Delete a conversation's record, its anchor and its items, in one script; responses made in it stay."""
         delete = ops.Delete(CONVERSATION_KIND, conversation_id)
-        anchor = self._call(DELETE_CONVERSATION, ConversationId(conversation_id=conversation_id))
-        if not await delete_anchored(self._db, self.kernel, delete, anchor):
+        args = DeleteConversation(**self.kernel.embedded([delete]), conversation_id=conversation_id)
+        if not self.kernel.embedded_results([delete], await self._run(DELETE_CONVERSATION, args))[0]:
             raise NotFoundError(f"conversation '{conversation_id}' not found")
 
     async def add_items(self, owner: str, items: list[Item]) -> None:

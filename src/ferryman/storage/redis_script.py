@@ -230,12 +230,6 @@ class ScriptCall(Generic[A, R]):
         registered = self.scripts._registered_for(self.script)
         pipeline.evalsha(registered.sha, 0, self.scripts._prefix, *self.script.argv(self.args))
 
-    def queue_whole(self, pipeline: Any) -> None:
-        """Add the call to ``pipeline`` with the script's whole body (inside MULTI, an unknown digest would fail
-        after the other commands ran, too late to load it)."""
-        registered = self.scripts._registered_for(self.script)
-        pipeline.eval(registered.script, 0, self.scripts._prefix, *self.script.argv(self.args))
-
     def answer(self, reply: Any) -> R:
         """The call's result from its pipelined reply (any error it means raised)."""
         if isinstance(reply, Exception):
@@ -268,23 +262,6 @@ async def run_together(
             return done, functools.partial(_raise, exc)
         return done, lambda: later
     return done, functools.partial(second.answer, replies[1])
-
-
-async def run_atomically(
-    client: Redis, first: ScriptCall[A, R], second: ScriptCall[A2, R2]
-) -> tuple[Callable[[], R], Callable[[], R2]]:
-    """Run two scripts in one MULTI/EXEC transaction: no other client's command runs between them, and the
-    second runs whatever the first answers, so each must check its own preconditions before it writes. Their
-    bodies travel whole (see :meth:`ScriptCall.queue_whole`): meant for rare writes, not a hot path.
-
-    Returns:
-        For each script, a function that gives its result or raises the error its outcome means.
-    """
-    async with client.pipeline(transaction=True) as pipeline:
-        first.queue_whole(pipeline)
-        second.queue_whole(pipeline)
-        replies = await pipeline.execute(raise_on_error=False)
-    return functools.partial(first.answer, replies[0]), functools.partial(second.answer, replies[1])
 
 
 def _raise(error: Exception) -> NoReturn:

@@ -95,14 +95,14 @@ def _conflict(_: Any, found: list[Any]) -> ConflictError:
 
 
 # Outcome has no "forbidden": the kernel's scripts answer INVALID for an operation the caller may not do.
-_ERRORS = {
+ERRORS = {
     Outcome.NOT_FOUND: lambda _, found: NotFoundError(found[0]),
     Outcome.CONFLICT: _conflict,
     Outcome.INVALID: lambda _, found: ForbiddenError(found[0]),
 }
 LIBRARY = LUA_OUTCOMES + _lua("lib.lua")
-WRITE: Script[Batch, Any] = Script(Batch, _lua("write.lua"), _answer, _ERRORS)
-READ: Script[Reads, Any] = Script(Reads, _lua("read.lua"), _answer, _ERRORS)
+WRITE: Script[Batch, Any] = Script(Batch, _lua("write.lua"), _answer, ERRORS)
+READ: Script[Reads, Any] = Script(Reads, _lua("read.lua"), _answer, ERRORS)
 RENEW: Script[Renew, list[Any]] = Script(Renew, _lua("renew.lua"), values)
 CLAIM: Script[Claim, Any] = Script(Claim, _lua("claim.lua"), _answer)
 
@@ -152,10 +152,19 @@ class RedisKernel:
         batch = Batch(self._encode(ops), self._schema_json, time.time())
         return self.write_results(ops, await self._run.run(WRITE, batch))
 
-    def write_call(self, ops: Sequence[Op]) -> ScriptCall[Batch, Any]:
-        """The script that writes ``ops``, to run in one transaction with another (``run_atomically``);
-        :meth:`write_results` reads what it answered."""
-        return self._run.call(WRITE, Batch(self._encode(ops), self._schema_json, time.time()))
+    def embedded(self, ops: Sequence[Op]) -> dict[str, Any]:
+        """The arguments (a :class:`~.embedded.KernelWrite`'s fields) with which another script of the same
+        database writes ``ops`` through :data:`~.embedded.KERNEL_WRITE`; :meth:`embedded_results` reads them."""
+        return {
+            "kernel_prefix": self.prefix,
+            "kernel_ops": self._encode(ops),
+            "kernel_schema": self._schema_json,
+            "kernel_wall": time.time(),
+        }
+
+    def embedded_results(self, ops: Sequence[Op], found: list[Any]) -> list[Any]:
+        """The results of ``ops`` from the values a script answered after its embedded batch's (``OK, results``)."""
+        return self.write_results(ops, json.loads(found[0]))
 
     def write_results(self, ops: Sequence[Op], found: list[Any]) -> list[Any]:
         """The results of ``ops`` from what their script answered."""
