@@ -43,7 +43,7 @@ from ferryman.storage.domain.kinds import CONVERSATION
 from .checked_records import CheckedRecords
 from .fork_reads import ForkReads
 from .forks import FORKING_SECONDS, forget_lineage
-from .owned_store import authorize, beneath
+from .owned_store import beneath
 
 HELD_ITEMS = "forkhist_"
 """The prefix of the holders of deleted items that forks share."""
@@ -51,6 +51,9 @@ HELD_ITEMS = "forkhist_"
 
 class ConversationForks:
     """Forks conversations, and keeps what forks share when their original changes.
+
+    Each call but :meth:`create` and :meth:`fork` follows the service's check of the caller on the
+    conversation, so items are read and written beneath the owner checks.
 
     Args:
         store: The storage backend (the owner-checking one).
@@ -60,6 +63,7 @@ class ConversationForks:
 
     def __init__(self, store: Store, records: CheckedRecords[ConversationRecord], reads: ForkReads) -> None:
         self._store = store
+        self._items = beneath(store)
         self._records = records
         self._reads = reads
         self._lineages = reads.lineages
@@ -74,7 +78,7 @@ class ConversationForks:
         who = current_principal.get()
         self._records.access.check(who, "create", CONVERSATION, record.conversation_id)
         await self._store.create_session(SessionRecord(record.session_id, None, "conversation", utcnow()))
-        await beneath(self._store).create_conversation(record, items, self._records.access.owner(who))
+        await self._items.create_conversation(record, items, self._records.access.owner(who))
         self._records.access.record(who, "create", CONVERSATION, record.conversation_id)
 
     async def fork(self, conversation_id: str, item_id: str, metadata: dict[str, str] | None) -> ConversationRecord:
@@ -102,7 +106,7 @@ class ConversationForks:
         except BaseException:
             with acting_as(None):
                 with contextlib.suppress(NotFoundError):
-                    await beneath(self._store).delete_conversation(record.conversation_id)
+                    await self._items.delete_conversation(record.conversation_id)
                 await self._lineages.delete(record.conversation_id)
             raise
         return record
@@ -121,14 +125,14 @@ class ConversationForks:
         """Delete one item: an own one (first kept for the forks that share it), or hide a shared one (first
         kept as it was for this conversation's forks that share it).
 
+        The caller's updating the conversation was checked first (``ConversationService.delete_item``).
+
         Raises:
-            NotFoundError: the conversation has no such item (or the caller may not read it).
-            ForbiddenError: the caller may read the conversation but not change it.
+            NotFoundError: the conversation has no such item.
             ConflictError: the conversation is being deleted or changed.
         """
-        await authorize(self._store, "update", "conversation", conversation_id)  # before forks are moved
         try:
-            await self._store.get_item(conversation_id, item_id)
+            await self._items.get_item(conversation_id, item_id)
         except NotFoundError:
             if item_id not in {item.id for item in await self._reads.inherited_items(conversation_id)}:
                 raise
@@ -137,7 +141,7 @@ class ConversationForks:
                     await self._lineages.change(conversation_id, lambda kept: _hiding(kept, item_id))
             return
         async with self.detached(conversation_id, item_id):
-            await self._store.delete_item(conversation_id, item_id)
+            await self._items.delete_item(conversation_id, item_id)
 
     @contextlib.asynccontextmanager
     async def detached(self, conversation_id: str, item_id: str | None = None, own: bool = True
@@ -161,14 +165,14 @@ class ConversationForks:
         if not holder or await self._lineages.of_source(holder):
             return
         with acting_as(None):
-            for item in await self._store.all_items(holder):
+            for item in await self._items.all_items(holder):
                 with contextlib.suppress(NotFoundError):
-                    await self._store.delete_item(holder, item.id or "")
+                    await self._items.delete_item(holder, item.id or "")
         await self._lineages.delete(holder)
 
     async def _detach(self, conversation_id: str, item_id: str | None, own_item: bool) -> None:
         with acting_as(None):
-            own = await self._store.all_items(conversation_id)
+            own = await self._items.all_items(conversation_id)
             ids = [item.id for item in own]
             seen = ids if own_item else [item.id for item in await self._reads.items(conversation_id)]
             if item_id is not None and item_id not in seen:  # gone meanwhile: its delete or hide moved the forks
@@ -196,7 +200,7 @@ class ConversationForks:
         await self._lineages.note(conversation_id, holder)
         above = lineage or Lineage(id=holder, of="conversation", source="", through="")
         await self._lineages.create(above.model_copy(update={"id": holder}), None)
-        await self._store.add_items(holder, own[: reach + 1])
+        await self._items.add_items(holder, own[: reach + 1])
         for fork in forks:
             await self._lineages.change(fork.id, lambda kept: _held_by(kept, holder))
 
@@ -215,9 +219,9 @@ class ConversationForks:
         await forget_lineage(self._reads, conversation_id, self._drop_holder)
 
     async def _drop_holder(self, holder: str) -> None:
-        for item in await self._store.all_items(holder):
+        for item in await self._items.all_items(holder):
             with contextlib.suppress(NotFoundError):
-                await self._store.delete_item(holder, item.id or "")
+                await self._items.delete_item(holder, item.id or "")
 
 
 def _hiding(lineage: Lineage, item_id: str) -> Lineage:

@@ -38,7 +38,8 @@ class ConversationService:
     def __init__(self, store: Store, records: CheckedRecords[ConversationRecord]) -> None:
         self._store = store
         self._records = records
-        self._reads = ForkReads(store, Lineages(store.kernel))
+        # Every read of items follows the check of the caller on their conversation (``_get``).
+        self._reads = ForkReads(beneath(store), Lineages(store.kernel))
         self._forks = ConversationForks(store, records, self._reads)
         self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
 
@@ -122,6 +123,6 @@ class ConversationService:
     async def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
         """Delete one item; return the conversation, as OpenAI does (a shared one is hidden from this
         conversation alone; one that forks share is kept for them: ``conversation_forks.py``)."""
-        record = await self._get(conversation_id)
+        record = await self._get(conversation_id, "update")  # before forks are moved
         await self._forks.delete_item(conversation_id, item_id)
         return _wire(record)
