@@ -200,13 +200,6 @@ class DeleteVectorStore(KernelWrite):
 
 
 @dataclass(frozen=True)
-class StoreId:
-    """One vector store."""
-
-    vector_store_id: str
-
-
-@dataclass(frozen=True)
 class AttachFiles(Attachments):
     """Files to attach to a vector store."""
 
@@ -252,7 +245,7 @@ class BatchOfStore:
     batch_id: str
 
 
-def _store_missing(args: StoreId | AttachFiles | CreateBatch, _: list[object]) -> NotFoundError:
+def _store_missing(args: AttachFiles | CreateBatch, _: list[object]) -> NotFoundError:
     return NotFoundError(f"vector store '{args.vector_store_id}' not found")
 
 

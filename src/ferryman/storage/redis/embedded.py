@@ -8,9 +8,9 @@ that such a script places between its checks and its writes. The block ends the 
 refused, with the kernel's outcome marked ``kernel`` (read by :func:`with_kernel_errors`); otherwise
 ``kernel_written[2]`` holds the batch's results (read by :meth:`.RedisKernel.embedded_results`).
 
-The block's names are local to it, so the kernel's library does not shadow the store's. Redis runs Lua 5.1:
-the block is inlined, not a function, so the library's functions stay locals of the script rather than
-upvalues of one function (Lua 5.1 allows 60); the script's active locals stay far below its 200.
+The block runs the library and the batch in a function of their own, called at once: their names are local
+to it, so the kernel's library does not shadow the store's, and its locals do not count against the 200 that
+Lua 5.1 allows the store's script.
 """
 
 from __future__ import annotations
@@ -40,15 +40,15 @@ def _lua(name: str) -> str:
 
 
 def _block(library: str, write: str) -> str:
-    prefix, last = "local P = ARGV[1]", "return guarded(function()"
-    if library.count(prefix) != 1 or write.count(last) != 1:
-        raise RuntimeError("the kernel's Lua no longer has the shape the embedded write expects")
+    prefix = "local P = ARGV[1]"
+    if library.count(prefix) != 1:
+        raise RuntimeError("the kernel's library no longer reads its prefix as the embedded write expects")
     return (
-        "local kernel_written\ndo\n"
+        "local kernel_written = (function()\n"
         + library.replace(prefix, "local P = kernel_prefix")
         + "\nlocal ops, schema, wall = kernel_ops, kernel_schema, kernel_wall\n"
-        + write.replace(last, "kernel_written = guarded(function()")
-        + "\nend\n"
+        + write
+        + "\nend)()\n"
         + "if kernel_written[1] ~= OK then return {kernel_written[1], 'kernel', unpack(kernel_written, 2)} end\n"
     )
 
@@ -69,7 +69,7 @@ def with_kernel_errors(
 
     def either(outcome: Outcome) -> ErrorOf[Any]:
         def error(args: Any, found: list[Any]) -> FerrymanError:
-            if found[:1] == ["kernel"]:
+            if found[:1] == ["kernel"] and outcome in kernel_errors:
                 return kernel_errors[outcome](None, found[1:])  # type: ignore[no-any-return]
             own = errors.get(outcome)
             if own is None:
