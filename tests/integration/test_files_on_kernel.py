@@ -214,12 +214,14 @@ async def test_a_cursor_the_caller_may_not_read_is_audited_as_a_denied_read(
     bobs = await upload(files, BOB, "b.txt")
     caplog.set_level(logging.INFO, logger="ferryman.audit")
     with acting_as(ALICE):
-        for unreadable in (files.get(bobs), files.list(None, bobs, 2, "asc")):
-            caplog.clear()
-            with pytest.raises(NotFoundError):
-                await unreadable
-            audited = [(r.event, r.action, r.resource) for r in caplog.records if r.name == "ferryman.audit"]
-            assert audited == [("denied", "read", f"file::{bobs}")]
+        # Another's file and no file at all look alike, to the caller and in the audit trail.
+        for unreadable in (bobs, "file-none"):
+            for call in (files.get(unreadable), files.list(None, unreadable, 2, "asc")):
+                caplog.clear()
+                with pytest.raises(NotFoundError):
+                    await call
+                audited = [(r.event, r.action, r.resource) for r in caplog.records if r.name == "ferryman.audit"]
+                assert audited == [("denied", "read", f"file::{unreadable}")]
 
 
 async def test_an_expired_file_whose_delete_failed_is_claimed_again_once_its_hold_ends(

@@ -119,6 +119,18 @@ async def test_another_callers_agent_is_missing_to_a_caller_and_the_denial_audit
     ]
 
 
+async def test_a_missing_agent_is_audited_as_a_denial_for_a_caller_the_policy_limits(
+    kernel: CountingKernel, caught: pytest.LogCaptureFixture
+) -> None:
+    # A caller cannot tell another's record from none by the answer, nor an auditor by the audit.
+    agents = AgentRecords(kernel, Access(AccessPolicy()))
+    everyone = AgentRecords(kernel, Access(parse_policy([{"permit": {"actions": list(ACTIONS)}}])))
+    for records, who in ((agents, CAROL), (agents, None), (everyone, CAROL)):
+        with pytest.raises(NotFoundError, match="^agent 'gone' not found$"):
+            await records.stored(who, "gone", "delete")
+    assert audit_of(caught) == [("denied", "sub:carol", "delete", "agent::gone")]
+
+
 async def test_an_agent_a_caller_may_read_but_not_delete_is_forbidden_and_a_kept_one_is_checked_again(
     kernel: CountingKernel, caught: pytest.LogCaptureFixture
 ) -> None:

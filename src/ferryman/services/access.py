@@ -110,8 +110,16 @@ class Access:
             NotFoundError: it is missing, or ``who`` may not read it (a denial audited, as a read's is).
         """
         if rec is None:
-            raise NotFoundError(f"{kind.noun} '{record_id}' not found")
+            raise self.missing(who, "read", kind, record_id)
         self.check(who, "read", kind, record_id, rec.owner)
+
+    def missing(self, who: Principal | None, action: Action, kind: Kind, record_id: str) -> NotFoundError:
+        """The error of a record that is not there, its denial audited when ``who``'s filter could have hidden it:
+        a caller cannot tell another's record from none by the answer, nor an auditor by the trail (a guarded
+        write's miss is audited so too, :meth:`audited`)."""
+        if self.filter(who, "read", kind) != ALL:
+            self.denied(who, action, kind, record_id, status=404)
+        return NotFoundError(f"{kind.noun} '{record_id}' not found")
 
     def guard(
         self, who: Principal | None, action: Action, kind: Kind, record_id: str, parent: str | None = None

@@ -9,14 +9,16 @@ that changes the record. Denials are audited as :class:`~.access.Access` does.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar, cast
 
 from ferryman.auth.policy import Action
 from ferryman.auth.principal import Principal
 from ferryman.errors import NotFoundError
 from ferryman.storage.domain.records import Records, Stored
 from ferryman.storage.kernel import ops
-from ferryman.storage.kernel.model import Json, PageOf
+from ferryman.storage.kernel.model import Json, PageOf, Rec
+from ferryman.storage.kernel.protocol import Kernel
 
 from .access import Access
 
@@ -45,7 +47,7 @@ class CheckedRecords(Generic[T]):
         """
         found = await self.records.find(record_id)
         if found is None:
-            raise NotFoundError(f"{self.kind.noun} '{record_id}' not found")
+            raise self.access.missing(who, action, self.kind, record_id)
         self.access.check(who, action, self.kind, record_id, found.rec.owner)
         return found
 
@@ -62,11 +64,7 @@ class CheckedRecords(Generic[T]):
         """
         allow = self.access.filter(who, "read", self.kind)
         page = ops.Page(self.kind, allow=allow, after=after, limit=limit, desc=order == "desc")
-        if after is None:
-            (found,) = await self.records.kernel.read([page])
-        else:
-            cursor, found = await self.records.kernel.read([ops.Get(self.kind, after), page])
-            self.access.cursor(who, self.kind, after, cursor)
+        found = await read_page(self.records.kernel, self.access, who, page)
         return PageOf([self.records.stored(rec).value for rec in found.items], found.has_more)
 
     async def patch(self, who: Principal | None, record_id: str, merge: Json) -> None:
@@ -80,3 +78,20 @@ class CheckedRecords(Generic[T]):
         guard = self.access.guard(who, "update", self.kind, record_id)
         with self.access.audited(who, "update", self.kind, record_id):
             await self.records.kernel.write([guard, ops.Patch(self.kind, record_id, merge=merge)])
+
+
+async def read_page(
+    kernel: Kernel, access: Access, who: Principal | None, page: ops.Page, live: Callable[[Rec], bool] | None = None
+) -> PageOf[Rec]:
+    """One page of a kernel query, its cursor's record (``page.after``) read in the same trip and checked as a read
+    of it is: one that is missing (or not ``live``) or that ``who`` may not read is a ``NotFoundError``, its
+    denial audited as :meth:`.Access.missing` and :meth:`.Access.check` audit one."""
+    if page.after is None:
+        (found,) = await kernel.read([page])
+        return cast(PageOf[Rec], found)
+    try:
+        cursor, found = await kernel.read([ops.Get(page.kind, page.after), page])
+    except NotFoundError:  # the kernel refuses a cursor that is not there
+        raise access.missing(who, "read", page.kind, page.after) from None
+    access.cursor(who, page.kind, page.after, cursor if cursor is None or live is None or live(cursor) else None)
+    return cast(PageOf[Rec], found)

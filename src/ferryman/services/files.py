@@ -16,7 +16,7 @@ import uuid
 from ferryman.api.files import PURPOSES, FileDeleted, FileList, FileObject
 from ferryman.api.limits import has_control_character
 from ferryman.auth.policy import Action
-from ferryman.auth.principal import Principal, current_principal
+from ferryman.auth.principal import current_principal
 from ferryman.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError
 from ferryman.knowledge.blobs import BlobStore
 from ferryman.knowledge.views import now
@@ -28,6 +28,7 @@ from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.knowledge import FileRecord, FileStore
 
 from .access import Access
+from .checked_records import read_page
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 MAX_FILENAME = 512
@@ -141,10 +142,11 @@ class FileService:
             NotFoundError: it is missing, or the caller may not read it.
             ForbiddenError: the caller may read it but not do ``action``.
         """
+        who = current_principal.get()
         found = await self.records.find(file_id)
         if found is None or expired(found.value):
-            raise NotFoundError(f"file '{file_id}' not found")
-        self._access.check(current_principal.get(), action, FILE, file_id, found.rec.owner)
+            raise self._access.missing(who, action, FILE, file_id)
+        self._access.check(who, action, FILE, file_id, found.rec.owner)
         return found.value
 
     async def readable_names(self, file_ids: builtins.list[str]) -> dict[str, str]:
@@ -176,10 +178,8 @@ class FileService:
         while more and len(live) <= limit:
             page = ops.Page(FILE, allow=allow, where=where, after=cursor, limit=limit + 1 - len(live),
                             desc=order == "desc")  # fmt: skip
-            if first and after is not None:
-                # The cursor is read in the same trip, and checked as a read of it is (a denial audited).
-                found_cursor, found = await self.records.kernel.read([ops.Get(FILE, after), page])
-                self._readable_cursor(who, after, found_cursor)
+            if first:  # its cursor read in the same trip, and checked as a read of it is (a denial audited)
+                found = await read_page(self.records.kernel, self._access, who, page, self._live)
             else:
                 (found,) = await self.records.kernel.read([page])
             first = False
@@ -192,10 +192,9 @@ class FileService:
             data=data, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=len(live) > limit
         )
 
-    def _readable_cursor(self, who: Principal | None, file_id: str, rec: Rec | None) -> None:
-        """Raise unless a list's cursor is a file the caller may read (missing to it otherwise)."""
-        live = rec is not None and not expired(self.records.stored(rec).value)
-        self._access.cursor(who, FILE, file_id, rec if live else None)
+    def _live(self, rec: Rec) -> bool:
+        """Whether a file's record is one to show (an expired file the sweep has not deleted yet is missing)."""
+        return not expired(self.records.stored(rec).value)
 
     async def content(self, file_id: str) -> tuple[bytes, str]:
         """A file's bytes and media type."""
