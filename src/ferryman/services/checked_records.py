@@ -93,5 +93,7 @@ async def read_page(
         cursor, found = await kernel.read([ops.Get(page.kind, page.after), page])
     except NotFoundError:  # the kernel refuses a cursor that is not there
         raise access.missing(who, "read", page.kind, page.after) from None
-    access.cursor(who, page.kind, page.after, cursor if cursor is None or live is None or live(cursor) else None)
+    if cursor is not None and live is not None and not live(cursor):
+        cursor = None  # there, but not to be shown: missing to every caller
+    access.cursor(who, page.kind, page.after, cursor)
     return cast(PageOf[Rec], found)
