@@ -1,8 +1,7 @@
 """Agents and sessions as kernel records (``storage.domain.agents``), on every kernel of ``kernel_backends``.
 
-What the services will read and write through once agents and sessions leave the ``Store`` protocol: each
-record with its owner, a session under its agent (or under none), deleting an agent deleting its sessions,
-and a caller's page filtered in the query by the access policy's filter.
+What the services read and write through: each record with its owner, a session listed by its agent (or by
+none), and a caller's page filtered in the query by the access policy's filter.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from ferryman.errors import ConflictError, NotFoundError
 from ferryman.services.access import Access
 from ferryman.services.agent_records import AgentRecords
 from ferryman.storage.base import SessionRecord
-from ferryman.storage.domain.agents import SessionRecords, agents, sessions
+from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.kinds import AGENT, SCHEMA, SESSION
 from ferryman.storage.domain.records import Records
 from ferryman.storage.kernel.counting import CountingKernel
@@ -70,31 +69,18 @@ async def test_an_agent_reads_back_equal_with_its_owner(kernel: Kernel) -> None:
         await records.get("a1", allow=access.filter(CAROL, "read", AGENT))
 
 
-async def test_a_session_belongs_to_its_agent_or_to_none(kernel: Kernel) -> None:
-    await agents(kernel).create(agent("a1"))
-    await agents(kernel).create(agent("a2"))
-    store = sessions(kernel)
-    await store.create(session("s1", "a1"))
-    await store.create(session("r1", None))
-    assert await store.get("s1", parent="a1") == session("s1", "a1")
-    assert await store.find("s1", parent="a2") is None
-    assert await store.get("r1", parent="") == session("r1", None)
-    with pytest.raises(NotFoundError, match="agent 'gone' not found"):
-        await store.create(session("s2", "gone"))
-    with pytest.raises(ValueError, match="belongs to agent 'a1', not 'a2'"):
-        store.put(session("s3", "a1"), parent="a2")
-
-
-async def test_deleting_an_agent_deletes_its_sessions_only(kernel: Kernel) -> None:
-    await agents(kernel).create(agent("a1"))
-    await agents(kernel).create(agent("a2"))
+async def test_a_session_is_listed_by_its_agent_or_by_none(kernel: Kernel) -> None:
     store = sessions(kernel)
     for session_id, agent_id in (("s1", "a1"), ("s2", "a2"), ("s3", "a1"), ("r1", None)):
         await store.create(session(session_id, agent_id))
-    assert [s.session_id for s in await store.all(parent="a1")] == ["s1", "s3"]
-    assert await agents(kernel).delete("a1") is True
-    assert await store.find("s1") is None and await store.find("s3") is None
-    assert [s.session_id for s in await store.all(parent=None)] == ["s2", "r1"]
+    assert await store.get("s1") == session("s1", "a1")
+    assert await store.get("r1") == session("r1", None)
+    assert [s.session_id for s in (await store.page(parent=None, where=("agent_id", "a1"))).items] == ["s1", "s3"]
+    assert [s.session_id for s in await store.all(parent=None)] == ["s1", "s2", "s3", "r1"]
+    with pytest.raises(ConflictError, match="session 's1' already exists"):
+        await store.create(session("s1", "a2"))
+    found = await store.find("s1")
+    assert found is not None and found.rec.at == WHEN.timestamp()  # created when it started
 
 
 async def offset_pages(records: Records[Agent], access: Access, who: Principal, size: int) -> list[list[str]]:
@@ -124,19 +110,18 @@ async def test_a_callers_pages_hold_only_what_the_policy_lets_it_read(kernel: Ke
 async def test_an_agents_sessions_page_filters_by_owner(kernel: Kernel) -> None:
     access = Access(AccessPolicy())
     await agents(kernel).create(agent("a1"), owner=access.owner(ALICE))
-    store: SessionRecords = sessions(kernel)
+    store = sessions(kernel)
     for n in range(5):
         who = ALICE if n % 2 == 0 else BOB
         await store.create(session(f"s{n}", "a1"), owner=access.owner(who))
-    mine = access.filter(ALICE, "read", SESSION)
-    first = await store.page(parent="a1", allow=mine, limit=2)
+    await store.create(session("elsewhere", "a2"), owner=access.owner(ALICE))
+    mine, of_a1 = access.filter(ALICE, "read", SESSION), ("agent_id", "a1")
+    first = await store.page(parent=None, where=of_a1, allow=mine, limit=2)
     assert ([s.session_id for s in first.items], first.has_more) == (["s0", "s2"], True)
-    rest = await store.page(parent="a1", allow=mine, offset=2, limit=2)
+    rest = await store.page(parent=None, where=of_a1, allow=mine, offset=2, limit=2)
     assert ([s.session_id for s in rest.items], rest.has_more) == (["s4"], False)
-    assert [s.session_id for s in await store.all(parent="a1", allow=access.filter(BOB, "read", SESSION))] == [
-        "s1",
-        "s3",
-    ]
+    bobs = await store.page(parent=None, where=of_a1, allow=access.filter(BOB, "read", SESSION))
+    assert [s.session_id for s in bobs.items] == ["s1", "s3"]
 
 
 async def test_the_agents_service_reads_a_callers_page_among_others_agents_in_one_round_trip(kernel: Kernel) -> None:

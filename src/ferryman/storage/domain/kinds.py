@@ -17,8 +17,11 @@ SHIELD = Kind("shield")
 """A shield registered at run time."""
 AGENT = Kind("agent")
 """An agent (``POST /v1/agents``): its config, never changed once created."""
-SESSION = Kind("session", parents=("agent",))
-"""A session: under its agent, or a root (parent "") when the Responses or Conversations API opened it."""
+SESSION = Kind("session", indexes=("agent_id",))
+"""A session's own fields (``SessionRecord``), owned by its creator; a root, listed by agent (none when the
+Responses or Conversations API opened it, ``HELD_AGENT`` for a holder of forks' shared turns). Its turns and
+running state are the turn store's, under its anchor of the same id, created and deleted with the record; an
+agent's deletion deletes them one by one, as it always has, so a session opened beside it is not orphaned."""
 API_KEY = Kind("api_key", noun="API key", indexes=("key_hash",))
 """An API key, by its name; found by the hash of the key on every request."""
 USAGE = Kind("usage")
