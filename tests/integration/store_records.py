@@ -48,6 +48,7 @@ from ferryman.storage.base import (
     TurnRecord,
 )
 from ferryman.storage.domain.agents import agents, sessions
+from ferryman.storage.domain.responses import response_heads
 from ferryman.storage.kernel.model import PageOf
 
 
@@ -89,6 +90,16 @@ async def sessions_of(
 ) -> PageOf[SessionRecord]:
     """A page of an agent's sessions' records in creation order, as the services list them."""
     return await sessions(store.kernel).page(parent=None, where=("agent_id", agent_id), offset=start_index, limit=limit)
+
+
+async def listed_responses(
+    store: Store, after: str | None, limit: int, order: str, conversation_id: str | None = None
+) -> PageOf[ResponseRecord]:
+    """A page of responses as the services list them: their records' page, then the responses read whole."""
+    where = None if conversation_id is None else ("conversation_id", conversation_id)
+    heads = await response_heads(store.kernel).page(where=where, after=after, limit=limit, desc=order == "desc")
+    found = await store.responses_by_id([head.response_id for head in heads.items])
+    return PageOf(found, heads.has_more)
 
 
 def lease(seconds: float = 60.0) -> datetime:

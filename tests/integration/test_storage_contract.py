@@ -24,6 +24,7 @@ from store_records import (
     inference,
     item_ids,
     lease,
+    listed_responses,
     new_agent,
     new_conversation,
     new_response,
@@ -78,6 +79,7 @@ from ferryman.storage.base import (
 from ferryman.storage.domain import registry
 from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.conversations import conversations
+from ferryman.storage.domain.responses import response_heads
 from ferryman.storage.domain.kinds import AGENT
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Get
@@ -661,7 +663,7 @@ async def test_delete_turn_of_a_response_deletes_the_response_and_its_input_item
         await store.get_response(record.response.id)
     assert await store.all_items(record.response.id) == []
     assert [item.id for item in await store.all_items(conversation.conversation_id)] == [earlier.id]
-    assert (await store.list_responses(None, 10, "asc", conversation.conversation_id)).items == []
+    assert (await listed_responses(store, None, 10, "asc", conversation.conversation_id)).items == []
 
 
 # ---- turns: steps ------------------------------------------------------------------
@@ -1283,20 +1285,39 @@ async def test_a_response_ending_after_its_conversation_was_deleted_leaves_it_no
 
 async def test_responses_list_in_creation_order_by_pages(store: Store) -> None:
     ids = [(await new_response(store, f"q{n}"))[0].response.id for n in range(3)]
-    first = await store.list_responses(None, 2, "asc")
+    first = await listed_responses(store, None, 2, "asc")
     assert [r.response.id for r in first.items] == ids[:2] and first.has_more
-    rest = await store.list_responses(ids[1], 2, "asc")
+    rest = await listed_responses(store, ids[1], 2, "asc")
     assert [r.response.id for r in rest.items] == ids[2:] and not rest.has_more
-    newest = await store.list_responses(None, 10, "desc")
+    newest = await listed_responses(store, None, 10, "desc")
     assert [r.response.id for r in newest.items] == ids[::-1] and not newest.has_more
-    older = await store.list_responses(ids[1], 10, "desc")
+    older = await listed_responses(store, ids[1], 10, "desc")
     assert [r.response.id for r in older.items] == ids[:1] and not older.has_more
+
+
+async def test_responses_are_read_by_id_in_the_order_asked(store: Store) -> None:
+    first, _ = await new_response(store, "a")
+    second, _ = await new_response(store, "b")
+    assert await store.responses_by_id([second.response.id, "resp_missing", first.response.id]) == [second, first]
+    assert await store.responses_by_id([]) == []
+
+
+async def test_a_response_is_deleted_with_its_record(store: Store) -> None:
+    conversation = await new_conversation(store)
+    own, _ = await new_response(store, "q")
+    talked, _ = await new_response(store, "q", conversation=conversation)
+    for record in (own, talked):
+        assert await response_heads(store.kernel).find(record.response.id) is not None
+        await store.delete_response(record.response.id)
+        assert await response_heads(store.kernel).find(record.response.id) is None
+    assert await stored_session(store, own.session_id) is None  # its own session went with it
+    assert (await listed_responses(store, None, 10, "asc", conversation.conversation_id)).items == []
 
 
 async def test_listed_responses_are_whole_records(store: Store) -> None:
     conversation = await new_conversation(store)
     record, _ = await new_response(store, "q", conversation=conversation, background=True)
-    assert (await store.list_responses(None, 10, "asc")).items == [record]
+    assert (await listed_responses(store, None, 10, "asc")).items == [record]
 
 
 async def test_deleting_a_response_without_conversation_deletes_its_turn_and_session(store: Store) -> None:
@@ -1313,7 +1334,7 @@ async def test_deleting_a_response_without_conversation_deletes_its_turn_and_ses
     ghost = SessionRecord(record.session_id, None, "response", utcnow())
     with pytest.raises(NotFoundError):
         await store.start_turn(turn_of(ghost, "again"), [user("again")])
-    assert [r.response.id for r in (await store.list_responses(None, 10, "asc")).items] == [kept.response.id]
+    assert [r.response.id for r in (await listed_responses(store, None, 10, "asc")).items] == [kept.response.id]
     with pytest.raises(NotFoundError):
         await store.delete_response(record.response.id)
 
@@ -1379,7 +1400,7 @@ async def test_a_response_failed_by_the_sweep_and_finished_after_reads_as_finish
     await store.finish_response(finished(running, "late answer"), [], [])
     late = (await store.get_response(running.response.id)).response
     assert (late.status, late.error) == ("completed", None)
-    assert [record.response.id for record in (await store.list_responses(None, 10, "asc")).items] == [
+    assert [record.response.id for record in (await listed_responses(store, None, 10, "asc")).items] == [
         running.response.id
     ]
 

@@ -55,15 +55,18 @@ class CheckedRecords(Generic[T]):
         """The value of the record, once ``who`` is allowed ``action`` on it (see :meth:`stored`)."""
         return (await self.stored(who, record_id, action)).value
 
-    async def page(self, who: Principal | None, after: str | None, limit: int, order: str) -> PageOf[T]:
+    async def page(
+        self, who: Principal | None, after: str | None, limit: int, order: str, where: tuple[str, str] | None = None
+    ) -> PageOf[T]:
         """One page of the records ``who`` may read (filtered in the kernel's query), by creation, after the
-        cursor's record, which is read in the same trip.
+        cursor's record, which is read in the same trip; with ``where``, only those whose indexed field holds
+        that value.
 
         Raises:
             NotFoundError: the cursor names no record ``who`` may read.
         """
         allow = self.access.filter(who, "read", self.kind)
-        page = ops.Page(self.kind, allow=allow, after=after, limit=limit, desc=order == "desc")
+        page = ops.Page(self.kind, where=where, allow=allow, after=after, limit=limit, desc=order == "desc")
         found = await read_page(self.records.kernel, self.access, who, page)
         return PageOf([self.records.stored(rec).value for rec in found.items], found.has_more)
 

@@ -2,9 +2,10 @@
 
 Every method of the storage protocol has an entry in :data:`RULES` saying what
 it does to which record: creates stamp the caller (``current_principal``) as
-the record's owner in the backend's :class:`OwnershipStore`; reads, updates
-and deletes check the policy against that owner; lists keep only what the
-caller may read. A record the caller may not read is reported missing
+the record's owner (in the backend's :class:`OwnershipStore`, or in the kernel
+record of a session or response, which its backend writes in the same
+transaction); reads, updates and deletes check the policy against that owner;
+the lists left here keep only what the caller may read. A record the caller may not read is reported missing
 (``NotFoundError``), whatever the call; one it may read but not change is a
 ``ForbiddenError`` (403), and so is a create the policy forbids (Llama Stack's
 answer). Child records follow their parent: a session's turns, steps and
@@ -24,9 +25,9 @@ here, and an owner read back into the principal the policy judges.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from cachetools import LRUCache
 
@@ -36,22 +37,20 @@ from ferryman.auth.filters import owner_of as stored_owner
 from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
 from ferryman.errors import ForbiddenError, NotFoundError
-from ferryman.storage.base import Page, ResponseRecord, Store
-from ferryman.storage.domain.kinds import CONVERSATION, SESSION
+from ferryman.storage.base import Store
+from ferryman.storage.domain.kinds import CONVERSATION, RESPONSE, SESSION
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import Owner
 
 from .acting_owner import stored_principal
 
-T = TypeVar("T")
 Args = dict[str, Any]
 Target = Callable[[Args], "tuple[str, str] | None"]
 """The ``(kind, id)`` of the record a call touches, from its arguments by name (None: no record)."""
 
-_PAGE_BATCH = 100
 _KEPT_OWNERS = 10_000
 """How many owners of records whose owner never changes (:data:`_FIXED_OWNERS`) a store keeps in memory."""
-_RECORD_OWNED = {kind.name: kind for kind in (CONVERSATION, SESSION)}
+_RECORD_OWNED = {kind.name: kind for kind in (CONVERSATION, SESSION, RESPONSE)}
 """Kinds whose owner is stored in their kernel record (their other calls are still checked here)."""
 _FIXED_OWNERS = frozenset({"session", "turn"})
 """Kinds whose ids the server makes, never reused, and whose owner is stamped once: a kept owner stays true (a
@@ -181,7 +180,7 @@ RULES: dict[str, Rule] = {
     "start_response": Create(_started_response, _started_in, "update", stamped=True, along=(_opened_session, _started_turn)),  # noqa: E501
     "finish_response": Act("update", _response_of),
     "get_response": Act("read", _response),
-    "list_responses": Listing(),
+    "responses_by_id": Beneath(),  # a page of the responses' records, filtered by ResponseReads.list
     "turn_response": Act("read", _session),
     "delete_response": Act("delete", _response),
     "events_after": Act("read", _response),
@@ -367,40 +366,6 @@ class OwnedStore:
         """Full turns of those of the sessions that are readable."""
         readable = await self._readable("session", session_ids)
         return await self.inner.list_turns([s for s in session_ids if s in readable], turn_ids)
-
-    async def list_responses(
-        self, after: str | None, limit: int, order: str, conversation_id: str | None = None
-    ) -> Page[ResponseRecord]:
-        """Readable responses (of a readable conversation, if given) after the cursor (honest has_more)."""
-        if conversation_id is not None:
-            await self.check("read", "conversation", conversation_id)
-
-        async def fetch(cursor: str | None, count: int) -> Page[ResponseRecord]:
-            return await self.inner.list_responses(cursor, count, order, conversation_id)
-
-        return await self._cursor_page("response", fetch, lambda r: r.response.id, after, limit)
-
-    async def _cursor_page(
-        self,
-        kind: str,
-        fetch: Callable[[str | None, int], Awaitable[Page[T]]],
-        key: Callable[[T], str],
-        after: str | None,
-        limit: int,
-    ) -> Page[T]:
-        if current_principal.get() is None:
-            return await fetch(after, limit)
-        if after:
-            await self.check("read", kind, after)
-        kept: list[T] = []
-        cursor = after
-        while True:
-            page = await fetch(cursor, max(limit + 1, _PAGE_BATCH))
-            readable = await self._readable(kind, [key(item) for item in page.items])
-            kept.extend(item for item in page.items if key(item) in readable)
-            if len(kept) > limit or not page.has_more or not page.items:
-                return Page(kept[:limit], len(kept) > limit)
-            cursor = key(page.items[-1])
 
 
 async def authorize(store: Store, action: Action, kind: str, record_id: str) -> None:

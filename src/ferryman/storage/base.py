@@ -363,7 +363,8 @@ class ResponseStore(Protocol):
     ) -> None:
         """Store a new response with everything it starts with, in one transaction (Redis: one script): the new
         session, if any; the turn, running or queued, with its messages, refused as ``start_turn`` refuses one;
-        the response with its input items; ``owner`` (None: none) as the owner of each, and ``settle``'s
+        the response with its input items and its kernel record; ``owner`` (None: none) as the owner of each
+        (the session's and the response's in their records), and ``settle``'s
         idempotency key outcome. A refused start stores nothing.
 
         Raises:
@@ -385,10 +386,9 @@ class ResponseStore(Protocol):
         """Return a response or raise NotFoundError."""
         ...
 
-    async def list_responses(
-        self, after: str | None, limit: int, order: str, conversation_id: str | None = None
-    ) -> Page[ResponseRecord]:
-        """Responses in creation order ``asc`` or ``desc`` (only those made in ``conversation_id``, if given)."""
+    async def responses_by_id(self, response_ids: list[str]) -> list[ResponseRecord]:
+        """The responses with these ids that exist, in the order given (a page of their kernel records, listed by
+        the services, read whole)."""
         ...
 
     async def turn_response(self, session_id: str, turn_id: str) -> str | None:
@@ -397,7 +397,7 @@ class ResponseStore(Protocol):
         ...
 
     async def delete_response(self, response_id: str) -> None:
-        """Delete a response (and the turn it ran as) or raise NotFoundError."""
+        """Delete a response, its record, and the turn (and session) it ran as, or raise NotFoundError."""
         ...
 
     async def events_after(self, response_id: str, after: int) -> list[StoredEvent]:

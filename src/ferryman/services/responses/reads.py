@@ -13,9 +13,11 @@ from ferryman.api.responses import Item, ListedResponse, Response
 from ferryman.auth.principal import current_principal
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import ConversationRecord, Page, StoredEvent
+from ferryman.storage.domain.responses import response_heads
 
 from ..checked_records import CheckedRecords
 from ..host import TurnHost
+from ..owned_store import beneath
 from .history import HistoryCache
 from .included import shown_events, shown_items, shown_response
 from .runs import LiveResponse, stream
@@ -38,6 +40,7 @@ class ResponseReads:
         self._store = host.store
         self._cache = cache
         self._conversations = conversations
+        self._heads = CheckedRecords(response_heads(host.store.kernel), conversations.access)
 
     async def conversation(self, conversation_id: str) -> ConversationRecord:
         """A conversation the caller may read.
@@ -153,12 +156,15 @@ class ResponseReads:
         Raises:
             NotFoundError: the conversation is missing, or the caller may not read it.
         """
+        who = current_principal.get()
         if conversation_id is not None:
             await self.conversation(conversation_id)
-        page = await self._store.list_responses(after, limit, order, conversation_id)
+        where = None if conversation_id is None else ("conversation_id", conversation_id)
+        page = await self._heads.page(who, after, limit, order, where)
+        store = beneath(self._store)  # the page holds only what the caller may read
         listed = []
-        for record in page.items:
-            inputs = await self._store.all_items(record.response.id)
+        for record in await store.responses_by_id([head.response_id for head in page.items]):
+            inputs = await store.all_items(record.response.id)
             response = ListedResponse.model_validate({**dict(record.response), "input": inputs})
             listed.append(shown_response(response, None))
         return Page(listed, page.has_more)

@@ -68,6 +68,10 @@ CONVERSATION = Kind("conversation")
 """A conversation (``ConversationRecord``), owned by its creator; a root, listed in creation order. Its items
 and the anchor a response's start holds are the responses store's, under the same id, created and deleted with
 the record."""
+RESPONSE = Kind("response", indexes=("conversation_id",))
+"""A stored response's listing record (``ResponseHead``: its id, its conversation, its creation time), owned by its
+creator; a root, listed in creation order, or by conversation. The response itself (its wire form, events, input
+items and turn) is the responses store's, under the same id, written and deleted with the record."""
 FORK = Kind("fork", indexes=("source",))
 """A fork's lineage, by the fork's id (a session's, a conversation's, or a holder's of a deleted original's kept
 part): the session or conversation it shares history with (``source``) and the last turn or item it shares;
@@ -94,6 +98,7 @@ SCHEMA = Schema(
         FILE,
         VECTOR_STORE,
         CONVERSATION,
+        RESPONSE,
     ]
 )
 """The kinds every backend's kernel stores."""

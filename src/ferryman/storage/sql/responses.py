@@ -12,14 +12,14 @@ from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from .. import codec
 from ..base import ConversationRecord, KeySettlement, Page, ResponseRecord, ResponseStart, StoredEvent
 from ..domain.conversations import conversations
-from ..domain.kinds import CONVERSATION
+from ..domain.kinds import CONVERSATION, RESPONSE
+from ..domain.responses import head_of, response_heads
 from ..kernel import ops
 from ..kernel.model import Owner
 from ..rows import ITEM, RESPONSE_COLUMNS, response_record
 from .agents import insert_session, remove_session
 from .history import changed
 from .idempotency import claimed, settled
-from .owners import stamp_owner
 from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 from .turns import insert_turn
 
@@ -66,13 +66,15 @@ def _upsert_response(record: ResponseRecord) -> Work[None]:
     )
 
 
-def _insert_response(record: ResponseRecord, items: Sequence[Item], owner: Owner | None) -> Work[None]:
-    """Store (or update) a response, its input items and its owner (None: none), in the unit that yields from this."""
+def _insert_response(
+    kernel: SqlKernel, record: ResponseRecord, items: Sequence[Item], owner: Owner | None
+) -> Work[None]:
+    """Store a new response, its input items and its record with its owner (None: none), in the unit that yields
+    from this."""
+    yield from kernel.writes_within([response_heads(kernel).put(head_of(record), owner=owner)])
     yield from _upsert_response(record)
     if items:
         yield from _insert_items(record.response.id, list(items))
-    if owner is not None:
-        yield from stamp_owner("response", record.response.id, owner)
 
 
 def _row_id(sql: str, missing: str, **params: str) -> Work[int]:
@@ -218,7 +220,7 @@ class ResponseTables:
             if start.session is not None:
                 yield from insert_session(self.kernel, start.session, owner)
             yield from insert_turn(d, start.turn, start.messages, owner)
-            yield from _insert_response(start.record, start.items, owner)
+            yield from _insert_response(self.kernel, start.record, start.items, owner)
             yield from settled(d, settle)
 
         await self._db.write(work())
@@ -253,31 +255,19 @@ class ResponseTables:
             raise NotFoundError(f"response '{response_id}' not found")
         return response_record(row)
 
-    async def list_responses(
-        self, after: str | None, limit: int, order: str, conversation_id: str | None = None
-    ) -> Page[ResponseRecord]:
-        """A page of responses (of one conversation, if given)."""
-        scope = "" if conversation_id is None else " AND conversation_id = :conversation_id"
-
-        def work() -> Work[list[Row]]:
-            cursor_id = None
-            if after:
-                sql = f"SELECT id FROM responses WHERE response_id = :response_id{scope}"  # noqa: S608
-                cursor_id = yield from _row_id(
-                    sql, f"'{after}' not found", response_id=after, conversation_id=conversation_id or ""
-                )
-            bound, direction = _page(cursor_id, order == "desc")
-            found: list[Row] = yield rows(
-                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE TRUE{scope}{bound} "  # noqa: S608
-                f"ORDER BY id {direction} LIMIT :limit",
-                cursor=cursor_id,
-                conversation_id=conversation_id,
-                limit=limit + 1,
+    async def responses_by_id(self, response_ids: list[str]) -> list[ResponseRecord]:
+        """The responses with these ids that exist, in the order given."""
+        if not response_ids:
+            return []
+        d = self._db.dialect
+        found = await self._db.read(
+            rows(
+                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE {d.any_of('response_id', 'ids')}",  # noqa: S608
+                ids=d.array(sorted(set(response_ids))),
             )
-            return found
-
-        found = await self._db.read(work())
-        return Page([response_record(r) for r in found[:limit]], len(found) > limit)
+        )
+        by_id = {record.response.id: record for record in map(response_record, found)}
+        return [by_id[response_id] for response_id in response_ids if response_id in by_id]
 
     async def turn_response(self, session_id: str, turn_id: str) -> str | None:
         """The response the session's turn runs for (``turn_id`` is unique: an index read)."""
@@ -304,6 +294,7 @@ class ResponseTables:
                 yield from changed(row[1])
             yield count("DELETE FROM items WHERE owner = :response_id", response_id=response_id)
             yield count("DELETE FROM responses WHERE response_id = :response_id", response_id=response_id)
+            yield from self.kernel.writes_within([ops.Delete(RESPONSE, response_id)])
             if row[2] is None:
                 yield from remove_session(self.kernel, row[1])
             else:
