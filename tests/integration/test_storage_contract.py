@@ -79,8 +79,8 @@ from ferryman.storage.base import (
 from ferryman.storage.domain import registry
 from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.conversations import conversations
-from ferryman.storage.domain.responses import response_heads
 from ferryman.storage.domain.kinds import AGENT
+from ferryman.storage.domain.responses import response_heads
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Get
 
