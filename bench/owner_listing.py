@@ -1,13 +1,15 @@
 """``python -m bench.owner_listing``: a caller's page of records among many of another caller, per backend.
 
 Issue #22 asks that, with auth on, a page of 20 among N records of other principals cost at most 1.5x the
-same page with auth off. This measures it for agents, files, vector stores and conversations (``--kinds``)
-on each backend (SQLite always; PostgreSQL and Redis when their URLs are given). Files are listed through
-``FileService.list``, what ``GET /v1/files`` runs (newest first, the caller's filter in the kernel's query);
-vector stores through ``VectorStoreService.list``, what ``GET /v1/vector_stores`` runs (the same, then one
-read of the page's attachment counts); conversations through ``ConversationService.listing``, what
-``GET /v1/conversations`` runs. Their records are seeded through the kernel, without the chunk index's or the
-items' rows, which a list does not read. Agents are listed on the
+same page with auth off. This measures it for agents, files, vector stores, conversations and an agent's
+sessions (``--kinds``) on each backend (SQLite always; PostgreSQL and Redis when their URLs are given). Files
+are listed through ``FileService.list``, what ``GET /v1/files`` runs (newest first, the caller's filter in the
+kernel's query); vector stores through ``VectorStoreService.list``, what ``GET /v1/vector_stores`` runs (the
+same, then one read of the page's attachment counts); conversations through ``ConversationService.listing``,
+what ``GET /v1/conversations`` runs; an agent's sessions through ``SessionReads.page``, the page
+``GET /v1/agents/{id}/sessions`` lists before it reads their turns (every seeded session is one agent's, found by
+the kind's agent index). Their records are seeded through the kernel, without the chunk index's, the items' or
+the sessions' anchors' rows, which a list does not read. Agents are listed on the
 ``kernel`` path that ``GET /v1/agents`` runs since slice C:
 ``storage.domain.agents`` over the backend's kernel, the caller's access filter passed in the kernel ``Page``
 (a ``WHERE`` on the owner terms, a per-term sorted set on Redis). The ``owned`` path it was compared with (the
@@ -46,9 +48,10 @@ from ferryman.services.checked_records import CheckedRecords
 from ferryman.services.files import FileService, new_file_id
 from ferryman.services.owned_store import owned
 from ferryman.services.responses.conversations import ConversationService
+from ferryman.services.session_reads import SessionReads
 from ferryman.services.vector_stores import VectorStoreService
-from ferryman.storage.base import ConversationRecord, Store
-from ferryman.storage.domain.agents import agents
+from ferryman.storage.base import ConversationRecord, SessionRecord, Store
+from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import AGENT
@@ -64,7 +67,9 @@ ME = Principal(PrincipalKind.API_KEY, "me")
 OTHER = Principal(PrincipalKind.API_KEY, "other")
 PAGE = 20
 BATCH = 500
-KINDS = ("agent", "file", "vector_store", "conversation")
+KINDS = ("agent", "file", "vector_store", "conversation", "session")
+SHARED_AGENT = "agent_shared"
+"""The agent every seeded session belongs to (sessions of callers who may all read it)."""
 
 
 def _agent() -> Agent:
@@ -98,6 +103,8 @@ def _conversation() -> ConversationRecord:
 
 
 def _put(store: Store, kind: str, owner: Owner | None) -> ops.Put:
+    if kind == "session":
+        return sessions(store.kernel).put(SessionRecord(new_id(), SHARED_AGENT, "talk", utcnow()), owner=owner)
     if kind == "agent":
         return agents(store.kernel).put(_agent(), owner=owner)
     if kind == "file":
@@ -123,11 +130,15 @@ async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dic
     uploads = FileService(store.kernel, access, store, MemoryBlobStore())
     stores = VectorStoreService(store, store.kernel, access, ModelRouter([]), uploads)
     talks = ConversationService(owned(store), CheckedRecords(conversations(store.kernel), access))
+    opened = SessionReads(store.kernel, access)
 
     async def listed(who: Principal | None) -> None:
         if kind == "agent":
             page = await records.page(allow=access.filter(who, "read", AGENT), offset=0, limit=PAGE)
             assert len(page.items) == PAGE
+            return
+        if kind == "session":
+            assert len((await opened.page(who, SHARED_AGENT, 0, PAGE)).items) == PAGE
             return
         with acting_as(who):
             if kind == "file":

@@ -47,7 +47,8 @@ from ferryman.storage.base import (
     Store,
     TurnRecord,
 )
-from ferryman.storage.domain.agents import agents
+from ferryman.storage.domain.agents import agents, sessions
+from ferryman.storage.kernel.model import PageOf
 
 
 def user(text: str) -> UserMessage:
@@ -75,6 +76,19 @@ async def new_session(store: Store, agent_id: str | None, name: str = "session")
     session = SessionRecord(new_id(), agent_id, name, utcnow())
     await store.create_session(session)
     return session
+
+
+async def stored_session(store: Store, session_id: str) -> SessionRecord | None:
+    """A session's record, as the services read it (None: missing)."""
+    found = await sessions(store.kernel).find(session_id)
+    return None if found is None else found.value
+
+
+async def sessions_of(
+    store: Store, agent_id: str, start_index: int = 0, limit: int | None = None
+) -> PageOf[SessionRecord]:
+    """A page of an agent's sessions' records in creation order, as the services list them."""
+    return await sessions(store.kernel).page(parent=None, where=("agent_id", agent_id), offset=start_index, limit=limit)
 
 
 def lease(seconds: float = 60.0) -> datetime:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from storage_backends import BACKENDS
+from store_records import sessions_of
 
 from ferryman.api.agents import AgentConfig, CreateTurnRequest
 from ferryman.api.content import UserMessage
@@ -49,7 +50,7 @@ async def test_a_session_stored_after_its_agent_was_deleted_is_undone(backend: s
         with pytest.raises(NotFoundError, match="agent"):
             await opening
         store.create_session = create  # type: ignore[method-assign]
-        assert (await store.list_sessions(agent_id, 0, None)).items == []
+        assert (await sessions_of(store, agent_id)).items == []
 
 
 async def test_a_fork_needs_the_agent_readable(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ async def test_a_fork_needs_the_agent_readable(tmp_path: Path) -> None:
             assert (await agents.get_session(agent_id, session_id, None)).session_id == session_id
             with pytest.raises(NotFoundError, match="agent"):
                 await agents.fork_session(agent_id, session_id, live.turn_id, None)
-        assert [s.session_id for s in (await store.list_sessions(agent_id, 0, None)).items] == [session_id]
+        assert [s.session_id for s in (await sessions_of(store, agent_id)).items] == [session_id]
 
 
 async def test_an_agent_read_while_it_is_deleted_is_not_kept_in_the_cache(tmp_path: Path) -> None:

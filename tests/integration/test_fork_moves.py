@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fork_app import App, app_fixture, texts  # noqa: F401  (fixtures)
 from integration_helpers import session_url
+from store_records import sessions_of
 
 from ferryman.services.forks import HELD_AGENT
 from ferryman.storage.domain.forks import Lineage, Lineages
@@ -93,7 +94,7 @@ async def test_a_copy_on_delete_cut_short_leaves_every_fork_whole_and_no_lineage
     assert texts(await app.prompt(2)) == ["a", "re: a", "b"]
     for fork in (below, first, second):
         assert (await app.http.delete(session_url(agent_id, fork))).status_code == 200
-    assert (await app.store.list_sessions(HELD_AGENT, 0, None)).items == []
+    assert (await sessions_of(app.store, HELD_AGENT)).items == []
     assert (await lineages.records.page(parent="")).items == []
 
 
@@ -138,8 +139,8 @@ async def test_a_holder_no_fork_came_to_share_goes_with_the_failed_delete(
     monkeypatch.setattr(Lineages, "change", dies)
     assert (await app.http.delete(session_url(agent_id, session_id))).status_code == 500
     monkeypatch.setattr(Lineages, "change", change)
-    assert (await app.store.list_sessions(HELD_AGENT, 0, None)).items == []
+    assert (await sessions_of(app.store, HELD_AGENT)).items == []
     assert [lineage.id for lineage in (await lineages.records.page(parent="")).items] == [fork]
     assert (await app.http.delete(session_url(agent_id, session_id))).status_code == 200
     assert _inputs(await app.session(agent_id, fork)) == ["a"]
-    assert len((await app.store.list_sessions(HELD_AGENT, 0, None)).items) == 1
+    assert len((await sessions_of(app.store, HELD_AGENT)).items) == 1

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from fork_app import WAIT_SECONDS, App, app_fixture, texts  # noqa: F401  (fixtures)
 from integration_helpers import assert_error, session_url
+from store_records import sessions_of
 
 from ferryman.services.forks import HELD_AGENT
 from ferryman.storage.domain.forks import Lineages
@@ -73,7 +74,7 @@ async def test_a_fork_made_while_its_original_is_deleted_is_refused(app: App) ->
     gate.opened.set()
     assert (await _answer(deleting)).status_code == 200
     assert [lineage.id for lineage in (await Lineages(app.store.kernel).records.page(parent="")).items] == []
-    assert (await app.store.list_sessions(HELD_AGENT, 0, None)).items == [], "a refused fork leaves no holder"
+    assert (await sessions_of(app.store, HELD_AGENT)).items == [], "a refused fork leaves no holder"
 
 
 async def test_a_fork_being_made_when_its_original_is_deleted_keeps_what_it_shares(app: App) -> None:
@@ -121,10 +122,10 @@ async def test_a_second_delete_at_once_is_refused_and_one_holder_is_made(app: Ap
     assert_error(await _answer(app.http.delete(session_url(agent_id, session_id))), 409, "conflict")
     gate.opened.set()
     assert (await _answer(first)).status_code == 200
-    (holder,) = (await app.store.list_sessions(HELD_AGENT, 0, None)).items
+    (holder,) = (await sessions_of(app.store, HELD_AGENT)).items
     assert (await Lineages(app.store.kernel).find(fork_id)).source == holder.session_id  # type: ignore[union-attr]
     assert (await app.http.delete(session_url(agent_id, fork_id))).status_code == 200
-    assert (await app.store.list_sessions(HELD_AGENT, 0, None)).items == []
+    assert (await sessions_of(app.store, HELD_AGENT)).items == []
 
 
 async def test_a_conversation_forked_while_it_is_deleted_is_refused(app: App) -> None:

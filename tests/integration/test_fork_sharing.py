@@ -9,13 +9,17 @@ from typing import Any, cast
 import pytest
 from fork_app import App, app_fixture, texts  # noqa: F401  (fixtures)
 from integration_helpers import assert_error, session_url, turn_url
+from store_records import sessions_of
 
+from ferryman.auth.policy import AccessPolicy
 from ferryman.auth.principal import acting_as
 from ferryman.errors import NotFoundError
 from ferryman.ids import utcnow
+from ferryman.services.access import Access
 from ferryman.services.conversation_forks import HELD_ITEMS
 from ferryman.services.fork_reads import ForkReads
 from ferryman.services.forks import HELD_AGENT, SessionForks
+from ferryman.services.session_reads import SessionReads
 from ferryman.storage.base import SessionRecord, Store
 from ferryman.storage.domain.forks import Lineages
 from ferryman.storage.kernel.model import Owner
@@ -101,7 +105,7 @@ async def test_deleting_the_original_keeps_its_forks_whole_and_the_holder_goes_w
     assert (await http.delete(session_url(agent_id, grandchild))).status_code == 200
     assert await _lineages(app) == [], "no fork shares the holders now: they went"
     with acting_as(None):
-        assert (await app.store.list_sessions(HELD_AGENT, 0, None)).items == []
+        assert (await sessions_of(app.store, HELD_AGENT)).items == []
 
 
 async def test_a_paused_kept_turn_is_copied_the_ended_ones_shared_and_a_decision_continues_the_fork(app: App) -> None:
@@ -236,7 +240,11 @@ async def test_a_fork_whose_original_is_deleted_while_it_is_made_is_not_found_an
     agent_id, session_id = await agent_and_session(app.http)
     (turn,) = await _turns(app, agent_id, session_id, "a")
     racing = cast(Store, _DeletedWhileForked(app.store, agent_id, session_id))
-    forks = SessionForks(racing, ForkReads(racing, Lineages(app.store.kernel)), lambda: utcnow() + timedelta(minutes=1))
+    reads, sessions = (
+        ForkReads(racing, Lineages(app.store.kernel)),
+        SessionReads(app.store.kernel, Access(AccessPolicy())),
+    )
+    forks = SessionForks(racing, reads, lambda: utcnow() + timedelta(minutes=1), sessions)
     with pytest.raises(NotFoundError):
         await forks.fork_session(agent_id, session_id, turn["turn_id"], None)
     assert (await app.http.get(f"/v1/agents/{agent_id}/sessions")).json()["data"] == []

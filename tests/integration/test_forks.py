@@ -16,10 +16,13 @@ from fork_app import App, app_fixture, texts  # noqa: F401  (fixtures)
 from integration_helpers import assert_error, session_url, tool_response, turn_url
 
 from ferryman.api.content import Message
+from ferryman.auth.policy import AccessPolicy
 from ferryman.errors import ConflictError
 from ferryman.ids import utcnow
+from ferryman.services.access import Access
 from ferryman.services.fork_reads import ForkReads
 from ferryman.services.forks import SessionForks
+from ferryman.services.session_reads import SessionReads
 from ferryman.storage.base import Store
 from ferryman.storage.domain.forks import Lineages
 from ferryman.testing import ScriptedReply
@@ -233,7 +236,8 @@ async def test_a_fork_refuses_a_kept_turn_resumed_while_it_is_read(app: App) -> 
     agent_id, session_id, paused = await _paused_agent(app)
     resumed_meanwhile = cast(Store, _ResumedWhileRead(app.store, paused["turn_id"]))
     reads = ForkReads(resumed_meanwhile, Lineages(app.store.kernel))
-    forks = SessionForks(resumed_meanwhile, reads, lambda: utcnow() + timedelta(minutes=1))
+    sessions = SessionReads(app.store.kernel, Access(AccessPolicy()))
+    forks = SessionForks(resumed_meanwhile, reads, lambda: utcnow() + timedelta(minutes=1), sessions)
     with pytest.raises(ConflictError, match="changed while"):
         await forks.fork_session(agent_id, session_id, paused["turn_id"], None)
     sessions = await app.http.get(f"/v1/agents/{agent_id}/sessions")

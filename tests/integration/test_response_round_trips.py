@@ -44,8 +44,8 @@ async def test_a_response_reaches_storage_once_before_its_model_call_and_twice_w
         items = await http.get(f"/v1/responses/{response_id}/input_items", headers=headers)
         stored = await beneath(services.store).get_response(response_id)
         owners = [
-            await beneath(services.store).owners_of("session", [stored.session_id]),
-            await beneath(services.store).owners_of("response", [response_id]),
+            await services.store.owners_of("session", [stored.session_id]),  # in the session's kernel record
+            await services.store.owners_of("response", [response_id]),
         ]
     assert [item["content"][0]["text"] for item in items.json()["data"]] == ["hi"]
     alice = Owner(PrincipalKind.API_KEY.value, "alice")

@@ -19,7 +19,7 @@ import asyncpg
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from legacy_agents import AGENT_OWNERS, AGENTS, ALICE, ORPHAN_AGENT, assert_agents_moved
+from legacy_agents import AGENT_OWNERS, AGENTS, ALICE, BOB, ORPHAN_AGENT, assert_agents_moved
 from legacy_agents import principal as agent_principal
 from legacy_conversations import (
     CONVERSATION_OWNERS,
@@ -45,6 +45,8 @@ from legacy_registries import (
     same_registration,
 )
 from legacy_schema import build_postgres, build_sqlite
+from legacy_sessions import ORPHAN_SESSION, SESSION_OWNERS, SESSIONS, assert_sessions_moved
+from legacy_sessions import owner_of as session_owner
 from legacy_vector_stores import ORPHAN_STORE, STORE_OWNERS, STORES, assert_vector_stores_moved, sql_rows
 from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, postgres_store
 
@@ -52,8 +54,9 @@ from ferryman.api.agents import Agent, AgentConfig
 from ferryman.api.content import CompletionMessage, UserMessage
 from ferryman.api.responses import Response
 from ferryman.errors import ConfigurationError
+from ferryman.storage import codec
 from ferryman.storage.base import ConversationRecord, IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
-from ferryman.storage.domain.agents import agents
+from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.kinds import MODEL
 from ferryman.storage.kernel.ops import Page
 from ferryman.storage.kernel.protocol import Kernel
@@ -65,7 +68,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0023_conversations_on_kernel"
+HEAD = "0024_sessions_on_kernel"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -314,6 +317,7 @@ async def test_the_schema_on_main_upgrades_in_place_with_its_rows_and_frames_bec
     await store.open()
     try:
         assert await agents(store.kernel).get(AGENT.agent_id) == AGENT
+        assert await sessions(store.kernel).get("sess_old") == SessionRecord("sess_old", "agent_old", "n", WHEN)
         [turn] = await store.list_turns(["sess_old"])
         assert (turn.turn_id, turn.status, turn.output_message, turn.input_messages) == (
             "turn_old",
@@ -613,11 +617,12 @@ async def test_agents_move_into_the_kernel_with_their_owners_and_sessions_lose_t
     await store.open()
     try:
         await assert_agents_moved(store.kernel)
-        assert [s.session_id for s in (await store.list_sessions("agent_zeta", 0, None)).items] == ["sess_0"]
-        # No key: a session names an agent the store never checks (the service checks the kernel).
-        await store.create_session(SessionRecord("sess_new", "agent_unknown", "s", WHEN))
+        page = await sessions(store.kernel).page(parent=None, where=("agent_id", "agent_zeta"))
+        assert [s.session_id for s in page.items] == ["sess_0"]
     finally:
         await store.close()
+    # No key: a session's anchor names an agent the store never checks (the service checks the kernel).
+    await database.query(_insert("sessions", session_id="sess_new", agent_id="agent_unknown"))
     assert await database.revision() == [HEAD]
     assert "agents" not in await database.tables()
     assert await _session_keys(database) == []
@@ -629,9 +634,9 @@ async def test_agents_go_down_to_their_table_and_up_again(database: Database) ->
     for row in agent_rows():
         await database.query(row)
     await database.migrate("head", False)
-    await database.query(
-        _insert("sessions", session_id="sess_orphan", agent_id="agent_gone", session_name="s", started_at="2025-03-01")
-    )
+    orphan = SessionRecord("sess_orphan", "agent_gone", "s", WHEN)
+    await _check_kernel(database, lambda kernel: sessions(kernel).create(orphan))
+    await database.query(_insert("sessions", session_id="sess_orphan", agent_id="agent_gone"))
     inputs, stamp = json.dumps([QUESTION.model_dump(mode="json")]), WHEN.isoformat()
     for row in (
         _insert("turns", turn_id="turn_orphan", session_id="sess_orphan", agent_id="agent_gone", status="completed",
@@ -835,7 +840,7 @@ CONVERSATION_KEPT = (
     "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
     "SELECT id, item_id, owner, body FROM items ORDER BY id",
     "SELECT response_id, turn_id, session_id, conversation_id, status, body, created_at FROM responses",
-    "SELECT session_id, session_name FROM sessions ORDER BY id",
+    "SELECT id, session_id, agent_id FROM sessions ORDER BY id",
 )
 """What stays of the conversations: the anchor a response's start holds, their items, responses and sessions."""
 
@@ -929,13 +934,146 @@ async def test_conversations_go_down_to_their_table_and_up_again(database: Datab
     assert await _kept(database, CONVERSATION_KEPT) == before
 
 
+# -- sessions move into the kernel's records; their turns keep their anchor (0024) ----------------------------------
+
+BEFORE_SESSIONS = "0023_conversations_on_kernel"
+SESSION_KEPT = (
+    "SELECT id, session_id, agent_id, history_epoch FROM sessions ORDER BY id",
+    "SELECT id, turn_id, session_id, agent_id, status FROM turns ORDER BY id",
+    "SELECT id, session_id, turn_id, role, body FROM messages ORDER BY id",
+    "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
+    "SELECT kind, record_id, principal, owner FROM record_owners WHERE kind <> 'session' ORDER BY kind, record_id",
+)
+"""What stays of the sessions: the anchor (with its history epoch), and what names it or is owned beside it."""
+SESSION_RECORDS = (
+    "SELECT kind, id, parent, parent_seq, owner_key, owner, body, status, lease_until, at, k1, k2, k3, slot "
+    "FROM records WHERE kind = 'session' ORDER BY seq"
+)
+SESSION_TERMS = (
+    "SELECT r.id, t.term FROM record_terms t JOIN records r ON r.seq = t.seq WHERE t.kind = 'session' "
+    "ORDER BY r.id, t.term"
+)
+
+
+def _session_stamp(dialect: str, moment: datetime) -> str:
+    """A session's start as that version wrote it: ISO text in UTC on SQLite; PostgreSQL takes any offset."""
+    return moment.astimezone(UTC).isoformat() if dialect == "sqlite" else moment.isoformat()
+
+
+def session_rows(dialect: str) -> list[str]:
+    """Sessions (some owned) in creation order, each with its own history epoch, an orphan owner row, turns of
+    three (one a holder's of forks' history), messages of one, a conversation's anchor on the response's session,
+    and a turn's owner row, as the versions at ``0023_conversations_on_kernel`` wrote them."""
+    stamp = WHEN.isoformat()
+    found = [
+        _insert("sessions", session_id=s.session_id, agent_id=s.agent_id, session_name=s.session_name,
+                started_at=_session_stamp(dialect, s.started_at), history_epoch=n)
+        for n, s in enumerate(SESSIONS)
+    ]  # fmt: skip
+    owners = {**SESSION_OWNERS, ORPHAN_SESSION: SESSION_OWNERS["sess_zeta"]}
+    found += [
+        _insert(
+            "record_owners", kind="session", record_id=rid, principal=agent_principal(owner), owner=json.dumps(owner)
+        )
+        for rid, owner in owners.items()
+    ]
+    for turn_id, session_id, agent_id in (
+        ("turn_zeta", "sess_zeta", "agent_zeta"),
+        ("turn_resp", "sess_resp", None),
+        ("turn_held", "sess_held", "agent_zeta"),
+    ):
+        found.append(
+            _insert("turns", turn_id=turn_id, session_id=session_id, agent_id=agent_id, status="completed",
+                    input_messages="[]", overrides="{}", started_at=stamp)
+        )  # fmt: skip
+    found += [
+        _insert("messages", session_id="sess_zeta", turn_id="turn_zeta", role=m.role, body=m.model_dump_json())
+        for m in (QUESTION, ANSWER)
+    ]
+    found += [
+        _insert("conversations", conversation_id="conv_resp", session_id="sess_resp"),
+        _insert(
+            "record_owners", kind="turn", record_id="turn_zeta", principal=agent_principal(BOB), owner=json.dumps(BOB)
+        ),
+    ]
+    return found
+
+
+async def _sessions_at_0023(database: Database) -> list[list[tuple[Any, ...]]]:
+    """The sessions, their owners, turns and what else names them at 0023; what stays of them."""
+    await database.migrate(BEFORE_SESSIONS, False)
+    for row in session_rows(database.dialect):
+        await database.query(row)
+    before = await _kept(database, SESSION_KEPT)
+    assert all(before), before
+    return before
+
+
+async def test_sessions_move_into_the_kernel_with_their_owners_and_keep_their_anchor(database: Database) -> None:
+    before = await _sessions_at_0023(database)
+    await _check_kernel(database, assert_sessions_moved)
+    assert await database.revision() == [HEAD]
+    assert await _kept(database, SESSION_KEPT) == before  # anchors, turns, messages, conversations: all there
+    assert await _columns_of(database, "sessions") == ["id", "session_id", "agent_id", "history_epoch"]
+    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'session'") == []
+    # Roots, indexed by their agent (none for a session of no agent).
+    found = await database.query("SELECT id, parent, parent_seq, k1, k2, k3 FROM records WHERE kind = 'session'")
+    assert sorted(found) == sorted((s.session_id, "", None, s.agent_id, None, None) for s in SESSIONS)
+    if database.dialect == "sqlite":
+        assert await database.query("PRAGMA foreign_key_check") == []
+
+
+async def test_the_moved_sessions_are_the_records_the_application_writes(database: Database) -> None:
+    await _sessions_at_0023(database)
+    await database.migrate("head", False)
+    moved = [await database.query(SESSION_RECORDS), await database.query(SESSION_TERMS)]
+
+    async def rewrite(kernel: Kernel) -> None:
+        records = sessions(kernel)
+        for session in SESSIONS:
+            assert await records.delete(session.session_id)
+        for session in SESSIONS:
+            await records.create(session, owner=session_owner(session.session_id))
+
+    await _check_kernel(database, rewrite)
+    assert [await database.query(SESSION_RECORDS), await database.query(SESSION_TERMS)] == moved
+
+
+async def test_sessions_go_down_to_their_table_and_up_again(database: Database) -> None:
+    before = await _sessions_at_0023(database)
+    await database.migrate("head", False)
+    await database.migrate(BEFORE_SESSIONS, True)
+    rows = await database.query("SELECT session_id, agent_id, session_name, started_at FROM sessions ORDER BY id")
+    if database.dialect == "sqlite":  # its start as that version's store wrote it
+        assert [row[3] for row in rows] == [codec.dump_time(s.started_at) for s in SESSIONS]
+    started = [codec.require_time(row[3]) if isinstance(row[3], str) else row[3] for row in rows]
+    assert [SessionRecord(row[0], row[1], row[2], at) for row, at in zip(rows, started, strict=True)] == SESSIONS
+    if database.dialect == "postgres":  # as 0001 made them: no defaults (SQLite keeps those they were added with)
+        defaults = await database.query(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'sessions' "
+            "AND table_schema = current_schema() AND column_default IS NOT NULL ORDER BY column_name"
+        )
+        assert defaults == [("history_epoch",), ("id",)]
+    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'session'")
+    assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
+        rid: (agent_principal(owner), owner) for rid, owner in SESSION_OWNERS.items()
+    }
+    assert await database.query("SELECT id FROM records WHERE kind = 'session'") == []
+    assert await database.query("SELECT term FROM record_terms WHERE kind = 'session'") == []
+    assert await _kept(database, SESSION_KEPT) == before
+    await database.migrate("head", False)  # and up again: the same records, owners and terms
+    await _check_kernel(database, assert_sessions_moved)
+    assert await _kept(database, SESSION_KEPT) == before
+
+
 @pytest.mark.parametrize(
     ("before_move", "rows", "kept"),
     [
         (BEFORE_VECTOR_STORES, sql_rows("sqlite"), CHUNK_INDEX),
         (BEFORE_CONVERSATIONS, conversation_rows(), CONVERSATION_KEPT),
+        (BEFORE_SESSIONS, session_rows("sqlite"), SESSION_KEPT),
     ],
-    ids=["0021", "0023"],
+    ids=["0021", "0023", "0024"],
 )
 async def test_sqlite_keeps_what_names_a_moved_table_even_with_foreign_keys_enforced(
     tmp_path: Path, before_move: str, rows: list[str], kept: tuple[str, ...]

@@ -31,7 +31,9 @@ from store_records import (
     pause,
     response_start,
     said,
+    sessions_of,
     start,
+    stored_session,
     text_item,
     texts,
     turn_event,
@@ -60,6 +62,7 @@ from ferryman.api.responses import (
 )
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.ids import new_id, utcnow
+from ferryman.services.owned_store import owned
 from ferryman.storage.base import (
     ConversationRecord,
     ExpiredTurn,
@@ -73,6 +76,7 @@ from ferryman.storage.base import (
     TurnRecord,
 )
 from ferryman.storage.domain import registry
+from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.kinds import AGENT
 from ferryman.storage.kernel.model import Owner
@@ -102,12 +106,11 @@ async def test_deleting_each_session_of_an_agent_deletes_its_turns_steps_and_mes
     turn = await start(store, session, "q")
     step = await complete(store, turn, "a")
     kept_turn = await start(store, kept, "q")
-    for listed in (await store.list_sessions(agent.agent_id, 0, None)).items:
+    for listed in (await sessions_of(store, agent.agent_id)).items:
         await store.delete_session(agent.agent_id, listed.session_id)
     for gone in (session, second):
-        with pytest.raises(NotFoundError):
-            await store.get_session(agent.agent_id, gone.session_id)
-    assert (await store.list_sessions(agent.agent_id, 0, None)).items == []
+        assert await stored_session(store, gone.session_id) is None
+    assert (await sessions_of(store, agent.agent_id)).items == []
     assert await store.list_turns([session.session_id, second.session_id]) == []
     with pytest.raises(NotFoundError):
         await store.get_turn_record(session.session_id, turn.turn_id)
@@ -120,35 +123,43 @@ async def test_deleting_each_session_of_an_agent_deletes_its_turns_steps_and_mes
 async def test_a_session_is_stored_whatever_its_agent_id(store: Store) -> None:
     # No backend checks the agent: the service does, in the kernel, before it opens the session.
     session = await new_session(store, "agent_that_the_store_never_saw")
-    assert await store.get_session("agent_that_the_store_never_saw", session.session_id) == session
+    assert await stored_session(store, session.session_id) == session
 
 
 # ---- sessions ----------------------------------------------------------------
 
 
-async def test_session_reads_back_as_created(store: Store) -> None:
+async def test_a_session_reads_back_as_created_with_its_owner_in_its_record(store: Store) -> None:
     agent = await new_agent(store)
     session = await new_session(store, agent.agent_id, "my session")
-    found = await store.get_session(agent.agent_id, session.session_id)
+    found = await stored_session(store, session.session_id)
     assert found == session
-    assert found.started_at.tzinfo is not None
+    assert found is not None and found.started_at.tzinfo is not None
+    owned = SessionRecord(new_id(), agent.agent_id, "owned", utcnow())
+    await store.create_session(owned, owner=ALICE)
+    record = await sessions(store.kernel).find(owned.session_id)
+    assert record is not None and record.rec.owner == ALICE
+    assert await store.owners_of("session", [owned.session_id]) == {}  # none beside the record
 
 
-async def test_session_is_found_only_under_its_own_agent(store: Store) -> None:
+async def test_a_session_id_is_taken_once(store: Store) -> None:
+    session = await new_session(store, "agent")
+    with pytest.raises(ConflictError, match="already exists"):
+        await store.create_session(replace(session, session_name="again"))
+    assert await stored_session(store, session.session_id) == session
+
+
+async def test_a_session_is_deleted_only_by_its_own_agent(store: Store) -> None:
     owner = await new_agent(store)
     stranger = await new_agent(store)
     session = await new_session(store, owner.agent_id)
     with pytest.raises(NotFoundError):
-        await store.get_session(stranger.agent_id, session.session_id)
-    with pytest.raises(NotFoundError):
         await store.delete_session(stranger.agent_id, session.session_id)
-    assert await store.get_session(owner.agent_id, session.session_id) == session
+    assert await stored_session(store, session.session_id) == session
 
 
 async def test_unknown_session_is_not_found(store: Store) -> None:
     agent = await new_agent(store)
-    with pytest.raises(NotFoundError):
-        await store.get_session(agent.agent_id, new_id())
     with pytest.raises(NotFoundError):
         await store.delete_session(agent.agent_id, new_id())
 
@@ -158,7 +169,8 @@ async def test_session_of_no_agent_runs_turns_and_is_listed_under_no_agent(store
     session = await new_session(store, None, "response")
     turn = await start(store, session, "q")
     assert (await store.get_turn_record(session.session_id, turn.turn_id)).agent_id is None
-    assert (await store.list_sessions(agent.agent_id, 0, None)).items == []
+    assert (await sessions_of(store, agent.agent_id)).items == []
+    assert await stored_session(store, session.session_id) == session
 
 
 async def test_sessions_are_listed_per_agent_in_creation_order_by_pages(store: Store) -> None:
@@ -168,17 +180,12 @@ async def test_sessions_are_listed_per_agent_in_creation_order_by_pages(store: S
     for n in range(3):
         mine.append(await new_session(store, agent.agent_id, f"s{n}"))
         await new_session(store, other.agent_id)
-    first = await store.list_sessions(agent.agent_id, 0, 2)
+    first = await sessions_of(store, agent.agent_id, 0, 2)
     assert first.items == mine[:2] and first.has_more
-    last = await store.list_sessions(agent.agent_id, 2, 2)
+    last = await sessions_of(store, agent.agent_id, 2, 2)
     assert last.items == mine[2:] and not last.has_more
-    everything = await store.list_sessions(agent.agent_id, 0, None)
+    everything = await sessions_of(store, agent.agent_id)
     assert everything.items == mine and not everything.has_more
-
-
-async def test_sessions_of_an_unknown_agent_list_empty(store: Store) -> None:
-    page = await store.list_sessions(new_id(), 0, None)
-    assert page.items == [] and not page.has_more
 
 
 async def test_deleting_a_session_deletes_its_turns_only(store: Store) -> None:
@@ -189,15 +196,14 @@ async def test_deleting_a_session_deletes_its_turns_only(store: Store) -> None:
     step = await complete(store, turn, "a")
     kept_turn = await start(store, kept, "q2")
     await store.delete_session(agent.agent_id, session.session_id)
-    with pytest.raises(NotFoundError):
-        await store.get_session(agent.agent_id, session.session_id)
+    assert await stored_session(store, session.session_id) is None
     assert await store.list_turns([session.session_id]) == []
     with pytest.raises(NotFoundError):
         await store.get_turn_record(session.session_id, turn.turn_id)
     with pytest.raises(NotFoundError):
         await store.get_step(session.session_id, turn.turn_id, step.step_id)
     assert await store.load_history(session.session_id, turn.turn_id) == []
-    assert (await store.list_sessions(agent.agent_id, 0, None)).items == [kept]
+    assert (await sessions_of(store, agent.agent_id)).items == [kept]
     assert texts(await store.load_history(kept.session_id, kept_turn.turn_id)) == ["user:q2"]
     with pytest.raises(NotFoundError):
         await store.delete_session(agent.agent_id, session.session_id)
@@ -1163,8 +1169,8 @@ async def test_a_response_starts_with_its_session_turn_items_and_owner(store: St
     assert texts(await store.load_history(record.session_id, turn.turn_id)) == ["user:hello"]
     assert await store.all_items(record.response.id) == list(start.items)
     assert await store.session_queue(record.session_id) == [(turn.turn_id, "in_progress")]
-    owned = [(await store.owners_of(kind, [key])).get(key) for kind, key in _started(start)]
-    assert owned == [ALICE, ALICE, ALICE]
+    owners = [(await owned(store).owners_of(kind, [key])).get(key) for kind, key in _started(start)]
+    assert owners == [ALICE, ALICE, ALICE]
 
 
 async def test_a_response_in_a_conversation_starts_in_its_session(store: Store) -> None:
@@ -1203,14 +1209,14 @@ async def test_a_refused_response_start_stores_nothing(store: Store, refusal: st
     with pytest.raises(NotFoundError):
         await store.get_turn_record(start.record.session_id, start.turn.turn_id)
     assert await store.all_items(start.record.response.id) == []
-    assert [await store.owners_of(kind, [key]) for kind, key in _started(start)] == [{}, {}, {}]
+    assert [await owned(store).owners_of(kind, [key]) for kind, key in _started(start)] == [{}, {}, {}]
     if refusal == "item_repeated":  # nor its new session
         with pytest.raises(NotFoundError):
             await store.start_turn(replace(start.turn, turn_id=new_id()), [])
 
 
 def _started(start: ResponseStart) -> list[tuple[str, str]]:
-    """The kind and id of each record a response's start stores."""
+    """The kind and id of each record a response's start stores (the session's owner is in its kernel record)."""
     return [("session", start.record.session_id), ("turn", start.turn.turn_id), ("response", start.record.response.id)]
 
 

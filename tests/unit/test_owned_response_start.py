@@ -61,7 +61,8 @@ async def test_the_start_owns_and_audits_its_session_turn_and_response(
     with acting_as(ALICE):
         await owned(store).start_response(start)
 
-    assert [(await store.owners_of(kind, [key])).get(key) for kind, key in _records(start)] == [owner_of(ALICE)] * 3
+    found = [(await owned(store).owners_of(kind, [key])).get(key) for kind, key in _records(start)]
+    assert found == [owner_of(ALICE)] * 3
     assert audit_of(caught) == [("create", "sub:alice", "create", f"{kind}::{key}") for kind, key in _records(start)]
 
 
@@ -79,7 +80,7 @@ async def test_a_start_the_policy_forbids_in_part_stores_nothing(
     with acting_as(ALICE), pytest.raises(ForbiddenError, match="not allowed to create turn"):
         await owned(store, no_turns).start_response(start)
 
-    assert [await store.owners_of(kind, [key]) for kind, key in _records(start)] == [{}, {}, {}]
+    assert [await owned(store).owners_of(kind, [key]) for kind, key in _records(start)] == [{}, {}, {}]
     with pytest.raises(NotFoundError):
         await store.get_response(start.record.response.id)
     assert audit_of(caught) == [("denied", "sub:alice", "create", f"turn::{start.turn.turn_id}")]

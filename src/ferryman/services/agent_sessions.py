@@ -15,8 +15,8 @@ from .agent_records import AgentRecords
 from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
-from .owned_store import authorize
 from .session_memory import SessionMemory
+from .session_reads import SessionReads
 
 
 class AgentSessions:
@@ -25,6 +25,7 @@ class AgentSessions:
     Args:
         host: Storage (the owner-checking store), and what cancels a session's running turn.
         agents: The agents' records, to check a session's agent.
+        sessions: The sessions' records, each read checked for its caller.
         reads: The turns forks share with their sources.
         forks: Forks sessions, and moves what forks share of a session before it is deleted.
         memory: The sessions' own vector stores (None: none).
@@ -34,6 +35,7 @@ class AgentSessions:
         self,
         host: TurnHost,
         agents: AgentRecords,
+        sessions: SessionReads,
         reads: ForkReads,
         forks: SessionForks,
         memory: SessionMemory | None,
@@ -41,6 +43,7 @@ class AgentSessions:
         self._host = host
         self._store = host.store
         self._agents = agents
+        self._sessions = sessions
         self._reads = reads
         self._forks = forks
         self._memory = memory
@@ -73,7 +76,7 @@ class AgentSessions:
 
     async def get_session(self, agent_id: str, session_id: str, turn_ids: list[str] | None) -> Session:
         """A session with its turns (only those named, if ``turn_ids`` is given): a fork's shared ones first."""
-        record = await self._store.get_session(agent_id, session_id)
+        record = await self._sessions.get(current_principal.get(), agent_id, session_id)
         shared = await self._reads.inherited_turns(session_id)
         if turn_ids is not None:
             shared = [turn for turn in shared if turn.turn_id in turn_ids]
@@ -83,7 +86,7 @@ class AgentSessions:
     async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[Session]:
         """An agent's sessions with their turns, in creation order."""
         await self._agents.get(current_principal.get(), agent_id)
-        page = await self._store.list_sessions(agent_id, start_index, limit)
+        page = await self._sessions.page(current_principal.get(), agent_id, start_index, limit)
         turns = await self._store.list_turns([s.session_id for s in page.items])
         by_session = await self._reads.inherited_of([s.session_id for s in page.items])
         for turn in turns:
@@ -94,8 +97,7 @@ class AgentSessions:
     async def delete_session(self, agent_id: str, session_id: str) -> None:
         """Delete a session with its turns, cancelling its running turn first; what forks share of it is first
         given to a holder (``forks.py``)."""
-        await self._store.get_session(agent_id, session_id)
-        await authorize(self._store, "delete", "session", session_id)  # before stopping its turn
+        await self._sessions.get(current_principal.get(), agent_id, session_id, "delete")  # before stopping its turn
         await self._host.cancel_everywhere(session_id, "the session was deleted")
         async with self._forks.detached(session_id):
             await self._store.delete_session(agent_id, session_id)
@@ -111,7 +113,7 @@ class AgentSessions:
     async def delete_all(self, agent_id: str) -> None:
         """Delete every session of an agent with its turns, and what lives beside each (as the server)."""
         with acting_as(None):
-            sessions = (await self._store.list_sessions(agent_id, 0, None)).items
+            sessions = (await self._sessions.page(None, agent_id, 0, None)).items
             for session in sessions:
                 try:
                     await self._store.delete_session(agent_id, session.session_id)

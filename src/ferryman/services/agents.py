@@ -44,6 +44,7 @@ from .forks import SessionForks
 from .host import TurnHost
 from .idempotency import Claim
 from .session_memory import SessionMemory
+from .session_reads import SessionReads
 from .turn_plans import TurnInputs
 from .turn_reads import TurnReads
 from .turn_recovery import TurnRecovery
@@ -96,15 +97,17 @@ class AgentService:
         self._tools = tools
         self._shields = shields
         self._blocks = blocks
+        access = access or Access(AccessPolicy())
         reads = ForkReads(self._store, Lineages(self._store.kernel))
-        forks = SessionForks(self._store, reads, host.leases.until, holds)
-        self.agents = AgentRecords(self._store.kernel, access or Access(AccessPolicy()))
+        sessions = SessionReads(self._store.kernel, access)
+        forks = SessionForks(self._store, reads, host.leases.until, sessions, holds)
+        self.agents = AgentRecords(self._store.kernel, access)
         # Agents never change once created, so turns use kept configs (with their owners, checked against each
         # caller); this saves a database round trip on every turn. A delete drops the entry on every replica
         # (RecordDeleted); reading an agent always asks the store, so a delete elsewhere is seen at once.
         self._agents: dict[str, Stored[Agent]] = {}
-        self._sessions = AgentSessions(host, self.agents, reads, forks, memory)
-        self._turns = TurnReads(host, reads)
+        self._sessions = AgentSessions(host, self.agents, sessions, reads, forks, memory)
+        self._turns = TurnReads(host, reads, sessions)
         runs = TurnRuns(host, holds, self._turns)
         inputs = TurnInputs(models, tools, shields, fetch or FetchPolicy(), memory, inline_document_tokens, blocks)
         self._starts = TurnStarts(host, inputs, holds, self._agent, reads, self._turns, runs)

@@ -63,6 +63,7 @@ from ferryman.storage.domain.forks import Lineage
 
 from .approval_holds import ApprovalHolds
 from .fork_reads import ForkReads
+from .session_reads import SessionReads
 from .webhooks import keep_webhook
 
 _ENDED = frozenset({"completed", "failed", "awaiting_input"})
@@ -82,6 +83,7 @@ class SessionForks:
         store: The storage backend (the owner-checking one: the caller must be able to read the original).
         reads: Reads through the forks' lineages.
         lease_until: When a copied turn's lease ends (it runs, as far as the store knows, while it is written).
+        sessions: The sessions' records, each read checked for its caller.
         holds: Where the calls a copied turn holds for approval are put (None: no approval inbox).
     """
 
@@ -90,9 +92,11 @@ class SessionForks:
         store: Store,
         reads: ForkReads,
         lease_until: Callable[[], datetime],
+        sessions: SessionReads,
         holds: ApprovalHolds | None = None,
     ) -> None:
         self._store = store
+        self._sessions = sessions
         self._reads = reads
         self._lineages = reads.lineages
         self._lease_until = lease_until
@@ -106,7 +110,7 @@ class SessionForks:
             ConflictError: a kept turn still runs or waits to run, one before the last is paused, or the
                 paused last one changed while the session was read.
         """
-        source = await self._store.get_session(agent_id, session_id)
+        source = await self._sessions.get(current_principal.get(), agent_id, session_id)
         own = await self._store.list_turns([session_id])
         turns = [*await self._reads.inherited_turns(session_id), *own]
         cut = next((i for i, turn in enumerate(turns) if turn.turn_id == turn_id), None)
@@ -151,7 +155,7 @@ class SessionForks:
             if fork_id is not None and lineage is None:
                 raise ConflictError(f"session '{source_id}' was deleted while it was forked")
             if lineage is None or lineage.source == source_id:
-                await self._store.get_session(agent_id, source_id)
+                await self._sessions.get(None, agent_id, source_id)
 
     async def _discard(self, target: SessionRecord) -> None:
         """Undo a fork that failed half-way (as the server: its session may not have been written)."""
@@ -289,7 +293,7 @@ class SessionForks:
         if time.time() - lineage.created_at < FORKING_SECONDS:
             return True
         try:
-            await self._store.get_session(lineage.agent_id or "", lineage.id)
+            await self._sessions.get(None, lineage.agent_id or "", lineage.id)
         except NotFoundError:
             await self._lineages.delete(lineage.id)
             return False

@@ -36,9 +36,10 @@ from ferryman.auth.filters import owner_of as stored_owner
 from ferryman.auth.policy import AccessPolicy, Action
 from ferryman.auth.principal import Principal, current_principal
 from ferryman.errors import ForbiddenError, NotFoundError
-from ferryman.storage.base import Page, ResponseRecord, SessionRecord, Store
-from ferryman.storage.domain.kinds import CONVERSATION
+from ferryman.storage.base import Page, ResponseRecord, Store
+from ferryman.storage.domain.kinds import CONVERSATION, SESSION
 from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import Owner
 
 from .acting_owner import stored_principal
 
@@ -50,6 +51,8 @@ Target = Callable[[Args], "tuple[str, str] | None"]
 _PAGE_BATCH = 100
 _KEPT_OWNERS = 10_000
 """How many owners of records whose owner never changes (:data:`_FIXED_OWNERS`) a store keeps in memory."""
+_RECORD_OWNED = {kind.name: kind for kind in (CONVERSATION, SESSION)}
+"""Kinds whose owner is stored in their kernel record (their other calls are still checked here)."""
 _FIXED_OWNERS = frozenset({"session", "turn"})
 """Kinds whose ids the server makes, never reused, and whose owner is stamped once: a kept owner stays true (a
 deleted record's kept owner only lets a call on to the backend, which finds the record missing)."""
@@ -142,9 +145,9 @@ _response = _arg("response", "response_id")
 
 RULES: dict[str, Rule] = {
     # A session's agent is a kernel record: the service checks the caller may read it (services/agent_records.py).
+    # Its own record is read and listed through the kernel (services/session_reads.py); its owner, stamped here,
+    # is stored in that record.
     "create_session": Create(_arg("session", "session", "session_id"), stamped=True),
-    "get_session": Act("read", _session),
-    "list_sessions": Listing(),
     "delete_session": Act("delete", _session),
     "start_turn": Create(_arg("turn", "record", "turn_id"), _arg("session", "record", "session_id"), "update", stamped=True),  # noqa: E501
     "claim_resume": Act("update", _session),
@@ -271,7 +274,8 @@ class OwnedStore:
             result = await method(*args, **kwargs)
             if rule.action == "delete" and target is not None and result is not False:
                 self._kept.pop(target, None)
-                await self.inner.forget_owner(*target)
+                if target[0] not in _RECORD_OWNED:  # else gone with its record
+                    await self.inner.forget_owner(*target)
                 audit("delete", "delete", _resource(*target))
             return result
 
@@ -282,13 +286,21 @@ class OwnedStore:
         kept = self._kept.get((kind, record_id))
         if kept is not None:
             return kept
-        if kind == CONVERSATION.name:  # its owner is its record's (its items and responses are checked on it)
-            (rec,) = await self.kernel.read([ops.Get(CONVERSATION, record_id)])
-            return stored_principal(None if rec is None else rec.owner)
-        owner = stored_principal((await self.inner.owners_of(kind, [record_id])).get(record_id))
+        owner = stored_principal((await self.owners_of(kind, [record_id])).get(record_id))
         if owner is not None:
             self._keep(kind, record_id, owner)
         return owner
+
+    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Owner]:
+        """The owners of those of these records that have one: from their kernel records for the kinds stored
+        there, else from the backend's owners."""
+        record_kind = _RECORD_OWNED.get(kind)
+        if record_kind is None:
+            return await self.inner.owners_of(kind, record_ids)
+        if not record_ids:
+            return {}
+        (found,) = await self.kernel.read([ops.GetMany(record_kind, tuple(dict.fromkeys(record_ids)))])
+        return {rec.id: rec.owner for rec in found if rec.owner is not None}
 
     def _keep(self, kind: str, record_id: str, owner: Principal) -> None:
         if kind in _FIXED_OWNERS:
@@ -348,35 +360,8 @@ class OwnedStore:
         user = current_principal.get()
         if user is None:
             return set(ids)
-        owners = await self.inner.owners_of(kind, ids)
+        owners = await self.owners_of(kind, ids)
         return {i for i in ids if self.policy.allows(user, "read", _resource(kind, i), stored_principal(owners.get(i)))}
-
-    async def _offset_page(
-        self, kind: str, fetch: Callable[[int, int], Any], key: Callable[[T], str], start: int, limit: int | None
-    ) -> Page[T]:
-        """A page by offset among the readable records, fetching backend pages until it is full (honest has_more)."""
-        if current_principal.get() is None:
-            return cast(Page[T], await fetch(start, limit))  # type: ignore[arg-type]
-        wanted = None if limit is None else start + limit + 1
-        kept: list[T] = []
-        offset = 0
-        while wanted is None or len(kept) < wanted:
-            page: Page[T] = await fetch(offset, _PAGE_BATCH)
-            readable = await self._readable(kind, [key(item) for item in page.items])
-            kept.extend(item for item in page.items if key(item) in readable)
-            offset += len(page.items)
-            if not page.has_more:
-                break
-        end = None if limit is None else start + limit
-        return Page(kept[start:end], wanted is not None and len(kept) >= wanted)
-
-    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
-        """An agent's readable sessions in creation order (the caller's reading the agent is the service's check)."""
-
-        async def fetch(offset: int, count: int) -> Page[SessionRecord]:
-            return await self.inner.list_sessions(agent_id, offset, count)
-
-        return await self._offset_page("session", fetch, lambda s: s.session_id, start_index, limit)
 
     async def list_turns(self, session_ids: list[str], turn_ids: list[str] | None = None) -> list[Turn]:
         """Full turns of those of the sessions that are readable."""

@@ -37,7 +37,7 @@ from .access import Access
 from .acting_owner import acts_for_a_while
 from .agent_records import AgentRecords
 from .cron import check_cron, check_interval, next_tick, time_zone
-from .owned_store import authorize
+from .session_reads import SessionReads
 
 Clock = Callable[[], float]
 """The time now, in seconds since the epoch (``time.time``; a test's own clock)."""
@@ -54,7 +54,7 @@ class ScheduleService:
     Args:
         records: The schedules and runs.
         access: The access policy.
-        store: Where sessions are read (as the caller) and agents (its kernel), to check what a schedule names.
+        store: Where the agents and sessions a schedule names are read (its kernel).
         settings: The ``schedules:`` settings.
         clock: The time now.
     """
@@ -66,8 +66,8 @@ class ScheduleService:
         self.settings = settings
         self.clock = clock
         self._access = access
-        self._store = store
         self._agents = AgentRecords(store.kernel, access)
+        self._sessions = SessionReads(store.kernel, access)
 
     async def create(self, who: Principal | None, request: CreateScheduleRequest) -> Schedule:
         """Check and store a schedule as ``who``'s; active at its next tick unless ``paused``.
@@ -108,7 +108,7 @@ class ScheduleService:
         return schedule
 
     async def _check_targets(self, who: Principal | None, agent_id: str, session_id: str | None) -> None:
-        """The agent (and session) exist and ``who`` may use them (the session checked by the store, as the caller).
+        """The agent (and session) exist and ``who`` may use them.
 
         Raises:
             NotFoundError: the agent or session is missing, or the caller may not read it (as any such record).
@@ -117,8 +117,7 @@ class ScheduleService:
         await self._agents.get(who, agent_id)
         if session_id is None:
             return
-        await self._store.get_session(agent_id, session_id)
-        await authorize(self._store, "update", "session", session_id)  # each run adds a turn to it
+        await self._sessions.get(who, agent_id, session_id, "update")  # each run adds a turn to it
 
     async def _check_count(self, owner: Owner | None) -> None:
         """``owner`` holds fewer than ``max_per_principal`` (its own: not those of others sharing an attribute)."""

@@ -10,12 +10,13 @@ from collections.abc import AsyncIterator
 
 from ferryman.api.agents import Step, ToolExecutionStep, Turn
 from ferryman.api.content import Message
-from ferryman.auth.principal import acting_as
+from ferryman.auth.principal import acting_as, current_principal
 from ferryman.errors import NotFoundError
-from ferryman.storage.base import StoredEvent
+from ferryman.storage.base import SessionRecord, StoredEvent
 
 from .fork_reads import ForkReads
 from .host import TurnHost
+from .session_reads import SessionReads
 
 
 def stream(turn_id: str) -> str:
@@ -34,17 +35,27 @@ class TurnReads:
     Args:
         host: Storage (the owner-checking store) and the turns' event streams.
         reads: The history and turns forks share with their sources.
+        sessions: The sessions' records, each read checked for its caller.
     """
 
-    def __init__(self, host: TurnHost, reads: ForkReads) -> None:
+    def __init__(self, host: TurnHost, reads: ForkReads, sessions: SessionReads) -> None:
         self._host = host
         self._store = host.store
         self._reads = reads
+        self._sessions = sessions
+
+    async def session(self, agent_id: str, session_id: str) -> SessionRecord:
+        """The agent's session, once the caller may read it.
+
+        Raises:
+            NotFoundError: the agent has no such session, or the caller may not read it.
+        """
+        return await self._sessions.get(current_principal.get(), agent_id, session_id)
 
     async def turn_events(self, agent_id: str, session_id: str, turn_id: str, after: int) -> AsyncIterator[StoredEvent]:
         """A turn's events numbered above ``after``: stored ones, then live ones until it ends (a turn a fork
         shares has ended: its events are its original's, read as the server)."""
-        await self._store.get_session(agent_id, session_id)
+        await self.session(agent_id, session_id)
         try:
             await self._store.get_turn_record(session_id, turn_id)
             shared = False
@@ -70,7 +81,7 @@ class TurnReads:
 
     async def get_turn(self, agent_id: str, session_id: str, turn_id: str) -> Turn:
         """One turn with its completed steps (of a fork: its own, or one it shares, as its source holds it)."""
-        await self._store.get_session(agent_id, session_id)
+        await self.session(agent_id, session_id)
         turns = await self._store.list_turns([session_id], [turn_id])
         if not turns:
             return await self._reads.inherited_turn(session_id, turn_id)  # ended: never awaits approval
@@ -83,7 +94,7 @@ class TurnReads:
 
     async def get_step(self, agent_id: str, session_id: str, turn_id: str, step_id: str) -> Step:
         """One step of a turn (of a fork: of its own turn, or of one it shares)."""
-        await self._store.get_session(agent_id, session_id)
+        await self.session(agent_id, session_id)
         try:
             return await self._store.get_step(session_id, turn_id, step_id)
         except NotFoundError as missing:

@@ -115,7 +115,7 @@ class TurnStarts:
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
         plan = await self._plans.bare(agent, overrides, provider_data)
         if request.documents:  # fetch nothing for a session that does not exist
-            await self._store.get_session(agent_id, session_id)
+            await self._turns.session(agent_id, session_id)
         history_inputs, memorized = await self._documents(request)
         turn_id = new_id()
         queued = request.multitask_strategy != "reject"

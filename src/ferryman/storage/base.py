@@ -71,25 +71,27 @@ class Resumed:
 
 
 class SessionStore(Protocol):
-    """Sessions of an agent (the agents themselves are kernel records: :mod:`ferryman.storage.domain.agents`).
+    """The anchors of sessions, where their turns hang, written and deleted with each session's kernel record.
 
-    No backend checks that a session's agent exists: the service that opens one does, in the kernel.
+    A session's own fields and owner are its ``session`` record (:mod:`ferryman.storage.domain.agents`), which
+    services read and list through the kernel. No backend checks that a session's agent exists: the service
+    that opens one does, in the kernel.
     """
 
     async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
-        """Store a new session, and ``owner`` (None: none) as its owner in the same write."""
-        ...
+        """Store a new session's record, with ``owner`` (None: none), and its anchor, in one write.
 
-    async def get_session(self, agent_id: str, session_id: str) -> SessionRecord:
-        """Return a session of an agent or raise NotFoundError."""
-        ...
-
-    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
-        """Return an agent's sessions in creation order."""
+        Raises:
+            ConflictError: a session with this id exists.
+        """
         ...
 
     async def delete_session(self, agent_id: str, session_id: str) -> None:
-        """Delete a session with its turns, or raise NotFoundError."""
+        """Delete a session of an agent (its record, its anchor and its turns) in one write.
+
+        Raises:
+            NotFoundError: the agent has no such session.
+        """
         ...
 
 

@@ -61,5 +61,9 @@ def agents(kernel: Kernel) -> Records[Agent]:
 def sessions(kernel: Kernel) -> Records[SessionRecord]:
     """Sessions, by id, in creation order (their start), listed by agent (``where=("agent_id", ...)``)."""
     return Records(
-        kernel, SESSION, SessionCodec(), lambda session: session.session_id, lambda session: session.started_at.timestamp()
+        kernel,
+        SESSION,
+        SessionCodec(),
+        lambda session: session.session_id,
+        lambda session: session.started_at.timestamp(),
     )

@@ -1,100 +1,73 @@
-"""Sessions of agents (the agents themselves are kernel records: ``storage.domain.agents``)."""
+"""Sessions' anchors: the ``sessions`` row a session's turns hang from, written with its kernel record.
+
+A session's own fields and owner are its ``session`` record (``storage.domain.agents``); the row keeps what
+its turns' statements join and lock (its agent, the turn it runs, its history's epoch).
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ferryman.errors import ConflictError, NotFoundError
 
-from ..base import Page, SessionRecord
+from ..base import SessionRecord
+from ..domain.agents import sessions
+from ..domain.kinds import SESSION
+from ..kernel import ops
 from ..kernel.model import Owner
-from ..rows import page_of
-from .owners import stamp_owner
-from .seam import NO_LIMIT, Dialect, Driver, UniqueViolation, Work, count, first, rows
-
-_SESSION = "SELECT session_id, agent_id, session_name, started_at FROM sessions"
+from .kernel import SqlKernel
+from .seam import Driver, UniqueViolation, Work, count
 
 
-def insert_session(dialect: Dialect, session: SessionRecord, owner: Owner | None) -> Work[None]:
-    """Store a new session and its owner (None: none), in the unit of work that yields from this.
+def insert_session(kernel: SqlKernel, session: SessionRecord, owner: Owner | None) -> Work[None]:
+    """Store a new session's record (with its owner, None: none) and its anchor, in the unit of work that yields
+    from this.
 
     Raises:
         ConflictError: a session with this id exists.
     """
+    yield from kernel.writes_within([sessions(kernel).put(session, owner=owner)])
     try:
         yield count(
-            "INSERT INTO sessions (session_id, agent_id, session_name, started_at) "
-            "VALUES (:session_id, :agent_id, :name, :started_at)",
+            "INSERT INTO sessions (session_id, agent_id) VALUES (:session_id, :agent_id)",
             session_id=session.session_id,
             agent_id=session.agent_id,
-            name=session.session_name,
-            started_at=dialect.stamp(session.started_at),
         )
-    except UniqueViolation as exc:
+    except UniqueViolation as exc:  # an anchor no record names: only a crash of an older version leaves one
         raise ConflictError(f"session '{session.session_id}' already exists") from exc
-    if owner is not None:
-        yield from stamp_owner("session", session.session_id, owner)
 
 
-def _window(start_index: int, limit: int | None) -> dict[str, int]:
-    """``LIMIT``/``OFFSET`` arguments fetching one row more than the page."""
-    return {"limit": NO_LIMIT if limit is None else limit + 1, "offset": start_index}
+def remove_session(kernel: SqlKernel, session_id: str, agent_id: str | None = None) -> Work[bool]:
+    """Delete a session's anchor (its turns go by cascade) and its record, in the unit of work that yields
+    from this; whether it was there (of ``agent_id``, when given: else nothing is deleted)."""
+    of_agent = "" if agent_id is None else " AND agent_id = :agent_id"
+    deleted = yield count(
+        f"DELETE FROM sessions WHERE session_id = :session_id{of_agent}",  # noqa: S608
+        session_id=session_id,
+        agent_id=agent_id,
+    )
+    if deleted:
+        yield from kernel.writes_within([ops.Delete(SESSION, session_id)])
+    return bool(deleted)
 
 
 class SessionTables:
-    """Sessions, over a :class:`Driver` (no foreign key to an agent: the service checks the agent exists)."""
+    """Sessions' anchors, over a :class:`Driver` (no foreign key to an agent: the service checks the agent)."""
 
     _db: Driver
-
-    # ---- sessions --------------------------------------------------------
+    kernel: SqlKernel
 
     async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
-        """Store a new session (with its owner).
+        """Store a new session's record (with its owner) and its anchor, in one transaction.
 
         Raises:
             ConflictError: a session with this id exists.
         """
-        await self._db.write(insert_session(self._db.dialect, session, owner))
-
-    def _session(self, row: Any) -> SessionRecord:
-        started_at = self._db.dialect.read_stamp(row[3])
-        if started_at is None:
-            raise ValueError(f"session {row[0]} has no start time")
-        return SessionRecord(row[0], row[1], row[2], started_at)
-
-    async def get_session(self, agent_id: str, session_id: str) -> SessionRecord:
-        """Return a session of an agent or raise NotFoundError."""
-        row = await self._db.read(
-            first(
-                f"{_SESSION} WHERE session_id = :session_id AND agent_id = :agent_id",  # noqa: S608
-                session_id=session_id,
-                agent_id=agent_id,
-            )
-        )
-        if row is None:
-            raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
-        return self._session(row)
-
-    async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[SessionRecord]:
-        """Return an agent's sessions in creation order."""
-        found = await self._db.read(
-            rows(
-                f"{_SESSION} WHERE agent_id = :agent_id ORDER BY id LIMIT :limit OFFSET :offset",  # noqa: S608
-                agent_id=agent_id,
-                **_window(start_index, limit),
-            )
-        )
-        page, more = page_of(found, limit)
-        return Page([self._session(r) for r in page], more)
+        await self._db.write(insert_session(self.kernel, session, owner))
 
     async def delete_session(self, agent_id: str, session_id: str) -> None:
-        """Delete a session and, by cascade, its turns."""
-        deleted = await self._db.write(
-            count(
-                "DELETE FROM sessions WHERE session_id = :session_id AND agent_id = :agent_id",
-                session_id=session_id,
-                agent_id=agent_id,
-            )
-        )
-        if not deleted:
+        """Delete a session of an agent, its record and, by cascade, its turns, in one transaction.
+
+        Raises:
+            NotFoundError: the agent has no such session.
+        """
+        if not await self._db.write(remove_session(self.kernel, session_id, agent_id)):
             raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")

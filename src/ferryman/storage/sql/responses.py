@@ -16,7 +16,7 @@ from ..domain.kinds import CONVERSATION
 from ..kernel import ops
 from ..kernel.model import Owner
 from ..rows import ITEM, RESPONSE_COLUMNS, response_record
-from .agents import insert_session
+from .agents import insert_session, remove_session
 from .history import changed
 from .idempotency import claimed, settled
 from .owners import stamp_owner
@@ -216,7 +216,7 @@ class ResponseTables:
                 # Deleted since the service read it: no response starts in it.
                 raise NotFoundError(f"conversation '{conversation_id}' not found")
             if start.session is not None:
-                yield from insert_session(d, start.session, owner)
+                yield from insert_session(self.kernel, start.session, owner)
             yield from insert_turn(d, start.turn, start.messages, owner)
             yield from _insert_response(start.record, start.items, owner)
             yield from settled(d, settle)
@@ -305,7 +305,7 @@ class ResponseTables:
             yield count("DELETE FROM items WHERE owner = :response_id", response_id=response_id)
             yield count("DELETE FROM responses WHERE response_id = :response_id", response_id=response_id)
             if row[2] is None:
-                yield count("DELETE FROM sessions WHERE session_id = :session_id", session_id=row[1])
+                yield from remove_session(self.kernel, row[1])
             else:
                 yield count("DELETE FROM turns WHERE turn_id = :turn_id", turn_id=row[0])
             return True
