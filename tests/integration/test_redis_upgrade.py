@@ -12,21 +12,24 @@ from legacy_agents import AGENT_OWNERS, AGENTS, ORPHAN_AGENT, assert_agents_move
 from legacy_conversations import CONVERSATIONS, ITEMS, TALKED, assert_conversations_moved, write_layout_12
 from legacy_conversations import owner_of as conversation_owner
 from legacy_files import FILE_OWNERS, FILES, ORPHAN_FILE, assert_files_moved
+from legacy_redis_sessions import HELD_AGENT, SESSIONS, assert_sessions_moved, write_layout_13
+from legacy_redis_sessions import owner_of as session_owner
 from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from legacy_vector_stores import STORES, assert_vector_stores_moved, owner_of, write_layout_11
 from redis.asyncio import Redis
 from replicas import redis_database
-from store_records import response_start
+from store_records import complete, response_start, start, texts, turn_of, user
 
 from ferryman.errors import ConfigurationError
 from ferryman.ids import utcnow
 from ferryman.redis_url import split_prefix
-from ferryman.storage.base import SessionRecord, StoredEvent
-from ferryman.storage.domain.agents import agents
+from ferryman.storage.base import SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import AGENT, CONVERSATION, FILE, MODEL, VECTOR_STORE
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
+from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import Kind, Owner
 from ferryman.storage.kernel.ops import Page, Put
@@ -324,7 +327,8 @@ async def _open_and_check_agents(url: str, prefix: str) -> dict[str, int]:
     await store.open()
     try:
         await assert_agents_moved(store.kernel)
-        assert [s.session_id for s in (await store.list_sessions("agent_zeta", 0, None)).items] == ["sess_zeta"]
+        listed = await sessions(store.kernel).page(parent=None, where=("agent_id", "agent_zeta"))
+        assert [s.session_id for s in listed.items] == ["sess_zeta"]
         [page] = await store.kernel.read([Page(AGENT)])
         return {rec.id: rec.seq for rec in page.items}
     finally:
@@ -340,7 +344,7 @@ async def test_agents_of_layout_6_move_into_the_kernel_with_their_owners(
     await _open_and_check_agents(url, prefix)
     assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
     assert await admin.exists(*old) == 0
-    assert await admin.exists(keys.of("agent_sessions", "agent_zeta")) == 1
+    assert await admin.exists(keys.of("session", "sess_zeta")) == 1
 
 
 async def test_an_agent_conversion_that_died_midway_finishes_without_duplicates(
@@ -517,3 +521,85 @@ async def test_a_conversation_conversion_that_died_midway_finishes_without_dupli
 
     moved = (CONVERSATION, assert_conversations_moved)
     await _finishes_after_dying(*deployment, admin, moved, write_layout_12, first, MOVED_FIELDS)
+
+
+# -- layout 14: sessions move into the kernel (their anchors and turns stay) ---------------------------------------
+
+SESSION_MOVED = ("name", "started_at")
+
+
+async def _sessions_of_layout_13(url: str, prefix: str, admin: Redis) -> list[TurnRecord]:
+    """The sessions as layout 13 stored them, and turns that this version's store runs on the old hashes (the
+    turns' layout did not change): one completed in sess_zeta, one left running in sess_alpha, of no agent."""
+    store = RedisStore(url, prefix)
+    await store.open()  # a fresh database: no conversion
+    try:
+        await write_layout_13(admin, Keys(prefix))
+        done = await start(store, SESSIONS[0], "q")
+        await complete(store, done, "a")
+        return [done, await start(store, SESSIONS[1], "still running")]
+    finally:
+        await store.close()
+
+
+async def test_sessions_of_layout_13_move_into_the_kernel_and_keep_their_turns(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    done, running = await _sessions_of_layout_13(url, prefix, admin)
+    await admin.set(keys.global_(SCHEMA), 13)
+    anchors = [keys.of("session", s.session_id) for s in SESSIONS]
+    before = [await admin.hgetall(anchor) for anchor in anchors]
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        await assert_sessions_moved(store.kernel)
+        assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
+        # Each hash is the session's anchor now: its number, agent and the turn store's fields stay.
+        assert [await admin.hgetall(anchor) for anchor in anchors] == [
+            {field: value for field, value in fields.items() if field not in SESSION_MOVED} for fields in before
+        ]
+        assert await admin.hget(anchors[1], "running") == running.turn_id
+        old = [keys.of("agent_sessions", agent) for agent in ("agent_zeta", "agent_alpha", HELD_AGENT)]
+        assert await admin.exists(*old, keys.of("owners", "session"), keys.global_("schema_sessions")) == 0
+        # Their turns run on: the running one still holds its session, the completed one is the next's history.
+        assert await store.session_queue(SESSIONS[1].session_id) == [(running.turn_id, "in_progress")]
+        assert (await store.get_turn_record(SESSIONS[0].session_id, done.turn_id)).status == "completed"
+        later = turn_of(SESSIONS[0], "again")
+        await store.start_turn(later, [user("again")])
+        assert texts(await store.load_history(SESSIONS[0].session_id, later.turn_id)) == [
+            "user:q",
+            "assistant:a",
+            "user:again",
+        ]
+        # A moved session is deleted as this version's are: record, anchor and turns in one script.
+        await store.delete_session("agent_zeta", SESSIONS[0].session_id)
+        assert await sessions(store.kernel).find(SESSIONS[0].session_id) is None
+        assert await admin.exists(anchors[0], keys.of("turn", done.turn_id)) == 0
+    finally:
+        await store.close()
+
+
+async def test_a_session_conversion_that_died_midway_finishes_without_duplicates(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    zeta = SESSIONS[0]
+
+    def first(kernel: Kernel) -> Put:
+        return sessions(kernel).put(zeta, owner=session_owner(zeta.session_id), mode="upsert")
+
+    moved = (SESSION_KIND, assert_sessions_moved)
+    await _finishes_after_dying(*deployment, admin, moved, write_layout_13, first, SESSION_MOVED)
+
+
+async def test_a_session_conversion_run_twice_changes_nothing(deployment: tuple[str, str], admin: Redis) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    await _sessions_of_layout_13(url, prefix, admin)
+    await admin.set(keys.global_(SCHEMA), 13)
+    first = await _open_and_check_moved(url, prefix, SESSION_KIND, assert_sessions_moved)
+    anchors = [await admin.hgetall(keys.of("session", s.session_id)) for s in SESSIONS]
+    await admin.set(keys.global_(SCHEMA), 13)
+    assert await _open_and_check_moved(url, prefix, SESSION_KIND, assert_sessions_moved) == first
+    assert [await admin.hgetall(keys.of("session", s.session_id)) for s in SESSIONS] == anchors

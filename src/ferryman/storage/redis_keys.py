@@ -8,9 +8,9 @@ whatever characters it holds, can make two keys collide.
 kind                type         holds
 ==================  ===========  ====================================================
 ``seq``             string       the counter every ordering score comes from (INCR)
-``agent_sessions``  sorted set   an agent's session ids by creation (the agents are kernel records)
-``session``         hash         agent_id (absent: no agent), name, started_at, seq,
-                                 running (the id of its running turn, if any)
+``session``         hash         a session's anchor (the session and its owner are a kernel record):
+                                 seq (every anchor has it), agent_id (absent: no agent), running (the
+                                 id of its running turn, if any), history_epoch
 ``session_turns``   sorted set   a session's turn ids by start
 ``session_done``    sorted set   its *completed* turn ids, scored like session_turns
 ``session_queued``  sorted set   its *queued* turn ids, scored like session_turns
@@ -57,6 +57,7 @@ kind                type         holds
 ``schema``          string       the layout version of the data (absent: 1)
 ``schema_lock``     string       held by the replica that upgrades the layout
 ``schema_renamed``  set          idempotency keys an unfinished upgrade to layout 4 renamed
+``schema_sessions`` sorted set   session ids by number, listed by an unfinished upgrade to layout 14
 ==================  ===========  ====================================================
 """
 
@@ -67,7 +68,6 @@ from ferryman.redis_url import DEFAULT_PREFIX
 from .base import StoredEvent
 
 SEQ = "seq"
-AGENT_SESSIONS = "agent_sessions"
 SESSION = "session"
 SESSION_TURNS = "session_turns"
 SESSION_QUEUED = "session_queued"

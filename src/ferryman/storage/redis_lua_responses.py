@@ -36,9 +36,9 @@ class ResponseColumns:
 
 
 @dataclass(frozen=True)
-class StartResponse(TurnStart):
-    """A new response with its turn (as :class:`TurnStart`), its input items and the session they open (with
-    ``opens_session``: its name and start time; the turn's agent is its agent)."""
+class StartResponse(TurnStart, KernelWrite):
+    """A new response with its turn (as :class:`TurnStart`), its input items and, with ``opens_session``, the
+    session they open: its anchor (the turn's agent its agent) and its record's write (run only then)."""
 
     response_id: str
     conversation_id: str | None
@@ -48,8 +48,6 @@ class StartResponse(TurnStart):
     input_ids: list[str]
     input_bodies: list[str]
     opens_session: bool
-    session_name: str
-    session_started_at: str
 
 
 @dataclass(frozen=True)
@@ -64,6 +62,14 @@ class FinishResponse(ResponseColumns):
 @dataclass(frozen=True)
 class ResponseId:
     """One response."""
+
+    response_id: str
+
+
+@dataclass(frozen=True)
+class DeleteResponse(KernelWrite):
+    """One response, and the delete of its own session's record, its id left for the script to fill in: only
+    the script knows whether the response had a session of its own, and which."""
 
     response_id: str
 
@@ -144,8 +150,12 @@ if conversation_id ~= '' and redis.call('EXISTS', key('conversation', conversati
   return {NOT_FOUND, 'conversation'}
 end
 if not items_ok(response_id, input_ids) then return {INVALID} end
-if opens_session and not new_session(session_id, agent_id, session_name, session_started_at, owner) then
-  return {CONFLICT, 'session'}
+if opens_session then
+  if redis.call('EXISTS', key('session', session_id)) == 1 then return {CONFLICT, 'session'} end
+"""
+    + KERNEL_WRITE
+    + """
+  new_session(session_id, agent_id)
 end
 local stopped = start_turn()
 if stopped then return stopped end
@@ -156,21 +166,24 @@ settle_key()
 return {OK}
 """,
     nothing,
-    {
-        **TURN_REFUSED,
-        Outcome.NOT_FOUND: lambda a, found: (
-            NotFoundError(f"conversation '{a.conversation_id}' not found")
-            if found == ["conversation"]
-            else TURN_REFUSED[Outcome.NOT_FOUND](a, found)
-        ),
-        Outcome.CONFLICT: lambda a, found: (
-            ConflictError(f"session '{a.session_id}' already exists")
-            if found == ["session"]
-            else TURN_REFUSED[Outcome.CONFLICT](a, found)
-        ),
-        Outcome.INVALID: lambda a, _: repeated(a.response_id),
-        **KEY_ERRORS,
-    },
+    with_kernel_errors(
+        {
+            **TURN_REFUSED,
+            Outcome.NOT_FOUND: lambda a, found: (
+                NotFoundError(f"conversation '{a.conversation_id}' not found")
+                if found == ["conversation"]
+                else TURN_REFUSED[Outcome.NOT_FOUND](a, found)
+            ),
+            Outcome.CONFLICT: lambda a, found: (
+                ConflictError(f"session '{a.session_id}' already exists")
+                if found == ["session"]
+                else TURN_REFUSED[Outcome.CONFLICT](a, found)
+            ),
+            Outcome.INVALID: lambda a, _: repeated(a.response_id),
+            **KEY_ERRORS,
+        },
+        KERNEL_ERRORS,
+    ),
 )
 
 FINISH_RESPONSE = Script(
@@ -193,18 +206,31 @@ return {OK}
     },
 )
 
-# Without a conversation, the response's session was its own: it goes too.
+# Without a conversation, the response's session was its own: it goes too, its record with it.
 DELETE_RESPONSE = Script(
-    ResponseId,
+    DeleteResponse,
     """
 local f = redis.call('HMGET', key('response', response_id), 'turn_id', 'session_id', 'conversation_id')
 if not f[1] then return {NOT_FOUND} end
+if f[3] ~= '' then
+  del_response(response_id)
+  del_turn(f[1])
+  return {OK}
+end
+local session_delete = cjson.decode(kernel_ops)
+session_delete[1].id = f[2]
+kernel_ops = cjson.encode(session_delete)
+"""
+    + KERNEL_WRITE
+    + """
 del_response(response_id)
-if f[3] == '' then del_session(f[2]) else del_turn(f[1]) end
+del_session(f[2])
 return {OK}
 """,
     nothing,
-    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"response '{a.response_id}' not found")},
+    with_kernel_errors(
+        {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"response '{a.response_id}' not found")}, KERNEL_ERRORS
+    ),
 )
 
 # The messages of each response's turn along previous_response_id, oldest first.

@@ -17,13 +17,12 @@ from ferryman.api.responses import Response, ResponseError
 from ferryman.errors import FailureCode
 
 from . import codec
-from .base import ResponseRecord, SessionRecord, StepWrite, TurnRecord
+from .base import ResponseRecord, StepWrite, TurnRecord
 from .kernel.model import Owner
 from .owners import dump_owner
 from .redis_lua_responses import ResponseColumns
 from .redis_lua_turns import FinishTurn, SaveStep
 
-SESSION_FIELDS = ("agent_id", "name", "started_at")
 RESPONSE_FIELDS = (
     "turn_id",
     "session_id",
@@ -38,14 +37,6 @@ RESPONSE_FIELDS = (
 def lease_score(moment: datetime | None) -> float:
     """The score of a running turn in the lease index: no lease counts as long expired."""
     return moment.timestamp() if moment is not None else float("-inf")
-
-
-def session_of(session_id: str, values: Sequence[str | None]) -> SessionRecord:
-    """A session from its id and :data:`SESSION_FIELDS`."""
-    agent_id, name, started_at = values
-    if name is None or started_at is None:
-        raise KeyError(f"session '{session_id}' is incomplete")
-    return SessionRecord(session_id, agent_id, name, codec.require_time(started_at))
 
 
 def turn_of(turn_id: str, fields: dict[str, str]) -> TurnRecord:

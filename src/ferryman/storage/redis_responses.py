@@ -14,10 +14,11 @@ from ferryman.api.content import Message
 from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
-from . import codec
 from .base import ConversationRecord, KeySettlement, ResponseRecord, ResponseStart, StoredEvent
+from .domain.agents import sessions
 from .domain.conversations import conversations
 from .domain.kinds import CONVERSATION as CONVERSATION_KIND
+from .domain.kinds import SESSION as SESSION_KIND
 from .kernel import ops
 from .kernel.model import Owner
 from .page import Page
@@ -46,6 +47,7 @@ from .redis_lua_responses import (
     AddItems,
     CreateConversation,
     DeleteConversation,
+    DeleteResponse,
     FinishResponse,
     ReplaceItems,
     ResponseId,
@@ -167,13 +169,13 @@ class RedisResponses(RedisBase):
             **turn_start_args(start.turn, start.messages, owner),
             **settlement_args(settle),
         }
+        opened = [] if session is None else [sessions(self.kernel).put(session, owner=owner)]
         args = StartResponse(
             **fields,
+            **self.kernel.embedded(opened),
             input_ids=ids,
             input_bodies=bodies,
             opens_session=session is not None,
-            session_name="" if session is None else session.session_name,
-            session_started_at="" if session is None else codec.dump_time(session.started_at) or "",
         )
         await self._run(START_RESPONSE, args)
 
@@ -215,8 +217,11 @@ class RedisResponses(RedisBase):
         return response_id or None if owner == session_id else None
 
     async def delete_response(self, response_id: str) -> None:
-        """Delete a response, its items and events, and the turn (outside a conversation: the session) it ran as."""
-        await self._run(DELETE_RESPONSE, ResponseId(response_id=response_id))
+        """Delete a response, its items and events, and the turn it ran as; outside a conversation, its session
+        (record and anchor) too, in the same script."""
+        # The script fills in the session's id: it alone reads whether the response had a session of its own.
+        delete = ops.Delete(SESSION_KIND, "")
+        await self._run(DELETE_RESPONSE, DeleteResponse(**self.kernel.embedded([delete]), response_id=response_id))
 
     async def events_after(self, response_id: str, after: int) -> list[StoredEvent]:
         """The stored stream events of a response with a sequence number above ``after``."""

@@ -22,6 +22,8 @@ from ferryman.errors import ConflictError, FerrymanError, NotFoundError
 
 from .codec import MessageCache
 from .history_cache import Histories
+from .redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
+from .redis.kernel import ERRORS as KERNEL_ERRORS
 from .redis_keys import LUA_KEYS, Keys
 from .redis_script import LUA_OUTCOMES, Outcome, Script, ScriptCall, Scripts, nothing
 
@@ -91,24 +93,16 @@ local function del_session(sid)
   local s = key('session', sid)
   for _, tid in ipairs(redis.call('ZRANGE', key('session_turns', sid), 0, -1)) do del_turn(tid) end
   for _, cid in ipairs(redis.call('SMEMBERS', key('session_convs', sid))) do del_conversation(cid) end
-  local agent = redis.call('HGET', s, 'agent_id')
-  if agent then redis.call('ZREM', key('agent_sessions', agent), sid) end
   redis.call('DEL', s, key('session_turns', sid), key('session_done', sid), key('session_queued', sid),
     key('session_convs', sid))
 end
 
--- A new session and its owner as stored ('': none); false, writing nothing, when one with this id exists.
-local function new_session(sid, agent, name, started_at, owner)
+-- A new session's anchor (its record, with its owner, is the kernel's, written by the same script). Its number
+-- is the one field every anchor holds (a hash cannot be empty): start_turn reads it to find the session.
+local function new_session(sid, agent)
   local s = key('session', sid)
-  if redis.call('EXISTS', s) == 1 then return false end
-  local seq = next_seq(1)
-  redis.call('HSET', s, 'name', name, 'started_at', started_at, 'seq', seq)
-  if agent ~= '' then
-    redis.call('HSET', s, 'agent_id', agent)
-    redis.call('ZADD', key('agent_sessions', agent), seq, sid)
-  end
-  if owner ~= '' then redis.call('HSET', key('owners', 'session'), sid, owner) end
-  return true
+  redis.call('HSET', s, 'seq', next_seq(1))
+  if agent ~= '' then redis.call('HSET', s, 'agent_id', agent) end
 end
 
 -- Each message JSON body gets a unique id for the decode cache.
@@ -174,46 +168,55 @@ end
 
 
 @dataclass(frozen=True)
-class CreateSession:
-    """Arguments of :data:`CREATE_SESSION`."""
+class CreateSession(KernelWrite):
+    """Arguments of :data:`CREATE_SESSION`: the session's anchor, and its record's write."""
 
     session_id: str
     agent_id: str | None
-    name: str
-    started_at: str
-    owner: str | None = None
-    """The session's owner as stored (None: none)."""
 
 
 @dataclass(frozen=True)
-class SessionOfAgent:
-    """Arguments of :data:`DELETE_SESSION`."""
+class DeleteSession(KernelWrite):
+    """Arguments of :data:`DELETE_SESSION`: a session of an agent, and its record's delete."""
 
     agent_id: str
     session_id: str
 
 
-# The session must not exist when it is written (its agent, a kernel record, is checked by the service).
+# The session's record (the kernel's) and its anchor, in one script: the anchor must not exist (its agent, a
+# kernel record, is checked by the service).
 CREATE_SESSION = Script(
     CreateSession,
     """
-if not new_session(session_id, agent_id, name, started_at, owner) then return {CONFLICT} end
+if redis.call('EXISTS', key('session', session_id)) == 1 then return {CONFLICT} end
+"""
+    + KERNEL_WRITE
+    + """
+new_session(session_id, agent_id)
 return {OK}
 """,
     nothing,
-    {Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already exists")},
+    with_kernel_errors(
+        {Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already exists")}, KERNEL_ERRORS
+    ),
 )
 
-# A cascade, after checking whose session it is.
+# A cascade, after checking whose session it is; its record goes in the same script.
 DELETE_SESSION = Script(
-    SessionOfAgent,
+    DeleteSession,
     """
 if redis.call('HGET', key('session', session_id), 'agent_id') ~= agent_id then return {NOT_FOUND} end
+"""
+    + KERNEL_WRITE
+    + """
 del_session(session_id)
 return {OK}
 """,
     nothing,
-    {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' of agent '{a.agent_id}' not found")},
+    with_kernel_errors(
+        {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' of agent '{a.agent_id}' not found")},
+        KERNEL_ERRORS,
+    ),
 )
 
 
