@@ -44,6 +44,8 @@ from legacy_registries import (
     registered_at,
     same_registration,
 )
+from legacy_responses import ORPHAN_RESPONSE, RESPONSE_OWNERS, RESPONSES, assert_responses_moved
+from legacy_responses import owner_of as response_owner
 from legacy_schema import build_postgres, build_sqlite
 from legacy_sessions import ORPHAN_SESSION, SESSION_OWNERS, SESSIONS, assert_sessions_moved
 from legacy_sessions import owner_of as session_owner
@@ -58,6 +60,7 @@ from ferryman.storage import codec
 from ferryman.storage.base import ConversationRecord, IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.kinds import MODEL
+from ferryman.storage.domain.responses import head_of, response_heads
 from ferryman.storage.kernel.ops import Page
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
@@ -68,7 +71,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0024_sessions_on_kernel"
+HEAD = "0025_responses_on_kernel"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -1066,14 +1069,147 @@ async def test_sessions_go_down_to_their_table_and_up_again(database: Database) 
     assert await _kept(database, SESSION_KEPT) == before
 
 
+# -- each response gets its listing record in the kernel; its row stays as it was (0025) ---------------------------
+
+BEFORE_RESPONSES = "0024_sessions_on_kernel"
+RESPONSE_KEPT = (
+    "SELECT id, response_id, turn_id, session_id, conversation_id, previous_response_id, status, background, body, "
+    "created_at FROM responses ORDER BY id",
+    "SELECT response_id, seq, body FROM response_events ORDER BY response_id, seq",
+    "SELECT id, item_id, owner, body FROM items ORDER BY id",
+    "SELECT id, turn_id, session_id FROM turns ORDER BY id",
+    "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
+    "SELECT kind, record_id, principal, owner FROM record_owners WHERE kind <> 'response' ORDER BY kind, record_id",
+)
+"""What stays of the responses: their rows whole, their events and input items, what they run as and in, and
+owners of other kinds."""
+PREVIOUS = {"resp_beta": "resp_alpha"}
+"""A response that continues another (outside any conversation)."""
+RESPONSE_RECORDS = (
+    "SELECT kind, id, parent, parent_seq, owner_key, owner, body, status, lease_until, at, k1, k2, k3, slot "
+    "FROM records WHERE kind = 'response' ORDER BY seq"
+)
+RESPONSE_TERMS = (
+    "SELECT r.id, t.term FROM record_terms t JOIN records r ON r.seq = t.seq WHERE t.kind = 'response' "
+    "ORDER BY r.id, t.term"
+)
+
+
+def response_rows() -> list[str]:
+    """Responses (some owned, some in conversations) in creation order, each with its turn in one session, the
+    conversations' anchors, the first one's events and input items, an orphan owner row and a turn's owner row,
+    as the versions at ``0024_sessions_on_kernel`` wrote them."""
+    stamp = WHEN.isoformat()
+    found = [_insert("sessions", session_id="sess_resp", agent_id=None)]
+    talked = dict.fromkeys(r.conversation_id for r in RESPONSES if r.conversation_id is not None)
+    found += [_insert("conversations", conversation_id=c, session_id="sess_resp") for c in talked]
+    for r in RESPONSES:
+        turn_id = f"turn_{r.response_id}"
+        body = RESPONSE.model_copy(update={"id": r.response_id, "created_at": r.created_at}).model_dump_json()
+        previous = PREVIOUS.get(r.response_id)
+        found += [
+            _insert("turns", turn_id=turn_id, session_id="sess_resp", agent_id=None, status="completed",
+                    input_messages="[]", overrides="{}", started_at=stamp),
+            _insert("responses", response_id=r.response_id, turn_id=turn_id, session_id="sess_resp",
+                    conversation_id=r.conversation_id, previous_response_id=previous, status="completed", body=body,
+                    created_at=r.created_at),
+        ]  # fmt: skip
+    first = RESPONSES[0].response_id
+    found += [
+        _insert("response_events", response_id=first, seq=seq, body=data) for seq, data in enumerate(RESPONSE_DATA)
+    ]
+    found += [_insert("items", item_id=item_id, owner=first, body=json.dumps(body)) for item_id, body in ITEMS.items()]
+    owners = {**RESPONSE_OWNERS, ORPHAN_RESPONSE: BOB}
+    found += [
+        _insert(
+            "record_owners", kind="response", record_id=rid, principal=agent_principal(owner), owner=json.dumps(owner)
+        )
+        for rid, owner in owners.items()
+    ]
+    found.append(
+        _insert(
+            "record_owners",
+            kind="turn",
+            record_id=f"turn_{first}",
+            principal=agent_principal(BOB),
+            owner=json.dumps(BOB),
+        )
+    )
+    return found
+
+
+async def _responses_at_0024(database: Database) -> list[list[tuple[Any, ...]]]:
+    """The responses, their owners and what else they hold at 0024; what stays of them."""
+    await database.migrate(BEFORE_RESPONSES, False)
+    for row in response_rows():
+        await database.query(row)
+    before = await _kept(database, RESPONSE_KEPT)
+    assert all(before), before
+    return before
+
+
+async def test_responses_get_their_records_with_their_owners_and_keep_their_rows(database: Database) -> None:
+    before = await _responses_at_0024(database)
+    columns = await _columns_of(database, "responses")
+    await _check_kernel(database, assert_responses_moved)
+    assert await database.revision() == [HEAD]
+    assert await _kept(database, RESPONSE_KEPT) == before  # rows, events, items, turns, other owners: all there
+    assert await _columns_of(database, "responses") == columns
+    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'response'") == []
+    # Roots, indexed by their conversation (none for a response made in none).
+    found = await database.query("SELECT id, parent, parent_seq, k1, k2, k3 FROM records WHERE kind = 'response'")
+    assert sorted(found) == sorted((r.response_id, "", None, r.conversation_id, None, None) for r in RESPONSES)
+    if database.dialect == "sqlite":
+        assert await database.query("PRAGMA foreign_key_check") == []
+
+
+async def test_the_moved_responses_are_the_records_the_application_writes(database: Database) -> None:
+    await _responses_at_0024(database)
+    await database.migrate("head", False)
+    moved = [await database.query(RESPONSE_RECORDS), await database.query(RESPONSE_TERMS)]
+    assert all(moved), moved
+
+    store = database.store()
+    await store.open()
+    try:
+        records = response_heads(store.kernel)
+        # The record ``start_response`` writes for each stored response, from the response as the store reads it.
+        heads = [head_of(await store.get_response(r.response_id)) for r in RESPONSES]
+        assert heads == RESPONSES
+        for head in heads:
+            assert await records.delete(head.response_id)
+        for head in heads:
+            await store.kernel.write([records.put(head, owner=response_owner(head.response_id))])
+    finally:
+        await store.close()
+    assert [await database.query(RESPONSE_RECORDS), await database.query(RESPONSE_TERMS)] == moved
+
+
+async def test_responses_go_down_to_their_owner_rows_and_up_again(database: Database) -> None:
+    before = await _responses_at_0024(database)
+    await database.migrate("head", False)
+    await database.migrate(BEFORE_RESPONSES, True)
+    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'response'")
+    assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
+        rid: (agent_principal(owner), owner) for rid, owner in RESPONSE_OWNERS.items()
+    }
+    assert await database.query("SELECT id FROM records WHERE kind = 'response'") == []
+    assert await database.query("SELECT term FROM record_terms WHERE kind = 'response'") == []
+    assert await _kept(database, RESPONSE_KEPT) == before
+    await database.migrate("head", False)  # and up again: the same records, owners and terms
+    await _check_kernel(database, assert_responses_moved)
+    assert await _kept(database, RESPONSE_KEPT) == before
+
+
 @pytest.mark.parametrize(
     ("before_move", "rows", "kept"),
     [
         (BEFORE_VECTOR_STORES, sql_rows("sqlite"), CHUNK_INDEX),
         (BEFORE_CONVERSATIONS, conversation_rows(), CONVERSATION_KEPT),
         (BEFORE_SESSIONS, session_rows("sqlite"), SESSION_KEPT),
+        (BEFORE_RESPONSES, response_rows(), RESPONSE_KEPT),
     ],
-    ids=["0021", "0023", "0024"],
+    ids=["0021", "0023", "0024", "0025"],
 )
 async def test_sqlite_keeps_what_names_a_moved_table_even_with_foreign_keys_enforced(
     tmp_path: Path, before_move: str, rows: list[str], kept: tuple[str, ...]

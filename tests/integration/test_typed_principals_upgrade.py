@@ -48,13 +48,13 @@ MAIN = "0008_shields"
 NOW = datetime.now(UTC)
 API_KEY, SUBJECT = PrincipalKind.API_KEY, PrincipalKind.SUBJECT
 
-# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Turns and responses:
-# their owners are still in the side table (agents', files', vector stores', conversations' and sessions' owners
-# moved into the kernel's records with revisions 0015, 0020, 0021, 0023 and 0024, which drop owner rows of
-# records that are gone, as these are).
+# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Turns: their owners are
+# still in the side table (agents', files', vector stores', conversations', sessions' and responses' owners moved
+# into the kernel's records with revisions 0015, 0020, 0021, 0023, 0024 and 0025, which drop owner rows of records
+# that are gone, as these are).
 OWNERS = {
     ("turn", "agent_key", "key:alice", (("roles", ("dev",)),)): Principal(API_KEY, "alice", {"roles": ("dev",)}),
-    ("response", "resp-sub", "alice", (("teams", ("red",)),)): Principal(SUBJECT, "alice", {"teams": ("red",)}),
+    ("turn", "turn-sub", "alice", (("teams", ("red",)),)): Principal(SUBJECT, "alice", {"teams": ("red",)}),
 }
 # More owners than one batch of the conversion holds.
 BULK = {("turn", f"agent_bulk_{i:04}", f"user-{i}", ()): Principal(SUBJECT, f"user-{i}") for i in range(1100)}
