@@ -1,8 +1,8 @@
 """An agent deleted while a session of it is opened, forked or read: nothing outlives the agent.
 
-Sessions are not on the storage kernel yet, so no key in storage ties a session to its agent (revision
-0015 dropped it): the service reads the agent again after storing a session, and forgets a cached agent
-after its record is gone.
+No key in storage ties a session to its agent (a session's record is a root, found by its agent's index):
+the service reads the agent again after storing a session, deletes an agent's sessions batch by batch before
+its record, and forgets a cached agent after its record is gone.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ferryman.auth.policy import ACTIONS, parse_policy
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.errors import NotFoundError
 from ferryman.server.app import build_services
+from ferryman.services import agent_sessions
 from ferryman.storage.base import SessionRecord
 from ferryman.testing import ScriptedModel, ScriptedReply
 
@@ -27,6 +28,22 @@ pytestmark = pytest.mark.anyio
 ALICE = Principal(PrincipalKind.SUBJECT, "alice", {"teams": ("red",)})
 CAROL = Principal(PrincipalKind.SUBJECT, "carol", {"teams": ("red",)})
 CONFIG = AgentConfig(model="scripted-model", instructions="be brief")
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+async def test_an_agent_deletes_its_sessions_batch_by_batch_and_no_other(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(agent_sessions, "_DELETE_BATCH", 2)
+    async with BACKENDS[backend](tmp_path) as store:
+        agents = build_services(store, [ScriptedModel()], sole_process=True).agents
+        agent_id, other_id = await agents.create_agent(CONFIG), await agents.create_agent(CONFIG)
+        for n in range(5):
+            await agents.create_session(agent_id, f"s{n}")
+        kept = await agents.create_session(other_id, "kept")
+        await agents.delete_agent(agent_id)
+        assert (await sessions_of(store, agent_id)).items == []
+        assert [s.session_id for s in (await sessions_of(store, other_id)).items] == [kept]
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))

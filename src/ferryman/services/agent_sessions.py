@@ -18,6 +18,9 @@ from .host import TurnHost
 from .session_memory import SessionMemory
 from .session_reads import SessionReads
 
+_DELETE_BATCH = 500
+"""How many of an agent's sessions its deletion reads at a time (a page is one script on Redis: kept short)."""
+
 
 class AgentSessions:
     """Sessions of agents, and what is deleted with them.
@@ -113,13 +116,19 @@ class AgentSessions:
     async def delete_all(self, agent_id: str) -> None:
         """Delete every session of an agent with its turns, and what lives beside each (as the server)."""
         with acting_as(None):
-            sessions = (await self._sessions.page(None, agent_id, 0, None)).items
-            for session in sessions:
-                try:
-                    await self._store.delete_session(agent_id, session.session_id)
-                except NotFoundError:  # deleted meanwhile by its own delete
-                    continue
-                await self._forget_memory(session.session_id)
+            seen: set[str] = set()
+            # Each deleted session leaves the agent's index, so the first page is always what is left; one seen
+            # again (its delete refused: an anchor of another agent's) ends the walk rather than looping on it.
+            while batch := (await self._sessions.page(None, agent_id, 0, _DELETE_BATCH)).items:
+                if seen.issuperset(session.session_id for session in batch):
+                    return
+                for session in batch:
+                    seen.add(session.session_id)
+                    try:
+                        await self._store.delete_session(agent_id, session.session_id)
+                    except NotFoundError:  # deleted meanwhile by its own delete
+                        continue
+                    await self._forget_memory(session.session_id)
 
     async def _forget_memory(self, session_id: str) -> None:
         """Delete what lives beside the session: its own vector store (its turns' large documents), if it has

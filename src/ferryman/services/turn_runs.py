@@ -95,7 +95,7 @@ class TurnRuns:
             turn = await self._turns.get_turn(record.agent_id or "", record.session_id, record.turn_id)
         except NotFoundError:
             gone = {"turn_id": record.turn_id, "session_id": record.session_id, "status": "deleted"}
-            owner = ("session", record.session_id)  # the turn's, gone with it
+            owner = ("turn", record.turn_id)  # its owner's entry outlives it (its session's went with its record)
             await self._host.notify(hook.url, hook.run_key, record.turn_id, "turn.failed", gone, owner)
             return
         except FerrymanError as exc:  # unreadable now: nothing is told
