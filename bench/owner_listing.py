@@ -1,20 +1,22 @@
 """``python -m bench.owner_listing``: a caller's page of records among many of another caller, per backend.
 
-Issue #22 asks that, with auth on, a page of 20 among N records of other principals cost at most 1.5x the
-same page with auth off. This measures it for agents, files, vector stores, conversations and an agent's
-sessions (``--kinds``) on each backend (SQLite always; PostgreSQL and Redis when their URLs are given). Files
-are listed through ``FileService.list``, what ``GET /v1/files`` runs (newest first, the caller's filter in the
-kernel's query); vector stores through ``VectorStoreService.list``, what ``GET /v1/vector_stores`` runs (the
-same, then one read of the page's attachment counts); conversations through ``ConversationService.listing``,
-what ``GET /v1/conversations`` runs; an agent's sessions through ``SessionReads.page``, the page
-``GET /v1/agents/{id}/sessions`` lists before it reads their turns (every seeded session is one agent's, found by
-the kind's agent index). Their records are seeded through the kernel, without the chunk index's, the items' or
-the sessions' anchors' rows, which a list does not read. Agents are listed on the
-``kernel`` path that ``GET /v1/agents`` runs since slice C:
-``storage.domain.agents`` over the backend's kernel, the caller's access filter passed in the kernel ``Page``
-(a ``WHERE`` on the owner terms, a per-term sorted set on Redis). The ``owned`` path it was compared with (the
-``Store`` agent methods behind ``services.owned_store.OwnedStore``, a list filtered in Python in batches of 100) left
-with those methods; its figures are in ``docs/design/storage-kernel.md``.
+Issue #22 asks that, with auth on, a page of 20 among N records of other principals cost at most 1.5x the same page
+with auth off. This measures it for agents, files, vector stores, conversations, an agent's sessions and responses
+(``--kinds``) on each backend (SQLite always; PostgreSQL and Redis when their URLs are given). Files are listed
+through ``FileService.list``, what ``GET /v1/files`` runs (newest first, the caller's filter in the kernel's query);
+vector stores through ``VectorStoreService.list``, what ``GET /v1/vector_stores`` runs (the same, then one read of
+the page's attachment counts); conversations through ``ConversationService.listing``, what ``GET /v1/conversations``
+runs; an agent's sessions through ``SessionReads.page``, the page ``GET /v1/agents/{id}/sessions`` lists before it
+reads their turns (every seeded session is one agent's, found by the kind's agent index); responses as
+``ResponseReads.list`` reads ``GET /v1/responses``' page before their input items (the records' page filtered in the
+query, then the page's responses read whole, newest first: the caller's, made last, are started through the store,
+the others' are records alone, which no page of 20 reaches). Their records are seeded through the kernel, without
+the chunk index's, the items' or the sessions' anchors' rows, which a list does not read. Agents are listed on the
+``kernel`` path that ``GET /v1/agents`` runs since slice C: ``storage.domain.agents`` over the backend's kernel, the
+caller's access filter passed in the kernel ``Page`` (a ``WHERE`` on the owner terms, a per-term sorted set on
+Redis). The ``owned`` path it was compared with (the ``Store`` agent methods behind
+``services.owned_store.OwnedStore``, a list filtered in Python in batches of 100) left with those methods; its
+figures are in ``docs/design/storage-kernel.md``.
 
 The database holds N records of ``other`` created first, then 20 of ``me`` (``--mine-first``: the other way
 round, where a plan that walks records in creation order reads all of ``other``'s); ``on`` lists ``me``'s first page of
@@ -38,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from ferryman.api.agents import Agent, AgentConfig
+from ferryman.api.content import UserMessage
+from ferryman.api.responses import Response
 from ferryman.auth.policy import AccessPolicy
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.ids import new_id, utcnow
@@ -50,11 +54,12 @@ from ferryman.services.owned_store import owned
 from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.session_reads import SessionReads
 from ferryman.services.vector_stores import VectorStoreService
-from ferryman.storage.base import ConversationRecord, SessionRecord, Store
+from ferryman.storage.base import ConversationRecord, ResponseRecord, ResponseStart, SessionRecord, Store, TurnRecord
 from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import AGENT
+from ferryman.storage.domain.responses import ResponseHead, response_heads
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import Owner
@@ -67,7 +72,7 @@ ME = Principal(PrincipalKind.API_KEY, "me")
 OTHER = Principal(PrincipalKind.API_KEY, "other")
 PAGE = 20
 BATCH = 500
-KINDS = ("agent", "file", "vector_store", "conversation", "session")
+KINDS = ("agent", "file", "vector_store", "conversation", "session", "response")
 SHARED_AGENT = "agent_shared"
 """The agent every seeded session belongs to (sessions of callers who may all read it)."""
 
@@ -102,7 +107,19 @@ def _conversation() -> ConversationRecord:
     return ConversationRecord(f"conv_{new_id()}", new_id(), {"topic": "notes"}, int(time.time()))
 
 
+def _response_start() -> ResponseStart:
+    """A response outside a conversation, in a session of its own, as the responses service starts one."""
+    session = SessionRecord(new_id(), None, "response", utcnow())
+    turn = TurnRecord(new_id(), session.session_id, None, "in_progress", [UserMessage(content="hi")], utcnow())
+    response = Response(id=f"resp_{new_id()}", created_at=int(time.time()), status="in_progress", model="m")
+    record = ResponseRecord(response, turn.turn_id, session.session_id)
+    return ResponseStart(record, turn, list(turn.input_messages), (), session)
+
+
 def _put(store: Store, kind: str, owner: Owner | None) -> ops.Put:
+    if kind == "response":
+        head = ResponseHead(f"resp_{new_id()}", None, int(time.time()))
+        return response_heads(store.kernel).put(head, owner=owner)
     if kind == "session":
         return sessions(store.kernel).put(SessionRecord(new_id(), SHARED_AGENT, "talk", utcnow()), owner=owner)
     if kind == "agent":
@@ -116,13 +133,16 @@ def _put(store: Store, kind: str, owner: Owner | None) -> ops.Put:
 
 async def _seed_kernel(store: Store, kind: str, others: int, mine_first: bool = False) -> None:
     access = Access(AccessPolicy())
-    puts: list[ops.Put] = []
     order = ((ME, PAGE), (OTHER, others)) if mine_first else ((OTHER, others), (ME, PAGE))
     for who, count in order:
         owner = access.owner(who)
-        puts.extend(_put(store, kind, owner) for _ in range(count))
-    for start in range(0, len(puts), BATCH):
-        await store.kernel.write(puts[start : start + BATCH])
+        if kind == "response" and who is ME:  # read whole by a page: started as the service starts them
+            for _ in range(count):
+                await store.start_response(_response_start(), owner=owner)
+            continue
+        puts = [_put(store, kind, owner) for _ in range(count)]
+        for start in range(0, len(puts), BATCH):
+            await store.kernel.write(puts[start : start + BATCH])
 
 
 async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dict[str, float]]:
@@ -131,6 +151,7 @@ async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dic
     stores = VectorStoreService(store, store.kernel, access, ModelRouter([]), uploads)
     talks = ConversationService(owned(store), CheckedRecords(conversations(store.kernel), access))
     opened = SessionReads(store.kernel, access)
+    started = CheckedRecords(response_heads(store.kernel), access)
 
     async def listed(who: Principal | None) -> None:
         if kind == "agent":
@@ -139,6 +160,11 @@ async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dic
             return
         if kind == "session":
             assert len((await opened.page(who, SHARED_AGENT, 0, PAGE)).items) == PAGE
+            return
+        if kind == "response":
+            heads = await started.page(who, None, PAGE, "desc")
+            assert len(heads.items) == PAGE
+            await store.responses_by_id([head.response_id for head in heads.items])
             return
         with acting_as(who):
             if kind == "file":

@@ -17,7 +17,7 @@ def test_owner_listing_writes_a_row_per_kind_and_auth(tmp_path: Path, capsys: py
     rows = json.loads(out.read_text())
     assert {(row["backend"], row["path"], row["auth"], row["others"]) for row in rows} == {
         ("sqlite", kind, auth, 60)
-        for kind in ("agent", "file", "vector_store", "conversation", "session")
+        for kind in ("agent", "file", "vector_store", "conversation", "session", "response")
         for auth in ("on", "off")
     }
     assert all(row["median_ms"] > 0 and row["p95_ms"] >= row["median_ms"] for row in rows)
@@ -27,3 +27,4 @@ def test_owner_listing_writes_a_row_per_kind_and_auth(tmp_path: Path, capsys: py
     assert "| sqlite | vector_store | 60 |" in printed
     assert "| sqlite | conversation | 60 |" in printed
     assert "| sqlite | session | 60 |" in printed
+    assert "| sqlite | response | 60 |" in printed
