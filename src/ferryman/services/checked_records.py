@@ -63,11 +63,12 @@ class CheckedRecords(Generic[T]):
         that value.
 
         Raises:
-            NotFoundError: the cursor names no record ``who`` may read.
+            NotFoundError: the cursor names no record ``who`` may read (with ``where``: none of those).
         """
         allow = self.access.filter(who, "read", self.kind)
         page = ops.Page(self.kind, where=where, allow=allow, after=after, limit=limit, desc=order == "desc")
-        found = await read_page(self.records.kernel, self.access, who, page)
+        live = None if where is None else lambda rec: rec.body.get(where[0]) == where[1]  # a cursor from elsewhere
+        found = await read_page(self.records.kernel, self.access, who, page, live)
         return PageOf([self.records.stored(rec).value for rec in found.items], found.has_more)
 
     async def patch(self, who: Principal | None, record_id: str, merge: Json) -> None:
