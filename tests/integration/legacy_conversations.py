@@ -55,7 +55,8 @@ def owner_of(conversation_id: str) -> Owner | None:
 
 async def write_layout_12(admin: Redis, keys: Keys) -> list[str]:
     """The conversations as layout 12 kept them (hashes, the index by number, owners, one orphan owner) and what
-    the responses store keeps of the first (its items, its responses' index, its session's set); those keys."""
+    the responses store keeps of the first (its items and its session's set, whose keys are returned, and its
+    responses' index, which layout 15 deletes: their records list them)."""
     for conversation in CONVERSATIONS:
         seq = int(await admin.incr(keys.global_("seq")))
         mapping: dict[FieldT, EncodableT] = {
@@ -68,16 +69,12 @@ async def write_layout_12(admin: Redis, keys: Keys) -> list[str]:
     for rid, owner in {**CONVERSATION_OWNERS, ORPHAN_CONVERSATION: ALICE}.items():
         await admin.hset(keys.of("owners", "conversation"), rid, json.dumps(owner))
     seq = int(await admin.incr(keys.global_("seq")))
-    kept = {
-        keys.of("items", TALKED): {item_id: seq + n for n, item_id in enumerate(ITEMS)},
-        keys.of("conv_responses", TALKED): {RESPONSE_ID: seq},
-    }
-    for key, scores in kept.items():
-        await admin.zadd(key, scores)
+    await admin.zadd(keys.of("items", TALKED), {item_id: seq + n for n, item_id in enumerate(ITEMS)})
+    await admin.zadd(keys.of("conv_responses", TALKED), {RESPONSE_ID: seq})
     await admin.hset(keys.of("item_bodies", TALKED), mapping={k: json.dumps(v) for k, v in ITEMS.items()})
     await admin.sadd(keys.of("session_convs", "sess_zeta"), TALKED)
     await admin.set(keys.global_("schema"), 12)
-    return [*kept, keys.of("item_bodies", TALKED), keys.of("session_convs", "sess_zeta")]
+    return [keys.of(kind, TALKED) for kind in ("items", "item_bodies")] + [keys.of("session_convs", "sess_zeta")]
 
 
 # -- after the upgrade ----------------------------------------------------------------------------------------------

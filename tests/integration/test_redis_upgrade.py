@@ -8,28 +8,41 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
-from legacy_agents import AGENT_OWNERS, AGENTS, ORPHAN_AGENT, assert_agents_moved
+from legacy_agents import AGENT_OWNERS, AGENTS, ALICE, ORPHAN_AGENT, assert_agents_moved
 from legacy_conversations import CONVERSATIONS, ITEMS, TALKED, assert_conversations_moved, write_layout_12
 from legacy_conversations import owner_of as conversation_owner
 from legacy_files import FILE_OWNERS, FILES, ORPHAN_FILE, assert_files_moved
+from legacy_redis_responses import HEADS as RESPONSE_HEADS
+from legacy_redis_responses import (
+    ORPHAN_RESPONSE,
+    OTHER,
+    RUNNING,
+    TALK,
+    assert_responses_moved,
+    store_responses,
+    write_layout_14,
+)
+from legacy_redis_responses import owner_of as response_owner
 from legacy_redis_sessions import HELD_AGENT, SESSIONS, assert_sessions_moved, write_layout_13
 from legacy_redis_sessions import owner_of as session_owner
 from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from legacy_vector_stores import STORES, assert_vector_stores_moved, owner_of, write_layout_11
 from redis.asyncio import Redis
 from replicas import redis_database
-from store_records import complete, response_start, start, texts, turn_of, user
+from store_records import complete, finished, response_start, start, texts, turn_of, user
 
 from ferryman.errors import ConfigurationError
 from ferryman.ids import utcnow
 from ferryman.redis_url import split_prefix
-from ferryman.storage.base import SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.base import ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import AGENT, CONVERSATION, FILE, MODEL, VECTOR_STORE
+from ferryman.storage.domain.kinds import RESPONSE as RESPONSE_KIND
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
 from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
+from ferryman.storage.domain.responses import response_heads
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import Kind, Owner
 from ferryman.storage.kernel.ops import Page, Put
@@ -247,25 +260,31 @@ async def test_a_conversion_that_died_midway_finishes_without_duplicates(
 
 
 async def _conversations_of_layout_5(prefix: str, admin: Redis) -> None:
-    """Three conversations (two created in one second) and two responses in the first, as layout 5 kept them:
-    hashes alone, a response's conversation a field of its hash (the fields the conversion reads)."""
+    """Three conversations (two created in one second) and three responses, two in the first, as layout 5 kept
+    them: hashes alone, a response's conversation a field of its hash (the fields the conversions read)."""
     keys = Keys(prefix)
     for created_at, name in ((20, "conv_b"), (10, "conv_z"), (20, "conv_a")):
         mapping = {"session_id": f"sess_{name}", "metadata": "{}", "created_at": created_at}
         await admin.hset(keys.of("conversation", name), mapping=mapping)  # type: ignore[arg-type]
     for response_id, conversation_id in (("resp_1", "conv_b"), ("resp_alone", ""), ("resp_2", "conv_b")):
         seq = await admin.incr(keys.global_("seq"))
-        await admin.hset(keys.of("response", response_id), mapping={"conversation_id": conversation_id, "seq": seq})
+        body = json.dumps({"id": response_id, "created_at": 30 - seq})
+        mapping = {"conversation_id": conversation_id, "body": body, "seq": seq}
+        await admin.hset(keys.of("response", response_id), mapping=mapping)  # type: ignore[arg-type]
         await admin.zadd(keys.global_("responses"), {response_id: seq})
     await admin.set(keys.global_(SCHEMA), 5)
 
 
-async def _conversation_order(url: str, prefix: str) -> list[str]:
-    """Open a store (converting); its conversations' ids in their order (kernel records since layout 13)."""
+async def _conversation_order(url: str, prefix: str) -> tuple[list[str], list[str]]:
+    """Open a store (converting); its conversations' ids in their order (kernel records since layout 13), and
+    conv_b's responses' (their records, since layout 15)."""
     store = RedisStore(url, prefix)
     await store.open()
     try:
-        return [c.conversation_id for c in await conversations(store.kernel).all()]
+        listed = await response_heads(store.kernel).page(where=("conversation_id", "conv_b"))
+        return [c.conversation_id for c in await conversations(store.kernel).all()], [
+            head.response_id for head in listed.items
+        ]
     finally:
         await store.close()
 
@@ -276,9 +295,8 @@ async def test_conversations_of_layout_5_are_listed_in_creation_order(
     url, prefix = deployment
     keys = Keys(prefix)
     await _conversations_of_layout_5(prefix, admin)
-    assert await _conversation_order(url, prefix) == ["conv_z", "conv_a", "conv_b"]
-    responses = [("resp_1", 1.0), ("resp_2", 3.0)]  # scored as in ``responses``
-    assert await admin.zrange(keys.of("conv_responses", "conv_b"), 0, -1, withscores=True) == responses
+    assert await _conversation_order(url, prefix) == (["conv_z", "conv_a", "conv_b"], ["resp_1", "resp_2"])
+    assert await admin.exists(keys.of("conv_responses", "conv_b")) == 0  # the records list them now
     assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
 
 
@@ -290,7 +308,7 @@ async def test_a_conversation_index_conversion_that_died_midway_keeps_its_order(
     await _conversations_of_layout_5(prefix, admin)
     # It had indexed the oldest conversation, then died.
     await admin.zadd(keys.global_("conversations"), {"conv_z": int(await admin.incr(keys.global_("seq")))})
-    assert await _conversation_order(url, prefix) == ["conv_z", "conv_a", "conv_b"]
+    assert (await _conversation_order(url, prefix))[0] == ["conv_z", "conv_a", "conv_b"]
 
 
 # -- layout 7: agents move into the kernel (their sessions stay) ---------------------------------------------------
@@ -508,7 +526,8 @@ async def test_conversations_of_layout_12_move_into_the_kernel_and_keep_their_it
     ]
     assert await admin.exists(*kept) == len(kept)
     assert await admin.zrange(keys.of("items", TALKED), 0, -1) == list(ITEMS)
-    assert await admin.exists(keys.global_("conversations"), keys.of("owners", "conversation")) == 0
+    gone = [keys.global_("conversations"), keys.of("owners", "conversation"), keys.of("conv_responses", TALKED)]
+    assert await admin.exists(*gone) == 0
 
 
 async def test_a_conversation_conversion_that_died_midway_finishes_without_duplicates(
@@ -603,3 +622,102 @@ async def test_a_session_conversion_run_twice_changes_nothing(deployment: tuple[
     await admin.set(keys.global_(SCHEMA), 13)
     assert await _open_and_check_moved(url, prefix, SESSION_KIND, assert_sessions_moved) == first
     assert [await admin.hgetall(keys.of("session", s.session_id)) for s in SESSIONS] == anchors
+
+
+# -- layout 15: responses get their records in the kernel (their hashes, turns and sessions stay) ------------------
+
+
+async def _responses_of_layout_14(url: str, prefix: str, admin: Redis) -> dict[str, ResponseRecord]:
+    """The responses as layout 14 kept them (stored through this version's store on a fresh database, their
+    records deleted, the old indexes and owners written); each as stored, by id."""
+    store = RedisStore(url, prefix)
+    await store.open()  # a fresh database: no conversion
+    try:
+        stored = await store_responses(store)
+    finally:
+        await store.close()
+    await write_layout_14(admin, Keys(prefix))
+    return stored
+
+
+async def test_responses_of_layout_14_get_their_records_and_stay_readable(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    stored = await _responses_of_layout_14(url, prefix, admin)
+    hashes = [keys.of("response", head.response_id) for head in RESPONSE_HEADS]
+    before = [await admin.hgetall(key) for key in hashes]
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        await assert_responses_moved(store.kernel)
+        assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
+        # Each hash is the response still; only the number that ordered the old indexes goes, with them.
+        assert [await admin.hgetall(key) for key in hashes] == [
+            {field: value for field, value in fields.items() if field != "seq"} for fields in before
+        ]
+        old = [keys.of("conv_responses", talk) for talk in (TALK, OTHER)]
+        assert await admin.exists(*old, keys.global_("responses"), keys.of("owners", "response")) == 0
+        ids = [head.response_id for head in RESPONSE_HEADS]
+        assert await store.responses_by_id(ids[::-1]) == [stored[response_id] for response_id in ids[::-1]]
+        # The running one finishes as this version's do.
+        running = stored[RUNNING]
+        await store.finish_response(finished(running, "late"), [], [])
+        assert (await store.get_response(RUNNING)).response.status == "completed"
+        # A moved response is deleted as this version's are: its record with it, and its own session's.
+        for response_id in ("resp_zeta", "resp_alpha"):
+            record = stored[response_id]
+            await store.delete_response(response_id)
+            assert await response_heads(store.kernel).find(response_id) is None
+            assert await admin.exists(keys.of("response", response_id), keys.of("turn", record.turn_id)) == 0
+        assert await sessions(store.kernel).find(stored["resp_zeta"].session_id) is None
+        assert await sessions(store.kernel).find(stored["resp_alpha"].session_id) is not None  # the conversation's
+        talked = await response_heads(store.kernel).page(where=("conversation_id", TALK))
+        assert [head.response_id for head in talked.items] == ["resp_beta"]
+    finally:
+        await store.close()
+
+
+async def test_a_response_conversion_that_died_midway_finishes_without_duplicates(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    stored: list[dict[str, ResponseRecord]] = []
+
+    async def write_old(admin: Redis, keys: Keys) -> None:
+        if not stored:
+            stored.append(await _responses_of_layout_14(url, prefix, admin))
+        else:
+            await write_layout_14(admin, keys)
+
+    zeta = RESPONSE_HEADS[0]
+
+    def first(kernel: Kernel) -> Put:
+        return response_heads(kernel).put(zeta, owner=response_owner(zeta.response_id), mode="upsert")
+
+    moved = (RESPONSE_KIND, assert_responses_moved)
+    await _finishes_after_dying(url, prefix, admin, moved, write_old, first, ("seq",))
+
+
+async def test_a_response_conversion_run_twice_changes_nothing(deployment: tuple[str, str], admin: Redis) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    await _responses_of_layout_14(url, prefix, admin)
+    first = await _open_and_check_moved(url, prefix, RESPONSE_KIND, assert_responses_moved)
+    hashes = [await admin.hgetall(keys.of("response", head.response_id)) for head in RESPONSE_HEADS]
+    await admin.set(keys.global_(SCHEMA), 14)
+    assert await _open_and_check_moved(url, prefix, RESPONSE_KIND, assert_responses_moved) == first
+    assert [await admin.hgetall(keys.of("response", head.response_id)) for head in RESPONSE_HEADS] == hashes
+
+
+async def test_a_fresh_database_is_not_converted_for_responses(deployment: tuple[str, str], admin: Redis) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    # Left by nobody's layout 14: a fresh database (no record ever numbered) skips the conversion.
+    await admin.hset(keys.of("owners", "response"), ORPHAN_RESPONSE, json.dumps(ALICE))
+    store = RedisStore(url, prefix)
+    await store.open()
+    await store.close()
+    assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
+    assert await admin.hget(keys.of("owners", "response"), ORPHAN_RESPONSE) is not None

@@ -16,11 +16,13 @@ from typing import cast
 from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 
-from .redis_keys import CONV_RESPONSES, CONVERSATION, RESPONSE, RESPONSES, SEQ, Keys
+from .redis_keys import CONVERSATION, RESPONSE, SEQ, Keys
 
 _BATCH = 500
-# An upgrade keeps its own copy of the layout it converts: layout 13 deleted this index.
+# An upgrade keeps its own copy of the layout it converts: layout 13 deleted the first index, 15 the others.
 CONVERSATIONS = "conversations"
+RESPONSES = "responses"
+CONV_RESPONSES = "conv_responses"
 
 
 async def index_conversations(client: Redis, keys: Keys, lock: Lock, escaped: str) -> None:

@@ -23,11 +23,10 @@ kind                type         holds
 ``turn_events``     sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``leases``          sorted set   running turn ids by lease end (epoch seconds)
 ``conversation``    hash         session_id (the conversation and its owner are a kernel record)
-``conv_responses``  sorted set   the ids of the responses made in a conversation, scored as in responses
 ``items``           sorted set   an owner's item ids by insertion
 ``item_bodies``     hash         item id -> item JSON
-``responses``       sorted set   response ids by creation
-``response``        hash         the response's columns, body, seq, interrupted
+``response``        hash         the response's columns, body, interrupted (its record, which lists it and
+                                 holds its owner, is the kernel's)
 ``response_events`` sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``owners``          hash         id: a kind of record; record id -> owner JSON
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
@@ -79,10 +78,8 @@ MESSAGES = "messages"
 TURN_EVENTS = "turn_events"
 LEASES = "leases"
 CONVERSATION = "conversation"
-CONV_RESPONSES = "conv_responses"
 ITEMS = "items"
 ITEM_BODIES = "item_bodies"
-RESPONSES = "responses"
 RESPONSE = "response"
 RESPONSE_EVENTS = "response_events"
 VECTOR_STORE = "vector_store"

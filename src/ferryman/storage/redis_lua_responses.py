@@ -1,11 +1,12 @@
 """The Lua scripts of responses, conversations and their items, each a typed script.
 
 Kept in Lua because each checks before it writes several keys, atomically: a
-new response starts with its turn (and the session it opens); a finished
-response stores its body, events and conversation items all or nothing; items
-are added only if no id repeats; a conversation is created only once, updated
-only while it exists; deletes cascade through keys found as they go. The chain
-read walks ``previous_response_id`` hop by hop, one snapshot in one round trip.
+new response starts with its record, its turn (and the session it opens); a
+finished response stores its body, events and conversation items all or
+nothing; items are added only if no id repeats; a conversation is created only
+once, updated only while it exists; deletes cascade through keys found as they
+go. The chain read walks ``previous_response_id`` hop by hop, one snapshot in
+one round trip.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ class ResponseColumns:
 
 @dataclass(frozen=True)
 class StartResponse(TurnStart, KernelWrite):
-    """A new response with its turn (as :class:`TurnStart`), its input items and, with ``opens_session``, the
-    session they open: its anchor (the turn's agent its agent) and its record's write (run only then)."""
+    """A new response with its turn (as :class:`TurnStart`), its input items, its record's write and, with
+    ``opens_session``, the session they open: its anchor (the turn's agent its agent), its record's write in the
+    same batch."""
 
     response_id: str
     conversation_id: str | None
@@ -68,8 +70,9 @@ class ResponseId:
 
 @dataclass(frozen=True)
 class DeleteResponse(KernelWrite):
-    """One response, and the delete of its own session's record, its id left for the script to fill in: only
-    the script knows whether the response had a session of its own, and which."""
+    """One response, and the deletes of its record and of its own session's record, the session's id left for
+    the script to fill in (or the delete to drop): only the script knows whether the response had a session of
+    its own, and which."""
 
     response_id: str
 
@@ -126,17 +129,15 @@ local function upsert_response()
   end
   local t = key('turn', turn_id)
   if redis.call('EXISTS', t) == 0 then return false end
-  local seq = next_seq(1)
   redis.call('HSET', r, 'turn_id', turn_id, 'session_id', session_id, 'conversation_id', conversation_id,
-    'previous_response_id', previous_response_id, 'background', background and '1' or '0', 'body', body, 'seq', seq)
-  redis.call('ZADD', global('responses'), seq, response_id)
-  if conversation_id ~= '' then redis.call('ZADD', key('conv_responses', conversation_id), seq, response_id) end
+    'previous_response_id', previous_response_id, 'background', background and '1' or '0', 'body', body)
   redis.call('HSET', t, 'response_id', response_id)
   return true
 end
 """
 
-# Its refusals come before any write (a session it opens has no turn that could refuse the new one).
+# Every refusal of its own comes before the kernel's batch (the response's record, and the session's when it opens
+# one), which checks its own before any write; then the anchor, the turn, the response and its items.
 START_RESPONSE = Script(
     StartResponse,
     _UPSERT
@@ -150,18 +151,16 @@ if conversation_id ~= '' and redis.call('EXISTS', key('conversation', conversati
   return {NOT_FOUND, 'conversation'}
 end
 if not items_ok(response_id, input_ids) then return {INVALID} end
-if opens_session then
-  if redis.call('EXISTS', key('session', session_id)) == 1 then return {CONFLICT, 'session'} end
+if opens_session and redis.call('EXISTS', key('session', session_id)) == 1 then return {CONFLICT, 'session'} end
+refused = turn_refusal(opens_session)
+if refused then return refused end
 """
     + KERNEL_WRITE
     + """
-  new_session(session_id, agent_id)
-end
-local stopped = start_turn()
-if stopped then return stopped end
+if opens_session then new_session(session_id, agent_id) end
+write_turn()
 upsert_response()
 insert_items(response_id, input_ids, input_bodies)
-if owner ~= '' then redis.call('HSET', key('owners', 'response'), response_id, owner) end
 settle_key()
 return {OK}
 """,
@@ -206,25 +205,22 @@ return {OK}
     },
 )
 
-# Without a conversation, the response's session was its own: it goes too, its record with it.
+# The response's record goes with it. Without a conversation, the response's session was its own: it goes too, its
+# record with it (the second delete of the batch, whose id only the script reads; in a conversation, dropped).
 DELETE_RESPONSE = Script(
     DeleteResponse,
     """
 local f = redis.call('HMGET', key('response', response_id), 'turn_id', 'session_id', 'conversation_id')
 if not f[1] then return {NOT_FOUND} end
-if f[3] ~= '' then
-  del_response(response_id)
-  del_turn(f[1])
-  return {OK}
-end
-local session_delete = cjson.decode(kernel_ops)
-session_delete[1].id = f[2]
-kernel_ops = cjson.encode(session_delete)
+local own_session = f[3] == ''
+local deletes = cjson.decode(kernel_ops)
+if own_session then deletes[2].id = f[2] else deletes[2] = nil end
+kernel_ops = cjson.encode(deletes)
 """
     + KERNEL_WRITE
     + """
 del_response(response_id)
-del_session(f[2])
+if own_session then del_session(f[2]) else del_turn(f[1]) end
 return {OK}
 """,
     nothing,

@@ -200,38 +200,46 @@ def _expired(found: list[Any]) -> list[ExpiredTurn]:
     return [ExpiredTurn(turn_id, response_id or None, session_id or None) for turn_id, response_id, session_id in found]
 
 
-# Stores the new turn of a script whose arguments are TurnStart's: answers nil and the turn's start order, or the
-# refusal to return, the turn not written.
+# The new turn of a script whose arguments are TurnStart's, in two parts, so that a script can write something
+# else between its refusals and its writes: turn_refusal answers the refusal to return (nil: none) and writes
+# nothing but the drop of stale queue entries; write_turn stores the turn and answers its start order. A session
+# the same script opens (opened) is new: only the turn's id can refuse the turn. start_turn runs both.
 TURN_START = (
     _HISTORY
     + """
-local function start_turn()
-  local s = key('session', session_id)
-  local f = redis.call('HMGET', s, 'seq', 'agent_id', 'running')
-  if not f[1] or (f[2] or '') ~= agent_id then return {NOT_FOUND} end
-  local t = key('turn', turn_id)
-  if redis.call('EXISTS', t) == 1 then return {CONFLICT} end
-  if status == IN_PROGRESS and ((f[3] and f[3] ~= turn_id and runs(f[3])) or queued(session_id)) then
-    if queued(session_id) and not (f[3] and f[3] ~= turn_id and runs(f[3])) then return {CONFLICT, QUEUED} end
-    return {CONFLICT}
+local function turn_refusal(opened)
+  local f = {}
+  if not opened then
+    f = redis.call('HMGET', key('session', session_id), 'seq', 'agent_id', 'running')
+    if not f[1] or (f[2] or '') ~= agent_id then return {NOT_FOUND} end
   end
+  if redis.call('EXISTS', key('turn', turn_id)) == 1 then return {CONFLICT} end
   if status == IN_PROGRESS then
     if f[3] and f[3] ~= turn_id and runs(f[3]) then return {CONFLICT} end
     if queued(session_id) then return {CONFLICT, QUEUED} end
-    redis.call('HSET', s, 'running', turn_id)
-    redis.call('ZADD', global('leases'), lease, turn_id)
-  elseif status == QUEUED then
-    redis.call('ZADD', global('leases'), lease, turn_id)
   end
+  return nil
+end
+
+local function write_turn()
+  if status == IN_PROGRESS then redis.call('HSET', key('session', session_id), 'running', turn_id) end
+  if status == IN_PROGRESS or status == QUEUED then redis.call('ZADD', global('leases'), lease, turn_id) end
   local seq = next_seq(1)
   if status == QUEUED then redis.call('ZADD', key('session_queued', session_id), seq, turn_id) end
+  local t = key('turn', turn_id)
   redis.call('HSET', t, 'session_id', session_id, 'status', status, 'inputs', inputs, 'overrides', overrides,
     'started_at', started_at, 'infer_iters', 0, 'seq', seq)
   if agent_id ~= '' then redis.call('HSET', t, 'agent_id', agent_id) end
   redis.call('ZADD', key('session_turns', session_id), seq, turn_id)
   append_messages(turn_id, messages)
   if owner ~= '' then redis.call('HSET', key('owners', 'turn'), turn_id, owner) end
-  return nil, seq
+  return seq
+end
+
+local function start_turn()
+  local refused = turn_refusal(false)
+  if refused then return refused end
+  return nil, write_turn()
 end
 """
 )

@@ -27,6 +27,7 @@ from .redis.kernel import RedisKernel
 from .redis_keys import Keys
 
 BATCH = 100
+SCAN_BATCH = 500
 
 ToPut = Callable[[str, list[str | None], Owner | None], Put | None]
 """The kernel write of one record from its id, its hash's fields and its owner (None: not whole, or converted)."""
@@ -104,3 +105,17 @@ async def _move(
         for key in moved:
             pipe.hdel(key, *drop)
         await pipe.execute()
+
+
+async def delete_scanned(client: Redis, lock: Lock, match: str) -> None:
+    """Delete every key the ``SCAN MATCH`` pattern ``match`` finds, a batch at a time, renewing ``lock`` between
+    batches (an old layout's per-record indexes, which no list names)."""
+    batch: list[str] = []
+    async for key in client.scan_iter(match=match, count=SCAN_BATCH):
+        batch.append(key)
+        if len(batch) == SCAN_BATCH:
+            await client.delete(*batch)
+            batch.clear()
+            await lock.reacquire()
+    if batch:
+        await client.delete(*batch)

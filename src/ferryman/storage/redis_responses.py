@@ -18,23 +18,15 @@ from .base import ConversationRecord, KeySettlement, ResponseRecord, ResponseSta
 from .domain.agents import sessions
 from .domain.conversations import conversations
 from .domain.kinds import CONVERSATION as CONVERSATION_KIND
+from .domain.kinds import RESPONSE as RESPONSE_KIND
 from .domain.kinds import SESSION as SESSION_KIND
+from .domain.responses import head_of, response_heads
 from .kernel import ops
 from .kernel.model import Owner
 from .page import Page
 from .redis.kernel import RedisKernel
 from .redis_idempotency import settlement_args
-from .redis_keys import (
-    CONV_RESPONSES,
-    ITEM_BODIES,
-    ITEMS,
-    RESPONSE,
-    RESPONSE_EVENTS,
-    RESPONSES,
-    TURN,
-    message_row,
-    stored_event,
-)
+from .redis_keys import ITEM_BODIES, ITEMS, RESPONSE, RESPONSE_EVENTS, TURN, message_row, stored_event
 from .redis_lua_responses import (
     ADD_ITEMS,
     CHAIN_HISTORY,
@@ -153,12 +145,14 @@ class RedisResponses(RedisBase):
     async def start_response(
         self, start: ResponseStart, settle: KeySettlement | None = None, owner: Owner | None = None
     ) -> None:
-        """Store a new response with its new session (if any), its turn and its input items, their owner and its
-        request's idempotency key outcome, in one script.
+        """Store a new response with its record, its new session (if any), its turn and its input items, their
+        owner (in the response's and the session's records) and its request's idempotency key outcome, in one
+        script.
 
         Raises:
             NotFoundError: the turn's session does not exist.
-            ConflictError: the new session exists, or the session runs another turn or has some queued.
+            ConflictError: the new session or the response exists, or the session runs another turn or has some
+                queued.
             IdempotencyKeyInUseError: ``settle``'s claim no longer holds its key.
             InvalidRequestError: an input item id repeats.
         """
@@ -170,9 +164,10 @@ class RedisResponses(RedisBase):
             **settlement_args(settle),
         }
         opened = [] if session is None else [sessions(self.kernel).put(session, owner=owner)]
+        records = [*opened, response_heads(self.kernel).put(head_of(start.record), owner=owner)]
         args = StartResponse(
             **fields,
-            **self.kernel.embedded(opened),
+            **self.kernel.embedded(records),
             input_ids=ids,
             input_bodies=bodies,
             opens_session=session is not None,
@@ -192,22 +187,11 @@ class RedisResponses(RedisBase):
             raise NotFoundError(f"response '{response_id}' not found")
         return response_of(values)
 
-    async def list_responses(
-        self, after: str | None, limit: int, order: str, conversation_id: str | None = None
-    ) -> Page[ResponseRecord]:
-        """Responses in creation order ``asc`` or ``desc`` (of one conversation, if given), after ``after``."""
-        index = self._keys.global_(RESPONSES)
-        if conversation_id is not None:
-            index = self._keys.of(CONV_RESPONSES, conversation_id)
-        ids = await self._ids(
-            index,
-            limit + 1,
-            after=after,
-            descending=order == "desc",
-            missing=NotFoundError(f"response '{after}' not found"),
-        )
-        rows = await self._records(self._keys.base(RESPONSE), ids, RESPONSE_FIELDS)
-        return Page([response_of(row[1:]) for row in rows[:limit]], len(rows) > limit)
+    async def responses_by_id(self, response_ids: list[str]) -> list[ResponseRecord]:
+        """The responses with these ids that exist, in the order given (their hashes read at one moment, in one
+        trip)."""
+        rows = await self._records(self._keys.base(RESPONSE), response_ids, RESPONSE_FIELDS)
+        return [response_of(row[1:]) for row in rows if row[1] is not None]
 
     async def turn_response(self, session_id: str, turn_id: str) -> str | None:
         """The response the session's turn runs for (held in the turn's own hash)."""
@@ -217,11 +201,12 @@ class RedisResponses(RedisBase):
         return response_id or None if owner == session_id else None
 
     async def delete_response(self, response_id: str) -> None:
-        """Delete a response, its items and events, and the turn it ran as; outside a conversation, its session
-        (record and anchor) too, in the same script."""
-        # The script fills in the session's id: it alone reads whether the response had a session of its own.
-        delete = ops.Delete(SESSION_KIND, "")
-        await self._run(DELETE_RESPONSE, DeleteResponse(**self.kernel.embedded([delete]), response_id=response_id))
+        """Delete a response's record, the response with its items and events, and the turn it ran as; outside a
+        conversation, its session (record and anchor) too, in the same script."""
+        # The script fills in the session's id, or drops its delete: it alone reads whether the response had a
+        # session of its own.
+        deletes = [ops.Delete(RESPONSE_KIND, response_id), ops.Delete(SESSION_KIND, "")]
+        await self._run(DELETE_RESPONSE, DeleteResponse(**self.kernel.embedded(deletes), response_id=response_id))
 
     async def events_after(self, response_id: str, after: int) -> list[StoredEvent]:
         """The stored stream events of a response with a sequence number above ``after``."""

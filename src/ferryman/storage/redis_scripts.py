@@ -54,11 +54,7 @@ local function del_items(owner)
 end
 
 local function del_response(rid)
-  local r = key('response', rid)
-  local cid = redis.call('HGET', r, 'conversation_id')
-  if cid and cid ~= '' then redis.call('ZREM', key('conv_responses', cid), rid) end
-  redis.call('DEL', r, key('response_events', rid))
-  redis.call('ZREM', global('responses'), rid)
+  redis.call('DEL', key('response', rid), key('response_events', rid))
   del_items(rid)
 end
 
@@ -85,7 +81,7 @@ local function del_conversation(cid)
   local c = key('conversation', cid)
   local sid = redis.call('HGET', c, 'session_id')
   if sid then redis.call('SREM', key('session_convs', sid), cid) end
-  redis.call('DEL', c, key('conv_responses', cid))
+  redis.call('DEL', c)
   del_items(cid)
 end
 

@@ -29,7 +29,7 @@ from .domain.kinds import SESSION
 from .kernel.model import Owner
 from .kernel.ops import Put
 from .redis_keys import Keys
-from .redis_record_moves import move_hashes
+from .redis_record_moves import delete_scanned, move_hashes
 
 # An upgrade keeps its own copy of the layout it converts: the application's has moved on.
 _SESSION = "session"
@@ -56,7 +56,7 @@ async def move_sessions(client: Redis, keys: Keys, lock: Lock, escaped: Callable
     await _list_sessions(client, keys, lock, order, escaped(keys.base(_SESSION)) + "*")
     await move_hashes(client, keys, lock, kind=_SESSION, index=order, fields=_FIELDS, to_put=_session, drop=_MOVED)
     await client.delete(order, keys.of(_OWNERS, _SESSION))  # one command: all or none
-    await _delete_scanned(client, lock, escaped(keys.base(_AGENT_SESSIONS)) + "*")
+    await delete_scanned(client, lock, escaped(keys.base(_AGENT_SESSIONS)) + "*")
 
 
 async def _list_sessions(client: Redis, keys: Keys, lock: Lock, order: str, match: str) -> None:
@@ -81,19 +81,6 @@ async def _list_sessions(client: Redis, keys: Keys, lock: Lock, order: str, matc
             await index()
     if batch:
         await index()
-
-
-async def _delete_scanned(client: Redis, lock: Lock, match: str) -> None:
-    """Delete every key ``match`` finds, a batch at a time."""
-    batch: list[str] = []
-    async for key in client.scan_iter(match=match, count=_SCAN_BATCH):
-        batch.append(key)
-        if len(batch) == _SCAN_BATCH:
-            await client.delete(*batch)
-            batch.clear()
-            await lock.reacquire()
-    if batch:
-        await client.delete(*batch)
 
 
 def _session(session_id: str, values: list[str | None], owner: Owner | None) -> Put | None:

@@ -29,6 +29,8 @@ each store's hash keeps what the chunk index reads, and its attachments, batches
 each one's hash keeps its session id, and its items and responses stay.
 14 moves sessions, with their owners, into the kernel's records (``redis_session_kernel_upgrade``); each one's
 hash stays as its anchor, without its name and start, its turns with it, and the agents' session indexes go.
+15 gives each response its record, with its owner, in the kernel (``redis_response_kernel_upgrade``), which lists
+it; its hash stays, and the indexes that listed responses go.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -64,10 +66,11 @@ from .redis_keys import (
     stored_event,
 )
 from .redis_registry_upgrade import move_registries
+from .redis_response_kernel_upgrade import move_responses
 from .redis_session_kernel_upgrade import move_sessions
 from .redis_vector_store_upgrade import move_vector_stores
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
@@ -79,6 +82,7 @@ _KERNEL_FILES = 10
 _KERNEL_VECTOR_STORES = 12
 _KERNEL_CONVERSATIONS = 13
 _KERNEL_SESSIONS = 14
+_KERNEL_RESPONSES = 15
 _OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -124,6 +128,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await move_conversations(client, keys, lock)
         if found < _KERNEL_SESSIONS and not fresh:  # after the owners are typed
             await move_sessions(client, keys, lock, _escaped)
+        if found < _KERNEL_RESPONSES and not fresh:  # after the owners are typed and the conversations indexed
+            await move_responses(client, keys, lock, _escaped)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
