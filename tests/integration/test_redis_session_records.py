@@ -8,17 +8,15 @@ gone, and the anchor holds only what the turn scripts read.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import cast
 
 import pytest
 from redis.asyncio import Redis
-from replicas import redis_database
+from redis_beneath import admin_fixture, store_fixture  # noqa: F401  (fixtures)
 from store_records import new_conversation, new_response, response_start, start, text_item
 
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.ids import new_id, utcnow
-from ferryman.redis_url import split_prefix
 from ferryman.storage.base import SessionRecord
 from ferryman.storage.domain.agents import sessions
 from ferryman.storage.kernel.model import Owner
@@ -27,26 +25,6 @@ from ferryman.storage.redis_store import RedisStore
 pytestmark = pytest.mark.anyio
 
 ALICE = Owner("api_key", "alice")
-
-
-@pytest.fixture()
-async def store() -> AsyncIterator[RedisStore]:
-    with redis_database() as prefixed:
-        opened = RedisStore(*split_prefix(prefixed))
-        await opened.open()
-        try:
-            yield opened
-        finally:
-            await opened.close()
-
-
-@pytest.fixture()
-async def admin(store: RedisStore) -> AsyncIterator[Redis]:
-    client = Redis.from_url(store._url, decode_responses=True)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 async def anchor(store: RedisStore, admin: Redis, session_id: str) -> dict[str, str]:
