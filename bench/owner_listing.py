@@ -10,11 +10,12 @@ runs; an agent's sessions through ``SessionReads.page``, the page ``GET /v1/agen
 reads their turns (every seeded session is one agent's, found by the kind's agent index); responses as
 ``ResponseReads.list`` reads ``GET /v1/responses``' page before their input items (the records' page filtered in the
 query, then the page's responses read whole, newest first: the caller's, made last, are started through the store,
-the others' are records alone, which no page of 20 reaches). Their records are seeded through the kernel, without
-the chunk index's, the items' or the sessions' anchors' rows, which a list does not read. Agents are listed on the
-``kernel`` path that ``GET /v1/agents`` runs since slice C: ``storage.domain.agents`` over the backend's kernel, the
-caller's access filter passed in the kernel ``Page`` (a ``WHERE`` on the owner terms, a per-term sorted set on
-Redis). The ``owned`` path it was compared with (the ``Store`` agent methods behind
+the others' are records alone, which no page of 20 reaches but ``--mine-first``'s with auth off, which then reads no
+rows: compare that mode's responses on their auth-on figure alone). Their records are seeded through the kernel,
+without the chunk index's, the items' or the sessions' anchors' rows, which a list does not read. Agents are listed
+on the ``kernel`` path that ``GET /v1/agents`` runs since slice C: ``storage.domain.agents`` over the backend's
+kernel, the caller's access filter passed in the kernel ``Page`` (a ``WHERE`` on the owner terms, a per-term sorted
+set on Redis). The ``owned`` path it was compared with (the ``Store`` agent methods behind
 ``services.owned_store.OwnedStore``, a list filtered in Python in batches of 100) left with those methods; its
 figures are in ``docs/design/storage-kernel.md``.
 

@@ -663,6 +663,7 @@ async def test_delete_turn_of_a_response_deletes_the_response_and_its_input_item
         await store.get_response(record.response.id)
     assert await store.all_items(record.response.id) == []
     assert [item.id for item in await store.all_items(conversation.conversation_id)] == [earlier.id]
+    assert await response_heads(store.kernel).find(record.response.id) is None  # no page lists what is gone
     assert (await listed_responses(store, None, 10, "asc", conversation.conversation_id)).items == []
 
 

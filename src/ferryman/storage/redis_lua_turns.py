@@ -18,6 +18,8 @@ from ferryman.api.agents import TurnStatus
 from ferryman.errors import ConflictError, FailureCode, NotFoundError
 
 from .base import ExpiredTurn
+from .redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
+from .redis.kernel import ERRORS as KERNEL_ERRORS
 from .redis_lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
 from .redis_script import ErrorOf, Outcome, Script, nothing, values
 
@@ -154,8 +156,9 @@ class FinishTurn:
 
 
 @dataclass(frozen=True)
-class TurnOfSession:
-    """A turn, and the session it is looked up in."""
+class DeleteTurn(KernelWrite):
+    """A turn, the session it is looked up in, and the delete of its response's record, its id left for the script
+    to fill in: only the script reads whether the turn ran for a response."""
 
     session_id: str
     turn_id: str
@@ -432,19 +435,31 @@ return {OK}
     {Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found")},
 )
 
-# Only a turn that does not run goes: a run still writing would find its turn gone midway.
+# Only a turn that does not run goes: a run still writing would find its turn gone midway. The response it ran
+# for goes with it (del_turn), and that response's record in the same script.
 DELETE_TURN = Script(
-    TurnOfSession,
+    DeleteTurn,
     """
-local f = redis.call('HMGET', key('turn', turn_id), 'session_id', 'status')
+local f = redis.call('HMGET', key('turn', turn_id), 'session_id', 'status', 'response_id')
 if f[1] ~= session_id then return {NOT_FOUND} end
 if f[2] == IN_PROGRESS then return {CONFLICT} end
+if f[3] and f[3] ~= '' then
+  local deletes = cjson.decode(kernel_ops)
+  deletes[1].id = f[3]
+  kernel_ops = cjson.encode(deletes)
+"""
+    + KERNEL_WRITE
+    + """
+end
 del_turn(turn_id)
 return {OK}
 """,
     nothing,
-    {
-        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' of session '{a.session_id}' not found"),
-        Outcome.CONFLICT: lambda a, _: ConflictError(f"turn '{a.turn_id}' is running; it cannot be deleted"),
-    },
+    with_kernel_errors(
+        {
+            Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' of session '{a.session_id}' not found"),
+            Outcome.CONFLICT: lambda a, _: ConflictError(f"turn '{a.turn_id}' is running; it cannot be deleted"),
+        },
+        KERNEL_ERRORS,
+    ),
 )

@@ -30,7 +30,9 @@ from .base import (
     TurnRecord,
     turn_from_record,
 )
+from .domain.kinds import RESPONSE
 from .history_cache import HistoryRow, Kept
+from .kernel import ops
 from .kernel.model import Owner
 from .redis.kernel import RedisKernel
 from .redis_idempotency import settlement_args
@@ -59,12 +61,12 @@ from .redis_lua_turns import (
     SAVE_TURN_EVENTS,
     START_TURN,
     ClaimResume,
+    DeleteTurn,
     FailExpired,
     HistoryOf,
     RedactTurnInput,
     SaveTurnEvents,
     StartTurn,
-    TurnOfSession,
 )
 from .redis_records import finish_args, lease_score, save_step_args, turn_of, turn_start_args
 from .redis_script import run_together
@@ -227,13 +229,18 @@ class RedisTurns(RedisBase):
         await self._run(FINISH_TURN, finish)
 
     async def delete_turn(self, session_id: str, turn_id: str) -> None:
-        """Delete a turn that does not run, with its steps, history messages, events and response.
+        """Delete a turn that does not run, with its steps, history messages, events and response (and that
+        response's record).
 
         Raises:
             NotFoundError: no such turn in this session.
             ConflictError: the turn is running.
         """
-        await self._run(DELETE_TURN, TurnOfSession(session_id=session_id, turn_id=turn_id))
+        # The script fills in the id of the response the turn ran for, if any: it alone reads the turn.
+        deletes = [ops.Delete(RESPONSE, "")]
+        await self._run(
+            DELETE_TURN, DeleteTurn(**self.kernel.embedded(deletes), session_id=session_id, turn_id=turn_id)
+        )
 
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
         """Return a turn's own columns or raise NotFoundError."""

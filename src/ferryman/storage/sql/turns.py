@@ -21,6 +21,8 @@ from ..base import (
     TurnRecord,
     turn_from_record,
 )
+from ..domain.kinds import RESPONSE
+from ..kernel import ops
 from ..kernel.model import Owner
 from ..rows import TURN_COLUMNS, turn_record
 from .history import HistoryRows, SqlHistories, changed, overtaken
@@ -248,11 +250,13 @@ class TurnTables:
         await self._db.write(work())
 
     async def delete_turn(self, session_id: str, turn_id: str) -> None:
-        """Delete a turn that does not run; its steps, messages, events and response go by cascade."""
+        """Delete a turn that does not run; its steps, messages, events and response go by cascade, and the
+        response's record with them."""
 
         def work() -> Work[None]:
             row = yield first(
-                "SELECT status FROM turns WHERE turn_id = :turn_id AND session_id = :session_id",
+                "SELECT status, (SELECT response_id FROM responses WHERE turn_id = :turn_id) FROM turns "
+                "WHERE turn_id = :turn_id AND session_id = :session_id",
                 turn_id=turn_id,
                 session_id=session_id,
             )
@@ -269,6 +273,8 @@ class TurnTables:
             )
             if not deleted:  # raised inside the transaction: the items stay too
                 raise ConflictError(f"turn '{turn_id}' is running; it cannot be deleted")
+            if row[1] is not None:  # the response it ran for went by cascade: its record goes with it
+                yield from self.kernel.writes_within([ops.Delete(RESPONSE, row[1])])
 
         await self._db.write(work())
 
