@@ -15,6 +15,7 @@ from .agent_records import AgentRecords
 from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
+from .owned_store import beneath
 from .session_memory import SessionMemory
 from .session_reads import SessionReads
 
@@ -83,14 +84,14 @@ class AgentSessions:
         shared = await self._reads.inherited_turns(session_id)
         if turn_ids is not None:
             shared = [turn for turn in shared if turn.turn_id in turn_ids]
-        turns = await self._store.list_turns([session_id], turn_ids)
+        turns = await beneath(self._store).list_turns([session_id], turn_ids)  # the session's read was checked
         return _session(record, [*shared, *turns])
 
     async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[Session]:
         """An agent's sessions with their turns, in creation order."""
         await self._agents.get(current_principal.get(), agent_id)
         page = await self._sessions.page(current_principal.get(), agent_id, start_index, limit)
-        turns = await self._store.list_turns([s.session_id for s in page.items])
+        turns = await beneath(self._store).list_turns([s.session_id for s in page.items])  # readable ones only
         by_session = await self._reads.inherited_of([s.session_id for s in page.items])
         for turn in turns:
             by_session.setdefault(turn.session_id, []).append(turn)

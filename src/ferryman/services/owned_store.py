@@ -5,7 +5,8 @@ it does to which record: creates stamp the caller (``current_principal``) as
 the record's owner (in the backend's :class:`OwnershipStore`, or in the kernel
 record of a session or response, which its backend writes in the same
 transaction); reads, updates and deletes check the policy against that owner;
-the lists left here keep only what the caller may read. A record the caller may not read is reported missing
+the lists left here keep only what the caller may read. A record the caller
+may not read is reported missing
 (``NotFoundError``), whatever the call; one it may read but not change is a
 ``ForbiddenError`` (403), and so is a create the policy forbids (Llama Stack's
 answer). Child records follow their parent: a session's turns, steps and
