@@ -1,7 +1,8 @@
 """How many times a create-response request (no conversation, no earlier response) reaches the database before
 its model call: once, the response stored with its new session, its turn and its input items in one write (one
 transaction on SQL, one script on Redis); with API keys on, the key is looked up first. In a conversation, the
-conversation's record (its owner checked) and its items are read first: three, four with keys on.
+conversation's record (its owner checked) and its items are read first: three, four with keys on. A page of
+responses reads storage as many times however many responses it holds.
 
 Counted as in ``test_turn_round_trips.py`` (a unit of work on SQL, a command or pipeline on Redis, sent by the
 request itself), on the second response of an app.
@@ -100,3 +101,32 @@ async def test_a_response_in_a_conversation_reads_the_conversation_and_its_items
         items = await http.get(f"/v1/conversations/{conversation}/items", params={"order": "asc"}, headers=headers)
     texts = [item["content"][0]["text"] for item in items.json()["data"]]
     assert texts == ["hi", "ok", "again", "ok"]
+
+
+LISTING = {False: 3, True: 4}
+"""The page of the responses' records (their owners filtered in the query), those responses, and their input items,
+however many are on the page; with keys on, the key first."""
+
+
+@pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
+@pytest.mark.parametrize("backend", list(BACKENDS))
+async def test_a_page_of_responses_reads_storage_the_same_number_of_times_however_long(
+    backend: str, keys_on: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trips = Trips()
+    async with counted_app(backend, keys_on, trips, tmp_path, monkeypatch) as (http, _, headers):
+        for n in range(4):
+            messages = [{"role": "user", "content": text} for text in (f"q{n}", "again")]
+            body = {"model": "scripted-model", "input": messages}
+            assert (await http.post("/v1/responses", json=body, headers=headers)).status_code == 200
+        counts, pages = [], []
+        for limit in (1, 4):
+            trips.watch()
+            page = await http.get("/v1/responses", params={"limit": limit, "order": "asc"}, headers=headers)
+            assert page.status_code == 200, page.text
+            counts.append(trips.requested)
+            pages.append(page.json()["data"])
+    assert counts == [LISTING[keys_on]] * 2
+    inputs = [[item["content"][0]["text"] for item in response["input"]] for response in pages[1]]
+    assert inputs == [[f"q{n}", "again"] for n in range(4)]
+    assert pages[0] == pages[1][:1]

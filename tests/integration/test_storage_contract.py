@@ -1303,6 +1303,22 @@ async def test_responses_are_read_by_id_in_the_order_asked(store: Store) -> None
     assert await store.responses_by_id([]) == []
 
 
+async def test_the_items_of_several_owners_are_read_together_oldest_first(store: Store) -> None:
+    kept = [text_item("c1"), text_item("c2")]
+    conversation = await new_conversation(store, *kept)
+    first, _ = await new_response(store, "a")
+    second, _ = await new_response(store, "b")
+    owners = [second.response.id, "resp_missing", conversation.conversation_id, first.response.id, first.response.id]
+    found = await store.items_of(owners)
+    assert found == {
+        second.response.id: await store.all_items(second.response.id),
+        conversation.conversation_id: kept,
+        first.response.id: await store.all_items(first.response.id),
+    }
+    assert found[first.response.id] and found[first.response.id] != found[second.response.id]
+    assert await store.items_of([]) == {}
+
+
 async def test_a_response_is_deleted_with_its_record(store: Store) -> None:
     conversation = await new_conversation(store)
     own, _ = await new_response(store, "q")

@@ -182,6 +182,7 @@ RULES: dict[str, Rule] = {
     "finish_response": Act("update", _response_of),
     "get_response": Act("read", _response),
     "responses_by_id": Beneath(),  # a page of the responses' records, filtered by ResponseReads.list
+    "items_of": Beneath(),  # the input items of that page
     "turn_response": Act("read", _session),
     "delete_response": Act("delete", _response),
     "events_after": Act("read", _response),

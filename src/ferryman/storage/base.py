@@ -350,6 +350,10 @@ class ResponseStore(Protocol):
         """Every item of an owner, oldest first."""
         ...
 
+    async def items_of(self, owners: list[str]) -> dict[str, list[Item]]:
+        """Every item of each of these owners, oldest first, in one read (an owner without items: absent)."""
+        ...
+
     async def get_item(self, owner: str, item_id: str) -> Item:
         """One item or NotFoundError."""
         ...

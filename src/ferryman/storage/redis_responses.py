@@ -126,6 +126,24 @@ class RedisResponses(RedisBase):
             ids, bodies = await pipe.execute()
         return [ITEM.validate_json(bodies[item_id]) for item_id in ids if item_id in bodies]
 
+    async def items_of(self, owners: list[str]) -> dict[str, list[Item]]:
+        """Every item of each of these owners, oldest first, read at one moment in one trip (an owner without
+        items: absent)."""
+        distinct = list(dict.fromkeys(owners))
+        if not distinct:
+            return {}
+        async with self._db.pipeline(transaction=True) as pipe:
+            for owner in distinct:
+                pipe.zrange(self._keys.of(ITEMS, owner), 0, -1)
+                pipe.hgetall(self._keys.of(ITEM_BODIES, owner))
+            found = await pipe.execute()
+        items: dict[str, list[Item]] = {}
+        for owner, ids, bodies in zip(distinct, found[::2], found[1::2], strict=True):
+            kept = [ITEM.validate_json(bodies[item_id]) for item_id in ids if item_id in bodies]
+            if kept:
+                items[owner] = kept
+        return items
+
     async def get_item(self, owner: str, item_id: str) -> Item:
         """One item of an owner, or NotFoundError."""
         body = await self._db.hget(self._keys.of(ITEM_BODIES, owner), item_id)

@@ -162,10 +162,12 @@ class ResponseReads:
         where = None if conversation_id is None else ("conversation_id", conversation_id)
         page = await self._heads.page(who, after, limit, order, where)
         store = beneath(self._store)  # the page holds only what the caller may read
+        records = await store.responses_by_id([head.response_id for head in page.items])
+        inputs = await store.items_of([record.response.id for record in records])
         listed = []
-        for record in await store.responses_by_id([head.response_id for head in page.items]):
-            inputs = await store.all_items(record.response.id)
-            response = ListedResponse.model_validate({**dict(record.response), "input": inputs})
+        for record in records:
+            response_inputs = inputs.get(record.response.id, [])
+            response = ListedResponse.model_validate({**dict(record.response), "input": response_inputs})
             listed.append(shown_response(response, None))
         return Page(listed, page.has_more)
 
