@@ -61,6 +61,7 @@ from ferryman.storage.base import ConversationRecord, IdempotencyRecord, Session
 from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.kinds import MODEL
 from ferryman.storage.domain.responses import head_of, response_heads
+from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Page
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
@@ -71,7 +72,7 @@ from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0025_responses_on_kernel"
+HEAD = "0026_turn_owners_in_turns"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -494,8 +495,9 @@ async def _assert_old_tables(database: Database) -> None:
         (name, key_hash, attributes, created.timestamp(), revoked and revoked.timestamp())
         for name, key_hash, attributes, created, revoked in API_KEYS
     )
-    owners = await database.query(
-        "SELECT kind, record_id, principal, owner FROM record_owners WHERE kind IN ('model', 'toolgroup', 'shield')"
+    owners = await _owner_rows(
+        database,
+        "SELECT kind, record_id, principal, owner FROM record_owners WHERE kind IN ('model', 'toolgroup', 'shield')",
     )
     assert {(row[0], row[1]): (row[2], json.loads(row[3])) for row in owners} == {
         key: (principal(owner), owner) for key, owner in OWNERS.items()
@@ -509,7 +511,7 @@ async def test_registries_and_api_keys_move_into_the_kernel_with_their_owners(da
     await _check_kernel(database, assert_moved)
     assert await database.revision() == [HEAD]
     assert not REGISTRY_TABLES & await database.tables()
-    assert await database.query("SELECT kind, record_id FROM record_owners") == []
+    assert await _owner_rows(database, "SELECT kind, record_id FROM record_owners") == []
 
 
 async def test_the_registries_go_down_to_the_old_tables_and_up_again(database: Database) -> None:
@@ -605,7 +607,7 @@ async def _assert_agent_table(database: Database) -> None:
     assert [(row[0], json.loads(row[1]), _epoch(row[2])) for row in rows] == [
         (a.agent_id, a.agent_config.model_dump(mode="json"), a.created_at.timestamp()) for a in AGENTS
     ]
-    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'agent'")
+    owners = await _owner_rows(database, "SELECT record_id, principal, owner FROM record_owners WHERE kind = 'agent'")
     assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
         rid: (agent_principal(owner), owner) for rid, owner in AGENT_OWNERS.items()
     }
@@ -629,7 +631,7 @@ async def test_agents_move_into_the_kernel_with_their_owners_and_sessions_lose_t
     assert await database.revision() == [HEAD]
     assert "agents" not in await database.tables()
     assert await _session_keys(database) == []
-    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'agent'") == []
+    assert await _owner_rows(database, "SELECT record_id FROM record_owners WHERE kind = 'agent'") == []
 
 
 async def test_agents_go_down_to_their_table_and_up_again(database: Database) -> None:
@@ -717,7 +719,7 @@ async def test_files_move_into_the_kernel_with_their_owners(database: Database) 
     await _check_kernel(database, assert_files_moved)
     assert await database.revision() == [HEAD]
     assert "files" not in await database.tables()
-    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'file'") == []
+    assert await _owner_rows(database, "SELECT record_id FROM record_owners WHERE kind = 'file'") == []
 
 
 async def _indexes_of(database: Database, table: str) -> list[str]:
@@ -738,7 +740,7 @@ async def test_files_go_down_to_their_table_and_up_again(database: Database) -> 
     rows = await database.query(f"SELECT {columns} FROM files ORDER BY created_at, file_id")  # noqa: S608
     assert [FileRecord(*row) for row in rows] == FILES
     assert "files_by_creation" in await _indexes_of(database, "files")
-    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'file'")
+    owners = await _owner_rows(database, "SELECT record_id, principal, owner FROM record_owners WHERE kind = 'file'")
     assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
         rid: (agent_principal(owner), owner) for rid, owner in FILE_OWNERS.items()
     }
@@ -764,6 +766,13 @@ CHUNK_INDEX = (
     "SELECT vector_store_id, version, file_id FROM chunk_removals",
 )
 """What the chunk index keeps of the stores: every table that names ``vector_stores`` with a cascading key."""
+
+
+async def _owner_rows(database: Database, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of ``record_owners`` (none once revision 0026 dropped the table with the last kind it held)."""
+    if "record_owners" not in await database.tables():
+        return []
+    return await database.query(sql)
 
 
 async def _kept(database: Database, queries: tuple[str, ...] = CHUNK_INDEX) -> list[list[tuple[Any, ...]]]:
@@ -805,7 +814,7 @@ async def test_vector_stores_move_into_the_kernel_with_their_owners_and_keep_the
     assert await _kept(database) == before  # attachments, batches, chunks, removals, versions: all there
     assert await _columns_of(database, "vector_stores") == ANCHOR
     assert "vector_stores_by_creation" not in await _indexes_of(database, "vector_stores")
-    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'vector_store'") == []
+    assert await _owner_rows(database, "SELECT record_id FROM record_owners WHERE kind = 'vector_store'") == []
     if database.dialect == "sqlite":
         assert await database.query("PRAGMA foreign_key_check") == []
 
@@ -823,7 +832,9 @@ async def test_vector_stores_go_down_to_their_table_and_up_again(database: Datab
             "AND table_schema = current_schema() AND column_default IS NOT NULL"
         )
         assert defaults == [("removals_from",)]
-    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'vector_store'")
+    owners = await _owner_rows(
+        database, "SELECT record_id, principal, owner FROM record_owners WHERE kind = 'vector_store'"
+    )
     assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
         rid: (agent_principal(owner), owner) for rid, owner in STORE_OWNERS.items()
     }
@@ -906,7 +917,7 @@ async def test_conversations_move_into_the_kernel_with_their_owners_and_keep_the
     assert await database.revision() == [HEAD]
     assert await _kept(database, CONVERSATION_KEPT) == before  # anchors, items, responses: all there
     assert await _columns_of(database, "conversations") == ["id", "conversation_id", "session_id"]
-    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'conversation'") == []
+    assert await _owner_rows(database, "SELECT record_id FROM record_owners WHERE kind = 'conversation'") == []
     if database.dialect == "sqlite":
         assert await database.query("PRAGMA foreign_key_check") == []
 
@@ -925,7 +936,9 @@ async def test_conversations_go_down_to_their_table_and_up_again(database: Datab
             "AND table_schema = current_schema() AND column_default IS NOT NULL"
         )
         assert defaults == [("id",)]
-    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'conversation'")
+    owners = await _owner_rows(
+        database, "SELECT record_id, principal, owner FROM record_owners WHERE kind = 'conversation'"
+    )
     assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
         rid: (agent_principal(owner), owner) for rid, owner in CONVERSATION_OWNERS.items()
     }
@@ -945,7 +958,6 @@ SESSION_KEPT = (
     "SELECT id, turn_id, session_id, agent_id, status FROM turns ORDER BY id",
     "SELECT id, session_id, turn_id, role, body FROM messages ORDER BY id",
     "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
-    "SELECT kind, record_id, principal, owner FROM record_owners WHERE kind <> 'session' ORDER BY kind, record_id",
 )
 """What stays of the sessions: the anchor (with its history epoch), and what names it or is owned beside it."""
 SESSION_RECORDS = (
@@ -1018,7 +1030,7 @@ async def test_sessions_move_into_the_kernel_with_their_owners_and_keep_their_an
     assert await database.revision() == [HEAD]
     assert await _kept(database, SESSION_KEPT) == before  # anchors, turns, messages, conversations: all there
     assert await _columns_of(database, "sessions") == ["id", "session_id", "agent_id", "history_epoch"]
-    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'session'") == []
+    assert await _owner_rows(database, "SELECT record_id FROM record_owners WHERE kind = 'session'") == []
     # Roots, indexed by their agent (none for a session of no agent).
     found = await database.query("SELECT id, parent, parent_seq, k1, k2, k3 FROM records WHERE kind = 'session'")
     assert sorted(found) == sorted((s.session_id, "", None, s.agent_id, None, None) for s in SESSIONS)
@@ -1057,7 +1069,7 @@ async def test_sessions_go_down_to_their_table_and_up_again(database: Database) 
             "AND table_schema = current_schema() AND column_default IS NOT NULL ORDER BY column_name"
         )
         assert defaults == [("history_epoch",), ("id",)]
-    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'session'")
+    owners = await _owner_rows(database, "SELECT record_id, principal, owner FROM record_owners WHERE kind = 'session'")
     assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
         rid: (agent_principal(owner), owner) for rid, owner in SESSION_OWNERS.items()
     }
@@ -1079,7 +1091,6 @@ RESPONSE_KEPT = (
     "SELECT id, item_id, owner, body FROM items ORDER BY id",
     "SELECT id, turn_id, session_id FROM turns ORDER BY id",
     "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
-    "SELECT kind, record_id, principal, owner FROM record_owners WHERE kind <> 'response' ORDER BY kind, record_id",
 )
 """What stays of the responses: their rows whole, their events and input items, what they run as and in, and
 owners of other kinds."""
@@ -1155,7 +1166,7 @@ async def test_responses_get_their_records_with_their_owners_and_keep_their_rows
     assert await database.revision() == [HEAD]
     assert await _kept(database, RESPONSE_KEPT) == before  # rows, events, items, turns, other owners: all there
     assert await _columns_of(database, "responses") == columns
-    assert await database.query("SELECT record_id FROM record_owners WHERE kind = 'response'") == []
+    assert await _owner_rows(database, "SELECT record_id FROM record_owners WHERE kind = 'response'") == []
     # Roots, indexed by their conversation (none for a response made in none).
     found = await database.query("SELECT id, parent, parent_seq, k1, k2, k3 FROM records WHERE kind = 'response'")
     assert sorted(found) == sorted((r.response_id, "", None, r.conversation_id, None, None) for r in RESPONSES)
@@ -1189,7 +1200,9 @@ async def test_responses_go_down_to_their_owner_rows_and_up_again(database: Data
     before = await _responses_at_0024(database)
     await database.migrate("head", False)
     await database.migrate(BEFORE_RESPONSES, True)
-    owners = await database.query("SELECT record_id, principal, owner FROM record_owners WHERE kind = 'response'")
+    owners = await _owner_rows(
+        database, "SELECT record_id, principal, owner FROM record_owners WHERE kind = 'response'"
+    )
     assert {row[0]: (row[1], json.loads(row[2])) for row in owners} == {
         rid: (agent_principal(owner), owner) for rid, owner in RESPONSE_OWNERS.items()
     }
@@ -1201,6 +1214,85 @@ async def test_responses_go_down_to_their_owner_rows_and_up_again(database: Data
     assert await _kept(database, RESPONSE_KEPT) == before
 
 
+# -- a turn's owner moves into its row; the side table goes (0026) -------------------------------------------------
+
+BEFORE_TURN_OWNERS = "0025_responses_on_kernel"
+TURN_OWNERS = {"turn_alice": ALICE, "turn_bob": BOB}
+"""Owned turns (``turn_none`` has no owner); an owner row of a turn deleted long ago, and one of an agent (a kind
+moved onto the kernel earlier), are left over."""
+TURN_KEPT = (
+    "SELECT id, turn_id, session_id, agent_id, status, input_messages, overrides FROM turns ORDER BY id",
+    "SELECT id, step_id, turn_id, body FROM steps ORDER BY id",
+    "SELECT id, session_id, turn_id, body FROM messages ORDER BY id",
+)
+"""What stays of the turns: their rows, their steps and their messages."""
+
+
+def turn_owner_rows() -> list[str]:
+    """Turns, one step and the messages of one, their owners in ``record_owners`` with two leftovers, as the
+    versions at ``0025_responses_on_kernel`` wrote them."""
+    stamp = WHEN.isoformat()
+    found = [_insert("sessions", session_id="sess_turns", agent_id=None)]
+    for turn_id in ("turn_alice", "turn_none", "turn_bob"):
+        found.append(
+            _insert("turns", turn_id=turn_id, session_id="sess_turns", agent_id=None, status="completed",
+                    input_messages="[]", overrides="{}", started_at=stamp)
+        )  # fmt: skip
+    found.append(_insert("steps", step_id="step_alice", turn_id="turn_alice", step_type="inference", body="{}"))
+    found += [
+        _insert("messages", session_id="sess_turns", turn_id="turn_alice", role=m.role, body=m.model_dump_json())
+        for m in (QUESTION, ANSWER)
+    ]
+    owners = [("turn", rid, owner) for rid, owner in TURN_OWNERS.items()]
+    owners += [("turn", "turn_deleted_long_ago", ALICE), ("agent", "agent_moved_long_ago", BOB)]
+    found += [
+        _insert("record_owners", kind=kind, record_id=rid, principal=agent_principal(owner), owner=json.dumps(owner))
+        for kind, rid, owner in owners
+    ]
+    return found
+
+
+async def _turns_at_0025(database: Database) -> list[list[tuple[Any, ...]]]:
+    await database.migrate(BEFORE_TURN_OWNERS, False)
+    for row in turn_owner_rows():
+        await database.query(row)
+    before = await _kept(database, TURN_KEPT)
+    assert all(before), before
+    return before
+
+
+async def test_turn_owners_move_into_their_rows_and_the_side_table_goes(database: Database) -> None:
+    before = await _turns_at_0025(database)
+    store = database.store()
+    await store.open()
+    try:
+        found = await store.turn_owners(["turn_alice", "turn_none", "turn_bob", "turn_deleted_long_ago"])
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    assert found == {rid: Owner.from_json(owner) for rid, owner in TURN_OWNERS.items()}
+    assert await _kept(database, TURN_KEPT) == before
+    owners = await database.query("SELECT turn_id, owner FROM turns WHERE owner IS NOT NULL ORDER BY turn_id")
+    assert {turn_id: json.loads(owner) for turn_id, owner in owners} == TURN_OWNERS
+    assert "record_owners" not in await database.tables()
+
+
+async def test_turn_owners_go_down_to_their_owner_rows_and_up_again(database: Database) -> None:
+    before = await _turns_at_0025(database)
+    await database.migrate("head", False)
+    await database.migrate(BEFORE_TURN_OWNERS, True)
+    owners = await database.query("SELECT kind, record_id, principal, owner FROM record_owners ORDER BY record_id")
+    assert [(kind, rid, principal, json.loads(owner)) for kind, rid, principal, owner in owners] == [
+        ("turn", rid, agent_principal(owner), owner) for rid, owner in sorted(TURN_OWNERS.items())
+    ]  # the leftovers went with the table
+    assert "owner" not in await _columns_of(database, "turns")
+    assert await _kept(database, TURN_KEPT) == before
+    await database.migrate("head", False)
+    owners = await database.query("SELECT turn_id, owner FROM turns WHERE owner IS NOT NULL ORDER BY turn_id")
+    assert {turn_id: json.loads(owner) for turn_id, owner in owners} == TURN_OWNERS
+    assert await _kept(database, TURN_KEPT) == before
+
+
 @pytest.mark.parametrize(
     ("before_move", "rows", "kept"),
     [
@@ -1208,8 +1300,9 @@ async def test_responses_go_down_to_their_owner_rows_and_up_again(database: Data
         (BEFORE_CONVERSATIONS, conversation_rows(), CONVERSATION_KEPT),
         (BEFORE_SESSIONS, session_rows("sqlite"), SESSION_KEPT),
         (BEFORE_RESPONSES, response_rows(), RESPONSE_KEPT),
+        (BEFORE_TURN_OWNERS, turn_owner_rows(), TURN_KEPT),
     ],
-    ids=["0021", "0023", "0024", "0025"],
+    ids=["0021", "0023", "0024", "0025", "0026"],
 )
 async def test_sqlite_keeps_what_names_a_moved_table_even_with_foreign_keys_enforced(
     tmp_path: Path, before_move: str, rows: list[str], kept: tuple[str, ...]

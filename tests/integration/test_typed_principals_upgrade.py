@@ -31,8 +31,9 @@ from ferryman.auth.policy import AccessPolicy
 from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.redis_url import split_prefix
 from ferryman.services.acting_owner import stored_principal
+from ferryman.services.owned_store import owners_of
 from ferryman.storage import redis_upgrade
-from ferryman.storage.base import IdempotencyRecord, Store
+from ferryman.storage.base import IdempotencyRecord, Store, TurnRecord
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.redis_idempotency import record_id
@@ -45,13 +46,14 @@ from ferryman.storage.sqlite import SqliteStore
 pytestmark = pytest.mark.anyio
 
 MAIN = "0008_shields"
+AGENT, SESSION = "agent_typed", "sess_typed"
+"""The agent and session of the turns whose owners are typed."""
 NOW = datetime.now(UTC)
 API_KEY, SUBJECT = PrincipalKind.API_KEY, PrincipalKind.SUBJECT
 
-# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Turns: their owners are
-# still in the side table (agents', files', vector stores', conversations', sessions' and responses' owners moved
-# into the kernel's records with revisions 0015, 0020, 0021, 0023, 0024 and 0025, which drop owner rows of records
-# that are gone, as these are).
+# (kind of record, record id, owner id as stored, its attributes) -> the owner it is now. Turns: their owners were
+# in the side table until revision 0026 (layout 16) moved them into the turns' own rows (hashes), dropping those
+# of turns that are gone, so these turns exist (every other kind's owners moved into the kernel's records earlier).
 OWNERS = {
     ("turn", "agent_key", "key:alice", (("roles", ("dev",)),)): Principal(API_KEY, "alice", {"roles": ("dev",)}),
     ("turn", "turn-sub", "alice", (("teams", ("red",)),)): Principal(SUBJECT, "alice", {"teams": ("red",)}),
@@ -69,7 +71,7 @@ def _owner_json(stored_id: str, attributes: tuple[tuple[str, tuple[str, ...]], .
 
 async def _assert_typed(store: Store) -> None:
     for (kind, record_id_, _, _), owner in (OWNERS | BULK).items():
-        assert stored_principal((await store.owners_of(kind, [record_id_]))[record_id_]) == owner
+        assert stored_principal((await owners_of(store, kind, [record_id_]))[record_id_]) == owner
     # The policy now tells the key from a token whose subject is its old principal string.
     key_owned = OWNERS[("turn", "agent_key", "key:alice", (("roles", ("dev",)),))]
     policy = AccessPolicy()
@@ -120,6 +122,17 @@ async def at_main(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 async def _fill(database: AtMain) -> None:
     owners = [(kind, rid, stored, _owner_json(stored, attributes)) for kind, rid, stored, attributes in OWNERS | BULK]
     await database.insert("INSERT INTO record_owners (kind, record_id, principal, owner) VALUES ($, $, $, $)", owners)
+    stamp: object = NOW.isoformat() if database.sqlite else NOW
+    await database.insert("INSERT INTO agents (agent_id, config, created_at) VALUES ($, $, $)", [(AGENT, "{}", stamp)])
+    await database.insert(
+        "INSERT INTO sessions (session_id, agent_id, session_name, started_at) VALUES ($, $, $, $)",
+        [(SESSION, AGENT, "s", stamp)],
+    )
+    await database.insert(
+        "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, started_at) "
+        "VALUES ($, $, $, $, $, $, $)",
+        [(rid, SESSION, AGENT, "completed", "[]", "{}", stamp) for _, rid, _, _ in OWNERS | BULK],
+    )
     times: tuple[object, object] = (NOW, NOW + timedelta(days=1))
     if database.sqlite:
         times = (NOW.timestamp(), (NOW + timedelta(days=1)).timestamp())
@@ -148,7 +161,8 @@ async def test_going_down_again_gives_the_old_strings_and_no_subject_the_keys_na
     store = SqliteStore(str(path))
     await store.open()
     # A subject whose id reads as an old API key string: going down must not hand its records to the key.
-    await store.set_owner("turn", "agent_mallory", Owner(SUBJECT.value, "key:alice"))
+    mallory_turn = TurnRecord("agent_mallory", SESSION, AGENT, "completed", [], NOW)
+    await store.start_turn(mallory_turn, [], load_history=False, owner=Owner(SUBJECT.value, "key:alice"))
     mallory = IdempotencyRecord("sub:key:alice", "k2", "t-mallory", "fp", NOW, NOW + timedelta(hours=1))
     assert await store.claim_idempotency_key(mallory, NOW) is None
     await store.close()
@@ -191,6 +205,7 @@ async def _as_main_left_it(url: str, prefix: str, renamed_already: bool = False)
     await admin.set(keys.global_(SCHEMA), 2)
     for kind, rid, stored, attributes in OWNERS | BULK:
         await admin.hset(keys.of("owners", kind), rid, _owner_json(stored, attributes))
+        await admin.hset(keys.of("turn", rid), mapping={"session_id": SESSION, "status": "completed"})
     expires = (NOW + timedelta(days=1)).timestamp()
     for owner, token in IDEMPOTENCY_OWNERS.items():
         name = keys.of("idempotency", record_id(owner, "k"))

@@ -22,6 +22,8 @@ from ferryman.storage.base import Store
 from ferryman.storage.domain.approvals import HeldCall, HeldCalls, turn_approval_id
 from ferryman.storage.kernel.model import Owner
 
+from .owned_store import owners_of
+
 
 class ApprovalHolds:
     """Writes the calls runs hold for approval, and takes out those answered elsewhere.
@@ -36,7 +38,7 @@ class ApprovalHolds:
         self.calls = calls
 
     async def _owner(self, kind: str, record_id: str) -> Owner | None:
-        return (await self._store.owners_of(kind, [record_id])).get(record_id)
+        return (await owners_of(self._store, kind, [record_id])).get(record_id)
 
     async def hold_turn(self, turn: Turn, agent_id: str | None) -> None:
         """Store the calls a paused turn holds for approval (none: nothing to do)."""

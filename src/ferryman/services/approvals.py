@@ -80,7 +80,7 @@ from .agents import AgentService
 from .approval_holds import request_binding
 from .approval_view import ApprovalView
 from .fork_reads import ForkReads
-from .owned_store import authorize
+from .owned_store import authorize, owners_of
 from .responses.service import ResponsesService
 from .webhooks import stored_webhook
 
@@ -242,7 +242,7 @@ class ApprovalService:
         if held.source != "turn":
             return stored
         assert held.turn_id is not None
-        turn_owner = (await self._store.owners_of("turn", [held.turn_id])).get(held.turn_id)
+        turn_owner = (await owners_of(self._store, "turn", [held.turn_id])).get(held.turn_id)
         return turn_owner if turn_owner is not None else stored
 
     async def _stored_at(self, held: HeldCall) -> float:

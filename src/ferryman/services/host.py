@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ferryman.api.webhooks import WebhookEventType
-from ferryman.auth.principal import current_principal
+from ferryman.auth.principal import Principal
 from ferryman.auth.quotas import HeldSlot, Quotas
 from ferryman.coordination.base import CancelTurns, Fanout
 from ferryman.coordination.follow import contiguous, follow_elsewhere
@@ -36,6 +36,7 @@ from ferryman.webhooks.outbox import ArmedRun
 
 from .acting_owner import stored_principal
 from .leases import TurnLeases
+from .owned_store import OwnedStore, owners_of
 from .run_metrics import RunMetrics
 from .turn_queue import ROLLBACK_WAIT_SECONDS
 from .usage import RunUsage, UsageLedger
@@ -111,24 +112,25 @@ class TurnHost:
         run_id: str,
         event: WebhookEventType | None,
         data: dict[str, Any],
-        owned_as: tuple[str, str] | None = None,
+        who: Principal | None,
     ) -> None:
-        """Queue a run's end for its webhook (nothing without a webhook, or for a state that ends no run).
-
-        The delivery is owned by the current caller, or, with ``owned_as`` (a record's kind and id: what ends a
-        run for another caller, such as the lease sweep), by that record's owner.
-        """
+        """Queue a run's end for its webhook, its delivery owned by ``who`` (the run's owner: see
+        :meth:`owner_of`); nothing without a webhook, or for a state that ends no run."""
         if url is None or event is None or self.webhooks is None:
             return
-        who = current_principal.get()
-        if owned_as is not None:
-            kind, record_id = owned_as
-            try:
-                who = stored_principal((await self.store.owners_of(kind, [record_id])).get(record_id))
-            except Exception:  # the event matters more than who may list its delivery
-                log.exception("the owner of %s %s was not read; its webhook delivery is the server's", kind, record_id)
-                who = None
         await self.webhooks.notify(url, run_key, run_id, event, data, who)
+
+    async def owner_of(self, kind: str, record_id: str) -> Principal | None:
+        """The owner of a run's record (its turn or response) as a principal, who owns the run's webhook delivery
+        whoever ends the run (the lease sweep, an approver); None: unowned, gone, or unread (logged: the event
+        matters more than who may list its delivery)."""
+        try:
+            if isinstance(self.store, OwnedStore):
+                return await self.store.owner_of(kind, record_id)  # kept in memory since its create or check
+            return stored_principal((await owners_of(self.store, kind, [record_id])).get(record_id))
+        except Exception:
+            log.exception("the owner of %s %s was not read; its webhook delivery is the server's", kind, record_id)
+            return None
 
     def armed(self, run: Callable[[Emit], Awaitable[T]], armed: ArmedRun) -> Callable[[Emit], Awaitable[T]]:
         """``run``, arming its webhook's delivery first (see :meth:`Webhooks.arm`)."""

@@ -2,9 +2,9 @@
 
 Every method of the storage protocol has an entry in :data:`RULES` saying what
 it does to which record: creates stamp the caller (``current_principal``) as
-the record's owner (in the backend's :class:`OwnershipStore`, or in the kernel
-record of a session or response, which its backend writes in the same
-transaction); reads, updates and deletes check the policy against that owner;
+the record's owner, which its backend writes with the record in the same
+transaction (a session's or response's kernel record, a turn's own row or
+hash); reads, updates and deletes check the policy against that owner;
 the lists left here keep only what the caller may read. A record the caller
 may not read is reported missing
 (``NotFoundError``), whatever the call; one it may read but not change is a
@@ -13,9 +13,9 @@ answer). Child records follow their parent: a session's turns, steps and
 events are checked on the session (or on the turn, which is owned like its
 session), items on their conversation or response.
 
-A new kind of record is owned by being written through the store: its create
-method gets a :class:`Create` entry (its owner goes in the same ``(kind, id)``
-map, no schema change), its other methods an entry each. The module refuses
+A new kind of record belongs on the kernel, which stores its owner in the record
+(:mod:`ferryman.storage.domain`); a backend method that creates one gets a
+:class:`Create` entry (and takes ``owner=``), its other methods an entry each. The module refuses
 to load while a protocol method has no entry, so a new method cannot be left
 unchecked. No principal (the server itself, or no authentication) skips every
 check and stamps nothing. Storage keeps an owner as a plain value
@@ -52,7 +52,8 @@ Target = Callable[[Args], "tuple[str, str] | None"]
 _KEPT_OWNERS = 10_000
 """How many owners of records whose owner never changes (:data:`_FIXED_OWNERS`) a store keeps in memory."""
 _RECORD_OWNED = {kind.name: kind for kind in (CONVERSATION, SESSION, RESPONSE)}
-"""Kinds whose owner is stored in their kernel record (their other calls are still checked here)."""
+"""Kinds whose owner is stored in their kernel record (their other calls are still checked here); a turn's is
+stored in its own row or hash (:meth:`Store.turn_owners`)."""
 _FIXED_OWNERS = frozenset({"session", "turn"})
 """Kinds whose ids the server makes, never reused, and whose owner is stamped once: a kept owner stays true (a
 deleted record's kept owner only lets a call on to the backend, which finds the record missing)."""
@@ -104,21 +105,16 @@ class Act:
 
 @dataclass(frozen=True)
 class Create:
-    """The call creates the record ``target`` names, under ``parent`` (checked for ``parent_action``)."""
+    """The call creates the record ``target`` names, under ``parent`` (checked for ``parent_action``); the
+    backend's method takes the owner (``owner=``) and stores it with the record, in one transaction."""
 
     target: Target
     parent: Target | None = None
     parent_action: Action = "read"
-    stamped: bool = False
-    """The backend's method takes the owner (``owner=``) and stores it with the record, in one transaction."""
     along: tuple[Target, ...] = ()
-    """Records the call creates before ``target``, in the same transaction with the same owner (``stamped``
-    only), each checked, kept and audited as ``target`` is (None: not this time). A parent among them is judged
-    as owned by the caller, unread."""
-
-    def __post_init__(self) -> None:
-        if self.along and not self.stamped:
-            raise TypeError("records created along another are stamped in its transaction: stamped=True")
+    """Records the call creates before ``target``, in the same transaction with the same owner, each checked,
+    kept and audited as ``target`` is (None: not this time). A parent among them is judged as owned by the
+    caller, unread."""
 
 
 @dataclass(frozen=True)
@@ -147,9 +143,9 @@ RULES: dict[str, Rule] = {
     # A session's agent is a kernel record: the service checks the caller may read it (services/agent_records.py).
     # Its own record is read and listed through the kernel (services/session_reads.py); its owner, stamped here,
     # is stored in that record.
-    "create_session": Create(_arg("session", "session", "session_id"), stamped=True),
+    "create_session": Create(_arg("session", "session", "session_id")),
     "delete_session": Act("delete", _session),
-    "start_turn": Create(_arg("turn", "record", "turn_id"), _arg("session", "record", "session_id"), "update", stamped=True),  # noqa: E501
+    "start_turn": Create(_arg("turn", "record", "turn_id"), _arg("session", "record", "session_id"), "update"),  # noqa: E501
     "claim_resume": Act("update", _session),
     "resume_point": Act("read", _session, also=_turn),
     "save_step": Act("update", _turn),
@@ -178,7 +174,7 @@ RULES: dict[str, Rule] = {
     "all_items": Act("read", _items_parent),
     "get_item": Act("read", _items_parent),
     "delete_item": Act("update", _items_parent),
-    "start_response": Create(_started_response, _started_in, "update", stamped=True, along=(_opened_session, _started_turn)),  # noqa: E501
+    "start_response": Create(_started_response, _started_in, "update", along=(_opened_session, _started_turn)),  # noqa: E501
     "finish_response": Act("update", _response_of),
     "get_response": Act("read", _response),
     "responses_by_id": Beneath(),  # a page of the responses' records, filtered by ResponseReads.list
@@ -215,9 +211,7 @@ RULES: dict[str, Rule] = {
     "complete_idempotency_key": Server(),
     "release_idempotency_key": Server(),
     "forget_idempotency_key": Server(),
-    "set_owner": Server(),
-    "owners_of": Server(),
-    "forget_owner": Server(),
+    "turn_owners": Server(),
     "open": Server(),
     "close": Server(),
 }  # fmt: skip
@@ -274,9 +268,7 @@ class OwnedStore:
                     await self.check(rule.action, *checked)
             result = await method(*args, **kwargs)
             if rule.action == "delete" and target is not None and result is not False:
-                self._kept.pop(target, None)
-                if target[0] not in _RECORD_OWNED:  # else gone with its record
-                    await self.inner.forget_owner(*target)
+                self._kept.pop(target, None)  # its stored owner went with it
                 audit("delete", "delete", _resource(*target))
             return result
 
@@ -293,15 +285,8 @@ class OwnedStore:
         return owner
 
     async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Owner]:
-        """The owners of those of these records that have one: from their kernel records for the kinds stored
-        there, else from the backend's owners."""
-        record_kind = _RECORD_OWNED.get(kind)
-        if record_kind is None:
-            return await self.inner.owners_of(kind, record_ids)
-        if not record_ids:
-            return {}
-        (found,) = await self.kernel.read([ops.GetMany(record_kind, tuple(dict.fromkeys(record_ids)))])
-        return {rec.id: rec.owner for rec in found if rec.owner is not None}
+        """The owners of those of these records that have one (see :func:`owners_of`)."""
+        return await owners_of(self.inner, kind, record_ids)
 
     def _keep(self, kind: str, record_id: str, owner: Principal) -> None:
         if kind in _FIXED_OWNERS:
@@ -346,12 +331,7 @@ class OwnedStore:
                 raise ForbiddenError(f"not allowed to create {kind} '{record_id}'")
         owner = stored_owner(user)
         assert owner is not None
-        if rule.stamped:
-            result = await method(*args, **kwargs, owner=owner)
-        else:
-            # The owner first: a crash between the two leaves an owner of nothing, never a record of no one.
-            await self.inner.set_owner(*target, owner)
-            result = await method(*args, **kwargs)
+        result = await method(*args, **kwargs, owner=owner)
         for made in created:
             self._keep(*made, user)
             audit("create", "create", _resource(*made))
@@ -368,6 +348,23 @@ class OwnedStore:
         """Full turns of those of the sessions that are readable."""
         readable = await self._readable("session", session_ids)
         return await self.inner.list_turns([s for s in session_ids if s in readable], turn_ids)
+
+
+async def owners_of(store: Store, kind: str, record_ids: list[str]) -> dict[str, Owner]:
+    """The owners of those of these records (a session, conversation, response or turn) that have one, as each
+    kind stores them: in its kernel record, or a turn's in its own row or hash.
+
+    Raises:
+        KeyError: records of ``kind`` have no owner.
+    """
+    store = beneath(store)
+    if kind == "turn":
+        return await store.turn_owners(record_ids)
+    record_kind = _RECORD_OWNED[kind]
+    if not record_ids:
+        return {}
+    (found,) = await store.kernel.read([ops.GetMany(record_kind, tuple(dict.fromkeys(record_ids)))])
+    return {rec.id: rec.owner for rec in found if rec.owner is not None}
 
 
 async def authorize(store: Store, action: Action, kind: str, record_id: str) -> None:

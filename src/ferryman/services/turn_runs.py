@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from ferryman.api.agents import Turn
+from ferryman.auth.principal import Principal
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit, EngineEvent, TurnAwaitingInput
 from ferryman.errors import FerrymanError, NotFoundError
@@ -63,6 +65,7 @@ class TurnRuns:
     ) -> LiveTurn:
         """Run ``run`` in the background as the run of the turn numbered from event ``first_seq``."""
         turn_id = record.turn_id
+        owner = _RunOwner()
 
         async def settle(events: list[str]) -> None:
             try:
@@ -70,7 +73,7 @@ class TurnRuns:
             except FerrymanError as exc:
                 log.warning("events of turn %s not stored: %s", turn_id, exc.message)
             if webhook is not None:
-                await self._notify(record, first_seq, webhook)
+                await self.queue_end(record, KeptWebhook(webhook, run_key(turn_id, first_seq)), owner.principal)
 
         owners = (record.agent_id or "", record.session_id, turn_id)  # the turn's own id: what interrupts it
         if self._holds is not None:
@@ -78,32 +81,49 @@ class TurnRuns:
         if webhook is not None:
             run = self._host.armed(run, ArmedRun(kind="turn", run_id=turn_id, run_key=run_key(turn_id, first_seq),
                                                  session_id=record.session_id))  # fmt: skip
+            run = _reading_owner(run, self._host, turn_id, owner)
         counted = counted or RunMetrics("agents")
         return self._host.launch(
             turn_id, stream(turn_id), run, turn_event_data, settle, owners, first_seq, counted=counted, metered=metered
         )
 
-    async def _notify(self, record: TurnRecord, first_seq: int, webhook: str) -> None:
-        """Queue the end of a run of the turn (stored by now) for the webhook its request named, owned by the turn's
-        owner (a run the approval inbox continues has its approver, or no one, as the caller)."""
-        await self.queue_end(record, KeptWebhook(webhook, run_key(record.turn_id, first_seq)))
-
-    async def queue_end(self, record: TurnRecord, hook: KeptWebhook) -> None:
-        """Queue the turn's state (its run's end, stored by now) for ``hook``, owned by the turn's owner; a turn
-        removed by then (a rollback, its session deleted) is told as ``turn.failed``, status ``deleted``."""
+    async def queue_end(self, record: TurnRecord, hook: KeptWebhook, owner: Principal | None = None) -> None:
+        """Queue the turn's state (its run's end, stored by now) for ``hook``, owned by the turn's owner (``owner``,
+        read as its run started; None: read now), whoever ended the run (a run the approval inbox continues has its
+        approver, or no one, as the caller); a turn removed by then (a rollback, its session deleted) is told as
+        ``turn.failed``, status ``deleted``."""
+        if owner is None:  # read before the turn: its owner goes with it
+            owner = await self._host.owner_of("turn", record.turn_id)
         try:
             turn = await self._turns.get_turn(record.agent_id or "", record.session_id, record.turn_id)
         except NotFoundError:
             gone = {"turn_id": record.turn_id, "session_id": record.session_id, "status": "deleted"}
-            owner = ("turn", record.turn_id)  # its owner's entry outlives it (its session's went with its record)
             await self._host.notify(hook.url, hook.run_key, record.turn_id, "turn.failed", gone, owner)
             return
         except FerrymanError as exc:  # unreadable now: nothing is told
             log.warning("the webhook of turn %s was not queued: %s", record.turn_id, exc.message)
             return
         data = turn.model_dump(mode="json")
-        owned_as = ("turn", turn.turn_id)
-        await self._host.notify(hook.url, hook.run_key, turn.turn_id, TURN_EVENTS.get(turn.status), data, owned_as)
+        await self._host.notify(hook.url, hook.run_key, turn.turn_id, TURN_EVENTS.get(turn.status), data, owner)
+
+
+@dataclass
+class _RunOwner:
+    """The owner of a run's turn, read as the run starts: a turn deleted while it runs takes its owner along."""
+
+    principal: Principal | None = None
+
+
+def _reading_owner(
+    run: Callable[[Emit], Awaitable[Turn]], host: TurnHost, turn_id: str, owner: _RunOwner
+) -> Callable[[Emit], Awaitable[Turn]]:
+    """The run, reading its turn's owner first (kept in memory since the start or the resume checked it)."""
+
+    async def owned(emit: Emit) -> Turn:
+        owner.principal = await host.owner_of("turn", turn_id)
+        return await run(emit)
+
+    return owned
 
 
 def _holding(

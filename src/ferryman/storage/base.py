@@ -194,6 +194,10 @@ class TurnStore(Protocol):
         """
         ...
 
+    async def turn_owners(self, turn_ids: list[str]) -> dict[str, Owner]:
+        """The owners of those of these turns that exist and have one (stored with the turn, so gone with it)."""
+        ...
+
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
         """Return a turn's own columns or raise NotFoundError."""
         ...
@@ -513,31 +517,11 @@ class IdempotencyStore(Protocol):
         ...
 
 
-class OwnershipStore(Protocol):
-    """Who owns each record: one ``(kind, id) -> owner`` map for every kind, so a new kind needs no schema.
-
-    Written and read by :mod:`ferryman.services.owned_store`, which stamps and checks owners for every backend.
-    """
-
-    async def set_owner(self, kind: str, record_id: str, owner: Owner) -> None:
-        """Record (or replace) the owner of a record."""
-        ...
-
-    async def owners_of(self, kind: str, record_ids: list[str]) -> dict[str, Owner]:
-        """The owners of those of these records that have one."""
-        ...
-
-    async def forget_owner(self, kind: str, record_id: str) -> None:
-        """Drop a deleted record's owner."""
-        ...
-
-
 class Store(
     SessionStore,
     TurnStore,
     ResponseStore,
     IdempotencyStore,
-    OwnershipStore,
     KnowledgeStore,
     Protocol,
 ):

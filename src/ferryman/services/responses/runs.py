@@ -105,7 +105,7 @@ class ResponseRuns:
             await self._store.finish_response(record, events, conversation_items)
             if webhook is not None:
                 shown = shown_response(response.model_copy(deep=True), None).model_dump(mode="json")
-                event, owner = RESPONSE_EVENTS.get(response.status), ("response", response_id)
+                event, owner = RESPONSE_EVENTS.get(response.status), await self._host.owner_of("response", response_id)
                 await self._host.notify(webhook, response_id, response_id, event, shown, owner)
             if done and store:
                 self._cache.put(response_id, state.history, record.previous_response_id)

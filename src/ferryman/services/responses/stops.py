@@ -139,4 +139,5 @@ class ResponseStops:
             return
         shown = shown_response(response, None).model_dump(mode="json")
         event = RESPONSE_EVENTS.get(response.status)
-        await self._host.notify(hook.url, hook.run_key, response_id, event, shown, ("response", response_id))
+        owner = await self._host.owner_of("response", response_id)
+        await self._host.notify(hook.url, hook.run_key, response_id, event, shown, owner)

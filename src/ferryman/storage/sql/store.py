@@ -17,7 +17,6 @@ from .history import SqlHistories
 from .idempotency import IdempotencyTables
 from .ingestion import IngestionTables
 from .kernel import SqlKernel
-from .owners import OwnerTables
 from .responses import ResponseTables
 from .resumes import ResumeTables
 from .seam import Driver
@@ -31,7 +30,6 @@ class SqlStore(
     ResumeTables,
     ResponseTables,
     IdempotencyTables,
-    OwnerTables,
     FileTables,
     VectorStoreTables,
     IngestionTables,

@@ -24,11 +24,11 @@ from ..base import (
 from ..domain.kinds import RESPONSE
 from ..kernel import ops
 from ..kernel.model import Owner
+from ..owners import dump_owner, load_owner
 from ..rows import TURN_COLUMNS, turn_record
 from .history import HistoryRows, SqlHistories, changed, overtaken
 from .idempotency import claimed, settled
 from .kernel import SqlKernel
-from .owners import stamp_owner
 from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
 _log = logging.getLogger(__name__)
@@ -115,8 +115,8 @@ def insert_turn(d: Dialect, record: TurnRecord, history: list[Message], owner: O
     try:
         yield count(
             "INSERT INTO turns (turn_id, session_id, agent_id, status, input_messages, overrides, "
-            "started_at, lease_until) VALUES (:turn_id, :session_id, :agent_id, :status, :inputs, "
-            ":overrides, :started_at, :lease_until)",
+            "started_at, lease_until, owner) VALUES (:turn_id, :session_id, :agent_id, :status, :inputs, "
+            ":overrides, :started_at, :lease_until, :owner)",
             turn_id=record.turn_id,
             session_id=record.session_id,
             agent_id=record.agent_id,
@@ -125,14 +125,13 @@ def insert_turn(d: Dialect, record: TurnRecord, history: list[Message], owner: O
             overrides=json.dumps(record.overrides),
             started_at=d.stamp(record.started_at),
             lease_until=d.epoch(record.lease_until),
+            owner=None if owner is None else dump_owner(owner),
         )
     except UniqueViolation as exc:
         raise ConflictError(
             f"session '{record.session_id}' already has a turn in progress; wait for it to finish"
         ) from exc
     yield from _append(record.session_id, record.turn_id, history)
-    if owner is not None:
-        yield from stamp_owner("turn", record.turn_id, owner)
     return known
 
 
@@ -277,6 +276,21 @@ class TurnTables:
                 yield from self.kernel.writes_within([ops.Delete(RESPONSE, row[1])])
 
         await self._db.write(work())
+
+    async def turn_owners(self, turn_ids: list[str]) -> dict[str, Owner]:
+        """The owners of those of these turns that exist and have one (stored in the turn's own row, so gone
+        with it)."""
+        if not turn_ids:
+            return {}
+        d = self._db.dialect
+        found = await self._db.read(
+            rows(
+                "SELECT turn_id, owner FROM turns "  # noqa: S608
+                f"WHERE {d.any_of('turn_id', 'ids')} AND owner IS NOT NULL",
+                ids=d.array(sorted(set(turn_ids))),
+            )
+        )
+        return {row[0]: load_owner(row[1]) for row in found}
 
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
         """Return a turn's own columns or raise NotFoundError."""
