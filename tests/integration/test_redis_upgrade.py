@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 from legacy_agents import AGENT_OWNERS, AGENTS, ALICE, ORPHAN_AGENT, assert_agents_moved
@@ -25,6 +26,7 @@ from legacy_redis_responses import (
 from legacy_redis_responses import owner_of as response_owner
 from legacy_redis_sessions import HELD_AGENT, SESSIONS, assert_sessions_moved, write_layout_13
 from legacy_redis_sessions import owner_of as session_owner
+from legacy_redis_turn_owners import ORPHANS, assert_owners_moved, store_turns, write_layout_15
 from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from legacy_vector_stores import STORES, assert_vector_stores_moved, owner_of, write_layout_11
 from redis.asyncio import Redis
@@ -721,3 +723,76 @@ async def test_a_fresh_database_is_not_converted_for_responses(deployment: tuple
     await store.close()
     assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
     assert await admin.hget(keys.of("owners", "response"), ORPHAN_RESPONSE) is not None
+
+
+# -- layout 16: a turn's owner moves into its hash (the side hashes of owners go) ---------------------------------
+
+
+async def _turns_of_layout_15(url: str, prefix: str, admin: Redis) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """Turns whose owners layout 15 kept beside them (stored through this version's store on a fresh database, the
+    owners then moved out of their hashes): each one's owner JSON by id, and their hashes as this version wrote
+    them."""
+    store = RedisStore(url, prefix)
+    await store.open()  # a fresh database: no conversion
+    try:
+        owners = await store_turns(store)
+    finally:
+        await store.close()
+    keys = Keys(prefix)
+    hashes = [await admin.hgetall(keys.of("turn", turn_id)) for turn_id in owners]
+    await write_layout_15(admin, keys, owners)
+    return owners, hashes
+
+
+async def _open_and_check_owners(url: str, prefix: str, admin: Redis, owners: dict[str, Any]) -> list[dict[str, str]]:
+    """Open a store (converting) and check the owners moved; the turns' hashes."""
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        await assert_owners_moved(store, admin, owners)
+        assert await admin.get(Keys(prefix).global_(SCHEMA)) == str(SCHEMA_VERSION)
+        return [await admin.hgetall(Keys(prefix).of("turn", turn_id)) for turn_id in owners]
+    finally:
+        await store.close()
+
+
+async def test_turn_owners_of_layout_15_move_into_their_turns_hashes(deployment: tuple[str, str], admin: Redis) -> None:
+    url, prefix = deployment
+    owners, written = await _turns_of_layout_15(url, prefix, admin)
+    # Each hash is as this version writes it: the owner's field where it has one, the rest unchanged.
+    assert await _open_and_check_owners(url, prefix, admin, owners) == written
+    assert [("owner" in fields) for fields in written] == [owner is not None for owner in owners.values()]
+    # A moved owner goes with its turn, as this version's do.
+    alices, _, _, responded = owners
+    owned = {turn_id for turn_id, owner in owners.items() if owner is not None}
+    session_id = await admin.hget(Keys(prefix).of("turn", alices), "session_id")
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        await store.delete_turn(session_id or "", alices)
+        assert set(await store.turn_owners(list(owners))) == owned - {alices}
+        await store.delete_session("agent_1", session_id or "")  # Bob's turn with it
+        assert list(await store.turn_owners(list(owners))) == [responded]  # in a session of its own
+    finally:
+        await store.close()
+
+
+async def test_a_turn_owner_conversion_that_died_midway_finishes(deployment: tuple[str, str], admin: Redis) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    owners, written = await _turns_of_layout_15(url, prefix, admin)
+    # A first batch written (an owner in its hash), the side hash still whole.
+    first = next(iter(owners))
+    await admin.hset(keys.of("turn", first), "owner", written[0]["owner"])
+    assert await _open_and_check_owners(url, prefix, admin, owners) == written
+
+
+async def test_a_turn_owner_conversion_run_twice_changes_nothing(deployment: tuple[str, str], admin: Redis) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    owners, written = await _turns_of_layout_15(url, prefix, admin)
+    assert await _open_and_check_owners(url, prefix, admin, owners) == written
+    # Died after deleting the side hashes, before writing the version: run again, it finds nothing to move.
+    await admin.set(keys.global_(SCHEMA), 15)
+    assert await _open_and_check_owners(url, prefix, admin, owners) == written
+    assert await admin.exists(keys.of("turn", ORPHANS[0])) == 0

@@ -15,7 +15,7 @@ kind                type         holds
 ``session_done``    sorted set   its *completed* turn ids, scored like session_turns
 ``session_queued``  sorted set   its *queued* turn ids, scored like session_turns
 ``session_convs``   set          the conversations that run in the session
-``turn``            hash         the turn's columns, seq, response_id
+``turn``            hash         the turn's columns, seq, response_id, owner (its owner JSON; absent: none)
 ``steps``           sorted set   a turn's step ids by first save
 ``step_bodies``     hash         step id -> step JSON
 ``pending``         sorted set   the step ids of a turn still pending (tool waits)
@@ -28,7 +28,6 @@ kind                type         holds
 ``response``        hash         the response's columns, body, interrupted (its record, which lists it and
                                  holds its owner, is the kernel's)
 ``response_events`` sorted set   ``"<seq>:<event JSON>"`` scored by seq
-``owners``          hash         id: a kind of record; record id -> owner JSON
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
                                  id ``<len(owner)>:<owner>:<key>``, expires itself
 ``file_stores``     set          the vector stores a file is attached to

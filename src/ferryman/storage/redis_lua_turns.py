@@ -83,7 +83,7 @@ class TurnStart(SettlesKey):
     lease: float
     messages: list[str]
     owner: str | None
-    """The turn's owner as stored (None: none)."""
+    """The turn's owner as stored (None: none), kept in the turn's hash, so that it goes with the turn."""
 
 
 @dataclass(frozen=True)
@@ -233,9 +233,9 @@ local function write_turn()
   redis.call('HSET', t, 'session_id', session_id, 'status', status, 'inputs', inputs, 'overrides', overrides,
     'started_at', started_at, 'infer_iters', 0, 'seq', seq)
   if agent_id ~= '' then redis.call('HSET', t, 'agent_id', agent_id) end
+  if owner ~= '' then redis.call('HSET', t, 'owner', owner) end
   redis.call('ZADD', key('session_turns', session_id), seq, turn_id)
   append_messages(turn_id, messages)
-  if owner ~= '' then redis.call('HSET', key('owners', 'turn'), turn_id, owner) end
   return seq
 end
 

@@ -26,7 +26,6 @@ from .redis.kernel import RedisKernel
 from .redis_chunks import RedisChunks
 from .redis_idempotency import RedisIdempotency
 from .redis_keys import Keys
-from .redis_owners import RedisOwners
 from .redis_responses import RedisResponses
 from .redis_script import Scripts
 from .redis_scripts import CREATE_SESSION, DELETE_SESSION, LIBRARY, CreateSession, DeleteSession
@@ -39,7 +38,6 @@ class RedisStore(
     RedisResponses,
     RedisChunks,
     RedisIdempotency,
-    RedisOwners,
 ):
     """Sessions' anchors, turns, responses and knowledge in one Redis database (the rest, agents' and sessions'
     records included: ``kernel``).

@@ -34,6 +34,7 @@ from .domain.kinds import RESPONSE
 from .history_cache import HistoryRow, Kept
 from .kernel import ops
 from .kernel.model import Owner
+from .owners import load_owner
 from .redis.kernel import RedisKernel
 from .redis_idempotency import settlement_args
 from .redis_keys import (
@@ -248,6 +249,18 @@ class RedisTurns(RedisBase):
         if fields.get("session_id") != session_id:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
         return turn_of(turn_id, fields)
+
+    async def turn_owners(self, turn_ids: list[str]) -> dict[str, Owner]:
+        """The owners of those of these turns that exist and have one (stored in the turn's own hash, so gone with
+        it)."""
+        if not turn_ids:
+            return {}
+        ids = list(dict.fromkeys(turn_ids))
+        async with self._db.pipeline(transaction=False) as pipe:
+            for turn_id in ids:
+                pipe.hget(self._keys.of(TURN, turn_id), "owner")
+            stored = cast(list[str | None], await pipe.execute())
+        return {turn_id: load_owner(value) for turn_id, value in zip(ids, stored, strict=True) if value is not None}
 
     async def session_queue(self, session_id: str) -> list[tuple[str, TurnStatus]]:
         """The ids and statuses of the session's running and queued turns, oldest first."""

@@ -31,6 +31,9 @@ each one's hash keeps its session id, and its items and responses stay.
 hash stays as its anchor, without its name and start, its turns with it, and the agents' session indexes go.
 15 gives each response its record, with its owner, in the kernel (``redis_response_kernel_upgrade``), which lists
 it; its hash stays, and the indexes that listed responses go.
+16 keeps a turn's owner in the turn's own hash (``owner``), which takes it when it goes
+(``redis_turn_owner_upgrade``): the owners of turns still there move into their hashes, and ``owners:turn``
+goes with any other ``owners:<kind>`` hash left, the last of the side tables of owners.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -68,9 +71,10 @@ from .redis_keys import (
 from .redis_registry_upgrade import move_registries
 from .redis_response_kernel_upgrade import move_responses
 from .redis_session_kernel_upgrade import move_sessions
+from .redis_turn_owner_upgrade import move_turn_owners
 from .redis_vector_store_upgrade import move_vector_stores
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
@@ -83,6 +87,7 @@ _KERNEL_VECTOR_STORES = 12
 _KERNEL_CONVERSATIONS = 13
 _KERNEL_SESSIONS = 14
 _KERNEL_RESPONSES = 15
+_TURN_OWNERS = 16
 _OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -130,6 +135,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await move_sessions(client, keys, lock, _escaped)
         if found < _KERNEL_RESPONSES and not fresh:  # after the owners are typed and the conversations indexed
             await move_responses(client, keys, lock, _escaped)
+        if found < _TURN_OWNERS and not fresh:  # after the owners are typed
+            await move_turn_owners(client, keys, lock, _escaped)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
