@@ -17,7 +17,7 @@ from storage_backends import BACKENDS
 from test_turn_round_trips import Trips, counted_app
 
 from ferryman.auth.principal import PrincipalKind
-from ferryman.services.owned_store import beneath
+from ferryman.services.owned_store import beneath, owners_of
 from ferryman.storage.kernel.model import Owner
 from sse import frames
 
@@ -45,8 +45,8 @@ async def test_a_response_reaches_storage_once_before_its_model_call_and_twice_w
         items = await http.get(f"/v1/responses/{response_id}/input_items", headers=headers)
         stored = await beneath(services.store).get_response(response_id)
         owners = [
-            await services.store.owners_of("session", [stored.session_id]),  # in the session's kernel record
-            await services.store.owners_of("response", [response_id]),
+            await owners_of(services.store, "session", [stored.session_id]),  # in the session's kernel record
+            await owners_of(services.store, "response", [response_id]),
         ]
     assert [item["content"][0]["text"] for item in items.json()["data"]] == ["hi"]
     alice = Owner(PrincipalKind.API_KEY.value, "alice")

@@ -156,7 +156,7 @@ async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_
             BEFORE_INFERENCE[keys_on],
             AFTER_INFERENCE,
         )
-        owners = await beneath(services.store).owners_of("turn", [first_id, second_id])
+        owners = await beneath(services.store).turn_owners([first_id, second_id])
     assert owners == ({first_id: ALICE, second_id: ALICE} if keys_on else {})
 
 

@@ -37,7 +37,7 @@ from ferryman.storage.base import IdempotencyRecord, Store, TurnRecord
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.redis_idempotency import record_id
-from ferryman.storage.redis_keys import SCHEMA, Keys
+from ferryman.storage.redis_keys import SCHEMA, SEQ, Keys
 from ferryman.storage.redis_store import RedisStore
 from ferryman.storage.redis_upgrade import SCHEMA_VERSION
 from ferryman.storage.sql.migrate import alembic_config, sqlite_engine, upgrade_postgres, upgrade_sqlite
@@ -203,6 +203,7 @@ async def _as_main_left_it(url: str, prefix: str, renamed_already: bool = False)
     admin = Redis.from_url(url, decode_responses=True)
     keys = Keys(prefix)
     await admin.set(keys.global_(SCHEMA), 2)
+    await admin.set(keys.global_(SEQ), len(OWNERS | BULK))  # the turns drew their numbers
     for kind, rid, stored, attributes in OWNERS | BULK:
         await admin.hset(keys.of("owners", kind), rid, _owner_json(stored, attributes))
         await admin.hset(keys.of("turn", rid), mapping={"session_id": SESSION, "status": "completed"})

@@ -391,3 +391,54 @@ async def test_a_turn_removed_before_its_end_was_queued_posts_that_it_was_delete
     gone = assert_signed(posted)
     assert gone["type"] == "turn.failed"
     assert gone["data"] == {"turn_id": gone["data"]["turn_id"], "session_id": session_id, "status": "deleted"}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+async def test_a_deleted_turns_delivery_is_still_its_owners(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's owner goes with the turn: the delivery telling its deletion keeps the owner read as it ran."""
+    async with unopened_store(backend, tmp_path) as store:
+        keys = ApiKeys(store.kernel)
+        model = ScriptedModel()
+        services = build_services(
+            store,
+            [model],
+            fetch=FetchPolicy(allowed_hosts=["127.0.0.1"]),
+            webhooks=webhook_settings(),
+            authenticator=BearerAuthenticator(ApiKeyAuthenticator(keys), None),
+        )
+        async with serving(services) as http:
+            bearer = {}
+            for name in ("alice", "bob"):
+                key = new_key()
+                await keys.create(key_record(name, key, {}))
+                bearer[name] = {"Authorization": f"Bearer {key}"}
+            agent = {"agent_config": {"model": MODEL, "instructions": "Brief."}}
+            agent_id = (await http.post("/v1/agents", json=agent, headers=bearer["alice"])).json()["agent_id"]
+            made = await http.post(
+                f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=bearer["alice"]
+            )
+            session_id = made.json()["session_id"]
+            beneath_store = beneath(services.agents._store)
+            save = beneath_store.save_turn_events
+
+            async def removed_first(turn_id: str, first_seq: int, events: list[str]) -> None:
+                await beneath_store.delete_session(agent_id, session_id)  # its owner goes with it
+                assert await beneath_store.turn_owners([turn_id]) == {}
+                services.store._kept.clear()  # type: ignore[attr-defined]  # as on a replica that never read it
+                await save(turn_id, first_seq, events)
+
+            monkeypatch.setattr(beneath_store, "save_turn_events", removed_first)
+            model.enqueue_text("Said, then removed.")
+            url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+            with receiving() as receiver:
+                await http.post(url, json=turn_body("First", receiver.url), headers=bearer["alice"])
+                (posted,) = await received(receiver, 1)
+                await settled(services, posted.headers["webhook-id"], "delivered")
+            assert assert_signed(posted)["data"]["status"] == "deleted"
+            delivery_id = posted.headers["webhook-id"]
+            own = await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["alice"])
+            assert own.status_code == 200, own.text
+            hidden = await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["bob"])
+            assert hidden.status_code == 404
