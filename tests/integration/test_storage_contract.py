@@ -87,6 +87,7 @@ from ferryman.storage.kernel.ops import Get
 pytestmark = pytest.mark.anyio
 
 ALICE = Owner("api_key", "alice")
+BOB = Owner("subject", "bob", {"teams": ("blue",)})
 
 
 @pytest.fixture(params=list(BACKENDS))
@@ -612,6 +613,31 @@ async def test_the_lease_sweep_and_renewal_cover_queued_turns(store: Store) -> N
     assert await store.session_queue(session.session_id) == []
     assert await store.renew_leases([waiting.turn_id], lease(240)) == [waiting.turn_id]
     await start(store, session, "third")  # the failed turn no longer holds the queue
+
+
+async def test_a_turns_owner_is_stored_with_it_and_goes_with_it(store: Store) -> None:
+    session = await new_session(store, (await new_agent(store)).agent_id)
+    first, second, unowned = turn_of(session, "q1"), turn_of(session, "q2"), turn_of(session, "q3")
+    await store.start_turn(first, [user("q1")], owner=ALICE)
+    await complete(store, first, "a1")
+    await store.start_turn(second, [user("q2")], owner=BOB)
+    await complete(store, second, "a2")
+    await store.start_turn(unowned, [user("q3")])
+    await complete(store, unowned, "a3")
+    ids = [first.turn_id, second.turn_id, unowned.turn_id, "turn_missing", first.turn_id]
+    assert await store.turn_owners(ids) == {first.turn_id: ALICE, second.turn_id: BOB}
+    assert await store.turn_owners([]) == {}
+    await store.delete_turn(session.session_id, second.turn_id)
+    assert await store.turn_owners(ids) == {first.turn_id: ALICE}
+    await store.delete_session(session.agent_id or "", session.session_id)
+    assert await store.turn_owners(ids) == {}
+    record, turn = await new_response(store, "q")
+    assert await store.turn_owners([turn.turn_id]) == {}  # started with no owner
+    owned = response_start("q")
+    await store.start_response(owned, owner=ALICE)
+    assert await store.turn_owners([owned.turn.turn_id]) == {owned.turn.turn_id: ALICE}
+    await store.delete_response(owned.record.response.id)
+    assert await store.turn_owners([owned.turn.turn_id, turn.turn_id]) == {}
 
 
 async def test_delete_turn_removes_one_turn_with_its_steps_messages_and_events(store: Store) -> None:
@@ -1304,9 +1330,10 @@ async def test_responses_are_read_by_id_in_the_order_asked(store: Store) -> None
 
 async def test_the_items_of_several_owners_are_read_together_oldest_first(store: Store) -> None:
     kept = [text_item("c1"), text_item("c2")]
-    conversation = await new_conversation(store, *kept)
+    conversation = await new_conversation(store, kept[0])
     first, _ = await new_response(store, "a")
     second, _ = await new_response(store, "b")
+    await store.add_items(conversation.conversation_id, kept[1:])  # stored after the responses' items
     owners = [second.response.id, "resp_missing", conversation.conversation_id, first.response.id, first.response.id]
     found = await store.items_of(owners)
     assert found == {

@@ -426,7 +426,7 @@ async def test_a_deleted_turns_delivery_is_still_its_owners(
             async def removed_first(turn_id: str, first_seq: int, events: list[str]) -> None:
                 await beneath_store.delete_session(agent_id, session_id)  # its owner goes with it
                 assert await beneath_store.turn_owners([turn_id]) == {}
-                services.store._kept.clear()  # type: ignore[attr-defined]  # as on a replica that never read it
+                services.store._kept.clear()  # type: ignore[attr-defined]  # the end reads no kept owner
                 await save(turn_id, first_seq, events)
 
             monkeypatch.setattr(beneath_store, "save_turn_events", removed_first)
@@ -442,3 +442,27 @@ async def test_a_deleted_turns_delivery_is_still_its_owners(
             assert own.status_code == 200, own.text
             hidden = await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["bob"])
             assert hidden.status_code == 404
+
+
+async def test_a_turns_webhook_reads_its_owner_once_as_the_run_starts(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Auth off, the turn has no owner: read once as its run starts (before its model call), not again at its end."""
+    agent_id, session_id = await agent_session(app)
+    store = beneath(app.services.agents._store)
+    reads: list[list[str]] = []
+    turn_owners = store.turn_owners
+
+    async def counted(turn_ids: list[str]) -> dict[str, Any]:
+        reads.append(list(turn_ids))
+        return await turn_owners(turn_ids)
+
+    monkeypatch.setattr(store, "turn_owners", counted)
+    app.model.enqueue_text("Hi.")
+    with receiving() as receiver:
+        made = await app.http.post(
+            f"/v1/agents/{agent_id}/session/{session_id}/turn", json=turn_body("Hi", receiver.url)
+        )
+        (posted,) = await received(receiver, 1)
+    assert assert_signed(posted)["type"] == "turn.completed"
+    assert reads == [[made.json()["turn_id"]]]

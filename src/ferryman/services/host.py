@@ -65,6 +65,20 @@ class _Launch(asyncio.Event):
     failed = False
 
 
+@dataclass
+class RunOwner:
+    """The owner of a run's record, read as the run starts (:meth:`TurnHost.reading_owner`): a record deleted while
+    it runs takes its stored owner along, and its webhook delivery still needs it.
+
+    Attributes:
+        principal: The owner (None: unowned, or not read).
+        read: Whether it was read.
+    """
+
+    principal: Principal | None = None
+    read: bool = False
+
+
 @dataclass(frozen=True)
 class TurnHost:
     """The pieces the Agents API and the Responses API share to run turns, and what they do with them.
@@ -119,6 +133,22 @@ class TurnHost:
         if url is None or event is None or self.webhooks is None:
             return
         await self.webhooks.notify(url, run_key, run_id, event, data, who)
+
+    def reading_owner(
+        self, run: Callable[[Emit], Awaitable[T]], kind: str, record_id: str, owner: RunOwner
+    ) -> Callable[[Emit], Awaitable[T]]:
+        """``run``, reading the owner of its record into ``owner`` first (from memory on the replica that created
+        or checked the record, which is where its run starts)."""
+
+        async def owned(emit: Emit) -> T:
+            owner.principal, owner.read = await self.owner_of(kind, record_id), True
+            return await run(emit)
+
+        return owned
+
+    async def run_owner(self, owner: RunOwner, kind: str, record_id: str) -> Principal | None:
+        """The owner ``owner`` read as the run started; or, if it was not read, the record's owner now."""
+        return owner.principal if owner.read else await self.owner_of(kind, record_id)
 
     async def owner_of(self, kind: str, record_id: str) -> Principal | None:
         """The owner of a run's record (its turn or response) as a principal, who owns the run's webhook delivery

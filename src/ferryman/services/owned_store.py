@@ -95,7 +95,7 @@ def _opened_session(args: Args) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class Act:
-    """The call reads, updates or deletes the record ``target`` names (delete: its owner goes too); with
+    """The call reads, updates or deletes the record ``target`` names (delete: its stored owner goes with it); with
     ``also``, the caller must be allowed the same on that record too (a read of both a turn and its session)."""
 
     action: Action

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from ferryman.api.agents import Turn
-from ferryman.auth.principal import Principal
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit, EngineEvent, TurnAwaitingInput
 from ferryman.errors import FerrymanError, NotFoundError
@@ -20,7 +18,7 @@ from ferryman.storage.base import TurnRecord
 from ferryman.webhooks.outbox import ArmedRun
 
 from .approval_holds import ApprovalHolds
-from .host import TurnHost
+from .host import RunOwner, TurnHost
 from .owned_store import beneath
 from .run_metrics import RunMetrics
 from .turn_reads import TurnReads, stream
@@ -65,7 +63,7 @@ class TurnRuns:
     ) -> LiveTurn:
         """Run ``run`` in the background as the run of the turn numbered from event ``first_seq``."""
         turn_id = record.turn_id
-        owner = _RunOwner()
+        owner = RunOwner()
 
         async def settle(events: list[str]) -> None:
             try:
@@ -73,27 +71,27 @@ class TurnRuns:
             except FerrymanError as exc:
                 log.warning("events of turn %s not stored: %s", turn_id, exc.message)
             if webhook is not None:
-                await self.queue_end(record, KeptWebhook(webhook, run_key(turn_id, first_seq)), owner.principal)
+                await self.queue_end(record, KeptWebhook(webhook, run_key(turn_id, first_seq)), owner)
 
         owners = (record.agent_id or "", record.session_id, turn_id)  # the turn's own id: what interrupts it
         if self._holds is not None:
             run = _holding(run, self._holds, record.agent_id)
         if webhook is not None:
+            run = self._host.reading_owner(run, "turn", turn_id, owner)  # after arming: the arm goes first
             run = self._host.armed(run, ArmedRun(kind="turn", run_id=turn_id, run_key=run_key(turn_id, first_seq),
                                                  session_id=record.session_id))  # fmt: skip
-            run = _reading_owner(run, self._host, turn_id, owner)
         counted = counted or RunMetrics("agents")
         return self._host.launch(
             turn_id, stream(turn_id), run, turn_event_data, settle, owners, first_seq, counted=counted, metered=metered
         )
 
-    async def queue_end(self, record: TurnRecord, hook: KeptWebhook, owner: Principal | None = None) -> None:
-        """Queue the turn's state (its run's end, stored by now) for ``hook``, owned by the turn's owner (``owner``,
-        read as its run started; None: read now), whoever ended the run (a run the approval inbox continues has its
+    async def queue_end(self, record: TurnRecord, hook: KeptWebhook, run_owner: RunOwner | None = None) -> None:
+        """Queue the turn's state (its run's end, stored by now) for ``hook``, owned by the turn's owner (as its run
+        read it when it started; else read now), whoever ended the run (a run the approval inbox continues has its
         approver, or no one, as the caller); a turn removed by then (a rollback, its session deleted) is told as
         ``turn.failed``, status ``deleted``."""
-        if owner is None:  # read before the turn: its owner goes with it
-            owner = await self._host.owner_of("turn", record.turn_id)
+        # Read before the turn: its owner goes with it.
+        owner = await self._host.run_owner(run_owner or RunOwner(), "turn", record.turn_id)
         try:
             turn = await self._turns.get_turn(record.agent_id or "", record.session_id, record.turn_id)
         except NotFoundError:
@@ -105,25 +103,6 @@ class TurnRuns:
             return
         data = turn.model_dump(mode="json")
         await self._host.notify(hook.url, hook.run_key, turn.turn_id, TURN_EVENTS.get(turn.status), data, owner)
-
-
-@dataclass
-class _RunOwner:
-    """The owner of a run's turn, read as the run starts: a turn deleted while it runs takes its owner along."""
-
-    principal: Principal | None = None
-
-
-def _reading_owner(
-    run: Callable[[Emit], Awaitable[Turn]], host: TurnHost, turn_id: str, owner: _RunOwner
-) -> Callable[[Emit], Awaitable[Turn]]:
-    """The run, reading its turn's owner first (kept in memory since the start or the resume checked it)."""
-
-    async def owned(emit: Emit) -> Turn:
-        owner.principal = await host.owner_of("turn", turn_id)
-        return await run(emit)
-
-    return owned
 
 
 def _holding(

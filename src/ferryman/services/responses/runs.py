@@ -21,7 +21,7 @@ from ferryman.storage.base import ResponseRecord
 from ferryman.webhooks.outbox import ArmedRun
 
 from ..approval_holds import ApprovalHolds
-from ..host import TurnHost
+from ..host import RunOwner, TurnHost
 from ..run_metrics import RunMetrics
 from ..usage import RunUsage
 from ..webhooks import RESPONSE_EVENTS
@@ -94,6 +94,7 @@ class ResponseRuns:
         """Run the response in the background (``waits``: first wait its turn in this conversation, with these
         new messages, reading it again then)."""
         response_id = record.response.id
+        owner = RunOwner()  # read as the run starts, when it has a webhook
 
         async def settle(events: list[str]) -> None:
             response = encoder.response
@@ -103,10 +104,12 @@ class ResponseRuns:
                 # Held before the response is stored as done: no client can answer its requests before then.
                 await self._hold(response, record.session_id)
             await self._store.finish_response(record, events, conversation_items)
-            if webhook is not None:
+            event = RESPONSE_EVENTS.get(response.status)
+            if webhook is not None and event is not None:
                 shown = shown_response(response.model_copy(deep=True), None).model_dump(mode="json")
-                event, owner = RESPONSE_EVENTS.get(response.status), await self._host.owner_of("response", response_id)
-                await self._host.notify(webhook, response_id, response_id, event, shown, owner)
+                # Its turn's owner, the response's (stamped together): a response deleted as it ran has neither.
+                who = await self._host.run_owner(owner, "turn", state.record.turn_id)
+                await self._host.notify(webhook, response_id, response_id, event, shown, who)
             if done and store:
                 self._cache.put(response_id, state.history, record.previous_response_id)
             if not store:
@@ -119,11 +122,14 @@ class ResponseRuns:
             await self._engine.run(state, emit)
             return encoder.response
 
-        armed = ArmedRun(kind="response", run_id=response_id, run_key=response_id)
+        launched: Callable[[Emit], Awaitable[Response]] = run
+        if webhook is not None:
+            reading = self._host.reading_owner(run, "turn", state.record.turn_id, owner)
+            launched = self._host.armed(reading, ArmedRun(kind="response", run_id=response_id, run_key=response_id))
         return self._host.launch(
             state.record.turn_id,
             stream(response_id),
-            run if webhook is None else self._host.armed(run, armed),
+            launched,
             encoder.encode,
             settle,
             (response_id, record.session_id, state.record.turn_id),  # the turn's id: what interrupts it

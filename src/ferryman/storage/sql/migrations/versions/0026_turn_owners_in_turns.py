@@ -41,12 +41,14 @@ _owners = sa.table(
 def upgrade() -> None:
     """Copy each turn's owner into its row, then drop ``record_owners``."""
     op.add_column("turns", sa.Column("owner", sa.Text(), nullable=True))
-    owned = (
+    owner = (
         sa.select(_owners.c.owner)
         .where(_owners.c.kind == _KIND, _owners.c.record_id == _turns.c.turn_id)
         .scalar_subquery()
     )
-    op.get_bind().execute(sa.update(_turns).values(owner=owned))
+    # Only the owned turns: rewriting every row would bloat a large PostgreSQL table for nothing.
+    owned = sa.select(_owners.c.record_id).where(_owners.c.kind == _KIND)
+    op.get_bind().execute(sa.update(_turns).where(_turns.c.turn_id.in_(owned)).values(owner=owner))
     op.drop_table("record_owners")
 
 
