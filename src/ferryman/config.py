@@ -32,6 +32,8 @@ _ENV_PATTERN = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 """The largest JSON request body accepted by default (``server.max_body_bytes``)."""
+DEFAULT_MAX_PAGE_ITEMS = 1_000
+"""The most agents or sessions one page of the Agents API's lists holds by default (``server.max_page_items``)."""
 
 EMBEDDED_TYPE = "inline::embedded"
 SHARED_DB_PREFIXES = ("postgresql://", "postgres://", "redis://", "rediss://")
@@ -171,6 +173,8 @@ class Settings(BaseModel):
     ``context`` seals compaction items and names the model that writes summaries.
     ``max_body_bytes`` (``server.max_body_bytes``) is the largest
     JSON request body accepted (413 above it; uploads are bounded by ``files.max_bytes`` instead).
+    ``max_page_items`` (``server.max_page_items``) is the most agents or sessions one page of the Agents API's
+    lists holds: a page asked without ``limit`` holds that many, with ``has_more``; a larger ``limit`` is a 400.
     ``log_format`` (``server.log_format``, or ``--log-format``) writes each log record as one text
     line (``text``) or one JSON object (``json``).
     """
@@ -180,6 +184,7 @@ class Settings(BaseModel):
     keep_alive: float = Field(default=65.0, gt=0)
     log_format: LogFormat = "text"
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    max_page_items: int = Field(default=DEFAULT_MAX_PAGE_ITEMS, ge=1, le=100_000)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     providers: list[ProviderSettings] = Field(default_factory=list)
     models: list[ModelSettings] = Field(default_factory=list)

@@ -23,6 +23,7 @@ from ferryman.api.agents import (
     TurnStreamChunk,
     TurnStreamError,
 )
+from ferryman.errors import InvalidRequestError
 from ferryman.services.agents import LiveTurn
 from ferryman.services.turn_stream import failed_turn
 
@@ -50,8 +51,17 @@ async def _answer(request: Request, live: LiveTurn, stream: bool | None) -> Resp
     return JSONModelResponse(turn)
 
 
-def _page(request: Request) -> tuple[int, int | None]:
-    return query_int(request, "start_index", 0) or 0, query_int(request, "limit", None, minimum=1)
+def _page(request: Request) -> tuple[int, int]:
+    """``start_index`` and ``limit``: at most ``server.max_page_items``, which is also the page asked without one.
+
+    Raises:
+        InvalidRequestError: ``limit`` is larger.
+    """
+    most = services(request).max_page_items
+    limit = query_int(request, "limit", most, minimum=1) or most
+    if limit > most:
+        raise InvalidRequestError(f"limit must be at most {most} (server.max_page_items)", "limit")
+    return query_int(request, "start_index", 0) or 0, limit
 
 
 async def create_agent(request: Request) -> Response:
@@ -163,7 +173,12 @@ async def get_step(request: Request) -> Response:
 
 _PAGE = (
     Param("start_index", NonNegative, "Index of the first item of the page."),
-    Param("limit", Positive, "Most items on the page; all when absent."),
+    Param(
+        "limit",
+        Positive,
+        "Most items on the page: up to the server's `server.max_page_items` (1,000 by "
+        "default), which is also the page when absent; `has_more` says whether more follow.",
+    ),
 )
 _TURN_EVENTS = EventStream(data=(TurnStreamChunk, TurnStreamError))
 _TURN_ERRORS = (400, 404, 409, 500, 502)

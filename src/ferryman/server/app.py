@@ -23,6 +23,7 @@ from ferryman.auth.principal import Authenticator
 from ferryman.auth.quotas import Quotas, quotas_for
 from ferryman.config import (
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_PAGE_ITEMS,
     EMBEDDED_TYPE,
     SHARED_DB_PREFIXES,
     KnowledgeSettings,
@@ -191,6 +192,8 @@ class Services:
     """Deletes the files whose expiry (``expires_after`` at upload) has come."""
     max_body_bytes: int = field(default=DEFAULT_MAX_BODY_BYTES, kw_only=True)
     """The largest JSON request body (``server.max_body_bytes``); uploads are bounded by ``files.max_bytes``."""
+    max_page_items: int = field(default=DEFAULT_MAX_PAGE_ITEMS, kw_only=True)
+    """The most agents or sessions on one page of the Agents API's lists (``server.max_page_items``)."""
     policy: AccessPolicy = field(default_factory=AccessPolicy, kw_only=True)
     """Who may do what (records' access is enforced by the store; this decides who reads ``/metrics``)."""
     metrics: MetricsServed = field(default="here", kw_only=True)
@@ -226,6 +229,7 @@ def build_services(
     websearch: WebSearchSettings | None = None,
     safety_settings: SafetySettings | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_page_items: int = DEFAULT_MAX_PAGE_ITEMS,
     metrics: MetricsServed = "here",
     tracing: TraceSettings | None = None,
     usage: UsageSettings | None = None,
@@ -253,6 +257,7 @@ def build_services(
     ``websearch`` picks ``builtin::websearch``'s provider (offered in the default registry, configured or not);
     ``safety_settings`` says whether what shields block is also kept, raw, for review (off by default);
     ``max_body_bytes`` bounds a JSON request body (``files.max_bytes`` an upload);
+    ``max_page_items`` a page of agents or sessions;
     ``metrics`` says where the Prometheus metrics are served (``/metrics`` by default);
     ``tracing`` whether and where traces are exported (``telemetry.traces``; off by default);
     ``usage`` bounds the token usage summaries (``usage.max_records``);
@@ -386,6 +391,7 @@ def build_services(
         web_search=web_search,
         safety=safety,
         max_body_bytes=max_body_bytes,
+        max_page_items=max_page_items,
         policy=policy,
         metrics=metrics,
         tracing=tracing,
@@ -465,6 +471,7 @@ def services_from_settings(settings: Settings) -> Services:
         safety_settings=settings.safety,
         tool_settings=settings.tools,
         max_body_bytes=settings.max_body_bytes,
+        max_page_items=settings.max_page_items,
         metrics=metrics_served(settings.telemetry),
         tracing=settings.telemetry.traces,
         usage=settings.usage,
