@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from storage_backends import BACKENDS
@@ -54,10 +55,10 @@ async def test_a_session_stored_after_its_agent_was_deleted_is_undone(backend: s
         checked, deleted = asyncio.Event(), asyncio.Event()
         create = store.create_session
 
-        async def late(session: SessionRecord) -> None:  # the write lands once the delete is over
+        async def late(session: SessionRecord, **kwargs: Any) -> None:  # the write lands once the delete is over
             checked.set()
             await deleted.wait()
-            await create(session)
+            await create(session, **kwargs)
 
         store.create_session = late  # type: ignore[method-assign]
         opening = asyncio.ensure_future(agents.create_session(agent_id, "late"))

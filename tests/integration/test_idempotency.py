@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from sse import Frame, frames
 pytestmark = pytest.mark.anyio
 
 KEY = "Idempotency-Key"
+NOW = datetime.now(UTC)
 REPLAYED = "idempotent-replayed"
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
 RESUME = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "sun"}]}
@@ -145,6 +146,32 @@ async def test_agent_and_session_creates_return_the_first_ids(http: httpx.AsyncC
     assert len((await http.get("/v1/agents")).json()["data"]) == 1
     await twice(http, f"{prefix}/agents/{agent_id}/session", {"session_name": "s"}, "session-key")
     assert len((await http.get(f"/v1/agents/{agent_id}/sessions")).json()["data"]) == 1
+
+
+async def test_agent_and_session_keys_are_stored_with_their_records(
+    http: httpx.AsyncClient, store: WatchedStore
+) -> None:
+    """The write that stores the agent (the session) claims its key and stores its outcome: no claim before it, no
+    completion after, nothing a crash between two writes could leave half done; a repeat answers from the id."""
+    body = {"agent_config": {"model": "scripted-model", "instructions": "test"}}
+    agent_id = (await twice(http, "/v1/agents", body, "agent-key")).json()["agent_id"]
+    session_id = (await twice(http, f"/v1/agents/{agent_id}/session", {"session_name": "s"}, "session-key")).json()[
+        "session_id"
+    ]
+    assert store.completions == 0
+    for key, outcome in (("agent-key", ["agent", agent_id]), ("session-key", ["session", session_id])):
+        held = await store.claim_idempotency_key(IdempotencyRecord("", key, "probe", "fp", NOW, NOW), NOW)
+        assert held is not None and json.loads(held.result or "") == {"record": outcome}
+    await http.delete(f"/v1/agents/{agent_id}")  # a repeat still answers as the first call did
+    again = await post(http, "/v1/agents", body, "agent-key")
+    assert (again.json(), again.headers[REPLAYED]) == ({"agent_id": agent_id}, "true")
+
+
+async def test_a_refused_agent_body_is_kept_for_its_key(http: httpx.AsyncClient) -> None:
+    body = {"agent_config": {"model": "no-such-model", "instructions": "test"}}
+    first, again = [await post(http, "/v1/agents", body, "bad-agent") for _ in range(2)]
+    assert (first.status_code, again.status_code, again.headers[REPLAYED]) == (400, 400, "true")
+    assert again.content == first.content
 
 
 async def test_conversation_item_and_model_creates_return_the_first_result(http: httpx.AsyncClient) -> None:

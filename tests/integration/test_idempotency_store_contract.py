@@ -12,14 +12,24 @@ from pathlib import Path
 import pytest
 from storage_backends import BACKENDS
 
-from ferryman.api.agents import TurnStatus
+from ferryman.api.agents import Agent, AgentConfig, TurnStatus
 from ferryman.errors import ConflictError, IdempotencyKeyInUseError, NotFoundError
 from ferryman.ids import new_id, utcnow
-from ferryman.storage.base import IdempotencyRecord, KeySettlement, SessionRecord, Store, TurnRecord
+from ferryman.storage.base import (
+    IdempotencyKeyHeldError,
+    IdempotencyRecord,
+    KeySettlement,
+    SessionRecord,
+    Store,
+    TurnRecord,
+)
+from ferryman.storage.domain.agents import agents, sessions
+from ferryman.storage.kernel.model import Owner
 
 pytestmark = pytest.mark.anyio
 
 DAY = timedelta(hours=24)
+OWNER = Owner("api_key", "alice")
 
 
 @pytest.fixture(params=list(BACKENDS))
@@ -214,3 +224,51 @@ async def test_a_resume_stores_its_keys_outcome_with_it_or_nothing(store: Store)
     assert (await store.claim_resume(session_id, turn.turn_id, lease, settle=settle)).record.status == "in_progress"
     held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
     assert held is not None and held.result == '{"turn": "resumed"}'
+
+
+async def test_a_keyed_write_claims_its_key_with_the_records_it_makes(store: Store) -> None:
+    """A create answered with its record: the key is claimed by the write that makes it, or nothing is written."""
+    first = claim()
+    made = Agent(agent_id=new_id(), agent_config=AgentConfig(model="m", instructions="i"), created_at=utcnow())
+    records = agents(store.kernel)
+    settle = KeySettlement(first, '{"record": 1}', first.created_at + DAY, claiming=True)
+    assert len(await store.write_keyed([records.put(made, owner=OWNER)], settle)) == 1  # the put's result
+    found = await records.find(made.agent_id)
+    assert found is not None and found.rec.owner == OWNER
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and (held.token, held.result) == (first.token, '{"record": 1}')
+    again = made.model_copy(update={"agent_id": new_id()})
+    repeat = KeySettlement(claim(), '{"record": 2}', first.created_at + DAY, claiming=True)
+    with pytest.raises(IdempotencyKeyHeldError) as raised:
+        await store.write_keyed([records.put(again)], repeat)
+    assert (raised.value.result, raised.value.token) == ('{"record": 1}', first.token)
+    assert await records.find(again.agent_id) is None
+
+
+async def test_a_keyed_write_the_kernel_refuses_stores_no_key(store: Store) -> None:
+    made = Agent(agent_id=new_id(), agent_config=AgentConfig(model="m", instructions="i"), created_at=utcnow())
+    records = agents(store.kernel)
+    await records.create(made)
+    first = claim()
+    with pytest.raises(ConflictError):  # its id is taken
+        await store.write_keyed([records.put(made)], KeySettlement(first, "{}", first.expires_at, claiming=True))
+    assert await store.claim_idempotency_key(claim(), datetime.now(UTC)) is None  # the key was free
+
+
+async def test_a_keyed_session_is_stored_with_its_keys_outcome_or_not_at_all(store: Store) -> None:
+    first = claim()
+    session = SessionRecord(new_id(), None, "s", utcnow())
+    await store.create_session(session, settle=KeySettlement(first, '{"s": 1}', first.expires_at, claiming=True))
+    assert (await sessions(store.kernel).get(session.session_id)).session_name == "s"
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.result == '{"s": 1}'
+    other = SessionRecord(new_id(), None, "t", utcnow())
+    with pytest.raises(IdempotencyKeyHeldError):
+        await store.create_session(other, settle=KeySettlement(claim(), "{}", first.expires_at, claiming=True))
+    assert await sessions(store.kernel).find(other.session_id) is None
+    pending = claim(key="key-2")
+    await store.claim_idempotency_key(pending, pending.created_at)
+    third = SessionRecord(new_id(), None, "u", utcnow())
+    await store.create_session(third, settle=KeySettlement(pending, '{"s": 3}', pending.expires_at))  # completes it
+    held = await store.claim_idempotency_key(claim(key="key-2"), datetime.now(UTC))
+    assert held is not None and held.result == '{"s": 3}'

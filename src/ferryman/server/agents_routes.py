@@ -65,9 +65,14 @@ def _page(request: Request) -> tuple[int, int]:
 
 
 async def create_agent(request: Request) -> Response:
-    """Create an agent."""
+    """Create an agent (its request's key claimed by the write that stores it)."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, CreateAgentRequest)
-    return JSONModelResponse(AgentCreated(agent_id=await services(request).agents.create_agent(body.agent_config)))
+    return _agent_created(await services(request).agents.create_agent(body.agent_config, key))
+
+
+def _agent_created(agent_id: str) -> Response:
+    return JSONModelResponse(AgentCreated(agent_id=agent_id))
 
 
 async def list_agents(request: Request) -> Response:
@@ -89,9 +94,14 @@ async def delete_agent(request: Request) -> Response:
 
 
 async def create_session(request: Request) -> Response:
-    """Open a session with an agent."""
+    """Open a session with an agent (its request's key claimed by the write that stores it)."""
+    key = await take_key(request)
     body = await parse_body(request, CreateSessionRequest)
-    session_id = await services(request).agents.create_session(request.path_params["agent_id"], body.session_name)
+    agents = services(request).agents
+    return _session_created(await agents.create_session(request.path_params["agent_id"], body.session_name, key))
+
+
+def _session_created(session_id: str) -> Response:
     return JSONModelResponse(SessionCreated(session_id=session_id))
 
 
@@ -187,13 +197,13 @@ _TAG = "Agents"
 
 ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/agents", create_agent, "Create an agent", _TAG, CreateAgentRequest, AgentCreated,
-             errors=(400,), creates=True),
+             errors=(400,), creates=True, replay_record=_agent_created),
     Endpoint("GET", "/agents", list_agents, "List agents", _TAG, response=PaginatedResponse, query=_PAGE,
              errors=(400,)),
     Endpoint("GET", "/agents/{agent_id}", get_agent, "Get an agent", _TAG, response=Agent),
     Endpoint("DELETE", "/agents/{agent_id}", delete_agent, "Delete an agent", _TAG),
     Endpoint("POST", "/agents/{agent_id}/session", create_session, "Create a session", _TAG, CreateSessionRequest,
-             SessionCreated, creates=True),
+             SessionCreated, creates=True, replay_record=_session_created),
     Endpoint("GET", "/agents/{agent_id}/sessions", list_sessions, "List an agent's sessions", _TAG,
              response=PaginatedResponse, query=_PAGE),
     Endpoint("GET", _SESSION, get_session, "Get a session", _TAG, response=Session,

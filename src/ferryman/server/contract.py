@@ -27,7 +27,7 @@ from ferryman.api.limits import MAX_ID_CHARS, Id, has_control_character
 from ferryman.errors import InvalidRequestError
 
 from .http import LARGEST_INT
-from .idempotent_routes import keyed
+from .idempotent_routes import RecordAnswer, keyed
 
 Handler = Callable[[Request], Awaitable[Response]]
 MULTIPART = "multipart/form-data"
@@ -85,6 +85,9 @@ class Endpoint:
             :mod:`ferryman.server.idempotent_routes`).
         key_with_run: With ``creates``: the handler takes the key itself (``take_key``), so that the run it
             starts claims the key in the same write that stores the run.
+        replay_record: With ``creates``: the handler takes the key itself, so that the record it makes claims the
+            key in the same write (:class:`~ferryman.services.idempotency.CreatedRecord`); a repeat is answered
+            with this, given the record's id, as the first call was.
         example: An example body, for the document's readers (and the fuzzer's first cases).
         body_media_type: How the body is sent: JSON, or ``multipart/form-data`` (an upload; ``body`` documents it).
             A JSON body may hold ``server.max_body_bytes``, an upload ``files.max_bytes`` (413 above).
@@ -106,6 +109,7 @@ class Endpoint:
     errors: tuple[int, ...] = (400, 404)
     creates: bool = False
     key_with_run: bool = False
+    replay_record: RecordAnswer | None = None
     example: dict[str, Any] | None = None
     body_media_type: str = "application/json"
     status: int = 200
@@ -176,7 +180,8 @@ def starlette_routes(table: Sequence[Endpoint]) -> list[BaseRoute]:
 
 def _checked(entry: Endpoint) -> Handler:
     ids = frozenset(param.name for param in entry.query if param.annotation == Id)
-    handler = keyed(entry.handler, entry.key_with_run) if entry.creates else entry.handler
+    taken = entry.key_with_run or entry.replay_record is not None
+    handler = keyed(entry.handler, taken, entry.replay_record) if entry.creates else entry.handler
 
     @functools.wraps(handler)
     async def checked(request: Request) -> Response:

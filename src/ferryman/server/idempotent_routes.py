@@ -34,6 +34,7 @@ from ferryman.errors import (
     FailureCode,
     FerrymanError,
     IdempotencyKeyInUseError,
+    InternalError,
     InvalidRequestError,
     NotFoundError,
     RunNotStartedError,
@@ -45,11 +46,11 @@ from ferryman.services.idempotency import (
     KEY_HEADER,
     MAX_KEY_LENGTH,
     Claim,
+    CreatedRecord,
     IdempotencyKey,
     IdempotencyKeys,
     KeyAnswered,
     KeyHold,
-    Outcome,
     ResponseReplay,
     StoredAnswer,
     TurnReplay,
@@ -62,6 +63,8 @@ from .errors import error_response
 from .http import JSONModelResponse, event_stream, services
 
 Handler = Callable[[Request], Awaitable[Response]]
+RecordAnswer = Callable[[str], Response]
+"""How a create answered with its record answers, given the record's id (see ``Endpoint.replay_record``)."""
 ALPHA_PREFIX = "/v1alpha/"
 REPLAYED = {"Idempotent-Replayed": "true"}
 # Answers a retry could change: the key goes back and the retry runs.
@@ -115,11 +118,12 @@ async def request_key(request: Request) -> IdempotencyKey | None:
     return IdempotencyKey(owner, key, digest)
 
 
-def keyed(handler: Handler, with_run: bool = False) -> Handler:
+def keyed(handler: Handler, with_run: bool = False, replay_record: RecordAnswer | None = None) -> Handler:
     """``handler`` answering a repeat of a keyed request with the first call's outcome.
 
-    ``with_run``: the handler takes the key itself (:func:`take_key`), so that a run it starts can claim the key
-    in the write that stores the run; otherwise the key is claimed before the handler runs.
+    ``with_run``: the handler takes the key itself (:func:`take_key`), so that a run it starts, or a record it
+    makes, can claim the key in the write that stores it; otherwise the key is claimed before the handler runs.
+    ``replay_record`` answers a repeat of a create answered with its record, from the record's id.
     """
 
     @functools.wraps(handler)
@@ -139,6 +143,8 @@ def keyed(handler: Handler, with_run: bool = False) -> Handler:
         except IdempotencyKeyHeldError as held:  # the run's write found the key held: it wrote nothing
             outcome, token = keys.answer(key, held.fingerprint, held.result), held.token
         metrics.replayed()
+        if isinstance(outcome, CreatedRecord):
+            return _replayed_record(outcome, replay_record)
         return await _replay(request, outcome, functools.partial(keys.forget_held, key, token))
 
     return answer
@@ -240,7 +246,23 @@ class _HeldWhileStreaming:
                 await asyncio.shield(self._keys.release(self._hold.claim))
 
 
-async def _replay(request: Request, outcome: Outcome, give_back: Callable[[], Awaitable[None]]) -> Response:
+def _replayed_record(outcome: CreatedRecord, replay_record: RecordAnswer | None) -> Response:
+    """The answer of a create answered with its record, as its first call gave it, marked as a replay.
+
+    Raises:
+        InternalError: the route answers no repeat from a record (a key whose fingerprint names this route
+            cannot hold one).
+    """
+    if replay_record is None:
+        raise InternalError(f"this route answers no repeat from a record ({outcome.kind} {outcome.record_id})")
+    response = replay_record(outcome.record_id)
+    response.headers.update(REPLAYED)
+    return response
+
+
+async def _replay(
+    request: Request, outcome: StoredAnswer | TurnReplay | ResponseReplay, give_back: Callable[[], Awaitable[None]]
+) -> Response:
     """The first call's outcome, marked as a replay; ``give_back`` frees the key the first call holds.
 
     Raises:

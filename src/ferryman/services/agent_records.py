@@ -15,6 +15,7 @@ from __future__ import annotations
 from ferryman.api.agents import Agent
 from ferryman.auth.policy import Action
 from ferryman.auth.principal import Principal
+from ferryman.storage.base import IdempotencyStore, KeySettlement
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.domain.kinds import AGENT
 from ferryman.storage.domain.records import Records, Stored
@@ -31,22 +32,32 @@ class AgentRecords:
     Args:
         kernel: Where the agents are stored.
         access: The access policy.
+        keyed: Where a create stores its request's idempotency key with the agent, in one write (None: keys are
+            not stored with agents here).
     """
 
-    def __init__(self, kernel: Kernel, access: Access) -> None:
+    def __init__(self, kernel: Kernel, access: Access, keyed: IdempotencyStore | None = None) -> None:
         self.records: Records[Agent] = agents(kernel)
         self._checked = CheckedRecords(self.records, access)
         self._access = access
+        self._keyed = keyed
 
-    async def create(self, who: Principal | None, agent: Agent) -> None:
-        """Store a new agent as ``who``'s.
+    async def create(self, who: Principal | None, agent: Agent, settle: KeySettlement | None = None) -> None:
+        """Store a new agent as ``who``'s, with ``settle``'s idempotency key outcome in the same write.
 
         Raises:
             ForbiddenError: the policy does not let ``who`` create it.
             ConflictError: its id is taken.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         self._access.check(who, "create", AGENT, agent.agent_id)
-        await self.records.create(agent, owner=self._access.owner(who))
+        put = self.records.put(agent, owner=self._access.owner(who))
+        if settle is None:
+            await self.records.kernel.write([put])
+        else:
+            if self._keyed is None:
+                raise TypeError("these agents store no idempotency keys: construct them with keyed=")
+            await self._keyed.write_keyed([put], settle)
         self._access.record(who, "create", AGENT, agent.agent_id)
 
     async def stored(self, who: Principal | None, agent_id: str, action: Action = "read") -> Stored[Agent]:

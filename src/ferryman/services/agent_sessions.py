@@ -15,6 +15,7 @@ from .agent_records import AgentRecords
 from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
+from .idempotency import Claim, CreatedRecord, settlement, stored
 from .owned_store import beneath
 from .session_memory import SessionMemory
 from .session_reads import SessionReads
@@ -54,11 +55,17 @@ class AgentSessions:
         self.deleted: list[Callable[[str], Awaitable[None]]] = []
         """What runs (``callback(session_id)``) after a session is deleted (with its agent or alone)."""
 
-    async def create_session(self, agent_id: str, session_name: str) -> str:
-        """Open a session of an agent (which the caller may read); return its id."""
+    async def create_session(self, agent_id: str, session_name: str, key: Claim | None = None) -> str:
+        """Open a session of an agent (which the caller may read), with ``key`` (its request's idempotency key,
+        claimed by the write that stores it); return its id.
+
+        Raises:
+            IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is stored).
+        """
         await self._agents.get(current_principal.get(), agent_id)
         session = SessionRecord(new_id(), agent_id, session_name, utcnow())
-        await self._store.create_session(session)
+        await self._store.create_session(session, settle=settlement(key, CreatedRecord("session", session.session_id)))
+        stored(key)
         self._reads.plain(session.session_id)
         await self._agent_kept(agent_id, session.session_id)
         return session.session_id

@@ -42,7 +42,8 @@ from .approval_holds import ApprovalHolds
 from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
-from .idempotency import Claim
+from .idempotency import Claim, CreatedRecord, settlement, stored
+from .owned_store import beneath
 from .session_memory import SessionMemory
 from .session_reads import SessionReads
 from .turn_plans import TurnInputs
@@ -101,7 +102,7 @@ class AgentService:
         reads = ForkReads(self._store, Lineages(self._store.kernel))
         sessions = SessionReads(self._store.kernel, access)
         forks = SessionForks(self._store, reads, host.leases.until, sessions, holds)
-        self.agents = AgentRecords(self._store.kernel, access)
+        self.agents = AgentRecords(self._store.kernel, access, keyed=beneath(self._store))
         # Agents never change once created, so turns use kept configs (with their owners, checked against each
         # caller); this saves a database round trip on every turn. A delete drops the entry on every replica
         # (RecordDeleted); reading an agent always asks the store, so a delete elsewhere is seen at once.
@@ -119,15 +120,23 @@ class AgentService:
 
     # ---- agents ----------------------------------------------------------
 
-    async def create_agent(self, config: AgentConfig) -> str:
-        """Validate and store an agent; return its id."""
+    async def create_agent(self, config: AgentConfig, key: Claim | None = None) -> str:
+        """Validate and store an agent, with ``key`` (its request's idempotency key, claimed by the write that
+        stores it: see :class:`CreatedRecord`); return its id.
+
+        Raises:
+            IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is stored).
+        """
         try:
             await self._models.route(config.model)
         except NotFoundError as exc:
             raise InvalidRequestError(exc.message, "agent_config.model") from exc
         await build_plan(config, TurnOverrides(), self._tools, self._shields, offline=True)
         agent = Agent(agent_id=new_id(), agent_config=config, created_at=utcnow())
-        await self.agents.create(current_principal.get(), agent)
+        await self.agents.create(
+            current_principal.get(), agent, settlement(key, CreatedRecord("agent", agent.agent_id))
+        )
+        stored(key)
         return agent.agent_id
 
     async def get_agent(self, agent_id: str) -> Agent:
@@ -185,9 +194,10 @@ class AgentService:
 
     # ---- sessions (``agent_sessions.py``) ---------------------------------
 
-    async def create_session(self, agent_id: str, session_name: str) -> str:
-        """Open a session of an agent (which the caller may read); return its id."""
-        return await self._sessions.create_session(agent_id, session_name)
+    async def create_session(self, agent_id: str, session_name: str, key: Claim | None = None) -> str:
+        """Open a session of an agent (which the caller may read), with ``key`` (its request's idempotency key,
+        claimed by the write that stores it); return its id."""
+        return await self._sessions.create_session(agent_id, session_name, key)
 
     async def get_session(self, agent_id: str, session_id: str, turn_ids: list[str] | None) -> Session:
         """A session with its turns (only those named, if ``turn_ids`` is given): a fork's shared ones first."""

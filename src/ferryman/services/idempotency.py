@@ -2,8 +2,10 @@
 
 The first call with a key claims it (pending) and, once it knows its outcome,
 completes it: the run it started (a turn's run, a stored response), which a
-repeat reads again from storage, live while it goes on; or the answer it gave,
-for a create answered at once. A repeat of the same request (same
+repeat reads again from storage, live while it goes on; the record it made (an
+agent, a session), claimed by the write that makes it, which a repeat is
+answered with as the first call was; or the answer it gave, for any other
+create answered at once. A repeat of the same request (same
 :class:`IdempotencyKey` fingerprint) within the key's lifetime gets that
 outcome; one with another request is refused (:class:`IdempotencyKeyReusedError`),
 and one while the first call runs and has no outcome yet is told to retry
@@ -77,7 +79,16 @@ class ResponseReplay:
     include: tuple[str, ...] = ()
 
 
-Outcome = StoredAnswer | TurnReplay | ResponseReplay
+@dataclass(frozen=True)
+class CreatedRecord:
+    """A create answered with the record it made, claimed by the write that made it: a repeat is answered from
+    the record's kind and id as the first call was (see ``Endpoint.replay_record``)."""
+
+    kind: str
+    record_id: str
+
+
+Outcome = StoredAnswer | TurnReplay | ResponseReplay | CreatedRecord
 
 
 def encode_outcome(outcome: Outcome) -> str:
@@ -87,6 +98,8 @@ def encode_outcome(outcome: Outcome) -> str:
     if isinstance(outcome, TurnReplay):
         turn = [outcome.agent_id, outcome.session_id, outcome.turn_id]
         return json.dumps({"turn": turn, "after": outcome.after, **({} if outcome.streamed else {"stream": False})})
+    if isinstance(outcome, CreatedRecord):
+        return json.dumps({"record": [outcome.kind, outcome.record_id]})
     return json.dumps({"response": outcome.response_id, "after": outcome.after, "include": list(outcome.include)})
 
 
@@ -98,6 +111,9 @@ def decode_outcome(text: str) -> Outcome:
         return TurnReplay(agent_id, session_id, turn_id, int(data["after"]), bool(data.get("stream", True)))
     if "response" in data:
         return ResponseReplay(data["response"], int(data["after"]), tuple(data.get("include", ())))
+    if "record" in data:
+        kind, record_id = data["record"]
+        return CreatedRecord(str(kind), str(record_id))
     if "replay" in data:
         return _legacy(data["replay"])
     return StoredAnswer(int(data["status"]), [(str(k), str(v)) for k, v in data["headers"]], data["body"])

@@ -206,6 +206,7 @@ RULES: dict[str, Rule] = {
     "list_chunks": Beneath(),
     "keyword_search": Beneath(),
     "vector_search": Beneath(),
+    "write_keyed": Beneath(),  # a create answered with its record: its service stamps and checks the owner
     "claim_idempotency_key": Server(),
     "renew_idempotency_key": Server(),
     "complete_idempotency_key": Server(),

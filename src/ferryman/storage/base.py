@@ -17,7 +17,7 @@ from ferryman.turn_records import TurnRecord as TurnRecord
 from ferryman.turn_records import turn_from_record as turn_from_record
 
 from .kernel.model import Owner
-from .kernel.ops import ReadOp
+from .kernel.ops import Op, ReadOp
 from .kernel.protocol import Kernel
 from .knowledge import KnowledgeStore
 from .page import Page as Page
@@ -78,11 +78,15 @@ class SessionStore(Protocol):
     that opens one does, in the kernel.
     """
 
-    async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
-        """Store a new session's record, with ``owner`` (None: none), and its anchor, in one write.
+    async def create_session(
+        self, session: SessionRecord, owner: Owner | None = None, settle: KeySettlement | None = None
+    ) -> None:
+        """Store a new session's record, with ``owner`` (None: none), and its anchor, and ``settle``'s idempotency
+        key outcome, in one write.
 
         Raises:
             ConflictError: a session with this id exists.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         ...
 
@@ -486,6 +490,17 @@ class ReadAlong:
 
 class IdempotencyStore(Protocol):
     """Idempotency keys of requests, scoped by owner (the caller)."""
+
+    async def write_keyed(self, ops: Sequence[Op], settle: KeySettlement) -> list[Any]:
+        """Run a kernel write batch (one result per operation) and store ``settle``'s idempotency key outcome with
+        the records it makes, in one transaction (Redis: one script): a create answered with its record.
+
+        Raises:
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
+            IdempotencyKeyInUseError: ``settle``'s pending claim lapsed and another call took the key.
+            FerrymanError: the batch's own refusal (nothing is written).
+        """
+        ...
 
     async def claim_idempotency_key(self, claim: IdempotencyRecord, now: datetime) -> IdempotencyRecord | None:
         """Store ``claim`` (without result) unless a record unexpired at ``now`` holds its key, atomically.

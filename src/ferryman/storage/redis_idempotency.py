@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from .base import IdempotencyRecord, KeySettlement
-from .redis_lua_idempotency import CLAIM, RELEASE, UPDATE, Claim, Release, Update
+from .kernel.ops import Op
+from .redis.kernel import RedisKernel
+from .redis_lua_idempotency import CLAIM, KEYED_WRITE, RELEASE, UPDATE, Claim, KeyedWrite, Release, Update
 from .redis_scripts import RedisBase
 
 
@@ -37,6 +40,13 @@ def _time(epoch: float) -> datetime:
 
 class RedisIdempotency(RedisBase):
     """Idempotency keys over the backend's scripts."""
+
+    kernel: RedisKernel
+
+    async def write_keyed(self, ops: Sequence[Op], settle: KeySettlement) -> list[Any]:
+        """Run a kernel write batch and store ``settle``'s key outcome with it, in one script."""
+        args = KeyedWrite(**self.kernel.embedded(ops), **settlement_args(settle))
+        return self.kernel.embedded_results(ops, await self._run(KEYED_WRITE, args))
 
     async def claim_idempotency_key(self, claim: IdempotencyRecord, now: datetime) -> IdempotencyRecord | None:
         """Store a pending claim unless a live record holds its key; return that record, or None."""

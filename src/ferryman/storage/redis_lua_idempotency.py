@@ -13,7 +13,9 @@ from typing import Any
 from ferryman.errors import IdempotencyKeyInUseError
 
 from .base import IdempotencyKeyHeldError
-from .redis_script import Outcome, Script, nothing
+from .redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
+from .redis.kernel import ERRORS as KERNEL_ERRORS
+from .redis_script import Outcome, Script, nothing, values
 
 _EXPIRE = """
 local function expire_at(k, seconds) redis.call('PEXPIREAT', k, math.ceil(tonumber(seconds) * 1000)) end
@@ -176,3 +178,26 @@ def key_taken(args: Any, found: list[Any]) -> IdempotencyKeyHeldError:
 
 KEY_ERRORS = {Outcome.KEY_LOST: key_lost, Outcome.KEY_HELD: key_taken}
 """The errors of a script over :class:`SettlesKey`."""
+
+
+@dataclass(frozen=True)
+class KeyedWrite(SettlesKey, KernelWrite):
+    """Arguments of :data:`KEYED_WRITE`: a kernel batch, and the key outcome stored with what it makes."""
+
+
+# The key's refusal first, then the kernel's batch (which checks all of its own before it writes), then the key.
+KEYED_WRITE = Script(
+    KeyedWrite,
+    SETTLE
+    + """
+local refused = key_refusal()
+if refused then return refused end
+"""
+    + KERNEL_WRITE
+    + """
+settle_key()
+return {OK, kernel_written[2]}
+""",
+    values,
+    with_kernel_errors(dict(KEY_ERRORS), KERNEL_ERRORS),
+)

@@ -25,6 +25,7 @@ from .history_cache import Histories
 from .redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
 from .redis.kernel import ERRORS as KERNEL_ERRORS
 from .redis_keys import LUA_KEYS, Keys
+from .redis_lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
 from .redis_script import LUA_OUTCOMES, Outcome, Script, ScriptCall, Scripts, nothing
 
 A = TypeVar("A")
@@ -164,8 +165,9 @@ end
 
 
 @dataclass(frozen=True)
-class CreateSession(KernelWrite):
-    """Arguments of :data:`CREATE_SESSION`: the session's anchor, and its record's write."""
+class CreateSession(SettlesKey, KernelWrite):
+    """Arguments of :data:`CREATE_SESSION`: the session's anchor, its record's write, and the key outcome stored
+    with them."""
 
     session_id: str
     agent_id: str | None
@@ -179,21 +181,26 @@ class DeleteSession(KernelWrite):
     session_id: str
 
 
-# The session's record (the kernel's) and its anchor, in one script: the anchor must not exist (its agent, a
-# kernel record, is checked by the service).
+# The session's record (the kernel's), its anchor and its key's outcome, in one script: the anchor must not exist
+# (its agent, a kernel record, is checked by the service).
 CREATE_SESSION = Script(
     CreateSession,
-    """
+    SETTLE
+    + """
+local refused = key_refusal()
+if refused then return refused end
 if redis.call('EXISTS', key('session', session_id)) == 1 then return {CONFLICT} end
 """
     + KERNEL_WRITE
     + """
 new_session(session_id, agent_id)
+settle_key()
 return {OK}
 """,
     nothing,
     with_kernel_errors(
-        {Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already exists")}, KERNEL_ERRORS
+        {Outcome.CONFLICT: lambda a, _: ConflictError(f"session '{a.session_id}' already exists"), **KEY_ERRORS},
+        KERNEL_ERRORS,
     ),
 )
 

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from ferryman.redis_url import DEFAULT_PREFIX, connect
 
 from . import codec
-from .base import SessionRecord
+from .base import KeySettlement, SessionRecord
 from .chunk_search import InProcessSearch
 from .domain.agents import sessions
 from .domain.kinds import SCHEMA
@@ -24,7 +24,7 @@ from .kernel import ops
 from .kernel.model import Owner
 from .redis.kernel import RedisKernel
 from .redis_chunks import RedisChunks
-from .redis_idempotency import RedisIdempotency
+from .redis_idempotency import RedisIdempotency, settlement_args
 from .redis_keys import Keys
 from .redis_responses import RedisResponses
 from .redis_script import Scripts
@@ -83,14 +83,22 @@ class RedisStore(
 
     # ---- sessions --------------------------------------------------------
 
-    async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
-        """Store a new session's record (with its owner) and its anchor, in one script.
+    async def create_session(
+        self, session: SessionRecord, owner: Owner | None = None, settle: KeySettlement | None = None
+    ) -> None:
+        """Store a new session's record (with its owner), its anchor and ``settle``'s key outcome, in one script.
 
         Raises:
             ConflictError: a session with this id exists.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         put = sessions(self.kernel).put(session, owner=owner)
-        create = CreateSession(**self.kernel.embedded([put]), session_id=session.session_id, agent_id=session.agent_id)
+        create = CreateSession(
+            **self.kernel.embedded([put]),
+            **settlement_args(settle),
+            session_id=session.session_id,
+            agent_id=session.agent_id,
+        )
         await self._run(CREATE_SESSION, create)
 
     async def delete_session(self, agent_id: str, session_id: str) -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from ferryman.errors import ConflictError, NotFoundError
 
-from ..base import SessionRecord
+from ..base import KeySettlement, SessionRecord
 from ..domain.agents import sessions
 from ..domain.kinds import SESSION
 from ..kernel import ops
 from ..kernel.model import Owner
+from .idempotency import claimed, settled
 from .kernel import SqlKernel
 from .seam import Driver, UniqueViolation, Work, count
 
@@ -55,13 +56,24 @@ class SessionTables:
     _db: Driver
     kernel: SqlKernel
 
-    async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
-        """Store a new session's record (with its owner) and its anchor, in one transaction.
+    async def create_session(
+        self, session: SessionRecord, owner: Owner | None = None, settle: KeySettlement | None = None
+    ) -> None:
+        """Store a new session's record (with its owner), its anchor and ``settle``'s key outcome, in one
+        transaction.
 
         Raises:
             ConflictError: a session with this id exists.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
-        await self._db.write(insert_session(self.kernel, session, owner))
+        d = self._db.dialect
+
+        def work() -> Work[None]:
+            yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
+            yield from insert_session(self.kernel, session, owner)
+            yield from settled(d, settle)
+
+        await self._db.write(work())
 
     async def delete_session(self, agent_id: str, session_id: str) -> None:
         """Delete a session of an agent, its record and, by cascade, its turns, in one transaction.

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from ferryman.errors import IdempotencyKeyInUseError
 
 from ..base import IdempotencyKeyHeldError, IdempotencyRecord, KeySettlement
+from ..kernel.ops import Op
+from .kernel import SqlKernel
 from .seam import Dialect, Driver, Row, Work, count, first
 
 _KEY = "owner = :owner AND idempotency_key = :key"
@@ -88,6 +91,19 @@ class IdempotencyTables:
     """Idempotency keys, over a :class:`Driver`."""
 
     _db: Driver
+    kernel: SqlKernel
+
+    async def write_keyed(self, ops: Sequence[Op], settle: KeySettlement) -> list[Any]:
+        """Run a kernel write batch and store ``settle``'s key outcome with it, in one transaction."""
+        d, batch = self._db.dialect, self.kernel.writes_within(ops)
+
+        def work() -> Work[list[Any]]:
+            yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
+            results = yield from batch
+            yield from settled(d, settle)
+            return results
+
+        return await self._db.write(work())
 
     def _record(self, row: Row) -> IdempotencyRecord:
         d = self._db.dialect
