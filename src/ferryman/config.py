@@ -174,7 +174,8 @@ class Settings(BaseModel):
     ``max_body_bytes`` (``server.max_body_bytes``) is the largest
     JSON request body accepted (413 above it; uploads are bounded by ``files.max_bytes`` instead).
     ``max_page_items`` (``server.max_page_items``) is the most agents or sessions one page of the Agents API's
-    lists holds: a page asked without ``limit`` holds that many, with ``has_more``; a larger ``limit`` is a 400.
+    lists holds (100 to 100,000): a page asked without ``limit`` holds that many, with ``has_more``; a larger
+    ``limit`` is a 400.
     ``log_format`` (``server.log_format``, or ``--log-format``) writes each log record as one text
     line (``text``) or one JSON object (``json``).
     """
@@ -184,7 +185,7 @@ class Settings(BaseModel):
     keep_alive: float = Field(default=65.0, gt=0)
     log_format: LogFormat = "text"
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
-    max_page_items: int = Field(default=DEFAULT_MAX_PAGE_ITEMS, ge=1, le=100_000)
+    max_page_items: int = Field(default=DEFAULT_MAX_PAGE_ITEMS, ge=100, le=100_000)  # the console asks for 50
     storage: StorageSettings = Field(default_factory=StorageSettings)
     providers: list[ProviderSettings] = Field(default_factory=list)
     models: list[ModelSettings] = Field(default_factory=list)

@@ -63,8 +63,9 @@ async def test_a_limit_past_the_most_is_refused_naming_the_setting(http: httpx.A
 def test_the_setting_is_read_from_the_server_section(tmp_path: Path) -> None:
     assert Settings().max_page_items == 1_000
     config = tmp_path / "ferryman.yaml"
-    config.write_text("server:\n  max_page_items: 50\n")
-    assert load_settings(str(config)).max_page_items == 50
-    config.write_text("server:\n  max_page_items: 0\n")
-    with pytest.raises(ConfigurationError, match="max_page_items"):
-        load_settings(str(config))
+    config.write_text("server:\n  max_page_items: 150\n")
+    assert load_settings(str(config)).max_page_items == 150
+    for refused in (99, 100_001):  # the console asks for pages of 50
+        config.write_text(f"server:\n  max_page_items: {refused}\n")
+        with pytest.raises(ConfigurationError, match="max_page_items"):
+            load_settings(str(config))

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from starlette.testclient import TestClient
+from store_records import sessions_of
 
 from ferryman.api.agents import TurnError
 from ferryman.api.content import Message
@@ -22,7 +23,8 @@ from ferryman.server.app import Services, build_services, create_app
 from ferryman.services.agents import AgentService
 from ferryman.services.host import TurnHost
 from ferryman.services.idempotency import IdempotencyKeys
-from ferryman.storage.base import IdempotencyRecord, KeySettlement
+from ferryman.storage.base import IdempotencyRecord, KeySettlement, SessionRecord
+from ferryman.storage.domain.agents import agents
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import AskedModel, migrated_sqlite
@@ -165,6 +167,27 @@ async def test_agent_and_session_keys_are_stored_with_their_records(
     await http.delete(f"/v1/agents/{agent_id}")  # a repeat still answers as the first call did
     again = await post(http, "/v1/agents", body, "agent-key")
     assert (again.json(), again.headers[REPLAYED]) == ({"agent_id": agent_id}, "true")
+
+
+async def test_a_session_undone_because_its_agent_went_forgets_its_key_first(
+    http: httpx.AsyncClient, store: WatchedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent is deleted as the session is written: the session is removed again, and the key with it (before
+    it), so the key keeps the 404 its call answered, not the session."""
+    agent_id = await new_agent(http)
+    create = store.create_session
+
+    async def agent_deleted_meanwhile(session: SessionRecord, **kwargs: Any) -> None:
+        await create(session, **kwargs)
+        assert await agents(store.kernel).delete(agent_id)
+
+    monkeypatch.setattr(store, "create_session", agent_deleted_meanwhile)
+    url = f"/v1/agents/{agent_id}/session"
+    first, again = [await post(http, url, {"session_name": "s"}, "undone") for _ in range(2)]
+    assert (first.status_code, again.status_code, again.headers[REPLAYED]) == (404, 404, "true")
+    held = await store.claim_idempotency_key(IdempotencyRecord("", "undone", "probe", "fp", NOW, NOW), NOW)
+    assert held is not None and json.loads(held.result or "")["status"] == 404
+    assert (await sessions_of(store, agent_id)).items == []
 
 
 async def test_a_refused_agent_body_is_kept_for_its_key(http: httpx.AsyncClient) -> None:

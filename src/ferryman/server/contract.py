@@ -115,6 +115,10 @@ class Endpoint:
     status: int = 200
     own: bool = False
 
+    def __post_init__(self) -> None:
+        if (self.key_with_run or self.replay_record is not None) and not self.creates:
+            raise TypeError(f"{self.method} {self.path}: only a create takes its Idempotency-Key itself")
+
     def is_upload(self) -> bool:
         """Whether the body is an upload (a multipart form), held to ``files.max_bytes`` rather than
         ``server.max_body_bytes`` (see :mod:`ferryman.server.body_limit`)."""

@@ -15,7 +15,7 @@ from .agent_records import AgentRecords
 from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
-from .idempotency import Claim, CreatedRecord, settlement, stored
+from .idempotency import Claim, CreatedRecord, forget_stored, settlement, stored_record
 from .owned_store import beneath
 from .session_memory import SessionMemory
 from .session_reads import SessionReads
@@ -65,13 +65,14 @@ class AgentSessions:
         await self._agents.get(current_principal.get(), agent_id)
         session = SessionRecord(new_id(), agent_id, session_name, utcnow())
         await self._store.create_session(session, settle=settlement(key, CreatedRecord("session", session.session_id)))
-        stored(key)
+        stored_record(key)
         self._reads.plain(session.session_id)
-        await self._agent_kept(agent_id, session.session_id)
+        await self._agent_kept(agent_id, session.session_id, key)
         return session.session_id
 
-    async def _agent_kept(self, agent_id: str, session_id: str) -> None:
-        """Undo a session opened as its agent was deleted, and say the agent is missing.
+    async def _agent_kept(self, agent_id: str, session_id: str, key: Claim | None = None) -> None:
+        """Undo a session opened as its agent was deleted (``key``, stored with it, forgotten first), and say the
+        agent is missing.
 
         The agent is read again once the session is stored: an agent delete that ran between the first read
         and the write listed the agent's sessions before this one existed, and no key in storage refuses it.
@@ -80,6 +81,7 @@ class AgentSessions:
         try:
             await self._agents.get(None, agent_id)
         except NotFoundError:
+            await forget_stored(beneath(self._store), key)  # first: a repeat must not be told of a session gone
             with acting_as(None), contextlib.suppress(NotFoundError):
                 await self._store.delete_session(agent_id, session_id)
                 await self._forget_memory(session_id)

@@ -42,7 +42,7 @@ from .approval_holds import ApprovalHolds
 from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
-from .idempotency import Claim, CreatedRecord, settlement, stored
+from .idempotency import Claim, CreatedRecord, settlement, stored_record
 from .owned_store import beneath
 from .session_memory import SessionMemory
 from .session_reads import SessionReads
@@ -136,7 +136,7 @@ class AgentService:
         await self.agents.create(
             current_principal.get(), agent, settlement(key, CreatedRecord("agent", agent.agent_id))
         )
-        stored(key)
+        stored_record(key)
         return agent.agent_id
 
     async def get_agent(self, agent_id: str) -> Agent:

@@ -138,6 +138,9 @@ class Claim:
         with_record: The outcome went in with the record the call wrote (see :func:`stored`).
         deferred: The key is not stored yet: the write of the call's run claims it (see
             :meth:`IdempotencyKeys.deferred`); until then there is nothing to renew, complete or give back.
+        keeps_record: The outcome stored is a record the call made (:class:`CreatedRecord`, see
+            :func:`stored_record`): it stays the key's whatever the call answers after, since the record stays;
+            a call that removes its record again forgets the key first (:func:`forget_stored`).
     """
 
     record: IdempotencyRecord
@@ -145,6 +148,7 @@ class Claim:
     settled: bool = field(default=False)
     with_record: bool = field(default=False)
     deferred: bool = field(default=False)
+    keeps_record: bool = field(default=False)
 
     def settlement(self, outcome: Outcome) -> KeySettlement:
         """The outcome to store with the record this call writes, in the same transaction (the service that
@@ -231,9 +235,18 @@ def stored(claim: Claim | None) -> None:
         claim.settled = claim.with_record = True
 
 
+def stored_record(claim: Claim | None) -> None:
+    """Note that the write of the record the claim's outcome names (:class:`CreatedRecord`) is done: the key
+    answers with that record from now on, whatever the call answers after."""
+    if claim is not None:
+        stored(claim)
+        claim.keeps_record = True
+
+
 async def forget_stored(store: IdempotencyStore, claim: Claim | None) -> None:
-    """Forget a key stored with a run that will never run (nothing without one), so that a repeat runs again
-    instead of reading nothing; the call that stored it does so before removing the run."""
+    """Forget a key stored with a run that will never run, or with a record removed again (nothing without
+    one), so that a repeat runs again instead of reading nothing; the call that stored it does so before
+    removing the run or the record."""
     if claim is not None and claim.with_record:
         claim.with_record = False
         await store.forget_idempotency_key(claim.record)
@@ -316,7 +329,10 @@ class IdempotencyKeys:
 
     async def give_back(self, claim: Claim) -> None:
         """Give the key back after the call failed, also when its outcome went in with the record it wrote: a
-        run whose call failed before it was launched never ran, and a retry runs it."""
+        run whose call failed before it was launched never ran, and a retry runs it. A record the call made
+        and kept (``keeps_record``) keeps its key: a retry is answered with it."""
+        if claim.keeps_record and claim.with_record:
+            return
         if claim.with_record:
             await forget_stored(self._store, claim)
         else:
