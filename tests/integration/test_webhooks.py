@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,31 @@ async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[A
         )
         async with serving(services) as http:
             yield App(http, services, model)
+
+
+@asynccontextmanager
+async def keyed_app(
+    backend: str, tmp_path: Path
+) -> AsyncIterator[tuple[httpx.AsyncClient, Services, ScriptedModel, dict[str, dict[str, str]]]]:
+    """An app with API keys on over a fresh ``backend`` store: its client, services, model, and the headers of
+    alice's and bob's requests."""
+    async with unopened_store(backend, tmp_path) as store:
+        keys = ApiKeys(store.kernel)
+        model = ScriptedModel()
+        services = build_services(
+            store,
+            [model],
+            fetch=FetchPolicy(allowed_hosts=["127.0.0.1"]),
+            webhooks=webhook_settings(),
+            authenticator=BearerAuthenticator(ApiKeyAuthenticator(keys), None),
+        )
+        async with serving(services) as http:
+            bearer = {}
+            for name in ("alice", "bob"):
+                key = new_key()
+                await keys.create(key_record(name, key, {}))
+                bearer[name] = {"Authorization": f"Bearer {key}"}
+            yield http, services, model, bearer
 
 
 async def settled(services: Services, delivery_id: str, status: str) -> dict[str, Any]:
@@ -243,58 +269,43 @@ async def test_a_webhook_that_cannot_be_delivered_to_is_refused(app: App, webhoo
 
 
 async def test_a_caller_reads_only_its_own_deliveries(tmp_path: Path) -> None:
-    async with unopened_store("sqlite", tmp_path) as store:
-        keys = ApiKeys(store.kernel)
-        model = ScriptedModel()
-        services = build_services(
-            store,
-            [model],
-            fetch=FetchPolicy(allowed_hosts=["127.0.0.1"]),
-            webhooks=webhook_settings(),
-            authenticator=BearerAuthenticator(ApiKeyAuthenticator(keys), None),
-        )
-        async with serving(services) as http:
-            bearer = {}
-            for name in ("alice", "bob"):
-                key = new_key()
-                await keys.create(key_record(name, key, {}))
-                bearer[name] = {"Authorization": f"Bearer {key}"}
-            model.enqueue_text("Hi.")
-            model.enqueue_tool_call("get_weather", {"city": "Paris"})
-            model.enqueue_text("Sunny.")
-            with receiving() as receiver:
-                body = {"model": MODEL, "input": "Hi", "webhook": receiver.url}
-                made = await http.post("/v1/responses", json=body, headers=bearer["alice"])
-                assert made.status_code == 200, made.text
-                (posted,) = await received(receiver, 1)
-                await settled(services, posted.headers["webhook-id"], "delivered")
-                # A run the server continues itself (the approval inbox: no caller, or an approver) is still
-                # alice's: its delivery is hers to read.
-                agent = {"agent_config": {"model": MODEL, "instructions": "Brief.", "client_tools": [WEATHER_TOOL]}}
-                agent_id = (await http.post("/v1/agents", json=agent, headers=bearer["alice"])).json()["agent_id"]
-                session = {"session_name": "s"}
-                made = await http.post(f"/v1/agents/{agent_id}/session", json=session, headers=bearer["alice"])
-                session_id = made.json()["session_id"]
-                url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
-                paused = await http.post(url, json=turn_body("Weather?", receiver.url), headers=bearer["alice"])
-                call = paused.json()["output_message"]["tool_calls"][0]
-                answer = ToolResponse(call_id=call["call_id"], tool_name="get_weather", content="sunny")
-                request = ResumeTurnRequest(tool_responses=[answer], stream=False, webhook=receiver.url)
-                live = await services.agents.resume_turn(
-                    agent_id, session_id, paused.json()["turn_id"], request, continued=True
-                )
-                await live.settled.wait()
-                continued = (await received(receiver, 3))[2]
-                await settled(services, continued.headers["webhook-id"], "delivered")
-            listed = (await http.get("/v1/webhook_deliveries", headers=bearer["alice"])).json()["data"]
-            assert continued.headers["webhook-id"] in [d["id"] for d in listed]
-            delivery_id = posted.headers["webhook-id"]
-            own = (await http.get("/v1/webhook_deliveries", headers=bearer["alice"])).json()
-            assert [d["id"] for d in own["data"]][-1] == delivery_id
-            assert (await http.get("/v1/webhook_deliveries", headers=bearer["bob"])).json()["data"] == []
-            hidden = await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["bob"])
-            assert hidden.status_code == 404
-            assert (await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["alice"])).status_code == 200
+    async with keyed_app("sqlite", tmp_path) as (http, services, model, bearer):
+        model.enqueue_text("Hi.")
+        model.enqueue_tool_call("get_weather", {"city": "Paris"})
+        model.enqueue_text("Sunny.")
+        with receiving() as receiver:
+            body = {"model": MODEL, "input": "Hi", "webhook": receiver.url}
+            made = await http.post("/v1/responses", json=body, headers=bearer["alice"])
+            assert made.status_code == 200, made.text
+            (posted,) = await received(receiver, 1)
+            await settled(services, posted.headers["webhook-id"], "delivered")
+            # A run the server continues itself (the approval inbox: no caller, or an approver) is still
+            # alice's: its delivery is hers to read.
+            agent = {"agent_config": {"model": MODEL, "instructions": "Brief.", "client_tools": [WEATHER_TOOL]}}
+            agent_id = (await http.post("/v1/agents", json=agent, headers=bearer["alice"])).json()["agent_id"]
+            session = {"session_name": "s"}
+            made = await http.post(f"/v1/agents/{agent_id}/session", json=session, headers=bearer["alice"])
+            session_id = made.json()["session_id"]
+            url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+            paused = await http.post(url, json=turn_body("Weather?", receiver.url), headers=bearer["alice"])
+            call = paused.json()["output_message"]["tool_calls"][0]
+            answer = ToolResponse(call_id=call["call_id"], tool_name="get_weather", content="sunny")
+            request = ResumeTurnRequest(tool_responses=[answer], stream=False, webhook=receiver.url)
+            live = await services.agents.resume_turn(
+                agent_id, session_id, paused.json()["turn_id"], request, continued=True
+            )
+            await live.settled.wait()
+            continued = (await received(receiver, 3))[2]
+            await settled(services, continued.headers["webhook-id"], "delivered")
+        listed = (await http.get("/v1/webhook_deliveries", headers=bearer["alice"])).json()["data"]
+        assert continued.headers["webhook-id"] in [d["id"] for d in listed]
+        delivery_id = posted.headers["webhook-id"]
+        own = (await http.get("/v1/webhook_deliveries", headers=bearer["alice"])).json()
+        assert [d["id"] for d in own["data"]][-1] == delivery_id
+        assert (await http.get("/v1/webhook_deliveries", headers=bearer["bob"])).json()["data"] == []
+        hidden = await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["bob"])
+        assert hidden.status_code == 404
+        assert (await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["alice"])).status_code == 200
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
@@ -398,50 +409,33 @@ async def test_a_deleted_turns_delivery_is_still_its_owners(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The turn's owner goes with the turn: the delivery telling its deletion keeps the owner read as it ran."""
-    async with unopened_store(backend, tmp_path) as store:
-        keys = ApiKeys(store.kernel)
-        model = ScriptedModel()
-        services = build_services(
-            store,
-            [model],
-            fetch=FetchPolicy(allowed_hosts=["127.0.0.1"]),
-            webhooks=webhook_settings(),
-            authenticator=BearerAuthenticator(ApiKeyAuthenticator(keys), None),
-        )
-        async with serving(services) as http:
-            bearer = {}
-            for name in ("alice", "bob"):
-                key = new_key()
-                await keys.create(key_record(name, key, {}))
-                bearer[name] = {"Authorization": f"Bearer {key}"}
-            agent = {"agent_config": {"model": MODEL, "instructions": "Brief."}}
-            agent_id = (await http.post("/v1/agents", json=agent, headers=bearer["alice"])).json()["agent_id"]
-            made = await http.post(
-                f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=bearer["alice"]
-            )
-            session_id = made.json()["session_id"]
-            beneath_store = beneath(services.agents._store)
-            save = beneath_store.save_turn_events
+    async with keyed_app(backend, tmp_path) as (http, services, model, bearer):
+        agent = {"agent_config": {"model": MODEL, "instructions": "Brief."}}
+        agent_id = (await http.post("/v1/agents", json=agent, headers=bearer["alice"])).json()["agent_id"]
+        made = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=bearer["alice"])
+        session_id = made.json()["session_id"]
+        beneath_store = beneath(services.agents._store)
+        save = beneath_store.save_turn_events
 
-            async def removed_first(turn_id: str, first_seq: int, events: list[str]) -> None:
-                await beneath_store.delete_session(agent_id, session_id)  # its owner goes with it
-                assert await beneath_store.turn_owners([turn_id]) == {}
-                services.store._kept.clear()  # type: ignore[attr-defined]  # the end reads no kept owner
-                await save(turn_id, first_seq, events)
+        async def removed_first(turn_id: str, first_seq: int, events: list[str]) -> None:
+            await beneath_store.delete_session(agent_id, session_id)  # its owner goes with it
+            assert await beneath_store.turn_owners([turn_id]) == {}
+            services.store._kept.clear()  # type: ignore[attr-defined]  # the end reads no kept owner
+            await save(turn_id, first_seq, events)
 
-            monkeypatch.setattr(beneath_store, "save_turn_events", removed_first)
-            model.enqueue_text("Said, then removed.")
-            url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
-            with receiving() as receiver:
-                await http.post(url, json=turn_body("First", receiver.url), headers=bearer["alice"])
-                (posted,) = await received(receiver, 1)
-                await settled(services, posted.headers["webhook-id"], "delivered")
-            assert assert_signed(posted)["data"]["status"] == "deleted"
-            delivery_id = posted.headers["webhook-id"]
-            own = await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["alice"])
-            assert own.status_code == 200, own.text
-            hidden = await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["bob"])
-            assert hidden.status_code == 404
+        monkeypatch.setattr(beneath_store, "save_turn_events", removed_first)
+        model.enqueue_text("Said, then removed.")
+        url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+        with receiving() as receiver:
+            await http.post(url, json=turn_body("First", receiver.url), headers=bearer["alice"])
+            (posted,) = await received(receiver, 1)
+            await settled(services, posted.headers["webhook-id"], "delivered")
+        assert assert_signed(posted)["data"]["status"] == "deleted"
+        delivery_id = posted.headers["webhook-id"]
+        own = await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["alice"])
+        assert own.status_code == 200, own.text
+        hidden = await http.get(f"/v1/webhook_deliveries/{delivery_id}", headers=bearer["bob"])
+        assert hidden.status_code == 404
 
 
 async def test_a_turns_webhook_reads_its_owner_once_as_the_run_starts(
