@@ -120,11 +120,7 @@ class RedisResponses(RedisBase):
 
     async def all_items(self, owner: str) -> list[Item]:
         """Every item of an owner, oldest first (its order and its bodies read at one moment, in one trip)."""
-        async with self._db.pipeline(transaction=True) as pipe:
-            pipe.zrange(self._keys.of(ITEMS, owner), 0, -1)
-            pipe.hgetall(self._keys.of(ITEM_BODIES, owner))
-            ids, bodies = await pipe.execute()
-        return [ITEM.validate_json(bodies[item_id]) for item_id in ids if item_id in bodies]
+        return (await self.items_of([owner])).get(owner, [])
 
     async def items_of(self, owners: list[str]) -> dict[str, list[Item]]:
         """Every item of each of these owners, oldest first, read at one moment in one trip (an owner without
