@@ -10,7 +10,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ferryman.services.owned_store import beneath
 from ferryman.storage.domain.files import files as file_records
 from ferryman.storage.knowledge import ChunkRecord, FileRecord, VectorStoreFileRecord, VectorStoreRecord
 from inprocess import Served
@@ -39,7 +38,7 @@ def seed_vector_store(model: Served, files: dict[str, str]) -> SeededStore:
         ChunkRecord(f"{file_ids[name]}-0", store_id, file_ids[name], 0, text, bytes(4 * DIMENSION), len(text.split()))
         for name, text in files.items()
     ]
-    store = beneath(model.services.store)
+    store = model.services.store
 
     async def write() -> None:
         for name, text in files.items():

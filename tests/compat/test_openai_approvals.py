@@ -18,7 +18,6 @@ from openai.types.responses.response_input_param import McpApprovalResponse
 from openai.types.responses.response_output_item import McpApprovalRequest
 
 from ferryman.engine.channel import TurnRunner
-from ferryman.services.owned_store import beneath
 from ferryman.testing import ScriptedReply, ScriptedToolCall
 from file_search_support import KEYWORD_SEARCH, SeededStore, seed_vector_store
 from inprocess import BASE_URL, Served
@@ -114,7 +113,7 @@ def test_an_answer_sent_as_soon_as_the_held_response_completed_waits_for_its_ite
 ) -> None:
     """The held response's stream says ``response.completed`` (its turn is stored completed) a moment before
     its items are stored: an answer sent in that moment waits for them instead of finding no request (400)."""
-    store_class = type(beneath(model.services.store))
+    store_class = type(model.services.store)
     finish, wait = store_class.finish_response, TurnRunner.settled_owned_by
     storing, gate, waiting = threading.Event(), threading.Event(), threading.Event()
 

@@ -30,6 +30,7 @@ from ferryman.auth.policy import ACTIONS, parse_policy
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.schedule_settings import ScheduleSettings
 from ferryman.server.app import build_services
+from ferryman.services.record_guard import owners_of
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import check_script, serving
@@ -86,7 +87,7 @@ async def test_a_response_a_teammate_approves_is_continued_by_a_response_of_its_
     next_id = decided["next_response_id"]
     assert (await _followed_response(inbox, next_id))["status"] == "completed"
 
-    owners = await inbox.services.store.owners_of("response", [next_id])
+    owners = await owners_of(inbox.services.store, "response", [next_id])
     assert owners[next_id].id == "alice"
     usage = await inbox.services.usage.summary(None, "principal", since=0)
     assert [row.key for row in usage.data] == ["key:alice"], "both runs are alice's"

@@ -23,7 +23,7 @@ from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.services.access import Access
 from ferryman.services.checked_records import CheckedRecords
-from ferryman.services.owned_store import owned
+from ferryman.services.record_guard import RecordGuard
 from ferryman.services.responses.conversations import ConversationService
 from ferryman.storage.base import ConversationRecord, SessionRecord, Store
 from ferryman.storage.domain.conversations import conversations
@@ -43,8 +43,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 def service(store: Store, policy: AccessPolicy | None = None) -> tuple[ConversationService, CountingKernel]:
     policy = policy or AccessPolicy()
     kernel = CountingKernel(store.kernel)
-    records = CheckedRecords(conversations(kernel), Access(policy))
-    return ConversationService(owned(store, policy), records), kernel
+    access = Access(policy)
+    records = CheckedRecords(conversations(kernel), access)
+    return ConversationService(store, records, RecordGuard(store, access)), kernel
 
 
 def message(text: str, item_id: str | None = None) -> MessageItem:

@@ -19,6 +19,7 @@ from ferryman.services.access import Access
 from ferryman.services.conversation_forks import HELD_ITEMS
 from ferryman.services.fork_reads import ForkReads
 from ferryman.services.forks import HELD_AGENT, SessionForks
+from ferryman.services.record_guard import RecordGuard
 from ferryman.services.session_reads import SessionReads
 from ferryman.storage.base import SessionRecord, Store
 from ferryman.storage.domain.forks import Lineages
@@ -244,7 +245,9 @@ async def test_a_fork_whose_original_is_deleted_while_it_is_made_is_not_found_an
         ForkReads(racing, Lineages(app.store.kernel)),
         SessionReads(app.store.kernel, Access(AccessPolicy())),
     )
-    forks = SessionForks(racing, reads, lambda: utcnow() + timedelta(minutes=1), sessions)
+    forks = SessionForks(
+        racing, RecordGuard(racing, Access(AccessPolicy())), reads, lambda: utcnow() + timedelta(minutes=1), sessions
+    )
     with pytest.raises(NotFoundError):
         await forks.fork_session(agent_id, session_id, turn["turn_id"], None)
     assert (await app.http.get(f"/v1/agents/{agent_id}/sessions")).json()["data"] == []

@@ -22,6 +22,7 @@ from ferryman.ids import utcnow
 from ferryman.services.access import Access
 from ferryman.services.fork_reads import ForkReads
 from ferryman.services.forks import SessionForks
+from ferryman.services.record_guard import RecordGuard
 from ferryman.services.session_reads import SessionReads
 from ferryman.storage.base import Store
 from ferryman.storage.domain.forks import Lineages
@@ -237,7 +238,13 @@ async def test_a_fork_refuses_a_kept_turn_resumed_while_it_is_read(app: App) -> 
     resumed_meanwhile = cast(Store, _ResumedWhileRead(app.store, paused["turn_id"]))
     reads = ForkReads(resumed_meanwhile, Lineages(app.store.kernel))
     sessions = SessionReads(app.store.kernel, Access(AccessPolicy()))
-    forks = SessionForks(resumed_meanwhile, reads, lambda: utcnow() + timedelta(minutes=1), sessions)
+    forks = SessionForks(
+        resumed_meanwhile,
+        RecordGuard(resumed_meanwhile, Access(AccessPolicy())),
+        reads,
+        lambda: utcnow() + timedelta(minutes=1),
+        sessions,
+    )
     with pytest.raises(ConflictError, match="changed while"):
         await forks.fork_session(agent_id, session_id, paused["turn_id"], None)
     sessions = await app.http.get(f"/v1/agents/{agent_id}/sessions")

@@ -17,7 +17,7 @@ from storage_backends import BACKENDS
 from test_turn_round_trips import Trips, counted_app
 
 from ferryman.auth.principal import PrincipalKind
-from ferryman.services.owned_store import beneath, owners_of
+from ferryman.services.record_guard import owners_of
 from ferryman.storage.kernel.model import Owner
 from sse import frames
 
@@ -43,7 +43,7 @@ async def test_a_response_reaches_storage_once_before_its_model_call_and_twice_w
         assert trips.requested_at_inference[-1] == BEFORE_INFERENCE[keys_on]
         response_id = answer.json()["id"]
         items = await http.get(f"/v1/responses/{response_id}/input_items", headers=headers)
-        stored = await beneath(services.store).get_response(response_id)
+        stored = await services.store.get_response(response_id)
         owners = [
             await owners_of(services.store, "session", [stored.session_id]),  # in the session's kernel record
             await owners_of(services.store, "response", [response_id]),

@@ -10,7 +10,6 @@ import pytest
 
 from ferryman.errors import NotFoundError
 from ferryman.server.app import build_services
-from ferryman.services.owned_store import beneath
 from ferryman.storage.base import ResponseStart
 from ferryman.storage.sqlite import SqliteStore
 from inprocess import AskedModel, migrated_sqlite, serving
@@ -42,7 +41,7 @@ async def test_a_start_whose_answer_was_lost_leaves_nothing_stored(
         assert (await http.post("/v1/responses", json=body, headers=headers)).status_code == 500
         start = store.started
         assert start is not None
-        raw = beneath(store)
+        raw = store
         with pytest.raises(NotFoundError):
             await raw.get_response(start.record.response.id)
         with pytest.raises(NotFoundError):

@@ -63,7 +63,7 @@ from ferryman.api.responses import (
 )
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.ids import new_id, utcnow
-from ferryman.services.owned_store import owned
+from ferryman.services.record_guard import owners_of
 from ferryman.storage.base import (
     ConversationRecord,
     ExpiredTurn,
@@ -1197,7 +1197,7 @@ async def test_a_response_starts_with_its_session_turn_items_and_owner(store: St
     assert texts(await store.load_history(record.session_id, turn.turn_id)) == ["user:hello"]
     assert await store.all_items(record.response.id) == list(start.items)
     assert await store.session_queue(record.session_id) == [(turn.turn_id, "in_progress")]
-    owners = [(await owned(store).owners_of(kind, [key])).get(key) for kind, key in _started(start)]
+    owners = [(await owners_of(store, kind, [key])).get(key) for kind, key in _started(start)]
     assert owners == [ALICE, ALICE, ALICE]
 
 
@@ -1237,7 +1237,7 @@ async def test_a_refused_response_start_stores_nothing(store: Store, refusal: st
     with pytest.raises(NotFoundError):
         await store.get_turn_record(start.record.session_id, start.turn.turn_id)
     assert await store.all_items(start.record.response.id) == []
-    assert [await owned(store).owners_of(kind, [key]) for kind, key in _started(start)] == [{}, {}, {}]
+    assert [await owners_of(store, kind, [key]) for kind, key in _started(start)] == [{}, {}, {}]
     if refusal == "item_repeated":  # nor its new session
         with pytest.raises(NotFoundError):
             await store.start_turn(replace(start.turn, turn_id=new_id()), [])

@@ -29,7 +29,6 @@ from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.auth.principal import PrincipalKind
 from ferryman.inference.base import ChatChunk, ChatRequest
 from ferryman.server.app import Services, build_services
-from ferryman.services.owned_store import beneath
 from ferryman.storage.base import Store
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.kernel.model import Owner
@@ -156,7 +155,7 @@ async def test_a_turn_reaches_storage_once_before_its_model_call_and_twice_with_
             BEFORE_INFERENCE[keys_on],
             AFTER_INFERENCE,
         )
-        owners = await beneath(services.store).turn_owners([first_id, second_id])
+        owners = await services.store.turn_owners([first_id, second_id])
     assert owners == ({first_id: ALICE, second_id: ALICE} if keys_on else {})
 
 

@@ -31,7 +31,7 @@ from ferryman.auth.policy import AccessPolicy
 from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.redis_url import split_prefix
 from ferryman.services.acting_owner import stored_principal
-from ferryman.services.owned_store import owners_of
+from ferryman.services.record_guard import owners_of
 from ferryman.storage import redis_upgrade
 from ferryman.storage.base import IdempotencyRecord, Store, TurnRecord
 from ferryman.storage.kernel.model import Owner

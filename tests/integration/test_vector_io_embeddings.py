@@ -14,7 +14,6 @@ from knowledge_serving import _Shared, needs_model
 
 from ferryman.config import KnowledgeSettings
 from ferryman.server.app import Services, build_services
-from ferryman.services.owned_store import beneath
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from inprocess import check_script, migrated_sqlite, scripted_provider, serving
@@ -68,14 +67,14 @@ async def test_a_chunk_with_its_own_embedding_is_stored_with_it_normalised(
         {"content": "Sourdough rises with wild yeast.", "metadata": {"document_id": "bread"}},
     ]
     _ok(await http.post("/v1/vector-io/insert", json={"vector_db_id": vector_db_id, "chunks": chunks}))
-    (stored,) = (await beneath(services.store).list_chunks(vector_db_id, "apples", None, 10)).items
+    (stored,) = (await services.store.list_chunks(vector_db_id, "apples", None, 10)).items
     vector = np.frombuffer(stored.embedding, dtype="<f4")
     assert np.allclose(vector, np.asarray(japan) / np.linalg.norm(japan), atol=1e-6)
     query = {"vector_db_id": vector_db_id, "query": "the capital of Japan", "params": {"mode": "vector"}}
     found = _ok(await http.post("/v1/vector-io/query", json=query))
     assert found["chunks"][0]["content"] == "Apples grow on trees.", "searched by the embedding it was given"
     assert found["scores"][0] > 0.99
-    (bread,) = (await beneath(services.store).list_chunks(vector_db_id, "bread", None, 10)).items
+    (bread,) = (await services.store.list_chunks(vector_db_id, "bread", None, 10)).items
     assert len(bread.embedding) == 4 * 384, "a chunk without one is embedded by the store's model"
 
 
@@ -92,7 +91,7 @@ async def test_a_chunk_embedding_of_another_dimension_or_zero_is_refused(
     answer = await http.post("/v1/vector-io/insert", json={"vector_db_id": vector_db_id, "chunks": chunks})
     assert answer.status_code == 400, answer.text
     assert message in answer.text and "chunks[1].embedding" in answer.text
-    assert (await beneath(services.store).list_chunks(vector_db_id, "a", None, 10)).items == [], "nothing was stored"
+    assert (await services.store.list_chunks(vector_db_id, "a", None, 10)).items == [], "nothing was stored"
 
 
 async def _turn_steps(http: httpx.AsyncClient, model: Script, document: str) -> list[str]:

@@ -9,7 +9,6 @@ from knowledge_serving import _Shared, needs_model
 
 from ferryman.api.limits import MAX_DOCUMENTS
 from ferryman.server.app import build_services
-from ferryman.services.owned_store import beneath
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import Script
 from inprocess import migrated_sqlite, scripted_provider, serving
@@ -28,7 +27,7 @@ async def test_a_later_insert_into_a_document_continues_its_chunk_order(tmp_path
             chunks = [{"content": text, "metadata": {"document_id": "diary"}} for text in batch]
             inserted = await http.post("/v1/vector-io/insert", json={"vector_db_id": "notes", "chunks": chunks})
             assert inserted.status_code == 200, inserted.text
-        page = await beneath(services.store).list_chunks("notes", "diary", None, 10)
+        page = await services.store.list_chunks("notes", "diary", None, 10)
     assert [(c.position, c.text) for c in page.items] == [(0, "one"), (1, "two"), (2, "three"), (3, "four")]
 
 

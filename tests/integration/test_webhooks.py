@@ -25,7 +25,6 @@ from ferryman.auth.api_keys import ApiKeyAuthenticator, key_record, new_key
 from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import Services, build_services
-from ferryman.services.owned_store import beneath
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.testing import ScriptedModel
 from ferryman.webhook_settings import WebhookSettings
@@ -386,7 +385,7 @@ async def test_a_turn_removed_before_its_end_was_queued_posts_that_it_was_delete
 ) -> None:
     agent_id, session_id = await agent_session(app)
     app.model.enqueue_text("Said, then removed.")
-    store = beneath(app.services.agents._store)  # what a run stores its events through
+    store = app.services.agents._store  # what a run stores its events through
     save = store.save_turn_events
 
     async def removed_first(turn_id: str, first_seq: int, events: list[str]) -> None:
@@ -414,16 +413,16 @@ async def test_a_deleted_turns_delivery_is_still_its_owners(
         agent_id = (await http.post("/v1/agents", json=agent, headers=bearer["alice"])).json()["agent_id"]
         made = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=bearer["alice"])
         session_id = made.json()["session_id"]
-        beneath_store = beneath(services.agents._store)
-        save = beneath_store.save_turn_events
+        store = services.agents._store
+        save = store.save_turn_events
 
         async def removed_first(turn_id: str, first_seq: int, events: list[str]) -> None:
-            await beneath_store.delete_session(agent_id, session_id)  # its owner goes with it
-            assert await beneath_store.turn_owners([turn_id]) == {}
-            services.store._kept.clear()  # type: ignore[attr-defined]  # the end reads no kept owner
+            await store.delete_session(agent_id, session_id)  # its owner goes with it
+            assert await store.turn_owners([turn_id]) == {}
+            services.agents._host.guard._kept.clear()  # the end reads no kept owner
             await save(turn_id, first_seq, events)
 
-        monkeypatch.setattr(beneath_store, "save_turn_events", removed_first)
+        monkeypatch.setattr(store, "save_turn_events", removed_first)
         model.enqueue_text("Said, then removed.")
         url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
         with receiving() as receiver:
@@ -443,7 +442,7 @@ async def test_a_turns_webhook_reads_its_owner_once_as_the_run_starts(
 ) -> None:
     """Auth off, the turn has no owner: read once as its run starts (before its model call), not again at its end."""
     agent_id, session_id = await agent_session(app)
-    store = beneath(app.services.agents._store)
+    store = app.services.agents._store
     reads: list[list[str]] = []
     turn_owners = store.turn_owners
 

@@ -2,8 +2,8 @@
 
 The HTTP edge sets :data:`current_principal` once a request is authenticated;
 tasks started while serving it (a turn running in the background) inherit it,
-so the owned store (:mod:`ferryman.services.owned_store`) can stamp owners and
-enforce the access policy without any route passing the caller along. Work
+so the services can stamp owners and apply the access policy
+(:mod:`ferryman.services.access`) without any route passing the caller along. Work
 nobody asked for (lease sweeps, start-up) runs with no principal: the server
 itself.
 """

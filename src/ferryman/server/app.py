@@ -74,7 +74,7 @@ from ferryman.services.idempotency import IdempotencyKeys
 from ferryman.services.leases import TurnLeases
 from ferryman.services.models import ModelService
 from ferryman.services.openai_compat import OpenAICompatService
-from ferryman.services.owned_store import beneath, owned
+from ferryman.services.record_guard import RecordGuard
 from ferryman.services.registrations import Registrations
 from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.responses.history import HistoryCache
@@ -270,8 +270,8 @@ def build_services(
     (``storage.rollback_wait_seconds``).
     """
     policy = policy or AccessPolicy()
-    store = owned(store, policy)
     access = Access(policy)
+    guard = RecordGuard(store, access)
     models = ModelRouter(providers, configured_models)
     fanout = fanout or LocalFanout()
     registry = ModelService(
@@ -279,7 +279,7 @@ def build_services(
     )
     files = files or FileSettings()
     blobs = blobs or MemoryBlobStore()
-    file_service = FileService(store.kernel, access, beneath(store), blobs, files.max_bytes)
+    file_service = FileService(store.kernel, access, store, blobs, files.max_bytes)
     ingestion = IngestionWorker(
         store,
         blobs,
@@ -288,8 +288,8 @@ def build_services(
         sole_process=sole_process,
         extraction=ExtractionLimits(files.extraction_memory_mb, files.extraction_timeout_seconds),
     )
-    vector_stores = VectorStoreService(beneath(store), store.kernel, access, models, file_service, ingestion.wake)
-    search = SearchService(beneath(store), models, vector_stores, file_service.readable_names)
+    vector_stores = VectorStoreService(store, store.kernel, access, models, file_service, ingestion.wake)
+    search = SearchService(store, models, vector_stores, file_service.readable_names)
     tool_settings = tool_settings or ToolSettings()
     web_search = WebSearch(websearch)
     agent_memory = AgentMemory(store, MemoryBlocks(store.kernel), access, memory or MemorySettings(), models)
@@ -316,7 +316,7 @@ def build_services(
     keep_blocked_text = safety_settings.keep_blocked_text if safety_settings else False
     context = context or ContextSettings()
     engine = TurnEngine(
-        beneath(store),
+        store,
         models,
         SessionMemory(vector_stores, search),
         keep_blocked_text=keep_blocked_text,
@@ -325,7 +325,7 @@ def build_services(
     quotas = quotas or Quotas()
     ledger = UsageLedger(store.kernel, access, (usage or UsageSettings()).max_records)
     outbox = Webhooks(store.kernel, access, fetch, webhooks)
-    host = TurnHost(store, engine, runner, leases, fanout, quotas, ledger, outbox, rollback_wait_seconds)
+    host = TurnHost(store, guard, engine, runner, leases, fanout, quotas, ledger, outbox, rollback_wait_seconds)
     knowledge = knowledge or KnowledgeSettings()
     holds = ApprovalHolds(store, HeldCalls(store.kernel))
     agents = AgentService(
@@ -350,12 +350,13 @@ def build_services(
     schedule_service = ScheduleService(
         ScheduleRecords(store.kernel), access, store, schedules or ScheduleSettings(), clock
     )
-    conversations = ConversationService(store, conversation_records)
+    conversations = ConversationService(store, conversation_records, guard)
     conversations.on_session_deleted(holds.forget)  # the held calls of the responses made in it
     approvals = ApprovalService(
         holds.calls,
         access,
         store,
+        guard,
         agents,
         responses,
         subject_lifetime_seconds=schedule_service.settings.subject_lifetime_seconds,

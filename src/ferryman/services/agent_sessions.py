@@ -16,7 +16,6 @@ from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
 from .idempotency import Claim, CreatedRecord, forget_stored, settlement, stored_record
-from .owned_store import beneath
 from .session_memory import SessionMemory
 from .session_reads import SessionReads
 
@@ -28,7 +27,7 @@ class AgentSessions:
     """Sessions of agents, and what is deleted with them.
 
     Args:
-        host: Storage (the owner-checking store), and what cancels a session's running turn.
+        host: Storage and its access step, and what cancels a session's running turn.
         agents: The agents' records, to check a session's agent.
         sessions: The sessions' records, each read checked for its caller.
         reads: The turns forks share with their sources.
@@ -47,6 +46,7 @@ class AgentSessions:
     ) -> None:
         self._host = host
         self._store = host.store
+        self._guard = host.guard
         self._agents = agents
         self._sessions = sessions
         self._reads = reads
@@ -62,9 +62,13 @@ class AgentSessions:
         Raises:
             IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is stored).
         """
-        await self._agents.get(current_principal.get(), agent_id)
+        who = current_principal.get()
+        await self._agents.get(who, agent_id)
         session = SessionRecord(new_id(), agent_id, session_name, utcnow())
-        await self._store.create_session(session, settle=settlement(key, CreatedRecord("session", session.session_id)))
+        made = ("session", session.session_id)
+        owner = self._guard.creating(who, made)
+        await self._store.create_session(session, owner, settlement(key, CreatedRecord(*made)))
+        self._guard.created(who, made)
         stored_record(key)
         self._reads.plain(session.session_id)
         await self._agent_kept(agent_id, session.session_id, key)
@@ -81,8 +85,8 @@ class AgentSessions:
         try:
             await self._agents.get(None, agent_id)
         except NotFoundError:
-            await forget_stored(beneath(self._store), key)  # first: a repeat must not be told of a session gone
-            with acting_as(None), contextlib.suppress(NotFoundError):
+            await forget_stored(self._store, key)  # first: a repeat must not be told of a session gone
+            with acting_as(None), contextlib.suppress(NotFoundError):  # as the server: not the caller's delete
                 await self._store.delete_session(agent_id, session_id)
                 await self._forget_memory(session_id)
             raise
@@ -93,14 +97,14 @@ class AgentSessions:
         shared = await self._reads.inherited_turns(session_id)
         if turn_ids is not None:
             shared = [turn for turn in shared if turn.turn_id in turn_ids]
-        turns = await beneath(self._store).list_turns([session_id], turn_ids)  # the session's read was checked
+        turns = await self._store.list_turns([session_id], turn_ids)  # the session's read was checked
         return _session(record, [*shared, *turns])
 
     async def list_sessions(self, agent_id: str, start_index: int, limit: int | None) -> Page[Session]:
         """An agent's sessions with their turns, in creation order."""
         await self._agents.get(current_principal.get(), agent_id)
         page = await self._sessions.page(current_principal.get(), agent_id, start_index, limit)
-        turns = await beneath(self._store).list_turns([s.session_id for s in page.items])  # readable ones only
+        turns = await self._store.list_turns([s.session_id for s in page.items])  # readable ones only
         by_session = await self._reads.inherited_of([s.session_id for s in page.items])
         for turn in turns:
             by_session.setdefault(turn.session_id, []).append(turn)
@@ -110,10 +114,12 @@ class AgentSessions:
     async def delete_session(self, agent_id: str, session_id: str) -> None:
         """Delete a session with its turns, cancelling its running turn first; what forks share of it is first
         given to a holder (``forks.py``)."""
-        await self._sessions.get(current_principal.get(), agent_id, session_id, "delete")  # before stopping its turn
+        who = current_principal.get()
+        await self._sessions.get(who, agent_id, session_id, "delete")  # before stopping its turn
         await self._host.cancel_everywhere(session_id, "the session was deleted")
         async with self._forks.detached(session_id):
             await self._store.delete_session(agent_id, session_id)
+        self._guard.deleted(who, "session", session_id)
         await self._forget_memory(session_id)
 
     async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:

@@ -43,7 +43,6 @@ from .fork_reads import ForkReads
 from .forks import SessionForks
 from .host import TurnHost
 from .idempotency import Claim, CreatedRecord, settlement, stored_record
-from .owned_store import beneath
 from .session_memory import SessionMemory
 from .session_reads import SessionReads
 from .turn_plans import TurnInputs
@@ -75,7 +74,7 @@ class AgentService:
             (None: agents have no memory).
         holds: The approval inbox, told of the calls turns hold and of those a resume answers (None: no inbox).
         access: Who may do what to agents (default: each caller acts on what it owns); sessions and turns are
-            still checked by the store (``services.owned_store``).
+            checked by the records' guard (``services.record_guard``).
     """
 
     def __init__(
@@ -101,8 +100,8 @@ class AgentService:
         access = access or Access(AccessPolicy())
         reads = ForkReads(self._store, Lineages(self._store.kernel))
         sessions = SessionReads(self._store.kernel, access)
-        forks = SessionForks(self._store, reads, host.leases.until, sessions, holds)
-        self.agents = AgentRecords(self._store.kernel, access, keyed=beneath(self._store))
+        forks = SessionForks(self._store, host.guard, reads, host.leases.until, sessions, holds)
+        self.agents = AgentRecords(self._store.kernel, access, keyed=self._store)
         # Agents never change once created, so turns use kept configs (with their owners, checked against each
         # caller); this saves a database round trip on every turn. A delete drops the entry on every replica
         # (RecordDeleted); reading an agent always asks the store, so a delete elsewhere is seen at once.

@@ -22,7 +22,7 @@ from ferryman.storage.base import Store
 from ferryman.storage.domain.approvals import HeldCall, HeldCalls, turn_approval_id
 from ferryman.storage.kernel.model import Owner
 
-from .owned_store import owners_of
+from .record_guard import owners_of
 
 
 class ApprovalHolds:

@@ -58,7 +58,7 @@ from ferryman.api.responses import (
     McpApprovalResponseItem,
     Response,
 )
-from ferryman.auth.principal import Principal, acting_as
+from ferryman.auth.principal import Principal, acting_as, current_principal
 from ferryman.errors import ConflictError, FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import Store
 from ferryman.storage.domain.approvals import DECIDED, PENDING, HeldCall, HeldCalls
@@ -80,7 +80,7 @@ from .agents import AgentService
 from .approval_holds import request_binding
 from .approval_view import ApprovalView
 from .fork_reads import ForkReads
-from .owned_store import authorize, owners_of
+from .record_guard import RecordGuard, owners_of
 from .responses.service import ResponsesService
 from .webhooks import stored_webhook
 
@@ -110,6 +110,7 @@ class ApprovalService:
         calls: The held calls.
         access: The access policy.
         store: The turns and responses.
+        guard: The access step on them: a decider must be allowed to continue the run.
         agents: Resumes turns.
         responses: Continues responses.
         subject_lifetime_seconds: How long after its session or response was made a subject's stored attributes
@@ -123,6 +124,7 @@ class ApprovalService:
         calls: HeldCalls,
         access: Access,
         store: Store,
+        guard: RecordGuard,
         agents: AgentService,
         responses: ResponsesService,
         *,
@@ -136,6 +138,7 @@ class ApprovalService:
         self._calls = calls
         self._access = access
         self._store = store
+        self._guard = guard
         self._reads = ForkReads(store, Lineages(store.kernel))
         self._conversations = conversations(store.kernel)
         self._agents = agents
@@ -248,13 +251,13 @@ class ApprovalService:
     async def _stored_at(self, held: HeldCall) -> float:
         """When the attributes stored with the run's owner were taken: its turn's start, or its response's
         making (or, for a response continued with stored attributes, when those were taken)."""
-        with acting_as(None):  # the server's own look-up: the decider may not read the run's session
-            if held.source == "turn":
-                assert held.session_id is not None and held.turn_id is not None
-                return (await self._store.get_turn_record(held.session_id, held.turn_id)).started_at.timestamp()
-            assert held.response_id is not None
-            record = await self._store.get_response(held.response_id)
-            turn = await self._store.get_turn_record(record.session_id, record.turn_id)
+        # The server's own look-up: the decider may not read the run's session (nothing here is checked).
+        if held.source == "turn":
+            assert held.session_id is not None and held.turn_id is not None
+            return (await self._store.get_turn_record(held.session_id, held.turn_id)).started_at.timestamp()
+        assert held.response_id is not None
+        record = await self._store.get_response(held.response_id)
+        turn = await self._store.get_turn_record(record.session_id, record.turn_id)
         since = kept_since(turn.overrides)
         return since if since is not None else float(record.response.created_at)
 
@@ -275,9 +278,13 @@ class ApprovalService:
 
     async def _check_turn(self, held: HeldCall) -> None:
         assert held.session_id is not None and held.turn_id is not None
-        await authorize(self._store, "update", "session", held.session_id)
+        who = current_principal.get()
+        await self._guard.check(who, "update", "session", held.session_id)
         record = await self._store.get_turn_record(held.session_id, held.turn_id)
-        step = await self._store.pending_step(held.turn_id) if record.status == "awaiting_input" else None
+        step = None
+        if record.status == "awaiting_input":
+            await self._guard.check(who, "read", "turn", held.turn_id)
+            step = await self._store.pending_step(held.turn_id)
         requested = (step.approval_requests or []) if isinstance(step, ToolExecutionStep) else []
         if held.call_id not in {request.call_id for request in requested}:
             await self._calls.drop(held.held_with or [held.id])
@@ -285,7 +292,7 @@ class ApprovalService:
 
     async def _check_response(self, held: HeldCall) -> None:
         assert held.response_id is not None
-        await authorize(self._store, "update", "response", held.response_id)
+        await self._guard.check(current_principal.get(), "update", "response", held.response_id)
         response = (await self._store.get_response(held.response_id)).response
         if response.status in ("queued", "in_progress"):
             raise ConflictError(f"response '{response.id}' is still in progress; decide once it is done")

@@ -43,7 +43,7 @@ from ferryman.storage.domain.kinds import CONVERSATION
 from .checked_records import CheckedRecords
 from .fork_reads import ForkReads
 from .forks import FORKING_SECONDS, forget_lineage
-from .owned_store import beneath
+from .record_guard import RecordGuard
 
 HELD_ITEMS = "forkhist_"
 """The prefix of the holders of deleted items that forks share."""
@@ -53,17 +53,20 @@ class ConversationForks:
     """Forks conversations, and keeps what forks share when their original changes.
 
     Each call but :meth:`create` and :meth:`fork` follows the service's check of the caller on the
-    conversation, so items are read and written beneath the owner checks.
+    conversation, so items are read and written unchecked.
 
     Args:
-        store: The storage backend (the owner-checking one).
+        store: The storage backend.
         records: The conversations' records, read through the access policy.
         reads: Reads through the forks' lineages.
+        guard: The access step on the sessions conversations' responses run in, and their owners.
     """
 
-    def __init__(self, store: Store, records: CheckedRecords[ConversationRecord], reads: ForkReads) -> None:
+    def __init__(
+        self, store: Store, records: CheckedRecords[ConversationRecord], reads: ForkReads, guard: RecordGuard
+    ) -> None:
         self._store = store
-        self._items = beneath(store)
+        self._guard = guard
         self._records = records
         self._reads = reads
         self._lineages = reads.lineages
@@ -77,8 +80,11 @@ class ConversationForks:
         """
         who = current_principal.get()
         self._records.access.check(who, "create", CONVERSATION, record.conversation_id)
-        await self._store.create_session(SessionRecord(record.session_id, None, "conversation", utcnow()))
-        await self._items.create_conversation(record, items, self._records.access.owner(who))
+        session = ("session", record.session_id)  # its responses run in it, owned like the conversation
+        owner = self._guard.creating(who, session)
+        await self._store.create_session(SessionRecord(record.session_id, None, "conversation", utcnow()), owner)
+        self._guard.created(who, session)
+        await self._store.create_conversation(record, items, owner)
         self._records.access.record(who, "create", CONVERSATION, record.conversation_id)
 
     async def fork(self, conversation_id: str, item_id: str, metadata: dict[str, str] | None) -> ConversationRecord:
@@ -106,7 +112,7 @@ class ConversationForks:
         except BaseException:
             with acting_as(None):
                 with contextlib.suppress(NotFoundError):
-                    await self._items.delete_conversation(record.conversation_id)
+                    await self._store.delete_conversation(record.conversation_id)
                 await self._lineages.delete(record.conversation_id)
             raise
         return record
@@ -132,7 +138,7 @@ class ConversationForks:
             ConflictError: the conversation is being deleted or changed.
         """
         try:
-            await self._items.get_item(conversation_id, item_id)
+            await self._store.get_item(conversation_id, item_id)
         except NotFoundError:
             if item_id not in {item.id for item in await self._reads.inherited_items(conversation_id)}:
                 raise
@@ -141,7 +147,7 @@ class ConversationForks:
                     await self._lineages.change(conversation_id, lambda kept: _hiding(kept, item_id))
             return
         async with self.detached(conversation_id, item_id):
-            await self._items.delete_item(conversation_id, item_id)
+            await self._store.delete_item(conversation_id, item_id)
 
     @contextlib.asynccontextmanager
     async def detached(self, conversation_id: str, item_id: str | None = None, own: bool = True
@@ -165,14 +171,14 @@ class ConversationForks:
         if not holder or await self._lineages.of_source(holder):
             return
         with acting_as(None):
-            for item in await self._items.all_items(holder):
+            for item in await self._store.all_items(holder):
                 with contextlib.suppress(NotFoundError):
-                    await self._items.delete_item(holder, item.id or "")
+                    await self._store.delete_item(holder, item.id or "")
         await self._lineages.delete(holder)
 
     async def _detach(self, conversation_id: str, item_id: str | None, own_item: bool) -> None:
         with acting_as(None):
-            own = await self._items.all_items(conversation_id)
+            own = await self._store.all_items(conversation_id)
             ids = [item.id for item in own]
             seen = ids if own_item else [item.id for item in await self._reads.items(conversation_id)]
             if item_id is not None and item_id not in seen:  # gone meanwhile: its delete or hide moved the forks
@@ -200,7 +206,7 @@ class ConversationForks:
         await self._lineages.note(conversation_id, holder)
         above = lineage or Lineage(id=holder, of="conversation", source="", through="")
         await self._lineages.create(above.model_copy(update={"id": holder}), None)
-        await self._items.add_items(holder, own[: reach + 1])
+        await self._store.add_items(holder, own[: reach + 1])
         for fork in forks:
             await self._lineages.change(fork.id, lambda kept: _held_by(kept, holder))
 
@@ -219,9 +225,9 @@ class ConversationForks:
         await forget_lineage(self._reads, conversation_id, self._drop_holder)
 
     async def _drop_holder(self, holder: str) -> None:
-        for item in await self._items.all_items(holder):
+        for item in await self._store.all_items(holder):
             with contextlib.suppress(NotFoundError):
-                await self._items.delete_item(holder, item.id or "")
+                await self._store.delete_item(holder, item.id or "")
 
 
 def _hiding(lineage: Lineage, item_id: str) -> Lineage:

@@ -4,8 +4,7 @@ A fork's lineage (:mod:`ferryman.storage.domain.forks`) names its source and the
 last turn or item of the source's history it shares; the source may be a fork in
 turn, so reads follow the chain up. What is shared is read as the server: the
 caller was checked on the fork itself, which it owns, and reading it never needs
-access to its original. Only a history's own part is read through the caller's
-store.
+access to its original.
 
 A session, conversation or holder that has no lineage never gets one (a fork's
 is written before the fork), so this replica remembers those it found without one.
@@ -30,7 +29,6 @@ from cachetools import LRUCache
 from ferryman.api.agents import Turn
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
-from ferryman.auth.principal import acting_as
 from ferryman.errors import NotFoundError
 from ferryman.storage.base import Page, Store
 from ferryman.storage.domain.forks import Lineage, Lineages
@@ -61,7 +59,7 @@ class ForkReads:
     """Sessions' turns and conversations' items, with what each shares through its lineage.
 
     Args:
-        store: The storage backend (the owner-checking one).
+        store: The storage backend (callers check the fork itself; what it shares is read unchecked).
         lineages: The forks' lineages.
     """
 
@@ -111,9 +109,8 @@ class ForkReads:
         versions = await self.lineages.versions([lineage.id for lineage in chain])
         renamed = {old: new for lineage in chain for old, new in lineage.renamed.items()}
         shared: list[_T] = []
-        with acting_as(None):
-            for level in reversed(chain):  # a holder of a source that shared nothing names no source
-                shared = _cut([*shared, *await own(level.source)], level, renamed, key) if level.source else []
+        for level in reversed(chain):  # a holder of a source that shared nothing names no source
+            shared = _cut([*shared, *await own(level.source)], level, renamed, key) if level.source else []
         if len(versions) == len(chain):  # else one went while it was read: no caching what may be gone
             self._cache[fork_id] = _Cached(versions, shared)
         return shared
@@ -138,8 +135,7 @@ class ForkReads:
 
     async def listing(self, session_id: str) -> list[Turn]:
         """The session's whole history: the turns it shares, then its own (read as the server)."""
-        with acting_as(None):
-            return [*await self.inherited_turns(session_id), *await self._store.list_turns([session_id])]
+        return [*await self.inherited_turns(session_id), *await self._store.list_turns([session_id])]
 
     async def inherited_turn(self, session_id: str, turn_id: str) -> Turn:
         """One turn the session shares.
@@ -164,9 +160,8 @@ class ForkReads:
         for turn in turns:
             by_session.setdefault(turn.session_id, []).append(turn.turn_id)
         messages: dict[str, list[Message]] = {}
-        with acting_as(None):
-            for source, turn_ids in by_session.items():
-                messages.update(await self._store.turn_messages(source, turn_ids))
+        for source, turn_ids in by_session.items():
+            messages.update(await self._store.turn_messages(source, turn_ids))
         history = [message for turn in turns for message in messages.get(turn.turn_id, [])]
         if entry is not None:
             self._history[session_id] = (entry, history)

@@ -55,7 +55,7 @@ from datetime import datetime
 from ferryman.api.agents import Step, ToolExecutionStep, Turn
 from ferryman.api.content import Message
 from ferryman.auth.filters import owner_of
-from ferryman.auth.principal import acting_as, current_principal
+from ferryman.auth.principal import Principal, acting_as, current_principal
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import SessionRecord, StepWrite, Store, TurnRecord
@@ -63,6 +63,7 @@ from ferryman.storage.domain.forks import Lineage
 
 from .approval_holds import ApprovalHolds
 from .fork_reads import ForkReads
+from .record_guard import RecordGuard
 from .session_reads import SessionReads
 from .webhooks import keep_webhook
 
@@ -80,7 +81,8 @@ class SessionForks:
     """Forks sessions, and keeps what forks share when their original is deleted.
 
     Args:
-        store: The storage backend (the owner-checking one: the caller must be able to read the original).
+        store: The storage backend.
+        guard: The access step on sessions and turns, and their owners.
         reads: Reads through the forks' lineages.
         lease_until: When a copied turn's lease ends (it runs, as far as the store knows, while it is written).
         sessions: The sessions' records, each read checked for its caller.
@@ -90,12 +92,14 @@ class SessionForks:
     def __init__(
         self,
         store: Store,
+        guard: RecordGuard,
         reads: ForkReads,
         lease_until: Callable[[], datetime],
         sessions: SessionReads,
         holds: ApprovalHolds | None = None,
     ) -> None:
         self._store = store
+        self._guard = guard
         self._sessions = sessions
         self._reads = reads
         self._lineages = reads.lineages
@@ -110,7 +114,8 @@ class SessionForks:
             ConflictError: a kept turn still runs or waits to run, one before the last is paused, or the
                 paused last one changed while the session was read.
         """
-        source = await self._sessions.get(current_principal.get(), agent_id, session_id)
+        who = current_principal.get()
+        source = await self._sessions.get(who, agent_id, session_id)
         own = await self._store.list_turns([session_id])
         turns = [*await self._reads.inherited_turns(session_id), *own]
         cut = next((i for i, turn in enumerate(turns) if turn.turn_id == turn_id), None)
@@ -129,14 +134,17 @@ class SessionForks:
         if shared:
             lineage = Lineage(id=target.session_id, of="session", source=session_id, through=shared[-1].turn_id,
                               agent_id=agent_id)  # fmt: skip
-            await self._lineages.create(lineage, owner_of(current_principal.get()))
+            await self._lineages.create(lineage, owner_of(who))
         try:
             if shared and await self._lineages.marked(session_id):
                 raise ConflictError(f"session '{session_id}' is being deleted; fork it again if it remains")
-            await self._store.create_session(target)
+            made = ("session", target.session_id)
+            await self._store.create_session(target, self._guard.creating(who, made))
+            self._guard.created(who, made)
             await self._still_shared(target.session_id if shared else None, agent_id, session_id)
             if paused is not None:
-                await self._hold(paused, await self._copy_turn(paused, target.session_id, agent_id), agent_id)
+                copy = await self._copy_turn(paused, target.session_id, agent_id, who)
+                await self._hold(paused, copy, agent_id)
         except BaseException:
             await self._discard(target)
             raise
@@ -194,9 +202,9 @@ class SessionForks:
             raise ConflictError(f"turn '{turn.turn_id}' changed while session '{session_id}' was forked; try again")
         return _Kept(turn, record, messages.get(turn.turn_id, []), pending)
 
-    async def _copy_turn(self, kept: _Kept, session_id: str, agent_id: str) -> TurnRecord:
-        """Write one turn again under another session: started with its messages, its steps, then its end;
-        the copy's record."""
+    async def _copy_turn(self, kept: _Kept, session_id: str, agent_id: str, who: Principal | None) -> TurnRecord:
+        """Write one turn again under another session, owned by ``who`` (None: unowned): started with its
+        messages, its steps, then its end; the copy's record."""
         original = kept.record
         copy = TurnRecord(
             turn_id=new_id(),
@@ -208,7 +216,9 @@ class SessionForks:
             overrides=keep_webhook(original.overrides, None, ""),  # a copy is no run: nothing to post
             lease_until=self._lease_until(),
         )
-        await self._store.start_turn(copy, kept.messages, load_history=False)
+        made = ("turn", copy.turn_id)
+        await self._store.start_turn(copy, kept.messages, load_history=False, owner=self._guard.creating(who, made))
+        self._guard.created(who, made)
         for step in kept.turn.steps:
             await self._store.save_step(copy.turn_id, StepWrite(_step_of(step, copy.turn_id)), original.infer_iters)
         if kept.pending is not None:
@@ -267,7 +277,7 @@ class SessionForks:
             moved: dict[str, str] = {}
             for turn in own[: reach + 1]:
                 kept = await self._ended(session_id, turn)
-                moved[turn.turn_id] = (await self._copy_turn(kept, holder, HELD_AGENT)).turn_id
+                moved[turn.turn_id] = (await self._copy_turn(kept, holder, HELD_AGENT, None)).turn_id
             above = lineage or Lineage(id=holder, of="session", source="", through="")
             held = above.model_copy(update={"id": holder, "agent_id": HELD_AGENT, "renamed": moved})
             await self._lineages.create(held, None)

@@ -34,9 +34,8 @@ from ferryman.errors import ConflictError, InvalidRequestError, RunNotStartedErr
 from ferryman.storage.base import ExpiredTurn, Store, StoredEvent
 from ferryman.webhooks.outbox import ArmedRun
 
-from .acting_owner import stored_principal
 from .leases import TurnLeases
-from .owned_store import OwnedStore, owners_of
+from .record_guard import RecordGuard
 from .run_metrics import RunMetrics
 from .turn_queue import ROLLBACK_WAIT_SECONDS
 from .usage import RunUsage, UsageLedger
@@ -85,6 +84,7 @@ class TurnHost:
 
     Attributes:
         store: The storage backend.
+        guard: The access step on the records runs make, and their owners.
         engine: The turn engine.
         runner: The turns running in this process (the one registry of live runs).
         leases: Leases of running turns.
@@ -97,6 +97,7 @@ class TurnHost:
     """
 
     store: Store
+    guard: RecordGuard
     engine: TurnEngine
     runner: TurnRunner
     leases: TurnLeases
@@ -155,9 +156,7 @@ class TurnHost:
         whoever ends the run (the lease sweep, an approver); None: unowned, gone, or unread (logged: the event
         matters more than who may list its delivery)."""
         try:
-            if isinstance(self.store, OwnedStore):
-                return await self.store.owner_of(kind, record_id)  # kept in memory since its create or check
-            return stored_principal((await owners_of(self.store, kind, [record_id])).get(record_id))
+            return await self.guard.principal(kind, record_id)  # kept in memory since its create or check
         except Exception:
             log.exception("the owner of %s %s was not read; its webhook delivery is the server's", kind, record_id)
             return None

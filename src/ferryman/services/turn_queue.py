@@ -36,6 +36,8 @@ from datetime import datetime
 from opentelemetry.trace import Span
 
 from ferryman.api.agents import MultitaskStrategy, TurnError, TurnStatus
+from ferryman.auth.policy import Action
+from ferryman.auth.principal import current_principal
 from ferryman.coordination.base import Fanout
 from ferryman.engine.channel import StopReason, TurnRunner
 from ferryman.engine.events import Emit, TurnFailed
@@ -44,7 +46,7 @@ from ferryman.errors import ConflictError, FailureCode, FerrymanError, NotFoundE
 from ferryman.ids import utcnow
 from ferryman.storage.base import Store, TurnRecord
 
-from .owned_store import authorize
+from .record_guard import RecordGuard
 
 RECHECK_SECONDS = 1.0
 """The longest a queued turn waits before reading its session again, should no end of a run wake it first (a run
@@ -62,7 +64,8 @@ class TurnQueue:
     """Waits for a queued turn's start, and interrupts a session's running turn.
 
     Args:
-        store: Where the session's turns are (the owner-checking store: interrupting is authorized on it).
+        store: Where the session's turns are.
+        guard: The access step on turns: stopping another turn is checked on it.
         runner: The runs of this process (a run here is awaited on its task).
         fanout: The ends of runs on other replicas.
         stream_of: The name of a turn's event stream, by its id (None: not known).
@@ -74,6 +77,7 @@ class TurnQueue:
     def __init__(
         self,
         store: Store,
+        guard: RecordGuard,
         runner: TurnRunner,
         fanout: Fanout,
         stream_of: Callable[[str], Awaitable[str | None]],
@@ -81,6 +85,7 @@ class TurnQueue:
         rollback_wait: float = ROLLBACK_WAIT_SECONDS,
     ) -> None:
         self._store = store
+        self._guard = guard
         self._runner = runner
         self._fanout = fanout
         self._stream_of = stream_of
@@ -97,7 +102,7 @@ class TurnQueue:
         if strategy in ("interrupt", "rollback"):
             for turn_id, status in await self._store.session_queue(session_id):
                 if status == "in_progress":
-                    await _may_stop(self._store, strategy, turn_id)
+                    await self._may_stop(strategy, turn_id)
 
     async def take_turn(
         self,
@@ -157,7 +162,7 @@ class TurnQueue:
         """
         for turn_id, status in await self._store.session_queue(session_id):
             if status == "in_progress":
-                await _may_stop(self._store, "interrupt", turn_id)
+                await self._may_stop("interrupt", turn_id)
                 await self._cancel(turn_id, reason)
 
     async def rollback(self, session_id: str, reason: str) -> None:
@@ -172,11 +177,12 @@ class TurnQueue:
         """
         for turn_id, status in await self._store.session_queue(session_id):
             if status == "in_progress":
-                await _may_stop(self._store, "rollback", turn_id)
+                await self._may_stop("rollback", turn_id)
                 await self._cancel(turn_id, reason)
                 await self._ended(session_id, turn_id)
                 with contextlib.suppress(NotFoundError):  # deleted meanwhile (its session, another rollback)
                     await self._store.delete_turn(session_id, turn_id)
+                    self._guard.deleted(current_principal.get(), "turn", turn_id)
 
     async def _ended(self, session_id: str, turn_id: str) -> None:
         """Wait until a cancelled run of the turn has stopped and, if it ran elsewhere, ended its stream.
@@ -254,7 +260,7 @@ class TurnQueue:
                         return
                 await asyncio.Event().wait()  # until the timeout: then the session is read again
 
-
-async def _may_stop(store: Store, strategy: MultitaskStrategy, turn_id: str) -> None:
-    """Check the caller may interrupt (update) or roll back (delete) the turn."""
-    await authorize(store, "delete" if strategy == "rollback" else "update", "turn", turn_id)
+    async def _may_stop(self, strategy: MultitaskStrategy, turn_id: str) -> None:
+        """Check the caller may interrupt (update) or roll back (delete) the turn."""
+        action: Action = "delete" if strategy == "rollback" else "update"
+        await self._guard.check(current_principal.get(), action, "turn", turn_id)

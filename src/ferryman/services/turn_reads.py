@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 from ferryman.api.agents import Step, ToolExecutionStep, Turn
 from ferryman.api.content import Message
-from ferryman.auth.principal import acting_as, current_principal
+from ferryman.auth.principal import current_principal
 from ferryman.errors import NotFoundError
 from ferryman.storage.base import SessionRecord, StoredEvent
 
@@ -33,7 +33,7 @@ class TurnReads:
     """Reads of turns, their steps and events, for the Agents API.
 
     Args:
-        host: Storage (the owner-checking store) and the turns' event streams.
+        host: Storage, its access step, and the turns' event streams.
         reads: The history and turns forks share with their sources.
         sessions: The sessions' records, each read checked for its caller.
     """
@@ -58,15 +58,13 @@ class TurnReads:
         await self.session(agent_id, session_id)
         try:
             await self._store.get_turn_record(session_id, turn_id)
+            await self._host.guard.check(current_principal.get(), "read", "turn", turn_id)
             shared = False
         except NotFoundError:
             await self._reads.inherited_turn(session_id, turn_id)
             shared = True
 
         async def stored_after(last: int) -> list[StoredEvent]:
-            if shared:
-                with acting_as(None):
-                    return await self._store.turn_events_after(turn_id, last)
             return await self._store.turn_events_after(turn_id, last)
 
         async def is_running() -> bool:
@@ -87,6 +85,7 @@ class TurnReads:
             return await self._reads.inherited_turn(session_id, turn_id)  # ended: never awaits approval
         turn = turns[0]
         if turn.status == "awaiting_input":
+            await self._host.guard.check(current_principal.get(), "read", "turn", turn_id)
             pending = await self._store.pending_step(turn_id)
             if isinstance(pending, ToolExecutionStep) and pending.approval_requests:
                 return turn.model_copy(update={"approval_requests": pending.approval_requests})

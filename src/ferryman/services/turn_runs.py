@@ -19,7 +19,6 @@ from ferryman.webhooks.outbox import ArmedRun
 
 from .approval_holds import ApprovalHolds
 from .host import RunOwner, TurnHost
-from .owned_store import beneath
 from .run_metrics import RunMetrics
 from .turn_reads import TurnReads, stream
 from .turn_stream import turn_event_data
@@ -48,7 +47,7 @@ class TurnRuns:
 
     def __init__(self, host: TurnHost, holds: ApprovalHolds | None, turns: TurnReads) -> None:
         self._host = host
-        self._store = beneath(host.store)  # the run's own events: its start was checked
+        self._store = host.store  # the run's own events: its start was checked
         self._holds = holds
         self._turns = turns
 

@@ -30,13 +30,13 @@ from ferryman.errors import ConflictError, FailureCode, FerrymanError, InvalidRe
 from ferryman.ids import new_id, utcnow
 from ferryman.knowledge.chunking import count_tokens
 from ferryman.storage.base import KeySettlement, TurnRecord, turn_from_record
+from ferryman.storage.kernel.model import Owner
 
 from .approval_holds import ApprovalHolds
 from .documents import attach_documents, document_texts
 from .fork_reads import ForkReads
 from .host import TurnHost
 from .idempotency import Claim, TurnReplay, forget_stored, settlement, stored
-from .owned_store import beneath
 from .run_metrics import RunMetrics
 from .turn_plans import Messages, TurnInputs, TurnPlans
 from .turn_queue import TurnQueue
@@ -76,6 +76,7 @@ class TurnStarts:
     ) -> None:
         self._host = host
         self._store = host.store
+        self._guard = host.guard
         self._leases = host.leases
         self._fanout = host.fanout
         self._engine = host.engine
@@ -88,7 +89,13 @@ class TurnStarts:
         self._turns = turns
         self._runs = runs
         self._queue = TurnQueue(
-            self._store, self._runner, self._fanout, stream_named, host.cancel_everywhere, host.rollback_wait_seconds
+            self._store,
+            host.guard,
+            self._runner,
+            self._fanout,
+            stream_named,
+            host.cancel_everywhere,
+            host.rollback_wait_seconds,
         )
 
     async def start_turn(
@@ -110,14 +117,17 @@ class TurnStarts:
                 model's context (less the answer's room); nothing is left stored (a turn stored to read the
                 memory in the same trip is removed again).
         """
-        agent = await self._agent(agent_id, current_principal.get())
+        who = current_principal.get()
+        agent = await self._agent(agent_id, who)
         await self._host.check_webhook(request.webhook)
+        await self._guard.check(who, "update", "session", session_id)  # a turn is a write to its session
         overrides = TurnOverrides(list(request.toolgroups or []), request.tool_config)
         plan = await self._plans.bare(agent, overrides, provider_data)
         if request.documents:  # fetch nothing for a session that does not exist
             await self._turns.session(agent_id, session_id)
         history_inputs, memorized = await self._documents(request)
         turn_id = new_id()
+        owner = self._guard.creating(who, ("turn", turn_id))
         queued = request.multitask_strategy != "reject"
         if queued:  # checked before it is stored, with the memory as it is now (read again when it starts)
             plan = await self._plans.remembering(agent_id, plan)
@@ -137,14 +147,19 @@ class TurnStarts:
             async with self._host.admitting(record.turn_id), self._host.launching(stream(turn_id)):
                 settle = _run_of(replayed_by, agent_id, session_id, turn_id, 0, request.stream)
                 if queued:
-                    return await self._enqueue(record, plan, history_inputs, memorized, span, request, replayed_by)
+                    return await self._enqueue(
+                        record, owner, plan, history_inputs, memorized, span, request, replayed_by
+                    )
                 shared = await self._reads.inherited_history(session_id)  # ended turns only: never changes
                 # The memory blocks are read in the start's own trip, so the prompt is checked once it is stored.
                 blocks = self._plans.memory_read(agent_id)
                 started = False
                 try:
-                    history = await self._store.start_turn(record, list(history_inputs), settle=settle, along=blocks)
+                    history = await self._store.start_turn(
+                        record, list(history_inputs), owner=owner, settle=settle, along=blocks
+                    )
                     started = True
+                    self._guard.created(who, ("turn", turn_id))
                     stored(replayed_by)
                     plan = await self._plans.remembered(plan, blocks)
                     await self._plans.check(plan, history_inputs, _known([*shared, *history]))
@@ -170,7 +185,7 @@ class TurnStarts:
             record.error = TurnError(code=error.code, message=error.message)
         else:
             record.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the turn could not be started")
-        store = beneath(self._store)  # its start was checked
+        store = self._store
         try:
             await forget_stored(store, claim)
             await store.finish_turn(record)
@@ -181,6 +196,7 @@ class TurnStarts:
     async def _enqueue(
         self,
         record: TurnRecord,
+        owner: Owner | None,
         plan: TurnPlan,
         inputs: list[TurnInputMessage],
         documents: list[MemoryDocument],
@@ -190,12 +206,14 @@ class TurnStarts:
     ) -> LiveTurn:
         """Store the turn ``queued`` and launch a run that starts it in its place in the queue (``turn_queue.py``);
         ``interrupt`` first cancels the session's running turn, ``rollback`` cancels and deletes it. Once it
-        starts, it reads its history and the agent's memory blocks as they are then."""
+        starts, it reads its history and the agent's memory blocks as they are then. ``owner`` is stored as the
+        turn's."""
         strategy = request.multitask_strategy
         await self._queue.check(record.session_id, strategy)
         record.status = "queued"
         settle = _run_of(replayed_by, record.agent_id or "", record.session_id, record.turn_id, 0, request.stream)
-        await self._store.start_turn(record, list(inputs), load_history=False, settle=settle)
+        await self._store.start_turn(record, list(inputs), load_history=False, owner=owner, settle=settle)
+        self._guard.created(current_principal.get(), ("turn", record.turn_id))
         stored(replayed_by)
         ready: list[TurnState] = []
 
@@ -246,9 +264,12 @@ class TurnStarts:
         """
         if not request.tool_responses and not request.approvals:
             raise InvalidRequestError("a resume needs tool_responses, approvals, or both", "tool_responses")
-        agent = await self._agent(agent_id, None if continued else current_principal.get())
+        who = current_principal.get()
+        agent = await self._agent(agent_id, None if continued else who)
         if not continued:
             await self._host.check_webhook(request.webhook)
+        await self._guard.check(who, "read", "session", session_id)
+        await self._guard.check(who, "read", "turn", turn_id)
         pausing = self._runner.task(turn_id)  # taken before the read: a run leaves once its events are stored
         point = await self._store.resume_point(agent_id, session_id, turn_id)
         if point.record.status != "awaiting_input":
@@ -266,6 +287,7 @@ class TurnStarts:
             settle = _run_of(replayed_by, agent_id, session_id, turn_id, first_seq, request.stream)
             blocks = self._plans.memory_read(agent_id)  # read in the claim's own trip, with the history
             until = self._leases.until()
+            await self._guard.check(who, "update", "session", session_id)
             # The claim answers the pause this resume read (``pending``), not one a resume racing it made since.
             resumed = await self._store.claim_resume(
                 session_id, turn_id, until, overrides=kept, settle=settle, load_history=True, along=blocks,
@@ -301,10 +323,9 @@ class TurnStarts:
         """Put back a turn whose resume was stored but whose run was never launched: awaiting input again with
         the overrides of the run that paused it, its key forgotten first (a repeat runs again), instead of
         running until its lease runs out. Its inbox calls stay open: they are closed once a run is launched."""
-        store = beneath(self._store)  # its claim was checked
         try:
-            await forget_stored(store, claim)
-            await store.finish_turn(paused, overrides=paused.overrides)
+            await forget_stored(self._store, claim)
+            await self._store.finish_turn(paused, overrides=paused.overrides)
         except Exception:  # its lease runs out and the sweep fails it: the call's own error matters more
             log.exception("turn %s was resumed but not run, and could not be put back", paused.turn_id)
 

@@ -23,7 +23,7 @@ from ferryman.storage.domain.kinds import CONVERSATION
 from ..checked_records import CheckedRecords
 from ..conversation_forks import ConversationForks, new_conversation_id
 from ..fork_reads import ForkReads
-from ..owned_store import beneath
+from ..record_guard import RecordGuard
 from .included import shown_items
 from .items import with_ids
 
@@ -35,12 +35,12 @@ def _wire(record: ConversationRecord) -> Conversation:
 class ConversationService:
     """Conversations and their items (a fork's: those it shares, then its own; see ``conversation_forks.py``)."""
 
-    def __init__(self, store: Store, records: CheckedRecords[ConversationRecord]) -> None:
+    def __init__(self, store: Store, records: CheckedRecords[ConversationRecord], guard: RecordGuard) -> None:
         self._store = store
         self._records = records
         # Every read of items follows the check of the caller on their conversation (``_get``).
-        self._reads = ForkReads(beneath(store), Lineages(store.kernel))
-        self._forks = ConversationForks(store, records, self._reads)
+        self._reads = ForkReads(store, Lineages(store.kernel))
+        self._forks = ConversationForks(store, records, self._reads, guard)
         self._session_deleted: list[Callable[[str], Awaitable[None]]] = []
 
     def on_session_deleted(self, callback: Callable[[str], Awaitable[None]]) -> None:
@@ -91,7 +91,7 @@ class ConversationService:
         """
         record = await self._get(conversation_id, "delete")  # before its forks are moved
         async with self._forks.detached(conversation_id):
-            await beneath(self._store).delete_conversation(conversation_id)
+            await self._store.delete_conversation(conversation_id)
         self._records.access.record(current_principal.get(), "delete", CONVERSATION, conversation_id)
         await self._forks.forget(conversation_id)
         for callback in self._session_deleted:
@@ -103,7 +103,7 @@ class ConversationService:
         """Append items; return them with their ids, as a reader asking for ``include`` sees them."""
         await self._get(conversation_id, "update")
         stored = with_ids(items)
-        await beneath(self._store).add_items(conversation_id, stored)
+        await self._store.add_items(conversation_id, stored)
         return shown_items(stored, include)
 
     async def list_items(

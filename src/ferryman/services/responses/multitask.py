@@ -77,7 +77,13 @@ class ConversationQueue:
 
         host = self._host
         queue = TurnQueue(
-            self._store, host.runner, host.fanout, stream_of, host.cancel_everywhere, host.rollback_wait_seconds
+            self._store,
+            host.guard,
+            host.runner,
+            host.fanout,
+            stream_of,
+            host.cancel_everywhere,
+            host.rollback_wait_seconds,
         )
         return await queue.take_turn(state.record, strategy, state.span, emit, host.leases.until, started)
 
@@ -85,7 +91,7 @@ class ConversationQueue:
         """Refuse a strategy that would stop a response the caller may not stop, before anything is stored
         (``TurnQueue.check``)."""
         host = self._host
-        await TurnQueue(self._store, host.runner, host.fanout, _unknown, host.cancel_everywhere).check(
+        await TurnQueue(self._store, host.guard, host.runner, host.fanout, _unknown, host.cancel_everywhere).check(
             session_id, strategy
         )
 

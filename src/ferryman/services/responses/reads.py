@@ -1,7 +1,7 @@
 """Reading responses: one response, its events, its input items, listings, and the chain a new one continues.
 
-A response running in this process is read from its run (``runs.py``); the store is asked either way, since it
-says whether the caller may see the response.
+A response running in this process is read from its run (``runs.py``); the caller is checked against its stored
+owner either way, and the store is asked either way, since it says whether the response is there.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from collections.abc import AsyncIterator
 
 from ferryman.api.content import Message
 from ferryman.api.responses import Item, ListedResponse, Response
+from ferryman.auth.policy import Action
 from ferryman.auth.principal import current_principal
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
-from ferryman.storage.base import ConversationRecord, Page, StoredEvent
+from ferryman.storage.base import ConversationRecord, Page, ResponseRecord, StoredEvent
 from ferryman.storage.domain.responses import response_heads
 
 from ..checked_records import CheckedRecords
 from ..host import TurnHost
-from ..owned_store import beneath
 from .history import HistoryCache
 from .included import shown_events, shown_items, shown_response
 from .runs import LiveResponse, stream
@@ -30,7 +30,7 @@ class ResponseReads:
     """Reads of responses, their events and items, and of ``previous_response_id`` chains.
 
     Args:
-        host: Storage (the owner-checking store) and the responses' event streams.
+        host: Storage, its access step, and the responses' event streams.
         cache: Finished responses' histories, so that chains are not re-read.
         conversations: The conversations' records, read through the access policy.
     """
@@ -38,6 +38,7 @@ class ResponseReads:
     def __init__(self, host: TurnHost, cache: HistoryCache, conversations: CheckedRecords[ConversationRecord]) -> None:
         self._host = host
         self._store = host.store
+        self._guard = host.guard
         self._cache = cache
         self._conversations = conversations
         self._heads = CheckedRecords(response_heads(host.store.kernel), conversations.access)
@@ -50,18 +51,32 @@ class ResponseReads:
         """
         return await self._conversations.get(current_principal.get(), conversation_id)
 
+    async def record(self, response_id: str, action: Action = "read") -> ResponseRecord:
+        """A stored response, once the caller may do ``action`` on it.
+
+        Raises:
+            NotFoundError: it is missing, or the caller may not read it.
+            ForbiddenError: the caller may read it but not do ``action``.
+        """
+        await self.allowed(response_id, action)
+        return await self._store.get_response(response_id)
+
+    async def allowed(self, response_id: str, action: Action = "read") -> None:
+        """Raise unless the caller may do ``action`` on the response (see :meth:`record`)."""
+        await self._guard.check(current_principal.get(), action, "response", response_id)
+
     def live(self, response_id: str) -> LiveResponse | None:
         """The response's run, when it runs in this process."""
         return self._host.live(stream(response_id))
 
     async def get(self, response_id: str, include: frozenset[str] = frozenset()) -> Response:
-        """A response, live or stored (the store is asked either way: it says whether the caller may see it).
+        """A response, live or stored (checked and read either way: the caller may not see it).
 
         Args:
             response_id: The response.
             include: What the reader asks to see of its output (``included.py``).
         """
-        stored = await self._store.get_response(response_id)
+        stored = await self.record(response_id)
         live = self.live(response_id)
         if live is not None:
             return shown_response(live.subject.encoder.response.model_copy(deep=True), include)
@@ -72,7 +87,7 @@ class ResponseReads:
     ) -> AsyncIterator[StoredEvent]:
         """The stream events after ``starting_after``, then live ones until the response ends (see
         ``ResponsesService.replay``)."""
-        record = await self._store.get_response(response_id)  # also when live: the caller may not see it
+        record = await self.record(response_id)  # also when live: the caller may not see it
         if self.live(response_id) is None and record.response.status not in RUNNING:
             # A run stores its final state and its events together; a replica failing a dead one's
             # response stores the state first and the events a moment later: until then, they are
@@ -106,7 +121,7 @@ class ResponseReads:
         self, response_id: str, after: str | None, limit: int, order: str, include: frozenset[str] = frozenset()
     ) -> Page[Item]:
         """A page of a response's input items, as a reader asking for ``include`` sees them."""
-        await self._store.get_response(response_id)
+        await self.record(response_id)
         page = await self._store.list_items(response_id, after, limit, order)
         return Page(shown_items(page.items, include), page.has_more)
 
@@ -130,7 +145,7 @@ class ResponseReads:
         items: list[Item] = []
         while previous_id is not None:
             try:
-                record = await self._store.get_response(previous_id)
+                record = await self.record(previous_id)
             except NotFoundError:  # the chain stops at a deleted response, as its history does
                 break
             items = [*await self._store.all_items(previous_id), *record.response.output, *items]
@@ -142,7 +157,7 @@ class ResponseReads:
         root = session_id
         while previous_id is not None:
             try:
-                record = await self._store.get_response(previous_id)
+                record = await self.record(previous_id)
             except NotFoundError:  # the chain stops at a deleted response, as its history does
                 break
             root, previous_id = record.session_id, record.previous_response_id
@@ -161,9 +176,9 @@ class ResponseReads:
             await self.conversation(conversation_id)
         where = None if conversation_id is None else ("conversation_id", conversation_id)
         page = await self._heads.page(who, after, limit, order, where)
-        store = beneath(self._store)  # the page holds only what the caller may read
-        records = await store.responses_by_id([head.response_id for head in page.items])
-        inputs = await store.items_of([record.response.id for record in records])
+        # The page holds only what the caller may read.
+        records = await self._store.responses_by_id([head.response_id for head in page.items])
+        inputs = await self._store.items_of([record.response.id for record in records])
         listed = []
         for record in records:
             response_inputs = inputs.get(record.response.id, [])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ferryman.api.agents import MultitaskStrategy
 from ferryman.api.content import Message
 from ferryman.api.responses import Item, Response
+from ferryman.auth.principal import current_principal
 from ferryman.engine.channel import LiveRun
 from ferryman.engine.events import Emit
 from ferryman.engine.state import TurnState
@@ -114,6 +115,7 @@ class ResponseRuns:
                 self._cache.put(response_id, state.history, record.previous_response_id)
             if not store:
                 await self._store.delete_response(response_id)
+                self._host.guard.deleted(current_principal.get(), "response", response_id)
                 await self.session_ended(record)
 
         async def run(emit: Emit) -> Response:

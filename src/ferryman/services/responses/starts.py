@@ -10,6 +10,7 @@ from typing import Any
 
 from ferryman.api.content import Message, ToolResponseMessage, UserMessage
 from ferryman.api.responses import CreateResponseRequest, Item
+from ferryman.auth.principal import current_principal
 from ferryman.engine.approvals import Ruling
 from ferryman.engine.context_fit import minimal_fit
 from ferryman.engine.state import TurnState
@@ -35,7 +36,6 @@ from ..approval_holds import ApprovalHolds
 from ..fork_reads import ForkReads
 from ..host import TurnHost
 from ..idempotency import Claim, ResponseReplay, forget_stored, settlement, stored
-from ..owned_store import beneath
 from ..run_metrics import RunMetrics
 from ..webhooks import keep_webhook
 from .approvals import has_answers, rule_answers
@@ -96,7 +96,7 @@ class ResponseStarts:
         self._sealing = sealing
         self._reads = reads
         # It reads only a conversation's items, once the conversation was read as the caller (``_context``).
-        self._fork_reads = ForkReads(beneath(self._store), Lineages(self._store.kernel))
+        self._fork_reads = ForkReads(self._store, Lineages(self._store.kernel))
         self._queue = queue
         self._runs = runs
 
@@ -230,7 +230,7 @@ class ResponseStarts:
     async def _not_started(self, response_id: str, saved: bool, claim: Claim | None) -> None:
         """Remove a response whose run was never launched, its key first; ``saved``: its write is known to have
         stored it (else its outcome is unknown: whatever it stored goes)."""
-        store = beneath(self._store)
+        store = self._store
         try:
             if saved:
                 await forget_stored(store, claim)
@@ -275,10 +275,14 @@ class ResponseStarts:
         return rule_answers(items, await self._reads.chain_items(request.previous_response_id))
 
     async def _start(self, start: ResponseStart, settle: KeySettlement | None) -> None:
-        """Store the response with its session (if new) and its turn, in one write."""
+        """Store the response with its session (if new) and its turn, in one write, owned by the caller, who
+        must be allowed to create each and to update the session it runs in."""
         conversation_id = start.record.conversation_id
+        who, guard = current_principal.get(), self._host.guard
+        owner, made = await guard.starting(who, start)
         try:
-            await self._store.start_response(start, settle)
+            await self._store.start_response(start, settle, owner)
+            guard.created(who, *made)
         except IdempotencyKeyInUseError:
             raise
         except ConflictError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from ferryman.api.responses import Response
+from ferryman.auth.principal import current_principal
 from ferryman.coordination.base import CancelTurns, RecordDeleted
 from ferryman.errors import FerrymanError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import ExpiredTurn, ResponseRecord
@@ -18,7 +19,6 @@ from ferryman.webhooks.outbox import ArmedRun
 from ..approval_holds import ApprovalHolds
 from ..host import TurnHost
 from ..leases import ABANDONED
-from ..owned_store import authorize
 from ..webhooks import RESPONSE_EVENTS, stored_webhook
 from .history import HistoryCache
 from .included import shown_response
@@ -58,8 +58,7 @@ class ResponseStops:
 
     async def cancel(self, response_id: str) -> Response:
         """Cancel a background response; cancelling a finished one changes nothing."""
-        stored = await self._store.get_response(response_id)  # also when live: the caller may not see it
-        await authorize(self._store, "update", "response", response_id)  # before stopping anything
+        stored = await self._reads.record(response_id, "update")  # before stopping anything, even a live one
         live = self._reads.live(response_id)
         record = live.subject.record if live is not None else stored
         if not record.background:
@@ -72,14 +71,14 @@ class ResponseStops:
 
     async def delete(self, response_id: str) -> None:
         """Delete a response (cancelling it first if it still runs)."""
-        stored = await self._store.get_response(response_id)  # also when live: the caller may not see it
-        await authorize(self._store, "delete", "response", response_id)  # before stopping anything
+        stored = await self._reads.record(response_id, "delete")  # before stopping anything, even a live one
         live = self._reads.live(response_id)
         if live is not None:
             await self._host.stop(live, "the response was deleted")
         else:
             await self._stop_elsewhere(stored, "the response was deleted")
         await self._store.delete_response(response_id)
+        self._host.guard.deleted(current_principal.get(), "response", response_id)
         if self._host.webhooks is not None:
             await self._host.webhooks.forget(run_id=response_id)
         self._cache.drop(response_id)

@@ -1,5 +1,5 @@
-"""A response's start under owners and the access policy: one write creates its session, turn and response, each
-checked, owned by the caller and audited as a create of its own would be."""
+"""A response's start under owners and the access policy (``RecordGuard.starting``): one write creates its
+session, turn and response, each checked, owned by the caller and audited as a create of its own would be."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from audit_capture import audit_of
 from ferryman.api.content import UserMessage
 from ferryman.api.responses import Response
 from ferryman.auth.filters import owner_of
-from ferryman.auth.policy import ACTIONS, parse_policy
-from ferryman.auth.principal import Principal, PrincipalKind, acting_as
+from ferryman.auth.policy import ACTIONS, AccessPolicy, parse_policy
+from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.errors import ForbiddenError, NotFoundError
 from ferryman.ids import new_id, utcnow
-from ferryman.services.owned_store import owned
+from ferryman.services.access import Access
+from ferryman.services.record_guard import RecordGuard, owners_of
 from ferryman.storage.base import ResponseRecord, ResponseStart, SessionRecord, Store, TurnRecord
 from ferryman.storage.sqlite import SqliteStore
 from inprocess import migrated_sqlite
@@ -53,15 +54,22 @@ def _records(start: ResponseStart) -> list[tuple[str, str]]:
     return [("session", start.record.session_id), ("turn", start.turn.turn_id), ("response", start.record.response.id)]
 
 
+async def _started(store: Store, who: Principal, start: ResponseStart, policy: AccessPolicy | None = None) -> None:
+    """Start the response as the service does: the guard's step, the one write, then the creates audited."""
+    guard = RecordGuard(store, Access(policy or AccessPolicy()))
+    owner, made = await guard.starting(who, start)
+    await store.start_response(start, owner=owner)
+    guard.created(who, *made)
+
+
 async def test_the_start_owns_and_audits_its_session_turn_and_response(
     store: Store, caught: pytest.LogCaptureFixture
 ) -> None:
     start = _start()
 
-    with acting_as(ALICE):
-        await owned(store).start_response(start)
+    await _started(store, ALICE, start)
 
-    found = [(await owned(store).owners_of(kind, [key])).get(key) for kind, key in _records(start)]
+    found = [(await owners_of(store, kind, [key])).get(key) for kind, key in _records(start)]
     assert found == [owner_of(ALICE)] * 3
     assert audit_of(caught) == [("create", "sub:alice", "create", f"{kind}::{key}") for kind, key in _records(start)]
 
@@ -77,10 +85,10 @@ async def test_a_start_the_policy_forbids_in_part_stores_nothing(
     )
     start = _start()
 
-    with acting_as(ALICE), pytest.raises(ForbiddenError, match="not allowed to create turn"):
-        await owned(store, no_turns).start_response(start)
+    with pytest.raises(ForbiddenError, match="not allowed to create turn"):
+        await _started(store, ALICE, start, no_turns)
 
-    assert [await owned(store).owners_of(kind, [key]) for kind, key in _records(start)] == [{}, {}, {}]
+    assert [await owners_of(store, kind, [key]) for kind, key in _records(start)] == [{}, {}, {}]
     with pytest.raises(NotFoundError):
         await store.get_response(start.record.response.id)
     assert audit_of(caught) == [("denied", "sub:alice", "create", f"turn::{start.turn.turn_id}")]
@@ -93,12 +101,10 @@ async def test_a_new_session_is_judged_as_the_callers_and_an_existing_one_as_sto
             {"permit": {"actions": list(ACTIONS)}, "when": "user is owner"},
         ]
     )
-    with acting_as(ALICE), pytest.raises(ForbiddenError, match="not allowed to update session"):
-        await owned(store, no_updates).start_response(_start())
+    with pytest.raises(ForbiddenError, match="not allowed to update session"):
+        await _started(store, ALICE, _start(), no_updates)
     session = SessionRecord(new_id(), None, "conversation", utcnow())
-    with acting_as(BOB):
-        await owned(store).create_session(session)
-    with acting_as(ALICE), pytest.raises(NotFoundError):
-        await owned(store).start_response(_start(session.session_id))
-    with acting_as(BOB):
-        await owned(store).start_response(_start(session.session_id))
+    await store.create_session(session, owner_of(BOB))
+    with pytest.raises(NotFoundError):
+        await _started(store, ALICE, _start(session.session_id))
+    await _started(store, BOB, _start(session.session_id))
