@@ -51,7 +51,7 @@ from ferryman.knowledge.blobs import MemoryBlobStore
 from ferryman.services.access import Access
 from ferryman.services.checked_records import CheckedRecords
 from ferryman.services.files import FileService, new_file_id
-from ferryman.services.owned_store import owned
+from ferryman.services.record_guard import RecordGuard
 from ferryman.services.responses.conversations import ConversationService
 from ferryman.services.session_reads import SessionReads
 from ferryman.services.vector_stores import VectorStoreService
@@ -150,7 +150,7 @@ async def _measure_kernel(store: Store, kind: str, repeat: int) -> dict[str, dic
     records, access = agents(store.kernel), Access(AccessPolicy())
     uploads = FileService(store.kernel, access, store, MemoryBlobStore())
     stores = VectorStoreService(store, store.kernel, access, ModelRouter([]), uploads)
-    talks = ConversationService(owned(store), CheckedRecords(conversations(store.kernel), access))
+    talks = ConversationService(store, CheckedRecords(conversations(store.kernel), access), RecordGuard(store, access))
     opened = SessionReads(store.kernel, access)
     started = CheckedRecords(response_heads(store.kernel), access)
 

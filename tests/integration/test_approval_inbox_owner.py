@@ -113,11 +113,12 @@ class Clock:
 
 
 async def _subjects(
-    request: pytest.FixtureRequest, tmp_path: Path, team: list[dict[str, Any]]
+    request: pytest.FixtureRequest, tmp_path: Path, team: list[dict[str, Any]], backend: str | None = None
 ) -> AsyncIterator[tuple[Inbox, Clock]]:
-    """An inbox whose callers are the subjects the test acts as (``keys`` send no credential)."""
+    """An inbox whose callers are the subjects the test acts as (``keys`` send no credential), on ``backend``
+    (default: the fixture's parameter)."""
     scripted, clock = ScriptedModel(), Clock()
-    async with unopened_store(request.param, tmp_path) as store:
+    async with unopened_store(backend or request.param, tmp_path) as store:
         policy = parse_policy([*team, OWNERS])
         services = build_services(store, [scripted], fetch=LOCAL_FETCH, policy=policy, clock=clock)
         async with serving(services) as http:
@@ -287,3 +288,56 @@ async def test_a_continuing_response_does_not_restart_the_time_a_subjects_stored
         inbox.model.enqueue(ScriptedReply(text="6."))
         decided = await inbox.ok("POST", f"/v1/approvals/{again['id']}/approve", status=202)
         assert (await _followed_response(inbox, decided["next_response_id"]))["status"] == "completed"
+
+
+@pytest.fixture
+async def shared(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Inbox, Clock]]:
+    """Team red may read and continue its members' records of the kinds the test names, and no others (on
+    SQLite)."""
+    team = [
+        {"permit": {"actions": ["read", "update"], "resource": f"{kind}::*"}, "when": "user in owners teams"}
+        for kind in request.param
+    ]
+    async for made in _subjects(request, tmp_path, team, "sqlite"):
+        yield made
+
+
+@pytest.mark.parametrize("shared", [("agent", "session")], ids=["sessions"], indirect=True)
+async def test_a_decider_who_may_not_read_the_paused_turn_is_refused_and_the_call_stays(
+    shared: tuple[Inbox, Clock],
+) -> None:
+    """A held call is listed to whoever may read its session; one who may not read the turn is refused its
+    decision as if the call were gone, but the call is not taken from its owner's inbox."""
+    inbox, _ = shared
+    with acting_as(RED_ALICE):
+        agent_id, session_id = await inbox.agent()
+        turn = await inbox.paused_turn(agent_id, session_id)
+    with acting_as(RED_BOB):
+        [held] = (await inbox.listed("bob"))["data"]
+        await inbox.ok("POST", f"/v1/approvals/{held['id']}/deny", "bob", status=404, json={"reason": "no"})
+    with acting_as(RED_ALICE):
+        assert [call["id"] for call in (await inbox.listed())["data"]] == [held["id"]]
+        inbox.model.enqueue(ScriptedReply(text="It is 42."))
+        await inbox.ok("POST", f"/v1/approvals/{held['id']}/approve", status=202)
+        assert (await inbox.followed(agent_id, session_id, turn["turn_id"]))["status"] == "completed"
+
+
+@pytest.mark.parametrize("shared", [("session", "response")], ids=["responses"], indirect=True)
+async def test_a_decider_who_may_not_read_the_responses_conversation_may_not_continue_it(
+    shared: tuple[Inbox, Clock], mcp_http_server: RunningServer
+) -> None:
+    """The continuation reads and writes the conversation's items: a decider who may continue the response but
+    not read its conversation is answered as if the call were gone (and the call stays)."""
+    inbox, _ = shared
+    with acting_as(RED_ALICE):
+        conversation = await inbox.ok("POST", "/v1/conversations", json={})
+        inbox.model.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="add", arguments={"a": 2, "b": 3})]))
+        tool = {"type": "mcp", "server_label": "adder", "server_url": mcp_http_server.url, "require_approval": "always"}
+        body = {"model": MODEL, "input": "2+3?", "tools": [tool], "conversation": conversation["id"]}
+        await inbox.ok("POST", "/v1/responses", json=body)
+    with acting_as(RED_BOB):
+        assert (await inbox.http.get(f"/v1/conversations/{conversation['id']}")).status_code == 404
+        [held] = (await inbox.listed("bob"))["data"]
+        await inbox.ok("POST", f"/v1/approvals/{held['id']}/approve", "bob", status=404, json={})
+    with acting_as(RED_ALICE):
+        assert [call["id"] for call in (await inbox.listed())["data"]] == [held["id"]]

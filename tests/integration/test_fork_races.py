@@ -32,11 +32,11 @@ class Gate:
         self.reached, self.opened = asyncio.Event(), asyncio.Event()
         real: Callable[..., Awaitable[Any]] = getattr(app.store, method)
 
-        async def held(*args: Any) -> Any:
+        async def held(*args: Any, **kwargs: Any) -> Any:
             if match(*args):
                 self.reached.set()
                 await self.opened.wait()
-            return await real(*args)
+            return await real(*args, **kwargs)
 
         setattr(app.store, method, held)
 

@@ -40,10 +40,8 @@ async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[t
     check_script(request, model.script)
 
 
-async def test_a_caller_who_may_not_read_a_paused_turn_cannot_resume_it(
-    app: tuple[httpx.AsyncClient, ScriptedModel],
-) -> None:
-    http, model = app
+async def _paused(http: httpx.AsyncClient, model: ScriptedModel) -> str:
+    """Alice's turn paused on a client tool in her session: its URL."""
     config = {"model": "scripted-model", "instructions": "Be brief.", "client_tools": [WEATHER]}
     agent_id = (await http.post("/v1/agents", json={"agent_config": config}, headers=ALICE)).json()["agent_id"]
     session = await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=ALICE)
@@ -54,9 +52,32 @@ async def test_a_caller_who_may_not_read_a_paused_turn_cannot_resume_it(
     assert paused.json()["status"] == "awaiting_input", paused.text
     turn_url = f"{url}/{paused.json()['turn_id']}"
     assert (await http.get(turn_url, headers=BOB)).status_code == 404  # not Bob's to read
+    return turn_url
+
+
+async def test_a_caller_who_may_not_read_a_paused_turn_cannot_resume_it(
+    app: tuple[httpx.AsyncClient, ScriptedModel],
+) -> None:
+    http, model = app
+    turn_url = await _paused(http, model)
 
     answer = {"tool_responses": [{"call_id": "c1", "tool_name": "get_weather", "content": "rain"}], "stream": False}
     resumed = await http.post(f"{turn_url}/resume", json=answer, headers=BOB)
 
     assert resumed.status_code == 404, resumed.text
     assert (await http.get(turn_url, headers=ALICE)).json()["status"] == "awaiting_input"
+
+
+async def test_a_caller_who_may_not_read_a_paused_turn_cannot_fork_at_it(
+    app: tuple[httpx.AsyncClient, ScriptedModel],
+) -> None:
+    """A fork at a paused turn copies it with its pending step: the caller must be able to read the turn."""
+    http, model = app
+    turn_url = await _paused(http, model)
+    session_url, turn_id = turn_url.rsplit("/turn/", 1)
+
+    forked = await http.post(f"{session_url}/fork", json={"turn_id": turn_id}, headers=BOB)
+
+    assert forked.status_code == 404, forked.text
+    own = await http.post(f"{session_url}/fork", json={"turn_id": turn_id}, headers=ALICE)
+    assert own.status_code == 200, own.text

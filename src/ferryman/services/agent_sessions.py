@@ -67,7 +67,7 @@ class AgentSessions:
         session = SessionRecord(new_id(), agent_id, session_name, utcnow())
         made = ("session", session.session_id)
         owner = self._guard.creating(who, made)
-        await self._store.create_session(session, owner, settlement(key, CreatedRecord(*made)))
+        await self._store.create_session(session, owner=owner, settle=settlement(key, CreatedRecord(*made)))
         self._guard.created(who, made)
         stored_record(key)
         self._reads.plain(session.session_id)

@@ -265,7 +265,8 @@ class ApprovalService:
         """Refuse a decision the caller may not act on, or on a run that can no longer be continued with it.
 
         A call whose turn, session, response or conversation is gone leaves the inbox (``NotFoundError``); one
-        its run no longer waits for, or whose request item was changed, is answered (``ConflictError``).
+        its run no longer waits for, or whose request item was changed, is answered (``ConflictError``). A
+        caller who may not read the run is answered the same 404, but the call stays for those who may.
         """
         try:
             if held.source == "turn":
@@ -273,7 +274,8 @@ class ApprovalService:
             else:
                 await self._check_response(held)
         except NotFoundError:
-            await self._calls.delete_ids(held.held_with or [held.id])
+            if await self._gone(held):
+                await self._calls.delete_ids(held.held_with or [held.id])
             raise
 
     async def _check_turn(self, held: HeldCall) -> None:
@@ -299,6 +301,8 @@ class ApprovalService:
         if response.status not in ("completed", "incomplete"):
             await self._calls.drop(held.held_with or [held.id])
             raise ConflictError(f"response '{response.id}' ended {response.status}; it cannot be continued")
+        if response.conversation is not None:  # its run reads and writes the conversation's items
+            await self._guard.check_items(current_principal.get(), "read", response.conversation.id)
         await self._check_requests(response, [held])
 
     async def _check_requests(self, response: Response, calls: Sequence[HeldCall]) -> None:

@@ -82,7 +82,8 @@ class ConversationForks:
         self._records.access.check(who, "create", CONVERSATION, record.conversation_id)
         session = ("session", record.session_id)  # its responses run in it, owned like the conversation
         owner = self._guard.creating(who, session)
-        await self._store.create_session(SessionRecord(record.session_id, None, "conversation", utcnow()), owner)
+        session_record = SessionRecord(record.session_id, None, "conversation", utcnow())
+        await self._store.create_session(session_record, owner=owner)
         self._guard.created(who, session)
         await self._store.create_conversation(record, items, owner)
         self._records.access.record(who, "create", CONVERSATION, record.conversation_id)

@@ -127,7 +127,10 @@ class SessionForks:
                 raise ConflictError(f"turn '{turn.turn_id}' is {turn.status}; fork the session once it has ended")
             if turn.status == "awaiting_input" and n < cut:
                 raise ConflictError(f"turn '{turn.turn_id}' awaits input; fork the session once it has ended")
-        paused = await self._read(session_id, kept[-1]) if kept[-1].status == "awaiting_input" else None
+        paused = None
+        if kept[-1].status == "awaiting_input":  # copied with its pending step: the caller must read the turn
+            await self._guard.check(who, "read", "turn", kept[-1].turn_id)
+            paused = await self._read(session_id, kept[-1])
         shared = kept[:-1] if paused is not None else kept
         target = SessionRecord(new_id(), agent_id, source.session_name if session_name is None else session_name,
                                utcnow())  # fmt: skip
@@ -139,7 +142,7 @@ class SessionForks:
             if shared and await self._lineages.marked(session_id):
                 raise ConflictError(f"session '{session_id}' is being deleted; fork it again if it remains")
             made = ("session", target.session_id)
-            await self._store.create_session(target, self._guard.creating(who, made))
+            await self._store.create_session(target, owner=self._guard.creating(who, made))
             self._guard.created(who, made)
             await self._still_shared(target.session_id if shared else None, agent_id, session_id)
             if paused is not None:

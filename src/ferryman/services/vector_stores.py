@@ -80,7 +80,7 @@ class VectorStoreService:
     """Vector stores as the current caller.
 
     Args:
-        store: The backend (not the owned store: this service checks the caller itself).
+        store: The backend (this service checks the caller itself).
         kernel: Where the stores' records are.
         access: The access policy.
         models: Validates embedding models and embeds directly inserted text.
