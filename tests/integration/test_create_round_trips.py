@@ -1,15 +1,19 @@
-"""An agent's or a session's create reaches storage as often with an ``Idempotency-Key`` as without one.
+"""A create reaches storage as often with an ``Idempotency-Key`` as without one.
 
 ``ferryman.client`` sends a key with every create. The write that stores the record claims the key and stores
-its outcome (the record's kind and id) in the same transaction or script, where a key used to cost a claim
-before the create and a completion after it: two more trips, and a window in which a crash left a record whose
-key a retry, once the claim's lease ran out, would not find. Counted as in ``test_turn_round_trips.py``.
+its outcome (the record's kind and id, or the answer itself when it is known before the write) in the same
+transaction or script, where a key used to cost a claim before the create and a completion after it: two more
+trips, and a window in which a crash left a record whose key a retry, once the claim's lease ran out, would not
+find. Counted as in ``test_turn_round_trips.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from storage_backends import BACKENDS
 from test_turn_round_trips import Trips, counted_app
@@ -17,9 +21,88 @@ from test_turn_round_trips import Trips, counted_app
 pytestmark = pytest.mark.anyio
 
 AGENT = {"agent_config": {"model": "scripted-model", "instructions": "Be brief."}}
-CREATES = {"agent": 1, "session": 3}
-"""Trips of each create: the agent's write; the session's agent read, its write, and the agent read again (a
-delete of the agent racing the create must not leave the session behind)."""
+Create = Callable[[httpx.AsyncClient, dict[str, str], str, Trips], Awaitable[httpx.Response]]
+"""Makes one record (named after ``name`` where its id is the caller's), counting its own request's trips."""
+
+
+async def _agent(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    trips.watch()
+    return await http.post("/v1/agents", json=AGENT, headers=headers)
+
+
+async def _session(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    unkeyed = {header: value for header, value in headers.items() if header != "Idempotency-Key"}
+    agent_id = (await http.post("/v1/agents", json=AGENT, headers=unkeyed)).json()["agent_id"]
+    trips.watch()
+    return await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=headers)
+
+
+async def _file(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    form: dict[str, Any] = {"file": (f"{name}.txt", b"some text", "text/plain")}
+    trips.watch()
+    return await http.post("/v1/files", files=form, data={"purpose": "assistants"}, headers=headers)
+
+
+async def _model(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    body = {"model_id": f"alias-{name}", "provider_id": "scripted", "provider_model_id": "scripted-model"}
+    trips.watch()
+    return await http.post("/v1/models", json=body, headers=headers)
+
+
+async def _toolgroup(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    trips.watch()
+    return await http.post("/v1/toolgroups", json={"toolgroup_id": f"group-{name}", "provider_id": "builtin::math"},
+                           headers=headers)  # fmt: skip
+
+
+async def _shield(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    trips.watch()
+    return await http.post("/v1/shields", json={"shield_id": f"shield-{name}", "provider_id": "ferryman-local"},
+                           headers=headers)  # fmt: skip
+
+
+async def _conversation(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    trips.watch()
+    return await http.post("/v1/conversations", json={"metadata": {"name": name}}, headers=headers)
+
+
+async def _schedule(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    unkeyed = {header: value for header, value in headers.items() if header != "Idempotency-Key"}
+    agent_id = (await http.post("/v1/agents", json=AGENT, headers=unkeyed)).json()["agent_id"]
+    trips.watch()
+    body = {"agent_id": agent_id, "cron": "0 0 1 1 *", "message": name}
+    return await http.post("/v1/schedules", json=body, headers=headers)
+
+
+async def _vector_store(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    trips.watch()
+    return await http.post("/v1/vector_stores", json={"name": name}, headers=headers)
+
+
+async def _vector_db(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    trips.watch()
+    body = {"vector_db_id": f"db-{name}", "embedding_model": "all-MiniLM-L6-v2"}
+    return await http.post("/v1/vector-dbs", json=body, headers=headers)
+
+
+CREATES: dict[str, tuple[Create, int, int]] = {
+    "agent": (_agent, 1, 1),
+    "session": (_session, 3, 3),
+    "file": (_file, 1, 1),
+    "model": (_model, 1, 2),
+    "toolgroup": (_toolgroup, 2, 2),
+    "shield": (_shield, 2, 2),
+    "conversation": (_conversation, 2, 2),
+    "schedule": (_schedule, 3, 3),
+    "vector store": (_vector_store, 1, 1),
+    "vector DB": (_vector_db, 2, 2),
+}
+"""Each create, and its trips with API keys off and on (the key's lookup apart): its write; a session's agent
+read before it and again after it (a delete of the agent racing the create must not leave the session behind,
+and the agent created for it is not counted); a registration's read of one holding its id (a model's only
+with an owner to keep: without one it is replaced as it stands); a conversation's session before its record; a
+schedule's agent read and its caller's count of schedules before its write (the agent made for it is not
+counted); a vector DB's read of its record after its write, as it answers."""
 
 
 @pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])
@@ -30,24 +113,16 @@ async def test_a_keyed_create_costs_no_trip_more_than_an_unkeyed_one(
     trips = Trips()
     async with counted_app(backend, keys_on, trips, tmp_path, monkeypatch) as (http, _, headers):
         # Each path once first: a Redis server loads a script the first time it is run (two more sends).
-        for warm in (False, True):
-            keyed_as = {**headers, "Idempotency-Key": "warm-agent"} if warm else headers
-            warmed = await http.post("/v1/agents", json=AGENT, headers=keyed_as)
-            url = f"/v1/agents/{warmed.json()['agent_id']}/session"
-            keyed_as = {**headers, "Idempotency-Key": "warm-session"} if warm else headers
-            assert (await http.post(url, json={"session_name": "s"}, headers=keyed_as)).status_code == 200
+        for kind, (create, _, _) in CREATES.items():
+            assert (await create(http, headers, "warm", trips)).status_code == 200
+            keyed_as = {**headers, "Idempotency-Key": f"warm-{kind}"}
+            assert (await create(http, keyed_as, "warm-keyed", trips)).status_code == 200
         counted: dict[tuple[str, bool], int] = {}
-        for keyed in (False, True):
-            sent = {**headers, "Idempotency-Key": "agent"} if keyed else headers
-            trips.watch()
-            made = await http.post("/v1/agents", json=AGENT, headers=sent)
-            assert made.status_code == 200, made.text
-            counted["agent", keyed] = trips.requested - keys_on  # the API key's lookup apart
-            sent = {**headers, "Idempotency-Key": "session"} if keyed else headers
-            trips.watch()
-            opened = await http.post(
-                f"/v1/agents/{made.json()['agent_id']}/session", json={"session_name": "s"}, headers=sent
-            )
-            assert opened.status_code == 200, opened.text
-            counted["session", keyed] = trips.requested - keys_on
-    assert counted == {(kind, keyed): CREATES[kind] for kind in CREATES for keyed in (False, True)}
+        for kind, (create, _, _) in CREATES.items():
+            for keyed in (False, True):
+                sent = {**headers, "Idempotency-Key": kind} if keyed else headers
+                made = await create(http, sent, "keyed" if keyed else "plain", trips)
+                assert made.status_code == 200, made.text
+                counted[kind, keyed] = trips.requested - keys_on  # the API key's lookup apart
+    expected = {(kind, keyed): CREATES[kind][2 if keys_on else 1] for kind in CREATES for keyed in (False, True)}
+    assert counted == expected

@@ -19,6 +19,7 @@ from ferryman.api.agents import TurnError
 from ferryman.api.content import Message
 from ferryman.errors import InvalidRequestError, NotFoundError
 from ferryman.inference.base import ChatChunk, ChatRequest, TextChunk
+from ferryman.inference.local_embeddings import LocalEmbeddingProvider
 from ferryman.server.app import Services, build_services, create_app
 from ferryman.services.agents import AgentService
 from ferryman.services.host import TurnHost
@@ -68,7 +69,8 @@ def store(tmp_path: Path) -> WatchedStore:
 @asynccontextmanager
 async def client_over(store: SqliteStore, model: ScriptedModel) -> AsyncIterator[httpx.AsyncClient]:
     """A client of one app instance (a replica) over ``store``."""
-    services: Services = build_services(store, [model])
+    # The local embedding model loads when first asked to embed: vector stores made here only read its size.
+    services: Services = build_services(store, [model, LocalEmbeddingProvider()])
     await services.store.open()
     await services.models.refresh()
     try:
@@ -167,6 +169,71 @@ async def test_agent_and_session_keys_are_stored_with_their_records(
     await http.delete(f"/v1/agents/{agent_id}")  # a repeat still answers as the first call did
     again = await post(http, "/v1/agents", body, "agent-key")
     assert (again.json(), again.headers[REPLAYED]) == ({"agent_id": agent_id}, "true")
+
+
+async def test_files_and_registrations_store_their_answer_with_their_record(
+    http: httpx.AsyncClient, store: WatchedStore
+) -> None:
+    """An upload's, a model's, a toolgroup's, a shield's, a vector store's and a vector DB's write claims its key
+    and stores the answer it gives (known before the write): a repeat gets it byte for byte, also once the record
+    is gone, and nothing is completed after the write."""
+    form = {"file": ("notes.txt", b"some notes", "text/plain")}
+    uploaded = [await http.post("/v1/files", files=form, data={"purpose": "assistants"}, headers={KEY: "file-key"})
+                for _ in range(2)]  # fmt: skip
+    assert [answer.status_code for answer in uploaded] == [200, 200]
+    assert (uploaded[1].content, uploaded[1].headers.get(REPLAYED)) == (uploaded[0].content, "true")
+    assert [f["id"] for f in (await http.get("/v1/files")).json()["data"]] == [uploaded[0].json()["id"]]
+    registrations = {
+        "/v1/models": {"model_id": "alias", "provider_id": "scripted", "provider_model_id": "scripted-model"},
+        "/v1/toolgroups": {"toolgroup_id": "sums", "provider_id": "builtin::math"},
+        "/v1/shields": {"shield_id": "no-secrets", "provider_id": "ferryman-local"},
+        "/v1/vector_stores": {"name": "docs"},
+        "/v1/vector-dbs": {"vector_db_id": "notes", "embedding_model": "all-MiniLM-L6-v2"},
+    }
+    firsts = {url: await twice(http, url, body, f"{url}-key") for url, body in registrations.items()}
+    assert store.completions == 0
+    for url, first in firsts.items():
+        held = await store.claim_idempotency_key(IdempotencyRecord("", f"{url}-key", "probe", "fp", NOW, NOW), NOW)
+        assert held is not None and json.loads(held.result or "")["body"] == first.text
+    await http.delete("/v1/toolgroups/sums")
+    again = await post(http, "/v1/toolgroups", registrations["/v1/toolgroups"], "/v1/toolgroups-key")
+    assert (again.content, again.headers[REPLAYED]) == (firsts["/v1/toolgroups"].content, "true")
+    assert [group["identifier"] for group in (await http.get("/v1/toolgroups")).json()["data"]].count("sums") == 0
+
+
+async def test_conversations_schedules_and_forks_store_their_key_with_their_record(
+    http: httpx.AsyncClient, store: WatchedStore, scripted: AskedModel
+) -> None:
+    """A conversation's create and fork, a schedule's create and a session's fork each claim their key in the
+    write that stores the record: nothing is completed after it, and a repeat is the first answer."""
+    items = [{"type": "message", "role": "user", "content": "hello"}]
+    conversation = (await twice(http, "/v1/conversations", {"items": items}, "conv-key")).json()
+    item_id = (await http.get(f"/v1/conversations/{conversation['id']}/items")).json()["data"][0]["id"]
+    fork = (await twice(http, f"/v1/conversations/{conversation['id']}/fork", {"item_id": item_id}, "fork-key")).json()
+    assert fork["id"] != conversation["id"]
+    agent_id = await new_agent(http)
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue_text("kept")
+    session_url = f"/v1/agents/{agent_id}/session/{session_id}"
+    turn = (await post(http, f"{session_url}/turn", {"messages": user("hi"), "stream": False}, "t")).json()
+    forked = await twice(http, f"{session_url}/fork", {"turn_id": turn["turn_id"]}, "session-fork-key")
+    sessions = (await http.get(f"/v1/agents/{agent_id}/sessions")).json()["data"]
+    assert sorted(s["session_id"] for s in sessions) == sorted([session_id, forked.json()["session_id"]])
+    body = {"agent_id": agent_id, "cron": "0 0 1 1 *", "message": "Happy new year"}
+    await twice(http, "/v1/schedules", body, "schedule-key")
+    assert store.completions == 0
+
+
+async def test_a_registration_repeated_as_it_stands_keeps_its_answer_for_its_key(
+    http: httpx.AsyncClient, store: WatchedStore
+) -> None:
+    """Registering a toolgroup again as it stands writes nothing to store the key with: the key is claimed and
+    its answer kept after, as a call that claimed first would have."""
+    body = {"toolgroup_id": "sums", "provider_id": "builtin::math"}
+    assert (await http.post("/v1/toolgroups", json=body)).status_code == 200
+    first = await twice(http, "/v1/toolgroups", body, "again-key")
+    assert store.completions == 1
+    assert first.json()["identifier"] == "sums"
 
 
 async def test_a_session_undone_because_its_agent_went_forgets_its_key_first(

@@ -10,12 +10,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from storage_backends import BACKENDS
+from storage_backends import BACKENDS, vector_store_record
 
 from ferryman.api.agents import Agent, AgentConfig, TurnStatus
 from ferryman.errors import ConflictError, IdempotencyKeyInUseError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import (
+    ConversationRecord,
     IdempotencyKeyHeldError,
     IdempotencyRecord,
     KeySettlement,
@@ -24,6 +25,8 @@ from ferryman.storage.base import (
     TurnRecord,
 )
 from ferryman.storage.domain.agents import agents, sessions
+from ferryman.storage.domain.conversations import conversations
+from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import Owner
 
 pytestmark = pytest.mark.anyio
@@ -272,3 +275,33 @@ async def test_a_keyed_session_is_stored_with_its_keys_outcome_or_not_at_all(sto
     await store.create_session(third, settle=KeySettlement(pending, '{"s": 3}', pending.expires_at))  # completes it
     held = await store.claim_idempotency_key(claim(key="key-2"), datetime.now(UTC))
     assert held is not None and held.result == '{"s": 3}'
+
+
+async def test_a_keyed_conversation_is_stored_with_its_keys_outcome_or_not_at_all(store: Store) -> None:
+    first = claim()
+    made = SessionRecord(new_id(), None, "conversation", utcnow())
+    await store.create_session(made)
+    record = ConversationRecord(f"conv_{uuid.uuid4().hex}", made.session_id, {}, 1)
+    await store.create_conversation(
+        record, [], settle=KeySettlement(first, '{"c": 1}', first.expires_at, claiming=True)
+    )
+    assert (await conversations(store.kernel).get(record.conversation_id)).session_id == made.session_id
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.result == '{"c": 1}'
+    other = ConversationRecord(f"conv_{uuid.uuid4().hex}", made.session_id, {}, 1)
+    with pytest.raises(IdempotencyKeyHeldError):
+        await store.create_conversation(other, [], settle=KeySettlement(claim(), "{}", first.expires_at, claiming=True))
+    assert await conversations(store.kernel).find(other.conversation_id) is None
+
+
+async def test_a_keyed_vector_store_is_stored_with_its_keys_outcome_or_not_at_all(store: Store) -> None:
+    first = claim()
+    made = vector_store_record(f"vs_{uuid.uuid4().hex}", 4)
+    await store.create_vector_store(made, [], settle=KeySettlement(first, '{"v": 1}', first.expires_at, claiming=True))
+    assert await vector_stores(store.kernel).find(made.vector_store_id) is not None
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.result == '{"v": 1}'
+    other = vector_store_record(f"vs_{uuid.uuid4().hex}", 4)
+    with pytest.raises(IdempotencyKeyHeldError):
+        await store.create_vector_store(other, [], settle=KeySettlement(claim(), "{}", first.expires_at, claiming=True))
+    assert await vector_stores(store.kernel).find(other.vector_store_id) is None

@@ -28,6 +28,7 @@ from ferryman.auth.api_keys import ApiKeyAuthenticator, key_record, new_key
 from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.auth.principal import PrincipalKind
 from ferryman.inference.base import ChatChunk, ChatRequest
+from ferryman.inference.local_embeddings import LocalEmbeddingProvider
 from ferryman.server.app import Services, build_services
 from ferryman.storage.base import Store
 from ferryman.storage.domain.api_keys import ApiKeys
@@ -112,7 +113,9 @@ async def counted_app(
     async with unopened_store(backend, tmp_path) as store:
         keys = ApiKeys(store.kernel)
         authenticator = BearerAuthenticator(ApiKeyAuthenticator(keys), None) if keys_on else None
-        services = build_services(store, [NotingModel(trips, script)], authenticator=authenticator)
+        # The local embedding model loads when first asked to embed: a vector store's create only reads its size.
+        providers = [NotingModel(trips, script), LocalEmbeddingProvider()]
+        services = build_services(store, providers, authenticator=authenticator)
         async with serving(services) as http:
             headers = {}
             if keys_on:

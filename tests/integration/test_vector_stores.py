@@ -43,6 +43,21 @@ async def test_a_store_is_created_with_files_ingested_read_updated_and_deleted(t
         assert (await http.get(f"/v1/files/{file['id']}")).status_code == 200
 
 
+async def test_a_store_made_with_files_answers_as_it_was_written(tmp_path: Path) -> None:
+    """A create answers with the store as its write left it (each file waiting for its ingestion), the answer a
+    repeat of its key is given; once ingested, the store says so."""
+    async with knowledge_app(tmp_path) as (http, services):
+        one, two = [await upload(http, f"{n}.txt", TEXT) for n in ("one", "two")]
+        made = await http.post("/v1/vector_stores", json={"name": "s", "file_ids": [one["id"], two["id"], one["id"]]})
+        assert made.status_code == 200, made.text
+        store = made.json()
+        assert (store["status"], store["usage_bytes"]) == ("in_progress", 0)
+        assert store["file_counts"] == {"in_progress": 2, "completed": 0, "failed": 0, "cancelled": 0, "total": 2}
+        await settled(services)
+        done = (await http.get(f"/v1/vector_stores/{store['id']}")).json()
+        assert done["file_counts"]["completed"] == 2 and done["usage_bytes"] > 0
+
+
 async def test_files_attach_update_detach_and_batches(tmp_path: Path) -> None:
     async with knowledge_app(tmp_path) as (http, services):
         store = (await http.post("/v1/vector_stores", json={"name": "s"})).json()

@@ -126,12 +126,15 @@ async def delete_session(request: Request) -> Response:
 
 
 async def fork_session(request: Request) -> Response:
-    """A new session whose history is the session's up to and including a turn."""
+    """A new session whose history is the session's up to and including a turn (its request's key claimed by the
+    write that stores the new session)."""
+    key = await take_key(request)
     body = await parse_body(request, ForkSessionRequest)
     p = request.path_params
     agents = services(request).agents
-    session_id = await agents.fork_session(p["agent_id"], p["session_id"], body.turn_id, body.session_name)
-    return JSONModelResponse(SessionCreated(session_id=session_id))
+    return _session_created(
+        await agents.fork_session(p["agent_id"], p["session_id"], body.turn_id, body.session_name, key)
+    )
 
 
 async def create_turn(request: Request) -> Response:
@@ -210,7 +213,7 @@ ROUTES: tuple[Endpoint, ...] = (
              query=(Param("turn_ids", list[str], "Only these turns (repeated, or comma-separated)."),)),
     Endpoint("DELETE", _SESSION, delete_session, "Delete a session", _TAG),
     Endpoint("POST", f"{_SESSION}/fork", fork_session, "Fork a session at a turn", _TAG, ForkSessionRequest,
-             SessionCreated, errors=(400, 404, 409), creates=True),
+             SessionCreated, errors=(400, 404, 409), creates=True, replay_record=_session_created),
     Endpoint("POST", f"{_SESSION}/turn", create_turn, "Create a turn", _TAG, CreateTurnRequest, Turn,
              stream=_TURN_EVENTS, headers=(PROVIDER_DATA,), errors=_TURN_ERRORS, creates=True, key_with_run=True,
              example={"messages": [{"role": "user", "content": "What is 2+2?"}], "stream": True}),

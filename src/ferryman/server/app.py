@@ -275,11 +275,14 @@ def build_services(
     models = ModelRouter(providers, configured_models)
     fanout = fanout or LocalFanout()
     registry = ModelService(
-        models, Registrations(registry_records.models(store.kernel), access), list(configured_models or []), fanout
+        models,
+        Registrations(registry_records.models(store.kernel), access, store),
+        list(configured_models or []),
+        fanout,
     )
     files = files or FileSettings()
     blobs = blobs or MemoryBlobStore()
-    file_service = FileService(store.kernel, access, store, blobs, files.max_bytes)
+    file_service = FileService(store.kernel, access, store, blobs, files.max_bytes, keyed=store)
     ingestion = IngestionWorker(
         store,
         blobs,
@@ -306,11 +309,11 @@ def build_services(
     )
     if sandbox is not None:
         tools.register(CODE_INTERPRETER, [CodeInterpreter(sandbox, file_service)])
-    toolgroups = ToolGroupService(tools, Registrations(registry_records.toolgroups(store.kernel), access), mcp)
+    toolgroups = ToolGroupService(tools, Registrations(registry_records.toolgroups(store.kernel), access, store), mcp)
     shields = shields or ShieldRegistry()
     shields.add_provider(LlamaGuardProvider(models))
     shields.add_provider(LocalShieldProvider())
-    safety = SafetyService(shields, Registrations(registry_records.shields(store.kernel), access), models)
+    safety = SafetyService(shields, Registrations(registry_records.shields(store.kernel), access, store), models)
     runner = TurnRunner()
     leases = TurnLeases(store, runner, lease_seconds, sole_process)
     keep_blocked_text = safety_settings.keep_blocked_text if safety_settings else False

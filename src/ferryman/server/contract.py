@@ -84,7 +84,8 @@ class Endpoint:
         creates: True for a POST that creates or runs something (it accepts ``Idempotency-Key``: see
             :mod:`ferryman.server.idempotent_routes`).
         key_with_run: With ``creates``: the handler takes the key itself (``take_key``), so that the run it
-            starts claims the key in the same write that stores the run.
+            starts, or the record it makes, claims the key in the same write that stores it (a record whose answer
+            is known before it is written stores that answer with it: ``services.idempotency.answered``).
         replay_record: With ``creates``: the handler takes the key itself, so that the record it makes claims the
             key in the same write (:class:`~ferryman.services.idempotency.CreatedRecord`); a repeat is answered
             with this, given the record's id, as the first call was.

@@ -15,6 +15,7 @@ from ferryman.errors import InvalidRequestError
 
 from .contract import MULTIPART, Endpoint, Param
 from .http import JSONModelResponse, query_int, query_order, services
+from .idempotent_routes import take_key
 
 _DOWNLOAD = {"Content-Disposition": "attachment", "X-Content-Type-Options": "nosniff"}
 
@@ -24,6 +25,7 @@ async def upload_file(request: Request) -> Response:
 
     The body is bounded while it arrives (``BodyLimitMiddleware``: ``files.max_bytes`` and room for the form).
     """
+    key = await take_key(request)  # first: a refused form is kept for a repeat, as any client error is
     files = services(request).files
     if not request.headers.get("content-type", "").startswith(MULTIPART):
         raise InvalidRequestError("the body must be multipart/form-data with 'file' and 'purpose'", "file")
@@ -38,7 +40,7 @@ async def upload_file(request: Request) -> Response:
             raise files.too_large()
         data = await upload.read()
         seconds = _expiry(form.get("expires_after[seconds]"), form.get("expires_after[anchor]"))
-        created = await files.upload(upload.filename or "", data, purpose, upload.content_type, seconds)
+        created = await files.upload(upload.filename or "", data, purpose, upload.content_type, seconds, key)
     return JSONModelResponse(created)
 
 
@@ -90,7 +92,7 @@ _FILE = "/files/{file_id}"
 
 ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/files", upload_file, "Upload a file", _FILES, UploadForm, FileObject, errors=(400, 413),
-             creates=True, body_media_type=MULTIPART),
+             creates=True, key_with_run=True, body_media_type=MULTIPART),
     Endpoint("GET", "/files", list_files, "List files", _FILES, response=FileList, query=_LIST),
     Endpoint("GET", _FILE, retrieve_file, "Get a file", _FILES, response=FileObject),
     Endpoint("GET", f"{_FILE}/content", file_content, "Get a file's content", _FILES),

@@ -201,6 +201,10 @@ async def _first_call(request: Request, handler: Handler, keys: IdempotencyKeys,
     claim = hold.claim
     if claim is None:
         return response
+    if claim.unstored and not isinstance(response, StreamingResponse):
+        # Its call wrote nothing to store the key with (a registration repeated as it stands): the key is
+        # claimed now and keeps this answer, as a call that claimed first would have.
+        claim = await asyncio.shield(hold.claim_now())
     if isinstance(response, StreamingResponse):
         if claim.settled or claim.unstored:
             return response

@@ -136,9 +136,10 @@ async def list_responses(request: Request) -> Response:
 
 
 async def create_conversation(request: Request) -> Response:
-    """Create a conversation, with items if given."""
+    """Create a conversation, with items if given (its request's key claimed by the write that stores it)."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, CreateConversationRequest)
-    return JSONModelResponse(await services(request).conversations.create(body))
+    return JSONModelResponse(await services(request).conversations.create(body, key))
 
 
 async def list_conversations(request: Request) -> Response:
@@ -148,10 +149,12 @@ async def list_conversations(request: Request) -> Response:
 
 
 async def fork_conversation(request: Request) -> Response:
-    """A new conversation whose items are the conversation's up to and including one."""
+    """A new conversation whose items are the conversation's up to and including one (its request's key claimed
+    by the write that stores it)."""
+    key = await take_key(request)
     body = await parse_body(request, ForkConversationRequest)
     conversations = services(request).conversations
-    fork = await conversations.fork(request.path_params["conversation_id"], body.item_id, body.metadata)
+    fork = await conversations.fork(request.path_params["conversation_id"], body.item_id, body.metadata, key)
     return JSONModelResponse(fork)
 
 
@@ -247,7 +250,7 @@ ROUTES: tuple[Endpoint, ...] = (
     Endpoint("GET", "/responses/{response_id}/input_items", input_items, "List a response's input items",
              _RESPONSES, response=ItemList, query=(*_PAGING, _INCLUDE)),
     Endpoint("POST", "/conversations", create_conversation, "Create a conversation", _CONVERSATIONS,
-             CreateConversationRequest, Conversation, errors=(400,), creates=True),
+             CreateConversationRequest, Conversation, errors=(400,), creates=True, key_with_run=True),
     Endpoint("GET", "/conversations", list_conversations, "List conversations", _CONVERSATIONS,
              response=ConversationList, query=_PAGING, own=True),
     Endpoint("GET", _CONV, get_conversation, "Get a conversation", _CONVERSATIONS, response=Conversation),
@@ -255,7 +258,7 @@ ROUTES: tuple[Endpoint, ...] = (
              UpdateConversationRequest, Conversation),
     Endpoint("DELETE", _CONV, delete_conversation, "Delete a conversation", _CONVERSATIONS, response=DeletedObject),
     Endpoint("POST", f"{_CONV}/fork", fork_conversation, "Fork a conversation at an item", _CONVERSATIONS,
-             ForkConversationRequest, Conversation, errors=(400, 404), creates=True),
+             ForkConversationRequest, Conversation, errors=(400, 404), creates=True, key_with_run=True),
     Endpoint("POST", f"{_CONV}/items", add_items, "Add items to a conversation", _CONVERSATIONS, AddItemsRequest,
              ItemList, creates=True, query=(_INCLUDE,)),
     Endpoint("GET", f"{_CONV}/items", list_items, "List a conversation's items", _CONVERSATIONS, response=ItemList,

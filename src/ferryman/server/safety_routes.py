@@ -17,12 +17,14 @@ from ferryman.api.safety import (
 
 from .contract import Endpoint
 from .http import JSONModelResponse, parse_body, services
+from .idempotent_routes import take_key
 
 
 async def register_shield(request: Request) -> Response:
     """Register a shield: a guard model, the local rules, under an id of the caller's choice."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, RegisterShieldRequest)
-    return JSONModelResponse(await services(request).safety.register(body))
+    return JSONModelResponse(await services(request).safety.register(body, key))
 
 
 async def list_shields(request: Request) -> Response:
@@ -58,7 +60,7 @@ _SAFETY = "Safety"
 
 ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/shields", register_shield, "Register a shield", _SAFETY, RegisterShieldRequest,
-             ShieldResource, errors=(400, 409), creates=True,
+             ShieldResource, errors=(400, 409), creates=True, key_with_run=True,
              example={"shield_id": "no-secrets", "provider_id": "ferryman-local", "params": {"action": "redact"}}),
     Endpoint("GET", "/shields", list_shields, "List shields", _SAFETY, response=ListShieldsResponse, errors=()),
     Endpoint("GET", "/shields/{shield_id:path}", get_shield, "Get a shield", _SAFETY, response=ShieldResource,

@@ -21,14 +21,16 @@ from ferryman.auth.principal import current_principal
 
 from .contract import Endpoint, Param
 from .http import JSONModelResponse, cursor_paging, parse_body, services
+from .idempotent_routes import take_key
 
 MAX_PAGE = 100
 
 
 async def create_schedule(request: Request) -> Response:
-    """Create a schedule, owned by the caller."""
+    """Create a schedule, owned by the caller (its request's key claimed by the write that stores it)."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, CreateScheduleRequest)
-    return JSONModelResponse(await services(request).schedules.create(current_principal.get(), body))
+    return JSONModelResponse(await services(request).schedules.create(current_principal.get(), body, key))
 
 
 async def list_schedules(request: Request) -> Response:
@@ -80,7 +82,7 @@ _EXAMPLE = {"agent_id": "AGENT_ID", "cron": "0 9 * * 1-5", "timezone": "Europe/B
 
 ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/schedules", create_schedule, "Create a schedule", "Schedules", body=CreateScheduleRequest,
-             response=Schedule, errors=(400, 403, 404), creates=True, example=_EXAMPLE),
+             response=Schedule, errors=(400, 403, 404), creates=True, key_with_run=True, example=_EXAMPLE),
     Endpoint("GET", "/schedules", list_schedules, "List schedules", "Schedules", response=ScheduleList,
              errors=(400, 404), query=(Param("agent_id", Id, "Only the schedules of this agent."), *_PAGING)),
     Endpoint("GET", "/schedules/{schedule_id}", get_schedule, "Retrieve a schedule", "Schedules",

@@ -9,6 +9,7 @@ from ferryman.api.registry import DataList, HealthStatus, Model, RegisterModelRe
 
 from .contract import Endpoint
 from .http import JSONModelResponse, parse_body, services
+from .idempotent_routes import take_key
 
 
 async def health(request: Request) -> Response:
@@ -29,8 +30,9 @@ async def get_model(request: Request) -> Response:
 
 async def register_model(request: Request) -> Response:
     """Register a model with a provider."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, RegisterModelRequest)
-    return JSONModelResponse(await services(request).model_registry.register(body))
+    return JSONModelResponse(await services(request).model_registry.register(body, key))
 
 
 async def unregister_model(request: Request) -> Response:
@@ -45,7 +47,7 @@ ROUTES: tuple[Endpoint, ...] = (
     Endpoint("GET", "/health", health, "Health check", "Health", response=HealthStatus, errors=()),
     Endpoint("GET", "/models", list_models, "List models", _MODELS, response=DataList, errors=()),
     Endpoint("POST", "/models", register_model, "Register a model", _MODELS, RegisterModelRequest, Model,
-             errors=(400, 404, 409, 502), creates=True),
+             errors=(400, 404, 409, 502), creates=True, key_with_run=True),
     Endpoint("GET", "/models/{model_id:path}", get_model, "Get a model", _MODELS, response=Model),
     Endpoint("DELETE", "/models/{model_id:path}", unregister_model, "Unregister a model", _MODELS),
 )  # fmt: skip

@@ -17,12 +17,14 @@ from ferryman.api.registry import (
 
 from .contract import PROVIDER_DATA, Endpoint, Param
 from .http import JSONModelResponse, parse_body, provider_data, services
+from .idempotent_routes import take_key
 
 
 async def register_toolgroup(request: Request) -> Response:
     """Register a toolgroup: an MCP server's tools, or a builtin group's under another id."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, RegisterToolGroupRequest)
-    return JSONModelResponse(await services(request).toolgroups.register(body))
+    return JSONModelResponse(await services(request).toolgroups.register(body, key))
 
 
 async def list_toolgroups(request: Request) -> Response:
@@ -75,7 +77,7 @@ _TOOLS = "Tools"
 
 ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/toolgroups", register_toolgroup, "Register a toolgroup", _TOOLS, RegisterToolGroupRequest,
-             ToolGroup, errors=(400, 409), creates=True,
+             ToolGroup, errors=(400, 409), creates=True, key_with_run=True,
              example={"toolgroup_id": "mcp::files", "provider_id": "model-context-protocol",
                       "mcp_endpoint": {"uri": "https://mcp.example.com/mcp"}}),
     Endpoint("GET", "/toolgroups", list_toolgroups, "List toolgroups", _TOOLS, response=DataList, errors=()),

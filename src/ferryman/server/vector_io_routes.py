@@ -19,12 +19,14 @@ from ferryman.api.vector_io import (
 
 from .contract import Endpoint
 from .http import JSONModelResponse, parse_body, services
+from .idempotent_routes import take_key
 
 
 async def register_vector_db(request: Request) -> Response:
-    """Register a vector DB under the caller's id."""
+    """Register a vector DB under the caller's id (its request's key claimed by the write that stores it)."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, RegisterVectorDbRequest)
-    return JSONModelResponse(await services(request).vector_dbs.register(body))
+    return JSONModelResponse(await services(request).vector_dbs.register(body, key))
 
 
 async def list_vector_dbs(request: Request) -> Response:
@@ -74,7 +76,7 @@ _DB = "/vector-dbs/{vector_db_id}"
 
 ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/vector-dbs", register_vector_db, "Register a vector DB", _DBS, RegisterVectorDbRequest,
-             VectorDB, errors=(400, 403, 409), creates=True,
+             VectorDB, errors=(400, 403, 409), creates=True, key_with_run=True,
              example={"vector_db_id": "my-docs", "embedding_model": "all-MiniLM-L6-v2"}),
     Endpoint("GET", "/vector-dbs", list_vector_dbs, "List vector DBs", _DBS, response=VectorDBList, errors=()),
     Endpoint("GET", _DB, get_vector_db, "Get a vector DB", _DBS, response=VectorDB),

@@ -34,6 +34,7 @@ from ferryman.storage.knowledge import IngestionStatus
 
 from .contract import Endpoint, Param
 from .http import JSONModelResponse, cursor_paging, parse_body, services
+from .idempotent_routes import take_key
 
 _STATUSES = ("in_progress", "completed", "failed", "cancelled")
 
@@ -46,9 +47,11 @@ def _status(request: Request) -> IngestionStatus | None:
 
 
 async def create_vector_store(request: Request) -> Response:
-    """Create a vector store, optionally with files (ingested in the background)."""
+    """Create a vector store, optionally with files (ingested in the background); its request's key is claimed
+    by the write that stores it."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, CreateVectorStoreRequest)
-    return JSONModelResponse(await services(request).vector_stores.create(body))
+    return JSONModelResponse(await services(request).vector_stores.create(body, key=key))
 
 
 async def list_vector_stores(request: Request) -> Response:
@@ -186,7 +189,7 @@ _BATCH = f"{_VS}/file_batches/{{batch_id}}"
 
 ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", "/vector_stores", create_vector_store, "Create a vector store", _TAG, CreateVectorStoreRequest,
-             VectorStore, creates=True, example={"name": "docs", "file_ids": []}),
+             VectorStore, creates=True, key_with_run=True, example={"name": "docs", "file_ids": []}),
     Endpoint("GET", "/vector_stores", list_vector_stores, "List vector stores", _TAG, response=VectorStoreList,
              query=_PAGING),
     Endpoint("GET", _VS, retrieve_vector_store, "Get a vector store", _TAG, response=VectorStore),

@@ -24,6 +24,7 @@ from ferryman.storage.page import Page
 
 from .access import Access
 from .checked_records import CheckedRecords
+from .idempotency import keyed_write
 
 
 class AgentRecords:
@@ -51,13 +52,8 @@ class AgentRecords:
             IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         self._access.check(who, "create", AGENT, agent.agent_id)
-        put = self.records.put(agent, owner=self._access.owner(who))
-        if settle is None:
-            await self.records.kernel.write([put])
-        else:
-            if self._keyed is None:
-                raise TypeError("these agents store no idempotency keys: construct them with keyed=")
-            await self._keyed.write_keyed([put], settle)
+        write = keyed_write(self.records.kernel, self._keyed, settle)
+        await self.records.create(agent, owner=self._access.owner(who), write=write)
         self._access.record(who, "create", AGENT, agent.agent_id)
 
     async def stored(self, who: Principal | None, agent_id: str, action: Action = "read") -> Stored[Agent]:

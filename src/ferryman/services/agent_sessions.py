@@ -122,11 +122,14 @@ class AgentSessions:
         self._guard.deleted(who, "session", session_id)
         await self._forget_memory(session_id)
 
-    async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:
-        """A new session sharing the session's history up to and including ``turn_id``; its id (see ``forks.py``)."""
+    async def fork_session(
+        self, agent_id: str, session_id: str, turn_id: str, session_name: str | None, key: Claim | None = None
+    ) -> str:
+        """A new session sharing the session's history up to and including ``turn_id``, with ``key`` (its
+        request's idempotency key, claimed by the write that stores it); its id (see ``forks.py``)."""
         await self._agents.get(current_principal.get(), agent_id)
-        forked = await self._forks.fork_session(agent_id, session_id, turn_id, session_name)
-        await self._agent_kept(agent_id, forked)
+        forked = await self._forks.fork_session(agent_id, session_id, turn_id, session_name, key)
+        await self._agent_kept(agent_id, forked, key)
         return forked
 
     async def delete_all(self, agent_id: str) -> None:

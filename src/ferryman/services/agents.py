@@ -211,9 +211,12 @@ class AgentService:
         given to a holder (``forks.py``)."""
         await self._sessions.delete_session(agent_id, session_id)
 
-    async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:
-        """A new session sharing the session's history up to and including ``turn_id``; its id (see ``forks.py``)."""
-        return await self._sessions.fork_session(agent_id, session_id, turn_id, session_name)
+    async def fork_session(
+        self, agent_id: str, session_id: str, turn_id: str, session_name: str | None, key: Claim | None = None
+    ) -> str:
+        """A new session sharing the session's history up to and including ``turn_id``, with ``key`` (its
+        request's idempotency key, claimed by the write that stores it); its id (see ``forks.py``)."""
+        return await self._sessions.fork_session(agent_id, session_id, turn_id, session_name, key)
 
     # ---- turns (``turn_starts.py``, ``turn_reads.py``) ----------------------
 

@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
-from ferryman.api.responses import Item
+from ferryman.api.responses import Conversation, Item
 from ferryman.auth.filters import owner_of
 from ferryman.auth.principal import acting_as, current_principal
 from ferryman.errors import ConflictError, NotFoundError
@@ -43,10 +43,16 @@ from ferryman.storage.domain.kinds import CONVERSATION
 from .checked_records import CheckedRecords
 from .fork_reads import ForkReads
 from .forks import FORKING_SECONDS, forget_lineage
+from .idempotency import Claim, answered, forget_stored, settlement, stored_record
 from .record_guard import RecordGuard
 
 HELD_ITEMS = "forkhist_"
 """The prefix of the holders of deleted items that forks share."""
+
+
+def conversation_of(record: ConversationRecord) -> Conversation:
+    """A conversation as the API shows it."""
+    return Conversation(id=record.conversation_id, created_at=record.created_at, metadata=record.metadata)
 
 
 class ConversationForks:
@@ -71,12 +77,14 @@ class ConversationForks:
         self._reads = reads
         self._lineages = reads.lineages
 
-    async def create(self, record: ConversationRecord, items: list[Item]) -> None:
+    async def create(self, record: ConversationRecord, items: list[Item], key: Claim | None = None) -> None:
         """Store a new conversation with its first items as the caller's: its session first, then its record
-        with the caller as owner, in the record's own write.
+        with the caller as owner and ``key`` (its request's idempotency key, answered with the conversation), in
+        the record's own write (the session is removed again if that write fails).
 
         Raises:
             ForbiddenError: the policy does not let the caller create it.
+            IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is left stored).
         """
         who = current_principal.get()
         self._records.access.check(who, "create", CONVERSATION, record.conversation_id)
@@ -85,13 +93,26 @@ class ConversationForks:
         session_record = SessionRecord(record.session_id, None, "conversation", utcnow())
         await self._store.create_session(session_record, owner=owner)
         self._guard.created(who, session)
-        await self._store.create_conversation(record, items, owner)
+        try:
+            await self._store.create_conversation(
+                record, items, owner, settlement(key, answered(conversation_of(record)))
+            )
+            stored_record(key)
+        except BaseException:
+            with acting_as(None), contextlib.suppress(NotFoundError):  # as the server: not the caller's delete
+                await self._store.delete_session("", record.session_id)
+            raise
         self._records.access.record(who, "create", CONVERSATION, record.conversation_id)
 
-    async def fork(self, conversation_id: str, item_id: str, metadata: dict[str, str] | None) -> ConversationRecord:
-        """A new conversation sharing the conversation's items up to and including ``item_id``.
+    async def fork(
+        self, conversation_id: str, item_id: str, metadata: dict[str, str] | None, key: Claim | None = None
+    ) -> ConversationRecord:
+        """A new conversation sharing the conversation's items up to and including ``item_id``, with ``key`` (its
+        request's idempotency key, claimed by the write that stores it; forgotten first should the fork be
+        undone).
 
         Raises:
+            IdempotencyKeyHeldError: an earlier call with the key holds it (the fork is undone).
             NotFoundError: the conversation, or the item in it, does not exist (or the caller may not read it).
         """
         source = await self._records.get(current_principal.get(), conversation_id)
@@ -108,12 +129,15 @@ class ConversationForks:
         try:
             if await self._lineages.marked(conversation_id):
                 raise ConflictError(f"conversation '{conversation_id}' is being changed; fork it again")
-            await self.create(record, [])
+            await self.create(record, [], key)
             await self._still_shared(record.conversation_id, conversation_id)
         except BaseException:
+            await forget_stored(self._store, key)  # first: a repeat must not be told of a fork undone
             with acting_as(None):
                 with contextlib.suppress(NotFoundError):
                     await self._store.delete_conversation(record.conversation_id)
+                with contextlib.suppress(NotFoundError):  # then the session its responses would have run in
+                    await self._store.delete_session("", record.session_id)
                 await self._lineages.delete(record.conversation_id)
             raise
         return record

@@ -20,6 +20,7 @@ from ferryman.auth.principal import current_principal
 from ferryman.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError
 from ferryman.knowledge.blobs import BlobStore
 from ferryman.knowledge.views import now
+from ferryman.storage.base import IdempotencyStore
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import FILE
 from ferryman.storage.kernel import ops
@@ -29,6 +30,7 @@ from ferryman.storage.knowledge import FileRecord, FileStore
 
 from .access import Access
 from .checked_records import read_page
+from .idempotency import Claim, answered, keyed_write, settlement, stored_record
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 MAX_FILENAME = 512
@@ -60,6 +62,8 @@ class FileService:
         attachments: The knowledge store, whose vector stores a deleted file leaves (with its chunks there).
         blobs: Where the bytes go.
         max_bytes: The largest file accepted.
+        keyed: Where an upload stores its request's idempotency key with the file, in one write (None: keys are
+            claimed and kept by the edge, apart from the file).
     """
 
     def __init__(
@@ -69,8 +73,10 @@ class FileService:
         attachments: FileStore,
         blobs: BlobStore,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        keyed: IdempotencyStore | None = None,
     ) -> None:
         self.records = files(kernel)
+        self._keyed = keyed
         self._access = access
         self._attachments = attachments
         self.blobs = blobs
@@ -89,10 +95,13 @@ class FileService:
         purpose: str,
         mime_type: str | None = None,
         expires_after_seconds: int | None = None,
+        key: Claim | None = None,
     ) -> FileObject:
-        """Store a file's bytes, then its record (a failed record leaves no blob behind).
+        """Store a file's bytes, then its record (a failed record leaves no blob behind) with ``key`` (its
+        request's idempotency key, claimed by that write, answered with the file).
 
         Raises:
+            IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is stored).
             InvalidRequestError: an unknown purpose, an empty file, a bad filename or expiry.
             PayloadTooLargeError: the file is larger than ``max_bytes``.
         """
@@ -121,15 +130,18 @@ class FileService:
         )
         who = current_principal.get()
         self._access.check(who, "create", FILE, record.file_id)
+        answer = file_object(record)
+        write = keyed_write(self.records.kernel, self._keyed, settlement(key, answered(answer)))
         await self.blobs.put(record.file_id, data)
         try:
             # Leased until it expires: then the first replica's sweep (FileExpiry) claims and deletes it.
-            await self.records.create(record, owner=self._access.owner(who), lease_until=record.expires_at)
+            await self.records.create(record, owner=self._access.owner(who), lease_until=record.expires_at, write=write)
         except BaseException:
             await self.blobs.delete(record.file_id)
             raise
+        stored_record(key)
         self._access.record(who, "create", FILE, record.file_id)
-        return file_object(record)
+        return answer
 
     async def get(self, file_id: str) -> FileObject:
         """One file (NotFoundError if unknown or unreadable)."""

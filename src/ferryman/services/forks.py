@@ -63,6 +63,7 @@ from ferryman.storage.domain.forks import Lineage
 
 from .approval_holds import ApprovalHolds
 from .fork_reads import ForkReads
+from .idempotency import Claim, CreatedRecord, forget_stored, settlement, stored_record
 from .record_guard import RecordGuard
 from .session_reads import SessionReads
 from .webhooks import keep_webhook
@@ -106,10 +107,15 @@ class SessionForks:
         self._lease_until = lease_until
         self._holds = holds
 
-    async def fork_session(self, agent_id: str, session_id: str, turn_id: str, session_name: str | None) -> str:
-        """A new session of the agent sharing the session's turns up to and including ``turn_id``; its id.
+    async def fork_session(
+        self, agent_id: str, session_id: str, turn_id: str, session_name: str | None, key: Claim | None = None
+    ) -> str:
+        """A new session of the agent sharing the session's turns up to and including ``turn_id``, with ``key``
+        (its request's idempotency key, claimed by the write that stores the session; forgotten first should the
+        fork be undone); its id.
 
         Raises:
+            IdempotencyKeyHeldError: an earlier call with the key holds it (the fork is undone).
             NotFoundError: the session, or the turn in it, does not exist (or the caller may not read it).
             ConflictError: a kept turn still runs or waits to run, one before the last is paused, or the
                 paused last one changed while the session was read.
@@ -142,13 +148,16 @@ class SessionForks:
             if shared and await self._lineages.marked(session_id):
                 raise ConflictError(f"session '{session_id}' is being deleted; fork it again if it remains")
             made = ("session", target.session_id)
-            await self._store.create_session(target, owner=self._guard.creating(who, made))
+            settle = settlement(key, CreatedRecord(*made))
+            await self._store.create_session(target, owner=self._guard.creating(who, made), settle=settle)
+            stored_record(key)
             self._guard.created(who, made)
             await self._still_shared(target.session_id if shared else None, agent_id, session_id)
             if paused is not None:
                 copy = await self._copy_turn(paused, target.session_id, agent_id, who)
                 await self._hold(paused, copy, agent_id)
         except BaseException:
+            await forget_stored(self._store, key)  # first: a repeat must not be told of a fork undone
             await self._discard(target)
             raise
         return target.session_id

@@ -23,13 +23,18 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel
+
 from ferryman.errors import IdempotencyKeyInUseError, IdempotencyKeyReusedError
 from ferryman.storage.base import IdempotencyRecord, IdempotencyStore, KeySettlement
+from ferryman.storage.domain.records import Writer
+from ferryman.storage.kernel.ops import Op
+from ferryman.storage.kernel.protocol import Kernel
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +232,30 @@ class KeyHold:
 def settlement(claim: Claim | None, outcome: Outcome) -> KeySettlement | None:
     """What the write that makes a keyed call's record stores with its key (None: the call has no key)."""
     return None if claim is None else claim.settlement(outcome)
+
+
+def answered(body: BaseModel) -> StoredAnswer:
+    """A create's answer with ``body`` as its JSON, as the edge encodes it: what a create whose answer is known
+    before it writes stores with its record (:func:`keyed_write`), for a repeat to get byte for byte."""
+    return StoredAnswer(200, [("content-type", "application/json")], body.model_dump_json())
+
+
+def keyed_write(kernel: Kernel, keyed: IdempotencyStore | None, settle: KeySettlement | None) -> Writer:
+    """What runs the batch that writes a keyed create's records: one that stores ``settle``'s key outcome in
+    the same transaction (or script), or the kernel's own when the call has no key.
+
+    Raises:
+        TypeError: the call has a key, but its service was built with nowhere to store keys (``keyed``).
+    """
+    if settle is None:
+        return kernel.write
+    if keyed is None:
+        raise TypeError("this service stores no idempotency keys with its records: construct it with keyed=")
+
+    async def write(batch: Sequence[Op]) -> list[Any]:
+        return await keyed.write_keyed(batch, settle)
+
+    return write
 
 
 def stored(claim: Claim | None) -> None:

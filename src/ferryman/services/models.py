@@ -10,6 +10,7 @@ from ferryman.coordination.base import Fanout, LocalFanout, ModelsChanged
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 
+from .idempotency import Claim, answered, settlement, stored_record
 from .registrations import Registrations
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,9 @@ class ModelService:
         visible = {model.identifier for model in await self._models.list(who)}
         return self._registered - visible
 
-    async def register(self, request: RegisterModelRequest) -> Model:
-        """Route a model id to a provider from now on, across restarts."""
+    async def register(self, request: RegisterModelRequest, key: Claim | None = None) -> Model:
+        """Route a model id to a provider from now on, across restarts; ``key`` (the request's idempotency key)
+        is claimed by the write that stores the registration, answered with it."""
         model = Model(
             identifier=request.model_id,
             provider_id=request.provider_id or self._only_provider(),
@@ -95,7 +97,9 @@ class ModelService:
         if shared and who is not None:
             # A configured or provider-listed id serves every caller: one caller may not redirect it.
             raise ConflictError(f"model '{model.identifier}' is served to everyone; register it under another id")
-        await self._models.save(who, model)  # checks the caller may (re)place it before anything routes there
+        # Checks the caller may (re)place it before anything routes there.
+        await self._models.save(who, model, settlement(key, answered(model)))
+        stored_record(key)
         self._router.declare(model)
         self._registered.add(model.identifier)
         await self._fanout.notify(ModelsChanged())

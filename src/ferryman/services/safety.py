@@ -26,6 +26,7 @@ from ferryman.safety.base import Shield, ShieldRegistry, ShieldVerdict
 from ferryman.safety.llama_guard import PROVIDER_ID as LLAMA_GUARD
 from ferryman.safety.moderation import moderation_result
 
+from .idempotency import Claim, answered, settlement, stored_record
 from .registrations import Registrations
 
 DEFAULT_PROVIDER = LLAMA_GUARD
@@ -49,8 +50,9 @@ class SafetyService:
         self._models = models
         registry.registered = self.get
 
-    async def register(self, request: RegisterShieldRequest) -> ShieldResource:
-        """Register a shield; the same registration again is a no-op.
+    async def register(self, request: RegisterShieldRequest, key: Claim | None = None) -> ShieldResource:
+        """Register a shield; the same registration again is a no-op. ``key`` (the request's idempotency key) is
+        claimed by the write that stores a new registration, answered with it.
 
         Raises:
             InvalidRequestError: an unknown provider, or params the provider refuses.
@@ -71,7 +73,8 @@ class SafetyService:
         who = current_principal.get()
         existing = await self._shields.find(who, shield_id)
         if existing is None:
-            await self._shields.create(who, resource)
+            await self._shields.create(who, resource, settlement(key, answered(resource)))
+            stored_record(key)
             return resource
         if existing != resource:
             raise ConflictError(f"shield '{shield_id}' is registered with other settings; unregister it first")

@@ -37,6 +37,7 @@ from .access import Access
 from .acting_owner import acts_for_a_while
 from .agent_records import AgentRecords
 from .cron import check_cron, check_interval, next_tick, time_zone
+from .idempotency import Claim, answered, keyed_write, settlement, stored_record
 from .session_reads import SessionReads
 
 Clock = Callable[[], float]
@@ -54,7 +55,8 @@ class ScheduleService:
     Args:
         records: The schedules and runs.
         access: The access policy.
-        store: Where the agents and sessions a schedule names are read (its kernel).
+        store: Where the agents and sessions a schedule names are read (its kernel), and where a create stores
+            its request's idempotency key with the schedule.
         settings: The ``schedules:`` settings.
         clock: The time now.
     """
@@ -66,13 +68,16 @@ class ScheduleService:
         self.settings = settings
         self.clock = clock
         self._access = access
+        self._store = store
         self._agents = AgentRecords(store.kernel, access)
         self._sessions = SessionReads(store.kernel, access)
 
-    async def create(self, who: Principal | None, request: CreateScheduleRequest) -> Schedule:
-        """Check and store a schedule as ``who``'s; active at its next tick unless ``paused``.
+    async def create(self, who: Principal | None, request: CreateScheduleRequest, key: Claim | None = None) -> Schedule:
+        """Check and store a schedule as ``who``'s; active at its next tick unless ``paused``. ``key`` (the
+        request's idempotency key) is claimed by the write that stores it, answered with the schedule.
 
         Raises:
+            IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is stored).
             InvalidRequestError: a field is invalid (it is named), or ``who`` holds ``max_per_principal``.
             NotFoundError: the agent or session is missing, or ``who`` may not read it.
             ForbiddenError: the policy does not let ``who`` create a schedule, or start turns in the session.
@@ -103,7 +108,9 @@ class ScheduleService:
             next_run_at=None if request.paused else first,
             acts_until=int(now) + self.settings.subject_lifetime_seconds if acts_for_a_while(owner) else None,
         )
-        await self.records.kernel.write([self.records.put(schedule, owner)])
+        write = keyed_write(self.records.kernel, self._store, settlement(key, answered(schedule)))
+        await write([self.records.put(schedule, owner)])
+        stored_record(key)
         self._access.record(who, "create", SCHEDULE, schedule_id)
         return schedule
 

@@ -25,6 +25,7 @@ from ferryman.tools.mcp.pool import McpClientPool
 from ferryman.tools.registered import AliasedTool
 from ferryman.tools.registry import BoundTool, ToolRegistry
 
+from .idempotency import Claim, answered, settlement, stored_record
 from .registrations import Registrations
 
 log = logging.getLogger(__name__)
@@ -49,8 +50,9 @@ class ToolGroupService:
 
     # ---- registrations ---------------------------------------------------
 
-    async def register(self, request: RegisterToolGroupRequest) -> ToolGroup:
-        """Register a toolgroup; the same registration again is a no-op.
+    async def register(self, request: RegisterToolGroupRequest, key: Claim | None = None) -> ToolGroup:
+        """Register a toolgroup; the same registration again is a no-op. ``key`` (the request's idempotency key)
+        is claimed by the write that stores a new registration, answered with it.
 
         Raises:
             InvalidRequestError: an unknown provider, or an MCP group without an endpoint.
@@ -70,7 +72,8 @@ class ToolGroupService:
         who = current_principal.get()
         existing = await self._groups.find(who, group_id)
         if existing is None:
-            await self._groups.create(who, group)
+            await self._groups.create(who, group, settlement(key, answered(group)))
+            stored_record(key)
             return group
         if existing != group:
             raise ConflictError(f"toolgroup '{group_id}' is registered with other settings; unregister it first")

@@ -31,9 +31,11 @@ from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.rag import Searcher, chunk_metadata, rag_query
 from ferryman.knowledge.results import RankingOptions, SearchMode, SearchQuery
 from ferryman.safe_fetch import FetchPolicy
+from ferryman.storage.base import IdempotencyKeyHeldError
 from ferryman.storage.knowledge import VectorStoreRecord
 
 from .documents import document_texts
+from .idempotency import Claim
 from .vector_stores import VectorStoreService
 
 DEFAULT_PROVIDER = "ferryman"
@@ -75,8 +77,9 @@ class VectorDbService:
         self._search = search
         self._fetch = fetch or FetchPolicy()
 
-    async def register(self, request: RegisterVectorDbRequest) -> VectorDB:
+    async def register(self, request: RegisterVectorDbRequest, key: Claim | None = None) -> VectorDB:
         """Create a vector DB; registering the same id with the same model again answers the existing one.
+        ``key`` (the request's idempotency key) is claimed by the write that stores a new one, answered with it.
 
         Raises:
             InvalidRequestError: the model is no embedding model, or its dimension is not the one given.
@@ -89,7 +92,9 @@ class VectorDbService:
             provider_id=request.provider_id,
         )
         try:
-            await self._vector_stores.create(body, request.vector_db_id, request.provider_vector_db_id)
+            await self._vector_stores.create(body, request.vector_db_id, request.provider_vector_db_id, key, vector_db)
+        except IdempotencyKeyHeldError:
+            raise  # an earlier call with the key answers
         except ConflictError:
             existing = await self._existing(request.vector_db_id)
             if (

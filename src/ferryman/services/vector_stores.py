@@ -20,6 +20,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
+from pydantic import BaseModel
+
 from ferryman.api.vector_stores import (
     AttachFileRequest,
     ChunkingStrategy,
@@ -54,6 +56,7 @@ from ferryman.storage.knowledge import (
     Attributes,
     ChunkRecord,
     FileBatchRecord,
+    FileCounts,
     IngestionStatus,
     StoreFiles,
     VectorStoreFileRecord,
@@ -63,6 +66,7 @@ from ferryman.storage.knowledge import (
 from .access import Access
 from .checked_records import CheckedRecords
 from .files import FileService
+from .idempotency import Claim, answered, settlement, stored_record
 
 _CONTENT_PAGE = 500
 
@@ -110,10 +114,16 @@ class VectorStoreService:
         body: CreateVectorStoreRequest,
         vector_store_id: str | None = None,
         provider_vector_db_id: str | None = None,
+        key: Claim | None = None,
+        shown: Callable[[VectorStoreRecord], BaseModel] | None = None,
     ) -> VectorStore:
         """Create a store (its id the caller's, for Llama Stack's vector DBs) and attach its first files.
 
+        ``key`` (the request's idempotency key) is claimed by the write that stores the store, answered with it
+        as ``shown`` shows it (default: as this answers, each file waiting to be ingested).
+
         Raises:
+            IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is stored).
             InvalidRequestError: an unknown or non-embedding model, or a dimension it does not have.
             NotFoundError: a file is unknown (or not the caller's to read).
             ConflictError: the id is taken.
@@ -138,11 +148,15 @@ class VectorStoreService:
         who = current_principal.get()
         self._access.check(who, "create", VECTOR_STORE, record.vector_store_id)
         files = [await self._attachment(record.vector_store_id, file_id, {}, strategy) for file_id in body.file_ids]
-        await self._store.create_vector_store(record, files, owner=self._access.owner(who))
+        # As written: each file waits to be ingested, and has no chunks yet.
+        view = store_object(record, FileCounts(in_progress=len({f.file_id for f in files})), 0)
+        settle = settlement(key, answered(view if shown is None else shown(record)))
+        await self._store.create_vector_store(record, files, owner=self._access.owner(who), settle=settle)
+        stored_record(key)
         self._access.record(who, "create", VECTOR_STORE, record.vector_store_id)
         if files:
             self._wake()
-        return await self._view(record)
+        return view
 
     async def record(self, vector_store_id: str, action: Action = "read") -> VectorStoreRecord:
         """A store's record, once the caller is allowed ``action`` on it.

@@ -319,15 +319,20 @@ class ResponseStore(Protocol):
     """Responses, conversations and their items (in OpenAI form)."""
 
     async def create_conversation(
-        self, record: ConversationRecord, items: list[Item], owner: Owner | None = None
+        self,
+        record: ConversationRecord,
+        items: list[Item],
+        owner: Owner | None = None,
+        settle: KeySettlement | None = None,
     ) -> None:
-        """Store a conversation's record (with its owner), the anchor its items and responses hold, and its first
-        items, in one transaction; its session must exist.
+        """Store a conversation's record (with its owner), the anchor its items and responses hold, its first
+        items and ``settle``'s idempotency key outcome, in one transaction; its session must exist.
 
         Raises:
             NotFoundError: its session does not exist.
             ConflictError: the id is taken.
             InvalidRequestError: an item id repeats.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         ...
 

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .kernel.model import Owner
 from .page import Page
+
+if TYPE_CHECKING:
+    from .base import KeySettlement
 
 IngestionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 Attributes = dict[str, str | float | bool]
@@ -165,10 +168,15 @@ class VectorStoreStore(Protocol):
     """
 
     async def create_vector_store(
-        self, record: VectorStoreRecord, files: list[VectorStoreFileRecord], owner: Owner | None = None
+        self,
+        record: VectorStoreRecord,
+        files: list[VectorStoreFileRecord],
+        owner: Owner | None = None,
+        settle: KeySettlement | None = None,
     ) -> None:
-        """Store a new vector store: its record (``storage.domain.vector_stores``, with its owner), its index and
-        its first files, in one transaction (ConflictError if the id exists)."""
+        """Store a new vector store: its record (``storage.domain.vector_stores``, with its owner), its index, its
+        first files and ``settle``'s idempotency key outcome, in one transaction (ConflictError if the id exists;
+        ``IdempotencyKeyHeldError`` if ``settle`` claims a key an earlier call holds: nothing is written)."""
         ...
 
     async def delete_vector_store(self, vector_store_id: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from ferryman.errors import NotFoundError
 
+from .base import KeySettlement
 from .domain.kinds import VECTOR_STORE as VECTOR_STORE_KIND
 from .domain.vector_stores import vector_stores
 from .kernel import ops
@@ -30,6 +31,7 @@ from .knowledge import (
 )
 from .page import Page
 from .redis.kernel import RedisKernel
+from .redis_idempotency import settlement_args
 from .redis_keys import (
     BATCH,
     BATCH_FILES,
@@ -115,16 +117,25 @@ class RedisKnowledge(RedisBase):
     # ---- vector stores -----------------------------------------------------
 
     async def create_vector_store(
-        self, record: VectorStoreRecord, files: list[VectorStoreFileRecord], owner: Owner | None = None
+        self,
+        record: VectorStoreRecord,
+        files: list[VectorStoreFileRecord],
+        owner: Owner | None = None,
+        settle: KeySettlement | None = None,
     ) -> None:
-        """Store a new vector store's record (with its owner), its index and its first files, in one script.
+        """Store a new vector store's record (with its owner), its index, its first files and ``settle``'s key
+        outcome, in one script.
 
         Raises:
             ConflictError: the id is taken.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         put = vector_stores(self.kernel).put(record, owner=owner)
         index = CreateVectorStore(
-            **self.kernel.embedded([put]), **_attachments(files), vector_store_id=record.vector_store_id
+            **self.kernel.embedded([put]),
+            **_attachments(files),
+            **settlement_args(settle),
+            vector_store_id=record.vector_store_id,
         )
         await self._run(CREATE_VECTOR_STORE, index)
 

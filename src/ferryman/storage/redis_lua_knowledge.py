@@ -15,6 +15,7 @@ from ferryman.errors import ConflictError, NotFoundError
 
 from .redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
 from .redis.kernel import ERRORS as KERNEL_ERRORS
+from .redis_lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
 from .redis_script import Outcome, Script, nothing, values
 
 # An attachment's key is ``vs_file:<pair>``, its ingestion job ``<pair>``, with pair = ``<#store>:<store>:<file>``
@@ -186,8 +187,9 @@ class FileId:
 
 
 @dataclass(frozen=True)
-class CreateVectorStore(KernelWrite, Attachments):
-    """A new vector store's index with its first files, and its record's write (the kernel's)."""
+class CreateVectorStore(SettlesKey, KernelWrite, Attachments):
+    """A new vector store's index with its first files, its record's write (the kernel's) and the key outcome
+    stored with them."""
 
     vector_store_id: str
 
@@ -271,7 +273,10 @@ CREATE_VECTOR_STORE = Script(
     CreateVectorStore,
     KNOWLEDGE_LUA
     + _ATTACH
+    + SETTLE
     + """
+local refused = key_refusal()
+if refused then return refused end
 local s = key('vector_store', vector_store_id)
 if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
 """
@@ -280,11 +285,15 @@ if redis.call('EXISTS', s) == 1 then return {CONFLICT} end
 local seq = next_seq(1)
 redis.call('HSET', s, 'seq', seq, 'version', seq, 'removals_from', seq, 'files_bytes', 0)
 attach_files(vector_store_id, attachments)
+settle_key()
 return {OK, kernel_written[2]}
 """,
     values,
     with_kernel_errors(
-        {Outcome.CONFLICT: lambda a, _: ConflictError(f"vector store '{a.vector_store_id}' already exists")},
+        {
+            Outcome.CONFLICT: lambda a, _: ConflictError(f"vector store '{a.vector_store_id}' already exists"),
+            **KEY_ERRORS,
+        },
         KERNEL_ERRORS,
     ),
 )

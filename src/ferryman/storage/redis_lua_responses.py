@@ -17,7 +17,7 @@ from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 
 from .redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
 from .redis.kernel import ERRORS as KERNEL_ERRORS
-from .redis_lua_idempotency import KEY_ERRORS, SETTLE
+from .redis_lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
 from .redis_lua_turns import TURN_REFUSED, TURN_START, TurnStart
 from .redis_script import Outcome, Script, nothing, values
 
@@ -78,8 +78,9 @@ class DeleteResponse(KernelWrite):
 
 
 @dataclass(frozen=True)
-class CreateConversation(KernelWrite):
-    """A conversation in a session, with its first items, and its record's write."""
+class CreateConversation(SettlesKey, KernelWrite):
+    """A conversation in a session, with its first items, its record's write and the key outcome stored with
+    them."""
 
     conversation_id: str
     session_id: str
@@ -253,7 +254,10 @@ return out
 # The conversation's record (the kernel's) and its anchor with its first items, in one script.
 CREATE_CONVERSATION = Script(
     CreateConversation,
-    """
+    SETTLE
+    + """
+local refused = key_refusal()
+if refused then return refused end
 if redis.call('EXISTS', key('session', session_id)) == 0 then return {NOT_FOUND} end
 local c = key('conversation', conversation_id)
 if redis.call('EXISTS', c) == 1 then return {CONFLICT} end
@@ -264,6 +268,7 @@ if not items_ok(conversation_id, item_ids) then return {INVALID} end
 redis.call('HSET', c, 'session_id', session_id)
 redis.call('SADD', key('session_convs', session_id), conversation_id)
 insert_items(conversation_id, item_ids, item_bodies)
+settle_key()
 return {OK, kernel_written[2]}
 """,
     values,
@@ -272,6 +277,7 @@ return {OK, kernel_written[2]}
             Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' not found"),
             Outcome.CONFLICT: lambda a, _: ConflictError(f"conversation '{a.conversation_id}' already exists"),
             Outcome.INVALID: lambda a, _: repeated(a.conversation_id),
+            **KEY_ERRORS,
         },
         KERNEL_ERRORS,
     ),

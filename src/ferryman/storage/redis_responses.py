@@ -66,19 +66,26 @@ class RedisResponses(RedisBase):
     kernel: RedisKernel
 
     async def create_conversation(
-        self, record: ConversationRecord, items: list[Item], owner: Owner | None = None
+        self,
+        record: ConversationRecord,
+        items: list[Item],
+        owner: Owner | None = None,
+        settle: KeySettlement | None = None,
     ) -> None:
-        """Store a conversation's record (with its owner), its anchor and its first items, in one script.
+        """Store a conversation's record (with its owner), its anchor, its first items and ``settle``'s key
+        outcome, in one script.
 
         Raises:
             NotFoundError: its session does not exist.
             ConflictError: the id is taken.
             InvalidRequestError: an item id repeats.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         ids, bodies = _item_columns(items)
         put = conversations(self.kernel).put(record, owner=owner)
         create = CreateConversation(
             **self.kernel.embedded([put]),
+            **settlement_args(settle),
             conversation_id=record.conversation_id,
             session_id=record.session_id,
             item_ids=ids,

@@ -21,15 +21,12 @@ from ferryman.storage.domain.forks import Lineages
 from ferryman.storage.domain.kinds import CONVERSATION
 
 from ..checked_records import CheckedRecords
-from ..conversation_forks import ConversationForks, new_conversation_id
+from ..conversation_forks import ConversationForks, conversation_of, new_conversation_id
 from ..fork_reads import ForkReads
+from ..idempotency import Claim
 from ..record_guard import RecordGuard
 from .included import shown_items
 from .items import with_ids
-
-
-def _wire(record: ConversationRecord) -> Conversation:
-    return Conversation(id=record.conversation_id, created_at=record.created_at, metadata=record.metadata)
 
 
 class ConversationService:
@@ -47,24 +44,28 @@ class ConversationService:
         """Have ``callback(session_id)`` run after a conversation is deleted (its code interpreter container)."""
         self._session_deleted.append(callback)
 
-    async def create(self, request: CreateConversationRequest) -> Conversation:
-        """A new conversation, optionally with first items, owned by the caller."""
+    async def create(self, request: CreateConversationRequest, key: Claim | None = None) -> Conversation:
+        """A new conversation, optionally with first items, owned by the caller; ``key`` (its request's
+        idempotency key) is claimed by the write that stores it, answered with it."""
         record = ConversationRecord(
             conversation_id=new_conversation_id(),
             session_id=new_id(),
             metadata=request.metadata or {},
             created_at=int(time.time()),
         )
-        await self._forks.create(record, with_ids(list(request.items)))
-        return _wire(record)
+        await self._forks.create(record, with_ids(list(request.items)), key)
+        return conversation_of(record)
 
-    async def fork(self, conversation_id: str, item_id: str, metadata: dict[str, str] | None) -> Conversation:
-        """A new conversation sharing the conversation's items up to and including ``item_id``."""
-        return _wire(await self._forks.fork(conversation_id, item_id, metadata))
+    async def fork(
+        self, conversation_id: str, item_id: str, metadata: dict[str, str] | None, key: Claim | None = None
+    ) -> Conversation:
+        """A new conversation sharing the conversation's items up to and including ``item_id``; ``key`` (its
+        request's idempotency key) is claimed by the write that stores it, answered with it."""
+        return conversation_of(await self._forks.fork(conversation_id, item_id, metadata, key))
 
     async def get(self, conversation_id: str) -> Conversation:
         """One conversation."""
-        return _wire(await self._get(conversation_id))
+        return conversation_of(await self._get(conversation_id))
 
     async def _get(self, conversation_id: str, action: Action = "read") -> ConversationRecord:
         return await self._records.get(current_principal.get(), conversation_id, action)
@@ -76,13 +77,13 @@ class ConversationService:
             NotFoundError: the cursor names no conversation the caller may read.
         """
         page = await self._records.page(current_principal.get(), after, limit, order)
-        return Page([_wire(record) for record in page.items], page.has_more)
+        return Page([conversation_of(record) for record in page.items], page.has_more)
 
     async def update(self, conversation_id: str, metadata: dict[str, str]) -> Conversation:
         """Replace a conversation's metadata."""
         record = await self._get(conversation_id, "update")
         await self._records.patch(current_principal.get(), conversation_id, {"metadata": metadata})
-        return _wire(replace(record, metadata=metadata))
+        return conversation_of(replace(record, metadata=metadata))
 
     async def delete(self, conversation_id: str) -> None:
         """Delete the conversation, its items and what is kept under its session; responses made in it remain.
@@ -125,4 +126,4 @@ class ConversationService:
         conversation alone; one that forks share is kept for them: ``conversation_forks.py``)."""
         record = await self._get(conversation_id, "update")  # before forks are moved
         await self._forks.delete_item(conversation_id, item_id)
-        return _wire(record)
+        return conversation_of(record)

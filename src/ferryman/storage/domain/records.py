@@ -8,7 +8,7 @@ access filter in the same query, and every backend serves it unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+
+Writer = Callable[[Sequence[ops.Op]], Awaitable[list[Any]]]
+"""Runs a write batch as one transaction (or script): the kernel's ``write``, or one that adds to it."""
 D = TypeVar("D", bound="DataclassInstance")
 
 
@@ -137,18 +140,23 @@ class Records(Generic[T]):
         lease_until: float | None = None,
         before: Sequence[ops.Op] = (),
         after: Sequence[ops.Op] = (),
+        write: Writer | None = None,
     ) -> None:
-        """Store a new record, with ``before`` (a guard, an idempotency claim) and ``after`` in the same batch.
+        """Store a new record, with ``before`` (a guard) and ``after`` in the same batch, run by ``write``
+        (default: the kernel's; one that also stores an idempotency key's outcome, say).
 
         Raises:
             ConflictError: its id is taken.
         """
         put = self.put(value, owner=owner, parent=parent, lease_until=lease_until)
-        await self.kernel.write([*before, put, *after])
+        await (write or self.kernel.write)([*before, put, *after])
 
-    async def upsert(self, value: T, *, owner: Owner | None = None, before: Sequence[ops.Op] = ()) -> None:
-        """Store ``value``, replacing the body of an existing record of its id (which keeps its owner)."""
-        await self.kernel.write([*before, self.put(value, owner=owner, mode="upsert")])
+    async def upsert(
+        self, value: T, *, owner: Owner | None = None, before: Sequence[ops.Op] = (), write: Writer | None = None
+    ) -> None:
+        """Store ``value``, replacing the body of an existing record of its id (which keeps its owner), in a
+        batch run by ``write`` (default: the kernel's)."""
+        await (write or self.kernel.write)([*before, self.put(value, owner=owner, mode="upsert")])
 
     async def find(self, record_id: str, *, allow: Filter = ALL, parent: str | None = None) -> Stored[T] | None:
         """The record, or None when it is missing or ``allow`` excludes it."""

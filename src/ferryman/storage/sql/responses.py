@@ -109,17 +109,25 @@ class ResponseTables:
     kernel: SqlKernel
 
     async def create_conversation(
-        self, record: ConversationRecord, items: list[Item], owner: Owner | None = None
+        self,
+        record: ConversationRecord,
+        items: list[Item],
+        owner: Owner | None = None,
+        settle: KeySettlement | None = None,
     ) -> None:
-        """Store a conversation's record (with its owner), its anchor and its first items, in one transaction.
+        """Store a conversation's record (with its owner), its anchor, its first items and ``settle``'s key
+        outcome, in one transaction.
 
         Raises:
             ConflictError: the id is taken.
             InvalidRequestError: an item id repeats.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         put = conversations(self.kernel).put(record, owner=owner)
+        d = self._db.dialect
 
         def work() -> Work[None]:
+            yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
             yield from self.kernel.writes_within([put])
             try:
                 yield count(
@@ -132,6 +140,7 @@ class ResponseTables:
             except ForeignKeyViolation as exc:
                 raise NotFoundError(f"session '{record.session_id}' not found") from exc
             yield from _insert_items(record.conversation_id, items)
+            yield from settled(d, settle)
 
         await self._db.write(work())
 

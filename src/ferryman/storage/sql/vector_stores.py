@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ferryman.errors import ConflictError, NotFoundError
 
+from ..base import KeySettlement
 from ..domain.kinds import VECTOR_STORE
 from ..domain.vector_stores import vector_stores
 from ..kernel import ops
@@ -25,6 +26,7 @@ from ..knowledge import (
 )
 from ..page import Page
 from .chunk_changes import drop_files_chunks, moved, moved_or_missing
+from .idempotency import claimed, settled
 from .keyset import keyset
 from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
@@ -99,16 +101,24 @@ class VectorStoreTables:
     kernel: SqlKernel
 
     async def create_vector_store(
-        self, record: VectorStoreRecord, files: list[VectorStoreFileRecord], owner: Owner | None = None
+        self,
+        record: VectorStoreRecord,
+        files: list[VectorStoreFileRecord],
+        owner: Owner | None = None,
+        settle: KeySettlement | None = None,
     ) -> None:
-        """Store a new vector store's record (with its owner), its index and its first files, in one transaction.
+        """Store a new vector store's record (with its owner), its index, its first files and ``settle``'s key
+        outcome, in one transaction.
 
         Raises:
             ConflictError: the id is taken.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         put = vector_stores(self.kernel).put(record, owner=owner)
+        d = self._db.dialect
 
         def work() -> Work[None]:
+            yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
             yield from self.kernel.writes_within([put])
             try:
                 yield count(
@@ -124,7 +134,8 @@ class VectorStoreTables:
                 raise ConflictError(f"vector store '{record.vector_store_id}' already exists") from exc
             if (vectors := self._db.dialect.vectors) is not None:
                 yield from vectors.prepare(record.embedding_dimension)
-            yield from _attach(self._db.dialect, record.vector_store_id, files)
+            yield from _attach(d, record.vector_store_id, files)
+            yield from settled(d, settle)
 
         await self._db.write(work())
 
