@@ -21,7 +21,7 @@ from ferryman.services.fork_reads import ForkReads
 from ferryman.services.forks import HELD_AGENT, SessionForks
 from ferryman.services.record_guard import RecordGuard
 from ferryman.services.session_reads import SessionReads
-from ferryman.storage.base import SessionRecord, Store
+from ferryman.storage.base import KeySettlement, SessionRecord, Store
 from ferryman.storage.domain.forks import Lineages
 from ferryman.storage.kernel.model import Owner
 from ferryman.testing import ScriptedReply
@@ -232,8 +232,10 @@ class _DeletedWhileForked:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def create_session(self, session: SessionRecord, owner: Owner | None = None) -> None:
-        await self._store.create_session(session, owner)
+    async def create_session(
+        self, session: SessionRecord, owner: Owner | None = None, settle: KeySettlement | None = None
+    ) -> None:
+        await self._store.create_session(session, owner, settle)
         await self._store.delete_session(*self._original)
 
 

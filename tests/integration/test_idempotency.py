@@ -25,7 +25,8 @@ from ferryman.services.agents import AgentService
 from ferryman.services.host import TurnHost
 from ferryman.services.idempotency import IdempotencyKeys
 from ferryman.storage.base import IdempotencyRecord, KeySettlement, SessionRecord
-from ferryman.storage.domain.agents import agents
+from ferryman.storage.domain.agents import agents, sessions
+from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import AskedModel, migrated_sqlite
@@ -221,6 +222,39 @@ async def test_conversations_schedules_and_forks_store_their_key_with_their_reco
     assert sorted(s["session_id"] for s in sessions) == sorted([session_id, forked.json()["session_id"]])
     body = {"agent_id": agent_id, "cron": "0 0 1 1 *", "message": "Happy new year"}
     await twice(http, "/v1/schedules", body, "schedule-key")
+    assert store.completions == 0
+
+
+async def test_a_repeated_conversation_create_leaves_one_conversation_and_one_session(
+    http: httpx.AsyncClient, store: WatchedStore
+) -> None:
+    """A conversation and its session are one write with the key: a repeat finds the key held and writes
+    neither (no session is left behind by it)."""
+    first = await twice(http, "/v1/conversations", {}, "conv-key")
+    await post(http, "/v1/conversations", {}, "conv-key")
+    assert [s.session_id for s in await sessions(store.kernel).all(parent=None)] == [await _session_of(store, first)]
+
+
+async def _session_of(store: WatchedStore, created: httpx.Response) -> str:
+    return (await conversations(store.kernel).get(created.json()["id"])).session_id
+
+
+async def test_a_repeated_fork_at_a_paused_turn_leaves_one_fork(
+    http: httpx.AsyncClient, store: WatchedStore, scripted: AskedModel
+) -> None:
+    """A fork copying a paused turn takes its key once the copy is whole; a repeat is answered with that fork."""
+    weather = {"name": "get_weather", "description": "Weather", "parameters": []}
+    agent_id = await new_agent(http, client_tools=[weather])
+    session_id = await new_session(http, agent_id)
+    scripted.enqueue(ScriptedReply(tool_calls=[ScriptedToolCall(name="get_weather", call_id="c1")]))
+    session_url = f"/v1/agents/{agent_id}/session/{session_id}"
+    paused = (await http.post(f"{session_url}/turn", json={"messages": user("hi"), "stream": False})).json()
+    assert paused["status"] == "awaiting_input", paused
+    fork = await twice(http, f"{session_url}/fork", {"turn_id": paused["turn_id"]}, "fork-key")
+    listed = (await http.get(f"/v1/agents/{agent_id}/sessions")).json()["data"]
+    assert sorted(s["session_id"] for s in listed) == sorted([session_id, fork.json()["session_id"]])
+    (copy,) = next(s for s in listed if s["session_id"] == fork.json()["session_id"])["turns"]
+    assert copy["status"] == "awaiting_input"
     assert store.completions == 0
 
 

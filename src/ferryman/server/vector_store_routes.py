@@ -51,7 +51,7 @@ async def create_vector_store(request: Request) -> Response:
     by the write that stores it."""
     key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, CreateVectorStoreRequest)
-    return JSONModelResponse(await services(request).vector_stores.create(body, key=key))
+    return JSONModelResponse(await services(request).vector_stores.create(body, key))
 
 
 async def list_vector_stores(request: Request) -> Response:

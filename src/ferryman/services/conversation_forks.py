@@ -78,30 +78,22 @@ class ConversationForks:
         self._lineages = reads.lineages
 
     async def create(self, record: ConversationRecord, items: list[Item], key: Claim | None = None) -> None:
-        """Store a new conversation with its first items as the caller's: its session first, then its record
-        with the caller as owner and ``key`` (its request's idempotency key, answered with the conversation), in
-        the record's own write (the session is removed again if that write fails).
+        """Store a new conversation with its first items as the caller's, in one write: its session, its record
+        with the caller as owner, and ``key`` (its request's idempotency key, answered with the conversation).
 
         Raises:
             ForbiddenError: the policy does not let the caller create it.
-            IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is left stored).
+            IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is stored).
         """
         who = current_principal.get()
         self._records.access.check(who, "create", CONVERSATION, record.conversation_id)
         session = ("session", record.session_id)  # its responses run in it, owned like the conversation
         owner = self._guard.creating(who, session)
-        session_record = SessionRecord(record.session_id, None, "conversation", utcnow())
-        await self._store.create_session(session_record, owner=owner)
+        opened = SessionRecord(record.session_id, None, "conversation", utcnow())
+        settle = settlement(key, answered(conversation_of(record)))
+        await self._store.create_conversation(record, items, owner, settle, session=opened)
+        stored_record(key)
         self._guard.created(who, session)
-        try:
-            await self._store.create_conversation(
-                record, items, owner, settlement(key, answered(conversation_of(record)))
-            )
-            stored_record(key)
-        except BaseException:
-            with acting_as(None), contextlib.suppress(NotFoundError):  # as the server: not the caller's delete
-                await self._store.delete_session("", record.session_id)
-            raise
         self._records.access.record(who, "create", CONVERSATION, record.conversation_id)
 
     async def fork(
@@ -136,8 +128,6 @@ class ConversationForks:
             with acting_as(None):
                 with contextlib.suppress(NotFoundError):
                     await self._store.delete_conversation(record.conversation_id)
-                with contextlib.suppress(NotFoundError):  # then the session its responses would have run in
-                    await self._store.delete_session("", record.session_id)
                 await self._lineages.delete(record.conversation_id)
             raise
         return record

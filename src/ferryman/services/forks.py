@@ -149,13 +149,20 @@ class SessionForks:
                 raise ConflictError(f"session '{session_id}' is being deleted; fork it again if it remains")
             made = ("session", target.session_id)
             settle = settlement(key, CreatedRecord(*made))
-            await self._store.create_session(target, owner=self._guard.creating(who, made), settle=settle)
-            stored_record(key)
+            # A fork with a paused turn to copy takes its key once the copy is whole (a repeat meanwhile makes a
+            # fork of its own, then finds the key held and undoes it); any other, with its session.
+            owner = self._guard.creating(who, made)
+            await self._store.create_session(target, owner=owner, settle=settle if paused is None else None)
+            if paused is None:
+                stored_record(key)
             self._guard.created(who, made)
             await self._still_shared(target.session_id if shared else None, agent_id, session_id)
             if paused is not None:
                 copy = await self._copy_turn(paused, target.session_id, agent_id, who)
                 await self._hold(paused, copy, agent_id)
+                if settle is not None:
+                    await self._store.write_keyed([], settle)
+                    stored_record(key)
         except BaseException:
             await forget_stored(self._store, key)  # first: a repeat must not be told of a fork undone
             await self._discard(target)

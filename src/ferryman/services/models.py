@@ -10,7 +10,7 @@ from ferryman.coordination.base import Fanout, LocalFanout, ModelsChanged
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.inference.router import ModelRouter
 
-from .idempotency import Claim, answered, settlement, stored_record
+from .idempotency import Claim, answered, settlement, stored
 from .registrations import Registrations
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,9 @@ class ModelService:
             raise ConflictError(f"model '{model.identifier}' is served to everyone; register it under another id")
         # Checks the caller may (re)place it before anything routes there.
         await self._models.save(who, model, settlement(key, answered(model)))
-        stored_record(key)
+        # Not kept whatever follows: should telling the other replicas fail, the key is forgotten and a retry
+        # registers it (the same registration) and tells them again.
+        stored(key)
         self._router.declare(model)
         self._registered.add(model.identifier)
         await self._fanout.notify(ModelsChanged())

@@ -76,7 +76,7 @@ class SessionMemory:
             pass  # its first large documents: create it below
         body = CreateVectorStoreRequest(name=f"session {session_id}", metadata={"session_id": session_id})
         try:
-            await self._vector_stores.create(body, store_id)
+            await self._vector_stores.created(body, store_id)
         except ConflictError:
             pass  # a concurrent turn of the session created it
         return store_id

@@ -92,7 +92,9 @@ class VectorDbService:
             provider_id=request.provider_id,
         )
         try:
-            await self._vector_stores.create(body, request.vector_db_id, request.provider_vector_db_id, key, vector_db)
+            made, _ = await self._vector_stores.created(
+                body, request.vector_db_id, request.provider_vector_db_id, key, vector_db
+            )
         except IdempotencyKeyHeldError:
             raise  # an earlier call with the key answers
         except ConflictError:
@@ -103,7 +105,7 @@ class VectorDbService:
             ):
                 raise
             return vector_db(existing)
-        return vector_db(await self._vector_stores.record(request.vector_db_id))
+        return vector_db(made)
 
     async def _existing(self, vector_db_id: str) -> VectorStoreRecord | None:
         try:

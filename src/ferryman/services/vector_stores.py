@@ -109,18 +109,31 @@ class VectorStoreService:
         self._files = files
         self._wake = wake
 
-    async def create(
+    async def create(self, body: CreateVectorStoreRequest, key: Claim | None = None) -> VectorStore:
+        """Create a store and attach its first files; ``key`` (the request's idempotency key) is claimed by the
+        write that stores it, answered as this answers: each file waiting to be ingested.
+
+        Raises:
+            InvalidRequestError: an unknown or non-embedding model, or a dimension it does not have.
+            NotFoundError: a file is unknown (or not the caller's to read).
+            IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is stored).
+        """
+        _, view = await self.created(body, key=key)
+        return view
+
+    async def created(
         self,
         body: CreateVectorStoreRequest,
         vector_store_id: str | None = None,
         provider_vector_db_id: str | None = None,
         key: Claim | None = None,
         shown: Callable[[VectorStoreRecord], BaseModel] | None = None,
-    ) -> VectorStore:
-        """Create a store (its id the caller's, for Llama Stack's vector DBs) and attach its first files.
+    ) -> tuple[VectorStoreRecord, VectorStore]:
+        """Create a store (its id the caller's, for Llama Stack's vector DBs) and attach its first files; its
+        record, and the store as its write left it (each file waiting to be ingested).
 
         ``key`` (the request's idempotency key) is claimed by the write that stores the store, answered with it
-        as ``shown`` shows it (default: as this answers, each file waiting to be ingested).
+        as ``shown`` shows it (default: as the store was written).
 
         Raises:
             IdempotencyKeyHeldError: an earlier call with the key holds it (nothing is stored).
@@ -156,7 +169,7 @@ class VectorStoreService:
         self._access.record(who, "create", VECTOR_STORE, record.vector_store_id)
         if files:
             self._wake()
-        return view
+        return record, view
 
     async def record(self, vector_store_id: str, action: Action = "read") -> VectorStoreRecord:
         """A store's record, once the caller is allowed ``action`` on it.

@@ -324,13 +324,15 @@ class ResponseStore(Protocol):
         items: list[Item],
         owner: Owner | None = None,
         settle: KeySettlement | None = None,
+        session: SessionRecord | None = None,
     ) -> None:
         """Store a conversation's record (with its owner), the anchor its items and responses hold, its first
-        items and ``settle``'s idempotency key outcome, in one transaction; its session must exist.
+        items and ``settle``'s idempotency key outcome, in one transaction; its session must exist, unless it is
+        ``session``, which the same transaction opens (its record with the same owner, and its anchor).
 
         Raises:
             NotFoundError: its session does not exist.
-            ConflictError: the id is taken.
+            ConflictError: the id is taken (the conversation's, or the session's it opens).
             InvalidRequestError: an item id repeats.
             IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """

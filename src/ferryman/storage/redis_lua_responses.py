@@ -80,12 +80,13 @@ class DeleteResponse(KernelWrite):
 @dataclass(frozen=True)
 class CreateConversation(SettlesKey, KernelWrite):
     """A conversation in a session, with its first items, its record's write and the key outcome stored with
-    them."""
+    them; with ``opens_session``, the session it opens (its anchor; its record's write in the same batch)."""
 
     conversation_id: str
     session_id: str
     item_ids: list[str]
     item_bodies: list[str]
+    opens_session: bool = False
 
 
 @dataclass(frozen=True)
@@ -258,13 +259,16 @@ CREATE_CONVERSATION = Script(
     + """
 local refused = key_refusal()
 if refused then return refused end
-if redis.call('EXISTS', key('session', session_id)) == 0 then return {NOT_FOUND} end
+local opened = redis.call('EXISTS', key('session', session_id)) == 1
+if opens_session and opened then return {CONFLICT, 'session'} end
+if not opens_session and not opened then return {NOT_FOUND} end
 local c = key('conversation', conversation_id)
 if redis.call('EXISTS', c) == 1 then return {CONFLICT} end
 if not items_ok(conversation_id, item_ids) then return {INVALID} end
 """
     + KERNEL_WRITE
     + """
+if opens_session then new_session(session_id, '') end
 redis.call('HSET', c, 'session_id', session_id)
 redis.call('SADD', key('session_convs', session_id), conversation_id)
 insert_items(conversation_id, item_ids, item_bodies)
@@ -275,7 +279,11 @@ return {OK, kernel_written[2]}
     with_kernel_errors(
         {
             Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' not found"),
-            Outcome.CONFLICT: lambda a, _: ConflictError(f"conversation '{a.conversation_id}' already exists"),
+            Outcome.CONFLICT: lambda a, found: ConflictError(
+                f"session '{a.session_id}' already exists"
+                if found == ["session"]
+                else f"conversation '{a.conversation_id}' already exists"
+            ),
             Outcome.INVALID: lambda a, _: repeated(a.conversation_id),
             **KEY_ERRORS,
         },

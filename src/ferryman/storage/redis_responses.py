@@ -14,7 +14,7 @@ from ferryman.api.content import Message
 from ferryman.api.responses import Item
 from ferryman.errors import InvalidRequestError, NotFoundError
 
-from .base import ConversationRecord, KeySettlement, ResponseRecord, ResponseStart, StoredEvent
+from .base import ConversationRecord, KeySettlement, ResponseRecord, ResponseStart, SessionRecord, StoredEvent
 from .domain.agents import sessions
 from .domain.conversations import conversations
 from .domain.kinds import CONVERSATION as CONVERSATION_KIND
@@ -71,9 +71,10 @@ class RedisResponses(RedisBase):
         items: list[Item],
         owner: Owner | None = None,
         settle: KeySettlement | None = None,
+        session: SessionRecord | None = None,
     ) -> None:
         """Store a conversation's record (with its owner), its anchor, its first items and ``settle``'s key
-        outcome, in one script.
+        outcome, in one script, opening ``session`` in it when given.
 
         Raises:
             NotFoundError: its session does not exist.
@@ -83,9 +84,11 @@ class RedisResponses(RedisBase):
         """
         ids, bodies = _item_columns(items)
         put = conversations(self.kernel).put(record, owner=owner)
+        opened = [] if session is None else [sessions(self.kernel).put(session, owner=owner)]
         create = CreateConversation(
-            **self.kernel.embedded([put]),
+            **self.kernel.embedded([*opened, put]),
             **settlement_args(settle),
+            opens_session=session is not None,
             conversation_id=record.conversation_id,
             session_id=record.session_id,
             item_ids=ids,

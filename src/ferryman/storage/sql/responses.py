@@ -10,7 +10,15 @@ from ferryman.api.responses import Item
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 
 from .. import codec
-from ..base import ConversationRecord, KeySettlement, Page, ResponseRecord, ResponseStart, StoredEvent
+from ..base import (
+    ConversationRecord,
+    KeySettlement,
+    Page,
+    ResponseRecord,
+    ResponseStart,
+    SessionRecord,
+    StoredEvent,
+)
 from ..domain.conversations import conversations
 from ..domain.kinds import CONVERSATION, RESPONSE
 from ..domain.responses import head_of, response_heads
@@ -114,9 +122,10 @@ class ResponseTables:
         items: list[Item],
         owner: Owner | None = None,
         settle: KeySettlement | None = None,
+        session: SessionRecord | None = None,
     ) -> None:
         """Store a conversation's record (with its owner), its anchor, its first items and ``settle``'s key
-        outcome, in one transaction.
+        outcome, in one transaction, opening ``session`` in it when given.
 
         Raises:
             ConflictError: the id is taken.
@@ -128,6 +137,8 @@ class ResponseTables:
 
         def work() -> Work[None]:
             yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
+            if session is not None:
+                yield from insert_session(self.kernel, session, owner)
             yield from self.kernel.writes_within([put])
             try:
                 yield count(
