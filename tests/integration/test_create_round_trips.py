@@ -85,6 +85,14 @@ async def _vector_db(http: httpx.AsyncClient, headers: dict[str, str], name: str
     return await http.post("/v1/vector-dbs", json=body, headers=headers)
 
 
+async def _items(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    unkeyed = {header: value for header, value in headers.items() if header != "Idempotency-Key"}
+    conversation_id = (await http.post("/v1/conversations", json={}, headers=unkeyed)).json()["id"]
+    trips.watch()
+    items = [{"type": "message", "role": "user", "content": name}]
+    return await http.post(f"/v1/conversations/{conversation_id}/items", json={"items": items}, headers=headers)
+
+
 CREATES: dict[str, tuple[Create, int, int]] = {
     "agent": (_agent, 1, 1),
     "session": (_session, 3, 3),
@@ -93,6 +101,7 @@ CREATES: dict[str, tuple[Create, int, int]] = {
     "toolgroup": (_toolgroup, 2, 2),
     "shield": (_shield, 2, 2),
     "conversation": (_conversation, 1, 1),
+    "items": (_items, 2, 2),
     "schedule": (_schedule, 3, 3),
     "vector store": (_vector_store, 1, 1),
     "vector DB": (_vector_db, 1, 1),
@@ -101,8 +110,8 @@ CREATES: dict[str, tuple[Create, int, int]] = {
 read before it and again after it (a delete of the agent racing the create must not leave the session behind,
 and the agent created for it is not counted); a registration's read of one holding its id (a model's only
 with an owner to keep: without one it is replaced as it stands); a schedule's agent read and its caller's count
-of schedules before its write (the agent made for it is not counted). A conversation opens its session in its
-own write."""
+of schedules before its write (the agent made for it is not counted); items' read of their conversation (made
+for them, not counted). A conversation opens its session in its own write."""
 
 
 @pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])

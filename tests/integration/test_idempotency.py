@@ -205,11 +205,14 @@ async def test_files_and_registrations_store_their_answer_with_their_record(
 async def test_conversations_schedules_and_forks_store_their_key_with_their_record(
     http: httpx.AsyncClient, store: WatchedStore, scripted: AskedModel
 ) -> None:
-    """A conversation's create and fork, a schedule's create and a session's fork each claim their key in the
-    write that stores the record: nothing is completed after it, and a repeat is the first answer."""
+    """A conversation's create, items and fork, a schedule's create and a session's fork each claim their key in
+    the write that stores the record: nothing is completed after it, and a repeat is the first answer."""
     items = [{"type": "message", "role": "user", "content": "hello"}]
     conversation = (await twice(http, "/v1/conversations", {"items": items}, "conv-key")).json()
-    item_id = (await http.get(f"/v1/conversations/{conversation['id']}/items")).json()["data"][0]["id"]
+    added = await twice(http, f"/v1/conversations/{conversation['id']}/items", {"items": items}, "items-key")
+    listed = (await http.get(f"/v1/conversations/{conversation['id']}/items", params={"order": "asc"})).json()
+    assert [item["id"] for item in listed["data"]][1:] == [item["id"] for item in added.json()["data"]]
+    item_id = listed["data"][0]["id"]
     fork = (await twice(http, f"/v1/conversations/{conversation['id']}/fork", {"item_id": item_id}, "fork-key")).json()
     assert fork["id"] != conversation["id"]
     agent_id = await new_agent(http)

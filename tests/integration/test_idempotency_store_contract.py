@@ -13,6 +13,7 @@ import pytest
 from storage_backends import BACKENDS, vector_store_record
 
 from ferryman.api.agents import Agent, AgentConfig, TurnStatus
+from ferryman.api.responses import InputText, MessageItem
 from ferryman.errors import ConflictError, IdempotencyKeyInUseError, NotFoundError
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import (
@@ -305,3 +306,22 @@ async def test_a_keyed_vector_store_is_stored_with_its_keys_outcome_or_not_at_al
     with pytest.raises(IdempotencyKeyHeldError):
         await store.create_vector_store(other, [], settle=KeySettlement(claim(), "{}", first.expires_at, claiming=True))
     assert await vector_stores(store.kernel).find(other.vector_store_id) is None
+
+
+async def test_keyed_items_are_stored_with_their_keys_outcome_or_not_at_all(store: Store) -> None:
+    first = claim()
+    made = SessionRecord(new_id(), None, "conversation", utcnow())
+    record = ConversationRecord(f"conv_{uuid.uuid4().hex}", made.session_id, {}, 1)
+    await store.create_conversation(record, [], session=made)
+    one = MessageItem(id="item-1", role="user", content=[InputText(text="one")])
+    await store.add_items(
+        record.conversation_id, [one], KeySettlement(first, '{"i": 1}', first.expires_at, claiming=True)
+    )
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and held.result == '{"i": 1}'
+    two = MessageItem(id="item-2", role="user", content=[InputText(text="two")])
+    with pytest.raises(IdempotencyKeyHeldError):
+        await store.add_items(
+            record.conversation_id, [two], KeySettlement(claim(), "{}", first.expires_at, claiming=True)
+        )
+    assert [item.id for item in await store.all_items(record.conversation_id)] == ["item-1"]

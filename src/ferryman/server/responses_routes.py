@@ -178,12 +178,12 @@ async def delete_conversation(request: Request) -> Response:
 
 
 async def add_items(request: Request) -> Response:
-    """Append items to a conversation."""
+    """Append items to a conversation (its request's key claimed by the write that stores them)."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, AddItemsRequest)
     conversations = services(request).conversations
     conversation_id = request.path_params["conversation_id"]
-    stored = await conversations.add_items(conversation_id, list(body.items), _include(request))
-    return JSONModelResponse(_item_list(Page(stored, False)))
+    return JSONModelResponse(await conversations.add_items(conversation_id, list(body.items), _include(request), key))
 
 
 async def list_items(request: Request) -> Response:
@@ -260,7 +260,7 @@ ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", f"{_CONV}/fork", fork_conversation, "Fork a conversation at an item", _CONVERSATIONS,
              ForkConversationRequest, Conversation, errors=(400, 404), creates=True, key_with_run=True),
     Endpoint("POST", f"{_CONV}/items", add_items, "Add items to a conversation", _CONVERSATIONS, AddItemsRequest,
-             ItemList, creates=True, query=(_INCLUDE,)),
+             ItemList, creates=True, key_with_run=True, query=(_INCLUDE,)),
     Endpoint("GET", f"{_CONV}/items", list_items, "List a conversation's items", _CONVERSATIONS, response=ItemList,
              query=(*_PAGING, _INCLUDE)),
     Endpoint("GET", f"{_CONV}/items/{{item_id}}", get_item, "Get an item", _CONVERSATIONS,

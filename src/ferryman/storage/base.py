@@ -346,8 +346,14 @@ class ResponseStore(Protocol):
         """
         ...
 
-    async def add_items(self, owner: str, items: list[Item]) -> None:
-        """Append items (with ids) to a conversation or to a response's input."""
+    async def add_items(self, owner: str, items: list[Item], settle: KeySettlement | None = None) -> None:
+        """Append items (with ids) to a conversation or to a response's input, with ``settle``'s idempotency key
+        outcome in the same transaction.
+
+        Raises:
+            InvalidRequestError: an item id repeats.
+            IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
+        """
         ...
 
     async def replace_items(self, owner: str, items: list[Item]) -> None:

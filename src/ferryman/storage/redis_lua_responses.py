@@ -97,8 +97,9 @@ class DeleteConversation(KernelWrite):
 
 
 @dataclass(frozen=True)
-class AddItems:
-    """Items to append to an owner (a conversation, or a response's input)."""
+class AddItems(SettlesKey):
+    """Items to append to an owner (a conversation, or a response's input), and the key outcome stored with
+    them."""
 
     owner: str
     item_ids: list[str]
@@ -305,13 +306,17 @@ return {OK, kernel_written[2]}
 
 ADD_ITEMS = Script(
     AddItems,
-    """
+    SETTLE
+    + """
+local refused = key_refusal()
+if refused then return refused end
 if not items_ok(owner, item_ids) then return {INVALID} end
 insert_items(owner, item_ids, item_bodies)
+settle_key()
 return {OK}
 """,
     nothing,
-    {Outcome.INVALID: lambda a, _: repeated(a.owner)},
+    {Outcome.INVALID: lambda a, _: repeated(a.owner), **KEY_ERRORS},
 )
 
 # Only items the owner holds: a replacement never adds one (it would have no place in the order).

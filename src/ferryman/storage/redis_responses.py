@@ -103,11 +103,13 @@ class RedisResponses(RedisBase):
         if not self.kernel.embedded_results([delete], await self._run(DELETE_CONVERSATION, args))[0]:
             raise NotFoundError(f"conversation '{conversation_id}' not found")
 
-    async def add_items(self, owner: str, items: list[Item]) -> None:
-        """Append items to a conversation or a response's input; none if an id repeats (InvalidRequestError)."""
-        if items:
+    async def add_items(self, owner: str, items: list[Item], settle: KeySettlement | None = None) -> None:
+        """Append items to a conversation or a response's input, with ``settle``'s key outcome, in one script;
+        none if an id repeats (InvalidRequestError)."""
+        if items or settle is not None:
             ids, bodies = _item_columns(items)
-            await self._run(ADD_ITEMS, AddItems(owner=owner, item_ids=ids, item_bodies=bodies))
+            args = AddItems(owner=owner, item_ids=ids, item_bodies=bodies, **settlement_args(settle))
+            await self._run(ADD_ITEMS, args)
 
     async def replace_items(self, owner: str, items: list[Item]) -> None:
         """Replace the bodies of an owner's items, matched by id, in place; an id it does not hold is left out."""

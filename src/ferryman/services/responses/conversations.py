@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from ferryman.api.responses import Conversation, CreateConversationRequest, Item
+from ferryman.api.responses import Conversation, CreateConversationRequest, Item, ItemList
 from ferryman.auth.policy import Action
 from ferryman.auth.principal import current_principal
 from ferryman.ids import new_id
@@ -23,7 +23,7 @@ from ferryman.storage.domain.kinds import CONVERSATION
 from ..checked_records import CheckedRecords
 from ..conversation_forks import ConversationForks, conversation_of, new_conversation_id
 from ..fork_reads import ForkReads
-from ..idempotency import Claim
+from ..idempotency import Claim, answered, settlement, stored_record
 from ..record_guard import RecordGuard
 from .included import shown_items
 from .items import with_ids
@@ -99,13 +99,21 @@ class ConversationService:
             await callback(record.session_id)
 
     async def add_items(
-        self, conversation_id: str, items: list[Item], include: frozenset[str] = frozenset()
-    ) -> list[Item]:
-        """Append items; return them with their ids, as a reader asking for ``include`` sees them."""
+        self,
+        conversation_id: str,
+        items: list[Item],
+        include: frozenset[str] = frozenset(),
+        key: Claim | None = None,
+    ) -> ItemList:
+        """Append items; return them with their ids, as a reader asking for ``include`` sees them. ``key`` (the
+        request's idempotency key) is claimed by the write that stores them, answered with that list."""
         await self._get(conversation_id, "update")
         stored = with_ids(items)
-        await self._store.add_items(conversation_id, stored)
-        return shown_items(stored, include)
+        shown = shown_items(stored, include)
+        answer = ItemList(data=shown, first_id=shown[0].id if shown else None, last_id=shown[-1].id if shown else None)
+        await self._store.add_items(conversation_id, stored, settlement(key, answered(answer)))
+        stored_record(key)
+        return answer
 
     async def list_items(
         self, conversation_id: str, after: str | None, limit: int, order: str, include: frozenset[str] = frozenset()

@@ -167,9 +167,16 @@ class ResponseTables:
         if not await self._db.write(work()):
             raise NotFoundError(f"conversation '{conversation_id}' not found")
 
-    async def add_items(self, owner: str, items: list[Item]) -> None:
-        """Append items to a conversation or a response's input."""
-        await self._db.write(_insert_items(owner, items))
+    async def add_items(self, owner: str, items: list[Item], settle: KeySettlement | None = None) -> None:
+        """Append items to a conversation or a response's input, with ``settle``'s key outcome."""
+        d = self._db.dialect
+
+        def work() -> Work[None]:
+            yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
+            yield from _insert_items(owner, items)
+            yield from settled(d, settle)
+
+        await self._db.write(work())
 
     async def replace_items(self, owner: str, items: list[Item]) -> None:
         """Replace the bodies of an owner's items, matched by id, in place; an id it does not hold is left out."""
