@@ -302,7 +302,7 @@ class ApprovalService:
             await self._calls.drop(held.held_with or [held.id])
             raise ConflictError(f"response '{response.id}' ended {response.status}; it cannot be continued")
         if response.conversation is not None:  # its run reads and writes the conversation's items
-            await self._guard.check_items(current_principal.get(), "read", response.conversation.id)
+            await self._guard.check(current_principal.get(), "read", "conversation", response.conversation.id)
         await self._check_requests(response, [held])
 
     async def _check_requests(self, response: Response, calls: Sequence[HeldCall]) -> None:

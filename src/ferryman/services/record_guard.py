@@ -26,8 +26,7 @@ from ferryman.auth.principal import Principal
 from ferryman.storage.base import ResponseStart, Store
 from ferryman.storage.domain.kinds import CONVERSATION, RESPONSE, SESSION
 from ferryman.storage.kernel import ops
-from ferryman.storage.kernel.filters import admits
-from ferryman.storage.kernel.model import Owner, owner_terms
+from ferryman.storage.kernel.model import Owner
 
 from .access import Access
 from .acting_owner import stored_principal
@@ -41,11 +40,6 @@ _FIXED_OWNERS = frozenset({"session", "turn"})
 
 Record = tuple[str, str]
 """A record's kind (``session``, ``turn``, ``response``, ``conversation``) and id."""
-
-
-def items_parent(owner_id: str) -> Record:
-    """The record whose items a conversation's or response's items are, by the id they are stored under."""
-    return ("conversation", owner_id) if owner_id.startswith("conv_") else ("response", owner_id)
 
 
 class RecordGuard:
@@ -87,10 +81,6 @@ class RecordGuard:
         if who is not None:
             self.access.check(who, action, kind, record_id, await self.owner(kind, record_id))
 
-    async def check_items(self, who: Principal | None, action: Action, owner_id: str) -> None:
-        """:meth:`check` on the conversation or response whose items are stored under ``owner_id``."""
-        await self.check(who, action, *items_parent(owner_id))
-
     def creating(self, who: Principal | None, *records: Record) -> Owner | None:
         """The owner to store with the records ``who`` is about to create, once it may create each.
 
@@ -131,14 +121,6 @@ class RecordGuard:
         """Forget a deleted record's owner, and audit its deletion."""
         self._kept.pop((kind, record_id), None)
         self.access.record(who, "delete", kind, record_id)
-
-    async def readable(self, who: Principal | None, kind: str, record_ids: list[str]) -> list[str]:
-        """Those of the records ``who`` may read, in their order (no denial audited: a list leaves them out)."""
-        if who is None:
-            return record_ids
-        owners = await owners_of(self._store, kind, record_ids)
-        allow = self.access.filter(who, "read", kind)
-        return [i for i in record_ids if admits(allow, owner_terms(owners.get(i)), i)]
 
     def _keep(self, record: Record, owner: Owner) -> None:
         if record[0] in _FIXED_OWNERS:

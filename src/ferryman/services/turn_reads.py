@@ -58,11 +58,12 @@ class TurnReads:
         await self.session(agent_id, session_id)
         try:
             await self._store.get_turn_record(session_id, turn_id)
-            await self._host.guard.check(current_principal.get(), "read", "turn", turn_id)
             shared = False
         except NotFoundError:
             await self._reads.inherited_turn(session_id, turn_id)
             shared = True
+        if not shared:  # its own turn, which may be another caller's in a session this one may read
+            await self._host.guard.check(current_principal.get(), "read", "turn", turn_id)
 
         async def stored_after(last: int) -> list[StoredEvent]:
             return await self._store.turn_events_after(turn_id, last)

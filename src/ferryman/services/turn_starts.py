@@ -185,11 +185,10 @@ class TurnStarts:
             record.error = TurnError(code=error.code, message=error.message)
         else:
             record.error = TurnError(code=FailureCode.INTERNAL_ERROR, message="the turn could not be started")
-        store = self._store
         try:
-            await forget_stored(store, claim)
-            await store.finish_turn(record)
-            await store.delete_turn(record.session_id, record.turn_id)
+            await forget_stored(self._store, claim)
+            await self._store.finish_turn(record)
+            await self._store.delete_turn(record.session_id, record.turn_id)
         except Exception:  # its lease runs out and the sweep fails it: the call's own error matters more
             log.exception("turn %s was stored but not started, and could not be removed", record.turn_id)
 

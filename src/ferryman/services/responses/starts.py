@@ -230,14 +230,13 @@ class ResponseStarts:
     async def _not_started(self, response_id: str, saved: bool, claim: Claim | None) -> None:
         """Remove a response whose run was never launched, its key first; ``saved``: its write is known to have
         stored it (else its outcome is unknown: whatever it stored goes)."""
-        store = self._store
         try:
             if saved:
-                await forget_stored(store, claim)
+                await forget_stored(self._store, claim)
             elif claim is not None:
-                await store.forget_idempotency_key(claim.record)
+                await self._store.forget_idempotency_key(claim.record)
             try:
-                await store.delete_response(response_id)
+                await self._store.delete_response(response_id)
             except NotFoundError:
                 if saved:
                     raise
