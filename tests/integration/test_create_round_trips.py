@@ -93,6 +93,27 @@ async def _items(http: httpx.AsyncClient, headers: dict[str, str], name: str, tr
     return await http.post(f"/v1/conversations/{conversation_id}/items", json={"items": items}, headers=headers)
 
 
+async def _store_and_file(http: httpx.AsyncClient, headers: dict[str, str], name: str) -> tuple[str, str]:
+    """A vector store and an uploaded file, made uncounted."""
+    unkeyed = {header: value for header, value in headers.items() if header != "Idempotency-Key"}
+    store_id = (await http.post("/v1/vector_stores", json={"name": name}, headers=unkeyed)).json()["id"]
+    form: dict[str, Any] = {"file": (f"{name}.txt", b"some text", "text/plain")}
+    uploaded = await http.post("/v1/files", files=form, data={"purpose": "assistants"}, headers=unkeyed)
+    return store_id, uploaded.json()["id"]
+
+
+async def _attachment(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    store_id, file_id = await _store_and_file(http, headers, name)
+    trips.watch()
+    return await http.post(f"/v1/vector_stores/{store_id}/files", json={"file_id": file_id}, headers=headers)
+
+
+async def _batch(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
+    store_id, file_id = await _store_and_file(http, headers, name)
+    trips.watch()
+    return await http.post(f"/v1/vector_stores/{store_id}/file_batches", json={"file_ids": [file_id]}, headers=headers)
+
+
 CREATES: dict[str, tuple[Create, int, int]] = {
     "agent": (_agent, 1, 1),
     "session": (_session, 3, 3),
@@ -105,13 +126,16 @@ CREATES: dict[str, tuple[Create, int, int]] = {
     "schedule": (_schedule, 3, 3),
     "vector store": (_vector_store, 1, 1),
     "vector DB": (_vector_db, 1, 1),
+    "attachment": (_attachment, 3, 3),
+    "file batch": (_batch, 3, 3),
 }
 """Each create, and its trips with API keys off and on (the key's lookup apart): its write; a session's agent
 read before it and again after it (a delete of the agent racing the create must not leave the session behind,
 and the agent created for it is not counted); a registration's read of one holding its id (a model's only
 with an owner to keep: without one it is replaced as it stands); a schedule's agent read and its caller's count
 of schedules before its write (the agent made for it is not counted); items' read of their conversation (made
-for them, not counted). A conversation opens its session in its own write."""
+for them, not counted); an attachment's or a batch's read of its store and of its file before its write (both
+made for it, not counted). A conversation opens its session in its own write."""
 
 
 @pytest.mark.parametrize("keys_on", [False, True], ids=["keys-off", "keys-on"])

@@ -175,9 +175,9 @@ async def test_agent_and_session_keys_are_stored_with_their_records(
 async def test_files_and_registrations_store_their_answer_with_their_record(
     http: httpx.AsyncClient, store: WatchedStore
 ) -> None:
-    """An upload's, a model's, a toolgroup's, a shield's, a vector store's and a vector DB's write claims its key
-    and stores the answer it gives (known before the write): a repeat gets it byte for byte, also once the record
-    is gone, and nothing is completed after the write."""
+    """An upload's, a model's, a toolgroup's, a shield's, a vector store's (and its file's and batch's) and a vector
+    DB's write claims its key and stores the answer it gives (known before the write): a repeat gets it byte for
+    byte, also once the record is gone, and nothing is completed after the write."""
     form = {"file": ("notes.txt", b"some notes", "text/plain")}
     uploaded = [await http.post("/v1/files", files=form, data={"purpose": "assistants"}, headers={KEY: "file-key"})
                 for _ in range(2)]  # fmt: skip
@@ -192,6 +192,12 @@ async def test_files_and_registrations_store_their_answer_with_their_record(
         "/v1/vector-dbs": {"vector_db_id": "notes", "embedding_model": "all-MiniLM-L6-v2"},
     }
     firsts = {url: await twice(http, url, body, f"{url}-key") for url, body in registrations.items()}
+    store_url = f"/v1/vector_stores/{firsts['/v1/vector_stores'].json()['id']}"
+    file_id = uploaded[0].json()["id"]
+    attached = await twice(http, f"{store_url}/files", {"file_id": file_id}, "attach-key")
+    assert attached.json()["status"] == "in_progress"
+    batch = await twice(http, f"{store_url}/file_batches", {"file_ids": [file_id]}, "batch-key")
+    assert batch.json()["file_counts"]["in_progress"] == 1
     assert store.completions == 0
     for url, first in firsts.items():
         held = await store.claim_idempotency_key(IdempotencyRecord("", f"{url}-key", "probe", "fp", NOW, NOW), NOW)

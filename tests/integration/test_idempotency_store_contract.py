@@ -29,6 +29,7 @@ from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import Owner
+from ferryman.storage.knowledge import FileBatchRecord, VectorStoreFileRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -325,3 +326,35 @@ async def test_keyed_items_are_stored_with_their_keys_outcome_or_not_at_all(stor
             record.conversation_id, [two], KeySettlement(claim(), "{}", first.expires_at, claiming=True)
         )
     assert [item.id for item in await store.all_items(record.conversation_id)] == ["item-1"]
+
+
+async def test_keyed_attachments_and_batches_are_stored_with_their_keys_outcome_or_not_at_all(store: Store) -> None:
+    made = vector_store_record(f"vs_{uuid.uuid4().hex}", 4)
+    await store.create_vector_store(made, [])
+    first, second = claim(), claim(key="key-2")
+
+    def attachment(file_id: str, batch_id: str | None = None) -> VectorStoreFileRecord:
+        return VectorStoreFileRecord(made.vector_store_id, file_id, 1, batch_id=batch_id)
+
+    await store.add_vector_store_files(
+        made.vector_store_id, [attachment("file-a")], KeySettlement(first, '{"a": 1}', first.expires_at, claiming=True)
+    )
+    batch = FileBatchRecord("vsfb_1", made.vector_store_id, 1)
+    await store.create_file_batch(
+        batch, [attachment("file-b", "vsfb_1")], KeySettlement(second, '{"b": 1}', second.expires_at, claiming=True)
+    )
+    for key, result in (("key-1", '{"a": 1}'), ("key-2", '{"b": 1}')):
+        held = await store.claim_idempotency_key(claim(key=key), datetime.now(UTC))
+        assert held is not None and held.result == result
+    with pytest.raises(IdempotencyKeyHeldError):
+        await store.add_vector_store_files(
+            made.vector_store_id, [attachment("file-c")], KeySettlement(claim(), "{}", first.expires_at, claiming=True)
+        )
+    with pytest.raises(IdempotencyKeyHeldError):
+        await store.create_file_batch(
+            FileBatchRecord("vsfb_2", made.vector_store_id, 1),
+            [attachment("file-d", "vsfb_2")],
+            KeySettlement(claim(key="key-2"), "{}", second.expires_at, claiming=True),
+        )
+    files = await store.list_vector_store_files(made.vector_store_id, None, 10, "asc")
+    assert sorted(f.file_id for f in files.items) == ["file-a", "file-b"]

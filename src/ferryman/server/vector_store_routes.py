@@ -104,10 +104,12 @@ async def search_vector_store(request: Request) -> Response:
 
 
 async def attach_file(request: Request) -> Response:
-    """Attach a file to a vector store (ingested in the background)."""
+    """Attach a file to a vector store (ingested in the background; its request's key claimed by the write that
+    attaches it)."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, AttachFileRequest)
     stores = services(request).vector_stores
-    return JSONModelResponse(await stores.attach(request.path_params["vector_store_id"], body))
+    return JSONModelResponse(await stores.attach(request.path_params["vector_store_id"], body, key))
 
 
 async def list_vector_store_files(request: Request) -> Response:
@@ -145,10 +147,11 @@ async def vector_store_file_content(request: Request) -> Response:
 
 
 async def create_file_batch(request: Request) -> Response:
-    """Attach several files at once."""
+    """Attach several files at once (its request's key claimed by the write that stores the batch)."""
+    key = await take_key(request)  # first: a refused body is kept for a repeat, as any client error is
     body = await parse_body(request, CreateFileBatchRequest)
     stores = services(request).vector_stores
-    return JSONModelResponse(await stores.create_batch(request.path_params["vector_store_id"], body))
+    return JSONModelResponse(await stores.create_batch(request.path_params["vector_store_id"], body, key))
 
 
 async def retrieve_file_batch(request: Request) -> Response:
@@ -200,7 +203,7 @@ ROUTES: tuple[Endpoint, ...] = (
     Endpoint("POST", f"{_VS}/search", search_vector_store, "Search a vector store", _TAG, SearchRequest,
              SearchResultsPage, errors=(400, 404, 502), example={"query": "how do I reset my password?"}),
     Endpoint("POST", f"{_VS}/files", attach_file, "Attach a file to a vector store", _TAG, AttachFileRequest,
-             VectorStoreFile, errors=(400, 403, 404), creates=True),
+             VectorStoreFile, errors=(400, 403, 404), creates=True, key_with_run=True),
     Endpoint("GET", f"{_VS}/files", list_vector_store_files, "List a vector store's files", _TAG,
              response=VectorStoreFileList, query=_FILE_PAGING),
     Endpoint("GET", _FILE, retrieve_vector_store_file, "Get a vector store's file", _TAG, response=VectorStoreFile),
@@ -211,7 +214,7 @@ ROUTES: tuple[Endpoint, ...] = (
     Endpoint("GET", f"{_FILE}/content", vector_store_file_content, "Get a vector store file's chunks", _TAG,
              response=FileContentPage),
     Endpoint("POST", f"{_VS}/file_batches", create_file_batch, "Attach a batch of files", _TAG,
-             CreateFileBatchRequest, VectorStoreFileBatch, errors=(400, 403, 404), creates=True),
+             CreateFileBatchRequest, VectorStoreFileBatch, errors=(400, 403, 404), creates=True, key_with_run=True),
     Endpoint("GET", _BATCH, retrieve_file_batch, "Get a file batch", _TAG, response=VectorStoreFileBatch),
     Endpoint("POST", f"{_BATCH}/cancel", cancel_file_batch, "Cancel a file batch", _TAG,
              response=VectorStoreFileBatch, errors=(400, 403, 404)),

@@ -232,14 +232,17 @@ class VectorStoreService:
         self._access.record(current_principal.get(), "delete", VECTOR_STORE, vector_store_id)
         return VectorStoreDeleted(id=vector_store_id)
 
-    async def attach(self, vector_store_id: str, body: AttachFileRequest) -> VectorStoreFile:
-        """Attach a file (ingested in the background); attaching it again re-ingests it."""
+    async def attach(self, vector_store_id: str, body: AttachFileRequest, key: Claim | None = None) -> VectorStoreFile:
+        """Attach a file (ingested in the background); attaching it again re-ingests it. ``key`` (the request's
+        idempotency key) is claimed by the write that attaches it, answered as this answers."""
         record = await self.record(vector_store_id, "update")
         strategy = _strategy(body.chunking_strategy) if body.chunking_strategy else record.chunking_strategy
         attachment = await self._attachment(vector_store_id, body.file_id, body.attributes or {}, strategy)
-        await self._store.add_vector_store_files(vector_store_id, [attachment])
+        answer = file_object(attachment)
+        await self._store.add_vector_store_files(vector_store_id, [attachment], settlement(key, answered(answer)))
+        stored_record(key)
         self._wake()
-        return file_object(attachment)
+        return answer
 
     async def list_files(
         self,
@@ -297,8 +300,11 @@ class VectorStoreService:
                 return
             after = page.items[-1].position
 
-    async def create_batch(self, vector_store_id: str, body: CreateFileBatchRequest) -> VectorStoreFileBatch:
-        """Attach several files as one batch."""
+    async def create_batch(
+        self, vector_store_id: str, body: CreateFileBatchRequest, key: Claim | None = None
+    ) -> VectorStoreFileBatch:
+        """Attach several files as one batch; ``key`` (the request's idempotency key) is claimed by the write that
+        stores it, answered as this answers: each file waiting to be ingested."""
         if bool(body.file_ids) == bool(body.files):
             raise InvalidRequestError("give exactly one of file_ids and files, not empty", "file_ids")
         if body.files and (body.attributes or body.chunking_strategy):
@@ -315,9 +321,11 @@ class VectorStoreService:
         files = [await self._attachment(vector_store_id, f, a, s) for f, a, s in wanted]
         for attachment in files:
             attachment.batch_id = batch.batch_id
-        await self._store.create_file_batch(batch, files)
+        answer = batch_object(batch, FileCounts(in_progress=len(files)))  # as written: each file in progress
+        await self._store.create_file_batch(batch, files, settlement(key, answered(answer)))
+        stored_record(key)
         self._wake()
-        return await self._batch(vector_store_id, batch.batch_id)
+        return answer
 
     async def get_batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """A batch with its status and counts."""

@@ -188,8 +188,11 @@ class VectorStoreStore(Protocol):
         """Its files (or one batch's) by status."""
         ...
 
-    async def add_vector_store_files(self, vector_store_id: str, files: list[VectorStoreFileRecord]) -> None:
-        """Attach files as new ingestion jobs; a file attached already is attached again (its chunks dropped)."""
+    async def add_vector_store_files(
+        self, vector_store_id: str, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
+    ) -> None:
+        """Attach files as new ingestion jobs, with ``settle``'s idempotency key outcome in the same transaction;
+        a file attached already is attached again (its chunks dropped)."""
         ...
 
     async def get_vector_store_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
@@ -229,8 +232,11 @@ class VectorStoreStore(Protocol):
         """Detach a file and drop its chunks (NotFoundError if not attached)."""
         ...
 
-    async def create_file_batch(self, record: FileBatchRecord, files: list[VectorStoreFileRecord]) -> None:
-        """Store a batch and attach its files (each carrying ``batch_id``)."""
+    async def create_file_batch(
+        self, record: FileBatchRecord, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
+    ) -> None:
+        """Store a batch and attach its files (each carrying ``batch_id``), with ``settle``'s idempotency key
+        outcome in the same transaction."""
         ...
 
     async def get_file_batch(self, vector_store_id: str, batch_id: str) -> FileBatchRecord:

@@ -164,9 +164,13 @@ class RedisKnowledge(RedisBase):
 
     # ---- attachments -------------------------------------------------------
 
-    async def add_vector_store_files(self, vector_store_id: str, files: list[VectorStoreFileRecord]) -> None:
-        """Attach files as new ingestion jobs; a file attached already is attached again (its chunks dropped)."""
-        await self._run(ATTACH_FILES, AttachFiles(**_attachments(files), vector_store_id=vector_store_id))
+    async def add_vector_store_files(
+        self, vector_store_id: str, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
+    ) -> None:
+        """Attach files as new ingestion jobs, with ``settle``'s key outcome, in one script; a file attached
+        already is attached again (its chunks dropped)."""
+        attach = AttachFiles(**_attachments(files), **settlement_args(settle), vector_store_id=vector_store_id)
+        await self._run(ATTACH_FILES, attach)
 
     async def get_vector_store_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
         """One attachment, or NotFoundError."""
@@ -249,10 +253,14 @@ class RedisKnowledge(RedisBase):
 
     # ---- batches -----------------------------------------------------------
 
-    async def create_file_batch(self, record: FileBatchRecord, files: list[VectorStoreFileRecord]) -> None:
-        """Store a batch and attach its files (each carrying ``batch_id``)."""
+    async def create_file_batch(
+        self, record: FileBatchRecord, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
+    ) -> None:
+        """Store a batch and attach its files (each carrying ``batch_id``), with ``settle``'s key outcome, in one
+        script."""
         create = CreateBatch(
             **_attachments(files),
+            **settlement_args(settle),
             vector_store_id=record.vector_store_id,
             batch_id=record.batch_id,
             batch_created_at=record.created_at,

@@ -202,8 +202,8 @@ class DeleteVectorStore(KernelWrite):
 
 
 @dataclass(frozen=True)
-class AttachFiles(Attachments):
-    """Files to attach to a vector store."""
+class AttachFiles(SettlesKey, Attachments):
+    """Files to attach to a vector store, and the key outcome stored with them."""
 
     vector_store_id: str
 
@@ -224,8 +224,8 @@ class UpdateStoreFile(StoreFile):
 
 
 @dataclass(frozen=True)
-class CreateBatch(Attachments):
-    """A batch of a vector store with its files."""
+class CreateBatch(SettlesKey, Attachments):
+    """A batch of a vector store with its files, and the key outcome stored with them."""
 
     vector_store_id: str
     batch_id: str
@@ -315,13 +315,17 @@ ATTACH_FILES = Script(
     AttachFiles,
     KNOWLEDGE_LUA
     + _ATTACH
+    + SETTLE
     + """
+local refused = key_refusal()
+if refused then return refused end
 if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {NOT_FOUND} end
 attach_files(vector_store_id, attachments)
+settle_key()
 return {OK}
 """,
     nothing,
-    {Outcome.NOT_FOUND: _store_missing},
+    {Outcome.NOT_FOUND: _store_missing, **KEY_ERRORS},
 )
 
 UPDATE_STORE_FILE = Script(
@@ -352,19 +356,24 @@ CREATE_BATCH = Script(
     CreateBatch,
     KNOWLEDGE_LUA
     + _ATTACH
+    + SETTLE
     + """
+local refused = key_refusal()
+if refused then return refused end
 if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {NOT_FOUND} end
 local b = key('batch', batch_id)
 if redis.call('EXISTS', b) == 1 then return {CONFLICT} end
 redis.call('HSET', b, 'vector_store_id', vector_store_id, 'created_at', batch_created_at, 'cancelled', '0')
 redis.call('SADD', key('vs_batches', vector_store_id), batch_id)
 attach_files(vector_store_id, attachments)
+settle_key()
 return {OK}
 """,
     nothing,
     {
         Outcome.NOT_FOUND: _store_missing,
         Outcome.CONFLICT: lambda a, _: ConflictError(f"file batch '{a.batch_id}' already exists"),
+        **KEY_ERRORS,
     },
 )
 

@@ -172,9 +172,19 @@ class VectorStoreTables:
         )
         return FileCounts(**{status: int(n) for status, n in found})
 
-    async def add_vector_store_files(self, vector_store_id: str, files: list[VectorStoreFileRecord]) -> None:
-        """Attach files as new ingestion jobs; a file attached already is attached again (its chunks dropped)."""
-        await self._db.write(_attach(self._db.dialect, vector_store_id, files))
+    async def add_vector_store_files(
+        self, vector_store_id: str, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
+    ) -> None:
+        """Attach files as new ingestion jobs, with ``settle``'s key outcome; a file attached already is attached
+        again (its chunks dropped)."""
+        d = self._db.dialect
+
+        def work() -> Work[None]:
+            yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
+            yield from _attach(d, vector_store_id, files)
+            yield from settled(d, settle)
+
+        await self._db.write(work())
 
     async def get_vector_store_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
         """One attachment, or NotFoundError."""
@@ -298,10 +308,15 @@ class VectorStoreTables:
 
         await self._db.write(work())
 
-    async def create_file_batch(self, record: FileBatchRecord, files: list[VectorStoreFileRecord]) -> None:
-        """Store a batch and attach its files (each carrying ``batch_id``); NotFoundError if no such store."""
+    async def create_file_batch(
+        self, record: FileBatchRecord, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
+    ) -> None:
+        """Store a batch and attach its files (each carrying ``batch_id``), with ``settle``'s key outcome;
+        NotFoundError if no such store."""
+        d = self._db.dialect
 
         def work() -> Work[None]:
+            yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
             try:
                 yield count(
                     "INSERT INTO file_batches (batch_id, vector_store_id, created_at, cancelled) "
@@ -315,7 +330,8 @@ class VectorStoreTables:
                 raise NotFoundError(f"vector store '{record.vector_store_id}' not found") from exc
             except UniqueViolation as exc:
                 raise ConflictError(f"file batch '{record.batch_id}' already exists") from exc
-            yield from _attach(self._db.dialect, record.vector_store_id, files)
+            yield from _attach(d, record.vector_store_id, files)
+            yield from settled(d, settle)
 
         await self._db.write(work())
 
