@@ -358,3 +358,5 @@ async def test_keyed_attachments_and_batches_are_stored_with_their_keys_outcome_
         )
     files = await store.list_vector_store_files(made.vector_store_id, None, 10, "asc")
     assert sorted(f.file_id for f in files.items) == ["file-a", "file-b"]
+    with pytest.raises(NotFoundError):  # the refused batch left nothing, its own record neither
+        await store.get_file_batch(made.vector_store_id, "vsfb_2")

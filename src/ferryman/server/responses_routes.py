@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 from starlette.requests import Request
@@ -28,7 +28,7 @@ from ferryman.api.responses import (
 )
 from ferryman.api.responses import Response as ResponseObject
 from ferryman.errors import error_for_code
-from ferryman.services.responses.included import shown_events, shown_response
+from ferryman.services.responses.included import Listing, listed, shown_events, shown_response
 from ferryman.storage.base import Page
 
 from .contract import LAST_EVENT_ID, PROVIDER_DATA, Endpoint, EventStream, Param
@@ -53,15 +53,9 @@ def _include(request: Request) -> frozenset[str]:
     return frozenset(query_list(request, "include") or ())
 
 
-Listing = TypeVar("Listing", ItemList, ResponseList, ConversationList)
-
-
 def _listed(kind: type[Listing], page: Page[Any]) -> Listing:
-    """A page as OpenAI's list object: the items, the first and last ids, and whether more follow."""
-    ids = [item.id for item in page.items]
-    return kind(
-        data=page.items, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=page.has_more
-    )
+    """A page as OpenAI's list object."""
+    return listed(kind, page.items, page.has_more)
 
 
 def _item_list(page: Page[Item]) -> ItemList:

@@ -25,7 +25,7 @@ from ..conversation_forks import ConversationForks, conversation_of, new_convers
 from ..fork_reads import ForkReads
 from ..idempotency import Claim, answered, settlement, stored_record
 from ..record_guard import RecordGuard
-from .included import shown_items
+from .included import listed, shown_items
 from .items import with_ids
 
 
@@ -110,7 +110,7 @@ class ConversationService:
         await self._get(conversation_id, "update")
         stored = with_ids(items)
         shown = shown_items(stored, include)
-        answer = ItemList(data=shown, first_id=shown[0].id if shown else None, last_id=shown[-1].id if shown else None)
+        answer = listed(ItemList, shown)
         await self._store.add_items(conversation_id, stored, settlement(key, answered(answer)))
         stored_record(key)
         return answer

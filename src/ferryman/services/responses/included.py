@@ -15,7 +15,15 @@ import json
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, TypeVar
 
-from ferryman.api.responses import FILE_SEARCH_RESULTS, Item, ListedResponse, Response
+from ferryman.api.responses import (
+    FILE_SEARCH_RESULTS,
+    ConversationList,
+    Item,
+    ItemList,
+    ListedResponse,
+    Response,
+    ResponseList,
+)
 from ferryman.storage.base import StoredEvent
 
 OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
@@ -74,3 +82,12 @@ def _shown_event(event: StoredEvent, hidden: dict[str, str]) -> StoredEvent:
     if not changed:
         return event
     return StoredEvent(event.seq, json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+
+Listing = TypeVar("Listing", ItemList, ResponseList, ConversationList)
+
+
+def listed(kind: type[Listing], items: list[Any], has_more: bool = False) -> Listing:
+    """Items as OpenAI's list object: the items, the first and last ids, and whether more follow."""
+    ids = [item.id for item in items]
+    return kind(data=items, first_id=ids[0] if ids else None, last_id=ids[-1] if ids else None, has_more=has_more)
