@@ -60,13 +60,14 @@ async def test_text_said_beside_tool_calls_is_judged_before_it_streams(
     scripted.enqueue(ScriptedReply(text="the launch-code is 0000", tool_calls=[call]))
     ask = CreateTurnRequest(messages=[UserMessage(content="hi")])
     events = await _events(await services.agents.start_turn(agent_id, session_id, ask))
-    assert "0000" not in _wire(events)
+    # The answer's words, not its digits alone: a time may hold "0000" (04:46:09.020000).
+    assert "is 0000" not in _wire(events)
     final = events[-1]
     assert isinstance(final, TurnCompletePayload)  # blocked: no pause for the client tool
     assert final.turn.output_message.content == f"blocked by {shield.shield_id}"
-    assert "0000" not in final.turn.model_dump_json()
+    assert "is 0000" not in final.turn.model_dump_json()
     (stored,) = await services.store.list_turns([session_id], [final.turn.turn_id])
-    assert "0000" not in stored.model_dump_json()
+    assert "is 0000" not in stored.model_dump_json()
 
 
 async def test_text_beside_tool_calls_that_passes_streams_and_the_calls_go_on(
