@@ -25,14 +25,23 @@ Create = Callable[[httpx.AsyncClient, dict[str, str], str, Trips], Awaitable[htt
 """Makes one record (named after ``name`` where its id is the caller's), counting its own request's trips."""
 
 
+def _unkeyed(headers: dict[str, str]) -> dict[str, str]:
+    """The headers of a request made for a create, not counted: without the create's key."""
+    return {header: value for header, value in headers.items() if header != "Idempotency-Key"}
+
+
+async def _agent_made(http: httpx.AsyncClient, headers: dict[str, str]) -> str:
+    """An agent made for a create (a session's, a schedule's), not counted."""
+    return str((await http.post("/v1/agents", json=AGENT, headers=_unkeyed(headers))).json()["agent_id"])
+
+
 async def _agent(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
     trips.watch()
     return await http.post("/v1/agents", json=AGENT, headers=headers)
 
 
 async def _session(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
-    unkeyed = {header: value for header, value in headers.items() if header != "Idempotency-Key"}
-    agent_id = (await http.post("/v1/agents", json=AGENT, headers=unkeyed)).json()["agent_id"]
+    agent_id = await _agent_made(http, headers)
     trips.watch()
     return await http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=headers)
 
@@ -67,8 +76,7 @@ async def _conversation(http: httpx.AsyncClient, headers: dict[str, str], name: 
 
 
 async def _schedule(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
-    unkeyed = {header: value for header, value in headers.items() if header != "Idempotency-Key"}
-    agent_id = (await http.post("/v1/agents", json=AGENT, headers=unkeyed)).json()["agent_id"]
+    agent_id = await _agent_made(http, headers)
     trips.watch()
     body = {"agent_id": agent_id, "cron": "0 0 1 1 *", "message": name}
     return await http.post("/v1/schedules", json=body, headers=headers)
@@ -86,8 +94,7 @@ async def _vector_db(http: httpx.AsyncClient, headers: dict[str, str], name: str
 
 
 async def _items(http: httpx.AsyncClient, headers: dict[str, str], name: str, trips: Trips) -> httpx.Response:
-    unkeyed = {header: value for header, value in headers.items() if header != "Idempotency-Key"}
-    conversation_id = (await http.post("/v1/conversations", json={}, headers=unkeyed)).json()["id"]
+    conversation_id = (await http.post("/v1/conversations", json={}, headers=_unkeyed(headers))).json()["id"]
     trips.watch()
     items = [{"type": "message", "role": "user", "content": name}]
     return await http.post(f"/v1/conversations/{conversation_id}/items", json={"items": items}, headers=headers)
@@ -95,7 +102,7 @@ async def _items(http: httpx.AsyncClient, headers: dict[str, str], name: str, tr
 
 async def _store_and_file(http: httpx.AsyncClient, headers: dict[str, str], name: str) -> tuple[str, str]:
     """A vector store and an uploaded file, made uncounted."""
-    unkeyed = {header: value for header, value in headers.items() if header != "Idempotency-Key"}
+    unkeyed = _unkeyed(headers)
     store_id = (await http.post("/v1/vector_stores", json={"name": name}, headers=unkeyed)).json()["id"]
     form: dict[str, Any] = {"file": (f"{name}.txt", b"some text", "text/plain")}
     uploaded = await http.post("/v1/files", files=form, data={"purpose": "assistants"}, headers=unkeyed)

@@ -360,3 +360,14 @@ async def test_keyed_attachments_and_batches_are_stored_with_their_keys_outcome_
     assert sorted(f.file_id for f in files.items) == ["file-a", "file-b"]
     with pytest.raises(NotFoundError):  # the refused batch left nothing, its own record neither
         await store.get_file_batch(made.vector_store_id, "vsfb_2")
+
+
+async def test_a_keyed_write_of_no_records_stores_the_key_alone(store: Store) -> None:
+    """What a fork copying a paused turn writes last, once the copy is whole: the key and its outcome, or a
+    refusal when an earlier call holds it."""
+    first = claim()
+    assert await store.write_keyed([], KeySettlement(first, '{"fork": 1}', first.expires_at, claiming=True)) == []
+    held = await store.claim_idempotency_key(claim(), datetime.now(UTC))
+    assert held is not None and (held.token, held.result) == (first.token, '{"fork": 1}')
+    with pytest.raises(IdempotencyKeyHeldError):
+        await store.write_keyed([], KeySettlement(claim(), "{}", first.expires_at, claiming=True))
