@@ -158,22 +158,26 @@ async def _postgres(url: str) -> AsyncIterator[Site]:
             await admin.close()
 
 
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
 def _bulk_load(admin: Any, schema: str) -> BulkLoad:
     """Drop and build the bench dimension's HNSW index in ``schema``, on the admin connection."""
     from ferryman.storage.pgvector import EXTENSION_SCHEMA
-    from ferryman.storage.sql.vectors import PgvectorIndex, index_name, quoted
+    from ferryman.storage.sql.vectors import PgvectorIndex, index_name
 
     from .knowledge_data import DIMENSION
 
     workers = max(0, (os.cpu_count() or 1) - 1)  # the leader builds too
 
     async def drop() -> None:
-        await admin.execute(f"DROP INDEX IF EXISTS {quoted(schema)}.{index_name(DIMENSION)}")
+        await admin.execute(f"DROP INDEX IF EXISTS {_quoted(schema)}.{index_name(DIMENSION)}")
 
     async def build() -> None:
         extension_schema = await admin.fetchval(EXTENSION_SCHEMA)  # made by the store when it opened
         async with admin.transaction():
-            await admin.execute(f"SET LOCAL search_path = {quoted(schema)}")
+            await admin.execute(f"SET LOCAL search_path = {_quoted(schema)}")
             await admin.execute(f"SET LOCAL maintenance_work_mem = '{BULK_MEMORY}'")
             await admin.execute(f"SET LOCAL max_parallel_maintenance_workers = {workers}")
             await admin.execute(PgvectorIndex(extension_schema).create_index(DIMENSION))

@@ -19,6 +19,7 @@ from storage_backends import vector_store_record as a_store
 from ferryman.storage.knowledge import ChunkRecord
 from ferryman.storage.pgvector import EF_SEARCH
 from ferryman.storage.postgres import PostgresStore
+from ferryman.storage.sql.dialects import Compiled
 from ferryman.storage.sql.migrate import alembic_config, postgres_engine, upgrade_postgres
 from ferryman.storage.sql.seam import first
 from ferryman.storage.sql.vectors import PgvectorIndex, cast_type
@@ -44,9 +45,9 @@ class RecordingIndex(PgvectorIndex):
         super().__init__(schema, approximate_from)
         self.approximated: list[int] = []
 
-    def approximate(self, condition: str, dimension: int, vector_store_id: str) -> str:
+    def approximate(self, files: bool, dimension: int, vector_store_id: str) -> Compiled:
         self.approximated.append(dimension)
-        return super().approximate(condition, dimension, vector_store_id)
+        return super().approximate(files, dimension, vector_store_id)
 
 
 class Schema:
@@ -320,7 +321,7 @@ async def explained(conn: asyncpg.Connection, index: PgvectorIndex, query: np.nd
             names.append(match.group(1))
         return f"${names.index(match.group(1)) + 1}"
 
-    sql = index.approximate(" AND c.file_id = ANY(:file_ids::text[])", DIMENSION, "vs_big")
+    sql = index.approximate(True, DIMENSION, "vs_big").sql
     sql = re.sub(r"(?<![:\w]):(\w+)", numbered, sql)
     await conn.execute(f"PREPARE nearest AS {sql}")
     values = {  # as text: pgvector's text form of the vector

@@ -89,9 +89,25 @@ def test_the_codec_speaks_pgvectors_binary_form_and_returns_the_records_bytes() 
 
 
 def test_the_search_qualifies_pgvectors_operators_with_its_schema() -> None:
-    sql = PgvectorIndex('odd "schema"').exact(" AND x")
+    index = PgvectorIndex('odd "schema"')
+    sql = index.exact(files=True).sql
     assert 'OPERATOR("odd ""schema""".<=>) :embedding' in sql
-    assert '"odd ""schema""".vector_dims(c.embedding) = :dimension AND x ORDER BY' in sql
+    assert '"odd ""schema""".vector_dims(chunks.embedding) = :dimension ORDER BY' in sql
+    approximate = index.approximate(False, 384, "vs_1").sql
+    assert "chunks.vector_store_id = 'vs_1'" in approximate
+    assert 'CAST(chunks.embedding AS "odd ""schema""".vector(384)) OPERATOR("odd ""schema""".<=>)' in approximate
+    schema = '"odd ""schema"""'
+    assert index.create_index(384) == (
+        "CREATE INDEX IF NOT EXISTS chunks_embedding_384 ON chunks USING hnsw "
+        f"(CAST(embedding AS {schema}.vector(384)) {schema}.vector_cosine_ops) "
+        f"WHERE {schema}.vector_dims(embedding) = 384"
+    )
+
+
+def test_a_store_id_that_is_not_plain_is_bound_not_written_in() -> None:
+    sql = PgvectorIndex("public").approximate(False, 384, "vs:1'x").sql
+    assert "chunks.vector_store_id = :vector_store_id" in sql
+    assert "vs:1" not in sql
 
 
 class RacedServer(FakeServer):

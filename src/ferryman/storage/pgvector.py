@@ -39,11 +39,12 @@ centroids, recall@10 against exact search was 0.9995 at 100k chunks (40 gave 0.9
 none of its ten) and 0.991 at 300k (200: 0.996, at five times the scan's time)."""
 
 SEARCH_SETTINGS = (
-    f"SELECT set_config('hnsw.ef_search', '{EF_SEARCH}', false), "  # noqa: S608
+    "SELECT set_config('hnsw.ef_search', $1, false), "
     "set_config('hnsw.iterative_scan', 'relaxed_order', false) FROM pg_extension "
     "WHERE extname = 'vector' AND string_to_array(extversion, '.')::int[] >= '{0,8}'"
 )
-"""HNSW scans of a connection: iterative (pgvector 0.8 on; before, the settings are unknown and left alone).
+"""HNSW scans of a connection (``$1``: :data:`EF_SEARCH` as text): iterative (pgvector 0.8 on; before, the settings
+are unknown and left alone).
 
 An iterative scan goes on past ``ef_search`` candidates until enough rows
 pass the query's filter (the store's, the files'), or ``hnsw.max_scan_tuples``
@@ -136,4 +137,4 @@ async def prepare_connection(conn: Any, schema: str) -> None:
         schema: The extension's schema (see :data:`EXTENSION_SCHEMA`).
     """
     await register_codec(conn, schema)
-    await conn.execute(SEARCH_SETTINGS)
+    await conn.execute(SEARCH_SETTINGS, str(EF_SEARCH))

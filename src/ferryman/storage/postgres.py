@@ -13,6 +13,7 @@ import asyncpg
 from ferryman.errors import InvalidRequestError
 
 from .pgvector import EXTENSION_SCHEMA, prepare_connection, require_pgvector
+from .sql.dialects import SqlDialect
 from .sql.migrate import upgrade_postgres
 from .sql.seam import ForeignKeyViolation, Query, UniqueViolation, Work, run_unit_async
 from .sql.store import SqlStore
@@ -25,21 +26,13 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
-class PostgresDialect:
-    """PostgreSQL's side of :class:`~ferryman.storage.sql.seam.Dialect`: native times, arrays and pgvector."""
-
-    # Replicas sweep at the same moment without waiting on each other.
-    skip_locked = " FOR UPDATE OF t SKIP LOCKED"
-    kept = " FOR KEY SHARE"
-    locked = " FOR NO KEY UPDATE"
-    sweep_expired_keys = (
-        "DELETE FROM idempotency_keys WHERE ctid IN (SELECT ctid FROM idempotency_keys "
-        "WHERE expires_at <= :now LIMIT 100 FOR UPDATE SKIP LOCKED)"
-    )
+class PostgresDialect(SqlDialect):
+    """PostgreSQL's values: native times and arrays; vectors are searched by pgvector."""
 
     def __init__(self) -> None:
+        super().__init__("postgresql")
         # Where the migration creates the extension; ``open()`` reads where it really is.
-        self.vectors = PgvectorIndex("public")
+        self.vectors: PgvectorIndex = PgvectorIndex("public")
 
     def stamp(self, moment: datetime | None) -> Any:
         """asyncpg takes aware datetimes as they are."""
@@ -56,14 +49,6 @@ class PostgresDialect:
     def read_epoch(self, value: Any) -> datetime:
         """As :meth:`read_stamp`."""
         return value  # type: ignore[no-any-return]
-
-    def array(self, values: Sequence[str]) -> Any:
-        """A ``text[]``."""
-        return list(values)
-
-    def any_of(self, column: str, param: str) -> str:
-        """``= ANY`` of a text array."""
-        return f"{column} = ANY(:{param}::text[])"
 
 
 @lru_cache(maxsize=1024)

@@ -15,16 +15,10 @@ from ferryman.api.responses import Item, Response
 from . import codec
 from .base import ResponseRecord, TurnRecord
 
-# Composed only of constant column names: the queries that embed it take caller
-# data through placeholders alone (hence their S608 suppressions).
-TURN_COLUMNS = (
-    "turn_id, session_id, agent_id, status, input_messages, output_message, overrides, "
-    "infer_iters, error_code, error_message, started_at, completed_at"
-)
-
 
 def turn_record(row: Sequence[Any], time_of: Callable[[Any], datetime | None]) -> TurnRecord:
-    """A :class:`TurnRecord` from a row of :data:`TURN_COLUMNS`; ``time_of`` reads the backend's timestamps."""
+    """A :class:`TurnRecord` from a row of ``sql.turn_statements.TURN_COLUMNS``; ``time_of`` reads the backend's
+    timestamps."""
     error = TurnError(code=row[8], message=row[9] or "") if row[8] else None
     started_at = time_of(row[10])
     if started_at is None:
@@ -44,13 +38,12 @@ def turn_record(row: Sequence[Any], time_of: Callable[[Any], datetime | None]) -
     )
 
 
-RESPONSE_COLUMNS = "response_id, turn_id, session_id, conversation_id, previous_response_id, background, body"
 ITEM = TypeAdapter(Item)
 """Decodes one stored item."""
 
 
 def response_record(row: Sequence[Any]) -> ResponseRecord:
-    """A :class:`ResponseRecord` from a row of :data:`RESPONSE_COLUMNS`."""
+    """A :class:`ResponseRecord` from a row of ``sql.domain_tables.RESPONSE_COLUMNS`` (Redis writes the same)."""
     return ResponseRecord(
         response=Response.model_validate_json(row[6]),
         turn_id=row[1],

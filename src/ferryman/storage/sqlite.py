@@ -8,16 +8,15 @@ statements costs one hop, and the single writer serialises writes without
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import threading
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from . import codec
+from .sql.dialects import SqlDialect
 from .sql.migrate import upgrade_sqlite
 from .sql.seam import ForeignKeyViolation, IntegrityViolation, Query, UniqueViolation, Work, run_unit
 from .sql.store import SqlStore
@@ -25,15 +24,13 @@ from .sql.store import SqlStore
 T = TypeVar("T")
 
 
-class SqliteDialect:
-    """SQLite's side of :class:`~ferryman.storage.sql.seam.Dialect`: times as ISO text or epoch seconds."""
+class SqliteDialect(SqlDialect):
+    """SQLite's values: times as ISO text or epoch seconds; vectors are searched in process."""
 
-    skip_locked = ""
-    kept = ""
-    locked = ""
-    vectors = None  # Python's sqlite3 cannot load an extension as shipped: exact search in process.
-    # The writer is alone: the whole sweep costs nothing to wait for (the expiry index keeps it cheap).
-    sweep_expired_keys = "DELETE FROM idempotency_keys WHERE expires_at <= :now"
+    # Python's sqlite3 cannot load an extension as shipped: vectors are searched in process (``vectors`` None).
+
+    def __init__(self) -> None:
+        super().__init__("sqlite")
 
     def stamp(self, moment: datetime | None) -> Any:
         """ISO 8601 text in UTC."""
@@ -50,14 +47,6 @@ class SqliteDialect:
     def read_epoch(self, value: Any) -> datetime:
         """An aware datetime of epoch seconds."""
         return datetime.fromtimestamp(value, UTC)
-
-    def array(self, values: Sequence[str]) -> Any:
-        """A JSON array, read back by ``json_each``."""
-        return json.dumps(list(values))
-
-    def any_of(self, column: str, param: str) -> str:
-        """Membership in a JSON array parameter."""
-        return f"{column} IN (SELECT value FROM json_each(:{param}))"  # noqa: S608
 
 
 def _connect(path: str) -> sqlite3.Connection:

@@ -6,6 +6,8 @@ its turns' statements join and lock (its agent, the turn it runs, its history's 
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 from ferryman.errors import ConflictError, NotFoundError
 
 from ..base import KeySettlement, SessionRecord
@@ -13,9 +15,24 @@ from ..domain.agents import sessions
 from ..domain.kinds import SESSION
 from ..kernel import ops
 from ..kernel.model import Owner
+from .dialects import Compiled, SqlDialect
+from .domain_tables import p
+from .domain_tables import sessions as anchors
 from .idempotency import claimed, settled
 from .kernel import SqlKernel
 from .seam import Driver, UniqueViolation, Work, count
+
+A = anchors.c
+
+
+def _delete(d: SqlDialect, *, of_agent: bool) -> Compiled:
+    """Delete session ``:session_id``'s anchor (``of_agent``: only if it is agent ``:agent_id``'s)."""
+
+    def build() -> sa.Delete:
+        where = A.session_id == p("session_id")
+        return sa.delete(anchors).where(sa.and_(where, A.agent_id == p("agent_id")) if of_agent else where)
+
+    return d.compiled(("agents.delete_session", of_agent), build)
 
 
 def insert_session(kernel: SqlKernel, session: SessionRecord, owner: Owner | None) -> Work[None]:
@@ -39,12 +56,8 @@ def insert_session(kernel: SqlKernel, session: SessionRecord, owner: Owner | Non
 def remove_session(kernel: SqlKernel, session_id: str, agent_id: str | None = None) -> Work[bool]:
     """Delete a session's anchor (its turns go by cascade) and its record, in the unit of work that yields
     from this; whether it was there (of ``agent_id``, when given: else nothing is deleted)."""
-    of_agent = "" if agent_id is None else " AND agent_id = :agent_id"
-    deleted = yield count(
-        f"DELETE FROM sessions WHERE session_id = :session_id{of_agent}",  # noqa: S608
-        session_id=session_id,
-        agent_id=agent_id,
-    )
+    statement = _delete(kernel.dialect, of_agent=agent_id is not None)
+    deleted = yield statement.count(session_id=session_id, agent_id=agent_id)
     if deleted:
         yield from kernel.writes_within([ops.Delete(SESSION, session_id)])
     return bool(deleted)

@@ -23,11 +23,17 @@ import json
 from collections.abc import Sequence
 from operator import itemgetter
 
+import sqlalchemy as sa
+from sqlalchemy.sql.elements import ClauseElement
+
 from ferryman.errors import NotFoundError
 
 from ..chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
 from ..knowledge import ChunkRecord
-from .seam import Dialect, Row, Work, count, each, first
+from .dialects import Compiled, SqlDialect
+from .domain_tables import chunk_removals, p, vector_stores
+from .domain_tables import chunks as chunk_table
+from .seam import Row, Work, count, each, first
 
 REMOVALS_KEPT = 1_000
 """How many of a store's latest versions keep their removals.
@@ -40,6 +46,42 @@ holds at most this many versions' rows a store.
 
 _ORDER = itemgetter(1, 6)
 """Rows of :func:`changes_query` in the order they were written: by version, then row id."""
+
+C = chunk_table.c
+# Constants are written into the statements: as parameters, PostgreSQL could not infer their types.
+_MINUS_ONE: sa.ColumnElement[int] = sa.literal_column("-1", sa.Integer)
+_ZERO: sa.ColumnElement[int] = sa.literal_column("0", sa.Integer)
+_ONE: sa.ColumnElement[int] = sa.literal_column("1", sa.Integer)
+_TWO: sa.ColumnElement[int] = sa.literal_column("2", sa.Integer)
+_THREE: sa.ColumnElement[int] = sa.literal_column("3", sa.Integer)
+
+
+def _files_chunks(d: SqlDialect, by: str, param: str) -> sa.ColumnElement[bool]:
+    """The chunks of ``:vector_store_id`` whose column ``by`` is one of list parameter ``param``."""
+    return sa.and_(C.vector_store_id == p("vector_store_id"), d.one_of(C[by], param))
+
+
+def _record_removals(d: SqlDialect, *, of_chunks: bool) -> Compiled:
+    """Record removals at ``:version`` of the chunks of ``:vector_store_id``: ``of_chunks``, one per chunk of list
+    ``:ids``; else one per file of list ``:files`` that has chunks."""
+
+    def build() -> sa.Insert:
+        version = sa.cast(p("version"), sa.BigInteger)
+        if of_chunks:
+            read = sa.select(C.vector_store_id, version, C.file_id, C.chunk_id).where(
+                _files_chunks(d, "chunk_id", "ids")
+            )
+            return sa.insert(chunk_removals).from_select(["vector_store_id", "version", "file_id", "chunk_id"], read)
+        files = sa.select(C.vector_store_id, version, C.file_id).distinct().where(_files_chunks(d, "file_id", "files"))
+        return sa.insert(chunk_removals).from_select(["vector_store_id", "version", "file_id"], files)
+
+    return d.compiled(("chunks.record_removals", of_chunks), build)
+
+
+def _delete_chunks(d: SqlDialect, *, of_chunks: bool) -> Compiled:
+    """Delete the chunks of ``:vector_store_id``: ``of_chunks``, those of list ``:ids``; else of files ``:files``."""
+    by, param = ("chunk_id", "ids") if of_chunks else ("file_id", "files")
+    return d.compiled(("chunks.delete", of_chunks), lambda: sa.delete(chunk_table).where(_files_chunks(d, by, param)))
 
 
 def moved(vector_store_id: str) -> Work[int | None]:
@@ -63,24 +105,15 @@ def moved_or_missing(vector_store_id: str) -> Work[int]:
     return version
 
 
-def drop_files_chunks(d: Dialect, vector_store_id: str, file_ids: Sequence[str], version: int) -> Work[None]:
+def drop_files_chunks(d: SqlDialect, vector_store_id: str, file_ids: Sequence[str], version: int) -> Work[None]:
     """Delete these files' chunks in one store, recording a removal at ``version`` for each file that had some."""
     files = d.array(list(file_ids))
-    removed = yield count(
-        "INSERT INTO chunk_removals (vector_store_id, version, file_id) "  # noqa: S608
-        "SELECT DISTINCT vector_store_id, CAST(:version AS BIGINT), file_id FROM chunks "
-        f"WHERE vector_store_id = :vector_store_id AND {d.any_of('file_id', 'files')}",
-        vector_store_id=vector_store_id,
-        version=version,
-        files=files,
+    removed = yield _record_removals(d, of_chunks=False).count(
+        vector_store_id=vector_store_id, version=version, files=files
     )
     if not removed:
         return
-    yield count(
-        f"DELETE FROM chunks WHERE vector_store_id = :vector_store_id AND {d.any_of('file_id', 'files')}",  # noqa: S608
-        vector_store_id=vector_store_id,
-        files=files,
-    )
+    yield _delete_chunks(d, of_chunks=False).count(vector_store_id=vector_store_id, files=files)
     yield from _prune(vector_store_id, version)
 
 
@@ -100,7 +133,7 @@ def _prune(vector_store_id: str, version: int) -> Work[None]:
         )
 
 
-def insert_chunks(d: Dialect, vector_store_id: str, chunks: Sequence[ChunkRecord], version: int) -> Work[None]:
+def insert_chunks(d: SqlDialect, vector_store_id: str, chunks: Sequence[ChunkRecord], version: int) -> Work[None]:
     """Insert chunks stamped with ``version``, replacing those of the same ids.
 
     A replaced chunk is recorded removed as well: the entry that replaces it
@@ -108,19 +141,10 @@ def insert_chunks(d: Dialect, vector_store_id: str, chunks: Sequence[ChunkRecord
     otherwise keep it when the new file is removed before the index catches up.
     """
     replaced = {"vector_store_id": vector_store_id, "ids": d.array([chunk.chunk_id for chunk in chunks])}
-    recorded = yield count(
-        "INSERT INTO chunk_removals (vector_store_id, version, file_id, chunk_id) "  # noqa: S608
-        "SELECT vector_store_id, CAST(:version AS BIGINT), file_id, chunk_id FROM chunks "
-        f"WHERE vector_store_id = :vector_store_id AND {d.any_of('chunk_id', 'ids')}",
-        version=version,
-        **replaced,
-    )
+    recorded = yield _record_removals(d, of_chunks=True).count(version=version, **replaced)
     if recorded:
         yield from _prune(vector_store_id, version)
-    yield count(
-        f"DELETE FROM chunks WHERE vector_store_id = :vector_store_id AND {d.any_of('chunk_id', 'ids')}",  # noqa: S608
-        **replaced,
-    )
+    yield _delete_chunks(d, of_chunks=True).count(**replaced)
     yield each(
         "INSERT INTO chunks (vector_store_id, chunk_id, file_id, position, text, token_count, metadata, "
         "embedding, version) VALUES (:vector_store_id, :chunk_id, :file_id, :position, :text, :token_count, "
@@ -142,7 +166,7 @@ def insert_chunks(d: Dialect, vector_store_id: str, chunks: Sequence[ChunkRecord
     )
 
 
-def changes_query(texts: bool, embeddings: bool) -> str:
+def changes_query(d: SqlDialect, texts: bool, embeddings: bool) -> Compiled:
     """One statement (one round trip, one snapshot) reading a store's changes after ``:since``.
 
     Its rows: first the store's (kind 0, or 1 when the answer is complete:
@@ -152,20 +176,35 @@ def changes_query(texts: bool, embeddings: bool) -> str:
     version, chunk id, file id, text, embedding, and the row's id (the order
     of writing). Unordered: a sort of a whole store's wide rows would spill to
     disk on PostgreSQL; :func:`changes` orders them.
+
+    Args:
+        d: The database's dialect.
+        texts: Whether the chunks' rows carry their text (else NULL).
+        embeddings: Whether the chunks' rows carry their embedding (else NULL).
     """
-    text = "c.text" if texts else "NULL"
-    embedding = "c.embedding" if embeddings else "NULL"
-    return (
+
+    def build() -> ClauseElement:
+        store, since = vector_stores.c, p("since")
         # An index ahead of the store (of a store deleted and made again) starts again too.
-        "WITH s AS (SELECT version, CASE WHEN :since < removals_from OR :since > version THEN -1 ELSE :since END "  # noqa: S608
-        "AS after FROM vector_stores WHERE vector_store_id = :vector_store_id) "
-        "SELECT CASE WHEN s.after < 0 THEN 1 ELSE 0 END AS kind, s.version, NULL, NULL, NULL, NULL, 0 FROM s "
-        f"UNION ALL SELECT 2, c.version, c.chunk_id, c.file_id, {text}, {embedding}, c.id "
-        "FROM s JOIN chunks c ON c.vector_store_id = :vector_store_id AND c.version > s.after "
-        "UNION ALL SELECT 3, r.version, r.chunk_id, r.file_id, NULL, NULL, r.id "
-        "FROM s JOIN chunk_removals r ON r.vector_store_id = :vector_store_id AND r.version > s.after "
-        "WHERE s.after >= 0"
-    )
+        again = sa.or_(since < store.removals_from, since > store.version)
+        after = sa.case((again, _MINUS_ONE), else_=since).label("after")
+        s = sa.select(store.version, after).where(store.vector_store_id == p("vector_store_id")).cte("s")
+        c, r = chunk_table.alias("c"), chunk_removals.alias("r")
+        kind = sa.case((s.c.after < _ZERO, _ONE), else_=_ZERO).label("kind")
+        head = sa.select(kind, s.c.version, sa.null(), sa.null(), sa.null(), sa.null(), _ZERO)
+        text = c.c.text if texts else sa.null()
+        embedding = c.c.embedding if embeddings else sa.null()
+        added = sa.select(_TWO, c.c.version, c.c.chunk_id, c.c.file_id, text, embedding, c.c.id).select_from(
+            s.join(c, sa.and_(c.c.vector_store_id == p("vector_store_id"), c.c.version > s.c.after))
+        )
+        removed = (
+            sa.select(_THREE, r.c.version, r.c.chunk_id, r.c.file_id, sa.null(), sa.null(), r.c.id)
+            .select_from(s.join(r, sa.and_(r.c.vector_store_id == p("vector_store_id"), r.c.version > s.c.after)))
+            .where(s.c.after >= _ZERO)
+        )
+        return sa.union_all(head, added, removed)
+
+    return d.compiled(("chunks.changes", texts, embeddings), build)
 
 
 def changes(found: list[Row]) -> ChunkChanges | None:

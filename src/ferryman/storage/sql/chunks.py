@@ -13,21 +13,27 @@ is left out.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
 
 from ..chunk_feed import ChunkChanges
 from ..knowledge import ChunkHit, ChunkRecord
 from ..page import Page
 from .chunk_changes import changes, changes_query, insert_chunks, moved_or_missing
-from .chunk_columns import CHUNK_COLUMNS
-from .seam import Dialect, Driver, Row, VectorIndex, Work, rows
+from .dialects import Compiled, SqlDialect
+from .domain_tables import CHUNK_COLUMNS, chunks, p
+from .seam import Driver, Row, VectorIndex, Work
 
 if TYPE_CHECKING:
     from ..chunk_search import InProcessSearch
 
 
+C = chunks.c
+
+
 def chunk_record(row: Row) -> ChunkRecord:
-    """A chunk of a row of :data:`~ferryman.storage.sql.chunk_columns.CHUNK_COLUMNS`."""
+    """A chunk of a row of :data:`~ferryman.storage.sql.domain_tables.CHUNK_COLUMNS`."""
     return ChunkRecord(
         chunk_id=row[0],
         vector_store_id=row[1],
@@ -40,16 +46,30 @@ def chunk_record(row: Row) -> ChunkRecord:
     )
 
 
-def _file_scope(d: Dialect, file_ids: list[str] | None) -> tuple[str, dict[str, Any]]:
-    """The condition (on ``chunks c``) and parameters that keep only these files' chunks (None: all)."""
-    if file_ids is None:
-        return "", {}
-    return f" AND {d.any_of('c.file_id', 'file_ids')}", {"file_ids": d.array(file_ids)}
-
-
 def _scored(found: list[Row]) -> list[ChunkHit]:
-    """Hits of rows of :data:`~ferryman.storage.sql.chunk_columns.CHUNK_COLUMNS` followed by a score."""
+    """Hits of rows of :data:`~ferryman.storage.sql.domain_tables.CHUNK_COLUMNS` followed by a score."""
     return [ChunkHit(chunk_record(row), float(row[8])) for row in found]
+
+
+def _file_page(d: SqlDialect) -> Compiled:
+    """Up to ``:limit`` chunks of file ``:file_id`` in ``:vector_store_id``, by position after ``:after``."""
+    return d.compiled(
+        "chunks.file_page",
+        lambda: (
+            sa.select(*CHUNK_COLUMNS)
+            .where(C.vector_store_id == p("vector_store_id"), C.file_id == p("file_id"), C.position > p("after"))
+            .order_by(C.position, C.id)
+            .limit(p("limit"))
+        ),
+    )
+
+
+def _by_id(d: SqlDialect) -> Compiled:
+    """The chunks of ``:vector_store_id`` whose ids are in list ``:ids``."""
+    return d.compiled(
+        "chunks.by_id",
+        lambda: sa.select(*CHUNK_COLUMNS).where(C.vector_store_id == p("vector_store_id"), d.one_of(C.chunk_id, "ids")),
+    )
 
 
 class ChunkTables:
@@ -73,8 +93,8 @@ class ChunkTables:
         """The changes to a store's chunks after version ``since``, in one statement (see :class:`.ChunkFeed`)."""
 
         def work() -> Work[ChunkChanges | None]:
-            found = yield rows(
-                changes_query(texts, embeddings), vector_store_id=vector_store_id, since=-1 if since is None else since
+            found = yield changes_query(self._db.dialect, texts, embeddings).rows(
+                vector_store_id=vector_store_id, since=-1 if since is None else since
             )
             # Decoded inside the unit: on SQLite that is the reader's thread, not the event loop.
             return changes(found)
@@ -84,9 +104,7 @@ class ChunkTables:
     async def list_chunks(self, vector_store_id: str, file_id: str, after: int | None, limit: int) -> Page[ChunkRecord]:
         """A file's chunks in order, after the given ``position``."""
         found = await self._db.read(
-            rows(
-                f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.vector_store_id = :vector_store_id "  # noqa: S608
-                "AND c.file_id = :file_id AND c.position > :after ORDER BY c.position, c.id LIMIT :limit",
+            _file_page(self._db.dialect).rows(
                 vector_store_id=vector_store_id,
                 file_id=file_id,
                 after=-1 if after is None else after,
@@ -115,14 +133,7 @@ class ChunkTables:
     async def _chunks_by_id(self, vector_store_id: str, chunk_ids: list[str]) -> list[ChunkRecord]:
         """Those of these chunks of the store that exist, in no particular order."""
         d = self._db.dialect
-        found = await self._db.read(
-            rows(
-                f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.vector_store_id = :vector_store_id "  # noqa: S608
-                f"AND {d.any_of('c.chunk_id', 'ids')}",
-                vector_store_id=vector_store_id,
-                ids=d.array(chunk_ids),
-            )
-        )
+        found = await self._db.read(_by_id(d).rows(vector_store_id=vector_store_id, ids=d.array(chunk_ids)))
         return [chunk_record(row) for row in found]
 
     async def _indexed_search(
@@ -130,17 +141,14 @@ class ChunkTables:
     ) -> list[ChunkHit]:
         import numpy as np  # by the first search, not with the store (numpy's 12 MiB)
 
-        d = self._db.dialect
-        condition, params = _file_scope(d, file_ids)
         found = await self._db.read(
             index.nearest(
-                condition,
+                file_ids,
                 len(embedding),
                 {
                     "vector_store_id": vector_store_id,
                     "embedding": np.asarray(embedding, dtype="<f4").tobytes(),
                     "limit": limit,
-                    **params,
                 },
             )
         )

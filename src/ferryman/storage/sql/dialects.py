@@ -1,7 +1,8 @@
-"""What differs between SQLite and PostgreSQL for the kernel's statements, in one place.
+"""What differs between SQLite and PostgreSQL, in one place: how statements are written, and how values are.
 
 Statements are SQLAlchemy Core, built once per shape and compiled once per dialect to text with ``:name``
-parameters, which today's drivers (``SqliteDriver``, ``PostgresDriver``) run as they are. The differences:
+parameters, which the drivers (``SqliteDriver``, ``PostgresDriver``) run as they are; no statement is formatted
+from strings. The differences in how they are written:
 
 - upserts: ``INSERT … ON CONFLICT`` is the same SQL on both, but SQLAlchemy builds it per dialect;
 - list parameters: SQLite reads a JSON array with ``json_each``; PostgreSQL takes a ``text[]`` and ``= ANY``;
@@ -9,6 +10,9 @@ parameters, which today's drivers (``SqliteDriver``, ``PostgresDriver``) run as 
   single writer needs none, and SQLAlchemy leaves the clause out there;
 - a read snapshot: ``BEGIN`` on SQLite's reader connection; a repeatable-read, read-only transaction on
   PostgreSQL.
+
+How values differ (times as ISO text or epoch seconds on SQLite, native on PostgreSQL) each backend's subclass
+says: ``SqliteDialect`` and ``PostgresDialect``, the drivers' ``dialect``.
 """
 
 from __future__ import annotations
@@ -17,14 +21,18 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.sql.elements import ClauseElement
 
-from .seam import Driver
+from .seam import Query, Row
+
+if TYPE_CHECKING:
+    from .seam import VectorIndex
 
 CACHE_SIZE = 512
 """Compiled statements kept per dialect (one per shape of query: a filter's shape, a page's options)."""
@@ -41,13 +49,32 @@ class Compiled:
         """Every parameter the text names: the fixed ones, then ``given``."""
         return {**self.fixed, **given} if self.fixed else dict(given)
 
+    def rows(self, **params: Any) -> Query[list[Row]]:
+        """Every row the statement returns, run with these parameters."""
+        return Query(self.sql, self.params(params), "all")
+
+    def first(self, **params: Any) -> Query[Row | None]:
+        """The first row the statement returns, or None."""
+        return Query(self.sql, self.params(params), "one")
+
+    def count(self, **params: Any) -> Query[int]:
+        """How many rows the statement changed."""
+        return Query(self.sql, self.params(params), "count")
+
+    def each(self, batch: Sequence[Mapping[str, Any]]) -> Query[None]:
+        """The statement once per parameter set (nothing when there is none)."""
+        return Query(self.sql, [self.params(params) for params in batch], "many")
+
 
 class SqlDialect:
-    """One database's way of writing the kernel's statements, and the cache of their compiled text.
+    """One database's way of writing statements and values, and the cache of the statements' compiled text.
 
     Args:
         name: ``sqlite`` or ``postgresql``.
     """
+
+    vectors: VectorIndex | None = None
+    """The database's vector search over chunks; None: search in process (``storage/vector_index.py``)."""
 
     def __init__(self, name: str) -> None:
         if name not in ("sqlite", "postgresql"):
@@ -79,7 +106,7 @@ class SqlDialect:
             self._cache.popitem(last=False)
         return found
 
-    def insert(self, table: sa.Table) -> sqlite.Insert | postgresql.Insert:
+    def insert(self, table: sa.TableClause) -> sqlite.Insert | postgresql.Insert:
         """An ``INSERT`` that can take ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
         return sqlite.insert(table) if self.is_sqlite else postgresql.insert(table)
 
@@ -100,14 +127,23 @@ class SqlDialect:
         """Starts a transaction that reads one snapshot and writes nothing."""
         return "BEGIN" if self.is_sqlite else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
+    def stamp(self, moment: datetime | None) -> Any:
+        """A value for a time column (SQLite: ISO 8601 text)."""
+        raise NotImplementedError
+
+    def read_stamp(self, value: Any) -> datetime | None:
+        """A time column's value as an aware datetime."""
+        raise NotImplementedError
+
+    def epoch(self, moment: datetime | None) -> Any:
+        """A value for an instant compared in SQL: leases and expiries (SQLite: epoch seconds)."""
+        raise NotImplementedError
+
+    def read_epoch(self, value: Any) -> datetime:
+        """An instant column's value as an aware datetime."""
+        raise NotImplementedError
+
 
 def _binds(compiled: sa.Compiled) -> dict[str, sa.BindParameter[Any]]:
     binds: dict[sa.BindParameter[Any], str] = getattr(compiled, "bind_names", {})
     return {name: bind for bind, name in binds.items()}
-
-
-def dialect_of(driver: Driver) -> SqlDialect:
-    """The kernel dialect of one of today's drivers (SQLite's or PostgreSQL's)."""
-    from ferryman.storage.sqlite import SqliteDriver
-
-    return SqlDialect("sqlite" if isinstance(driver, SqliteDriver) else "postgresql")

@@ -6,17 +6,100 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+import sqlalchemy as sa
+
 from ferryman.errors import IdempotencyKeyInUseError
 
 from ..base import IdempotencyKeyHeldError, IdempotencyRecord, KeySettlement
 from ..kernel.ops import Op
+from .dialects import Compiled, SqlDialect
+from .domain_tables import idempotency_keys, p
 from .kernel import SqlKernel
-from .seam import Dialect, Driver, Row, Work, count, first
+from .seam import Driver, Row, Work
 
-_KEY = "owner = :owner AND idempotency_key = :key"
+K = idempotency_keys.c
+SWEPT = 100
+"""Expired keys one claim deletes at most (PostgreSQL; SQLite's lone writer sweeps them all: the expiry index
+keeps that cheap)."""
 
 
-def settled(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
+def _key() -> sa.ColumnElement[bool]:
+    return sa.and_(K.owner == p("owner"), K.idempotency_key == p("key"))
+
+
+def _claims() -> sa.ColumnElement[bool]:
+    """The key's record, of this claim (its token)."""
+    return sa.and_(_key(), K.token == p("token"))
+
+
+def _settle(d: SqlDialect, *, pending: bool) -> Compiled:
+    """Store ``:result`` and ``:expires_at`` with the claim's record; ``pending``: only while it has no result."""
+
+    def build() -> sa.Update:
+        where = sa.and_(_claims(), K.result.is_(None)) if pending else _claims()
+        return sa.update(idempotency_keys).where(where).values(result=p("result"), expires_at=p("expires_at"))
+
+    return d.compiled(("idem.settle", pending), build)
+
+
+def _renew(d: SqlDialect) -> Compiled:
+    return d.compiled(
+        "idem.renew",
+        lambda: sa.update(idempotency_keys).where(_claims(), K.result.is_(None)).values(expires_at=p("expires_at")),
+    )
+
+
+def _delete(d: SqlDialect, *, pending: bool) -> Compiled:
+    """Delete the claim's record; ``pending``: only while it has no result."""
+    return d.compiled(
+        ("idem.delete", pending),
+        lambda: sa.delete(idempotency_keys).where(sa.and_(_claims(), K.result.is_(None)) if pending else _claims()),
+    )
+
+
+def _expired_own(d: SqlDialect) -> Compiled:
+    return d.compiled("idem.expired_own", lambda: sa.delete(idempotency_keys).where(_key(), K.expires_at <= p("now")))
+
+
+def _sweep(d: SqlDialect) -> Compiled:
+    """Delete keys expired by ``:now``; on PostgreSQL some of them, never waiting on another sweep."""
+
+    def build() -> sa.Delete:
+        expired = K.expires_at <= p("now")
+        if d.is_sqlite:
+            return sa.delete(idempotency_keys).where(expired)
+        some = sa.select(K.owner, K.idempotency_key).where(expired).limit(SWEPT).with_for_update(skip_locked=True)
+        return sa.delete(idempotency_keys).where(sa.tuple_(K.owner, K.idempotency_key).in_(some))
+
+    return d.compiled("idem.sweep", build)
+
+
+def _insert(d: SqlDialect) -> Compiled:
+    """The claim's record unless one holds its key; returns a row when inserted."""
+    columns = ("owner", "idempotency_key", "token", "fingerprint", "created_at", "expires_at")
+
+    def build() -> sa.Insert:
+        values = {column: p(column) for column in columns}
+        insert = (
+            d.insert(idempotency_keys)
+            .values(values)
+            .on_conflict_do_nothing(index_elements=[K.owner, K.idempotency_key])
+        )
+        return insert.returning(sa.literal_column("1"))
+
+    return d.compiled("idem.insert", build)
+
+
+def _held(d: SqlDialect) -> Compiled:
+    return d.compiled(
+        "idem.held",
+        lambda: sa.select(
+            K.owner, K.idempotency_key, K.token, K.fingerprint, K.created_at, K.expires_at, K.result
+        ).where(_key()),
+    )
+
+
+def settled(d: SqlDialect, settle: KeySettlement | None) -> Work[None]:
     """Store ``settle``'s outcome with its key in the unit that runs this (nothing without one).
 
     Raises:
@@ -26,11 +109,9 @@ def settled(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
     if settle is None:
         return
     claim = settle.claim
-    updated = yield count(
-        f"UPDATE idempotency_keys SET result = :result, expires_at = :expires_at WHERE {_KEY} "  # noqa: S608
-        "AND token = :token AND result IS NULL",
+    updated = yield _settle(d, pending=True).count(
         result=settle.result,
-        expires_at=dialect.epoch(settle.expires_at),
+        expires_at=d.epoch(settle.expires_at),
         owner=claim.owner,
         key=claim.key,
         token=claim.token,
@@ -39,7 +120,7 @@ def settled(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
         raise IdempotencyKeyInUseError("another request with this Idempotency-Key took it over; retry later")
 
 
-def claimed(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
+def claimed(d: SqlDialect, settle: KeySettlement | None) -> Work[None]:
     """Claim ``settle``'s key, when it claims (``settle.claiming``), first in the unit that runs this; the unit
     stores its outcome later (:func:`settled`).
 
@@ -50,7 +131,7 @@ def claimed(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
     if settle is None or not settle.claiming:
         return
     claim = settle.claim
-    held = yield from _claim(dialect, claim, claim.created_at)
+    held = yield from _claim(d, claim, claim.created_at)
     if held is True:
         return
     if held is None:
@@ -58,32 +139,26 @@ def claimed(dialect: Dialect, settle: KeySettlement | None) -> Work[None]:
     raise IdempotencyKeyHeldError(held[3], held[6], held[2])
 
 
-def _claim(d: Dialect, claim: IdempotencyRecord, now: datetime) -> Work[Literal[True] | Row | None]:
+def _claim(d: SqlDialect, claim: IdempotencyRecord, now: datetime) -> Work[Literal[True] | Row | None]:
     """Store a pending claim unless a live record holds its key: True, else the holder's row (None: the holder
     gave it back between the two statements)."""
     where = {"owner": claim.owner, "key": claim.key}
     # Expired records count as absent. This key's own goes first: a unit that waits
     # (here or on the insert) holds no row another one sweeps, so none deadlock.
-    yield count(f"DELETE FROM idempotency_keys WHERE {_KEY} AND expires_at <= :now", now=d.epoch(now), **where)  # noqa: S608
-    yield count(d.sweep_expired_keys, now=d.epoch(now))
+    yield _expired_own(d).count(now=d.epoch(now), **where)
+    yield _sweep(d).count(now=d.epoch(now))
     # A claim racing this one waits for it here, then inserts nothing.
-    inserted = yield first(
-        "INSERT INTO idempotency_keys (owner, idempotency_key, token, fingerprint, created_at, expires_at) "
-        "VALUES (:owner, :key, :token, :fingerprint, :created_at, :expires_at) "
-        "ON CONFLICT (owner, idempotency_key) DO NOTHING RETURNING 1",
+    inserted = yield _insert(d).first(
+        owner=claim.owner,
+        idempotency_key=claim.key,
         token=claim.token,
         fingerprint=claim.fingerprint,
         created_at=d.epoch(claim.created_at),
         expires_at=d.epoch(claim.expires_at),
-        **where,
     )
     if inserted:
         return True
-    held: Row | None = yield first(
-        "SELECT owner, idempotency_key, token, fingerprint, created_at, expires_at, result "  # noqa: S608
-        f"FROM idempotency_keys WHERE {_KEY}",
-        **where,
-    )
+    held: Row | None = yield _held(d).first(**where)
     return held
 
 
@@ -119,47 +194,30 @@ class IdempotencyTables:
 
     async def renew_idempotency_key(self, claim: IdempotencyRecord, expires_at: datetime) -> bool:
         """Move a pending claim's expiry; False if its record is gone or has its result."""
+        d = self._db.dialect
         updated = await self._db.write(
-            count(
-                f"UPDATE idempotency_keys SET expires_at = :expires_at WHERE {_KEY} "  # noqa: S608
-                "AND token = :token AND result IS NULL",
-                expires_at=self._db.dialect.epoch(expires_at),
-                owner=claim.owner,
-                key=claim.key,
-                token=claim.token,
-            )
+            _renew(d).count(expires_at=d.epoch(expires_at), owner=claim.owner, key=claim.key, token=claim.token)
         )
         return updated > 0
 
     async def complete_idempotency_key(self, claim: IdempotencyRecord, result: str, expires_at: datetime) -> bool:
         """Store the claim's outcome and new expiry; False if the claim no longer holds the key."""
+        d = self._db.dialect
         updated = await self._db.write(
-            count(
-                f"UPDATE idempotency_keys SET result = :result, expires_at = :expires_at WHERE {_KEY} "  # noqa: S608
-                "AND token = :token",
-                result=result,
-                expires_at=self._db.dialect.epoch(expires_at),
-                owner=claim.owner,
-                key=claim.key,
-                token=claim.token,
+            _settle(d, pending=False).count(
+                result=result, expires_at=d.epoch(expires_at), owner=claim.owner, key=claim.key, token=claim.token
             )
         )
         return updated > 0
 
     async def release_idempotency_key(self, claim: IdempotencyRecord) -> None:
         """Delete the claim's record if it has no result yet."""
-        await self._delete(claim, " AND result IS NULL")
+        await self._forget(claim, pending=True)
 
     async def forget_idempotency_key(self, claim: IdempotencyRecord) -> None:
         """Delete the claim's record, result or not."""
-        await self._delete(claim, "")
+        await self._forget(claim, pending=False)
 
-    async def _delete(self, claim: IdempotencyRecord, condition: str) -> None:
-        await self._db.write(
-            count(
-                f"DELETE FROM idempotency_keys WHERE {_KEY} AND token = :token{condition}",  # noqa: S608
-                owner=claim.owner,
-                key=claim.key,
-                token=claim.token,
-            )
-        )
+    async def _forget(self, claim: IdempotencyRecord, *, pending: bool) -> None:
+        statement = _delete(self._db.dialect, pending=pending)
+        await self._db.write(statement.count(owner=claim.owner, key=claim.key, token=claim.token))

@@ -11,10 +11,49 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import sqlalchemy as sa
+
 from ..knowledge import ChunkRecord, VectorStoreFileRecord
+from .attachments import FILE_COLUMNS, error_json, file_record
 from .chunk_changes import drop_files_chunks, insert_chunks, moved
+from .dialects import Compiled, SqlDialect
+from .domain_tables import p, vector_store_files
 from .seam import Driver, Row, Work, count, rows
-from .vector_stores import FILE_COLUMNS, error_json, file_record
+
+
+def _claim(d: SqlDialect) -> Compiled:
+    """Lease up to ``:limit`` in-progress files unclaimed or lapsed by ``:now``, oldest first, until ``:until``;
+    returns their rows of :data:`~.attachments.FILE_COLUMNS`."""
+
+    def build() -> sa.Update:
+        t, files = vector_store_files.alias("t"), vector_store_files.c
+        lapsed = sa.or_(t.c.lease_until.is_(None), t.c.lease_until < p("now"))
+        # The status is written out, not bound: the partial index of files in progress then serves the claim.
+        running = t.c.status == sa.literal_column("'in_progress'")
+        # The jobs are picked once (a materialized CTE): as a plain ``IN (subquery)``, PostgreSQL may scan the
+        # subquery again for each row it updates, each scan past the rows already leased: more than ``limit``.
+        # Replicas claim at the same moment without waiting on each other (no lock at all on SQLite).
+        picked = (
+            sa.select(t.c.vector_store_id, t.c.file_id)
+            .where(running, lapsed)
+            .order_by(t.c.created_at, t.c.file_id)
+            .limit(p("limit"))
+            .with_for_update(of=t, skip_locked=True)
+            .cte("picked")
+            .prefix_with("MATERIALIZED")
+        )
+        return (
+            sa.update(vector_store_files)
+            .where(
+                sa.tuple_(files.vector_store_id, files.file_id).in_(
+                    sa.select(picked.c.vector_store_id, picked.c.file_id)
+                )
+            )
+            .values(lease_until=p("until"))
+            .returning(*FILE_COLUMNS)
+        )
+
+    return d.compiled("ingest.claim", build)
 
 
 class IngestionTables:
@@ -25,20 +64,7 @@ class IngestionTables:
     async def claim_ingestion(self, now: datetime, until: datetime, limit: int) -> list[VectorStoreFileRecord]:
         """Claim up to ``limit`` in-progress files whose claim is absent or lapsed, oldest first, until ``until``."""
         d = self._db.dialect
-        # The jobs are picked once (a materialized CTE): as a plain ``IN (subquery)``, PostgreSQL may scan the
-        # subquery again for each row it updates, each scan past the rows already leased: more than ``limit``.
-        found: list[Row] = await self._db.write(
-            rows(
-                "WITH picked AS MATERIALIZED (SELECT t.vector_store_id, t.file_id FROM vector_store_files t "  # noqa: S608
-                "WHERE t.status = 'in_progress' AND (t.lease_until IS NULL OR t.lease_until < :now) "
-                f"ORDER BY t.created_at, t.file_id LIMIT :limit{d.skip_locked}) "
-                "UPDATE vector_store_files SET lease_until = :until WHERE (vector_store_id, file_id) IN "
-                f"(SELECT vector_store_id, file_id FROM picked) RETURNING {FILE_COLUMNS}",
-                until=d.epoch(until),
-                now=d.epoch(now),
-                limit=limit,
-            )
-        )
+        found: list[Row] = await self._db.write(_claim(d).rows(until=d.epoch(until), now=d.epoch(now), limit=limit))
         jobs = [file_record(d, row) for row in found]
         return sorted(jobs, key=lambda job: (job.created_at, job.file_id))
 

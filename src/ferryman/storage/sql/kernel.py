@@ -15,7 +15,7 @@ from ferryman.storage.kernel.model import Kind, Rec, Schema
 from ferryman.storage.kernel.ops import Delete, Op, Put, ReadOp
 
 from . import kernel_statements as st
-from .dialects import SqlDialect, dialect_of
+from .dialects import SqlDialect
 from .kernel_reads import READS, record, run
 from .kernel_writes import WRITES, claim_rows, delete, put, shares_children
 from .seam import Driver, Query, Work
@@ -44,10 +44,14 @@ class SqlKernel:
         self._make: Callable[[], Driver] | None = driver if callable(driver) and not _is_driver(driver) else None
         self.driver: Driver = self._make() if self._make is not None else driver  # type: ignore[assignment]
         self.schema = schema
-        self.dialect: SqlDialect = dialect_of(self.driver)
         self._closed = False
         # Kinds whose deletes look up what lies below by parent id (a kind below has several parent kinds).
         self._walked = {kind.name for kind in schema.kinds.values() if shares_children(schema, kind)}
+
+    @property
+    def dialect(self) -> SqlDialect:
+        """The driver's dialect: how the statements are written and compiled."""
+        return self.driver.dialect
 
     async def open(self) -> None:
         """Open the driver (which brings the schema up to date)."""

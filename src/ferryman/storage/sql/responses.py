@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import sqlalchemy as sa
+
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
@@ -24,11 +26,14 @@ from ..domain.kinds import CONVERSATION, RESPONSE
 from ..domain.responses import head_of, response_heads
 from ..kernel import ops
 from ..kernel.model import Owner
-from ..rows import ITEM, RESPONSE_COLUMNS, response_record
+from ..rows import ITEM, response_record
+from . import domain_tables as t
 from .agents import insert_session, remove_session
+from .dialects import Compiled, SqlDialect
+from .domain_tables import RESPONSE_COLUMNS, p
 from .history import changed
 from .idempotency import claimed, settled
-from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
+from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 from .turns import insert_turn
 
 if TYPE_CHECKING:
@@ -93,19 +98,52 @@ def _row_id(sql: str, missing: str, **params: str) -> Work[int]:
     return int(row[0])
 
 
-def _page(cursor_id: int | None, descending: bool) -> tuple[str, str]:
-    """The bound after a cursor row (if any) and the order of a page."""
-    sign, direction = ("<", "DESC") if descending else (">", "ASC")
-    return (f" AND id {sign} :cursor" if cursor_id is not None else ""), direction
+ITEMS = t.items.c
 
 
-def _conversation_kept(d: Dialect, conversation_id: str) -> Work[bool]:
+def _item_page(d: SqlDialect, *, after: bool, descending: bool) -> Compiled:
+    """A page of ``:owner``'s items, ``:limit`` of them, past the row ``:cursor`` (when ``after``)."""
+
+    def build() -> sa.Select[tuple[str]]:
+        query = sa.select(ITEMS.body).where(ITEMS.owner == p("owner"))
+        if after:
+            query = query.where(ITEMS.id < p("cursor") if descending else ITEMS.id > p("cursor"))
+        return query.order_by(ITEMS.id.desc() if descending else ITEMS.id.asc()).limit(p("limit"))
+
+    return d.compiled(("responses.items", after, descending), build)
+
+
+def _items_of(d: SqlDialect) -> Compiled:
+    return d.compiled(
+        "responses.items_of",
+        lambda: sa.select(ITEMS.owner, ITEMS.body).where(d.one_of(ITEMS.owner, "owners")).order_by(ITEMS.id),
+    )
+
+
+def _responses(d: SqlDialect, *, many: bool) -> Compiled:
+    """The responses of list ``:ids`` (``many``), or the response ``:response_id``."""
+    R = t.responses.c
+    return d.compiled(
+        ("responses.get", many),
+        lambda: sa.select(*RESPONSE_COLUMNS).where(
+            d.one_of(R.response_id, "ids") if many else R.response_id == p("response_id")
+        ),
+    )
+
+
+def _conversation_kept(d: SqlDialect, conversation_id: str) -> Work[bool]:
     """Whether a conversation is there, then held until the unit commits (a delete of it waits, or the unit waits
     on the delete, then finds it gone)."""
-    found = yield first(
-        f"SELECT 1 FROM conversations WHERE conversation_id = :conversation_id{d.kept}",  # noqa: S608
-        conversation_id=conversation_id,
+    C = t.conversations.c
+    statement = d.compiled(
+        "responses.conversation_kept",
+        lambda: (
+            sa.select(sa.literal_column("1"))
+            .where(C.conversation_id == p("conversation_id"))
+            .with_for_update(read=True, key_share=True)
+        ),
     )
+    found = yield statement.first(conversation_id=conversation_id)
     return found is not None
 
 
@@ -197,13 +235,8 @@ class ResponseTables:
                 cursor_id = yield from _row_id(
                     sql, f"item '{after}' not found in '{owner}'", owner=owner, item_id=after
                 )
-            bound, direction = _page(cursor_id, order == "desc")
-            found: list[Row] = yield rows(
-                f"SELECT body FROM items WHERE owner = :owner{bound} ORDER BY id {direction} LIMIT :limit",  # noqa: S608
-                owner=owner,
-                cursor=cursor_id,
-                limit=limit + 1,
-            )
+            page = _item_page(self._db.dialect, after=cursor_id is not None, descending=order == "desc")
+            found: list[Row] = yield page.rows(owner=owner, cursor=cursor_id, limit=limit + 1)
             return found
 
         found = await self._db.read(work())
@@ -219,12 +252,7 @@ class ResponseTables:
         if not owners:
             return {}
         d = self._db.dialect
-        found = await self._db.read(
-            rows(
-                f"SELECT owner, body FROM items WHERE {d.any_of('owner', 'owners')} ORDER BY id",  # noqa: S608
-                owners=d.array(sorted(set(owners))),
-            )
-        )
+        found = await self._db.read(_items_of(d).rows(owners=d.array(sorted(set(owners)))))
         items: dict[str, list[Item]] = {}
         for owner, body in found:
             items.setdefault(owner, []).append(ITEM.validate_json(body))
@@ -288,12 +316,7 @@ class ResponseTables:
 
     async def get_response(self, response_id: str) -> ResponseRecord:
         """Return a response or raise NotFoundError."""
-        row = await self._db.read(
-            first(
-                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE response_id = :response_id",  # noqa: S608
-                response_id=response_id,
-            )
-        )
+        row = await self._db.read(_responses(self._db.dialect, many=False).first(response_id=response_id))
         if row is None:
             raise NotFoundError(f"response '{response_id}' not found")
         return response_record(row)
@@ -303,12 +326,7 @@ class ResponseTables:
         if not response_ids:
             return []
         d = self._db.dialect
-        found = await self._db.read(
-            rows(
-                f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE {d.any_of('response_id', 'ids')}",  # noqa: S608
-                ids=d.array(sorted(set(response_ids))),
-            )
-        )
+        found = await self._db.read(_responses(d, many=True).rows(ids=d.array(sorted(set(response_ids)))))
         by_id = {record.response.id: record for record in map(response_record, found)}
         return [by_id[response_id] for response_id in response_ids if response_id in by_id]
 

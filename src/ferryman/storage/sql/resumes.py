@@ -16,16 +16,17 @@ from ferryman.errors import ConflictError, NotFoundError
 
 from .. import codec
 from ..base import KeySettlement, ReadAlong, Resumed, ResumePoint
-from ..rows import TURN_COLUMNS, turn_record
+from ..rows import turn_record
+from .dialects import SqlDialect
 from .history import HistoryRows, SqlHistories
 from .idempotency import claimed, settled
 from .kernel import SqlKernel
 from .seam import Driver, Row, UniqueViolation, Work, first, rows
-
-_STILL_PENDING = " AND EXISTS (SELECT 1 FROM steps WHERE turn_id = :turn_id AND step_id = :pending AND pending)"
+from .turn_statements import get_turn, resume
 
 
 def _resumed(
+    d: SqlDialect,
     session_id: str,
     turn_id: str,
     lease: Any,
@@ -34,13 +35,9 @@ def _resumed(
     pending: str | None,
 ) -> Work[Row]:
     """Move the turn to running if it is ``expected`` (and still waits on step ``pending``); its row then."""
-    kept = "overrides" if overrides is None else ":overrides"
-    waits = "" if pending is None else _STILL_PENDING
+    statement = resume(d, overrides=overrides is not None, pending=pending is not None)
     try:
-        found: Row | None = yield first(
-            f"UPDATE turns SET status = 'in_progress', lease_until = :lease_until, overrides = {kept} "  # noqa: S608
-            f"WHERE turn_id = :turn_id AND session_id = :session_id AND status = :expected{waits} "
-            f"RETURNING {TURN_COLUMNS}",
+        found: Row | None = yield statement.first(
             lease_until=lease,
             overrides=None if overrides is None else json.dumps(overrides),
             turn_id=turn_id,
@@ -91,7 +88,7 @@ class ResumeTables:
 
         def work() -> Work[tuple[Row, HistoryRows | None]]:
             yield from claimed(d, settle)
-            resumed = yield from _resumed(session_id, turn_id, d.epoch(lease_until), overrides, expected, pending)
+            resumed = yield from _resumed(d, session_id, turn_id, d.epoch(lease_until), overrides, expected, pending)
             yield from settled(d, settle)
             if reads is not None and along is not None:
                 along.results = yield from reads
@@ -107,6 +104,7 @@ class ResumeTables:
 
     async def resume_point(self, agent_id: str, session_id: str, turn_id: str) -> ResumePoint:
         """Read a turn of the agent's session with its steps and its events' count, in one read."""
+        d = self._db.dialect
 
         def work() -> Work[tuple[Row, list[Row], int]]:
             session = yield first(
@@ -116,11 +114,7 @@ class ResumeTables:
             )
             if session is None:
                 raise NotFoundError(f"session '{session_id}' of agent '{agent_id}' not found")
-            turn = yield first(
-                f"SELECT {TURN_COLUMNS} FROM turns WHERE turn_id = :turn_id AND session_id = :session_id",  # noqa: S608
-                turn_id=turn_id,
-                session_id=session_id,
-            )
+            turn = yield get_turn(d).first(turn_id=turn_id, session_id=session_id)
             if turn is None:
                 raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
             steps = yield rows("SELECT body, pending FROM steps WHERE turn_id = :turn_id ORDER BY id", turn_id=turn_id)
@@ -130,5 +124,5 @@ class ResumeTables:
         turn, steps, events = await self._db.read(work())
         pending = [codec.load_step(body) for body, waits in steps if waits]
         done = [codec.load_step(body) for body, waits in steps if not waits]
-        record = turn_record(turn, self._db.dialect.read_stamp)
+        record = turn_record(turn, d.read_stamp)
         return ResumePoint(record, done, pending[-1] if pending else None, events)

@@ -5,16 +5,19 @@ transaction as a *unit of work*: a generator that yields :class:`Query` objects
 and receives their results. A driver runs a whole unit on its own terms (the
 SQLite driver in one hop to its writer thread, the PostgreSQL driver over one
 pooled connection), so the store never learns which database it talks to; what
-does differ between databases (time columns, list parameters, upserts of JSON,
-row locking) is asked of the driver's :class:`Dialect`.
+does differ between databases (time columns, list parameters, upserts, row
+locking) is asked of the driver's dialect (:mod:`.dialects`), which also builds
+and compiles the statements.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from .dialects import SqlDialect
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -74,8 +77,9 @@ class ForeignKeyViolation(IntegrityViolation):
 class VectorIndex(Protocol):
     """A database's own vector search over chunks (see ``sql/vectors.py``)."""
 
-    def nearest(self, condition: str, dimension: int, params: dict[str, Any]) -> Work[list[Row]]:
-        """Rows of chunk columns and cosine similarity nearest ``:embedding``, best first, plus ``condition``."""
+    def nearest(self, file_ids: list[str] | None, dimension: int, params: dict[str, Any]) -> Work[list[Row]]:
+        """Rows of chunk columns and cosine similarity nearest ``:embedding``, best first (of these files only,
+        unless None); ``params``: ``vector_store_id``, ``embedding``, ``limit``."""
         ...
 
     def prepare(self, dimension: int) -> Work[None]:
@@ -83,66 +87,12 @@ class VectorIndex(Protocol):
         ...
 
 
-class Dialect(Protocol):
-    """What differs between the databases, in one place per database."""
-
-    def stamp(self, moment: datetime | None) -> Any:
-        """A value for a time column (SQLite: ISO 8601 text)."""
-        ...
-
-    def read_stamp(self, value: Any) -> datetime | None:
-        """A time column's value as an aware datetime."""
-        ...
-
-    def epoch(self, moment: datetime | None) -> Any:
-        """A value for an instant compared in SQL: leases and expiries (SQLite: epoch seconds)."""
-        ...
-
-    def read_epoch(self, value: Any) -> datetime:
-        """An instant column's value as an aware datetime."""
-        ...
-
-    def array(self, values: Sequence[str]) -> Any:
-        """The value of a parameter used by :meth:`any_of`."""
-        ...
-
-    def any_of(self, column: str, param: str) -> str:
-        """A condition: ``column`` equals one of the strings in parameter ``param``."""
-        ...
-
-    @property
-    def vectors(self) -> VectorIndex | None:
-        """The database's vector search over chunks; None: search in process (``storage/vector_index.py``)."""
-        ...
-
-    @property
-    def skip_locked(self) -> str:
-        """Appended to a ``SELECT`` whose rows one sweeper takes and others skip (empty where writes are serial)."""
-        ...
-
-    @property
-    def locked(self) -> str:
-        """Appended to a ``SELECT`` whose rows the write unit holds until it ends (empty where writes are serial)."""
-        ...
-
-    @property
-    def kept(self) -> str:
-        """Appended to a ``SELECT`` of a row that must stay until the write unit ends, though others may read and
-        update it (empty where writes are serial): a delete of it waits, or the unit waits on the delete."""
-        ...
-
-    @property
-    def sweep_expired_keys(self) -> str:
-        """Deletes some idempotency records that expired by ``:now``, never waiting on another sweep."""
-        ...
-
-
 class Driver(Protocol):
     """Connections to one database, running queries and units of work."""
 
     @property
-    def dialect(self) -> Dialect:
-        """The database's differences."""
+    def dialect(self) -> SqlDialect:
+        """The database's differences: how its statements and values are written."""
         ...
 
     async def open(self) -> None:

@@ -25,17 +25,15 @@ from ..domain.kinds import RESPONSE
 from ..kernel import ops
 from ..kernel.model import Owner
 from ..owners import dump_owner, load_owner
-from ..rows import TURN_COLUMNS, turn_record
+from ..rows import turn_record
+from . import turn_statements as st
+from .dialects import SqlDialect
 from .history import HistoryRows, SqlHistories, changed, overtaken
 from .idempotency import claimed, settled
 from .kernel import SqlKernel
-from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
+from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
 _log = logging.getLogger(__name__)
-
-# The running and queued turns (``live_turns`` indexes them alone).
-_LIVE = "status IN ('in_progress', 'queued')"
-_QUEUED = f"SELECT 1 FROM turns WHERE session_id = :session_id AND {_LIVE} AND status = 'queued' LIMIT 1"  # noqa: S608
 
 
 def _append(session_id: str, turn_id: str, messages: list[Message]) -> Work[None]:
@@ -87,7 +85,7 @@ def _gone(turn_id: str, exists: bool) -> FerrymanError:
     return NotFoundError(f"turn '{turn_id}' no longer exists")
 
 
-def insert_turn(d: Dialect, record: TurnRecord, history: list[Message], owner: Owner | None) -> Work[Row]:
+def insert_turn(d: SqlDialect, record: TurnRecord, history: list[Message], owner: Owner | None) -> Work[Row]:
     """Store a new running or queued turn, its history messages and its owner (None: none), in the unit of work
     that yields from this, holding its session's row until the unit ends; return that row (its history epoch).
 
@@ -97,16 +95,11 @@ def insert_turn(d: Dialect, record: TurnRecord, history: list[Message], owner: O
     """
     # The session's row is held until the turn is stored: turns of a session start one at a time,
     # so a running turn cannot start beside a queued one being stored.
-    known: Row | None = yield first(
-        "SELECT history_epoch FROM sessions WHERE session_id = :session_id "  # noqa: S608
-        f"AND (agent_id = :agent_id OR (agent_id IS NULL AND :agent_id IS NULL)){d.locked}",
-        session_id=record.session_id,
-        agent_id=record.agent_id,
-    )
+    known: Row | None = yield st.session_anchor(d).first(session_id=record.session_id, agent_id=record.agent_id)
     if known is None:
         raise NotFoundError(f"session '{record.session_id}' of agent '{record.agent_id}' not found")
     if record.status == "in_progress":
-        waiting = yield first(_QUEUED, session_id=record.session_id)
+        waiting = yield st.queued(d).first(session_id=record.session_id)
         if waiting is not None:
             raise ConflictError(
                 f"session '{record.session_id}' has turns queued; send the turn with a multitask_strategy "
@@ -222,7 +215,7 @@ class TurnTables:
         Only a running turn is finished: one failed meanwhile (its lease ran out) keeps that end.
         """
         error = record.error
-        kept = "overrides" if overrides is None else ":overrides"
+        d = self._db.dialect
 
         def work() -> Work[None]:
             if record.status == "completed":
@@ -230,17 +223,14 @@ class TurnTables:
                 # session's delete take them (the other order deadlocks on PostgreSQL with a turn starting). A
                 # turn that turns out not to be running bumps for nothing: the next read only reads it all again.
                 yield from overtaken(record.session_id, record.turn_id)
-            finished = yield count(
-                "UPDATE turns SET status = :status, output_message = :output, infer_iters = :infer_iters, "  # noqa: S608
-                f"error_code = :code, error_message = :message, completed_at = :completed_at, overrides = {kept} "
-                "WHERE turn_id = :turn_id AND status IN ('in_progress', 'queued')",
+            finished = yield st.finish(d, overrides=overrides is not None).count(
                 overrides=None if overrides is None else json.dumps(overrides),
                 status=record.status,
                 output=record.output_message.model_dump_json() if record.output_message else None,
                 infer_iters=record.infer_iters,
                 code=error.code if error else None,
                 message=error.message if error else None,
-                completed_at=self._db.dialect.stamp(record.completed_at),
+                completed_at=d.stamp(record.completed_at),
                 turn_id=record.turn_id,
             )
             if finished and last is not None:
@@ -283,36 +273,20 @@ class TurnTables:
         if not turn_ids:
             return {}
         d = self._db.dialect
-        found = await self._db.read(
-            rows(
-                "SELECT turn_id, owner FROM turns "  # noqa: S608
-                f"WHERE {d.any_of('turn_id', 'ids')} AND owner IS NOT NULL",
-                ids=d.array(sorted(set(turn_ids))),
-            )
-        )
+        found = await self._db.read(st.owners(d).rows(ids=d.array(sorted(set(turn_ids)))))
         return {row[0]: load_owner(row[1]) for row in found}
 
     async def get_turn_record(self, session_id: str, turn_id: str) -> TurnRecord:
         """Return a turn's own columns or raise NotFoundError."""
-        row = await self._db.read(
-            first(
-                f"SELECT {TURN_COLUMNS} FROM turns WHERE turn_id = :turn_id AND session_id = :session_id",  # noqa: S608
-                turn_id=turn_id,
-                session_id=session_id,
-            )
-        )
+        d = self._db.dialect
+        row = await self._db.read(st.get_turn(d).first(turn_id=turn_id, session_id=session_id))
         if row is None:
             raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
-        return turn_record(row, self._db.dialect.read_stamp)
+        return turn_record(row, d.read_stamp)
 
     async def session_queue(self, session_id: str) -> list[tuple[str, TurnStatus]]:
         """The ids and statuses of the session's running and queued turns, oldest first."""
-        found = await self._db.read(
-            rows(
-                f"SELECT turn_id, status FROM turns WHERE session_id = :session_id AND {_LIVE} ORDER BY id",  # noqa: S608
-                session_id=session_id,
-            )
-        )
+        found = await self._db.read(st.session_queue(self._db.dialect).rows(session_id=session_id))
         return [(row[0], row[1]) for row in found]
 
     async def pending_step(self, turn_id: str) -> Step | None:
@@ -340,11 +314,7 @@ class TurnTables:
         if not turn_ids:
             return {}
         d = self._db.dialect
-        sql = (
-            "SELECT turn_id, id, body FROM messages "  # noqa: S608
-            f"WHERE session_id = :session_id AND {d.any_of('turn_id', 'turns')} ORDER BY id"
-        )
-        found = await self._db.read(rows(sql, session_id=session_id, turns=d.array(turn_ids)))
+        found = await self._db.read(st.turn_messages(d).rows(session_id=session_id, turns=d.array(turn_ids)))
         loaded = self._messages.load([(r[1], r[2]) for r in found])
         owned: dict[str, list[Message]] = {}
         for row, message in zip(found, loaded, strict=True):
@@ -356,20 +326,14 @@ class TurnTables:
         if not session_ids:
             return []
         d = self._db.dialect
-        where = d.any_of("t.session_id", "sessions")
+        some = turn_ids is not None
         params = {"sessions": d.array(session_ids)}
         if turn_ids is not None:
-            where += " AND " + d.any_of("t.turn_id", "turns")
             params["turns"] = d.array(turn_ids)
-        turn_sql = f"SELECT {TURN_COLUMNS} FROM turns t WHERE {where} ORDER BY t.id"  # noqa: S608
-        step_sql = (
-            f"SELECT s.turn_id, s.body FROM steps s JOIN turns t ON t.turn_id = s.turn_id "  # noqa: S608
-            f"WHERE {where} AND NOT s.pending ORDER BY s.id"
-        )
 
         def work() -> Work[tuple[list[Row], list[Row]]]:
-            turn_rows = yield rows(turn_sql, **params)
-            step_rows = yield rows(step_sql, **params)
+            turn_rows = yield st.listed_turns(d, some=some).rows(**params)
+            step_rows = yield st.listed_steps(d, some=some).rows(**params)
             return turn_rows, step_rows
 
         turn_rows, step_rows = await self._db.read(work())
@@ -430,14 +394,7 @@ class TurnTables:
         if not turn_ids:
             return []
         d = self._db.dialect
-        found = await self._db.write(
-            rows(
-                f"UPDATE turns SET lease_until = :until WHERE {_LIVE} "  # noqa: S608
-                f"AND {d.any_of('turn_id', 'ids')} RETURNING turn_id",
-                until=d.epoch(until),
-                ids=d.array(turn_ids),
-            )
-        )
+        found = await self._db.write(st.renew_leases(d).rows(until=d.epoch(until), ids=d.array(turn_ids)))
         renewed = {row[0] for row in found}
         return [turn_id for turn_id in turn_ids if turn_id not in renewed]
 
@@ -446,34 +403,18 @@ class TurnTables:
         d = self._db.dialect
 
         def work() -> Work[list[ExpiredTurn]]:
-            found: list[Row] = yield rows(
-                "SELECT t.turn_id, r.response_id, t.session_id FROM turns t "  # noqa: S608
-                "LEFT JOIN responses r ON r.turn_id = t.turn_id "
-                f"WHERE t.{_LIVE} AND (t.lease_until IS NULL OR t.lease_until < :now)"
-                f"{d.skip_locked}",
-                now=d.epoch(now),
-            )
+            found: list[Row] = yield st.expired(d).rows(now=d.epoch(now))
             if not found:
                 return []
             expired = d.array([row[0] for row in found])
             # The update locks the rows and returns their latest bodies, which are merged here:
             # PostgreSQL's jsonb refuses the "\u0000" that a response's text may hold.
-            failing: list[Row] = yield rows(
-                f"UPDATE responses SET status = 'failed' WHERE {d.any_of('turn_id', 'expired')} "  # noqa: S608
-                "RETURNING response_id, body",
-                expired=expired,
-            )
+            failing: list[Row] = yield st.fail_responses(d).rows(expired=expired)
             yield each(
                 "UPDATE responses SET body = :body WHERE response_id = :response_id",
                 [{"response_id": row[0], "body": _failed_body(row[0], row[1], message)} for row in failing],
             )
-            yield count(
-                "UPDATE turns SET status = 'failed', error_code = 'interrupted', error_message = :message, "  # noqa: S608
-                f"completed_at = :completed_at WHERE {d.any_of('turn_id', 'expired')}",
-                message=message,
-                completed_at=d.stamp(now),
-                expired=expired,
-            )
+            yield st.fail_turns(d).count(message=message, completed_at=d.stamp(now), expired=expired)
             return [ExpiredTurn(row[0], row[1], row[2]) for row in found]
 
         return await self._db.write(work())

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
 
 from ferryman.errors import ConflictError, NotFoundError
 
@@ -19,78 +20,35 @@ from ..knowledge import (
     FileBatchRecord,
     FileCounts,
     IngestionStatus,
-    LastError,
     StoreFiles,
     VectorStoreFileRecord,
     VectorStoreRecord,
 )
 from ..page import Page
-from .chunk_changes import drop_files_chunks, moved, moved_or_missing
+from . import attachments
+from .attachments import file_record
+from .chunk_changes import drop_files_chunks, moved
+from .dialects import Compiled, SqlDialect
+from .domain_tables import chunks, file_batches, p, vector_store_files
+from .domain_tables import vector_stores as vector_store_table
 from .idempotency import claimed, settled
 from .keyset import keyset
-from .seam import Dialect, Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
+from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, first
 
 if TYPE_CHECKING:
     from ..chunk_search import InProcessSearch
     from .kernel import SqlKernel
 
-FILE_COLUMNS = (
-    "vector_store_id, file_id, created_at, status, attributes, chunking_strategy, usage_bytes, last_error, "
-    "batch_id, lease_until"
-)
-"""An attachment's columns, as :func:`file_record` reads them."""
+_STORE_TABLES = (chunks, vector_store_files, file_batches, vector_store_table)
+"""The tables holding a store's rows, in the order its delete empties them."""
 
 
-def file_record(d: Dialect, row: Row) -> VectorStoreFileRecord:
-    """An attachment of a row of :data:`FILE_COLUMNS`."""
-    error = json.loads(row[7]) if row[7] is not None else None
-    return VectorStoreFileRecord(
-        vector_store_id=row[0],
-        file_id=row[1],
-        created_at=row[2],
-        status=row[3],
-        attributes=json.loads(row[4]),
-        chunking_strategy=json.loads(row[5]),
-        usage_bytes=row[6],
-        last_error=LastError(error["code"], error["message"]) if error is not None else None,
-        batch_id=row[8],
-        lease_until=d.read_epoch(row[9]) if row[9] is not None else None,
+def _delete_rows(d: SqlDialect, table: sa.TableClause) -> Compiled:
+    """Delete a table's rows of ``:vector_store_id``."""
+    return d.compiled(
+        ("vs.delete_rows", table.name),
+        lambda: sa.delete(table).where(table.c.vector_store_id == p("vector_store_id")),
     )
-
-
-def _attach(d: Dialect, vector_store_id: str, files: Sequence[VectorStoreFileRecord]) -> Work[None]:
-    """Attach files as new jobs; a file attached already starts over (its chunks dropped)."""
-    if not files:
-        return
-    version = yield from moved_or_missing(vector_store_id)
-    yield each(
-        f"INSERT INTO vector_store_files ({FILE_COLUMNS}) VALUES (:vector_store_id, :file_id, "  # noqa: S608
-        ":created_at, :status, :attributes, :chunking_strategy, :usage_bytes, :last_error, :batch_id, NULL) "
-        "ON CONFLICT (vector_store_id, file_id) DO UPDATE SET created_at = excluded.created_at, "
-        "status = excluded.status, attributes = excluded.attributes, "
-        "chunking_strategy = excluded.chunking_strategy, usage_bytes = excluded.usage_bytes, "
-        "last_error = excluded.last_error, batch_id = excluded.batch_id, lease_until = NULL",
-        [
-            {
-                "vector_store_id": vector_store_id,
-                "file_id": file.file_id,
-                "created_at": file.created_at,
-                "status": file.status,
-                "attributes": json.dumps(file.attributes),
-                "chunking_strategy": json.dumps(file.chunking_strategy),
-                "usage_bytes": file.usage_bytes,
-                "last_error": error_json(file.last_error),
-                "batch_id": file.batch_id,
-            }
-            for file in files
-        ],
-    )
-    yield from drop_files_chunks(d, vector_store_id, [file.file_id for file in files], version)
-
-
-def error_json(error: LastError | None) -> str | None:
-    """The ``last_error`` column's JSON of an error."""
-    return json.dumps({"code": error.code, "message": error.message}) if error is not None else None
 
 
 class VectorStoreTables:
@@ -134,23 +92,21 @@ class VectorStoreTables:
                 raise ConflictError(f"vector store '{record.vector_store_id}' already exists") from exc
             if (vectors := self._db.dialect.vectors) is not None:
                 yield from vectors.prepare(record.embedding_dimension)
-            yield from _attach(d, record.vector_store_id, files)
+            yield from attachments.attach(d, record.vector_store_id, files)
             yield from settled(d, settle)
 
         await self._db.write(work())
 
     async def delete_vector_store(self, vector_store_id: str) -> None:
         """Delete a vector store's record with its attachments, batches and chunks (NotFoundError if unknown)."""
+        d = self._db.dialect
 
         def work() -> Work[bool]:
             # The store's row first, as every writer of its chunks takes it: none is then half way through them.
             if (yield from moved(vector_store_id)) is not None:
                 # Its rows go explicitly (not only by cascade), so that SQLite's keyword index follows for sure.
-                for table in ("chunks", "vector_store_files", "file_batches", "vector_stores"):
-                    yield count(
-                        f"DELETE FROM {table} WHERE vector_store_id = :vector_store_id",  # noqa: S608
-                        vector_store_id=vector_store_id,
-                    )
+                for table in _STORE_TABLES:
+                    yield _delete_rows(d, table).count(vector_store_id=vector_store_id)
             (deleted,) = yield from self.kernel.writes_within([ops.Delete(VECTOR_STORE, vector_store_id)])
             return bool(deleted)
 
@@ -161,13 +117,10 @@ class VectorStoreTables:
 
     async def file_counts(self, vector_store_id: str, batch_id: str | None = None) -> FileCounts:
         """Its files (or one batch's) by status."""
-        scope = " AND batch_id = :batch_id" if batch_id is not None else ""
+        of_batch = batch_id is not None
         found = await self._db.read(
-            rows(
-                f"SELECT status, count(*) FROM vector_store_files WHERE vector_store_id = :vector_store_id{scope} "  # noqa: S608
-                "GROUP BY status",
-                vector_store_id=vector_store_id,
-                **({"batch_id": batch_id} if batch_id is not None else {}),
+            attachments.counts(self._db.dialect, of_batch=of_batch).rows(
+                vector_store_id=vector_store_id, **({"batch_id": batch_id} if of_batch else {})
             )
         )
         return FileCounts(**{status: int(n) for status, n in found})
@@ -181,7 +134,7 @@ class VectorStoreTables:
 
         def work() -> Work[None]:
             yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
-            yield from _attach(d, vector_store_id, files)
+            yield from attachments.attach(d, vector_store_id, files)
             yield from settled(d, settle)
 
         await self._db.write(work())
@@ -189,12 +142,7 @@ class VectorStoreTables:
     async def get_vector_store_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
         """One attachment, or NotFoundError."""
         row = await self._db.read(
-            first(
-                f"SELECT {FILE_COLUMNS} FROM vector_store_files "  # noqa: S608
-                "WHERE vector_store_id = :vector_store_id AND file_id = :file_id",
-                vector_store_id=vector_store_id,
-                file_id=file_id,
-            )
+            attachments.one(self._db.dialect).first(vector_store_id=vector_store_id, file_id=file_id)
         )
         if row is None:
             raise NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
@@ -210,21 +158,14 @@ class VectorStoreTables:
         batch_id: str | None = None,
     ) -> Page[VectorStoreFileRecord]:
         """A store's attachments by creation (NotFoundError for an unknown cursor), optionally of a status or batch."""
-        store = " AND vector_store_id = :vector_store_id"
-        filters = {"status": status, "batch_id": batch_id}
-        scope = "".join(f" AND {name} = :{name}" for name, value in filters.items() if value is not None)
+        d = self._db.dialect
+        filters = {name: value for name, value in (("status", status), ("batch_id", batch_id)) if value is not None}
 
         def work() -> Work[list[Row]]:
-            page = yield from keyset(
-                "vector_store_files", "file_id", after, order, store, vector_store_id=vector_store_id
-            )
-            found: list[Row] = yield rows(
-                f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE TRUE{store}{scope}{page.bound} "  # noqa: S608
-                f"ORDER BY {page.order_by} LIMIT :limit",
-                vector_store_id=vector_store_id,
-                limit=limit + 1,
-                **{name: value for name, value in filters.items() if value is not None},
-                **page.params,
+            page = yield from keyset(d, vector_store_files, "file_id", after, order, vector_store_id=vector_store_id)
+            statement = attachments.listed(d, page, of_status=status is not None, of_batch=batch_id is not None)
+            found: list[Row] = yield statement.rows(
+                vector_store_id=vector_store_id, limit=limit + 1, **filters, **page.params
             )
             return found
 
@@ -233,13 +174,7 @@ class VectorStoreTables:
 
     async def all_vector_store_files(self, vector_store_id: str) -> list[VectorStoreFileRecord]:
         """Every attachment of a store, by creation."""
-        found = await self._db.read(
-            rows(
-                f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE vector_store_id = :vector_store_id "  # noqa: S608
-                "ORDER BY created_at, file_id",
-                vector_store_id=vector_store_id,
-            )
-        )
+        found = await self._db.read(attachments.of_store(self._db.dialect).rows(vector_store_id=vector_store_id))
         return [file_record(self._db.dialect, row) for row in found]
 
     async def vector_store_files(self, vector_store_id: str, file_ids: list[str]) -> list[VectorStoreFileRecord]:
@@ -248,12 +183,7 @@ class VectorStoreTables:
             return []
         d = self._db.dialect
         found = await self._db.read(
-            rows(
-                f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE vector_store_id = :vector_store_id "  # noqa: S608
-                f"AND {d.any_of('file_id', 'file_ids')}",
-                vector_store_id=vector_store_id,
-                file_ids=d.array(file_ids),
-            )
+            attachments.of_files(d).rows(vector_store_id=vector_store_id, file_ids=d.array(file_ids))
         )
         return [file_record(d, row) for row in found]
 
@@ -262,13 +192,7 @@ class VectorStoreTables:
         if not vector_store_ids:
             return {}
         d = self._db.dialect
-        found = await self._db.read(
-            rows(
-                "SELECT vector_store_id, status, count(*), coalesce(sum(usage_bytes), 0) "  # noqa: S608
-                f"FROM vector_store_files WHERE {d.any_of('vector_store_id', 'ids')} GROUP BY vector_store_id, status",
-                ids=d.array(vector_store_ids),
-            )
-        )
+        found = await self._db.read(attachments.of_stores(d).rows(ids=d.array(vector_store_ids)))
         counts: dict[str, dict[str, int]] = {store_id: {} for store_id in vector_store_ids}
         usage: dict[str, int] = dict.fromkeys(vector_store_ids, 0)
         for store_id, status, files, held in found:
@@ -330,7 +254,7 @@ class VectorStoreTables:
                 raise NotFoundError(f"vector store '{record.vector_store_id}' not found") from exc
             except UniqueViolation as exc:
                 raise ConflictError(f"file batch '{record.batch_id}' already exists") from exc
-            yield from _attach(d, record.vector_store_id, files)
+            yield from attachments.attach(d, record.vector_store_id, files)
             yield from settled(d, settle)
 
         await self._db.write(work())

@@ -25,10 +25,16 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
-from .chunk_columns import CHUNK_COLUMNS
-from .seam import Row, Work, first, rows
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.types import UserDefinedType
+
+from .dialects import Compiled, SqlDialect
+from .domain_tables import CHUNK_COLUMNS, chunks, p, vector_stores
+from .seam import Row, Work, first
 
 APPROXIMATE_FROM = 5_000
 """A store (or the files searched) with fewer chunks is searched exactly: an HNSW scan filtered to a small part of
@@ -49,11 +55,27 @@ _PLAIN = re.compile(r"[\w.-]{1,200}", re.ASCII)
 """A store id written into the statement as a literal: no quote, and no colon (the driver's ``:name``)."""
 _INDEX_LOCK = 0x66657276  # "ferv" (migrations take "ferr"); the second key is the dimension
 _ITERATIVE = "SELECT string_to_array(extversion, '.')::int[] >= '{0,8}' FROM pg_extension WHERE extname = 'vector'"
+_LOCK = "SELECT pg_advisory_xact_lock(:key, :dimension)"
+_PG = postgresql.dialect()  # type: ignore[no-untyped-call]
+C = chunks.c
 
 
-def quoted(identifier: str) -> str:
-    """A SQL identifier in double quotes."""
-    return '"' + identifier.replace('"', '""') + '"'
+class _Vector(UserDefinedType[Any]):
+    """pgvector's ``vector`` or ``halfvec`` type in the extension's schema, of a dimension (None: any)."""
+
+    cache_ok = True
+
+    def __init__(self, schema: str, kind: str = "vector", dimension: int | None = None) -> None:
+        self.schema, self.kind, self.dimension = schema, kind, dimension
+
+    def get_col_spec(self, **kw: Any) -> str:
+        spec = f"{_PG.identifier_preparer.quote_schema(self.schema)}.{self.kind}"
+        return spec if self.dimension is None else f"{spec}({int(self.dimension)})"
+
+
+def _number(value: int) -> sa.ColumnElement[Any]:
+    """An integer written into the statement: the planner matches a partial index's predicate only to a constant."""
+    return sa.literal_column(str(int(value)), sa.Integer())
 
 
 def cast_type(dimension: int) -> str | None:
@@ -88,25 +110,43 @@ class PgvectorIndex:
         self.approximate_from = approximate_from
         self._iterative: bool | None = None  # whether the extension scans iteratively, once asked
         self._large: dict[tuple[str, int], float] = {}  # (store, dimension) -> until when, oldest first
+        # Its own statements' cache: those of large stores, one per store, would crowd out the others'.
+        self._sql = SqlDialect("postgresql")
 
-    def _distance(self, column: str, dimension: int | None = None) -> str:
-        """The cosine distance of ``column`` to ``:embedding``, over the cast to ``dimension``'s type if given."""
-        schema = quoted(self.schema)
-        operator = f"OPERATOR({schema}.<=>)"
+    def _distance(self, dimension: int | None = None) -> sa.ColumnElement[Any]:
+        """The cosine distance of a chunk's embedding to ``:embedding``, over the cast to ``dimension``'s type if
+        given (what the dimension's HNSW index is over)."""
+        operator = f"OPERATOR({_PG.identifier_preparer.quote_schema(self.schema)}.<=>)"
         if dimension is None:
-            return f"{column} {operator} :embedding"
-        kind = f"{schema}.{cast_type(dimension)}({dimension})"
-        return f"({column})::{kind} {operator} CAST(CAST(:embedding AS {schema}.vector) AS {kind})"
+            return C.embedding.op(operator)(p("embedding"))
+        kind = _Vector(self.schema, cast_type(dimension) or "vector", dimension)
+        query = sa.cast(sa.cast(p("embedding"), _Vector(self.schema)), kind)
+        return sa.cast(C.embedding, kind).op(operator)(query)
+
+    def _dims(self) -> sa.ColumnElement[Any]:
+        return getattr(sa.func, self.schema).vector_dims(C.embedding)  # type: ignore[no-any-return]
+
+    def _scope(self, files: bool) -> sa.ColumnElement[bool]:
+        """The store's chunks (``:vector_store_id``), of list ``:file_ids`` when ``files``."""
+        store = C.vector_store_id == p("vector_store_id")
+        return sa.and_(store, self._sql.one_of(C.file_id, "file_ids")) if files else store
 
     def create_index(self, dimension: int) -> str:
         """The statement creating the HNSW index of a dimension (one :func:`cast_type` has), if missing."""
-        schema = quoted(self.schema)
-        kind = cast_type(dimension)
-        return (
-            f"CREATE INDEX IF NOT EXISTS {index_name(dimension)} ON chunks USING hnsw "
-            f"((embedding::{schema}.{kind}({dimension})) {schema}.{kind}_cosine_ops) "
-            f"WHERE {schema}.vector_dims(embedding) = {dimension}"
+        return self._compiled(("create", dimension), lambda: self._index(dimension)).sql
+
+    def _index(self, dimension: int) -> sa.schema.CreateIndex:
+        kind = cast_type(dimension) or "vector"
+        typed = sa.cast(C.embedding, _Vector(self.schema, kind, dimension)).label("typed")
+        index = sa.Index(
+            index_name(dimension),
+            typed,
+            postgresql_using="hnsw",
+            postgresql_ops={"typed": f"{_PG.identifier_preparer.quote_schema(self.schema)}.{kind}_cosine_ops"},
+            postgresql_where=self._dims() == _number(dimension),
         )
+        sa.Table("chunks", sa.MetaData(), sa.Column("embedding"), index)
+        return sa.schema.CreateIndex(index, if_not_exists=True)
 
     def prepare(self, dimension: int) -> Work[None]:
         """Create the HNSW index of a dimension unless it exists (run in the transaction that creates a store).
@@ -121,29 +161,37 @@ class PgvectorIndex:
         """
         if cast_type(dimension) is None:
             return
-        exists = f"SELECT to_regclass('{index_name(dimension)}')"
-        if (yield first(exists))[0] is not None:
+        exists = self._compiled("exists", lambda: sa.select(sa.func.to_regclass(p("index"))))
+        if (yield exists.first(index=index_name(dimension)))[0] is not None:
             return
-        yield first("SELECT pg_advisory_xact_lock(:key, :dimension)", key=_INDEX_LOCK, dimension=dimension)
-        if (yield first(exists))[0] is None:
+        yield first(_LOCK, key=_INDEX_LOCK, dimension=dimension)
+        if (yield exists.first(index=index_name(dimension)))[0] is None:
             yield first(self.create_index(dimension))
 
-    def exact(self, condition: str) -> str:
+    def _compiled(self, key: Any, build: Callable[[], Any]) -> Compiled:
+        return self._sql.compiled((self.schema, key), build)
+
+    def exact(self, files: bool) -> Compiled:
         """Chunks of ``:vector_store_id`` nearest ``:embedding`` (of ``:dimension``), best first, ``:limit`` of them.
 
         The score is the cosine similarity, ``1 -`` the cosine distance;
-        ``condition`` is added to the ``WHERE``. Chunks of another dimension
-        are left out (pgvector would fail on them).
+        ``files``: of the files of list ``:file_ids`` only. Chunks of another
+        dimension are left out (pgvector would fail on them).
         """
-        dims = f"{quoted(self.schema)}.vector_dims(c.embedding)"
-        return (
-            f"SELECT {CHUNK_COLUMNS}, 1 - ({self._distance('c.embedding')}) AS score FROM chunks c "  # noqa: S608
-            f"WHERE c.vector_store_id = :vector_store_id AND {dims} = :dimension"
-            # Ordered by the score itself: ordering by the distance would compute it twice a row.
-            f"{condition} ORDER BY score DESC, c.id LIMIT :limit"
-        )
 
-    def approximate(self, condition: str, dimension: int, vector_store_id: str) -> str:
+        def build() -> sa.Select[Any]:
+            score: sa.Label[Any] = (sa.literal_column("1") - self._distance()).label("score")
+            # Ordered by the score itself: ordering by the distance would compute it twice a row.
+            return (
+                sa.select(*CHUNK_COLUMNS, score)
+                .where(self._scope(files), self._dims() == p("dimension"))
+                .order_by(score.desc(), C.id)
+                .limit(p("limit"))
+            )
+
+        return self._compiled(("exact", files), build)
+
+    def approximate(self, files: bool, dimension: int, vector_store_id: str) -> Compiled:
         """As :meth:`exact`, through the dimension's HNSW index, the ``:limit`` rows re-sorted by their exact score.
 
         The dimension is written into the statement: the planner matches the
@@ -152,58 +200,80 @@ class PgvectorIndex:
         for any parameters, and that plan, made for a store of average size
         among many small ones, scans the store's rows exactly.
         """
-        store = f"'{vector_store_id}'" if _PLAIN.fullmatch(vector_store_id) else ":vector_store_id"
-        outer = CHUNK_COLUMNS.replace("c.", "n.")
-        return (
-            f"SELECT {outer}, n.score FROM (SELECT {CHUNK_COLUMNS}, c.id, "  # noqa: S608
-            f"1 - ({self._distance('c.embedding')}) AS score FROM chunks c "
-            f"WHERE c.vector_store_id = {store} AND {quoted(self.schema)}.vector_dims(c.embedding) = "
-            f"{int(dimension)}{condition} ORDER BY {self._distance('c.embedding', dimension)} LIMIT :limit) n "
-            "ORDER BY n.score DESC, n.id"
-        )
+        plain = _PLAIN.fullmatch(vector_store_id) is not None
 
-    def scope(self, condition: str) -> str:
-        """How many chunks of ``:vector_store_id`` (plus ``condition``) there are, up to ``:enough``, and the store's
-        dimension."""
-        return (
-            "SELECT (SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.vector_store_id = :vector_store_id"  # noqa: S608
-            f"{condition} LIMIT :enough) n), (SELECT embedding_dimension FROM vector_stores "
-            "WHERE vector_store_id = :vector_store_id)"
-        )
+        def build() -> sa.Select[Any]:
+            literal = sa.String().literal_processor(_PG)  # type: ignore[no-untyped-call]
+            store = (
+                sa.literal_column(literal(vector_store_id)) if plain and literal is not None else p("vector_store_id")
+            )
+            score: sa.Label[Any] = (sa.literal_column("1") - self._distance()).label("score")
+            near = (
+                sa.select(*CHUNK_COLUMNS, C.id, score)
+                .where(C.vector_store_id == store, self._dims() == _number(dimension))
+                .order_by(self._distance(dimension))
+                .limit(p("limit"))
+            )
+            if files:
+                near = near.where(self._sql.one_of(C.file_id, "file_ids"))
+            n = near.subquery("n")
+            return sa.select(*(n.c[column.name] for column in CHUNK_COLUMNS), n.c.score).order_by(
+                n.c.score.desc(), n.c.id
+            )
 
-    def nearest(self, condition: str, dimension: int, params: dict[str, Any]) -> Work[list[Row]]:
+        return self._compiled(("approximate", files, dimension, vector_store_id if plain else ""), build)
+
+    def scope(self, files: bool) -> Compiled:
+        """How many chunks of ``:vector_store_id`` (of list ``:file_ids`` when ``files``) there are, up to
+        ``:enough``, and the store's dimension."""
+
+        def build() -> sa.Select[Any]:
+            few = sa.select(sa.literal_column("1")).where(self._scope(files)).limit(p("enough")).subquery("n")
+            counted = sa.select(sa.func.count()).select_from(few).scalar_subquery()
+            V = vector_stores.c
+            dimension = (
+                sa.select(V.embedding_dimension).where(V.vector_store_id == p("vector_store_id")).scalar_subquery()
+            )
+            return sa.select(counted, dimension)
+
+        return self._compiled(("scope", files), build)
+
+    def nearest(self, file_ids: list[str] | None, dimension: int, params: dict[str, Any]) -> Work[list[Row]]:
         """The rows of :meth:`exact` (``:dimension`` is given here), through the HNSW index when the store is large.
 
         Args:
-            condition: Added to the ``WHERE`` (on ``chunks c``), empty for all the store's files.
+            file_ids: Search these files only; None: all the store's.
             dimension: The query's dimension.
-            params: ``vector_store_id``, ``embedding``, ``limit`` and the condition's.
+            params: ``vector_store_id``, ``embedding`` and ``limit``.
         """
         params = {**params, "dimension": dimension}
+        files = file_ids is not None
+        if file_ids is not None:
+            params["file_ids"] = self._sql.array(file_ids)
         if self._iterative is None:
             version: Row | None = yield first(_ITERATIVE)
             self._iterative = version is not None and bool(version[0])
         if self._iterative and cast_type(dimension) is not None:
-            near = yield from self._approximate(condition, dimension, params)
+            near = yield from self._approximate(files, dimension, params)
             if near is not None:
                 return near
-        exact: list[Row] = yield rows(self.exact(condition), **params)
+        exact: list[Row] = yield self.exact(files).rows(**params)
         return exact
 
-    def _approximate(self, condition: str, dimension: int, params: dict[str, Any]) -> Work[list[Row] | None]:
+    def _approximate(self, files: bool, dimension: int, params: dict[str, Any]) -> Work[list[Row] | None]:
         """The rows through the HNSW index, or None when the search is to be exact."""
         key = (str(params["vector_store_id"]), dimension)
-        if condition or self._large.get(key, 0.0) < time.monotonic():
+        if files or self._large.get(key, 0.0) < time.monotonic():
             self._large.pop(key, None)
             enough = max(self.approximate_from, int(params["limit"]))
-            found, stored = yield first(self.scope(condition), enough=enough, **params)
+            found, stored = yield self.scope(files).first(enough=enough, **params)
             if found < enough or stored != dimension:
                 return None
-            if not condition:
+            if not files:
                 self._large[key] = time.monotonic() + LARGE_FOR
                 while len(self._large) > LARGE_KEPT:
                     del self._large[next(iter(self._large))]
-        near: list[Row] = yield rows(self.approximate(condition, dimension, key[0]), **params)
+        near: list[Row] = yield self.approximate(files, dimension, key[0]).rows(**params)
         if len(near) < int(params["limit"]):
             self._large.pop(key, None)
             return None
