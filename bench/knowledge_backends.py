@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ferryman.storage.base import Store
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 
 BULK_MEMORY = "6GB"
 """``maintenance_work_mem`` of the bulk load's index build: 1,000,000 vectors of 384 dimensions and their graph
@@ -135,7 +135,7 @@ async def _sqlite(tmp: Path) -> AsyncIterator[Site]:
 async def _postgres(url: str) -> AsyncIterator[Site]:
     import asyncpg
 
-    from ferryman.storage.postgres import PostgresStore
+    from ferryman.storage.sql.postgres import PostgresStore
 
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(url)
@@ -164,7 +164,7 @@ def _quoted(identifier: str) -> str:
 
 def _bulk_load(admin: Any, schema: str) -> BulkLoad:
     """Drop and build the bench dimension's HNSW index in ``schema``, on the admin connection."""
-    from ferryman.storage.pgvector import EXTENSION_SCHEMA
+    from ferryman.storage.sql.pgvector import EXTENSION_SCHEMA
     from ferryman.storage.sql.vectors import PgvectorIndex, index_name
 
     from .knowledge_data import DIMENSION
@@ -190,7 +190,7 @@ def _bulk_load(admin: Any, schema: str) -> BulkLoad:
 async def _redis(url: str) -> AsyncIterator[Site]:
     from redis.asyncio import Redis
 
-    from ferryman.storage.redis_store import RedisStore
+    from ferryman.storage.redis.store import RedisStore
 
     prefix = f"bench_{uuid.uuid4().hex[:10]}:"
     admin = Redis.from_url(url)

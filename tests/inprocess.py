@@ -32,7 +32,7 @@ from ferryman.inference.base import ChatChunk, ChatRequest
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.server.app import Services, build_services, create_app
 from ferryman.storage.sql.migrate import upgrade_sqlite
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedModel, ScriptedReply
 from ferryman.testing.scripted import Enqueuing
 from ferryman.testing.server import build_app

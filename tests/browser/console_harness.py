@@ -30,7 +30,7 @@ from ferryman.sandbox import Sandbox
 from ferryman.sandbox_settings import SandboxSettings
 from ferryman.server.app import Services, build_services, create_app
 from ferryman.storage.domain.api_keys import ApiKeys
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from inprocess import migrated_sqlite, scripted_provider
 from mcp_servers import LOCAL_FETCH

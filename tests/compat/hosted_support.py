@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from ferryman.sandbox import Sandbox
 from ferryman.server.app import build_services, create_app
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script
 from ferryman.websearch_settings import WebSearchSettings
 from inprocess import BASE_URL, Served, scripted_provider

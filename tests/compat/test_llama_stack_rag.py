@@ -13,7 +13,7 @@ from llama_stack_client.lib.agents.agent import Agent
 from starlette.testclient import TestClient
 
 from ferryman.server.app import build_services, create_app
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply, ScriptedToolCall
 from inprocess import BASE_URL, Served, check_script, migrated_sqlite, scripted_provider
 

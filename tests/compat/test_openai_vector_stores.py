@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 from ferryman.inference.local_embeddings import LocalEmbeddingProvider, local_embeddings_available
 from ferryman.knowledge.blobs import LocalBlobStore
 from ferryman.server.app import Services, build_services, create_app
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from inprocess import BASE_URL, migrated_sqlite
 
 pytestmark = pytest.mark.skipif(not local_embeddings_available(), reason="all-MiniLM-L6-v2 is not installed")

@@ -23,7 +23,7 @@ from ferryman.storage.kernel.model import Schema
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.sql.kernel import SqlKernel
 from ferryman.storage.sql.seam import Driver
-from ferryman.storage.sqlite import SqliteDriver
+from ferryman.storage.sql.sqlite import SqliteDriver
 from inprocess import migrated_sqlite
 
 
@@ -53,7 +53,7 @@ def _sqlite_driver(path: str) -> Callable[[], Driver]:
 
 
 def _postgres_driver(schema: str) -> Callable[[], Driver]:
-    from ferryman.storage.postgres import PostgresDriver
+    from ferryman.storage.sql.postgres import PostgresDriver
 
     return lambda: PostgresDriver(POSTGRES_URL, schema=schema)
 

@@ -21,7 +21,7 @@ from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.kernel.filters import Terms
 from ferryman.storage.kernel.model import UNOWNED, Owner, attribute_term, principal_term
 from ferryman.storage.kernel.protocol import Kernel
-from ferryman.storage.redis_keys import Keys
+from ferryman.storage.redis.store_keys import Keys
 
 WHEN = 1740830400
 """2025-03-01 12:00 UTC in Unix seconds, as conversations keep their times."""

@@ -27,8 +27,8 @@ from ferryman.storage.kernel.filters import Terms
 from ferryman.storage.kernel.model import UNOWNED, Owner, principal_term
 from ferryman.storage.kernel.ops import Delete
 from ferryman.storage.kernel.protocol import Kernel
-from ferryman.storage.redis_keys import Keys
-from ferryman.storage.redis_store import RedisStore
+from ferryman.storage.redis.store import RedisStore
+from ferryman.storage.redis.store_keys import Keys
 
 TALK = "conv_talk"
 OTHER = "conv_other"

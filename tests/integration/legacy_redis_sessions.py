@@ -22,7 +22,7 @@ from ferryman.storage.domain.agents import sessions
 from ferryman.storage.kernel.filters import Terms
 from ferryman.storage.kernel.model import UNOWNED, Owner, principal_term
 from ferryman.storage.kernel.protocol import Kernel
-from ferryman.storage.redis_keys import Keys
+from ferryman.storage.redis.store_keys import Keys
 
 HELD_AGENT = "ferryman:fork-history"
 """The agent id of a holder of a deleted fork original's turns (``services.forks``)."""

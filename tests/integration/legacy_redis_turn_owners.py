@@ -19,8 +19,8 @@ from store_records import complete, response_start, turn_of, user
 from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import SessionRecord
 from ferryman.storage.kernel.model import Owner
-from ferryman.storage.redis_keys import Keys
-from ferryman.storage.redis_store import RedisStore
+from ferryman.storage.redis.store import RedisStore
+from ferryman.storage.redis.store_keys import Keys
 
 ORPHANS = [f"turn_deleted_long_ago_{i:04}" for i in range(1100)]
 """Owner entries whose turns are gone: the upgrade drops them, and writes no hash for them."""

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 from replicas import redis_database
 
 from ferryman.redis_url import split_prefix
-from ferryman.storage.redis_store import RedisStore
+from ferryman.storage.redis.store import RedisStore
 
 
 @pytest.fixture(name="store")

@@ -21,7 +21,7 @@ import pytest
 
 from ferryman.storage.base import Store
 from ferryman.storage.knowledge import VectorStoreRecord
-from ferryman.storage.sqlite import SqliteDriver, SqliteStore
+from ferryman.storage.sql.sqlite import SqliteDriver, SqliteStore
 from inprocess import migrated_sqlite
 
 # With a libpq query parameter, as managed databases' URLs have (``sslmode=require``); "disable" also keeps
@@ -74,7 +74,7 @@ async def postgres_store(tmp_path: Path) -> AsyncIterator[Store]:
     try:
         import asyncpg
 
-        from ferryman.storage.postgres import PostgresStore
+        from ferryman.storage.sql.postgres import PostgresStore
     except ImportError as exc:
         missing = str(exc)
     else:
@@ -136,7 +136,7 @@ async def redis_store(tmp_path: Path) -> AsyncIterator[Store]:
     try:
         from redis.asyncio import Redis
 
-        from ferryman.storage.redis_store import RedisStore
+        from ferryman.storage.redis.store import RedisStore
     except ImportError as exc:
         missing = str(exc)
     else:
@@ -181,12 +181,12 @@ async def unopened_store(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
         yield SqliteStore(migrated_sqlite(tmp_path / "unopened.db"))
         return
     if backend == "postgres":
-        from ferryman.storage.postgres import PostgresStore
+        from ferryman.storage.sql.postgres import PostgresStore
 
         async with postgres_store(tmp_path) as migrated:
             yield PostgresStore(POSTGRES_URL, schema=migrated._db._schema)  # type: ignore[attr-defined]
         return
-    from ferryman.storage.redis_store import RedisStore
+    from ferryman.storage.redis.store import RedisStore
 
     async with redis_store(tmp_path) as prepared:
         yield RedisStore(REDIS_URL, prefix=cast(RedisStore, prepared)._keys.prefix)
@@ -199,11 +199,11 @@ async def twin_store(store: Store) -> AsyncIterator[Store]:
     if isinstance(store, SqliteStore):
         twin = SqliteStore(cast(SqliteDriver, store._db).path)
     elif type(store).__name__ == "PostgresStore":
-        from ferryman.storage.postgres import PostgresStore
+        from ferryman.storage.sql.postgres import PostgresStore
 
         twin = PostgresStore(POSTGRES_URL, schema=store._db._schema)  # type: ignore[attr-defined]
     else:
-        from ferryman.storage.redis_store import RedisStore
+        from ferryman.storage.redis.store import RedisStore
 
         twin = RedisStore(REDIS_URL, prefix=cast(RedisStore, store)._keys.prefix)
     await twin.open()

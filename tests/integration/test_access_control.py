@@ -27,7 +27,7 @@ from ferryman.inference.local_embeddings import LocalEmbeddingProvider
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.schedule_settings import ScheduleSettings
 from ferryman.server.app import API_MOUNTS, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
 from ferryman.webhook_settings import WebhookSettings

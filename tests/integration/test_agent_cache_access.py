@@ -19,7 +19,7 @@ from ferryman.auth.policy import AccessPolicy
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.errors import NotFoundError
 from ferryman.server.app import Services, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -19,7 +19,7 @@ from ferryman.config import MemorySettings
 from ferryman.server.app import build_services
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.domain.memory_blocks import MemoryBlocks
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
 from inprocess import scripted_provider, serving

@@ -17,7 +17,7 @@ import pytest
 
 from ferryman.config import MemorySettings
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import check_script, migrated_sqlite, serving
 

@@ -22,7 +22,7 @@ from ferryman.config import MemorySettings
 from ferryman.server.app import build_services
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.domain.memory_blocks import MemoryBlocks
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import migrated_sqlite, serving
 

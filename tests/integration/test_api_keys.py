@@ -19,8 +19,8 @@ from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.server.app import build_services
 from ferryman.storage.base import Store
 from ferryman.storage.domain.api_keys import ApiKeys
-from ferryman.storage.postgres import PostgresStore
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.postgres import PostgresStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script
 from inprocess import scripted_provider, serving
 

@@ -37,7 +37,7 @@ from ferryman.services.audit import SECONDS_PER_DAY
 from ferryman.storage.base import Store
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.domain.audit import AuditLog, AuditQuery
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import BASE_URL, serving
 

@@ -59,11 +59,11 @@ from ferryman.storage.base import (
     TurnRecord,
 )
 from ferryman.storage.domain.agents import agents
-from ferryman.storage.postgres import PostgresStore
-from ferryman.storage.redis_keys import SCHEMA, Keys
-from ferryman.storage.redis_store import RedisStore
+from ferryman.storage.redis.store import RedisStore
+from ferryman.storage.redis.store_keys import SCHEMA, Keys
 from ferryman.storage.sql.migrate import upgrade_postgres, upgrade_sqlite
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.postgres import PostgresStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.withheld import WITHHELD_ARGUMENTS, WITHHELD_TEXT, withheld_item
 
 pytestmark = pytest.mark.anyio

@@ -1,7 +1,7 @@
 """The chunk feed (what a store's chunks became since a version) on every backend that has one.
 
 Each test also keeps a mirror: an index of ``(chunk id -> entry)`` that applies
-the changes as ``storage/chunk_feed.py`` orders them, and checks after every
+the changes as ``storage/search/chunk_feed.py`` orders them, and checks after every
 write that it holds what a complete answer holds. A backend joins with one
 name in ``FEED_BACKENDS``.
 """
@@ -21,8 +21,8 @@ from storage_backends import BACKENDS
 from test_sql_migrations import Database, _insert, database  # noqa: F401 (the fixture, found by its name here)
 
 from ferryman.storage.base import Store
-from ferryman.storage.chunk_feed import ChunkChanges, ChunkEntry, ChunkFeed, ChunkRemoval
 from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
+from ferryman.storage.search.chunk_feed import ChunkChanges, ChunkEntry, ChunkFeed, ChunkRemoval
 
 pytestmark = pytest.mark.anyio
 
@@ -376,8 +376,8 @@ async def _writer_holding_the_store(store: Store, chunks: list[ChunkRecord]) -> 
     and a wait for another connection to be blocked behind it."""
     from contextlib import asynccontextmanager
 
-    from ferryman.storage.postgres import _run
     from ferryman.storage.sql.chunk_changes import insert_chunks, moved_or_missing
+    from ferryman.storage.sql.postgres import _run
 
     driver: Any = cast(Any, store)._db
     holder = await driver._pool.acquire()

@@ -17,7 +17,7 @@ from openai.types.responses.response_create_params import ContextManagement
 
 from ferryman.engine.summary import INSTRUCTIONS
 from ferryman.server.app import build_services, create_app
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import BASE_URL, check_script, migrated_sqlite
 

@@ -14,7 +14,7 @@ import pytest
 from knowledge_serving import _Shared, needs_model
 
 from ferryman.server.app import Services, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import check_script, migrated_sqlite, serving
 

@@ -14,7 +14,7 @@ from ferryman.auth.bearer import BearerAuthenticator
 from ferryman.console import STATIC
 from ferryman.server.app import build_services, create_app
 from ferryman.storage.domain.api_keys import ApiKeys
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script
 from inprocess import migrated_sqlite, scripted_provider, serving
 

@@ -17,7 +17,7 @@ import pytest
 
 from ferryman.config import load_settings
 from ferryman.server.app import build_services, services_from_settings
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedError, ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import agent_and_session, check_script, migrated_sqlite, scripted_provider, serving
 from support import free_port

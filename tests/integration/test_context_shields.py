@@ -28,7 +28,7 @@ from storage_backends import unopened_store
 from ferryman.engine.summary import INSTRUCTIONS
 from ferryman.safety_settings import SafetySettings
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedModel, ScriptedReply
 from ferryman.withheld import WITHHELD_TEXT
 from inprocess import check_script, migrated_sqlite, serving

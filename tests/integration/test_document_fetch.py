@@ -10,7 +10,7 @@ import pytest
 
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from inprocess import AskedModel, agent_and_session, migrated_sqlite, serving
 from support import Proc
 

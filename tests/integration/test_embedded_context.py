@@ -16,7 +16,7 @@ from ferryman.errors import ContextLengthExceededError
 from ferryman.inference.base import ChatRequest
 from ferryman.inference.embedded import DEFAULT_MODEL_ID, EmbeddedProvider, installed_runtimes
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from inprocess import migrated_sqlite, serving
 
 pytestmark = pytest.mark.anyio

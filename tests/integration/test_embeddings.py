@@ -21,7 +21,7 @@ from ferryman.inference.local_embeddings import LocalEmbeddingProvider, local_em
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.inference.router import ModelRouter
 from ferryman.server.app import build_services, create_app, services_from_settings
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script
 from inprocess import BASE_URL, migrated_sqlite, scripted_provider
 

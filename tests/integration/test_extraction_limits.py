@@ -23,7 +23,7 @@ from ferryman.inference.base import ChatChunk, ChatRequest, ModelInfo
 from ferryman.knowledge import ingest as ingestion
 from ferryman.knowledge.blobs import LocalBlobStore
 from ferryman.server.app import Services, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedReply
 from inprocess import AskedModel, agent_and_session, check_script, migrated_sqlite, serving
 

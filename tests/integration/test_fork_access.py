@@ -23,7 +23,7 @@ from ferryman.auth.policy import parse_policy
 from ferryman.server.app import build_services
 from ferryman.storage.domain.api_keys import ApiKeys
 from ferryman.storage.domain.forks import Lineages
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from inprocess import migrated_sqlite, scripted_provider, serving
 

@@ -27,7 +27,7 @@ from ferryman.services.idempotency import IdempotencyKeys
 from ferryman.storage.base import IdempotencyRecord, KeySettlement, SessionRecord
 from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import AskedModel, migrated_sqlite
 from sse import Frame, frames

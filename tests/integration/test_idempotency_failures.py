@@ -18,7 +18,7 @@ from ferryman.server.app import build_services
 from ferryman.services.fork_reads import ForkReads
 from ferryman.services.responses import starts
 from ferryman.services.responses.redaction import InputItems
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedReply, ScriptedToolCall
 from inprocess import AskedModel, migrated_sqlite, serving
 from sse import frames

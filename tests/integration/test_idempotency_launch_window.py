@@ -18,7 +18,7 @@ from ferryman.server.app import build_services
 from ferryman.services.host import TurnHost
 from ferryman.services.turn_plans import TurnPlans
 from ferryman.storage.base import ResponseRecord, ResponseStart
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedReply, ScriptedToolCall
 from inprocess import AskedModel, migrated_sqlite, serving
 from sse import frames

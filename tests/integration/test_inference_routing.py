@@ -18,7 +18,7 @@ import pytest
 
 from ferryman.config import Settings, StorageSettings, load_settings, providers_from_urls
 from ferryman.server.app import build_services, services_from_settings
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply, ScriptedServerClient
 from inprocess import BASE_URL, Served, agent_and_session, check_script, migrated_sqlite, scripted_provider, serving
 from support import Proc, free_port

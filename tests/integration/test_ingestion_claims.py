@@ -16,7 +16,7 @@ from ferryman.knowledge.ingest import IngestionWorker
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.knowledge import ChunkRecord, FileRecord, VectorStoreFileRecord, VectorStoreRecord
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 

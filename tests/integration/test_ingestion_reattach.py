@@ -11,7 +11,7 @@ from tests.inprocess import serving
 
 from ferryman.knowledge.blobs import LocalBlobStore
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 
 pytestmark = [pytest.mark.anyio, needs_model]
 

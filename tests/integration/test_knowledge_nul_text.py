@@ -15,7 +15,7 @@ from tests.inprocess import serving
 
 from ferryman.knowledge.extract import extract_text
 from ferryman.server.app import build_services
-from ferryman.storage.postgres import PostgresStore
+from ferryman.storage.sql.postgres import PostgresStore
 
 pytestmark = [pytest.mark.anyio, needs_model]
 

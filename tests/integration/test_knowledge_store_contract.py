@@ -41,16 +41,16 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 def twin(store: Store) -> Store:
     """A second store object on the same database (another replica's)."""
-    from ferryman.storage.sqlite import SqliteStore
+    from ferryman.storage.sql.sqlite import SqliteStore
 
     if isinstance(store, SqliteStore):
         return SqliteStore(store._db.path)  # type: ignore[attr-defined]
     name = type(store).__name__
     if name == "PostgresStore":
-        from ferryman.storage.postgres import PostgresStore
+        from ferryman.storage.sql.postgres import PostgresStore
 
         return PostgresStore(POSTGRES_URL, schema=store._db._schema)  # type: ignore[attr-defined]
-    from ferryman.storage.redis_store import RedisStore
+    from ferryman.storage.redis.store import RedisStore
 
     return RedisStore(REDIS_URL, prefix=store._keys.prefix)  # type: ignore[attr-defined]
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedModel, ScriptedReply
 from inprocess import agent_and_session, check_script, migrated_sqlite, serving
 

@@ -16,7 +16,7 @@ from ferryman.config import ToolSettings
 from ferryman.errors import InvalidRequestError, UpstreamError
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.tools.context import ToolContext, tool_context
 from ferryman.tools.mcp import McpClientPool, McpEndpoint, McpSettings, McpTool, fixed, from_provider_data
 from inprocess import migrated_sqlite, serving

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
 from inprocess import check_script, migrated_sqlite, scripted_provider, serving

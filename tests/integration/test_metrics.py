@@ -22,7 +22,7 @@ from ferryman.auth.quotas import quotas_for
 from ferryman.errors import AuthenticationError
 from ferryman.quota_settings import QuotaSettings
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import check_script, serving
 from shield_standins import WordShield, unique

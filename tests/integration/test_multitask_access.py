@@ -20,7 +20,7 @@ from ferryman.auth.policy import ACTIONS, parse_policy
 from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.errors import AuthenticationError
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from inprocess import scripted_provider, serving
 

@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount, Route
 
 from ferryman.server.app import build_services, create_app
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import migrated_sqlite
 

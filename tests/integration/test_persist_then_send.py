@@ -19,7 +19,7 @@ from ferryman.coordination.redis_fanout import RedisFanout
 from ferryman.redis_url import split_prefix
 from ferryman.server.app import Services, build_services
 from ferryman.storage.base import StoredEvent
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply
 from inprocess import migrated_sqlite
 

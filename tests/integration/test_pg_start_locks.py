@@ -18,7 +18,7 @@ import pytest
 from storage_backends import postgres_store
 from store_records import answer, new_conversation, response_start, said
 
-import ferryman.storage.postgres as pg
+import ferryman.storage.sql.postgres as pg
 from ferryman.errors import ConflictError
 from ferryman.ids import utcnow
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from storage_backends import postgres_store
 
-import ferryman.storage.postgres as pg
+import ferryman.storage.sql.postgres as pg
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.kinds import FILE
 from ferryman.storage.kernel import ops

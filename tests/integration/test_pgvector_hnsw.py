@@ -17,10 +17,10 @@ from storage_backends import POSTGRES_URL, postgres_store
 from storage_backends import vector_store_record as a_store
 
 from ferryman.storage.knowledge import ChunkRecord
-from ferryman.storage.pgvector import EF_SEARCH
-from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.sql.dialects import Compiled
 from ferryman.storage.sql.migrate import alembic_config, postgres_engine, upgrade_postgres
+from ferryman.storage.sql.pgvector import EF_SEARCH
+from ferryman.storage.sql.postgres import PostgresStore
 from ferryman.storage.sql.seam import first
 from ferryman.storage.sql.vectors import PgvectorIndex, cast_type
 

@@ -11,7 +11,7 @@ import pytest
 from storage_backends import POSTGRES_URL
 
 from ferryman.errors import ConfigurationError
-from ferryman.storage.postgres import PostgresStore
+from ferryman.storage.sql.postgres import PostgresStore
 
 pytestmark = pytest.mark.anyio
 

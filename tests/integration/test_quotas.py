@@ -23,7 +23,7 @@ from ferryman.auth.quotas import TURN_RETRY_SECONDS, quotas_for
 from ferryman.coordination.select import quota_counters_for
 from ferryman.quota_settings import QuotaSettings
 from ferryman.server.app import Services, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import check_script, serving
 

@@ -15,15 +15,15 @@ from redis.asyncio import Redis
 from replicas import redis_database
 
 from ferryman.redis_url import split_prefix
-from ferryman.storage.chunk_feed import ChunkChanges, ChunkRemoval
-from ferryman.storage.keyword_index import KeywordIndex
 from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord, VectorStoreRecord
-from ferryman.storage.redis_keys import CHUNK_REMOVALS, CHUNK_VERSIONS, SCHEMA, VECTOR_STORE, Keys
-from ferryman.storage.redis_lua_knowledge import KEPT_REMOVALS
-from ferryman.storage.redis_script import Script, Scripts, values
-from ferryman.storage.redis_scripts import LIBRARY
-from ferryman.storage.redis_store import RedisStore
-from ferryman.storage.redis_upgrade import SCHEMA_VERSION
+from ferryman.storage.redis.lua_knowledge import KEPT_REMOVALS
+from ferryman.storage.redis.script import Script, Scripts, values
+from ferryman.storage.redis.scripts import LIBRARY
+from ferryman.storage.redis.store import RedisStore
+from ferryman.storage.redis.store_keys import CHUNK_REMOVALS, CHUNK_VERSIONS, SCHEMA, VECTOR_STORE, Keys
+from ferryman.storage.redis.upgrades.runner import SCHEMA_VERSION
+from ferryman.storage.search.chunk_feed import ChunkChanges, ChunkRemoval
+from ferryman.storage.search.keyword_index import KeywordIndex
 
 pytestmark = pytest.mark.anyio
 

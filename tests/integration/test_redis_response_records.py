@@ -21,7 +21,7 @@ from ferryman.storage.base import ResponseStart
 from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.responses import ResponseHead, head_of, response_heads
 from ferryman.storage.kernel.model import Owner
-from ferryman.storage.redis_store import RedisStore
+from ferryman.storage.redis.store import RedisStore
 
 pytestmark = pytest.mark.anyio
 

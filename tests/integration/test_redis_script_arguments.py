@@ -11,7 +11,7 @@ from replicas import redis_database
 
 from ferryman.errors import InvalidRequestError
 from ferryman.redis_url import split_prefix
-from ferryman.storage.redis_script import LUA_OUTCOMES, Outcome, Script, Scripts, values
+from ferryman.storage.redis.script import LUA_OUTCOMES, Outcome, Script, Scripts, values
 
 pytestmark = pytest.mark.anyio
 

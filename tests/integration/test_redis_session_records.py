@@ -20,7 +20,7 @@ from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import SessionRecord
 from ferryman.storage.domain.agents import sessions
 from ferryman.storage.kernel.model import Owner
-from ferryman.storage.redis_store import RedisStore
+from ferryman.storage.redis.store import RedisStore
 
 pytestmark = pytest.mark.anyio
 

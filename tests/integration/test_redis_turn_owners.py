@@ -17,7 +17,7 @@ from ferryman.ids import new_id, utcnow
 from ferryman.storage.base import SessionRecord, TurnRecord
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.owners import dump_owner
-from ferryman.storage.redis_store import RedisStore
+from ferryman.storage.redis.store import RedisStore
 
 pytestmark = pytest.mark.anyio
 

@@ -50,9 +50,9 @@ from ferryman.storage.kernel.model import Kind, Owner
 from ferryman.storage.kernel.ops import Page, Put
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.redis.kernel import RedisKernel
-from ferryman.storage.redis_keys import RESPONSE_EVENTS, SCHEMA, SCHEMA_LOCK, TURN_EVENTS, Keys
-from ferryman.storage.redis_store import RedisStore
-from ferryman.storage.redis_upgrade import SCHEMA_VERSION
+from ferryman.storage.redis.store import RedisStore
+from ferryman.storage.redis.store_keys import RESPONSE_EVENTS, SCHEMA, SCHEMA_LOCK, TURN_EVENTS, Keys
+from ferryman.storage.redis.upgrades.runner import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 

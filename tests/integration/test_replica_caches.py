@@ -14,7 +14,7 @@ from ferryman.coordination.base import Notice, NoticeHandler, RecordDeleted
 from ferryman.coordination.redis_fanout import RedisFanout
 from ferryman.redis_url import split_prefix
 from ferryman.server.app import build_services
-from ferryman.storage.postgres import PostgresStore
+from ferryman.storage.sql.postgres import PostgresStore
 from ferryman.testing import ScriptedModel
 from inprocess import check_script, serving
 

@@ -23,7 +23,7 @@ from ferryman.api.limits import (
 )
 from ferryman.config import load_settings
 from ferryman.server.app import Services, build_services, openapi
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import migrated_sqlite, serving
 

@@ -11,7 +11,7 @@ import pytest
 from ferryman.errors import NotFoundError
 from ferryman.server.app import build_services
 from ferryman.storage.base import ResponseStart
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from inprocess import AskedModel, migrated_sqlite, serving
 
 pytestmark = pytest.mark.anyio

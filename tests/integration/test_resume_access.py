@@ -12,7 +12,7 @@ from test_multitask_access import A, B, StaticTokens
 
 from ferryman.auth.policy import ACTIONS, parse_policy
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from inprocess import check_script, migrated_sqlite, serving
 

@@ -22,7 +22,7 @@ from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import build_services
 from ferryman.services import turn_starts
 from ferryman.services.webhooks import kept_webhook
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from ferryman.webhook_settings import WebhookSettings
 from ferryman.webhooks.signing import new_secret

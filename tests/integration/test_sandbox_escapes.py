@@ -16,7 +16,7 @@ import pytest
 from ferryman.sandbox import Sandbox
 from ferryman.sandbox_settings import SandboxSettings
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from ferryman.tools.code_interpreter import CodeInterpreter
 from inprocess import agent_and_session, migrated_sqlite, serving

@@ -22,7 +22,7 @@ from ferryman.schedule_settings import ScheduleSettings
 from ferryman.server.app import Services, build_services
 from ferryman.storage.base import Store
 from ferryman.storage.domain.schedules import run_id
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import migrated_sqlite, serving
 
@@ -51,7 +51,7 @@ async def _stores(backend: str, tmp_path: Path) -> AsyncIterator[tuple[Store, St
         path = migrated_sqlite(tmp_path / "ferryman.db")
         yield SqliteStore(path), SqliteStore(path)
         return
-    from ferryman.storage.postgres import PostgresStore
+    from ferryman.storage.sql.postgres import PostgresStore
 
     async with postgres_store(tmp_path) as migrated:
         schema = migrated._db._schema  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from integration_helpers import assert_error, message_text
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.schedule_settings import ScheduleSettings
 from ferryman.server.app import Services, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import serving
 

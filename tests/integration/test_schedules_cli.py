@@ -15,7 +15,7 @@ from ferryman.cli.remote import Output
 from ferryman.client import AsyncClient, Client
 from ferryman.client.errors import BadRequestError, NotFoundError
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import Served, serving
 

@@ -31,7 +31,7 @@ from ferryman.api.agents import AgentConfig, CreateTurnRequest
 from ferryman.api.content import ToolDef, UserMessage
 from ferryman.api.responses import CreateConversationRequest, CreateResponseRequest, MessageItem
 from ferryman.server.app import build_services, create_app
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from ferryman.testing.scripted import Script
 

@@ -25,8 +25,8 @@ from ferryman.api.limits import MAX_SEARCH_QUERY_CHARS
 from ferryman.config import KnowledgeSettings
 from ferryman.server.app import build_services
 from ferryman.storage.base import Store
-from ferryman.storage.postgres import PostgresStore
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.postgres import PostgresStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedModel, ScriptedReply
 from inprocess import check_script, migrated_sqlite, scripted_provider, serving
 

@@ -14,7 +14,7 @@ from tests.inprocess import scripted_provider, serving
 from tests.integration.test_access_control import A, B, StaticTokens
 
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 
 pytestmark = pytest.mark.anyio

@@ -65,10 +65,10 @@ from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Page
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
-from ferryman.storage.postgres import PostgresStore
 from ferryman.storage.sql.migrate import alembic_config, postgres_engine, sqlite_engine, upgrade
+from ferryman.storage.sql.postgres import PostgresStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.storage.sql.store import SqlStore
-from ferryman.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 
 from ferryman.api.registry import Tool, ToolInvocationResult
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script
 from ferryman.tools.registry import ToolRegistry
 from inprocess import migrated_sqlite, scripted_provider, serving

@@ -16,7 +16,7 @@ from ferryman.api.registry import Tool, ToolInvocationResult
 from ferryman.inference.provider_data import HEADER
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
 from ferryman.tools.calculator import Calculator

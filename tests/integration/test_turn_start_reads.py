@@ -16,7 +16,7 @@ import pytest
 from storage_backends import BACKENDS, unopened_store
 
 from ferryman.server.app import build_services
-from ferryman.storage.redis_script import Scripts
+from ferryman.storage.redis.script import Scripts
 from ferryman.testing import ScriptedModel, ScriptedReply
 from inprocess import check_script, serving
 

@@ -21,7 +21,7 @@ from ferryman.auth.jwt_tokens import JwtAuthenticator
 from ferryman.auth_settings import OAuth2TokenSettings
 from ferryman.server.app import build_services
 from ferryman.storage.domain.api_keys import ApiKeys
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script
 from inprocess import scripted_provider, serving
 

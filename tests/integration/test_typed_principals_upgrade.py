@@ -32,16 +32,16 @@ from ferryman.auth.principal import Principal, PrincipalKind
 from ferryman.redis_url import split_prefix
 from ferryman.services.acting_owner import stored_principal
 from ferryman.services.record_guard import owners_of
-from ferryman.storage import redis_upgrade
 from ferryman.storage.base import IdempotencyRecord, Store, TurnRecord
 from ferryman.storage.kernel.model import Owner
-from ferryman.storage.postgres import PostgresStore
-from ferryman.storage.redis_idempotency import record_id
-from ferryman.storage.redis_keys import SCHEMA, SEQ, Keys
-from ferryman.storage.redis_store import RedisStore
-from ferryman.storage.redis_upgrade import SCHEMA_VERSION
+from ferryman.storage.redis.idempotency import record_id
+from ferryman.storage.redis.store import RedisStore
+from ferryman.storage.redis.store_keys import SCHEMA, SEQ, Keys
+from ferryman.storage.redis.upgrades import runner as redis_upgrade
+from ferryman.storage.redis.upgrades.runner import SCHEMA_VERSION
 from ferryman.storage.sql.migrate import alembic_config, sqlite_engine, upgrade_postgres, upgrade_sqlite
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.postgres import PostgresStore
+from ferryman.storage.sql.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 

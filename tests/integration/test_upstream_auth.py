@@ -11,7 +11,7 @@ import pytest
 
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedServerClient
 from inprocess import agent_and_session, migrated_sqlite, serving
 from support import Proc

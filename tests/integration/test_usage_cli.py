@@ -13,7 +13,7 @@ from ferryman.cli.remote import Output
 from ferryman.client import AsyncClient, Client
 from ferryman.client.errors import BadRequestError
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from inprocess import Served, check_script, migrated_sqlite, scripted_provider, serving
 

@@ -13,7 +13,7 @@ from ferryman.api.vector_io import RegisterVectorDbRequest
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 
 pytestmark = [pytest.mark.anyio, needs_model]
 

@@ -13,7 +13,7 @@ import pytest
 from knowledge_serving import _Shared, needs_model
 
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply, ScriptedToolCall
 from inprocess import check_script, migrated_sqlite, scripted_provider, serving
 

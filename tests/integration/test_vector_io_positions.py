@@ -9,7 +9,7 @@ from knowledge_serving import _Shared, needs_model
 
 from ferryman.api.limits import MAX_DOCUMENTS
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script
 from inprocess import migrated_sqlite, scripted_provider, serving
 

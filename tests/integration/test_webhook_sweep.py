@@ -24,7 +24,7 @@ from ferryman.api.content import UserMessage
 from ferryman.cli import main as cli
 from ferryman.safe_fetch import FetchPolicy
 from ferryman.server.app import Services, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from ferryman.webhook_settings import WebhookSettings
 from ferryman.webhooks.signing import new_secret

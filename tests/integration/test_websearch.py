@@ -16,7 +16,7 @@ import pytest
 from ferryman.api.registry import ToolInvocationResult
 from ferryman.inference.provider_data import HEADER
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script, ScriptedReply
 from ferryman.testing.scripted import ScriptedToolCall
 from ferryman.tools.context import ToolContext, tool_context

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ferryman.server.app import Services, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel
 from inprocess import migrated_sqlite
 

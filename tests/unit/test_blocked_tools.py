@@ -30,7 +30,7 @@ from ferryman.api.safety import ShieldResource
 from ferryman.config import load_settings
 from ferryman.safety_settings import SafetySettings
 from ferryman.server.app import Services, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from ferryman.withheld import KEPT_KEY, WITHHELD_ARGUMENTS
 from inprocess import migrated_sqlite

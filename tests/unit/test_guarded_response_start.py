@@ -21,7 +21,7 @@ from ferryman.ids import new_id, utcnow
 from ferryman.services.access import Access
 from ferryman.services.record_guard import RecordGuard, owners_of
 from ferryman.storage.base import ResponseRecord, ResponseStart, SessionRecord, Store, TurnRecord
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from inprocess import migrated_sqlite
 
 pytestmark = pytest.mark.anyio

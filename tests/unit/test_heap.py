@@ -11,7 +11,7 @@ import pytest
 
 from ferryman.server.app import build_services, create_app
 from ferryman.server.heap import settle_heap
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from inprocess import migrated_sqlite
 
 

@@ -19,7 +19,7 @@ from ferryman.server.errors import EXCEPTION_HANDLERS
 from ferryman.server.idempotent_routes import fingerprint, keyed
 from ferryman.services.idempotency import IdempotencyKeys, StoredAnswer, TurnReplay, decode_outcome, encode_outcome
 from ferryman.storage.base import IdempotencyRecord
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 

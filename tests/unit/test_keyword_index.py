@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-from ferryman.storage import keyword_index
-from ferryman.storage.chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
-from ferryman.storage.keyword_index import KeywordIndex
-from ferryman.storage.keyword_terms import STOP_WORDS, terms
+from ferryman.storage.search import keyword_index
+from ferryman.storage.search.chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
+from ferryman.storage.search.keyword_index import KeywordIndex
+from ferryman.storage.search.keyword_terms import STOP_WORDS, terms
 
 
 def entry(chunk_id: str, file_id: str, version: int, text: str) -> ChunkEntry:

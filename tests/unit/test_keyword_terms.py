@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from ferryman.storage import keyword_terms
-from ferryman.storage.keyword_terms import NOT_INDEXED, TermIds, terms, words
+from ferryman.storage.search import keyword_terms
+from ferryman.storage.search.keyword_terms import NOT_INDEXED, TermIds, terms, words
 
 # Every ASCII character (controls and the separators str.split treats as spaces, \x1c-\x1f, included), and
 # non-ASCII letters, digits, spaces and symbols, some of which lowercase to ASCII (the Kelvin sign) or to more than

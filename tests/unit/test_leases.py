@@ -17,7 +17,7 @@ from ferryman.ids import new_id, utcnow
 from ferryman.services.leases import ABANDONED, LEASE_LOST, TurnLeases
 from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.domain.agents import agents
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,7 @@ from ferryman.errors import InvalidRequestError
 from ferryman.logs import CONTINUATION, FORMAT, OneLineFormatter, escape, redacted_url
 from ferryman.safe_fetch import FetchPolicy, fetch
 from ferryman.server.app import build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import Script
 from inprocess import scripted_provider, serving
 

@@ -10,7 +10,7 @@ import pytest
 from asyncpg.exceptions import InsufficientPrivilegeError, UniqueViolationError
 
 from ferryman.errors import ConfigurationError
-from ferryman.storage.pgvector import AVAILABLE, CREATE_EXTENSION, decode, encode, require_pgvector, where
+from ferryman.storage.sql.pgvector import AVAILABLE, CREATE_EXTENSION, decode, encode, require_pgvector, where
 from ferryman.storage.sql.vectors import PgvectorIndex
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ferryman.errors import ConflictError, InternalError, NotFoundError
 from ferryman.storage.redis.embedded import KERNEL_WRITE, with_kernel_errors
 from ferryman.storage.redis.kernel import ERRORS
-from ferryman.storage.redis_script import Outcome
+from ferryman.storage.redis.script import Outcome
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ from ferryman.api.agents import TurnError
 from ferryman.api.content import CompletionMessage, UserMessage
 from ferryman.api.responses import Response
 from ferryman.ids import new_id, utcnow
-from ferryman.storage import codec, redis_keys
+from ferryman.storage import codec
 from ferryman.storage.base import ResponseRecord, StoredEvent, TurnRecord
-from ferryman.storage.redis_keys import Keys, event_member, message_row, stored_event
-from ferryman.storage.redis_records import finish_args, lease_score, response_columns, response_of, turn_of
+from ferryman.storage.redis import store_keys as redis_keys
+from ferryman.storage.redis.records import finish_args, lease_score, response_columns, response_of, turn_of
+from ferryman.storage.redis.store_keys import Keys, event_member, message_row, stored_event
 from ferryman.storage.select import store_for
 
 
@@ -82,7 +83,7 @@ def test_an_interrupted_response_reads_back_failed_with_its_reason() -> None:
 
 
 def test_redis_urls_select_the_redis_store() -> None:
-    from ferryman.storage.redis_store import RedisStore
+    from ferryman.storage.redis.store import RedisStore
 
     assert isinstance(store_for("redis://127.0.0.1:6379/0"), RedisStore)
     assert isinstance(store_for("rediss://cache.example:6380"), RedisStore)

@@ -8,15 +8,13 @@ import pytest
 from redis.asyncio import Redis
 
 from ferryman.errors import FailureCode, InternalError, NotFoundError
-from ferryman.storage import (
-    redis_lua_chunks,
-    redis_lua_idempotency,
-    redis_lua_knowledge,
-    redis_lua_responses,
-    redis_lua_turns,
-    redis_scripts,
-)
-from ferryman.storage.redis_script import Outcome, Script, Scripts, nothing, values
+from ferryman.storage.redis import lua_chunks as redis_lua_chunks
+from ferryman.storage.redis import lua_idempotency as redis_lua_idempotency
+from ferryman.storage.redis import lua_knowledge as redis_lua_knowledge
+from ferryman.storage.redis import lua_responses as redis_lua_responses
+from ferryman.storage.redis import lua_turns as redis_lua_turns
+from ferryman.storage.redis import scripts as redis_scripts
+from ferryman.storage.redis.script import Outcome, Script, Scripts, nothing, values
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import pytest
 from ferryman.api.agents import AgentConfig, CreateTurnRequest, ResumeTurnRequest
 from ferryman.api.content import ToolDef, ToolResponse, UserMessage
 from ferryman.server.app import Services, build_services
-from ferryman.storage.sqlite import SqliteStore
+from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from ferryman.storage.base import ExpiredTurn, SessionRecord, TurnRecord
 from ferryman.storage.codec import MessageCache
 from ferryman.storage.domain.agents import agents
 from ferryman.storage.sql.seam import count, first
-from ferryman.storage.sqlite import SqliteDriver, SqliteStore
+from ferryman.storage.sql.sqlite import SqliteDriver, SqliteStore
 
 pytestmark = pytest.mark.anyio
 

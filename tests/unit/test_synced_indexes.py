@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from ferryman.storage.chunk_feed import ChunkChanges
-from ferryman.storage.synced_indexes import Feed, SyncedIndexes
+from ferryman.storage.search.chunk_feed import ChunkChanges
+from ferryman.storage.search.synced_indexes import Feed, SyncedIndexes
 
 pytestmark = pytest.mark.anyio
 

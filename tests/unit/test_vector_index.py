@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ferryman.storage import vector_index
-from ferryman.storage.chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
-from ferryman.storage.vector_index import VectorIndex
+from ferryman.storage.search import vector_index
+from ferryman.storage.search.chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
+from ferryman.storage.search.vector_index import VectorIndex
 
 DIM = 32
 
@@ -291,8 +291,8 @@ def test_a_build_is_cancelled_when_its_index_starts_again(
 def test_a_process_exiting_while_a_graph_is_built_exits_cleanly() -> None:
     script = """
 import sys, numpy as np
-from ferryman.storage.chunk_feed import ChunkChanges, ChunkEntry
-from ferryman.storage.vector_index import VectorIndex
+from ferryman.storage.search.chunk_feed import ChunkChanges, ChunkEntry
+from ferryman.storage.search.vector_index import VectorIndex
 rows = np.random.default_rng(0).standard_normal((60000, 64)).astype("<f4")
 added = [ChunkEntry(f"c{i}", "f", 1, "", rows[i].tobytes()) for i in range(len(rows))]
 index = VectorIndex(ann_threshold=1000, background_from=1)

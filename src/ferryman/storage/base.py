@@ -11,16 +11,15 @@ from ferryman.api.agents import Step, Turn, TurnStatus
 from ferryman.api.content import Message, TurnInputMessage
 from ferryman.api.responses import Item, Response
 from ferryman.errors import IdempotencyKeyInUseError
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.kernel.ops import Op, ReadOp
+from ferryman.storage.kernel.protocol import Kernel
+from ferryman.storage.knowledge import KnowledgeStore
+from ferryman.storage.page import Page as Page
 from ferryman.turn_records import StepWrite as StepWrite
 from ferryman.turn_records import StoredEvent as StoredEvent
 from ferryman.turn_records import TurnRecord as TurnRecord
 from ferryman.turn_records import turn_from_record as turn_from_record
-
-from .kernel.model import Owner
-from .kernel.ops import Op, ReadOp
-from .kernel.protocol import Kernel
-from .knowledge import KnowledgeStore
-from .page import Page as Page
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from ferryman.api.content import Message
-
-from .codec import MessageCache
+from ferryman.storage.codec import MessageCache
 
 MAX_KEPT_MESSAGES = 200_000
 """The most messages kept over all sessions; the sessions read longest ago go first."""

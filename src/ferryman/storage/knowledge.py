@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .kernel.model import Owner
-from .page import Page
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.page import Page
 
 if TYPE_CHECKING:
-    from .base import KeySettlement
+    from ferryman.storage.base import KeySettlement
 
 IngestionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 Attributes = dict[str, str | float | bool]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from .kernel.model import Owner
+from ferryman.storage.kernel.model import Owner
 
 LEGACY_KEY_PREFIX = "key:"
 """How an API key's principal id began before principals were typed (anything else was a token's subject)."""

@@ -11,9 +11,8 @@ from pydantic import TypeAdapter
 
 from ferryman.api.agents import TurnError
 from ferryman.api.responses import Item, Response
-
-from . import codec
-from .base import ResponseRecord, TurnRecord
+from ferryman.storage import codec
+from ferryman.storage.base import ResponseRecord, TurnRecord
 
 
 def turn_record(row: Sequence[Any], time_of: Callable[[Any], datetime | None]) -> TurnRecord:

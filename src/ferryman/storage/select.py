@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from ferryman.extras import require
 from ferryman.redis_url import split_prefix
-
-from .base import Store
-from .sqlite import SqliteStore
+from ferryman.storage.base import Store
+from ferryman.storage.sql.sqlite import SqliteStore
 
 SQLITE_PREFIX = "sqlite:///"
 POSTGRES_PREFIXES = ("postgresql://", "postgres://")
@@ -26,12 +25,12 @@ def store_for(db: str) -> Store:
     if db.startswith(POSTGRES_PREFIXES):
         require("postgres", "asyncpg", "a postgresql:// --db")
         require("postgres", "greenlet", "a postgresql:// --db")  # SQLAlchemy's asyncio, for its migrations
-        from .postgres import PostgresStore  # asyncpg is an optional extra
+        from ferryman.storage.sql.postgres import PostgresStore  # asyncpg is an optional extra
 
         return PostgresStore(db)
     if db.startswith(REDIS_PREFIXES):
         require("redis", "redis", "a redis:// --db")
-        from .redis_store import RedisStore  # redis is an optional extra
+        from ferryman.storage.redis.store import RedisStore  # redis is an optional extra
 
         url, prefix = split_prefix(db)
         return RedisStore(url, prefix)

@@ -12,13 +12,12 @@ caller's page of agents or an agent's sessions is filtered in the query.
 from __future__ import annotations
 
 from ferryman.api.agents import Agent
-
-from .. import codec
-from ..base import SessionRecord
-from ..kernel.model import Json
-from ..kernel.protocol import Kernel
-from .kinds import AGENT, SESSION
-from .records import Records
+from ferryman.storage import codec
+from ferryman.storage.base import SessionRecord
+from ferryman.storage.domain.kinds import AGENT, SESSION
+from ferryman.storage.domain.records import Records
+from ferryman.storage.kernel.model import Json
+from ferryman.storage.kernel.protocol import Kernel
 
 
 class AgentCodec:

@@ -18,11 +18,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ferryman.errors import ConflictError
-
-from ..kernel import ops
-from ..kernel.model import Json, Rec
-from ..kernel.protocol import Kernel
-from .kinds import API_KEY
+from ferryman.storage.domain.kinds import API_KEY
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import Json, Rec
+from ferryman.storage.kernel.protocol import Kernel
 
 
 @dataclass(frozen=True)

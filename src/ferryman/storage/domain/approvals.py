@@ -31,13 +31,12 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ferryman.errors import ConflictError
-
-from ..kernel import ops
-from ..kernel.filters import ALL, Filter
-from ..kernel.model import Owner, PageOf
-from ..kernel.protocol import Kernel
-from .kinds import APPROVAL
-from .records import ModelCodec, Records, Stored
+from ferryman.storage.domain.kinds import APPROVAL
+from ferryman.storage.domain.records import ModelCodec, Records, Stored
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.filters import ALL, Filter
+from ferryman.storage.kernel.model import Owner, PageOf
+from ferryman.storage.kernel.protocol import Kernel
 
 PENDING = "pending"
 """Waiting for a decision (the only status the inbox lists)."""

@@ -18,13 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ferryman.api.audit import AuditRecord
-
-from ..kernel import ops
-from ..kernel.filters import ALL, Filter
-from ..kernel.model import Owner
-from ..kernel.protocol import Kernel
-from .kinds import AUDIT
-from .records import ModelCodec, Records
+from ferryman.storage.domain.kinds import AUDIT
+from ferryman.storage.domain.records import ModelCodec, Records
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.filters import ALL, Filter
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.kernel.protocol import Kernel
 
 INDEXED = ("resource", "principal", "outcome")
 """The filters an index answers, most selective first: a query uses the first it has."""

@@ -10,10 +10,10 @@ written with the record (see :meth:`~ferryman.storage.base.ResponseStore.create_
 
 from __future__ import annotations
 
-from ..base import ConversationRecord
-from ..kernel.protocol import Kernel
-from .kinds import CONVERSATION
-from .records import FieldsCodec, Records
+from ferryman.storage.base import ConversationRecord
+from ferryman.storage.domain.kinds import CONVERSATION
+from ferryman.storage.domain.records import FieldsCodec, Records
+from ferryman.storage.kernel.protocol import Kernel
 
 
 def conversations(kernel: Kernel) -> Records[ConversationRecord]:

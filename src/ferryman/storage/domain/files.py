@@ -7,10 +7,10 @@ the record's own write, so a caller's page of files is filtered in the query.
 
 from __future__ import annotations
 
-from ..kernel.protocol import Kernel
-from ..knowledge import FileRecord
-from .kinds import FILE
-from .records import FieldsCodec, Records
+from ferryman.storage.domain.kinds import FILE
+from ferryman.storage.domain.records import FieldsCodec, Records
+from ferryman.storage.kernel.protocol import Kernel
+from ferryman.storage.knowledge import FileRecord
 
 
 def files(kernel: Kernel) -> Records[FileRecord]:

@@ -28,13 +28,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ferryman.errors import ConflictError
-
-from ..kernel import ops
-from ..kernel.filters import ALL
-from ..kernel.model import Owner
-from ..kernel.protocol import Kernel
-from .kinds import FORK
-from .records import ModelCodec, Records, Stored
+from ferryman.storage.domain.kinds import FORK
+from ferryman.storage.domain.records import ModelCodec, Records, Stored
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.filters import ALL
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.kernel.protocol import Kernel
 
 _ATTEMPTS = 5
 """How often a change of a lineage is tried again after a concurrent change."""

@@ -7,7 +7,7 @@ no backend changes.
 
 from __future__ import annotations
 
-from ..kernel.model import Kind, Schema
+from ferryman.storage.kernel.model import Kind, Schema
 
 MODEL = Kind("model")
 """A model registered at run time (``POST /v1/models``); its id is the caller's identifier."""

@@ -15,13 +15,12 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from ferryman.errors import ConflictError
-
-from ..kernel import ops
-from ..kernel.filters import ALL, Filter
-from ..kernel.model import Owner, PageOf, Rec
-from ..kernel.protocol import Kernel
-from .kinds import MEMORY_BLOCK
-from .records import ModelCodec, Records, Stored
+from ferryman.storage.domain.kinds import MEMORY_BLOCK
+from ferryman.storage.domain.records import ModelCodec, Records, Stored
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.filters import ALL, Filter
+from ferryman.storage.kernel.model import Owner, PageOf, Rec
+from ferryman.storage.kernel.protocol import Kernel
 
 
 class BlockVersion(BaseModel):

@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel
 
 from ferryman.errors import NotFoundError
-
-from ..kernel import ops
-from ..kernel.filters import ALL, Filter
-from ..kernel.model import Json, Kind, Owner, PageOf, Rec
-from ..kernel.protocol import Kernel
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.filters import ALL, Filter
+from ferryman.storage.kernel.model import Json, Kind, Owner, PageOf, Rec
+from ferryman.storage.kernel.protocol import Kernel
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

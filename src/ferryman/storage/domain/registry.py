@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from ferryman.api.registry import Model, ToolGroup
 from ferryman.api.safety import ShieldResource
-
-from ..kernel.protocol import Kernel
-from .kinds import MODEL, SHIELD, TOOLGROUP
-from .records import ModelCodec, Records
+from ferryman.storage.domain.kinds import MODEL, SHIELD, TOOLGROUP
+from ferryman.storage.domain.records import ModelCodec, Records
+from ferryman.storage.kernel.protocol import Kernel
 
 
 def models(kernel: Kernel) -> Records[Model]:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..base import ResponseRecord
-from ..kernel.protocol import Kernel
-from .kinds import RESPONSE
-from .records import FieldsCodec, Records
+from ferryman.storage.base import ResponseRecord
+from ferryman.storage.domain.kinds import RESPONSE
+from ferryman.storage.domain.records import FieldsCodec, Records
+from ferryman.storage.kernel.protocol import Kernel
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ferryman.api.schedules import Schedule, ScheduleRun
-
-from ..kernel import ops
-from ..kernel.model import Json, Owner, Rec
-from ..kernel.protocol import Kernel
-from .kinds import SCHEDULE, SCHEDULE_RUN
-from .records import ModelCodec, Records, Stored
+from ferryman.storage.domain.kinds import SCHEDULE, SCHEDULE_RUN
+from ferryman.storage.domain.records import ModelCodec, Records, Stored
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import Json, Owner, Rec
+from ferryman.storage.kernel.protocol import Kernel
 
 ACTIVE = "active"
 PAUSED = "paused"

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ferryman.errors import ConflictError
-
-from ..kernel import ops
-from ..kernel.protocol import Kernel
-from .kinds import SERVER_SECRET
+from ferryman.storage.domain.kinds import SERVER_SECRET
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.protocol import Kernel
 
 
 async def stored_secret(kernel: Kernel, name: str) -> str | None:

@@ -10,11 +10,11 @@ under the same id and written with the record (see
 
 from __future__ import annotations
 
-from ..kernel import ops
-from ..kernel.protocol import Kernel
-from ..knowledge import VectorStoreRecord
-from .kinds import VECTOR_STORE
-from .records import FieldsCodec, Records
+from ferryman.storage.domain.kinds import VECTOR_STORE
+from ferryman.storage.domain.records import FieldsCodec, Records
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.protocol import Kernel
+from ferryman.storage.knowledge import VectorStoreRecord
 
 
 class VectorStoreRecords(Records[VectorStoreRecord]):

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .model import Kind, Rec
-from .ops import Op, ReadOp
-from .protocol import Kernel
+from ferryman.storage.kernel.model import Kind, Rec
+from ferryman.storage.kernel.ops import Op, ReadOp
+from ferryman.storage.kernel.protocol import Kernel
 
 
 class CountingKernel:

@@ -15,10 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
-
-from .filters import Filter, admits
-from .model import IdemEntry, Kind, LogEntry, PageOf, Rec, Schema, owner_terms
-from .ops import (
+from ferryman.storage.kernel.filters import Filter, admits
+from ferryman.storage.kernel.model import IdemEntry, Kind, LogEntry, PageOf, Rec, Schema, owner_terms
+from ferryman.storage.kernel.ops import (
     KEEP,
     Append,
     Chain,

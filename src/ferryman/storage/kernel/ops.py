@@ -21,9 +21,8 @@ from enum import Enum
 from typing import Literal, Union
 
 from ferryman.errors import ConflictError
-
-from .filters import ALL, Filter
-from .model import IdemEntry, Json, Kind, Owner
+from ferryman.storage.kernel.filters import ALL, Filter
+from ferryman.storage.kernel.model import IdemEntry, Json, Kind, Owner
 
 
 class _Keep(Enum):

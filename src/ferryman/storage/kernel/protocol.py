@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .model import Kind, Rec
-from .ops import Op, ReadOp
+from ferryman.storage.kernel.model import Kind, Rec
+from ferryman.storage.kernel.ops import Op, ReadOp
 
 
 class Kernel(Protocol):

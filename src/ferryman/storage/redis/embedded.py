@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 
 from ferryman.errors import FerrymanError, InternalError
-from ferryman.storage.redis_script import ErrorOf, Outcome
+from ferryman.storage.redis.script import ErrorOf, Outcome
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,9 @@ from ferryman.storage.kernel.ops import (
     Page,
     ReadOp,
 )
-from ferryman.storage.redis_script import LUA_OUTCOMES, Outcome, Script, ScriptCall, Scripts, values
-
-from . import codec
-from .keys import DEFAULT_PREFIX, check_names
+from ferryman.storage.redis import codec
+from ferryman.storage.redis.keys import DEFAULT_PREFIX, check_names
+from ferryman.storage.redis.script import LUA_OUTCOMES, Outcome, Script, ScriptCall, Scripts, values
 
 _READS = (Get, GetMany, Page, CountStatus, Events, LogCount, History, Chain, Key)
 

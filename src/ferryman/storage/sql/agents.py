@@ -9,18 +9,17 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from ferryman.errors import ConflictError, NotFoundError
-
-from ..base import KeySettlement, SessionRecord
-from ..domain.agents import sessions
-from ..domain.kinds import SESSION
-from ..kernel import ops
-from ..kernel.model import Owner
-from .dialects import Compiled, SqlDialect
-from .domain_tables import p
-from .domain_tables import sessions as anchors
-from .idempotency import claimed, settled
-from .kernel import SqlKernel
-from .seam import Driver, UniqueViolation, Work, count
+from ferryman.storage.base import KeySettlement, SessionRecord
+from ferryman.storage.domain.agents import sessions
+from ferryman.storage.domain.kinds import SESSION
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import p
+from ferryman.storage.sql.domain_tables import sessions as anchors
+from ferryman.storage.sql.idempotency import claimed, settled
+from ferryman.storage.sql.kernel import SqlKernel
+from ferryman.storage.sql.seam import Driver, UniqueViolation, Work, count
 
 A = anchors.c
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..knowledge import LastError, VectorStoreFileRecord
-from .chunk_changes import drop_files_chunks, moved_or_missing
-from .dialects import Compiled, SqlDialect
-from .domain_tables import p, vector_store_files
-from .keyset import Keyset
-from .seam import Row, Work
+from ferryman.storage.knowledge import LastError, VectorStoreFileRecord
+from ferryman.storage.sql.chunk_changes import drop_files_chunks, moved_or_missing
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import p, vector_store_files
+from ferryman.storage.sql.keyset import Keyset
+from ferryman.storage.sql.seam import Row, Work
 
 F = vector_store_files.c
 FILE_COLUMNS = tuple(

@@ -3,7 +3,7 @@
 Every unit of work that writes a store's chunks starts by moving the store's
 ``version`` (:func:`moved`), stamps the chunks it inserts with the new version,
 and records each file whose chunks it deletes in ``chunk_removals`` under that
-version; :data:`CHANGES` reads them back for :mod:`ferryman.storage.chunk_feed`.
+version; :data:`CHANGES` reads them back for :mod:`ferryman.storage.search.chunk_feed`.
 
 Why the version moves *first*: on PostgreSQL the ``UPDATE`` takes the store's
 row lock, held until the unit commits, so the writers of one store run one
@@ -27,13 +27,12 @@ import sqlalchemy as sa
 from sqlalchemy.sql.elements import ClauseElement
 
 from ferryman.errors import NotFoundError
-
-from ..chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
-from ..knowledge import ChunkRecord
-from .dialects import Compiled, SqlDialect
-from .domain_tables import chunk_removals, p, vector_stores
-from .domain_tables import chunks as chunk_table
-from .seam import Row, Work, count, each, first
+from ferryman.storage.knowledge import ChunkRecord
+from ferryman.storage.search.chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import chunk_removals, p, vector_stores
+from ferryman.storage.sql.domain_tables import chunks as chunk_table
+from ferryman.storage.sql.seam import Row, Work, count, each, first
 
 REMOVALS_KEPT = 1_000
 """How many of a store's latest versions keep their removals.

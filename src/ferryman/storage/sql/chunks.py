@@ -1,7 +1,7 @@
 """The chunk index: chunks of vector stores' files, searched by keyword and by vector.
 
 Keyword search runs on an index held in process
-(:class:`~ferryman.storage.keyword_index.KeywordIndex`), and so does vector
+(:class:`~ferryman.storage.search.keyword_index.KeywordIndex`), and so does vector
 search where the dialect has no index of its own (SQLite; PostgreSQL searches
 with pgvector, ``sql/vectors.py``). Such an index is kept current from the
 store's chunk feed (``sql/chunk_changes.py``): the next search after a write
@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from ..chunk_feed import ChunkChanges
-from ..knowledge import ChunkHit, ChunkRecord
-from ..page import Page
-from .chunk_changes import changes, changes_query, insert_chunks, moved_or_missing
-from .dialects import Compiled, SqlDialect
-from .domain_tables import CHUNK_COLUMNS, chunks, p
-from .seam import Driver, Row, VectorIndex, Work
+from ferryman.storage.knowledge import ChunkHit, ChunkRecord
+from ferryman.storage.page import Page
+from ferryman.storage.search.chunk_feed import ChunkChanges
+from ferryman.storage.sql.chunk_changes import changes, changes_query, insert_chunks, moved_or_missing
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import CHUNK_COLUMNS, chunks, p
+from ferryman.storage.sql.seam import Driver, Row, VectorIndex, Work
 
 if TYPE_CHECKING:
-    from ..chunk_search import InProcessSearch
+    from ferryman.storage.search.chunk_search import InProcessSearch
 
 
 C = chunks.c

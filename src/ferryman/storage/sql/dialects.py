@@ -29,10 +29,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.sql.elements import ClauseElement
 
-from .seam import Query, Row
+from ferryman.storage.sql.seam import Query, Row
 
 if TYPE_CHECKING:
-    from .seam import VectorIndex
+    from ferryman.storage.sql.seam import VectorIndex
 
 CACHE_SIZE = 512
 """Compiled statements kept per dialect (one per shape of query: a filter's shape, a page's options)."""
@@ -74,7 +74,7 @@ class SqlDialect:
     """
 
     vectors: VectorIndex | None = None
-    """The database's vector search over chunks; None: search in process (``storage/vector_index.py``)."""
+    """The database's vector search over chunks; None: search in process (``storage/search/vector_index.py``)."""
 
     def __init__(self, name: str) -> None:
         if name not in ("sqlite", "postgresql"):

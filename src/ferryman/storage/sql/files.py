@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .chunk_changes import drop_files_chunks, moved
-from .seam import Driver, Row, Work, count, rows
+from ferryman.storage.sql.chunk_changes import drop_files_chunks, moved
+from ferryman.storage.sql.seam import Driver, Row, Work, count, rows
 
 
 class FileTables:

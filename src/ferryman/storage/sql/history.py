@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ferryman.api.content import Message
-
-from ..codec import MessageCache
-from ..history_cache import Histories, HistoryRow, Kept
-from .seam import Row, Work, count, first, rows
+from ferryman.storage.codec import MessageCache
+from ferryman.storage.history_cache import Histories, HistoryRow, Kept
+from ferryman.storage.sql.seam import Row, Work, count, first, rows
 
 _SINCE = (
     "SELECT t.id, TRUE, t.turn_id = :turn_id, m.id, m.body FROM turns t JOIN messages m ON m.turn_id = t.turn_id "

@@ -9,13 +9,12 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from ferryman.errors import IdempotencyKeyInUseError
-
-from ..base import IdempotencyKeyHeldError, IdempotencyRecord, KeySettlement
-from ..kernel.ops import Op
-from .dialects import Compiled, SqlDialect
-from .domain_tables import idempotency_keys, p
-from .kernel import SqlKernel
-from .seam import Driver, Row, Work
+from ferryman.storage.base import IdempotencyKeyHeldError, IdempotencyRecord, KeySettlement
+from ferryman.storage.kernel.ops import Op
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import idempotency_keys, p
+from ferryman.storage.sql.kernel import SqlKernel
+from ferryman.storage.sql.seam import Driver, Row, Work
 
 K = idempotency_keys.c
 SWEPT = 100

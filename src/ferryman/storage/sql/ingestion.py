@@ -13,12 +13,12 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from ..knowledge import ChunkRecord, VectorStoreFileRecord
-from .attachments import FILE_COLUMNS, error_json, file_record
-from .chunk_changes import drop_files_chunks, insert_chunks, moved
-from .dialects import Compiled, SqlDialect
-from .domain_tables import p, vector_store_files
-from .seam import Driver, Row, Work, count, rows
+from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord
+from ferryman.storage.sql.attachments import FILE_COLUMNS, error_json, file_record
+from ferryman.storage.sql.chunk_changes import drop_files_chunks, insert_chunks, moved
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import p, vector_store_files
+from ferryman.storage.sql.seam import Driver, Row, Work, count, rows
 
 
 def _claim(d: SqlDialect) -> Compiled:

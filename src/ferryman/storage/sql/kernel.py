@@ -13,12 +13,11 @@ from typing import Any
 
 from ferryman.storage.kernel.model import Kind, Rec, Schema
 from ferryman.storage.kernel.ops import Delete, Op, Put, ReadOp
-
-from . import kernel_statements as st
-from .dialects import SqlDialect
-from .kernel_reads import READS, record, run
-from .kernel_writes import WRITES, claim_rows, delete, put, shares_children
-from .seam import Driver, Query, Work
+from ferryman.storage.sql import kernel_statements as st
+from ferryman.storage.sql.dialects import SqlDialect
+from ferryman.storage.sql.kernel_reads import READS, record, run
+from ferryman.storage.sql.kernel_writes import WRITES, claim_rows, delete, put, shares_children
+from ferryman.storage.sql.seam import Driver, Query, Work
 
 MAX_BATCH = 1000
 """Most operations one ``write`` or ``read`` takes."""

@@ -14,10 +14,9 @@ from ferryman.errors import NotFoundError
 from ferryman.storage.kernel.filters import Filter, Nothing, admits
 from ferryman.storage.kernel.model import IdemEntry, Kind, LogEntry, Owner, PageOf, Rec, owner_terms
 from ferryman.storage.kernel.ops import Chain, CountStatus, Events, Get, GetMany, History, Key, LogCount, Page
-
-from . import kernel_statements as st
-from .dialects import Compiled, SqlDialect
-from .seam import NO_LIMIT, Query, Work
+from ferryman.storage.sql import kernel_statements as st
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.seam import NO_LIMIT, Query, Work
 
 LAST_ENTRY = 2**31 - 1
 """The highest number a log entry can have (``record_logs.n`` is a 32-bit integer)."""

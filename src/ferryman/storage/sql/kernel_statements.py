@@ -15,9 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.sql.elements import ClauseElement
 
 from ferryman.storage.kernel.filters import All, And, Filter, IdIn, Not, Or, Terms
-
-from .dialects import Compiled, SqlDialect
-from .tables import record_keys, record_logs, record_terms, records
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.tables import record_keys, record_logs, record_terms, records
 
 R = records.c
 REC_COLUMNS = (R.kind, R.id, R.parent, R.seq, R.at, R.owner, R.body, R.status, R.lease_until)

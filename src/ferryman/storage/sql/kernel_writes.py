@@ -16,11 +16,10 @@ from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 from ferryman.storage.kernel.filters import admits
 from ferryman.storage.kernel.model import IdemEntry, Json, Kind, Rec, Schema, owner_terms
 from ferryman.storage.kernel.ops import KEEP, Append, Check, ClaimKey, Delete, KeyHeld, Patch, Put, Rewrite, SettleKey
-
-from . import kernel_statements as st
-from .dialects import SqlDialect
-from .kernel_reads import not_found, record, run, run_each, visible
-from .seam import ForeignKeyViolation, Query, UniqueViolation, Work
+from ferryman.storage.sql import kernel_statements as st
+from ferryman.storage.sql.dialects import SqlDialect
+from ferryman.storage.sql.kernel_reads import not_found, record, run, run_each, visible
+from ferryman.storage.sql.seam import ForeignKeyViolation, Query, UniqueViolation, Work
 
 
 def _dump(body: Json) -> str:

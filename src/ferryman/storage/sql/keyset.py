@@ -9,10 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ferryman.errors import NotFoundError
-
-from .dialects import Compiled, SqlDialect
-from .domain_tables import p
-from .seam import Work
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import p
+from ferryman.storage.sql.seam import Work
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,8 @@ import sqlalchemy as sa
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
-
-from .. import codec
-from ..base import (
+from ferryman.storage import codec
+from ferryman.storage.base import (
     ConversationRecord,
     KeySettlement,
     Page,
@@ -21,23 +20,23 @@ from ..base import (
     SessionRecord,
     StoredEvent,
 )
-from ..domain.conversations import conversations
-from ..domain.kinds import CONVERSATION, RESPONSE
-from ..domain.responses import head_of, response_heads
-from ..kernel import ops
-from ..kernel.model import Owner
-from ..rows import ITEM, response_record
-from . import domain_tables as t
-from .agents import insert_session, remove_session
-from .dialects import Compiled, SqlDialect
-from .domain_tables import RESPONSE_COLUMNS, p
-from .history import changed
-from .idempotency import claimed, settled
-from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
-from .turns import insert_turn
+from ferryman.storage.domain.conversations import conversations
+from ferryman.storage.domain.kinds import CONVERSATION, RESPONSE
+from ferryman.storage.domain.responses import head_of, response_heads
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.rows import ITEM, response_record
+from ferryman.storage.sql import domain_tables as t
+from ferryman.storage.sql.agents import insert_session, remove_session
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import RESPONSE_COLUMNS, p
+from ferryman.storage.sql.history import changed
+from ferryman.storage.sql.idempotency import claimed, settled
+from ferryman.storage.sql.seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
+from ferryman.storage.sql.turns import insert_turn
 
 if TYPE_CHECKING:
-    from .kernel import SqlKernel
+    from ferryman.storage.sql.kernel import SqlKernel
 
 _CHAIN = """
 WITH RECURSIVE chain(turn_id, previous_response_id, depth) AS (

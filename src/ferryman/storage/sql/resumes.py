@@ -13,16 +13,15 @@ from typing import Any
 
 from ferryman.api.agents import TurnStatus
 from ferryman.errors import ConflictError, NotFoundError
-
-from .. import codec
-from ..base import KeySettlement, ReadAlong, Resumed, ResumePoint
-from ..rows import turn_record
-from .dialects import SqlDialect
-from .history import HistoryRows, SqlHistories
-from .idempotency import claimed, settled
-from .kernel import SqlKernel
-from .seam import Driver, Row, UniqueViolation, Work, first, rows
-from .turn_statements import get_turn, resume
+from ferryman.storage import codec
+from ferryman.storage.base import KeySettlement, ReadAlong, Resumed, ResumePoint
+from ferryman.storage.rows import turn_record
+from ferryman.storage.sql.dialects import SqlDialect
+from ferryman.storage.sql.history import HistoryRows, SqlHistories
+from ferryman.storage.sql.idempotency import claimed, settled
+from ferryman.storage.sql.kernel import SqlKernel
+from ferryman.storage.sql.seam import Driver, Row, UniqueViolation, Work, first, rows
+from ferryman.storage.sql.turn_statements import get_turn, resume
 
 
 def _resumed(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from .dialects import SqlDialect
+    from ferryman.storage.sql.dialects import SqlDialect
 
 R = TypeVar("R")
 T = TypeVar("T")

@@ -7,21 +7,21 @@ here, and one Alembic revision under ``migrations/versions``.
 
 from __future__ import annotations
 
-from .. import codec
-from ..chunk_search import InProcessSearch
-from ..domain.kinds import SCHEMA
-from .agents import SessionTables
-from .chunks import ChunkTables
-from .files import FileTables
-from .history import SqlHistories
-from .idempotency import IdempotencyTables
-from .ingestion import IngestionTables
-from .kernel import SqlKernel
-from .responses import ResponseTables
-from .resumes import ResumeTables
-from .seam import Driver
-from .turns import TurnTables
-from .vector_stores import VectorStoreTables
+from ferryman.storage import codec
+from ferryman.storage.domain.kinds import SCHEMA
+from ferryman.storage.search.chunk_search import InProcessSearch
+from ferryman.storage.sql.agents import SessionTables
+from ferryman.storage.sql.chunks import ChunkTables
+from ferryman.storage.sql.files import FileTables
+from ferryman.storage.sql.history import SqlHistories
+from ferryman.storage.sql.idempotency import IdempotencyTables
+from ferryman.storage.sql.ingestion import IngestionTables
+from ferryman.storage.sql.kernel import SqlKernel
+from ferryman.storage.sql.responses import ResponseTables
+from ferryman.storage.sql.resumes import ResumeTables
+from ferryman.storage.sql.seam import Driver
+from ferryman.storage.sql.turns import TurnTables
+from ferryman.storage.sql.vector_stores import VectorStoreTables
 
 
 class SqlStore(

@@ -10,9 +10,8 @@ from typing import Any
 from ferryman.api.agents import Step, Turn, TurnStatus
 from ferryman.api.content import Message, TurnInputMessage
 from ferryman.errors import ConflictError, FailureCode, FerrymanError, NotFoundError
-
-from .. import codec
-from ..base import (
+from ferryman.storage import codec
+from ferryman.storage.base import (
     ExpiredTurn,
     KeySettlement,
     ReadAlong,
@@ -21,17 +20,17 @@ from ..base import (
     TurnRecord,
     turn_from_record,
 )
-from ..domain.kinds import RESPONSE
-from ..kernel import ops
-from ..kernel.model import Owner
-from ..owners import dump_owner, load_owner
-from ..rows import turn_record
-from . import turn_statements as st
-from .dialects import SqlDialect
-from .history import HistoryRows, SqlHistories, changed, overtaken
-from .idempotency import claimed, settled
-from .kernel import SqlKernel
-from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
+from ferryman.storage.domain.kinds import RESPONSE
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.owners import dump_owner, load_owner
+from ferryman.storage.rows import turn_record
+from ferryman.storage.sql import turn_statements as st
+from ferryman.storage.sql.dialects import SqlDialect
+from ferryman.storage.sql.history import HistoryRows, SqlHistories, changed, overtaken
+from ferryman.storage.sql.idempotency import claimed, settled
+from ferryman.storage.sql.kernel import SqlKernel
+from ferryman.storage.sql.seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows
 
 _log = logging.getLogger(__name__)
 

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from ferryman.errors import ConflictError, NotFoundError
-
-from ..base import KeySettlement
-from ..domain.kinds import VECTOR_STORE
-from ..domain.vector_stores import vector_stores
-from ..kernel import ops
-from ..kernel.model import Owner
-from ..knowledge import (
+from ferryman.storage.base import KeySettlement
+from ferryman.storage.domain.kinds import VECTOR_STORE
+from ferryman.storage.domain.vector_stores import vector_stores
+from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.model import Owner
+from ferryman.storage.knowledge import (
     Attributes,
     FileBatchRecord,
     FileCounts,
@@ -24,20 +23,20 @@ from ..knowledge import (
     VectorStoreFileRecord,
     VectorStoreRecord,
 )
-from ..page import Page
-from . import attachments
-from .attachments import file_record
-from .chunk_changes import drop_files_chunks, moved
-from .dialects import Compiled, SqlDialect
-from .domain_tables import chunks, file_batches, p, vector_store_files
-from .domain_tables import vector_stores as vector_store_table
-from .idempotency import claimed, settled
-from .keyset import keyset
-from .seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, first
+from ferryman.storage.page import Page
+from ferryman.storage.sql import attachments
+from ferryman.storage.sql.attachments import file_record
+from ferryman.storage.sql.chunk_changes import drop_files_chunks, moved
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import chunks, file_batches, p, vector_store_files
+from ferryman.storage.sql.domain_tables import vector_stores as vector_store_table
+from ferryman.storage.sql.idempotency import claimed, settled
+from ferryman.storage.sql.keyset import keyset
+from ferryman.storage.sql.seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, first
 
 if TYPE_CHECKING:
-    from ..chunk_search import InProcessSearch
-    from .kernel import SqlKernel
+    from ferryman.storage.search.chunk_search import InProcessSearch
+    from ferryman.storage.sql.kernel import SqlKernel
 
 _STORE_TABLES = (chunks, vector_store_files, file_batches, vector_store_table)
 """The tables holding a store's rows, in the order its delete empties them."""

@@ -1,7 +1,7 @@
 """Vector search over chunks inside the database: PostgreSQL's pgvector, exact for small stores, HNSW for large.
 
 SQLite has no such index (Python's ``sqlite3`` cannot load extensions as
-shipped) and searches in process instead (``storage/vector_index.py``).
+shipped) and searches in process instead (``storage/search/vector_index.py``).
 
 ``chunks.embedding`` is an untyped ``vector`` (stores differ in dimension), and
 an HNSW index needs a typed one, so each dimension has its own partial index on
@@ -32,9 +32,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.types import UserDefinedType
 
-from .dialects import Compiled, SqlDialect
-from .domain_tables import CHUNK_COLUMNS, chunks, p, vector_stores
-from .seam import Row, Work, first
+from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.domain_tables import CHUNK_COLUMNS, chunks, p, vector_stores
+from ferryman.storage.sql.seam import Row, Work, first
 
 APPROXIMATE_FROM = 5_000
 """A store (or the files searched) with fewer chunks is searched exactly: an HNSW scan filtered to a small part of
@@ -94,7 +94,7 @@ class PgvectorIndex:
     A search first counts the chunks it would scan, up to ``approximate_from``:
     fewer are scored exactly (the ``chunks_of_file`` index narrows the scan to
     them); as many or more are walked through their dimension's HNSW index with
-    an iterative scan (the connection's settings: ``storage/pgvector.py``), and
+    an iterative scan (the connection's settings: ``storage/sql/pgvector.py``), and
     if that brings back fewer than asked (the scan gave up, or the store
     shrank), exactly after all. A store found large is remembered as such for
     :data:`LARGE_FOR`: its searches of all its files skip the count meanwhile.

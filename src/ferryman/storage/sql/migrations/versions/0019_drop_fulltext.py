@@ -1,6 +1,6 @@
 """Chunks lose the database's full-text index: keyword search runs on the in-process index of every backend.
 
-Keyword search is answered by ``storage/keyword_index.py``, kept current from
+Keyword search is answered by ``storage/search/keyword_index.py``, kept current from
 the chunk feed (``0018_chunk_feed``), on SQLite and PostgreSQL as on Redis. The
 FTS5 table SQLite kept in step by triggers and PostgreSQL's generated
 ``tsvector`` column with its GIN index are no longer read, and cost every
