@@ -104,6 +104,16 @@ def test_the_search_qualifies_pgvectors_operators_with_its_schema() -> None:
     )
 
 
+@pytest.mark.parametrize("schema", ["Ext", "select", "pg%ext"])
+def test_the_extensions_schema_is_quoted_whatever_its_case_or_characters(schema: str) -> None:
+    index, quoted = PgvectorIndex(schema), f'"{schema}"'
+    assert f"{quoted}.vector_dims(chunks.embedding) = :dimension" in index.exact(files=False).sql
+    approximate = index.approximate(False, 384, "vs_1").sql
+    assert f"{quoted}.vector_dims(chunks.embedding) = 384" in approximate
+    assert f"CAST(chunks.embedding AS {quoted}.vector(384)) OPERATOR({quoted}.<=>)" in approximate
+    assert f"WHERE {quoted}.vector_dims(embedding) = 384" in index.create_index(384)
+
+
 def test_a_store_id_that_is_not_plain_is_bound_not_written_in() -> None:
     sql = PgvectorIndex("public").approximate(False, 384, "vs:1'x").sql
     assert "chunks.vector_store_id = :vector_store_id" in sql

@@ -18,6 +18,7 @@ says: ``SqliteDialect`` and ``PostgresDialect``, the drivers' ``dialect``.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ class SqlDialect:
             else postgresql.psycopg2.dialect(paramstyle="named")  # type: ignore[no-untyped-call]
         )
         self._cache: OrderedDict[Hashable, Compiled] = OrderedDict()
+        self._lock = threading.Lock()
 
     @property
     def is_sqlite(self) -> bool:
@@ -94,16 +96,19 @@ class SqlDialect:
 
     def compiled(self, key: Hashable, build: Callable[[], ClauseElement]) -> Compiled:
         """The statement of shape ``key``, built by ``build`` and compiled the first time it is asked for."""
-        found = self._cache.get(key)
-        if found is not None:
-            self._cache.move_to_end(key)
-            return found
+        # SQLite's units of work build statements on the driver's threads, beside the event loop's.
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                return found
         compiled = build().compile(dialect=self._dialect)
         fixed = {name: bind.effective_value for name, bind in _binds(compiled).items() if not bind.required}
         found = Compiled(str(compiled), fixed)
-        self._cache[key] = found
-        if len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = found
+            if len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
         return found
 
     def insert(self, table: sa.TableClause) -> sqlite.Insert | postgresql.Insert:

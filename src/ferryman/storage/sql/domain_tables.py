@@ -35,7 +35,6 @@ turns = _table(
 )
 messages = _table("messages", "id", "session_id", "turn_id", "role", "body")
 steps = _table("steps", "id", "step_id", "turn_id", "step_type", "pending", "body")
-turn_events = _table("turn_events", "turn_id", "seq", "body")
 conversations = _table("conversations", "id", "conversation_id", "session_id")
 items = _table("items", "id", "item_id", "owner", "body")
 responses = _table(
@@ -51,7 +50,6 @@ responses = _table(
     "body",
     "created_at",
 )
-response_events = _table("response_events", "response_id", "seq", "body")
 idempotency_keys = _table(
     "idempotency_keys", "owner", "idempotency_key", "token", "fingerprint", "result", "created_at", "expires_at"
 )

@@ -30,6 +30,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import UserDefinedType
 
 from ferryman.storage.sql.dialects import Compiled, SqlDialect
@@ -56,8 +58,30 @@ _PLAIN = re.compile(r"[\w.-]{1,200}", re.ASCII)
 _INDEX_LOCK = 0x66657276  # "ferv" (migrations take "ferr"); the second key is the dimension
 _ITERATIVE = "SELECT string_to_array(extversion, '.')::int[] >= '{0,8}' FROM pg_extension WHERE extname = 'vector'"
 _LOCK = "SELECT pg_advisory_xact_lock(:key, :dimension)"
-_PG = postgresql.dialect()  # type: ignore[no-untyped-call]
+# Named parameters, as the statements have: a '%' in a name stays single.
+_PG = postgresql.psycopg2.dialect(paramstyle="named")  # type: ignore[no-untyped-call]
 C = chunks.c
+
+
+def _schema(name: str) -> str:
+    """The extension's schema as an identifier, always in double quotes (its case and any character kept)."""
+    return _PG.identifier_preparer.quote_identifier(name)
+
+
+class _VectorDims(FunctionElement[int]):
+    """pgvector's ``vector_dims`` of an expression, qualified with the extension's schema."""
+
+    inherit_cache = False  # the schema is no part of SQLAlchemy's cache key (the statements are compiled directly)
+    type = sa.Integer()
+
+    def __init__(self, extension: str, of: sa.ColumnElement[Any]) -> None:
+        self.extension = extension
+        super().__init__(of)
+
+
+@compiles(_VectorDims)
+def _vector_dims(element: _VectorDims, compiler: Any, **kw: Any) -> str:
+    return f"{_schema(element.extension)}.vector_dims({compiler.process(element.clauses, **kw)})"
 
 
 class _Vector(UserDefinedType[Any]):
@@ -69,7 +93,7 @@ class _Vector(UserDefinedType[Any]):
         self.schema, self.kind, self.dimension = schema, kind, dimension
 
     def get_col_spec(self, **kw: Any) -> str:
-        spec = f"{_PG.identifier_preparer.quote_schema(self.schema)}.{self.kind}"
+        spec = f"{_schema(self.schema)}.{self.kind}"
         return spec if self.dimension is None else f"{spec}({int(self.dimension)})"
 
 
@@ -116,7 +140,7 @@ class PgvectorIndex:
     def _distance(self, dimension: int | None = None) -> sa.ColumnElement[Any]:
         """The cosine distance of a chunk's embedding to ``:embedding``, over the cast to ``dimension``'s type if
         given (what the dimension's HNSW index is over)."""
-        operator = f"OPERATOR({_PG.identifier_preparer.quote_schema(self.schema)}.<=>)"
+        operator = f"OPERATOR({_schema(self.schema)}.<=>)"
         if dimension is None:
             return C.embedding.op(operator)(p("embedding"))
         kind = _Vector(self.schema, cast_type(dimension) or "vector", dimension)
@@ -124,7 +148,7 @@ class PgvectorIndex:
         return sa.cast(C.embedding, kind).op(operator)(query)
 
     def _dims(self) -> sa.ColumnElement[Any]:
-        return getattr(sa.func, self.schema).vector_dims(C.embedding)  # type: ignore[no-any-return]
+        return _VectorDims(self.schema, C.embedding)
 
     def _scope(self, files: bool) -> sa.ColumnElement[bool]:
         """The store's chunks (``:vector_store_id``), of list ``:file_ids`` when ``files``."""
@@ -142,7 +166,7 @@ class PgvectorIndex:
             index_name(dimension),
             typed,
             postgresql_using="hnsw",
-            postgresql_ops={"typed": f"{_PG.identifier_preparer.quote_schema(self.schema)}.{kind}_cosine_ops"},
+            postgresql_ops={"typed": f"{_schema(self.schema)}.{kind}_cosine_ops"},
             postgresql_where=self._dims() == _number(dimension),
         )
         sa.Table("chunks", sa.MetaData(), sa.Column("embedding"), index)
