@@ -3,22 +3,31 @@
 The earlier, home-made runner recorded its versions in ``schema_migrations``.
 Such a database (without ``alembic_version``) is stamped with the revision its
 last version matches, then upgraded like any other, in the same transaction.
+
+A database already at :data:`HEAD` is opened without Alembic: one read of its
+version, and Alembic with its revisions (about 10 MiB of a server's memory, for
+good) is never imported.
 """
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from sqlalchemy.pool import NullPool
 
 from ferryman.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from alembic.config import Config
     from sqlalchemy.ext.asyncio import AsyncEngine
+
+HEAD = "0026_turn_owners_in_turns"
+"""The newest revision (``tests/unit/test_migration_head.py`` holds it to Alembic's own head)."""
+_VERSION = "SELECT version_num FROM alembic_version"
 
 # The earlier runner's last version -> the revision whose schema it had built.
 LEGACY: dict[str, dict[int, str]] = {
@@ -51,6 +60,8 @@ def legacy_revision(conn: sa.Connection) -> str | None:
 
 def alembic_config(conn: sa.Connection) -> Config:
     """Alembic's configuration for running commands (``alembic.command``) on ``conn``."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(_SCRIPTS))
     config.attributes["connection"] = conn
@@ -59,6 +70,8 @@ def alembic_config(conn: sa.Connection) -> Config:
 
 def upgrade(conn: sa.Connection, target: str = "head") -> None:
     """Adopt a database of the earlier runner, then upgrade to ``target``, all in ``conn``'s transaction."""
+    from alembic import command
+
     config = alembic_config(conn)
     legacy = legacy_revision(conn)
     if legacy is not None:
@@ -83,8 +96,22 @@ def sqlite_engine(path: str) -> sa.Engine:
     return engine
 
 
+def _sqlite_version(path: str) -> str | None:
+    """The revision a SQLite file is at (None: none recorded, or no file)."""
+    if path != ":memory:" and not Path(path).exists():
+        return None
+    with closing(sqlite3.connect(path)) as conn:
+        try:
+            row = conn.execute(_VERSION).fetchone()
+        except sqlite3.OperationalError:  # no such table
+            return None
+    return str(row[0]) if row is not None else None
+
+
 def upgrade_sqlite(path: str, target: str = "head") -> None:
     """Bring a SQLite file's schema to ``target`` (blocking: run it off the event loop)."""
+    if target == "head" and _sqlite_version(path) == HEAD:
+        return
     engine = sqlite_engine(path)
     try:
         with engine.begin() as conn:
@@ -111,8 +138,24 @@ def postgres_engine(url: str, schema: str | None) -> AsyncEngine:
     return create_async_engine("postgresql+asyncpg://", poolclass=NullPool, async_creator=connect)
 
 
+async def _postgres_version(url: str, schema: str | None) -> str | None:
+    """The revision a PostgreSQL schema is at (None: none recorded)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url, server_settings={"search_path": schema} if schema else {})
+    try:
+        version = await conn.fetchval(_VERSION)
+    except asyncpg.UndefinedTableError:
+        return None
+    finally:
+        await conn.close()
+    return str(version) if version is not None else None
+
+
 async def upgrade_postgres(url: str, schema: str | None, target: str = "head") -> None:
     """Bring a PostgreSQL schema to ``target``, one replica at a time (an advisory lock)."""
+    if target == "head" and await _postgres_version(url, schema) == HEAD:
+        return
     engine = postgres_engine(url, schema)
 
     def locked(conn: sa.Connection) -> None:
