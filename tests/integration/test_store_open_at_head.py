@@ -6,9 +6,11 @@ process of its own, since the migration of a fresh database (the first open) doe
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -32,9 +34,13 @@ OPEN = textwrap.dedent(
 )
 
 
-def _opened_loads(module: str, store: str, args: str) -> str:
+def _open(module: str, store: str, args: str) -> subprocess.CompletedProcess[str]:
     script = OPEN.format(module=module, store=store, args=args)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+
+
+def _opened_loads(module: str, store: str, args: str) -> str:
+    run = _open(module, store, args)
     assert run.returncode == 0, run.stderr
     return run.stdout.strip()
 
@@ -49,3 +55,13 @@ async def test_a_postgres_schema_at_head_opens_without_alembic(tmp_path: Path) -
     async with postgres_store(tmp_path) as migrated:
         schema = migrated._db._schema  # type: ignore[attr-defined]
         assert _opened_loads("postgres", "PostgresStore", f"{POSTGRES_URL!r}, schema={schema!r}") == "[]"
+
+
+def test_a_sqlite_file_recording_another_revision_beside_head_is_left_to_alembic(tmp_path: Path) -> None:
+    path = tmp_path / "two_heads.db"
+    assert _opened_loads("sqlite", "SqliteStore", repr(str(path))) != "[]"
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("INSERT INTO alembic_version (version_num) VALUES ('9999_not_ours')")
+    refused = _open("sqlite", "SqliteStore", repr(str(path)))
+    assert refused.returncode != 0
+    assert "Can't locate revision identified by '9999_not_ours'" in refused.stderr

@@ -9,10 +9,10 @@ the chunks it makes are written with its final status in one transaction, and
 only while the claim is still the claimer's.
 
 Each backend keeps the chunks (text, and unit-length float32 little-endian
-embeddings) and a feed of what changed in them (:mod:`.chunk_feed`). Keyword
-search is BM25 in process on every backend (:mod:`.keyword_index`); vector
+embeddings) and a feed of what changed in them (:mod:`.search.chunk_feed`). Keyword
+search is BM25 in process on every backend (:mod:`.search.keyword_index`); vector
 search is pgvector's on PostgreSQL and in process elsewhere
-(:mod:`.vector_index`). The in-process indexes are kept current from the feed,
+(:mod:`.search.vector_index`). The in-process indexes are kept current from the feed,
 never rebuilt for a write.
 """
 

@@ -3,9 +3,9 @@
 A store's chunks are three hashes by chunk id (JSON, embedding bytes, file id),
 a sorted set per file by position, and the chunk feed's records: the version
 that wrote each chunk and the files whose chunks a write dropped
-(:mod:`.redis_keys`). Search has no Redis module to lean on: each replica
-keeps in-process indexes of the stores it searched (:class:`.keyword_index.KeywordIndex`,
-:class:`.vector_index.VectorIndex`), brought up to date before each search
+(:mod:`.store_keys`). Search has no Redis module to lean on: each replica
+keeps in-process indexes of the stores it searched (:class:`ferryman.storage.search.keyword_index.KeywordIndex`,
+:class:`ferryman.storage.search.vector_index.VectorIndex`), brought up to date before each search
 from what changed since the version they hold (:meth:`RedisChunks.chunk_changes`),
 never rebuilt for a write. The client decodes replies as text, so what reads
 embeddings asks for raw bytes (``NEVER_DECODE``).
@@ -39,7 +39,7 @@ _RAW = {NEVER_DECODE: True}
 
 
 def _chunk_lists(chunks: list[ChunkRecord]) -> dict[str, Any]:
-    """The :class:`~.redis_lua_chunks.Chunks` lists of these chunks."""
+    """The :class:`~.lua_chunks.Chunks` lists of these chunks."""
     return {
         "chunk_ids": [c.chunk_id for c in chunks],
         "file_ids": [c.file_id for c in chunks],
@@ -71,7 +71,7 @@ _PAGE = 2000
 
 
 def _changes(found: list[Any]) -> ChunkChanges:
-    """The changes :data:`~.redis_lua_chunks.CHUNK_CHANGES` answered, its values (bytes) read in."""
+    """The changes :data:`~.lua_chunks.CHUNK_CHANGES` answered, its values (bytes) read in."""
     version, complete, ids, stamps, files, bodies, vectors, removed, _ = found
     texts = [None if body is None else orjson.loads(body)["text"] for body in bodies] if bodies else [""] * len(ids)
     embeddings = vectors or [b""] * len(ids)
@@ -147,7 +147,7 @@ class RedisChunks(RedisKnowledge):
     ) -> ChunkChanges | None:
         """The changes to a store's chunks after version ``since`` (None: all of them), in one script.
 
-        See :class:`~.chunk_feed.ChunkFeed`; None when there is no such store.
+        See :class:`~ferryman.storage.search.chunk_feed.ChunkFeed`; None when there is no such store.
         """
         if self._scripts is None:
             raise RuntimeError("the store is not open")

@@ -3,7 +3,7 @@
 A vector store's attachments are hashes beside sorted sets that all score a
 file by the same attachment number (every attachment, one per status, one per
 batch), so a filtered page is a score range after the cursor's number. Every
-write that checks or cascades is a script of :mod:`.redis_lua_knowledge`.
+write that checks or cascades is a script of :mod:`.lua_knowledge`.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _attachments(files: list[VectorStoreFileRecord]) -> dict[str, Any]:
 
 
 def attachment_of(vector_store_id: str, file_id: str, values: list[Any]) -> VectorStoreFileRecord:
-    """An attachment from its hash's :data:`~.redis_lua_chunks.VS_FILE_FIELDS`."""
+    """An attachment from its hash's :data:`~.lua_chunks.VS_FILE_FIELDS`."""
     created_at, status, attributes, strategy, usage, last_error, batch_id = values
     return VectorStoreFileRecord(
         vector_store_id=vector_store_id,

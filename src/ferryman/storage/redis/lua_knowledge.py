@@ -3,8 +3,8 @@
 Kept in Lua because each is one transaction in SQL: it checks before it writes
 several keys, or cascades through keys it finds as it goes (a deleted file
 leaves every store it was attached to, with its chunks). :data:`KNOWLEDGE_LUA`
-holds the functions these scripts and those of :mod:`.redis_lua_chunks` share;
-key layout in :mod:`.redis_keys`.
+holds the functions these scripts and those of :mod:`.lua_chunks` share;
+key layout in :mod:`.store_keys`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ferryman.storage.redis.lua_idempotency import KEY_ERRORS, SETTLE, SettlesKe
 from ferryman.storage.redis.script import Outcome, Script, nothing, values
 
 # An attachment's key is ``vs_file:<pair>``, its ingestion job ``<pair>``, with pair = ``<#store>:<store>:<file>``
-# (byte length, as :func:`.redis_keys.pair_id` counts). A script that changes a store's chunks draws the store one
+# (byte length, as :func:`.store_keys.pair_id` counts). A script that changes a store's chunks draws the store one
 # fresh version from the global counter, so a version is never seen twice, not even by a store deleted and created
 # again; it stamps the chunks it writes, and a file whose chunks it drops, with that version (the chunk feed,
 # ``chunk_feed.py``). A file's removal keeps only its latest version: it drops every older chunk of the file, so

@@ -20,22 +20,9 @@ from ferryman.storage.sql.keyset import Keyset
 from ferryman.storage.sql.seam import Row, Work
 
 F = vector_store_files.c
-FILE_COLUMNS = tuple(
-    F[name]
-    for name in (
-        "vector_store_id",
-        "file_id",
-        "created_at",
-        "status",
-        "attributes",
-        "chunking_strategy",
-        "usage_bytes",
-        "last_error",
-        "batch_id",
-        "lease_until",
-    )
-)
-"""An attachment's columns, as :func:`file_record` reads them."""
+FILE_COLUMNS = tuple(vector_store_files.c)
+"""An attachment's columns, as :func:`file_record` reads them (the table's, in the order ``domain_tables`` names
+them)."""
 _ATTACHED = ("created_at", "status", "attributes", "chunking_strategy", "usage_bytes", "last_error", "batch_id")
 """The columns an attachment is given (and given again when its file is attached again), with its key's."""
 

@@ -25,9 +25,6 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-HEAD = "0026_turn_owners_in_turns"
-"""The newest revision (``tests/unit/test_migration_head.py`` holds it to Alembic's own head)."""
-_VERSION = "SELECT version_num FROM alembic_version"
 
 # The earlier runner's last version -> the revision whose schema it had built.
 LEGACY: dict[str, dict[int, str]] = {
@@ -37,6 +34,10 @@ LEGACY: dict[str, dict[int, str]] = {
 # Every replica migrates at start-up; this advisory lock makes them take turns.
 MIGRATION_LOCK = 0x66657272  # "ferr"
 _SCRIPTS = Path(__file__).parent / "migrations"
+HEAD = max(path.stem for path in (_SCRIPTS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+"""The newest revision: each revision's id is its file's name, numbered in order (``tests/unit/
+test_migration_head.py`` holds it to Alembic's own head)."""
+_VERSION = "SELECT version_num FROM alembic_version"
 
 
 def legacy_revision(conn: sa.Connection) -> str | None:
@@ -96,21 +97,21 @@ def sqlite_engine(path: str) -> sa.Engine:
     return engine
 
 
-def _sqlite_version(path: str) -> str | None:
-    """The revision a SQLite file is at (None: none recorded, or no file)."""
+def _sqlite_versions(path: str) -> list[str]:
+    """The revisions a SQLite file records (none: no table, no file, or it cannot be read here, which the
+    migration's own path then reports)."""
     if path != ":memory:" and not Path(path).exists():
-        return None
-    with closing(sqlite3.connect(path)) as conn:
-        try:
-            row = conn.execute(_VERSION).fetchone()
-        except sqlite3.OperationalError:  # no such table
-            return None
-    return str(row[0]) if row is not None else None
+        return []
+    try:
+        with closing(sqlite3.connect(path)) as conn:
+            return [str(row[0]) for row in conn.execute(_VERSION)]
+    except sqlite3.Error:
+        return []
 
 
 def upgrade_sqlite(path: str, target: str = "head") -> None:
     """Bring a SQLite file's schema to ``target`` (blocking: run it off the event loop)."""
-    if target == "head" and _sqlite_version(path) == HEAD:
+    if target == "head" and _sqlite_versions(path) == [HEAD]:
         return
     engine = sqlite_engine(path)
     try:
@@ -138,23 +139,22 @@ def postgres_engine(url: str, schema: str | None) -> AsyncEngine:
     return create_async_engine("postgresql+asyncpg://", poolclass=NullPool, async_creator=connect)
 
 
-async def _postgres_version(url: str, schema: str | None) -> str | None:
-    """The revision a PostgreSQL schema is at (None: none recorded)."""
+async def _postgres_versions(url: str, schema: str | None) -> list[str]:
+    """The revisions a PostgreSQL schema records (none: no table)."""
     import asyncpg
 
     conn = await asyncpg.connect(url, server_settings={"search_path": schema} if schema else {})
     try:
-        version = await conn.fetchval(_VERSION)
+        return [str(row[0]) for row in await conn.fetch(_VERSION)]
     except asyncpg.UndefinedTableError:
-        return None
+        return []
     finally:
         await conn.close()
-    return str(version) if version is not None else None
 
 
 async def upgrade_postgres(url: str, schema: str | None, target: str = "head") -> None:
     """Bring a PostgreSQL schema to ``target``, one replica at a time (an advisory lock)."""
-    if target == "head" and await _postgres_version(url, schema) == HEAD:
+    if target == "head" and await _postgres_versions(url, schema) == [HEAD]:
         return
     engine = postgres_engine(url, schema)
 

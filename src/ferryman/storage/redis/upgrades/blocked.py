@@ -1,6 +1,6 @@
 """Redis layout 3: what a shield blocked, stored raw by earlier versions, withheld in place.
 
-The step of :mod:`.redis_upgrade` that does for Redis what the SQL revision ``0009_blocked_text``
+The step of :mod:`.runner` that does for Redis what the SQL revision ``0009_blocked_text``
 does: each turn's stored JSON goes through :func:`~.blocked_text.withhold`, and what it says
 is written back, one turn per transaction: the turn's inputs and output, step bodies, history messages
 (each keeps its id; a refusal joined after them draws a new one from ``seq``, as history

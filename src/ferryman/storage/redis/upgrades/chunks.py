@@ -2,9 +2,9 @@
 
 Layout 8 kept a store's chunks in three hashes by chunk id, with one ``version`` per store that moved at every
 write; in-process indexes reloaded a store whole when it moved. Layout 9 adds what the chunk feed
-(:mod:`.chunk_feed`) reads: a sorted set of chunk id -> version per store (``chunk_versions``), the files whose
-chunks a write dropped (``chunk_removals``) and the oldest version the removals still answer for
-(``removals_from`` in the store's hash).
+(:mod:`ferryman.storage.search.chunk_feed`) reads: a sorted set of chunk id -> version per store
+(``chunk_versions``), the files whose chunks a write dropped (``chunk_removals``) and the oldest version the
+removals still answer for (``removals_from`` in the store's hash).
 
 The conversion stamps every existing chunk with version 0, older than any version an index can hold, and starts
 each store's removals at its current version; no index exists yet (replicas of layout 8 are stopped). Stamps are

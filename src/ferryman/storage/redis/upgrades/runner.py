@@ -8,31 +8,31 @@ converting once the lock expires.
 
 Versions: 1 stored stream events as whole SSE frames; 2 stores their JSON data.
 3 withholds what a shield blocked, which earlier versions stored raw
-(``redis_blocked_upgrade``: placeholders, as this version stores for a block).
+(``blocked``: placeholders, as this version stores for a block).
 4 types principals: an owner's JSON gets its ``kind`` (``key:NAME`` was an API
 key, anything else a token's subject) and a subject's idempotency keys are
 renamed to its qualified name ``sub:ID``. 5 moves registered models, toolgroups,
-shields and API keys into the storage kernel's records (``redis_registry_upgrade``). 6 indexes the
-conversations, and each one's responses, so that they can be listed (``redis_conversation_upgrade``).
-7 moves agents, with their owners, into the kernel's records (``redis_agent_upgrade``); sessions stay.
+shields and API keys into the storage kernel's records (``registry``). 6 indexes the
+conversations, and each one's responses, so that they can be listed (``conversations``).
+7 moves agents, with their owners, into the kernel's records (``agents``); sessions stay.
 8 keeps each session's history epoch (``history_epoch`` in its hash, absent: 0; ``history_cache.py``): nothing
 is converted, but a ferryman of 7 deletes turns without bumping it, so it must not write 8's data.
 9 stamps each chunk with the store version that wrote it and keeps what each write removed, the chunk feed that
-keeps in-process indexes current (``redis_chunk_upgrade``): existing chunks get version 0.
-10 moves files (their metadata), with their owners, into the kernel's records (``redis_file_upgrade``); their
+keeps in-process indexes current (``chunks``): existing chunks get version 0.
+10 moves files (their metadata), with their owners, into the kernel's records (``files``); their
 vector stores and chunks stay.
 11 keeps each vector store's files' bytes (``files_bytes`` in its hash, absent: summed by the store's next view):
 nothing is converted, but a ferryman of 10 changes attachments without keeping it, so it must not write 11's data.
-12 moves vector stores' settings, with their owners, into the kernel's records (``redis_vector_store_upgrade``);
+12 moves vector stores' settings, with their owners, into the kernel's records (``vector_stores``);
 each store's hash keeps what the chunk index reads, and its attachments, batches and chunks stay.
-13 moves conversations, with their owners, into the kernel's records (``redis_conversation_kernel_upgrade``);
+13 moves conversations, with their owners, into the kernel's records (``conversation_kernel``);
 each one's hash keeps its session id, and its items and responses stay.
-14 moves sessions, with their owners, into the kernel's records (``redis_session_kernel_upgrade``); each one's
+14 moves sessions, with their owners, into the kernel's records (``session_kernel``); each one's
 hash stays as its anchor, without its name and start, its turns with it, and the agents' session indexes go.
-15 gives each response its record, with its owner, in the kernel (``redis_response_kernel_upgrade``), which lists
+15 gives each response its record, with its owner, in the kernel (``response_kernel``), which lists
 it; its hash stays, and the indexes that listed responses go.
 16 keeps a turn's owner in the turn's own hash (``owner``), which takes it when it goes
-(``redis_turn_owner_upgrade``): the owners of turns still there move into their hashes, and ``owners:turn``
+(``turn_owners``): the owners of turns still there move into their hashes, and ``owners:turn``
 goes with any other ``owners:<kind>`` hash left, the last of the side tables of owners.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
