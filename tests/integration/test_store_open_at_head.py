@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from storage_backends import POSTGRES_URL, postgres_store
 
+from ferryman.storage.sql.migrate import HEAD
+
 pytestmark = pytest.mark.anyio
 
 OPEN = textwrap.dedent(
@@ -65,3 +67,11 @@ def test_a_sqlite_file_recording_another_revision_beside_head_is_left_to_alembic
     refused = _open("sqlite", "SqliteStore", repr(str(path)))
     assert refused.returncode != 0
     assert "Can't locate revision identified by '9999_not_ours'" in refused.stderr
+
+
+def test_a_sqlite_file_whose_name_holds_url_characters_is_the_one_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "odd?name#1.db"
+    assert _opened_loads("sqlite", "SqliteStore", repr(str(path))) != "[]"
+    assert sorted(file.name for file in tmp_path.iterdir() if file.suffix == ".db" or "?" in file.name) == [path.name]
+    with closing(sqlite3.connect(path)) as conn:
+        assert [row[0] for row in conn.execute("SELECT version_num FROM alembic_version")] == [HEAD]

@@ -83,7 +83,8 @@ def upgrade(conn: sa.Connection, target: str = "head") -> None:
 
 def sqlite_engine(path: str) -> sa.Engine:
     """An engine on a SQLite file whose transactions cover DDL and lock out other writers from the start."""
-    engine = sa.create_engine(f"sqlite:///{path}", poolclass=NullPool)
+    # A URL object, not text: a '?' or '#' in the path would start a query or a fragment of a URL's text.
+    engine = sa.create_engine(sa.engine.URL.create("sqlite", database=path), poolclass=NullPool)
 
     # pysqlite opens transactions late and never around DDL: take over (SQLAlchemy's recipe).
     @sa.event.listens_for(engine, "connect")
