@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,29 @@ AFTER_INFERENCE = 3
 """Either way: the turn's end, its events, its usage."""
 
 
+_OPENING: ContextVar[bool] = ContextVar("opening", default=False)
+"""Set while a Redis connection opens: the commands of its handshake are not counted."""
+
+
+def _opening(connect: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    async def opened(*args: Any, **kwargs: Any) -> Any:
+        token = _OPENING.set(True)
+        try:
+            return await connect(*args, **kwargs)
+        finally:
+            _OPENING.reset(token)
+
+    return opened
+
+
 class Trips:
     """Counts the units of work a store sends its backend, and what the count was when the model was called.
 
     ``requested`` counts those sent by the request's own task (the client's, which the in-process transport
-    runs the app in) since :meth:`watch`: the app's background loops (sweeps, leases) are left out of it.
+    runs the app in) since :meth:`watch`: the app's background loops (sweeps, leases) are left out of it. So are
+    the commands a new Redis connection sends as it opens (``HELLO``, ``CLIENT SETINFO``...): the pool opens one
+    when a background loop holds every idle one at that moment, which is the pool's growth, not the request's
+    work (a flake seen in CI: 5 trips counted where 1 was due, the start's script and a handshake of four).
     """
 
     def __init__(self) -> None:
@@ -68,9 +87,10 @@ class Trips:
 
     def counting(self, send: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def counted(*args: Any, **kwargs: Any) -> Any:
-            self.sent += 1
-            if self._request is not None and asyncio.current_task() is self._request:
-                self.requested += 1
+            if not _OPENING.get():
+                self.sent += 1
+                if self._request is not None and asyncio.current_task() is self._request:
+                    self.requested += 1
             return await send(*args, **kwargs)
 
         return counted
@@ -109,6 +129,9 @@ async def counted_app(
     if backend == "redis":
         monkeypatch.setattr(
             AbstractConnection, "send_packed_command", trips.counting(AbstractConnection.send_packed_command)
+        )
+        monkeypatch.setattr(
+            AbstractConnection, "connect_check_health", _opening(AbstractConnection.connect_check_health)
         )
     async with unopened_store(backend, tmp_path) as store:
         keys = ApiKeys(store.kernel)
