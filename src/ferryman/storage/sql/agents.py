@@ -14,8 +14,7 @@ from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.kinds import SESSION
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import Owner
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import p
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
 from ferryman.storage.sql.domain_tables import sessions as anchors
 from ferryman.storage.sql.idempotency import claimed, settled
 from ferryman.storage.sql.kernel import SqlKernel

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 
 from ferryman.storage.knowledge import LastError, VectorStoreFileRecord
 from ferryman.storage.sql.chunk_changes import drop_files_chunks, moved_or_missing
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import p, vector_store_files
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
+from ferryman.storage.sql.domain_tables import vector_store_files
 from ferryman.storage.sql.keyset import Keyset
 from ferryman.storage.sql.seam import Row, Work
 

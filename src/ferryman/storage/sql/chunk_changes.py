@@ -29,8 +29,8 @@ from sqlalchemy.sql.elements import ClauseElement
 from ferryman.errors import NotFoundError
 from ferryman.storage.knowledge import ChunkRecord
 from ferryman.storage.search.chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import chunk_removals, p, vector_stores
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
+from ferryman.storage.sql.domain_tables import chunk_removals, vector_stores
 from ferryman.storage.sql.domain_tables import chunks as chunk_table
 from ferryman.storage.sql.seam import Row, Work, count, each, first
 

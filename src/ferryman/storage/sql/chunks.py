@@ -21,8 +21,8 @@ from ferryman.storage.knowledge import ChunkHit, ChunkRecord
 from ferryman.storage.page import Page
 from ferryman.storage.search.chunk_feed import ChunkChanges
 from ferryman.storage.sql.chunk_changes import changes, changes_query, insert_chunks, moved_or_missing
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import CHUNK_COLUMNS, chunks, p
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
+from ferryman.storage.sql.domain_tables import CHUNK_COLUMNS, chunks
 from ferryman.storage.sql.seam import Driver, Row, VectorIndex, Work
 
 if TYPE_CHECKING:

@@ -39,6 +39,11 @@ CACHE_SIZE = 512
 """Compiled statements kept per dialect (one per shape of query: a filter's shape, a page's options)."""
 
 
+def p(name: str) -> sa.BindParameter[Any]:
+    """The parameter ``:name`` of a built statement, bound when the statement runs."""
+    return sa.bindparam(name)
+
+
 @dataclass(frozen=True, slots=True)
 class Compiled:
     """A statement's text with ``:name`` parameters, and the values of those the statement fixed itself."""

@@ -84,11 +84,6 @@ chunks = _table(
 chunk_removals = _table("chunk_removals", "id", "vector_store_id", "version", "file_id", "chunk_id")
 
 
-def p(name: str) -> sa.BindParameter[object]:
-    """The parameter ``:name``, bound when the statement runs."""
-    return sa.bindparam(name)
-
-
 CHUNK_COLUMNS = tuple(
     chunks.c[name]
     for name in ("chunk_id", "vector_store_id", "file_id", "position", "text", "embedding", "token_count", "metadata")

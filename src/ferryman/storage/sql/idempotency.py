@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from ferryman.errors import IdempotencyKeyInUseError
 from ferryman.storage.base import IdempotencyKeyHeldError, IdempotencyRecord, KeySettlement
 from ferryman.storage.kernel.ops import Op
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import idempotency_keys, p
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
+from ferryman.storage.sql.domain_tables import idempotency_keys
 from ferryman.storage.sql.kernel import SqlKernel
 from ferryman.storage.sql.seam import Driver, Row, Work
 

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from ferryman.storage.knowledge import ChunkRecord, VectorStoreFileRecord
 from ferryman.storage.sql.attachments import FILE_COLUMNS, error_json, file_record
 from ferryman.storage.sql.chunk_changes import drop_files_chunks, insert_chunks, moved
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import p, vector_store_files
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
+from ferryman.storage.sql.domain_tables import vector_store_files
 from ferryman.storage.sql.seam import Driver, Row, Work, count, rows
 
 

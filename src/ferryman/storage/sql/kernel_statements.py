@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql.elements import ClauseElement
 
 from ferryman.storage.kernel.filters import All, And, Filter, IdIn, Not, Or, Terms
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
 from ferryman.storage.sql.tables import record_keys, record_logs, record_terms, records
 
 R = records.c
@@ -27,18 +27,14 @@ MAX_TERM_ARMS = 8
 _KEY_COLUMNS = tuple(record_keys.c[name] for name in ("fingerprint", "ref_kind", "ref_id", "result", "expires_at"))
 
 
-def _p(name: str) -> sa.BindParameter[Any]:
-    return sa.bindparam(name)
-
-
 def _this(kind_param: str = "kind", id_param: str = "id") -> sa.ColumnElement[bool]:
-    return sa.and_(R.kind == _p(kind_param), R.id == _p(id_param))
+    return sa.and_(R.kind == p(kind_param), R.id == p(id_param))
 
 
 def _seq_of(id_param: str) -> sa.ScalarSelect[Any]:
     """The seq of the record of ``:kind`` with id ``:<id_param>`` (NULL when missing)."""
     inner = records.alias("mark")
-    return sa.select(inner.c.seq).where(inner.c.kind == _p("kind"), inner.c.id == _p(id_param)).scalar_subquery()
+    return sa.select(inner.c.seq).where(inner.c.kind == p("kind"), inner.c.id == p(id_param)).scalar_subquery()
 
 
 # -- records ---------------------------------------------------------------------------------------------------
@@ -56,14 +52,14 @@ def get_record(d: SqlDialect, *, lock: bool = False) -> Compiled:
 
 def get_many(d: SqlDialect) -> Compiled:
     """The records of ``:kind`` whose ids are in list ``:ids``."""
-    return d.compiled("get_many", lambda: sa.select(*REC_COLUMNS).where(R.kind == _p("kind"), d.one_of(R.id, "ids")))
+    return d.compiled("get_many", lambda: sa.select(*REC_COLUMNS).where(R.kind == p("kind"), d.one_of(R.id, "ids")))
 
 
 def find_parent(d: SqlDialect) -> Compiled:
     """The seq of a record with id ``:parent`` of one of the kinds in list ``:kinds``."""
     return d.compiled(
         "parent",
-        lambda: sa.select(R.seq).where(R.id == _p("parent"), d.one_of(R.kind, "kinds")).order_by(R.seq).limit(1),
+        lambda: sa.select(R.seq).where(R.id == p("parent"), d.one_of(R.kind, "kinds")).order_by(R.seq).limit(1),
     )
 
 
@@ -71,7 +67,7 @@ def slot_holder(d: SqlDialect) -> Compiled:
     """Another record of ``:kind`` holding slot ``:slot`` (not ``:id``)."""
     return d.compiled(
         "slot",
-        lambda: sa.select(R.id, R.status).where(R.kind == _p("kind"), R.slot == _p("slot"), R.id != _p("id")).limit(1),
+        lambda: sa.select(R.id, R.status).where(R.kind == p("kind"), R.slot == p("slot"), R.id != p("id")).limit(1),
     )
 
 
@@ -80,7 +76,7 @@ def insert_record(d: SqlDialect) -> Compiled:
 
     def build() -> ClauseElement:
         names = ("kind", "id", "parent", "parent_seq", "owner_key", "owner", "body", "status", "lease_until", "at")
-        values = {name: _p(name) for name in (*names, "k1", "k2", "k3", "slot")}
+        values = {name: p(name) for name in (*names, "k1", "k2", "k3", "slot")}
         return d.insert(records).values(values).on_conflict_do_nothing(index_elements=["kind", "id"]).returning(R.seq)
 
     return d.compiled("insert", build)
@@ -91,14 +87,14 @@ def update_record(d: SqlDialect) -> Compiled:
 
     def build() -> ClauseElement:
         names = ("body", "status", "lease_until", "k1", "k2", "k3", "slot")
-        return sa.update(records).where(R.seq == _p("seq")).values({name: _p(name) for name in names})
+        return sa.update(records).where(R.seq == p("seq")).values({name: p(name) for name in names})
 
     return d.compiled("update", build)
 
 
 def insert_terms(d: SqlDialect) -> Compiled:
     """One owner term of record ``:seq`` (run once per term)."""
-    return d.compiled("terms", lambda: sa.insert(record_terms).values(kind=_p("kind"), term=_p("term"), seq=_p("seq")))
+    return d.compiled("terms", lambda: sa.insert(record_terms).values(kind=p("kind"), term=p("term"), seq=p("seq")))
 
 
 def delete_record(d: SqlDialect) -> Compiled:
@@ -109,13 +105,13 @@ def delete_record(d: SqlDialect) -> Compiled:
 def children_of(d: SqlDialect) -> Compiled:
     """The ids of the records of ``:kind`` whose parent is one of list ``:ids``."""
     return d.compiled(
-        "children_of", lambda: sa.select(R.id).where(R.kind == _p("kind"), d.one_of(R.parent, "ids")).order_by(R.id)
+        "children_of", lambda: sa.select(R.id).where(R.kind == p("kind"), d.one_of(R.parent, "ids")).order_by(R.id)
     )
 
 
 def delete_many(d: SqlDialect) -> Compiled:
     """Delete the records of ``:kind`` whose ids are in list ``:ids`` (what is below them cascades)."""
-    return d.compiled("delete_many", lambda: sa.delete(records).where(R.kind == _p("kind"), d.one_of(R.id, "ids")))
+    return d.compiled("delete_many", lambda: sa.delete(records).where(R.kind == p("kind"), d.one_of(R.id, "ids")))
 
 
 def renew(d: SqlDialect) -> Compiled:
@@ -124,8 +120,8 @@ def renew(d: SqlDialect) -> Compiled:
         "renew",
         lambda: (
             sa.update(records)
-            .where(R.kind == _p("kind"), d.one_of(R.id, "ids"), R.lease_until.is_not(None))
-            .values(lease_until=_p("until"))
+            .where(R.kind == p("kind"), d.one_of(R.id, "ids"), R.lease_until.is_not(None))
+            .values(lease_until=p("until"))
             .returning(R.id)
         ),
     )
@@ -137,9 +133,9 @@ def expired(d: SqlDialect) -> Compiled:
         "expired",
         lambda: (
             sa.select(*REC_COLUMNS)
-            .where(R.kind == _p("kind"), R.lease_until < _p("now"), R.seq > _p("after_seq"))
+            .where(R.kind == p("kind"), R.lease_until < p("now"), R.seq > p("after_seq"))
             .order_by(R.seq)
-            .limit(_p("limit"))
+            .limit(p("limit"))
             .offset(0)
             .with_for_update(of=records, skip_locked=True)
         ),
@@ -150,10 +146,10 @@ def claim(d: SqlDialect, *, with_status: bool) -> Compiled:
     """Set record ``:seq``'s lease to ``:lease_until`` (and its ``:status`` and ``:slot``)."""
 
     def build() -> ClauseElement:
-        values = {"lease_until": _p("lease_until")}
+        values = {"lease_until": p("lease_until")}
         if with_status:
-            values |= {"status": _p("status"), "slot": _p("slot")}
-        return sa.update(records).where(R.seq == _p("seq")).values(values)
+            values |= {"status": p("status"), "slot": p("slot")}
+        return sa.update(records).where(R.seq == p("seq")).values(values)
 
     return d.compiled(("claim", with_status), build)
 
@@ -162,9 +158,9 @@ def count_status(d: SqlDialect, where: int | None) -> Compiled:
     """Records of ``:kind`` under ``:parent`` (with index ``where`` equal to ``:value``) per status."""
 
     def build() -> ClauseElement:
-        conditions = [R.kind == _p("kind"), R.parent == _p("parent"), R.status.is_not(None)]
+        conditions = [R.kind == p("kind"), R.parent == p("parent"), R.status.is_not(None)]
         if where is not None:
-            conditions.append(INDEX_COLUMNS[where] == _p("value"))
+            conditions.append(INDEX_COLUMNS[where] == p("value"))
         return sa.select(R.status, sa.func.count()).where(*conditions).group_by(R.status)
 
     return d.compiled(("count_status", where), build)
@@ -183,7 +179,7 @@ def chain(d: SqlDialect, via: int) -> Compiled:
         step = records.alias("step")
         follow = sa.select(
             step.c.seq, step.c[pointer.name], start.c.depth + sa.literal_column("1", sa.Integer())
-        ).where(step.c.kind == _p("kind"), step.c.id == start.c.next, start.c.depth < _p("limit"))
+        ).where(step.c.kind == p("kind"), step.c.id == start.c.next, start.c.depth < p("limit"))
         walk = start.union_all(follow)
         return sa.select(*REC_COLUMNS).join(walk, walk.c.seq == R.seq).order_by(walk.c.depth)
 
@@ -199,7 +195,7 @@ def log_head(d: SqlDialect) -> Compiled:
     """Record ``(:kind, :id)``'s seq and the last number of its log ``:channel`` (NULL: empty), locked."""
 
     def build() -> ClauseElement:
-        last = sa.select(sa.func.max(L.n)).where(L.rec_seq == R.seq, L.channel == _p("channel")).scalar_subquery()
+        last = sa.select(sa.func.max(L.n)).where(L.rec_seq == R.seq, L.channel == p("channel")).scalar_subquery()
         return sa.select(R.seq, last).where(_this()).with_for_update(of=records)
 
     return d.compiled("log_head", build)
@@ -209,14 +205,14 @@ def insert_entry(d: SqlDialect) -> Compiled:
     """One log entry (run once per entry)."""
     return d.compiled(
         "entry",
-        lambda: sa.insert(record_logs).values(rec_seq=_p("seq"), channel=_p("channel"), n=_p("n"), body=_p("body")),
+        lambda: sa.insert(record_logs).values(rec_seq=p("seq"), channel=p("channel"), n=p("n"), body=p("body")),
     )
 
 
 def clear_log(d: SqlDialect) -> Compiled:
     """Every entry of record ``:seq``'s log ``:channel``."""
     return d.compiled(
-        "clear_log", lambda: sa.delete(record_logs).where(L.rec_seq == _p("seq"), L.channel == _p("channel"))
+        "clear_log", lambda: sa.delete(record_logs).where(L.rec_seq == p("seq"), L.channel == p("channel"))
     )
 
 
@@ -227,9 +223,9 @@ def events(d: SqlDialect) -> Compiled:
         lambda: (
             sa.select(L.n, L.body)
             .join(records, R.seq == L.rec_seq)
-            .where(_this(), L.channel == _p("channel"), L.n > _p("after"))
+            .where(_this(), L.channel == p("channel"), L.n > p("after"))
             .order_by(L.n)
-            .limit(_p("limit"))
+            .limit(p("limit"))
             .offset(0)
         ),
     )
@@ -243,7 +239,7 @@ def log_count(d: SqlDialect) -> Compiled:
             sa.select(sa.func.count())
             .select_from(record_logs)
             .join(records, R.seq == L.rec_seq)
-            .where(_this(), L.channel == _p("channel"))
+            .where(_this(), L.channel == p("channel"))
         ),
     )
 
@@ -256,17 +252,17 @@ def history(d: SqlDialect, *, through: bool) -> Compiled:
 
     def build() -> ClauseElement:
         wanted: sa.ColumnElement[bool] = d.one_of(R.status, "statuses")
-        conditions = [R.kind == _p("kind"), R.parent == _p("parent")]
+        conditions = [R.kind == p("kind"), R.parent == p("parent")]
         if through:
             mark = records.alias("mark")
             last = sa.select(mark.c.seq).where(
-                mark.c.kind == _p("kind"), mark.c.id == _p("through"), mark.c.parent == _p("parent")
+                mark.c.kind == p("kind"), mark.c.id == p("through"), mark.c.parent == p("parent")
             )
-            wanted = sa.or_(wanted, R.id == _p("through"))
+            wanted = sa.or_(wanted, R.id == p("through"))
             conditions.append(R.seq <= last.scalar_subquery())
         return (
             sa.select(R.id, L.n, L.body)
-            .join(record_logs, sa.and_(L.rec_seq == R.seq, L.channel == _p("channel")))
+            .join(record_logs, sa.and_(L.rec_seq == R.seq, L.channel == p("channel")))
             .where(*conditions, wanted)
             .order_by(R.seq, L.n)
         )
@@ -284,11 +280,11 @@ def claim_key(d: SqlDialect) -> Compiled:
 
     def build() -> ClauseElement:
         names = ("owner_key", "key", "fingerprint", "ref_kind", "ref_id", "result", "expires_at")
-        insert = d.insert(record_keys).values({name: _p(name) for name in names})
+        insert = d.insert(record_keys).values({name: p(name) for name in names})
         return insert.on_conflict_do_update(
             index_elements=["owner_key", "key"],
             set_={name: insert.excluded[name] for name in names[2:]},
-            where=K.expires_at <= _p("now"),
+            where=K.expires_at <= p("now"),
         ).returning(K.key)
 
     return d.compiled("claim_key", build)
@@ -299,7 +295,7 @@ def live_key(d: SqlDialect) -> Compiled:
     return d.compiled(
         "live_key",
         lambda: sa.select(*_KEY_COLUMNS).where(
-            K.owner_key == _p("owner_key"), K.key == _p("key"), K.expires_at > _p("now")
+            K.owner_key == p("owner_key"), K.key == p("key"), K.expires_at > p("now")
         ),
     )
 
@@ -308,12 +304,12 @@ def settle_key(d: SqlDialect, fields: tuple[str, ...]) -> Compiled:
     """Set ``fields`` of ``(:owner_key, :key)`` (none: count whether it exists); ``release``: delete it."""
 
     def build() -> ClauseElement:
-        this = sa.and_(K.owner_key == _p("owner_key"), K.key == _p("key"))
+        this = sa.and_(K.owner_key == p("owner_key"), K.key == p("key"))
         if fields == ("release",):
             return sa.delete(record_keys).where(this)
         if not fields:
             return sa.select(sa.func.count()).select_from(record_keys).where(this)
-        return sa.update(record_keys).where(this).values({name: _p(name) for name in fields})
+        return sa.update(record_keys).where(this).values({name: p(name) for name in fields})
 
     return d.compiled(("settle_key", fields), build)
 
@@ -374,10 +370,10 @@ def _seqs(d: SqlDialect, arm: Any) -> sa.Select[Any]:
     """The seqs of the records of ``:kind`` one arm (see :func:`_arms`) admits, read from an index."""
     if arm[0] == "ids":
         named = records.alias("named")
-        return sa.select(named.c.seq).where(named.c.kind == _p("kind"), d.one_of(named.c.id, arm[1]))
+        return sa.select(named.c.seq).where(named.c.kind == p("kind"), d.one_of(named.c.id, arm[1]))
     term = record_terms.c.term
-    held = term == _p(arm[1]) if arm[0] == "term" else d.one_of(term, arm[1])
-    return sa.select(record_terms.c.seq).where(record_terms.c.kind == _p("kind"), held)
+    held = term == p(arm[1]) if arm[0] == "term" else d.one_of(term, arm[1])
+    return sa.select(record_terms.c.seq).where(record_terms.c.kind == p("kind"), held)
 
 
 def _condition(d: SqlDialect, shape: Any) -> sa.ColumnElement[bool]:
@@ -395,17 +391,17 @@ def _condition(d: SqlDialect, shape: Any) -> sa.ColumnElement[bool]:
 
 def _conditions(d: SqlDialect, shape: PageShape, order: sa.ColumnElement[Any]) -> list[sa.ColumnElement[bool]]:
     """The page's conditions but its filter (``order``: the seq column it is read in order of)."""
-    conditions: list[sa.ColumnElement[bool]] = [R.kind == _p("kind")]
+    conditions: list[sa.ColumnElement[bool]] = [R.kind == p("kind")]
     if not shape.any_parent:
-        conditions.append(R.parent == _p("parent"))
+        conditions.append(R.parent == p("parent"))
     if shape.where is not None:
-        conditions.append(INDEX_COLUMNS[shape.where] == _p("value"))
+        conditions.append(INDEX_COLUMNS[shape.where] == p("value"))
     if shape.statuses:
         conditions.append(d.one_of(R.status, "statuses"))
     if shape.since:
-        conditions.append(R.at >= _p("since"))
+        conditions.append(R.at >= p("since"))
     if shape.until:
-        conditions.append(R.at < _p("until"))
+        conditions.append(R.at < p("until"))
     return conditions + _after(shape, order)
 
 
@@ -420,7 +416,7 @@ def _arm_page(d: SqlDialect, shape: PageShape, arm: Any, limit: str, offset: str
     """The page of the records one arm admits, read from its index: one term in the order of its index."""
     if arm[0] == "term":
         order: sa.ColumnElement[Any] = record_terms.c.seq
-        where = [record_terms.c.kind == _p("kind"), record_terms.c.term == _p(arm[1])]
+        where = [record_terms.c.kind == p("kind"), record_terms.c.term == p(arm[1])]
         if not d.is_sqlite:
             return _looked_up(d, shape, where, limit, offset)
         query = sa.select(*REC_COLUMNS).select_from(record_terms).join(records, R.seq == record_terms.c.seq)
@@ -428,7 +424,7 @@ def _arm_page(d: SqlDialect, shape: PageShape, arm: Any, limit: str, offset: str
         order, query, where = R.seq, sa.select(*REC_COLUMNS), [R.seq.in_(_seqs(d, arm))]
     ordered = order.desc() if shape.desc else order.asc()
     conditions = [*_conditions(d, shape, order), *where]
-    return query.where(*conditions).order_by(ordered).limit(_p(limit)).offset(_p(offset))
+    return query.where(*conditions).order_by(ordered).limit(p(limit)).offset(p(offset))
 
 
 def _looked_up(
@@ -449,7 +445,7 @@ def _looked_up(
     bound = _after(shape, order)
     ordered = order.desc() if shape.desc else order.asc()
     query = sa.select(*looked_up.c).select_from(record_terms).join(looked_up, sa.true()).where(*where, *bound)
-    return query.order_by(ordered).limit(_p(limit)).offset(_p(offset))
+    return query.order_by(ordered).limit(p(limit)).offset(p(offset))
 
 
 def page(d: SqlDialect, shape: PageShape) -> Compiled:
@@ -470,12 +466,12 @@ def page(d: SqlDialect, shape: PageShape) -> Compiled:
                 conditions.append(_condition(d, shape.allow))
             ordered = R.seq.desc() if shape.desc else R.seq.asc()
             query = sa.select(*REC_COLUMNS).where(*conditions)
-            return query.order_by(ordered).limit(_p("limit")).offset(_p("offset"))
+            return query.order_by(ordered).limit(p("limit")).offset(p("offset"))
         if len(arms) == 1:
             return _arm_page(d, shape, arms[0], "limit", "offset")
         union = sa.union(*(sa.select(_arm_page(d, shape, arm, "window", "zero").subquery()) for arm in arms))
         merged = union.subquery("merged")
         ordered = merged.c.seq.desc() if shape.desc else merged.c.seq.asc()
-        return sa.select(merged).order_by(ordered).limit(_p("limit")).offset(_p("offset"))
+        return sa.select(merged).order_by(ordered).limit(p("limit")).offset(p("offset"))
 
     return d.compiled(("page", shape), build)

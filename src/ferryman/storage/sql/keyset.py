@@ -9,8 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ferryman.errors import NotFoundError
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import p
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
 from ferryman.storage.sql.seam import Work
 
 

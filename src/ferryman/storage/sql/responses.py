@@ -28,8 +28,8 @@ from ferryman.storage.kernel.model import Owner
 from ferryman.storage.rows import ITEM, response_record
 from ferryman.storage.sql import domain_tables as t
 from ferryman.storage.sql.agents import insert_session, remove_session
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import RESPONSE_COLUMNS, p
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
+from ferryman.storage.sql.domain_tables import RESPONSE_COLUMNS
 from ferryman.storage.sql.history import changed
 from ferryman.storage.sql.idempotency import claimed, settled
 from ferryman.storage.sql.seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, each, first, rows

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import messages, p, responses, sessions, steps, turns
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
+from ferryman.storage.sql.domain_tables import messages, responses, sessions, steps, turns
 
 T = turns.c
 TURN_COLUMNS = (

@@ -27,8 +27,8 @@ from ferryman.storage.page import Page
 from ferryman.storage.sql import attachments
 from ferryman.storage.sql.attachments import file_record
 from ferryman.storage.sql.chunk_changes import drop_files_chunks, moved
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import chunks, file_batches, p, vector_store_files
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
+from ferryman.storage.sql.domain_tables import chunks, file_batches, vector_store_files
 from ferryman.storage.sql.domain_tables import vector_stores as vector_store_table
 from ferryman.storage.sql.idempotency import claimed, settled
 from ferryman.storage.sql.keyset import keyset

@@ -34,8 +34,8 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import UserDefinedType
 
-from ferryman.storage.sql.dialects import Compiled, SqlDialect
-from ferryman.storage.sql.domain_tables import CHUNK_COLUMNS, chunks, p, vector_stores
+from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
+from ferryman.storage.sql.domain_tables import CHUNK_COLUMNS, chunks, vector_stores
 from ferryman.storage.sql.seam import Row, Work, first
 
 APPROXIMATE_FROM = 5_000
