@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kernel_backends import BACKENDS, TWINS
 
-from ferryman.storage.kernel.model import IdemEntry, Kind, Owner, Schema
+from ferryman.storage.kernel.model import Kind, Owner, Schema
 from ferryman.storage.kernel.ops import Append, Op, Page, Put
 from ferryman.storage.kernel.protocol import Kernel
 
@@ -80,9 +80,3 @@ async def tree(kernel: Kernel) -> None:
             Append(TURN, "t2", "messages", ("m0",)),
         ]
     )
-
-
-def entry(key: str = "k", owner_key: str = "api_key:alice", expires_at: float = 100.0, **kw: Any) -> IdemEntry:
-    fields: dict[str, Any] = {"fingerprint": "fp", "ref_kind": "agent", "ref_id": "a", "result": None}
-    fields.update(kw)
-    return IdemEntry(owner_key, key, expires_at=expires_at, **fields)

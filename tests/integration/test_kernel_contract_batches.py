@@ -18,7 +18,6 @@ from kernel_contract_support import (  # noqa: F401  (fixtures)
     STEP,
     TURN,
     backend_fixture,
-    entry,
     kernel_fixture,
     one,
     page_ids,
@@ -33,19 +32,15 @@ from ferryman.storage.kernel.model import Owner, Rec, owner_terms
 from ferryman.storage.kernel.ops import (
     Append,
     Check,
-    ClaimKey,
     Delete,
     Events,
     Get,
-    Key,
-    KeyHeld,
     LogCount,
     Op,
     Page,
     Patch,
     Put,
     Rewrite,
-    SettleKey,
 )
 from ferryman.storage.kernel.protocol import Kernel
 
@@ -66,14 +61,12 @@ async def test_a_batch_sees_its_own_earlier_writes(kernel: Kernel) -> None:
             LogCount(TURN, "t", "events"),
             Patch(TURN, "t", status="completed", expect_status=frozenset({"in_progress"})),
             Put(TURN, "t2", {}, parent="s", status="in_progress"),
-            ClaimKey(entry(), now=0.0),
-            Key("api_key:alice", "k", 1.0),
             Delete(AGENT, "a"),
             Get(TURN, "t"),
         ]
     )
     assert results[4].status == "in_progress" and [rec.id for rec in results[5].items] == ["s"]
-    assert results[6:8] == [2, True] and results[10] == entry() and results[11:] == [True, None]
+    assert results[6:8] == [2, True] and results[9:] == [True, None]
 
 
 async def test_a_parent_deleted_earlier_in_the_batch_is_missing(kernel: Kernel) -> None:
@@ -83,16 +76,12 @@ async def test_a_parent_deleted_earlier_in_the_batch_is_missing(kernel: Kernel) 
     assert await page_ids(kernel, Page(SESSION, parent="a1")) == ["s1"]
 
 
-ABORTED_KEYS = [("api_key:alice", "k1"), ("api_key:alice", "k0"), ("api_key:alice", "k2")]
-
-
 async def snapshot(kernel: Kernel) -> list[Any]:
     """Everything the atomicity tests' batches could have touched, read back."""
     pages = await kernel.read([Page(kind, parent=None) for kind in SCHEMA.kinds.values()])
     records = [rec for page in pages for rec in page.items]
     logs = [Events(SCHEMA[rec.kind], rec.id, channel) for rec in records for channel in SCHEMA[rec.kind].logs]
-    keys = [Key(owner_key, key, 0.0) for owner_key, key in ABORTED_KEYS]
-    return [records, *await kernel.read([*logs, *keys])]
+    return [records, *await kernel.read(logs)]
 
 
 async def aborted_setup(kernel: Kernel) -> None:
@@ -102,8 +91,6 @@ async def aborted_setup(kernel: Kernel) -> None:
             Put(CONVERSATION, "c1", {}, status="open"),
             Put(RESPONSE, "r1", {}),
             Append(RESPONSE, "r1", "events", ("r",)),
-            ClaimKey(entry("k1"), now=0.0),
-            ClaimKey(entry("k0", expires_at=5.0), now=0.0),
         ]
     )
 
@@ -114,14 +101,10 @@ EARLIER: dict[str, list[Op]] = {
     "patch": [Patch(TURN, "t1", merge={"x": 1}, drop=("y",), status="failed", lease_until=1.0)],
     "append": [Append(TURN, "t1", "events", ("e2",)), Append(RESPONSE, "r1", "events", ("r2",))],
     "rewrite": [Rewrite(TURN, "t2", "messages", ("only",))],
-    "claim key": [ClaimKey(entry("k2"), now=0.0), ClaimKey(entry("k0", fingerprint="new"), now=10.0)],
-    "settle key": [SettleKey("api_key:alice", "k1", result="done", expires_at=1000.0)],
-    "release key": [SettleKey("api_key:alice", "k1", release=True)],
     "delete": [Delete(AGENT, "a1"), Delete(RESPONSE, "r1")],
 }
-# Every kind of write in one batch (the deletes last, after the writes to what they delete; the key's release
-# left out, since the failing ops include claiming that key).
-EVERY_EARLIER = [op for name, ops in EARLIER.items() if name not in ("delete", "release key") for op in ops]
+# Every kind of write in one batch (the deletes last, after the writes to what they delete).
+EVERY_EARLIER = [op for name, ops in EARLIER.items() if name != "delete" for op in ops]
 EVERY_EARLIER += EARLIER["delete"]
 FAILING: dict[str, tuple[Op, type[Exception]]] = {
     "taken id": (Put(CONVERSATION, "c1", {}), ConflictError),
@@ -132,7 +115,6 @@ FAILING: dict[str, tuple[Op, type[Exception]]] = {
     "expected status": (Patch(CONVERSATION, "c1", status="x", expect_status=frozenset({"closed"})), ConflictError),
     "patch missing": (Patch(CONVERSATION, "nobody", merge={}), NotFoundError),
     "append missing": (Append(RESPONSE, "nobody", "events", ("e",)), NotFoundError),
-    "key held": (ClaimKey(entry("k1", fingerprint="again"), now=1.0), KeyHeld),
     "exclusive": (Put(TURN, "t9", {}, parent="s2", status="in_progress"), ConflictError),
 }
 

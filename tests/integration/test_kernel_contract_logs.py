@@ -13,7 +13,6 @@ from kernel_contract_support import (  # noqa: F401  (fixtures)
     STEP,
     TURN,
     backend_fixture,
-    entry,
     kernel_fixture,
     one,
     tree,
@@ -25,18 +24,14 @@ from ferryman.storage.kernel.model import LogEntry
 from ferryman.storage.kernel.ops import (
     Append,
     Chain,
-    ClaimKey,
     CountStatus,
     Events,
     Get,
     GetMany,
     History,
-    Key,
-    KeyHeld,
     LogCount,
     Put,
     Rewrite,
-    SettleKey,
 )
 from ferryman.storage.kernel.protocol import Kernel
 
@@ -166,64 +161,6 @@ async def test_chain_follows_an_index_newest_first(kernel: Kernel) -> None:
         [],
     ]
     assert found[0][1].body == {"previous_response_id": "r2"}
-
-
-# -- idempotency keys --------------------------------------------------------------------------------------------
-
-
-async def test_a_claimed_key_is_live_until_it_expires(kernel: Kernel) -> None:
-    claimed = entry()
-    await one(kernel, ClaimKey(claimed, now=0.0))
-    got = await kernel.read([Key("api_key:alice", "k", 50.0), Key("api_key:alice", "k", 100.0), Key("", "k", 50.0)])
-    assert got == [claimed, None, None]
-
-
-async def test_a_live_key_is_held_with_its_entry(kernel: Kernel) -> None:
-    first = entry(ref_id="a1", fingerprint="one")
-    await one(kernel, ClaimKey(first, now=0.0))
-    with pytest.raises(KeyHeld) as held:
-        await kernel.write([Put(AGENT, "a2", {}), ClaimKey(entry(ref_id="a2", fingerprint="two"), now=99.0)])
-    assert held.value.entry == first
-    assert await kernel.read([Get(AGENT, "a2"), Key("api_key:alice", "k", 1.0)]) == [None, first]
-
-
-async def test_an_expired_key_is_replaced(kernel: Kernel) -> None:
-    await one(kernel, ClaimKey(entry(fingerprint="old", expires_at=10.0), now=0.0))
-    new = entry(fingerprint="new", expires_at=200.0)
-    await one(kernel, ClaimKey(new, now=10.0))
-    assert await kernel.read([Key("api_key:alice", "k", 150.0)]) == [new]
-
-
-async def test_keys_are_scoped_by_owner(kernel: Kernel) -> None:
-    mine, yours, nobodys = entry(owner_key="api_key:alice"), entry(owner_key="subject:bob"), entry(owner_key="")
-    await kernel.write([ClaimKey(mine, 0.0), ClaimKey(yours, 0.0), ClaimKey(nobodys, 0.0)])
-    got = await kernel.read([Key("api_key:alice", "k", 1.0), Key("subject:bob", "k", 1.0), Key("", "k", 1.0)])
-    assert got == [mine, yours, nobodys]
-
-
-async def test_settle_records_a_result_and_a_new_expiry(kernel: Kernel) -> None:
-    await one(kernel, ClaimKey(entry(ref_kind=None, ref_id=None), now=0.0))
-    assert await one(kernel, SettleKey("api_key:alice", "k", result='{"ok": true}', expires_at=500.0)) is True
-    assert await one(kernel, SettleKey("api_key:alice", "other", result="x", expires_at=500.0)) is False
-    [held] = await kernel.read([Key("api_key:alice", "k", 400.0)])
-    assert held == entry(ref_kind=None, ref_id=None, result='{"ok": true}', expires_at=500.0)
-
-
-async def test_a_released_key_may_be_claimed_again(kernel: Kernel) -> None:
-    await one(kernel, ClaimKey(entry(fingerprint="one"), now=0.0))
-    assert await one(kernel, SettleKey("api_key:alice", "k", release=True)) is True
-    assert await kernel.read([Key("api_key:alice", "k", 1.0)]) == [None]
-    assert await one(kernel, SettleKey("api_key:alice", "k", release=True)) is False
-    again = entry(fingerprint="two")
-    await one(kernel, ClaimKey(again, now=1.0))
-    assert await kernel.read([Key("api_key:alice", "k", 1.0)]) == [again]
-
-
-async def test_a_key_and_the_record_it_made_are_written_together(kernel: Kernel) -> None:
-    results = await kernel.write([ClaimKey(entry(), now=0.0), Put(AGENT, "a", {}, owner=ALICE)])
-    assert results[0] is None
-    got = await kernel.read([Key("api_key:alice", "k", 1.0), Get(AGENT, "a")])
-    assert got[0].ref_id == "a" and got[1].owner == ALICE
 
 
 # -- leases ------------------------------------------------------------------------------------------------------

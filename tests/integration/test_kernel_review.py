@@ -1,6 +1,6 @@
 """Random batches run on every backend and on the in-memory reference kernel answer and leave the same.
 
-Each batch mixes creates, upserts, patches (exclusive statuses included), deletes that cascade, logs, keys and
+Each batch mixes creates, upserts, patches (exclusive statuses included), deletes that cascade, logs and
 reads over a few ids, so that one batch often creates, deletes and creates the same id again, moves a parent's
 exclusive slot, or fails half-way; every backend must then raise what the reference raises and keep nothing.
 Then the cases a review found: a child under two parent kinds sharing an id, PostgreSQL races (a sweep and a
@@ -36,24 +36,21 @@ from storage_backends import POSTGRES_URL
 from ferryman.errors import NotFoundError
 from ferryman.storage.kernel.filters import ALL, And, Filter, IdIn, Not, Or, Terms
 from ferryman.storage.kernel.memory import MemoryKernel
-from ferryman.storage.kernel.model import IdemEntry, Kind, Rec
+from ferryman.storage.kernel.model import Kind, Rec
 from ferryman.storage.kernel.ops import (
     Append,
     Chain,
     Check,
-    ClaimKey,
     CountStatus,
     Delete,
     Events,
     Get,
     History,
-    Key,
     Op,
     Page,
     Patch,
     Put,
     Rewrite,
-    SettleKey,
 )
 from ferryman.storage.kernel.protocol import Kernel
 
@@ -96,7 +93,7 @@ def _put(rng: random.Random, kind: Kind) -> Put:
 def random_op(rng: random.Random) -> Op:
     kind = rng.choice(list(IDS))
     record_id = rng.choice(IDS[kind])
-    shape = rng.choice(["put", "put", "put", "patch", "patch", "delete", "log", "check", "key", "read"])
+    shape = rng.choice(["put", "put", "put", "patch", "patch", "delete", "log", "check", "read"])
     if shape == "put":
         return _put(rng, kind)
     if shape == "patch":
@@ -117,12 +114,6 @@ def random_op(rng: random.Random) -> Op:
         return rng.choice([Append, Rewrite])(TURN, turn, rng.choice(TURN.logs), entries)
     if shape == "check":
         return Check(kind, record_id, read=rng.choice(FILTERS), act=rng.choice(FILTERS))
-    if shape == "key":
-        key = rng.choice(["k1", "k2"])
-        if rng.random() < 0.5:
-            entry = IdemEntry("o", key, "fp", None, None, None, rng.choice([1.0, 10.0]))
-            return ClaimKey(entry, now=rng.choice([0.0, 5.0]))
-        return SettleKey("o", key, result=rng.choice([None, "r"]), release=rng.random() < 0.3)
     return rng.choice(
         [
             Get(kind, record_id, allow=rng.choice(FILTERS)),
@@ -141,7 +132,6 @@ def random_op(rng: random.Random) -> Op:
             CountStatus(TURN, rng.choice(IDS[SESSION])),
             Events(TURN, rng.choice(IDS[TURN]), "events"),
             History(TURN, rng.choice(IDS[SESSION]), "events", through=rng.choice([None, "t2"])),
-            Key("o", "k1", 0.0),
         ]
     )
 
@@ -164,9 +154,8 @@ def _answer(result: Any) -> Any:
 async def _state(kernel: Kernel) -> list[Any]:
     pages = await kernel.read([Page(kind, parent=None) for kind in SCHEMA.kinds.values()])
     logs = [Events(TURN, turn, channel) for turn in IDS[TURN] for channel in TURN.logs]
-    keys = [Key("o", key, 0.0) for key in ("k1", "k2")]
     holders = [CountStatus(TURN, session) for session in IDS[SESSION]]
-    return [_answer(pages), *await kernel.read([*logs, *keys, *holders])]
+    return [_answer(pages), *await kernel.read([*logs, *holders])]
 
 
 async def _outcome(kernel: Kernel, batch: list[Op]) -> Any:
@@ -272,18 +261,6 @@ async def test_a_put_under_a_parent_deleted_meanwhile_is_not_found(tmp_path: Pat
         finally:
             await other.close()
         assert [type(exc) for exc in raised] == [NotFoundError], raised
-
-
-@pytest.mark.parametrize("expires_at", [float("inf"), 1e20])
-async def test_a_key_that_never_expires_is_stored_with_its_batch(kernel: Kernel, expires_at: float) -> None:
-    """A far expiry is stored like any other (Redis once failed it after writing the batch's earlier ops)."""
-    entry = IdemEntry("o", "k", "fp", "agent", "a", None, expires_at)
-    try:
-        await kernel.write([Put(AGENT, "a", {}), ClaimKey(entry, now=0.0), Put(AGENT, "b", {})])
-    finally:
-        found = await kernel.read([Get(AGENT, "a"), Key("o", "k", 1e9), Get(AGENT, "b")])
-        assert len({value is None for value in found}) == 1, f"the batch was applied in part: {found}"
-    assert found[1] == entry and None not in found
 
 
 async def test_events_far_past_the_end_are_none(kernel: Kernel) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import pytest
 from kernel_backends import redis_kernel
@@ -16,8 +16,8 @@ from storage_backends import REDIS_URL
 
 from ferryman.redis_url import connect
 from ferryman.storage.kernel.filters import Filter, IdIn, Not, Or, Terms
-from ferryman.storage.kernel.model import IdemEntry, Kind, Owner, Schema
-from ferryman.storage.kernel.ops import ClaimKey, Page, Put
+from ferryman.storage.kernel.model import Kind, Owner, Schema
+from ferryman.storage.kernel.ops import Page, Put
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.redis.kernel import RedisKernel
 from ferryman.storage.redis.keys import check_names, pattern
@@ -87,15 +87,6 @@ async def test_a_filter_without_an_index_scans_in_order(kernel: RedisKernel) -> 
     )
     assert ids == ["s000", "s100"]
     assert touched > 100  # the watch sees a scan: the cheap cases above are the index, not an idle watch
-
-
-async def test_an_idempotency_key_expires_in_redis_after_its_own_expiry(kernel: RedisKernel) -> None:
-    """Redis drops a key an hour after it expires by the wall clock; one that expired long ago stays that hour."""
-    entry = IdemEntry("api_key:alice", "k1", "fp", None, None, None, expires_at=1.0)
-    await kernel.write([ClaimKey(entry, now=0.0)])
-    client: Any = kernel.client
-    [key] = [key async for key in client.scan_iter(match=f"{pattern(kernel.prefix)[:-1]}idem:*")]
-    assert 3500 < await client.ttl(key) <= 3601
 
 
 def test_names_that_could_collide_are_refused() -> None:

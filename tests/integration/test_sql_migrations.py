@@ -72,7 +72,7 @@ from ferryman.storage.sql.store import SqlStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0026_turn_owners_in_turns"
+HEAD = "0027_drop_record_keys"
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -1335,3 +1335,15 @@ async def test_sqlite_keeps_what_names_a_moved_table_even_with_foreign_keys_enfo
             assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
     finally:
         engine.dispose()
+
+
+async def test_the_kernels_unused_key_table_goes_and_comes_back_empty(database: Database) -> None:
+    """Idempotency keys live in ``idempotency_keys`` alone: 0027 drops the kernel's unused ``record_keys``."""
+    await database.migrate("head", False)
+    assert "record_keys" not in await database.tables()
+    assert "idempotency_keys" in await database.tables()
+    await database.migrate("0026_turn_owners_in_turns", True)
+    assert await database.query("SELECT owner_key, key, expires_at FROM record_keys") == []
+    await database.migrate("head", False)
+    assert "record_keys" not in await database.tables()
+    assert await database.revision() == [HEAD]

@@ -460,7 +460,7 @@ class KeySettlement:
     ``expires_at``, only while ``claim`` still holds it and has no result; otherwise it changes nothing and
     raises ``IdempotencyKeyInUseError`` (the claim lapsed and another call holds the key). With ``claiming``
     the key is claimed by that write itself, before anything else it does: a record unexpired at
-    ``claim.created_at`` that holds it makes the write change nothing and raise :class:`IdempotencyKeyHeld`.
+    ``claim.created_at`` that holds it makes the write change nothing and raise :class:`IdempotencyKeyHeldError`.
     """
 
     claim: IdempotencyRecord

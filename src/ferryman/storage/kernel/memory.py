@@ -1,7 +1,7 @@
 """The in-memory kernel: the executable specification of :class:`~.protocol.Kernel`, and the unit tests' store.
 
-Simple over fast. State is three dicts of immutable values (records, logs,
-idempotency entries), so a batch runs on a shallow copy and, only when every
+Simple over fast. State is two dicts of immutable values (records and logs),
+so a batch runs on a shallow copy and, only when every
 operation succeeded, the copy replaces the state: a failed batch leaves nothing.
 Nothing here awaits, so under asyncio each call runs whole, one at a time.
 """
@@ -16,21 +16,18 @@ from typing import Any
 
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 from ferryman.storage.kernel.filters import Filter, admits
-from ferryman.storage.kernel.model import IdemEntry, Kind, LogEntry, PageOf, Rec, Schema, owner_terms
+from ferryman.storage.kernel.model import Kind, LogEntry, PageOf, Rec, Schema, owner_terms
 from ferryman.storage.kernel.ops import (
     KEEP,
     Append,
     Chain,
     Check,
-    ClaimKey,
     CountStatus,
     Delete,
     Events,
     Get,
     GetMany,
     History,
-    Key,
-    KeyHeld,
     LogCount,
     Op,
     Page,
@@ -38,10 +35,9 @@ from ferryman.storage.kernel.ops import (
     Put,
     ReadOp,
     Rewrite,
-    SettleKey,
 )
 
-_READS = (Get, GetMany, Page, CountStatus, Events, LogCount, History, Chain, Key)
+_READS = (Get, GetMany, Page, CountStatus, Events, LogCount, History, Chain)
 
 
 @dataclass
@@ -50,11 +46,10 @@ class _State:
 
     records: dict[tuple[str, str], Rec]
     logs: dict[tuple[str, str, str], tuple[str, ...]]
-    keys: dict[tuple[str, str], IdemEntry]
     seq: int = 0
 
     def snapshot(self) -> _State:
-        return _State(dict(self.records), dict(self.logs), dict(self.keys), self.seq)
+        return _State(dict(self.records), dict(self.logs), self.seq)
 
     def of_kind(self, kind: str) -> list[Rec]:
         """The records of ``kind`` in creation order."""
@@ -87,8 +82,6 @@ class _Run:
             Delete: self.delete,
             Append: self.append,
             Rewrite: self.rewrite,
-            ClaimKey: self.claim_key,
-            SettleKey: self.settle_key,
             Get: self.get,
             GetMany: self.get_many,
             Page: self.page,
@@ -97,7 +90,6 @@ class _Run:
             LogCount: self.log_count,
             History: self.history,
             Chain: self.chain,
-            Key: self.key,
         }
 
     def run(self, op: Op) -> Any:
@@ -198,25 +190,6 @@ class _Run:
         self.state.logs[where] = tuple(op.entries)
         return len(op.entries)
 
-    def claim_key(self, op: ClaimKey) -> None:
-        held = self.key(Key(op.entry.owner_key, op.entry.key, op.now))
-        if held is not None:
-            raise KeyHeld(held)
-        self.state.keys[(op.entry.owner_key, op.entry.key)] = op.entry
-
-    def settle_key(self, op: SettleKey) -> bool:
-        where = (op.owner_key, op.key)
-        entry = self.state.keys.get(where)
-        if entry is None:
-            return False
-        if op.release:
-            del self.state.keys[where]
-            return True
-        result = entry.result if op.result is None else op.result
-        expires_at = entry.expires_at if op.expires_at is None else op.expires_at
-        self.state.keys[where] = replace(entry, result=result, expires_at=expires_at)
-        return True
-
     # -- reads -----------------------------------------------------------------------------------------------
 
     def get(self, op: Get) -> Rec | None:
@@ -296,10 +269,6 @@ class _Run:
             rec = None if pointer is None else self._rec(op.kind, pointer)
         return found
 
-    def key(self, op: Key) -> IdemEntry | None:
-        entry = self.state.keys.get((op.owner_key, op.key))
-        return entry if entry is not None and entry.expires_at > op.now else None
-
 
 class MemoryKernel:
     """A :class:`~.protocol.Kernel` kept in this process's memory (lost when it ends).
@@ -310,7 +279,7 @@ class MemoryKernel:
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self._state = _State({}, {}, {})
+        self._state = _State({}, {})
 
     async def open(self) -> None:
         """Nothing to connect to; the state survives ``close`` and ``open``, as a database's would."""

@@ -216,26 +216,3 @@ class LogEntry:
 
     n: int
     body: str
-
-
-@dataclass(frozen=True)
-class IdemEntry:
-    """An idempotency key as stored: who sent it, what for, and what it made.
-
-    Attributes:
-        owner_key: The caller's :attr:`Owner.key` ("" for no caller).
-        key: The key the caller sent.
-        fingerprint: A digest of the request it came with (another request with the same key is refused).
-        ref_kind: The kind of the record its create made (None: a create that makes no record).
-        ref_id: That record's id.
-        result: What a create without a record answered (JSON text; None while it runs).
-        expires_at: When the key is forgotten (seconds since the epoch).
-    """
-
-    owner_key: str
-    key: str
-    fingerprint: str
-    ref_kind: str | None
-    ref_id: str | None
-    result: str | None
-    expires_at: float

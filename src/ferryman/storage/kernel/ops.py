@@ -11,7 +11,7 @@ an ``Append`` on a missing record, a ``Put`` under a missing parent);
 ``ForbiddenError`` (a ``Check`` whose ``act`` filter excludes the record);
 ``ConflictError`` (a ``Put(mode="create")`` whose id is taken, an exclusive
 status already held in the parent, a required ``Patch`` whose ``expect_status``
-does not hold); :class:`KeyHeld` (a ``ClaimKey`` whose key is live).
+does not hold).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal, Union
 
-from ferryman.errors import ConflictError
 from ferryman.storage.kernel.filters import ALL, Filter
-from ferryman.storage.kernel.model import IdemEntry, Json, Kind, Owner
+from ferryman.storage.kernel.model import Json, Kind, Owner
 
 
 class _Keep(Enum):
@@ -30,17 +29,9 @@ class _Keep(Enum):
 
 
 KEEP = _Keep.KEEP
+"""Leave a field of a ``Patch`` as it is."""
 MAX_COUNT = 2**31 - 1
 """The largest count or position an operation takes (what every backend's integers hold)."""
-"""Leave a field of a ``Patch`` as it is."""
-
-
-class KeyHeld(ConflictError):
-    """A ``ClaimKey`` found its key live: the batch did nothing; ``entry`` is what holds the key."""
-
-    def __init__(self, entry: IdemEntry) -> None:
-        super().__init__(f"idempotency key {entry.key!r} is in use")
-        self.entry = entry
 
 
 # -- writes ------------------------------------------------------------------------------------------------------
@@ -123,25 +114,6 @@ class Rewrite:
     id: str
     channel: str
     entries: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ClaimKey:
-    """Store an idempotency key, unless a live one holds it (then ``KeyHeld``). Expired keys are replaced."""
-
-    entry: IdemEntry
-    now: float
-
-
-@dataclass(frozen=True)
-class SettleKey:
-    """Record what a create without a record answered (or ``release`` the key); the result: whether it existed."""
-
-    owner_key: str
-    key: str
-    result: str | None = None
-    expires_at: float | None = None
-    release: bool = False
 
 
 # -- reads -------------------------------------------------------------------------------------------------------
@@ -253,15 +225,6 @@ class Chain:
             raise ValueError(f"a chain's limit is between 0 and {MAX_COUNT}")
 
 
-@dataclass(frozen=True)
-class Key:
-    """The live idempotency entry of a caller's key (``IdemEntry | None``)."""
-
-    owner_key: str
-    key: str
-    now: float
-
-
-WriteOp = Union[Check, Put, Patch, Delete, Append, Rewrite, ClaimKey, SettleKey]  # noqa: UP007
-ReadOp = Union[Get, GetMany, Page, CountStatus, Events, LogCount, History, Chain, Key]  # noqa: UP007
+WriteOp = Union[Check, Put, Patch, Delete, Append, Rewrite]  # noqa: UP007
+ReadOp = Union[Get, GetMany, Page, CountStatus, Events, LogCount, History, Chain]  # noqa: UP007
 Op = Union[WriteOp, ReadOp]  # noqa: UP007

@@ -16,27 +16,24 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ferryman.storage.kernel.filters import to_json
-from ferryman.storage.kernel.model import IdemEntry, Json, LogEntry, Owner, PageOf, Rec, Schema, owner_terms
+from ferryman.storage.kernel.model import Json, LogEntry, Owner, PageOf, Rec, Schema, owner_terms
 from ferryman.storage.kernel.ops import (
     KEEP,
     Append,
     Chain,
     Check,
-    ClaimKey,
     CountStatus,
     Delete,
     Events,
     Get,
     GetMany,
     History,
-    Key,
     LogCount,
     Op,
     Page,
     Patch,
     Put,
     Rewrite,
-    SettleKey,
 )
 
 LAST_ENTRY = 2**31 - 1
@@ -157,32 +154,6 @@ def _count(op: CountStatus) -> Json:
     return {"o": "count", "k": op.kind.name, "parent": op.parent, "where": where}
 
 
-def _claim_key(op: ClaimKey) -> Json:
-    entry = op.entry
-    return {
-        "o": "claimkey",
-        "okey": entry.owner_key,
-        "key": entry.key,
-        "now": _time(op.now),
-        "fp": entry.fingerprint,
-        "ref_kind": entry.ref_kind,
-        "ref_id": entry.ref_id,
-        "result": entry.result,
-        "expires": _time(entry.expires_at),
-    }
-
-
-def _settle_key(op: SettleKey) -> Json:
-    return {
-        "o": "settlekey",
-        "okey": op.owner_key,
-        "key": op.key,
-        "result": op.result,
-        "expires": _time(op.expires_at),
-        "release": op.release,
-    }
-
-
 _ENCODERS: dict[type, Callable[[Any], Json]] = {
     Check: lambda op: {
         "o": "check",
@@ -197,8 +168,6 @@ _ENCODERS: dict[type, Callable[[Any], Json]] = {
     Delete: lambda op: {"o": "delete", "k": op.kind.name, "id": op.id},
     Append: lambda op: {"o": "append", "k": op.kind.name, "id": op.id, "ch": op.channel, "entries": list(op.entries)},
     Rewrite: lambda op: {"o": "rewrite", "k": op.kind.name, "id": op.id, "ch": op.channel, "entries": list(op.entries)},
-    ClaimKey: _claim_key,
-    SettleKey: _settle_key,
     Get: lambda op: {"o": "get", "k": op.kind.name, "id": op.id, "parent": op.parent, "allow": to_json(op.allow)},
     GetMany: lambda op: {"o": "getmany", "k": op.kind.name, "ids": list(op.ids)},
     Page: _page,
@@ -227,7 +196,6 @@ _ENCODERS: dict[type, Callable[[Any], Json]] = {
         "slot": op.kind.index_slot(op.via) + 1,
         "limit": op.limit,
     },
-    Key: lambda op: {"o": "key", "okey": op.owner_key, "key": op.key, "now": _time(op.now)},
 }
 
 
@@ -237,11 +205,6 @@ _ENCODERS: dict[type, Callable[[Any], Json]] = {
 def _list(value: Any) -> list[Any]:
     """A JSON array from Lua (which writes an empty one as ``{}``)."""
     return value if isinstance(value, list) else []
-
-
-def _text(value: Any) -> str | None:
-    """A field Lua read (``false``: absent)."""
-    return value if isinstance(value, str) else None
 
 
 def record(found: list[Any]) -> Rec:
@@ -269,12 +232,6 @@ def records(found: Any) -> list[Rec]:
     return [record(item) for item in _list(found)]
 
 
-def idem_entry(found: list[Any]) -> IdemEntry:
-    """An idempotency entry from ``{owner_key, key, fingerprint, ref_kind, ref_id, result, expires_at}``."""
-    owner_key, key, fingerprint, ref_kind, ref_id, result, expires_at = found
-    return IdemEntry(owner_key, key, fingerprint, _text(ref_kind), _text(ref_id), _text(result), float(expires_at))
-
-
 def _page_of(found: list[Any]) -> PageOf[Rec]:
     return PageOf(records(found[0]), bool(found[1]))
 
@@ -296,8 +253,6 @@ _DECODERS: dict[type, Callable[[Any], Any]] = {
     Delete: bool,
     Append: int,
     Rewrite: int,
-    ClaimKey: lambda found: None,
-    SettleKey: bool,
     Get: lambda found: None if found is None else record(found),
     GetMany: records,
     Page: _page_of,
@@ -306,7 +261,6 @@ _DECODERS: dict[type, Callable[[Any], Any]] = {
     LogCount: int,
     History: _history,
     Chain: records,
-    Key: lambda found: None if found is None else idem_entry(found),
 }
 
 

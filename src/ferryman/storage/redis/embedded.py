@@ -32,7 +32,6 @@ class KernelWrite:
     kernel_prefix: str
     kernel_ops: str
     kernel_schema: str
-    kernel_wall: float
 
 
 def _lua(name: str) -> str:
@@ -46,7 +45,7 @@ def _block(library: str, write: str) -> str:
     return (
         "local kernel_written = (function()\n"
         + library.replace(prefix, "local P = kernel_prefix")
-        + "\nlocal ops, schema, wall = kernel_ops, kernel_schema, kernel_wall\n"
+        + "\nlocal ops, schema = kernel_ops, kernel_schema\n"
         + write
         + "\nend)()\n"
         + "if kernel_written[1] ~= OK then return {kernel_written[1], 'kernel', unpack(kernel_written, 2)} end\n"

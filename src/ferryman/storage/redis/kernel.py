@@ -10,7 +10,6 @@ replicas), not Redis Cluster: scripts build their keys as they go.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -27,8 +26,6 @@ from ferryman.storage.kernel.ops import (
     Get,
     GetMany,
     History,
-    Key,
-    KeyHeld,
     LogCount,
     Op,
     Page,
@@ -38,7 +35,7 @@ from ferryman.storage.redis import codec
 from ferryman.storage.redis.keys import DEFAULT_PREFIX, check_names
 from ferryman.storage.redis.script import LUA_OUTCOMES, Outcome, Script, ScriptCall, Scripts, values
 
-_READS = (Get, GetMany, Page, CountStatus, Events, LogCount, History, Chain, Key)
+_READS = (Get, GetMany, Page, CountStatus, Events, LogCount, History, Chain)
 
 
 def _lua(name: str) -> str:
@@ -47,11 +44,10 @@ def _lua(name: str) -> str:
 
 @dataclass(frozen=True)
 class Batch:
-    """A write batch: its operations (JSON), the schema (JSON) and the wall clock (for keys' expiry)."""
+    """A write batch: its operations (JSON) and the schema (JSON)."""
 
     ops: str
     schema: str
-    wall: float
 
 
 @dataclass(frozen=True)
@@ -87,16 +83,10 @@ def _answer(found: list[Any]) -> Any:
     return json.loads(found[0])
 
 
-def _conflict(_: Any, found: list[Any]) -> ConflictError:
-    if len(found) > 1:
-        return KeyHeld(codec.idem_entry(json.loads(found[1])))
-    return ConflictError(found[0])
-
-
 # Outcome has no "forbidden": the kernel's scripts answer INVALID for an operation the caller may not do.
 ERRORS = {
     Outcome.NOT_FOUND: lambda _, found: NotFoundError(found[0]),
-    Outcome.CONFLICT: _conflict,
+    Outcome.CONFLICT: lambda _, found: ConflictError(found[0]),
     Outcome.INVALID: lambda _, found: ForbiddenError(found[0]),
 }
 LIBRARY = LUA_OUTCOMES + _lua("lib.lua")
@@ -148,7 +138,7 @@ class RedisKernel:
         """Run a batch as one script: every precondition checked, then every operation applied, in order."""
         if not ops:
             return []
-        batch = Batch(self._encode(ops), self._schema_json, time.time())
+        batch = Batch(self._encode(ops), self._schema_json)
         return self.write_results(ops, await self._run.run(WRITE, batch))
 
     def embedded(self, ops: Sequence[Op]) -> dict[str, Any]:
@@ -158,7 +148,6 @@ class RedisKernel:
             "kernel_prefix": self.prefix,
             "kernel_ops": self._encode(ops),
             "kernel_schema": self._schema_json,
-            "kernel_wall": time.time(),
         }
 
     def embedded_results(self, ops: Sequence[Op], found: list[Any]) -> list[Any]:

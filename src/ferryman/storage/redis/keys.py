@@ -20,7 +20,6 @@ key                             type         holds
 ``x:<kind>:<parent>``           string       the id holding the parent's exclusive status, if any
 ``lease:<kind>``                sorted set   the ids of leased records, by lease end
 ``l:<kind>:<channel>:<id>``     list         a record's log, entry ``n`` at index ``n``
-``idem:<n:owner_key>:<key>``    hash         ``fingerprint ref_kind ref_id result expires_at`` (it expires)
 ==============================  ===========  ===============================================================
 """
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from ferryman.errors import NotFoundError
 from ferryman.storage.kernel.filters import Filter, Nothing, admits
-from ferryman.storage.kernel.model import IdemEntry, Kind, LogEntry, Owner, PageOf, Rec, owner_terms
-from ferryman.storage.kernel.ops import Chain, CountStatus, Events, Get, GetMany, History, Key, LogCount, Page
+from ferryman.storage.kernel.model import Kind, LogEntry, Owner, PageOf, Rec, owner_terms
+from ferryman.storage.kernel.ops import Chain, CountStatus, Events, Get, GetMany, History, LogCount, Page
 from ferryman.storage.sql import kernel_statements as st
 from ferryman.storage.sql.dialects import Compiled, SqlDialect
 from ferryman.storage.sql.seam import NO_LIMIT, Query, Work
@@ -167,15 +167,6 @@ def chain(d: SqlDialect, op: Chain) -> Work[list[Rec]]:
     return [record(row) for row in rows]
 
 
-def key(d: SqlDialect, op: Key) -> Work[IdemEntry | None]:
-    """A caller's live idempotency entry."""
-    row = yield run(st.live_key(d), "one", owner_key=op.owner_key, key=op.key, now=op.now)
-    if row is None:
-        return None
-    fingerprint, ref_kind, ref_id, result, expires_at = row
-    return IdemEntry(op.owner_key, op.key, fingerprint, ref_kind, ref_id, result, float(expires_at))
-
-
 READS: dict[type, Any] = {
     Get: get,
     GetMany: get_many,
@@ -185,6 +176,5 @@ READS: dict[type, Any] = {
     LogCount: log_count,
     History: history,
     Chain: chain,
-    Key: key,
 }
 """Each read operation's unit."""

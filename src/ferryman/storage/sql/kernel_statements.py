@@ -16,7 +16,7 @@ from sqlalchemy.sql.elements import ClauseElement
 
 from ferryman.storage.kernel.filters import All, And, Filter, IdIn, Not, Or, Terms
 from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
-from ferryman.storage.sql.tables import record_keys, record_logs, record_terms, records
+from ferryman.storage.sql.tables import record_logs, record_terms, records
 
 R = records.c
 REC_COLUMNS = (R.kind, R.id, R.parent, R.seq, R.at, R.owner, R.body, R.status, R.lease_until)
@@ -24,7 +24,6 @@ REC_COLUMNS = (R.kind, R.id, R.parent, R.seq, R.at, R.owner, R.body, R.status, R
 INDEX_COLUMNS = (R.k1, R.k2, R.k3)
 MAX_TERM_ARMS = 8
 """A filter of up to this many terms reads each term's index in order (more: one lookup of them all, sorted)."""
-_KEY_COLUMNS = tuple(record_keys.c[name] for name in ("fingerprint", "ref_kind", "ref_id", "result", "expires_at"))
 
 
 def _this(kind_param: str = "kind", id_param: str = "id") -> sa.ColumnElement[bool]:
@@ -268,50 +267,6 @@ def history(d: SqlDialect, *, through: bool) -> Compiled:
         )
 
     return d.compiled(("history", through), build)
-
-
-# -- idempotency keys -----------------------------------------------------------------------------------------
-
-K = record_keys.c
-
-
-def claim_key(d: SqlDialect) -> Compiled:
-    """Store a key unless a live one (expiring after ``:now``) holds it; returns a row when stored."""
-
-    def build() -> ClauseElement:
-        names = ("owner_key", "key", "fingerprint", "ref_kind", "ref_id", "result", "expires_at")
-        insert = d.insert(record_keys).values({name: p(name) for name in names})
-        return insert.on_conflict_do_update(
-            index_elements=["owner_key", "key"],
-            set_={name: insert.excluded[name] for name in names[2:]},
-            where=K.expires_at <= p("now"),
-        ).returning(K.key)
-
-    return d.compiled("claim_key", build)
-
-
-def live_key(d: SqlDialect) -> Compiled:
-    """The entry of ``(:owner_key, :key)`` expiring after ``:now``."""
-    return d.compiled(
-        "live_key",
-        lambda: sa.select(*_KEY_COLUMNS).where(
-            K.owner_key == p("owner_key"), K.key == p("key"), K.expires_at > p("now")
-        ),
-    )
-
-
-def settle_key(d: SqlDialect, fields: tuple[str, ...]) -> Compiled:
-    """Set ``fields`` of ``(:owner_key, :key)`` (none: count whether it exists); ``release``: delete it."""
-
-    def build() -> ClauseElement:
-        this = sa.and_(K.owner_key == p("owner_key"), K.key == p("key"))
-        if fields == ("release",):
-            return sa.delete(record_keys).where(this)
-        if not fields:
-            return sa.select(sa.func.count()).select_from(record_keys).where(this)
-        return sa.update(record_keys).where(this).values({name: p(name) for name in fields})
-
-    return d.compiled(("settle_key", fields), build)
 
 
 # -- filtered pages --------------------------------------------------------------------------------------------

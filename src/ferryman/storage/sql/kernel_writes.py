@@ -14,8 +14,8 @@ from typing import Any
 
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 from ferryman.storage.kernel.filters import admits
-from ferryman.storage.kernel.model import IdemEntry, Json, Kind, Rec, Schema, owner_terms
-from ferryman.storage.kernel.ops import KEEP, Append, Check, ClaimKey, Delete, KeyHeld, Patch, Put, Rewrite, SettleKey
+from ferryman.storage.kernel.model import Json, Kind, Rec, Schema, owner_terms
+from ferryman.storage.kernel.ops import KEEP, Append, Check, Delete, Patch, Put, Rewrite
 from ferryman.storage.sql import kernel_statements as st
 from ferryman.storage.sql.dialects import SqlDialect
 from ferryman.storage.sql.kernel_reads import not_found, record, run, run_each, visible
@@ -228,42 +228,6 @@ def rewrite(d: SqlDialect, op: Rewrite) -> Work[int]:
     return len(op.entries)
 
 
-def claim_key(d: SqlDialect, op: ClaimKey) -> Work[None]:
-    """Store an idempotency key unless a live one holds it (then ``KeyHeld``)."""
-    entry: IdemEntry = op.entry
-    fields = {
-        "owner_key": entry.owner_key,
-        "key": entry.key,
-        "fingerprint": entry.fingerprint,
-        "ref_kind": entry.ref_kind,
-        "ref_id": entry.ref_id,
-        "result": entry.result,
-        "expires_at": entry.expires_at,
-    }
-    stored = yield run(st.claim_key(d), "one", now=op.now, **fields)
-    if stored is not None:
-        return
-    held = yield run(st.live_key(d), "one", owner_key=entry.owner_key, key=entry.key, now=op.now)
-    fingerprint, ref_kind, ref_id, result, expires_at = held
-    raise KeyHeld(IdemEntry(entry.owner_key, entry.key, fingerprint, ref_kind, ref_id, result, float(expires_at)))
-
-
-def settle_key(d: SqlDialect, op: SettleKey) -> Work[bool]:
-    """Record a create's answer, or release the key; whether it existed."""
-    this = {"owner_key": op.owner_key, "key": op.key}
-    if op.release:
-        count = yield run(st.settle_key(d, ("release",)), "count", **this)
-        return bool(count)
-    changes = {
-        name: value for name, value in (("result", op.result), ("expires_at", op.expires_at)) if value is not None
-    }
-    if not changes:
-        row = yield run(st.settle_key(d, ()), "one", **this)
-        return bool(row[0])
-    count = yield run(st.settle_key(d, tuple(changes)), "count", **this, **changes)
-    return bool(count)
-
-
 def claim_rows(
     d: SqlDialect, kind: Kind, rows: list[Rec], status: str | None, lease_until: float | None, limit: int
 ) -> Work[list[Rec]]:
@@ -316,7 +280,5 @@ WRITES: dict[type, Any] = {
     Delete: delete,
     Append: append,
     Rewrite: rewrite,
-    ClaimKey: claim_key,
-    SettleKey: settle_key,
 }
 """Each write operation's unit, but ``Put``'s (which also takes its parent's noun)."""

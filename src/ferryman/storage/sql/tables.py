@@ -7,7 +7,6 @@
   (NULL otherwise), so ``UNIQUE (kind, slot)`` lets a parent hold one such record at a time.
 - ``record_terms``: a record's owner terms; a page filtered by owner is driven from its primary key.
 - ``record_logs``: each record's append-only logs, entries numbered from 0 per channel.
-- ``record_keys``: idempotency keys, by caller and key, with what their create made.
 """
 
 from __future__ import annotations
@@ -76,19 +75,5 @@ record_logs = sa.Table(
     sa.PrimaryKeyConstraint("rec_seq", "channel", "n", name="pk_record_logs"),
 )
 
-record_keys = sa.Table(
-    "record_keys",
-    metadata,
-    sa.Column("owner_key", sa.Text(), nullable=False),
-    sa.Column("key", sa.Text(), nullable=False),
-    sa.Column("fingerprint", sa.Text(), nullable=False),
-    sa.Column("ref_kind", sa.Text(), nullable=True),
-    sa.Column("ref_id", sa.Text(), nullable=True),
-    sa.Column("result", sa.Text(), nullable=True),
-    sa.Column("expires_at", sa.Float(), nullable=False),
-    sa.PrimaryKeyConstraint("owner_key", "key", name="pk_record_keys"),
-    sa.Index("ix_record_keys_expires_at", "expires_at"),
-)
-
-KERNEL_TABLES = (records, record_terms, record_logs, record_keys)
+KERNEL_TABLES = (records, record_terms, record_logs)
 """The kernel's tables, parents first (the order to create them in)."""

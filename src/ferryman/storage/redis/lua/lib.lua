@@ -16,7 +16,6 @@ local function ikey(k, slot, value) return P .. 'i:' .. k .. ':' .. slot .. ':' 
 local function lkey(k, ch, id) return P .. 'l:' .. k .. ':' .. ch .. ':' .. id end
 local function xkey(k, parent) return P .. 'x:' .. k .. ':' .. parent end
 local function leasekey(k) return P .. 'lease:' .. k end
-local function idemkey(okey, key) return P .. 'idem:' .. lp(okey) .. ':' .. key end
 
 -- Ends the script with an outcome other than OK (see guarded): a write batch raises it before it writes.
 local function fail(...) error({fail = {...}}) end
@@ -272,15 +271,6 @@ local function chain(op)
   return out
 end
 
--- An idempotency entry as {owner_key, key, fingerprint, ref_kind, ref_id, result, expires_at} (false: none).
-local function idem(okey, key)
-  local v = redis.call('HMGET', idemkey(okey, key), 'fingerprint', 'ref_kind', 'ref_id', 'result', 'expires_at')
-  if not v[5] then return nil end
-  return {okey, key, v[1], v[2], v[3], v[4], v[5]}
-end
-
-local function live(e, now) return e and tonumber(e[7]) > tonumber(now) end
-
 local READS = {page = page, count = count, events = events, history = history, chain = chain}
 function READS.get(op)
   local r = meta(op.k, op.id)
@@ -296,8 +286,3 @@ function READS.getmany(op)
   return out
 end
 function READS.logcount(op) return redis.call('LLEN', lkey(op.k, op.ch, op.id)) end
-function READS.key(op)
-  local e = idem(op.okey, op.key)
-  if live(e, op.now) then return e end
-  return null
-end

@@ -7,8 +7,8 @@ local EX = {}
 for name, kind in pairs(S) do EX[name] = set_of(kind.exclusive) end
 
 -- Pass 1: the overlay. recs['<kind>:<id>'] = meta or false (deleted); slots['<kind>:<parent>'] = holder id or
--- false; keys['<okey>\n<key>'] = entry or false; kids['<kind>:<parent>'] = ids the batch created there.
-local over = {recs = {}, slots = {}, keys = {}, kids = {}}
+-- false; kids['<kind>:<parent>'] = ids the batch created there.
+local over = {recs = {}, slots = {}, kids = {}}
 
 local function view(k, id)
   local v = over.recs[k .. ':' .. id]
@@ -20,12 +20,6 @@ local function holder(k, parent)
   local v = over.slots[k .. ':' .. parent]
   if v == nil then return redis.call('GET', xkey(k, parent)) end
   return v
-end
-
-local function key_view(okey, key)
-  local v = over.keys[lp(okey) .. key]
-  if v == nil then return idem(okey, key) end
-  return v or nil
 end
 
 -- Refuses a record an exclusive status that another record of its parent holds; notes who holds the slot.
@@ -118,23 +112,6 @@ function CHECK.append(op)
 end
 CHECK.rewrite = CHECK.append
 
-function CHECK.claimkey(op)
-  local held = key_view(op.okey, op.key)
-  if live(held, op.now) then fail(CONFLICT, "idempotency key '" .. op.key .. "' is in use", cjson.encode(held)) end
-  over.keys[lp(op.okey) .. op.key] = {op.okey, op.key, op.fp, op.ref_kind or false, op.ref_id or false,
-    op.result or false, op.expires}
-end
-
-function CHECK.settlekey(op)
-  local e = key_view(op.okey, op.key)
-  if not e then return end
-  if op.release then
-    over.keys[lp(op.okey) .. op.key] = false
-    return
-  end
-  over.keys[lp(op.okey) .. op.key] = {e[1], e[2], e[3], e[4], e[5], op.result or e[6], op.expires or e[7]}
-end
-
 function CHECK.page(op)
   if op.after and not view(op.k, op.after) then fail(NOT_FOUND, missing(op.k, op.after)) end
 end
@@ -156,15 +133,6 @@ end
 
 local function push(key, entries)
   for i = 1, #entries, 500 do redis.call('RPUSH', key, unpack(entries, i, math.min(i + 499, #entries))) end
-end
-
--- Idempotency keys outlive their expiry by an hour (as Redis's clock sees it) before Redis drops them. One
--- expiring later than EXPIREAT can take (or never) is kept until released: the check pass cannot refuse it,
--- and an error here would leave the batch half-written.
-local FOREVER = 1e15
-local function expire(key, at)
-  local deadline = math.ceil(math.max(tonumber(at), tonumber(wall))) + 3600
-  if deadline < FOREVER then redis.call('EXPIREAT', key, deadline) else redis.call('PERSIST', key) end
 end
 
 local APPLY = {}
@@ -256,32 +224,6 @@ function APPLY.rewrite(op)
   redis.call('DEL', key)
   push(key, op.entries)
   return #op.entries
-end
-
-function APPLY.claimkey(op)
-  local key = idemkey(op.okey, op.key)
-  redis.call('DEL', key)
-  redis.call('HSET', key, 'fingerprint', op.fp, 'expires_at', op.expires)
-  for _, name in ipairs({'ref_kind', 'ref_id', 'result'}) do
-    if op[name] then redis.call('HSET', key, name, op[name]) end
-  end
-  expire(key, op.expires)
-  return null
-end
-
-function APPLY.settlekey(op)
-  local key = idemkey(op.okey, op.key)
-  if redis.call('EXISTS', key) == 0 then return false end
-  if op.release then
-    redis.call('DEL', key)
-    return true
-  end
-  if op.result then redis.call('HSET', key, 'result', op.result) end
-  if op.expires then
-    redis.call('HSET', key, 'expires_at', op.expires)
-    expire(key, op.expires)
-  end
-  return true
 end
 
 return guarded(function()
