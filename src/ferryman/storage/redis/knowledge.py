@@ -171,15 +171,6 @@ class RedisKnowledge(RedisBase):
         attach = AttachFiles(**_attachments(files), **settlement_args(settle), vector_store_id=vector_store_id)
         await self._run(ATTACH_FILES, attach)
 
-    async def get_vector_store_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
-        """One attachment, or NotFoundError."""
-        values = cast(
-            list[Any], await self._db.hmget(self._keys.pair(VS_FILE, vector_store_id, file_id), VS_FILE_FIELDS)
-        )
-        if values[0] is None:
-            raise NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
-        return attachment_of(vector_store_id, file_id, values)
-
     async def list_vector_store_files(
         self,
         vector_store_id: str,

@@ -144,10 +144,6 @@ class RedisResponses(RedisBase):
         items = await self._items(owner, after or "", limit + 1, descending=order == "desc")
         return Page(items[:limit], len(items) > limit)
 
-    async def all_items(self, owner: str) -> list[Item]:
-        """Every item of an owner, oldest first (its order and its bodies read at one moment, in one trip)."""
-        return (await self.items_of([owner])).get(owner, [])
-
     async def items_of(self, owners: list[str]) -> dict[str, list[Item]]:
         """Every item of each of these owners, oldest first, read at one moment in one trip (an owner without
         items: absent)."""
@@ -219,13 +215,6 @@ class RedisResponses(RedisBase):
         ids, bodies = _item_columns(conversation_items) if record.conversation_id else ([], [])
         finish = FinishResponse(**asdict(response_columns(record)), events=events, item_ids=ids, item_bodies=bodies)
         await self._run(FINISH_RESPONSE, finish)
-
-    async def get_response(self, response_id: str) -> ResponseRecord:
-        """Return a response or raise NotFoundError."""
-        values = cast(list[str | None], await self._db.hmget(self._keys.of(RESPONSE, response_id), RESPONSE_FIELDS))
-        if values[0] is None:
-            raise NotFoundError(f"response '{response_id}' not found")
-        return response_of(values)
 
     async def responses_by_id(self, response_ids: list[str]) -> list[ResponseRecord]:
         """The responses with these ids that exist, in the order given (their hashes read at one moment, in one

@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from ferryman.redis_url import DEFAULT_PREFIX, connect
 from ferryman.storage import codec
 from ferryman.storage.base import KeySettlement, SessionRecord
+from ferryman.storage.derived_reads import DerivedReads
 from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.kinds import SCHEMA
 from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
@@ -37,6 +38,7 @@ class RedisStore(
     RedisResponses,
     RedisChunks,
     RedisIdempotency,
+    DerivedReads,
 ):
     """Sessions' anchors, turns, responses and knowledge in one Redis database (the rest, agents' and sessions'
     records included: ``kernel``).

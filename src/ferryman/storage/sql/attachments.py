@@ -109,11 +109,6 @@ def counts(d: SqlDialect, *, of_batch: bool) -> Compiled:
     return d.compiled(("attach.counts", of_batch), build)
 
 
-def one(d: SqlDialect) -> Compiled:
-    """The attachment of ``:file_id`` to ``:vector_store_id``."""
-    return d.compiled("attach.one", lambda: sa.select(*FILE_COLUMNS).where(_the_file()))
-
-
 def listed(d: SqlDialect, page: Keyset, *, of_status: bool, of_batch: bool) -> Compiled:
     """A page of ``:vector_store_id``'s files where ``page`` says, at most ``:limit``; ``of_status``: of status
     ``:status``; ``of_batch``: of batch ``:batch_id``."""

@@ -119,15 +119,10 @@ def _items_of(d: SqlDialect) -> Compiled:
     )
 
 
-def _responses(d: SqlDialect, *, many: bool) -> Compiled:
-    """The responses of list ``:ids`` (``many``), or the response ``:response_id``."""
+def _responses(d: SqlDialect) -> Compiled:
+    """The responses of list ``:ids``."""
     R = t.responses.c
-    return d.compiled(
-        ("responses.get", many),
-        lambda: sa.select(*RESPONSE_COLUMNS).where(
-            d.one_of(R.response_id, "ids") if many else R.response_id == p("response_id")
-        ),
-    )
+    return d.compiled("responses.get", lambda: sa.select(*RESPONSE_COLUMNS).where(d.one_of(R.response_id, "ids")))
 
 
 def _conversation_kept(d: SqlDialect, conversation_id: str) -> Work[bool]:
@@ -241,11 +236,6 @@ class ResponseTables:
         found = await self._db.read(work())
         return Page([ITEM.validate_json(r[0]) for r in found[:limit]], len(found) > limit)
 
-    async def all_items(self, owner: str) -> list[Item]:
-        """Every item of an owner, oldest first."""
-        found = await self._db.read(rows("SELECT body FROM items WHERE owner = :owner ORDER BY id", owner=owner))
-        return [ITEM.validate_json(r[0]) for r in found]
-
     async def items_of(self, owners: list[str]) -> dict[str, list[Item]]:
         """Every item of each of these owners, oldest first, in one read (an owner without items: absent)."""
         if not owners:
@@ -313,19 +303,12 @@ class ResponseTables:
 
         await self._db.write(work())
 
-    async def get_response(self, response_id: str) -> ResponseRecord:
-        """Return a response or raise NotFoundError."""
-        row = await self._db.read(_responses(self._db.dialect, many=False).first(response_id=response_id))
-        if row is None:
-            raise NotFoundError(f"response '{response_id}' not found")
-        return response_record(row)
-
     async def responses_by_id(self, response_ids: list[str]) -> list[ResponseRecord]:
         """The responses with these ids that exist, in the order given."""
         if not response_ids:
             return []
         d = self._db.dialect
-        found = await self._db.read(_responses(d, many=True).rows(ids=d.array(sorted(set(response_ids)))))
+        found = await self._db.read(_responses(d).rows(ids=d.array(sorted(set(response_ids)))))
         by_id = {record.response.id: record for record in map(response_record, found)}
         return [by_id[response_id] for response_id in response_ids if response_id in by_id]
 

@@ -8,6 +8,7 @@ here, and one Alembic revision under ``migrations/versions``.
 from __future__ import annotations
 
 from ferryman.storage import codec
+from ferryman.storage.derived_reads import DerivedReads
 from ferryman.storage.domain.kinds import SCHEMA
 from ferryman.storage.search.chunk_search import InProcessSearch
 from ferryman.storage.sql.agents import SessionTables
@@ -34,6 +35,7 @@ class SqlStore(
     VectorStoreTables,
     IngestionTables,
     ChunkTables,
+    DerivedReads,
 ):
     """Sessions, turns, responses, idempotency keys and knowledge in SQL (the rest, agents included: ``kernel``).
 

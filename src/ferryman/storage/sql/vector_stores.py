@@ -138,15 +138,6 @@ class VectorStoreTables:
 
         await self._db.write(work())
 
-    async def get_vector_store_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
-        """One attachment, or NotFoundError."""
-        row = await self._db.read(
-            attachments.one(self._db.dialect).first(vector_store_id=vector_store_id, file_id=file_id)
-        )
-        if row is None:
-            raise NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
-        return file_record(self._db.dialect, row)
-
     async def list_vector_store_files(
         self,
         vector_store_id: str,
