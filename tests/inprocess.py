@@ -28,7 +28,8 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from ferryman.inference.base import ChatChunk, ChatRequest
+from ferryman.errors import InvalidRequestError
+from ferryman.inference.base import ChatChunk, ChatRequest, TextChunk
 from ferryman.inference.openai_remote import OpenAICompatibleProvider
 from ferryman.server.app import Services, build_services, create_app
 from ferryman.storage.sql.migrate import upgrade_sqlite
@@ -61,6 +62,15 @@ class AskedModel(ScriptedModel):
         self.asked.set()
         async for chunk in super().stream_chat(request):
             yield chunk
+
+
+class RefusingModel(ScriptedModel):
+    """A model whose server refuses every request as invalid: a run that fails with a client error (400)."""
+
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        self.script.requests.append({"model": request.model})  # counted as the scripted model counts its own
+        raise InvalidRequestError("the model's server found the request invalid")
+        yield TextChunk("")  # pragma: no cover  (makes this a generator)
 
 
 def scripted_provider(

@@ -17,8 +17,7 @@ from store_records import sessions_of
 
 from ferryman.api.agents import TurnError
 from ferryman.api.content import Message
-from ferryman.errors import InvalidRequestError, NotFoundError
-from ferryman.inference.base import ChatChunk, ChatRequest, TextChunk
+from ferryman.errors import NotFoundError
 from ferryman.inference.local_embeddings import LocalEmbeddingProvider
 from ferryman.server.app import Services, build_services, create_app
 from ferryman.services.agents import AgentService
@@ -29,7 +28,7 @@ from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
-from inprocess import AskedModel, migrated_sqlite
+from inprocess import AskedModel, RefusingModel, migrated_sqlite
 from sse import Frame, frames
 
 pytestmark = pytest.mark.anyio
@@ -489,15 +488,6 @@ async def test_a_repeated_turn_is_answered_as_its_run_ended_even_after_a_resume(
     assert resumed.json()["status"] == "completed"
     again = await post(http, url, body, "paused-key")
     assert (again.content, again.headers[REPLAYED]) == (paused.content, "true") and len(scripted.requests) == 2
-
-
-class RefusingModel(ScriptedModel):
-    """A model whose server refuses every request as invalid: a run that fails with a client error (400)."""
-
-    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        self.script.requests.append(request)
-        raise InvalidRequestError("the model's server found the request invalid")
-        yield TextChunk("")  # pragma: no cover  (makes this a generator)
 
 
 async def test_a_turn_that_failed_with_a_client_error_is_kept_and_replayed(store: WatchedStore) -> None:

@@ -29,6 +29,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ferryman.api.agents import Turn
+from ferryman.api.response_events import ResponseCancelled, ResponseCompleted, ResponseFailed, ResponseIncomplete
+from ferryman.api.responses import Response as ResponseObject
 from ferryman.auth.principal import current_principal
 from ferryman.errors import (
     FailureCode,
@@ -55,6 +57,7 @@ from ferryman.services.idempotency import (
     StoredAnswer,
     TurnReplay,
 )
+from ferryman.services.responses.included import ended_answer
 from ferryman.services.turn_stream import ends_run, failed_turn, run_answer
 from ferryman.storage.base import IdempotencyKeyHeldError
 from ferryman.turn_records import StoredEvent
@@ -279,6 +282,8 @@ async def _replay(
     try:
         if isinstance(outcome, TurnReplay) and not outcome.streamed:
             response = await _turn_answer(request, outcome, give_back)
+        elif isinstance(outcome, ResponseReplay) and not outcome.streamed:
+            response = await _response_answer(request, outcome, give_back)
         else:
             response = await _replayed_run(request, outcome)
     except RunNotStartedError as exc:
@@ -306,12 +311,66 @@ async def _turn_answer(request: Request, outcome: TurnReplay, give_back: Callabl
     except (IdempotencyKeyInUseError, RunNotStartedError):
         raise
     except FerrymanError as exc:
-        answer = error_response(exc)
-        if _worth_keeping(answer):
-            return answer
-        await asyncio.shield(give_back())
-        raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} failed; retry") from exc
+        return await _kept_failure(exc, give_back)
     return JSONModelResponse(turn)
+
+
+async def _response_answer(
+    request: Request, outcome: ResponseReplay, give_back: Callable[[], Awaitable[None]]
+) -> Response:
+    """What a non-streamed response's first call answered: the response as its run left it (waiting for a run
+    still going, as that call waits), or the failure it ended with, kept like any answer unless a retry could
+    change it; then the key is given back (its call may be gone with its replica) and this call retries.
+
+    Raises:
+        NotFoundError: the response was deleted since.
+    """
+    responses = services(request).responses
+    include = frozenset(outcome.include)
+    # A response deleted since (a rollback, a DELETE) is a 404, as for a streamed repeat, and the key stays: a
+    # retry must not run it a second time. (One its first call removed before launching its run gave the key
+    # back first, so a repeat finds no key.)
+    last = None
+    async for event in await responses.replay(outcome.response_id, outcome.after, include):
+        last = event  # followed to the run's end, as its first call waited for it
+    # The run's last event carries the response as it ended; a replica that failed a dead one's run stores the
+    # response first, so one read after its events stopped short finds it there.
+    ended = None if last is None else _ended_response(last)
+    response = ended or await responses.get(outcome.response_id, include)
+    if response.status in ("in_progress", "queued"):
+        raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} is still running; retry later")
+    try:
+        return JSONModelResponse(ended_answer(response, include))
+    except FerrymanError as exc:
+        return await _kept_failure(exc, give_back)
+
+
+_ENDING_EVENTS = frozenset(
+    str(event.model_fields["type"].default)
+    for event in (ResponseCompleted, ResponseIncomplete, ResponseFailed, ResponseCancelled)
+)
+
+
+def _ended_response(event: StoredEvent) -> ResponseObject | None:
+    """The response an event that ends a response's stream carries (None: another event)."""
+    data = json.loads(event.data)
+    if data.get("type") not in _ENDING_EVENTS:
+        return None
+    return ResponseObject.model_validate(data["response"])
+
+
+async def _kept_failure(exc: FerrymanError, give_back: Callable[[], Awaitable[None]]) -> Response:
+    """The failure a first call's run ended with, as that call answered it, when every repeat should get it;
+    else the key is given back and this call is told to retry.
+
+    Raises:
+        IdempotencyKeyInUseError: a retry could change the failure.
+    """
+    answer = error_response(exc)
+    if _worth_keeping(answer):
+        return answer
+    await asyncio.shield(give_back())
+    raise IdempotencyKeyInUseError(f"the first request with this {KEY_HEADER} failed; retry") from exc
 
 
 async def _gone(outcome: TurnReplay, give_back: Callable[[], Awaitable[None]]) -> RunNotStartedError:

@@ -27,8 +27,7 @@ from ferryman.api.responses import (
     UpdateConversationRequest,
 )
 from ferryman.api.responses import Response as ResponseObject
-from ferryman.errors import error_for_code
-from ferryman.services.responses.included import Listing, listed, shown_events, shown_response
+from ferryman.services.responses.included import Listing, ended_answer, listed, shown_events, shown_response
 from ferryman.storage.base import Page
 
 from .contract import LAST_EVENT_ID, PROVIDER_DATA, Endpoint, EventStream, Param
@@ -45,7 +44,7 @@ from .http import (
     query_list,
     services,
 )
-from .idempotent_routes import take_key
+from .idempotent_routes import run_ended, take_key
 
 
 def _include(request: Request) -> frozenset[str]:
@@ -65,9 +64,10 @@ def _item_list(page: Page[Item]) -> ItemList:
 async def create_response(request: Request) -> Response:
     """Create a response: the result, its events as they happen (``stream``), or at once (``background``)."""
     body = await parse_body(request, CreateResponseRequest)
-    # A stored response's stream is read again by a repeat: its key is claimed by the write that stores the
-    # response. One answered at once, or not stored, claims its key first and keeps its answer.
-    run = bool(body.stream) and body.store is not False
+    # A stored response is read again by a repeat (its stream, or its end): its key is claimed by the write
+    # that stores the response. One not stored, or answered before its run (background), claims its key first
+    # and keeps its answer.
+    run = body.store is not False and (bool(body.stream) or not body.background)
     key = await take_key(request, with_run=run)
     live = await services(request).responses.create(body, provider_data(request), replayed_by=key if run else None)
     if body.stream:
@@ -76,9 +76,8 @@ async def create_response(request: Request) -> Response:
         return JSONModelResponse(shown_response(live.subject.encoder.response, body.include))
     assert live.task is not None
     result = await asyncio.shield(live.task)
-    if result.status == "failed" and result.error is not None:
-        raise error_for_code(result.error.code, f"response {result.id} failed: {result.error.message}")
-    return JSONModelResponse(shown_response(result, body.include))
+    run_ended(request)
+    return JSONModelResponse(ended_answer(result, body.include))
 
 
 async def compact_response(request: Request) -> Response:

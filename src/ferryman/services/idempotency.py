@@ -5,7 +5,7 @@ completes it: the run it started (a turn's run, a stored response), which a
 repeat reads again from storage, live while it goes on; the record it made (an
 agent, a session), claimed by the write that makes it, which a repeat is
 answered with as the first call was; or the answer it gave, for any other
-create answered at once. A repeat of the same request (same
+create answered before or without a run to read again. A repeat of the same request (same
 :class:`IdempotencyKey` fingerprint) within the key's lifetime gets that
 outcome; one with another request is refused (:class:`IdempotencyKeyReusedError`),
 and one while the first call runs and has no outcome yet is told to retry
@@ -77,11 +77,13 @@ class TurnReplay:
 
 @dataclass(frozen=True)
 class ResponseReplay:
-    """A stored response's stream, read again from its events numbered above ``after``, shown with ``include``."""
+    """A stored response's stream, read again from its events numbered above ``after``, shown with ``include``;
+    or (``streamed`` false) answered with the response as its run left it, as the first call answered."""
 
     response_id: str
     after: int
     include: tuple[str, ...] = ()
+    streamed: bool = True
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ def encode_outcome(outcome: Outcome) -> str:
         return json.dumps({"turn": turn, "after": outcome.after, **({} if outcome.streamed else {"stream": False})})
     if isinstance(outcome, CreatedRecord):
         return json.dumps({"record": [outcome.kind, outcome.record_id]})
-    return json.dumps({"response": outcome.response_id, "after": outcome.after, "include": list(outcome.include)})
+    shown = {"after": outcome.after, "include": list(outcome.include)}
+    return json.dumps({"response": outcome.response_id, **shown, **({} if outcome.streamed else {"stream": False})})
 
 
 def decode_outcome(text: str) -> Outcome:
@@ -115,7 +118,8 @@ def decode_outcome(text: str) -> Outcome:
         agent_id, session_id, turn_id = data["turn"]
         return TurnReplay(agent_id, session_id, turn_id, int(data["after"]), bool(data.get("stream", True)))
     if "response" in data:
-        return ResponseReplay(data["response"], int(data["after"]), tuple(data.get("include", ())))
+        streamed = bool(data.get("stream", True))
+        return ResponseReplay(data["response"], int(data["after"]), tuple(data.get("include", ())), streamed)
     if "record" in data:
         kind, record_id = data["record"]
         return CreatedRecord(str(kind), str(record_id))

@@ -24,6 +24,7 @@ from ferryman.api.responses import (
     Response,
     ResponseList,
 )
+from ferryman.errors import error_for_code
 from ferryman.storage.base import StoredEvent
 
 OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
@@ -58,6 +59,17 @@ def shown_response(response: _R, include: Iterable[str] | None) -> _R:
     if isinstance(response, ListedResponse):
         update["input"] = shown_items(response.input, include)
     return response.model_copy(update=update)
+
+
+def ended_answer(response: Response, include: Iterable[str] | None) -> Response:
+    """What a create that did not stream answers once its run ended: the response as its reader sees it.
+
+    Raises:
+        FerrymanError: the run failed (its error, by its code).
+    """
+    if response.status == "failed" and response.error is not None:
+        raise error_for_code(response.error.code, f"response {response.id} failed: {response.error.message}")
+    return shown_response(response, include)
 
 
 async def shown_events(events: AsyncIterator[StoredEvent], include: Iterable[str] | None) -> AsyncIterator[StoredEvent]:

@@ -181,7 +181,7 @@ class ResponseStarts:
                 )
                 saved = False
                 try:
-                    replay = ResponseReplay(response_id, -1, tuple(request.include or ()))
+                    replay = ResponseReplay(response_id, -1, tuple(request.include or ()), bool(request.stream))
                     start = ResponseStart(record, turn, new_messages, items, new_session)
                     await self._start(start, settlement(replayed_by, replay))
                     saved = True

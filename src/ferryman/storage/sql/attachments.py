@@ -80,10 +80,6 @@ def _of_store() -> sa.ColumnElement[bool]:
     return F.vector_store_id == p("vector_store_id")
 
 
-def _the_file() -> sa.ColumnElement[bool]:
-    return sa.and_(_of_store(), F.file_id == p("file_id"))
-
-
 def upsert(d: SqlDialect) -> Compiled:
     """Attach ``:file_id`` to ``:vector_store_id`` unclaimed, with the :data:`_ATTACHED` columns' parameters; an
     attachment there already is overwritten."""
