@@ -14,6 +14,7 @@ from ferryman.services.access import Access
 from ferryman.services.usage import RunUsage, UsageLedger
 from ferryman.storage.domain.kinds import SCHEMA, USAGE
 from ferryman.storage.kernel import ops
+from ferryman.storage.kernel.counting import CountingKernel
 from ferryman.storage.kernel.memory import MemoryKernel
 
 
@@ -65,8 +66,9 @@ async def test_the_ledger_stores_a_run_once_and_refuses_a_bound_below_one(caplog
     ledger = UsageLedger(kernel, Access(AccessPolicy()))
     run = RunUsage("responses", "resp_1", 0, "m", None, None, owner=None)
     run.saw(_inference("s1", (1, 2)))
-    await ledger.record(run)
-    await ledger.record(run)  # a second store of the same run is refused by its id, and only logged
+    for _ in range(2):  # a second store of the same run is refused by its id, and only logged
+        ledger.submit(run)
+        await ledger.flush()
     assert "usage of run resp_1 not stored" in caplog.text
     summary = await ledger.summary(None, "model", 0)
     assert [(row.key, row.total_tokens, row.turns) for row in summary.data] == [("m", 3, 1)]
@@ -87,3 +89,33 @@ async def test_a_submitted_write_runs_in_the_background_and_flush_waits_for_it()
     await ledger.flush()
     (stored,) = await kernel.read([ops.Get(USAGE, "resp_2.0")])
     assert stored is not None and stored.body["output_tokens"] == 5
+
+
+@pytest.mark.anyio
+async def test_runs_ended_while_a_write_is_under_way_are_stored_by_one_write() -> None:
+    kernel = CountingKernel(MemoryKernel(SCHEMA))
+    await kernel.open()
+    ledger = UsageLedger(kernel, Access(AccessPolicy()))
+    runs = [RunUsage("responses", f"resp_{n}", 0, "m", None, None, owner=None) for n in range(5)]
+    for run in runs:  # as many runs ending before the writer first runs
+        ledger.submit(run)
+    await ledger.flush()
+    assert kernel.writes == 1
+    stored = await kernel.read([ops.Get(USAGE, f"resp_{n}.0") for n in range(5)])
+    assert all(rec is not None for rec in stored)
+
+
+@pytest.mark.anyio
+async def test_a_record_refused_in_a_batch_does_not_lose_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    kernel = MemoryKernel(SCHEMA)
+    await kernel.open()
+    ledger = UsageLedger(kernel, Access(AccessPolicy()))
+    stored_before = RunUsage("responses", "resp_a", 0, "m", None, None, owner=None)
+    ledger.submit(stored_before)
+    await ledger.flush()
+    for run_id in ("resp_b", "resp_a", "resp_c"):  # resp_a again: its id is taken, so the batch's write fails
+        ledger.submit(RunUsage("responses", run_id, 0, "m", None, None, owner=None))
+    await ledger.flush()
+    found = await kernel.read([ops.Get(USAGE, f"{run_id}.0") for run_id in ("resp_b", "resp_c")])
+    assert all(rec is not None for rec in found)
+    assert caplog.text.count("not stored") == 1 and "usage of run resp_a not stored" in caplog.text

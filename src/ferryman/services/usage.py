@@ -40,6 +40,8 @@ DEFAULT_MAX_RECORDS = 100_000
 """The most usage records one summary reads by default (``usage.max_records``)."""
 PAGE_SIZE = 1000
 """How many records one read of a summary fetches."""
+WRITE_BATCH = 100
+"""The most runs' records one write stores (those ended meanwhile wait for the next)."""
 
 Api = Literal["agents", "responses"]
 
@@ -114,30 +116,43 @@ class UsageLedger:
         self._kernel = kernel
         self._access = access
         self.max_records = max_records
-        self._writing: set[asyncio.Task[None]] = set()
+        self._pending: list[RunUsage] = []
+        self._writer: asyncio.Task[None] | None = None
 
     def submit(self, usage: RunUsage) -> None:
         """Store what a run used in the background (never waits: a run's stream ends without the write).
 
-        The record's time is now, when the run ended, however late the write.
+        The record's time is now, when the run ended, however late the write. Runs that end while a write is
+        under way are stored together by the next one: one transaction (one script) for many runs under load.
         """
         if usage.ended_at is None:
             usage.ended_at = time.time()
-        task = asyncio.create_task(self.record(usage), name=f"usage-{usage.run_id}")
-        self._writing.add(task)
-        task.add_done_callback(self._writing.discard)
+        self._pending.append(usage)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain(), name="usage-writer")
 
     async def flush(self) -> None:
         """Wait until every write submitted so far has ended."""
-        while self._writing:
-            await asyncio.gather(*self._writing)
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)  # a flush cancelled leaves the writes going on
 
-    async def record(self, usage: RunUsage) -> None:
-        """Store what a run used (its failure logged, not raised: the run's outcome is stored already)."""
+    async def _drain(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[:WRITE_BATCH], self._pending[WRITE_BATCH:]
+            await self._write(batch)
+
+    async def _write(self, batch: list[RunUsage]) -> None:
+        """Store the batch's records in one write; when it fails, each alone, so that one bad record does not
+        lose the others (a failure logged, not raised: the runs' outcomes are stored already)."""
         try:
-            await self._kernel.write([usage.put()])
+            await self._kernel.write([usage.put() for usage in batch])
+            return
         except Exception:
-            log.exception("usage of run %s not stored", usage.run_id)
+            if len(batch) == 1:
+                log.exception("usage of run %s not stored", batch[0].run_id)
+                return
+        for usage in batch:
+            await self._write([usage])
 
     async def summary(
         self, who: Principal | None, group_by: UsageGroup, since: float, until: float | None = None
