@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,12 +18,12 @@ import anyio
 import httpx
 import pytest
 
-from ferryman.server.app import Services, build_services, create_app
+from ferryman.server.app import build_services
 from ferryman.services.responses.reads import ResponseReads
 from ferryman.storage.base import IdempotencyRecord
 from ferryman.storage.sql.sqlite import SqliteStore
 from ferryman.testing import ScriptedModel, ScriptedReply
-from inprocess import AskedModel, RefusingModel, migrated_sqlite
+from inprocess import AskedModel, RefusingModel, migrated_sqlite, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -54,19 +54,9 @@ def store(tmp_path: Path) -> CountingStore:
     return CountingStore(migrated_sqlite(tmp_path / "idem.db"))
 
 
-@asynccontextmanager
-async def client_over(store: SqliteStore, model: ScriptedModel) -> AsyncIterator[httpx.AsyncClient]:
-    """A client of one app instance over ``store``."""
-    services: Services = build_services(store, [model])
-    await services.store.open()
-    await services.models.refresh()
-    try:
-        transport = httpx.ASGITransport(app=create_app(services))
-        async with httpx.AsyncClient(transport=transport, base_url="http://ferryman", timeout=30) as client:
-            yield client
-    finally:
-        await services.runner.shutdown()
-        await services.store.close()
+def client_over(store: SqliteStore, model: ScriptedModel) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+    """A client of one app instance over ``store``, its lifespan running (which opens the store)."""
+    return serving(build_services(store, [model]))
 
 
 @pytest.fixture()
