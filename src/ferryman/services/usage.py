@@ -13,6 +13,7 @@ them per agent, principal or model, reading at most ``usage.max_records``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -129,7 +130,8 @@ class UsageLedger:
             usage.ended_at = time.time()
         self._pending.append(usage)
         if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._drain(), name="usage-writer")
+            # A context of its own: the writer stores many runs' records, so it logs and traces as none of them.
+            self._writer = asyncio.create_task(self._drain(), name="usage-writer", context=contextvars.Context())
 
     async def flush(self) -> None:
         """Wait until every write submitted so far has ended."""
