@@ -3,6 +3,10 @@ the turn (a resume does not); and the ledger's own bound."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
 from ferryman.api.agents import InferenceStep, ShieldCallStep, TokenUsage
@@ -10,8 +14,9 @@ from ferryman.api.content import CompletionMessage
 from ferryman.auth.policy import AccessPolicy
 from ferryman.auth.principal import Principal, PrincipalKind, acting_as
 from ferryman.engine.events import StepCompleted, TurnStarted
+from ferryman.services import usage as usage_module
 from ferryman.services.access import Access
-from ferryman.services.usage import RunUsage, UsageLedger
+from ferryman.services.usage import WRITE_BATCH, RunUsage, UsageLedger
 from ferryman.storage.domain.kinds import SCHEMA, USAGE
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.counting import CountingKernel
@@ -119,3 +124,78 @@ async def test_a_record_refused_in_a_batch_does_not_lose_the_others(caplog: pyte
     found = await kernel.read([ops.Get(USAGE, f"{run_id}.0") for run_id in ("resp_b", "resp_c")])
     assert all(rec is not None for rec in found)
     assert caplog.text.count("not stored") == 1 and "usage of run resp_a not stored" in caplog.text
+
+
+class GatedKernel(CountingKernel):
+    """Counts writes; the first waits until :attr:`gate` opens; with :attr:`failing`, every write fails."""
+
+    def __init__(self, inner: MemoryKernel) -> None:
+        super().__init__(inner)
+        self.gate, self.writing, self.failing = asyncio.Event(), asyncio.Event(), False
+
+    async def write(self, batch: Sequence[ops.Op]) -> list[Any]:
+        self.writes += 1
+        self.writing.set()
+        await self.gate.wait()
+        if self.failing:
+            raise ConnectionError("the store is down")
+        return await self.inner.write(batch)
+
+
+def _runs(first: int, count: int) -> list[RunUsage]:
+    return [RunUsage("responses", f"resp_{n}", 0, "m", None, None, owner=None) for n in range(first, first + count)]
+
+
+@pytest.mark.anyio
+async def test_runs_that_end_during_a_write_go_in_the_next_ones_a_batch_at_most_each() -> None:
+    kernel = GatedKernel(MemoryKernel(SCHEMA))
+    await kernel.open()
+    ledger = UsageLedger(kernel, Access(AccessPolicy()))
+    ledger.submit(_runs(0, 1)[0])
+    await kernel.writing.wait()  # the first write is under way
+    for run in _runs(1, WRITE_BATCH + 50):
+        ledger.submit(run)
+    kernel.gate.set()
+    await ledger.flush()
+    assert kernel.writes == 3  # 1, then 100, then 50
+    stored = await kernel.read([ops.Get(USAGE, f"resp_{n}.0") for n in range(WRITE_BATCH + 51)])
+    assert all(rec is not None for rec in stored)
+
+
+@pytest.mark.anyio
+async def test_a_store_that_fails_is_not_asked_again_for_each_record(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernel = GatedKernel(MemoryKernel(SCHEMA))
+    await kernel.open()
+    kernel.failing = True
+    monkeypatch.setattr(usage_module, "MAX_PENDING", 5)
+    ledger = UsageLedger(kernel, Access(AccessPolicy()))
+    ledger.submit(_runs(0, 1)[0])
+    await kernel.writing.wait()
+    for run in _runs(1, 7):  # five wait; two more are dropped at once
+        ledger.submit(run)
+    assert caplog.text.count("runs' usage wait for the store") == 2
+    kernel.gate.set()
+    await ledger.flush()
+    assert kernel.writes == 2  # the lone first run, then the five in one write: none retried alone
+    assert "usage of 5 runs not stored: the store failed" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_a_flush_after_the_writer_was_cancelled_stores_the_runs_it_left(caplog: pytest.LogCaptureFixture) -> None:
+    kernel = GatedKernel(MemoryKernel(SCHEMA))
+    await kernel.open()
+    ledger = UsageLedger(kernel, Access(AccessPolicy()))
+    ledger.submit(_runs(0, 1)[0])
+    await kernel.writing.wait()
+    for run in _runs(1, 3):
+        ledger.submit(run)
+    writer = next(task for task in asyncio.all_tasks() if task.get_name() == "usage-writer")
+    writer.cancel()  # as a loop's shutdown would
+    await asyncio.wait({writer})
+    assert "usage of 1 runs not stored: its write was cancelled" in caplog.text
+    kernel.gate.set()
+    await ledger.flush()  # neither raises the writer's cancellation nor returns with runs left
+    stored = await kernel.read([ops.Get(USAGE, f"resp_{n}.0") for n in range(1, 4)])
+    assert all(rec is not None for rec in stored)

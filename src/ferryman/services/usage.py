@@ -26,7 +26,7 @@ from ferryman.api.usage import UsageGroup, UsageRow, UsageSummary
 from ferryman.auth.filters import owner_of
 from ferryman.auth.principal import Principal, current_principal
 from ferryman.engine.events import EngineEvent, StepCompleted
-from ferryman.errors import InvalidRequestError
+from ferryman.errors import FerrymanError, InvalidRequestError
 from ferryman.storage.domain.kinds import USAGE
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.filters import Filter
@@ -43,6 +43,8 @@ PAGE_SIZE = 1000
 """How many records one read of a summary fetches."""
 WRITE_BATCH = 100
 """The most runs' records one write stores (those ended meanwhile wait for the next)."""
+MAX_PENDING = 100 * WRITE_BATCH
+"""The most runs' records that wait for the writer (about a kilobyte each)."""
 
 Api = Literal["agents", "responses"]
 
@@ -125,36 +127,55 @@ class UsageLedger:
 
         The record's time is now, when the run ended, however late the write. Runs that end while a write is
         under way are stored together by the next one: one transaction (one script) for many runs under load.
+        While :data:`MAX_PENDING` runs already wait (the store down or far behind), a run's usage is dropped,
+        and logged.
         """
         if usage.ended_at is None:
             usage.ended_at = time.time()
+        if len(self._pending) >= MAX_PENDING:
+            log.error("usage of run %s not stored: %d runs' usage wait for the store", usage.run_id, MAX_PENDING)
+            return
         self._pending.append(usage)
+        self._start_writer()
+
+    async def flush(self) -> None:
+        """Wait until every write submitted so far has ended (a flush cancelled leaves them going on)."""
+        while self._pending or (self._writer is not None and not self._writer.done()):
+            writer = self._start_writer()  # also for runs left by a writer cancelled before it took them
+            await asyncio.wait({writer})
+
+    def _start_writer(self) -> asyncio.Task[None]:
         if self._writer is None or self._writer.done():
             # A context of its own: the writer stores many runs' records, so it logs and traces as none of them.
             self._writer = asyncio.create_task(self._drain(), name="usage-writer", context=contextvars.Context())
-
-    async def flush(self) -> None:
-        """Wait until every write submitted so far has ended."""
-        while self._writer is not None and not self._writer.done():
-            await asyncio.shield(self._writer)  # a flush cancelled leaves the writes going on
+        return self._writer
 
     async def _drain(self) -> None:
         while self._pending:
             batch, self._pending = self._pending[:WRITE_BATCH], self._pending[WRITE_BATCH:]
-            await self._write(batch)
+            try:
+                await self._write(batch)
+            except asyncio.CancelledError:
+                log.error("usage of %d runs not stored: its write was cancelled", len(batch))
+                raise
 
     async def _write(self, batch: list[RunUsage]) -> None:
-        """Store the batch's records in one write; when it fails, each alone, so that one bad record does not
-        lose the others (a failure logged, not raised: the runs' outcomes are stored already)."""
+        """Store the batch's records in one write (a failure logged, not raised: the runs' outcomes are stored).
+
+        A batch the store refuses (a record's id taken) is written again a record at a time, so that one bad
+        record loses no other; one the store fails (down, timed out) is not retried, which would only multiply
+        the failing trips while the runs behind it wait.
+        """
         try:
             await self._kernel.write([usage.put() for usage in batch])
-            return
-        except Exception:
+        except FerrymanError:
             if len(batch) == 1:
                 log.exception("usage of run %s not stored", batch[0].run_id)
                 return
-        for usage in batch:
-            await self._write([usage])
+            for usage in batch:
+                await self._write([usage])
+        except Exception:
+            log.exception("usage of %d runs not stored: the store failed", len(batch))
 
     async def summary(
         self, who: Principal | None, group_by: UsageGroup, since: float, until: float | None = None
