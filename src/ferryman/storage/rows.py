@@ -51,10 +51,3 @@ def response_record(row: Sequence[Any]) -> ResponseRecord:
         previous_response_id=row[4],
         background=bool(row[5]),
     )
-
-
-def page_of(rows: list[Any], limit: int | None) -> tuple[list[Any], bool]:
-    """Cut the one extra row a page query fetched, and say whether it existed."""
-    if limit is not None and len(rows) > limit:
-        return rows[:limit], True
-    return rows, False
