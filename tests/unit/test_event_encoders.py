@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -13,12 +14,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ferryman.api.agents import InferenceStep, Turn, TurnEvent, TurnStreamChunk
+from ferryman.api.content import CompletionMessage, UserMessage
 from ferryman.api.responses import Response as ResponseObject
 from ferryman.engine.events import (
     EngineEvent,
+    StepCompleted,
+    StepStarted,
+    TextDelta,
     ToolCallArgumentsDelta,
     ToolCallDone,
     ToolCallStarted,
+    TurnCompleted,
     TurnFailed,
     TurnStarted,
 )
@@ -27,7 +34,7 @@ from ferryman.errors import FailureCode
 from ferryman.inference.base import ChatChunk, ChatRequest, FinishChunk, TextChunk, ToolCallChunk
 from ferryman.server.http import event_stream
 from ferryman.services.responses.stream import ResponseEncoder
-from ferryman.services.turn_stream import turn_event_data
+from ferryman.services.turn_stream import event_payload, turn_event_data
 from ferryman.storage.base import StoredEvent
 from sse import Frame, aframes
 
@@ -108,6 +115,32 @@ async def test_the_agents_stream_reports_tool_call_progress_as_before() -> None:
     assert [status for status, _ in deltas] == ["started", "in_progress", "in_progress", "in_progress", "succeeded"]
     assert [call for _, call in deltas[1:-1]] == ARGUMENT_PIECES
     assert deltas[-1][1]["arguments"] == {"city": "Paris"}
+
+
+async def test_the_agents_stream_writes_each_event_as_its_models_would() -> None:
+    """The stream's envelope and its text deltas are written without models: byte for byte the models' JSON."""
+    answer = CompletionMessage(content='Voilà "là"\n\t\u2028 \x01 🙂')
+    step = InferenceStep(turn_id="turn_1", step_id="step_1", model_response=answer)
+    turn = Turn(
+        turn_id="turn_1",
+        session_id="session_1",
+        input_messages=[UserMessage(content="hi")],
+        steps=[step],
+        output_message=answer,
+        started_at=step.started_at or datetime.now(UTC),
+    )
+    texts = ["", "plain", 'Voilà "là" \\ /', "\n\r\t\b\f \x00\x1f\x7f", "\u2028\u2029 \ufeff 🙂 中文"]
+    events: list[EngineEvent] = [
+        *await _inference_events(),
+        *(TextDelta("step_1", text) for text in texts),
+        TextDelta("step_1", "".join(chr(code) for code in range(0xD800))),
+        StepStarted("shield_call", "step_2", {"shield_id": "s", "nested": {"n": [1, 2.5, None, True]}}),
+        StepCompleted(step),
+        TurnCompleted(turn),
+    ]
+    for event in events:
+        expected = TurnStreamChunk(event=TurnEvent(payload=event_payload(event))).model_dump_json()
+        assert turn_event_data(event) == [expected]
 
 
 async def test_a_cancelled_turn_ends_a_response_stream_cancelled() -> None:
