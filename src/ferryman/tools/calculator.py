@@ -75,27 +75,30 @@ def _eval(node: ast.expr) -> Any:
     raise CalculatorError(f"unsupported element: {ast.unparse(node)}")
 
 
+_DEFINITION = Tool(
+    identifier="calculator",
+    toolgroup_id="builtin::math",
+    description="Evaluate an arithmetic expression exactly, e.g. '(17 * 23) + sqrt(16)'.",
+    parameters=[
+        ToolParameter(
+            name="expression",
+            parameter_type="string",
+            description=(
+                "Arithmetic with + - * / // % ** and sqrt, log, exp, sin, cos, tan, abs, round, min, max, pi, e"
+            ),
+            required=True,
+        )
+    ],
+)
+
+
 class Calculator:
     """The ``calculator`` tool of the ``builtin::math`` toolgroup."""
 
     @property
     def definition(self) -> Tool:
         """The tool's listing."""
-        return Tool(
-            identifier="calculator",
-            toolgroup_id="builtin::math",
-            description="Evaluate an arithmetic expression exactly, e.g. '(17 * 23) + sqrt(16)'.",
-            parameters=[
-                ToolParameter(
-                    name="expression",
-                    parameter_type="string",
-                    description=(
-                        "Arithmetic with + - * / // % ** and sqrt, log, exp, sin, cos, tan, abs, round, min, max, pi, e"
-                    ),
-                    required=True,
-                )
-            ],
-        )
+        return _DEFINITION
 
     async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
         """Evaluate ``arguments['expression']``."""

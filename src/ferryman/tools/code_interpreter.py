@@ -28,6 +28,18 @@ class FileSink(Protocol):
         ...
 
 
+_DEFINITION = Tool(
+    identifier=TOOL_NAME,
+    toolgroup_id=TOOLGROUP_ID,
+    description=(
+        "Run Python 3 code in a sandbox without network access. Variables, imports and files in the "
+        "working directory persist between calls in this session. The value of a final expression is "
+        "returned; use print() for anything else. Files written to the working directory are returned."
+    ),
+    parameters=[ToolParameter(name="code", parameter_type="string", description="The Python code to run")],
+)
+
+
 class CodeInterpreter:
     """Runs the model's Python in the sandbox; variables persist within a session.
 
@@ -48,16 +60,7 @@ class CodeInterpreter:
     @property
     def definition(self) -> Tool:
         """The tool's listing."""
-        return Tool(
-            identifier=TOOL_NAME,
-            toolgroup_id=TOOLGROUP_ID,
-            description=(
-                "Run Python 3 code in a sandbox without network access. Variables, imports and files in the "
-                "working directory persist between calls in this session. The value of a final expression is "
-                "returned; use print() for anything else. Files written to the working directory are returned."
-            ),
-            parameters=[ToolParameter(name="code", parameter_type="string", description="The Python code to run")],
-        )
+        return _DEFINITION
 
     async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
         """Run ``arguments['code']`` in the current session's kernel."""

@@ -25,6 +25,34 @@ METADATA_KEY = "file_search"
 DEFAULT_MAX_RESULTS = 10
 
 
+_DEFINITION = Tool(
+    identifier=TOOL_NAME,
+    toolgroup_id=TOOLGROUP_ID,
+    description=(
+        "Search the uploaded files for passages relevant to a query. "
+        "Use it to answer questions about their content, and cite the passages you use."
+    ),
+    parameters=[
+        ToolParameter(name="query", parameter_type="string", description="What to look for", required=True),
+        ToolParameter(name="vector_store_ids", parameter_type="array", description="The vector stores"),
+        ToolParameter(
+            name="max_num_results",
+            parameter_type="integer",
+            description="At most this many passages (1 to 50)",
+            required=False,
+            default=DEFAULT_MAX_RESULTS,
+        ),
+        ToolParameter(name="filters", parameter_type="object", description="File attribute filter", required=False),
+        ToolParameter(
+            name="ranking_options",
+            parameter_type="object",
+            description="ranker, score_threshold",
+            required=False,
+        ),
+    ],
+)
+
+
 class FileSearch:
     """The ``file_search`` tool.
 
@@ -38,34 +66,7 @@ class FileSearch:
     @property
     def definition(self) -> Tool:
         """The tool's listing; every parameter but ``query`` is bound by whoever offers the tool."""
-        return Tool(
-            identifier=TOOL_NAME,
-            toolgroup_id=TOOLGROUP_ID,
-            description=(
-                "Search the uploaded files for passages relevant to a query. "
-                "Use it to answer questions about their content, and cite the passages you use."
-            ),
-            parameters=[
-                ToolParameter(name="query", parameter_type="string", description="What to look for", required=True),
-                ToolParameter(name="vector_store_ids", parameter_type="array", description="The vector stores"),
-                ToolParameter(
-                    name="max_num_results",
-                    parameter_type="integer",
-                    description="At most this many passages (1 to 50)",
-                    required=False,
-                    default=DEFAULT_MAX_RESULTS,
-                ),
-                ToolParameter(
-                    name="filters", parameter_type="object", description="File attribute filter", required=False
-                ),
-                ToolParameter(
-                    name="ranking_options",
-                    parameter_type="object",
-                    description="ranker, score_threshold",
-                    required=False,
-                ),
-            ],
-        )
+        return _DEFINITION
 
     async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
         """Search; a bad argument or a store that cannot be searched is an error result, not an exception."""

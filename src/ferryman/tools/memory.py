@@ -47,6 +47,29 @@ class BlockEditor(Protocol):
         ...
 
 
+_DEFINITION = Tool(
+    identifier=TOOL_NAME,
+    toolgroup_id=TOOLGROUP_ID,
+    description=(
+        "Change your memory blocks, which you read at the start of every conversation. "
+        "'append' adds text to the end of a block (a new label makes a new block); "
+        "'replace' replaces the text 'old' of a block with 'new' (an empty 'new' deletes it)."
+    ),
+    parameters=[
+        ToolParameter(name="operation", parameter_type="string", description="'append' or 'replace'",
+                      required=True),
+        ToolParameter(name="label", parameter_type="string", description="The block's label, e.g. 'human'",
+                      required=True),
+        ToolParameter(name="text", parameter_type="string", description="For 'append': the text to add",
+                      required=False),
+        ToolParameter(name="old", parameter_type="string", description="For 'replace': the exact text to "
+                      "replace", required=False),
+        ToolParameter(name="new", parameter_type="string", description="For 'replace': the text that "
+                      "replaces it", required=False),
+    ],
+)  # fmt: skip
+
+
 class MemoryTool:
     """The ``memory`` tool of ``builtin::memory``.
 
@@ -60,27 +83,7 @@ class MemoryTool:
     @property
     def definition(self) -> Tool:
         """The tool's listing."""
-        return Tool(
-            identifier=TOOL_NAME,
-            toolgroup_id=TOOLGROUP_ID,
-            description=(
-                "Change your memory blocks, which you read at the start of every conversation. "
-                "'append' adds text to the end of a block (a new label makes a new block); "
-                "'replace' replaces the text 'old' of a block with 'new' (an empty 'new' deletes it)."
-            ),
-            parameters=[
-                ToolParameter(name="operation", parameter_type="string", description="'append' or 'replace'",
-                              required=True),
-                ToolParameter(name="label", parameter_type="string", description="The block's label, e.g. 'human'",
-                              required=True),
-                ToolParameter(name="text", parameter_type="string", description="For 'append': the text to add",
-                              required=False),
-                ToolParameter(name="old", parameter_type="string", description="For 'replace': the exact text to "
-                              "replace", required=False),
-                ToolParameter(name="new", parameter_type="string", description="For 'replace': the text that "
-                              "replaces it", required=False),
-            ],
-        )  # fmt: skip
+        return _DEFINITION
 
     async def invoke(self, arguments: dict[str, Any]) -> ToolInvocationResult:
         """Append to or replace in a block of the turn's agent."""
