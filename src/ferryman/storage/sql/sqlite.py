@@ -7,16 +7,15 @@ statements costs one hop, and the single writer serialises writes without
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ferryman.storage import codec
 from ferryman.storage.sql.dialects import SqlDialect
+from ferryman.storage.sql.lanes import ThreadLane
 from ferryman.storage.sql.migrate import upgrade_sqlite
 from ferryman.storage.sql.seam import ForeignKeyViolation, IntegrityViolation, Query, UniqueViolation, Work, run_unit
 from ferryman.storage.sql.store import SqlStore
@@ -104,8 +103,8 @@ class SqliteDriver:
     def __init__(self, path: str, readers: int = 2) -> None:
         self.path = path
         self.dialect = SqliteDialect()
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-w")
-        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="sqlite-r")
+        self._writer = ThreadLane(1, "sqlite-w")
+        self._readers = ThreadLane(readers, "sqlite-r")
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
@@ -114,7 +113,7 @@ class SqliteDriver:
         """Create the folder and the file if needed, and bring the schema up to date."""
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        await asyncio.get_running_loop().run_in_executor(self._writer, upgrade_sqlite, self.path)
+        await self._writer.call(upgrade_sqlite, self.path)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -138,16 +137,19 @@ class SqliteDriver:
 
     async def write(self, work: Query[T] | Work[T]) -> T:
         """Run ``work`` in one write transaction on the writer thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._writer, self._in_transaction, work)
+        return await self._writer.call(self._in_transaction, work)
 
     async def read(self, work: Query[T] | Work[T]) -> T:
         """Run ``work`` on a reader thread (it sees committed data only)."""
-        return await asyncio.get_running_loop().run_in_executor(self._readers, lambda: _run(self._conn(), work))
+        return await self._readers.call(self._read, work)
+
+    def _read(self, work: Query[T] | Work[T]) -> T:
+        return _run(self._conn(), work)
 
     async def close(self) -> None:
         """Stop the threads and close every connection."""
-        self._writer.shutdown(wait=True)
-        self._readers.shutdown(wait=True)
+        self._writer.close()
+        self._readers.close()
         with self._all_lock:
             for conn in self._all:
                 conn.close()
