@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from ferryman.api.agents import InferenceStep, Turn, TurnEvent, TurnStreamChunk
 from ferryman.api.content import CompletionMessage, UserMessage
+from ferryman.api.response_events import OutputTextDelta
 from ferryman.api.responses import Response as ResponseObject
 from ferryman.engine.events import (
     EngineEvent,
@@ -141,6 +142,20 @@ async def test_the_agents_stream_writes_each_event_as_its_models_would() -> None
     for event in events:
         expected = TurnStreamChunk(event=TurnEvent(payload=event_payload(event))).model_dump_json()
         assert turn_event_data(event) == [expected]
+
+
+async def test_a_response_stream_writes_text_deltas_as_their_model_would() -> None:
+    encoder = ResponseEncoder(_response(), set())
+    data = encoder.encode(TurnStarted("turn_1"), 0)
+    texts = ["", "plain", 'Voilà "là" \\ /', "\n\r\t\b\f \x00\x1f\x7f", "\u2028\u2029 \ufeff 🙂 中文"]
+    for text in [*texts, "".join(chr(code) for code in range(0xD800))]:
+        data += encoder.encode(TextDelta("step_1", text), len(data))
+    deltas = [item for item in data if '"response.output_text.delta"' in item]
+    assert len(deltas) == len(texts) + 1
+    for item in deltas:
+        fields = json.loads(item)
+        assert item == OutputTextDelta(**{k: v for k, v in fields.items() if k != "type"}).model_dump_json()
+    assert [json.loads(item)["sequence_number"] for item in data] == list(range(len(data)))
 
 
 async def test_a_cancelled_turn_ends_a_response_stream_cancelled() -> None:
