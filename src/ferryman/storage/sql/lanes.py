@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ class ThreadLane:
     """A fixed number of threads, started at the first call, taking calls in order of arrival.
 
     A call whose caller was cancelled before a thread took it is not run (as an executor's queued work is
-    not); one already running finishes, and its outcome is dropped.
+    not); one already running finishes, and its outcome is dropped. Once closed, a lane refuses calls.
 
     Args:
         threads: How many threads serve the lane (1: calls run one after another, in order).
@@ -36,46 +37,67 @@ class ThreadLane:
         self._size = threads
         self._name = name
         self._threads: list[threading.Thread] = []
-        self._start_lock = threading.Lock()
+        self._stop: weakref.finalize[Any, Any] | None = None
+        self._closed = False
+        # Held while a call is queued and while the lane closes: no call lands behind the threads' stop signs.
+        self._lock = threading.Lock()
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:
-        """Run ``function(*args)`` on one of the lane's threads; its result, or what it raised."""
-        if not self._threads:
-            self._start()
+        """Run ``function(*args)`` on one of the lane's threads; its result, or what it raised.
+
+        Raises:
+            RuntimeError: the lane is closed.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._calls.put((function, args, loop, future))
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"the {self._name} threads are closed")
+            if not self._threads:
+                self._start()
+            self._calls.put((function, args, loop, future))
         return await future
 
     def close(self) -> None:
-        """Let the threads finish the calls queued before, then stop them (a later call starts them again)."""
-        with self._start_lock:
-            threads, self._threads = self._threads, []
-        for _ in threads:
-            self._calls.put(None)
-        for thread in threads:
-            thread.join()
+        """Let the threads finish the calls queued before, then stop them; later calls are refused."""
+        with self._lock:
+            self._closed = True
+            stop, self._stop, self._threads = self._stop, None, []
+        if stop is not None:
+            stop()
 
     def _start(self) -> None:
-        with self._start_lock:
-            if self._threads:
-                return
-            for number in range(self._size):
-                thread = threading.Thread(target=self._serve, name=f"{self._name}_{number}", daemon=True)
-                thread.start()
-                self._threads.append(thread)
+        for number in range(self._size):
+            thread = threading.Thread(target=_serve, args=(self._calls,), name=f"{self._name}_{number}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        # Run at close, when the lane is collected unclosed, or at exit: the threads are daemons, so that a lane
+        # nobody closed never holds the interpreter open, and at exit the calls already queued (a write under
+        # way among them) still finish, as an executor's do. The threads hold the queue, not the lane.
+        self._stop = weakref.finalize(self, _stop_threads, self._calls, list(self._threads))
 
-    def _serve(self) -> None:
-        while (call := self._calls.get()) is not None:
-            function, args, loop, future = call
-            if future.cancelled():
-                continue
+
+def _serve(calls: queue.SimpleQueue[_Call | None]) -> None:
+    while (call := calls.get()) is not None:
+        function, args, loop, future = call
+        if not future.cancelled():
             try:
                 result = function(*args)
             except BaseException as exc:  # noqa: BLE001 - it is the caller's to handle, on its loop
                 _answer(loop, _fail, future, exc)
             else:
                 _answer(loop, _succeed, future, result)
+            result = None
+        # A thread waiting for its next call holds nothing of its last (a large read, a closed loop).
+        del call, function, args, loop, future
+
+
+def _stop_threads(calls: queue.SimpleQueue[_Call | None], threads: list[threading.Thread]) -> None:
+    for _ in threads:
+        calls.put(None)
+    for thread in threads:
+        if thread is not threading.current_thread():
+            thread.join()
 
 
 def _answer(loop: asyncio.AbstractEventLoop, settle: Callable[..., None], *args: Any) -> None:
@@ -91,5 +113,8 @@ def _succeed(future: asyncio.Future[Any], result: Any) -> None:
 
 
 def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if isinstance(exc, StopIteration):
+        # A future refuses StopIteration (it would end the awaiting coroutine's generator): the caller would wait.
+        exc = RuntimeError(f"the call raised StopIteration: {exc!r}")
     if not future.cancelled():
         future.set_exception(exc)
