@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from ferryman.ids import new_id
+from ferryman.ids import new_hex, new_id
 
 HEX_32 = re.compile(r"^[0-9a-f]{32}$")
 
@@ -33,3 +33,12 @@ def test_a_prefixed_id_is_the_prefix_and_a_version_4_uuid_s_hex_digits() -> None
         seen_ones |= int(value.partition("_")[2], 16)
     fixed = {(127 - 48) - b for b in range(4)} | {(127 - 64) - b for b in range(2)}
     assert all(seen_ones >> bit & 1 for bit in range(128) if bit not in fixed)
+
+
+def test_bare_hex_is_a_version_4_uuid_s_digits_as_uuid4_hex_writes_them() -> None:
+    values = [new_hex() for _ in range(500)]
+    assert len(set(values)) == len(values)
+    for value in values:
+        assert HEX_32.match(value)
+        parsed = uuid.UUID(hex=value)
+        assert parsed.hex == value and parsed.version == 4 and parsed.variant == uuid.RFC_4122

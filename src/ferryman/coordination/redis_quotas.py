@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from typing import Any
 
 import redis.asyncio as aioredis
 from limits.aio.storage import RedisStorage, Storage
 from redis.exceptions import RedisError
 
+from ferryman.ids import new_hex
 from ferryman.redis_url import connect
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class RedisTurnSlots:
         self._take = self.client.register_script(_TAKE)
         self._renew = self.client.register_script(_RENEW)
         self._held: dict[str, set[str]] = {}
-        self._replica = uuid.uuid4().hex
+        self._replica = new_hex()
         self._task: asyncio.Task[None] | None = None
 
     def _key(self, principal_id: str) -> str:

@@ -9,7 +9,6 @@ back into OpenAI completion objects.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,6 +28,7 @@ from ferryman.api.content import (
 )
 from ferryman.api.inference import JsonSchemaResponseFormat
 from ferryman.errors import InvalidRequestError
+from ferryman.ids import new_hex
 
 from .base import ChatChunk, ChatRequest, FinishChunk, Sampling, TextChunk, ToolCallChunk, Usage
 from .openai_params import (
@@ -152,7 +152,7 @@ def _max_tokens(body: dict[str, Any]) -> int | None:
 
 class _Envelope:
     def __init__(self, model: str) -> None:
-        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.id = f"chatcmpl-{new_hex()}"
         self.model = model
         self.created = int(time.time())
 

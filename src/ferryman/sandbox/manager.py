@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferryman.ids import new_hex
 from ferryman.sandbox_settings import SandboxSettings
 
 from . import claims, files, scratch
@@ -111,7 +112,7 @@ class Sandbox:
         """
         if self.unavailable is not None:
             raise SandboxUnavailable(self.unavailable)
-        key = _key(session_id) if session_id is not None else f"once-{uuid.uuid4().hex}"
+        key = _key(session_id) if session_id is not None else f"once-{new_hex()}"
         self._start_reaper()
         try:
             return await self._run(key, code)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +28,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ferryman.auth.principal import current_principal
+from ferryman.ids import new_hex
 from ferryman.logs import current_request_id
 
 from .errors import unexpected_error
@@ -45,7 +45,7 @@ base64), nothing a log reader or a header could misread."""
 def request_id_of(headers: Headers) -> str:
     """The caller's ``X-Request-ID`` (up to 128 safe characters), else a new one (32 hex digits)."""
     given = headers.get(REQUEST_ID_HEADER, "")
-    return given if _SAFE_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+    return given if _SAFE_REQUEST_ID.fullmatch(given) else new_hex()
 
 
 def served_route(routes: Sequence[BaseRoute], asked: Scope, served: Scope) -> str | None:

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator
 
 from ferryman.api.responses import Conversation, Item
 from ferryman.auth.filters import owner_of
 from ferryman.auth.principal import acting_as, current_principal
 from ferryman.errors import ConflictError, NotFoundError
-from ferryman.ids import new_id, utcnow
+from ferryman.ids import new_hex, new_id, utcnow
 from ferryman.storage.base import ConversationRecord, SessionRecord, Store
 from ferryman.storage.domain.forks import Lineage
 from ferryman.storage.domain.kinds import CONVERSATION
@@ -217,7 +216,7 @@ class ConversationForks:
                 for fork in forks:
                     await self._lineages.change(fork.id, lambda kept: _moved(kept, lineage))
             return
-        holder = f"{HELD_ITEMS}{uuid.uuid4().hex}"
+        holder = f"{HELD_ITEMS}{new_hex()}"
         await self._lineages.note(conversation_id, holder)
         above = lineage or Lineage(id=holder, of="conversation", source="", through="")
         await self._lineages.create(above.model_copy(update={"id": holder}), None)
@@ -262,4 +261,4 @@ def _held_by(fork: Lineage, holder: str) -> Lineage:
 
 def new_conversation_id() -> str:
     """A new conversation's id."""
-    return f"conv_{uuid.uuid4().hex}"
+    return f"conv_{new_hex()}"

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import builtins
 import mimetypes
-import uuid
 
 from ferryman.api.files import PURPOSES, FileDeleted, FileList, FileObject
 from ferryman.api.limits import has_control_character
 from ferryman.auth.policy import Action
 from ferryman.auth.principal import current_principal
 from ferryman.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError
+from ferryman.ids import new_hex
 from ferryman.knowledge.blobs import BlobStore
 from ferryman.knowledge.views import now
 from ferryman.storage.base import IdempotencyStore
@@ -50,7 +50,7 @@ def file_object(record: FileRecord) -> FileObject:
 
 def new_file_id() -> str:
     """A fresh file id in OpenAI's form (``file-…``)."""
-    return f"file-{uuid.uuid4().hex}"
+    return f"file-{new_hex()}"
 
 
 class FileService:

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -31,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ferryman.errors import IdempotencyKeyInUseError, IdempotencyKeyReusedError
+from ferryman.ids import new_hex
 from ferryman.storage.base import IdempotencyRecord, IdempotencyStore, KeySettlement
 from ferryman.storage.domain.records import Writer
 from ferryman.storage.kernel.ops import Op
@@ -307,7 +307,7 @@ class IdempotencyKeys:
             IdempotencyKeyInUseError: the first call with the key still runs and has no outcome yet.
         """
         now = datetime.now(UTC)
-        record = IdempotencyRecord(key.owner, key.key, uuid.uuid4().hex, key.fingerprint, now, now + self._lease)
+        record = IdempotencyRecord(key.owner, key.key, new_hex(), key.fingerprint, now, now + self._lease)
         held = await self._store.claim_idempotency_key(record, now)
         if held is None:
             return Claim(record, now + self._lifetime)
@@ -318,7 +318,7 @@ class IdempotencyKeys:
         script: the write raises ``IdempotencyKeyHeldError`` instead when an earlier call holds the key
         (answered with :meth:`answer`). No pending state, so no lease: the key and its run are stored together."""
         now = datetime.now(UTC)
-        record = IdempotencyRecord(key.owner, key.key, uuid.uuid4().hex, key.fingerprint, now, now + self._lifetime)
+        record = IdempotencyRecord(key.owner, key.key, new_hex(), key.fingerprint, now, now + self._lifetime)
         return Claim(record, now + self._lifetime, deferred=True)
 
     def answer(self, key: IdempotencyKey, fingerprint: str, result: str | None) -> Outcome:

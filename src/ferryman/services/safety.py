@@ -9,7 +9,6 @@ the shield's timeout; a shield that fails or times out is an upstream error here
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from ferryman.api.content import UserMessage
 from ferryman.api.safety import (
@@ -21,6 +20,7 @@ from ferryman.api.safety import (
 )
 from ferryman.auth.principal import current_principal
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError, UpstreamError
+from ferryman.ids import new_hex
 from ferryman.inference.router import ModelRouter
 from ferryman.safety.base import Shield, ShieldRegistry, ShieldVerdict
 from ferryman.safety.llama_guard import PROVIDER_ID as LLAMA_GUARD
@@ -123,7 +123,7 @@ class SafetyService:
         for text in texts:
             verdict = await _run(shield, RunShieldRequest(shield_id=model, messages=[UserMessage(content=text)]))
             results.append(moderation_result(verdict))
-        return ModerationResponse(id=f"modr-{uuid.uuid4().hex}", model=model, results=results)
+        return ModerationResponse(id=f"modr-{new_hex()}", model=model, results=results)
 
     async def _moderator(self, model: str | None) -> tuple[str, Shield]:
         if model is None:

@@ -13,7 +13,6 @@ missing to it: 404). A schedule a signed-in subject makes acts as that subject
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
 from ferryman.api.schedules import (
@@ -25,6 +24,7 @@ from ferryman.api.schedules import (
 )
 from ferryman.auth.principal import Principal
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+from ferryman.ids import new_hex
 from ferryman.schedule_settings import ScheduleSettings
 from ferryman.storage.base import Store
 from ferryman.storage.domain.kinds import SCHEDULE
@@ -46,7 +46,7 @@ Clock = Callable[[], float]
 
 def new_schedule_id() -> str:
     """A new schedule's id."""
-    return f"sched_{uuid.uuid4().hex}"
+    return f"sched_{new_hex()}"
 
 
 class ScheduleService:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+from ferryman.ids import new_hex
 
 _PREFIX = {
     "message": "msg",
@@ -21,4 +21,4 @@ _PREFIX = {
 
 def new_item_id(kind: str) -> str:
     """An OpenAI-style id: ``msg_…``, ``fc_…``, ``fco_…``, ``fs_…``."""
-    return f"{_PREFIX[kind]}_{uuid.uuid4().hex}"
+    return f"{_PREFIX[kind]}_{new_hex()}"

@@ -16,11 +16,11 @@ is a record under its schedule, whose id names the schedule and the tick.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ferryman.api.schedules import Schedule, ScheduleRun
+from ferryman.ids import new_hex
 from ferryman.storage.domain.kinds import SCHEDULE, SCHEDULE_RUN
 from ferryman.storage.domain.records import ModelCodec, Records, Stored
 from ferryman.storage.kernel import ops
@@ -116,7 +116,7 @@ class ScheduleRecords:
         Each is leased until ``hold_until`` under a status naming this claim; the values are as stored before
         the claim (``next_run_at``: the tick that is due).
         """
-        token = f"{_CLAIMED}{uuid.uuid4().hex}"
+        token = f"{_CLAIMED}{new_hex()}"
         claimed = await self.kernel.claim_expired(SCHEDULE, now, status=token, lease_until=hold_until, limit=limit)
         return [Claimed(self.schedules.stored(rec), token) for rec in claimed]
 
