@@ -1,8 +1,9 @@
 """Reads of one record that every backend answers from its read of many: written once, above the backends.
 
 A backend implements the batch read (``responses_by_id``, ``items_of``,
-``vector_store_files``); the single reads the services also call derive from it
-here, so that no backend writes them again. Each is still one trip.
+``vector_store_files``) and the page (``list_vector_store_files``); the single
+reads, and the whole list, that the services also call derive from them here, so
+that no backend writes them again. Each is still one trip.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Protocol
 from ferryman.api.responses import Item
 from ferryman.errors import NotFoundError
 from ferryman.storage.base import ResponseRecord
-from ferryman.storage.knowledge import VectorStoreFileRecord
+from ferryman.storage.kernel.ops import MAX_COUNT
+from ferryman.storage.knowledge import IngestionStatus, VectorStoreFileRecord
+from ferryman.storage.page import Page
 
 
 class BatchReads(Protocol):
@@ -23,6 +26,16 @@ class BatchReads(Protocol):
     async def items_of(self, owners: list[str]) -> dict[str, list[Item]]: ...
 
     async def vector_store_files(self, vector_store_id: str, file_ids: list[str]) -> list[VectorStoreFileRecord]: ...
+
+    async def list_vector_store_files(
+        self,
+        vector_store_id: str,
+        after: str | None,
+        limit: int,
+        order: str,
+        status: IngestionStatus | None = None,
+        batch_id: str | None = None,
+    ) -> Page[VectorStoreFileRecord]: ...
 
 
 class DerivedReads:
@@ -45,3 +58,7 @@ class DerivedReads:
         if not found:
             raise NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
         return found[0]
+
+    async def all_vector_store_files(self: BatchReads, vector_store_id: str) -> list[VectorStoreFileRecord]:
+        """Every attachment of a store, by creation: one page that holds them all."""
+        return (await self.list_vector_store_files(vector_store_id, None, MAX_COUNT - 1, "asc")).items

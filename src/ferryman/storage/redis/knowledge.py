@@ -199,11 +199,6 @@ class RedisKnowledge(RedisBase):
             records = [r for r in records if r.batch_id == batch_id and (status is None or r.status == status)]
         return Page(records[:limit], len(records) > limit)
 
-    async def all_vector_store_files(self, vector_store_id: str) -> list[VectorStoreFileRecord]:
-        """Every attachment of a store, in attachment order."""
-        ids = cast(list[str], await self._db.zrange(self._keys.of(VS_FILES, vector_store_id), 0, -1))
-        return await self._attachments(vector_store_id, ids)
-
     async def vector_store_files(self, vector_store_id: str, file_ids: list[str]) -> list[VectorStoreFileRecord]:
         """Those of these files attached to the store, in one transaction."""
         return await self._attachments(vector_store_id, list(dict.fromkeys(file_ids)))

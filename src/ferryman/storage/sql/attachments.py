@@ -120,13 +120,6 @@ def listed(d: SqlDialect, page: Keyset, *, of_status: bool, of_batch: bool) -> C
     return d.compiled(("attach.listed", page.shape, of_status, of_batch), build)
 
 
-def of_store(d: SqlDialect) -> Compiled:
-    """The attachments to ``:vector_store_id``, by creation."""
-    return d.compiled(
-        "attach.of_store", lambda: sa.select(*FILE_COLUMNS).where(_of_store()).order_by(F.created_at, F.file_id)
-    )
-
-
 def of_files(d: SqlDialect) -> Compiled:
     """The attachments to ``:vector_store_id`` of the files of list ``:file_ids``."""
     return d.compiled(

@@ -162,11 +162,6 @@ class VectorStoreTables:
         found = await self._db.read(work())
         return Page([file_record(self._db.dialect, row) for row in found[:limit]], len(found) > limit)
 
-    async def all_vector_store_files(self, vector_store_id: str) -> list[VectorStoreFileRecord]:
-        """Every attachment of a store, by creation."""
-        found = await self._db.read(attachments.of_store(self._db.dialect).rows(vector_store_id=vector_store_id))
-        return [file_record(self._db.dialect, row) for row in found]
-
     async def vector_store_files(self, vector_store_id: str, file_ids: list[str]) -> list[VectorStoreFileRecord]:
         """Those of these files attached to the store, in one read."""
         if not file_ids:
