@@ -60,5 +60,6 @@ class DerivedReads:
         return found[0]
 
     async def all_vector_store_files(self: BatchReads, vector_store_id: str) -> list[VectorStoreFileRecord]:
-        """Every attachment of a store, by creation: one page that holds them all."""
+        """Every attachment of a store, in its list order (SQL: by creation; Redis: by attachment): one page that
+        holds them all."""
         return (await self.list_vector_store_files(vector_store_id, None, MAX_COUNT - 1, "asc")).items
