@@ -14,8 +14,7 @@ from ferryman.api.responses import Item
 from ferryman.errors import NotFoundError
 from ferryman.storage.base import ResponseRecord
 from ferryman.storage.kernel.ops import MAX_COUNT
-from ferryman.storage.knowledge import IngestionStatus, VectorStoreFileRecord
-from ferryman.storage.page import Page
+from ferryman.storage.knowledge import VectorStoreFileRecord, VectorStoreStore
 
 
 class BatchReads(Protocol):
@@ -26,16 +25,6 @@ class BatchReads(Protocol):
     async def items_of(self, owners: list[str]) -> dict[str, list[Item]]: ...
 
     async def vector_store_files(self, vector_store_id: str, file_ids: list[str]) -> list[VectorStoreFileRecord]: ...
-
-    async def list_vector_store_files(
-        self,
-        vector_store_id: str,
-        after: str | None,
-        limit: int,
-        order: str,
-        status: IngestionStatus | None = None,
-        batch_id: str | None = None,
-    ) -> Page[VectorStoreFileRecord]: ...
 
 
 class DerivedReads:
@@ -59,7 +48,7 @@ class DerivedReads:
             raise NotFoundError(f"file '{file_id}' not found in vector store '{vector_store_id}'")
         return found[0]
 
-    async def all_vector_store_files(self: BatchReads, vector_store_id: str) -> list[VectorStoreFileRecord]:
+    async def all_vector_store_files(self: VectorStoreStore, vector_store_id: str) -> list[VectorStoreFileRecord]:
         """Every attachment of a store, in its list order (SQL: by creation; Redis: by attachment): one page that
         holds them all."""
         return (await self.list_vector_store_files(vector_store_id, None, MAX_COUNT - 1, "asc")).items
