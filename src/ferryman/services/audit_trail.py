@@ -20,7 +20,7 @@ from ferryman.api.audit import AuditRecord
 from ferryman.audit_settings import AuditSettings
 from ferryman.auth.audit import AuditEntry, bounded_text
 from ferryman.auth.filters import owner_of
-from ferryman.ids import new_hex
+from ferryman.ids import new_id
 from ferryman.storage.domain.audit import AuditLog
 from ferryman.storage.kernel.model import Owner
 
@@ -31,7 +31,7 @@ def record_of(entry: AuditEntry) -> tuple[AuditRecord, Owner | None]:
     """The record stored for an entry, and its owner (whoever acted): every caller's text escaped and bounded."""
     principal = entry.principal
     record = AuditRecord(
-        id=f"audit_{new_hex()}",
+        id=new_id("audit"),
         created_at=entry.at,
         request_id=entry.request_id,
         principal=None if principal is None else bounded_text(principal.qualified),

@@ -261,4 +261,4 @@ def _held_by(fork: Lineage, holder: str) -> Lineage:
 
 def new_conversation_id() -> str:
     """A new conversation's id."""
-    return f"conv_{new_hex()}"
+    return new_id("conv")

@@ -24,7 +24,7 @@ from ferryman.api.schedules import (
 )
 from ferryman.auth.principal import Principal
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
-from ferryman.ids import new_hex
+from ferryman.ids import new_id
 from ferryman.schedule_settings import ScheduleSettings
 from ferryman.storage.base import Store
 from ferryman.storage.domain.kinds import SCHEDULE
@@ -46,7 +46,7 @@ Clock = Callable[[], float]
 
 def new_schedule_id() -> str:
     """A new schedule's id."""
-    return f"sched_{new_hex()}"
+    return new_id("sched")
 
 
 class ScheduleService:

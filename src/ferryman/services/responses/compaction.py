@@ -31,7 +31,7 @@ from ferryman.api.content import Message, content_to_text
 from ferryman.api.limits import MAX_MESSAGE_CHARS
 from ferryman.api.responses import CompactedResponse, CompactionItem, Item, MessageItem, Usage
 from ferryman.errors import ConfigurationError, InvalidRequestError
-from ferryman.ids import new_hex
+from ferryman.ids import new_id
 from ferryman.storage.domain.server_secrets import generated_secret
 from ferryman.storage.kernel.protocol import Kernel
 
@@ -252,4 +252,4 @@ def user_messages(items: list[Item]) -> list[Item]:
 def compacted(kept: list[Item], sealed: str, usage: Usage) -> CompactedResponse:
     """The answer of ``POST /v1/responses/compact``: the kept user messages, then the compaction item."""
     item = CompactionItem(id=new_item_id("compaction"), encrypted_content=sealed)
-    return CompactedResponse(id=f"resp_{new_hex()}", created_at=int(time.time()), output=[*kept, item], usage=usage)
+    return CompactedResponse(id=new_id("resp"), created_at=int(time.time()), output=[*kept, item], usage=usage)

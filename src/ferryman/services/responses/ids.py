@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ferryman.ids import new_hex
+from ferryman.ids import new_id
 
 _PREFIX = {
     "message": "msg",
@@ -21,4 +21,4 @@ _PREFIX = {
 
 def new_item_id(kind: str) -> str:
     """An OpenAI-style id: ``msg_…``, ``fc_…``, ``fco_…``, ``fs_…``."""
-    return f"{_PREFIX[kind]}_{new_hex()}"
+    return new_id(_PREFIX[kind])

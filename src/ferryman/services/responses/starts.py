@@ -22,7 +22,7 @@ from ferryman.errors import (
     InvalidRequestError,
     NotFoundError,
 )
-from ferryman.ids import new_hex, new_id, utcnow
+from ferryman.ids import new_id, utcnow
 from ferryman.inference.context import check_context
 from ferryman.inference.router import ModelRouter
 from ferryman.logs import log_fields
@@ -118,7 +118,7 @@ class ResponseStarts:
         items = await self._sealing.opened(with_ids(input_items(request.input)))
         if not items:
             raise InvalidRequestError("input must hold at least one item", "input")
-        turn_id, response_id = new_id(), f"resp_{new_hex()}"
+        turn_id, response_id = new_id(), new_id("resp")
         # Admitted before anything is stored: a caller over its quota leaves no session behind.
         async with self._host.admitting(turn_id), self._host.launching(stream(response_id)):
             conversation_id = request.conversation_id()

@@ -177,7 +177,10 @@ class ResponseEncoder:
         return self._out
 
     def _emit(self, event: ResponseStreamEvent) -> None:
-        self._out.append(event.model_dump_json())
+        self._emit_data(event.model_dump_json())
+
+    def _emit_data(self, data: str) -> None:
+        self._out.append(data)
         self._seq += 1
 
     def _start(self) -> None:
@@ -216,8 +219,7 @@ class ResponseEncoder:
             )
         opened.parts.append(delta)
         # A stream's most frequent event, written without its model: the bytes ``OutputTextDelta`` dumps.
-        self._out.append(orjson.dumps(_text_delta(self._seq, opened, delta)).decode())
-        self._seq += 1
+        self._emit_data(orjson.dumps(_text_delta(self._seq, opened, delta)).decode())
 
     def _close_text(self) -> None:
         opened, self._text = self._text, None
