@@ -55,8 +55,8 @@ def owner_of(conversation_id: str) -> Owner | None:
 
 async def write_layout_12(admin: Redis, keys: Keys) -> list[str]:
     """The conversations as layout 12 kept them (hashes, the index by number, owners, one orphan owner) and what
-    the responses store keeps of the first (its items and its session's set, whose keys are returned, and its
-    responses' index, which layout 15 deletes: their records list them)."""
+    the responses store keeps of the first (its session's set, whose key is returned, its items, which layout 17
+    moves into the kernel, and its responses' index, which layout 15 deletes: their records list them)."""
     for conversation in CONVERSATIONS:
         seq = int(await admin.incr(keys.global_("seq")))
         mapping: dict[FieldT, EncodableT] = {
@@ -74,7 +74,7 @@ async def write_layout_12(admin: Redis, keys: Keys) -> list[str]:
     await admin.hset(keys.of("item_bodies", TALKED), mapping={k: json.dumps(v) for k, v in ITEMS.items()})
     await admin.sadd(keys.of("session_convs", "sess_zeta"), TALKED)
     await admin.set(keys.global_("schema"), 12)
-    return [keys.of(kind, TALKED) for kind in ("items", "item_bodies")] + [keys.of("session_convs", "sess_zeta")]
+    return [keys.of("session_convs", "sess_zeta")]
 
 
 # -- after the upgrade ----------------------------------------------------------------------------------------------

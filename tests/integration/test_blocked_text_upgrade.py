@@ -394,16 +394,24 @@ async def _write_old(store: Store) -> None:
     for turn in old_turns():
         running = turn.record()
         running.status, running.output_message, running.completed_at = "in_progress", None, None
-        if turn.turn_id == "turn_r":  # a response's turn starts with it and its input item
+        if turn.turn_id == "turn_r":  # a response's turn starts with it (its items: _write_old_items)
             record = ResponseRecord(RESPONSE, "turn_r", "sess_r", "conv_r")
-            await store.start_response(ResponseStart(record, running, turn.messages, [ITEM_IN]))
+            await store.start_response(ResponseStart(record, running, turn.messages, []))
         else:
             await store.start_turn(running, turn.messages, load_history=False)
         for step in turn.steps:
             await store.save_step(turn.turn_id, StepWrite(step), 1)
         await store.finish_turn(turn.record())
         await store.save_turn_events(turn.turn_id, 0, [json.dumps(data) for data in turn.events])
-    await store.finish_response(ResponseRecord(RESPONSE, "turn_r", "sess_r", "conv_r"), [], [ITEM_IN, ITEM_OUT])
+    await store.finish_response(ResponseRecord(RESPONSE, "turn_r", "sess_r", "conv_r"), [], [])
+
+
+async def _write_old_items(admin: Redis, keys: Keys) -> None:
+    """The response's input item and the conversation's items as layouts before 17 kept them (layout 17 moves
+    them into the kernel)."""
+    for owner, items in (("resp_r", [ITEM_IN]), ("conv_r", [ITEM_IN, ITEM_OUT])):
+        await admin.zadd(keys.of("items", owner), {item.id or "": n for n, item in enumerate(items)})
+        await admin.hset(keys.of("item_bodies", owner), mapping={i.id or "": i.model_dump_json() for i in items})
 
 
 @pytest.fixture()
@@ -429,6 +437,7 @@ async def _reopened(url: str, prefix: str, then: Callable[[Store], Awaitable[Non
 async def test_redis_withholds_blocked_text_in_place_once(redis_deployment: tuple[str, str, Redis]) -> None:
     url, prefix, admin = redis_deployment
     await _reopened(url, prefix, _write_old)
+    await _write_old_items(admin, Keys(prefix))
     await admin.set(Keys(prefix).global_(SCHEMA), 2)
     await _reopened(url, prefix, check)
     # A conversion that died midway runs again from the start: nothing is withheld twice, no refusal joined twice.

@@ -26,7 +26,12 @@ from sse import frames
 pytestmark = pytest.mark.anyio
 
 KEY = "Idempotency-Key"
-TABLES = ("responses", "items", "turns", "sessions")
+COUNTS = tuple(
+    f"SELECT count(*) FROM {where}"
+    for where in ("responses", "turns", "sessions", "records WHERE kind IN ('response', 'session', 'item')")
+)
+"""How many rows a response leaves: its own, its turn's, its session's, and its records (its own, its session's,
+its input items)."""
 REPLAYED = "idempotent-replayed"
 WEATHER = {"name": "get_weather", "description": "weather", "parameters": []}
 
@@ -88,7 +93,7 @@ async def test_a_streamed_response_that_failed_after_its_key_was_settled_gives_t
         failed = await http.post("/v1/responses", json=body, headers={KEY: "blip"})
         assert failed.status_code == 500, failed.text
         with sqlite3.connect(db) as connection:  # the response, its turn and its own session: all gone
-            left = [connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in TABLES]  # noqa: S608
+            left = [connection.execute(count).fetchone()[0] for count in COUNTS]
         assert left == [0, 0, 0, 0]
         scripted.enqueue_text("second try")
         retried = await asyncio.wait_for(http.post("/v1/responses", json=body, headers={KEY: "blip"}), 20)

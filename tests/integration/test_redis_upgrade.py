@@ -31,15 +31,18 @@ from legacy_registries import API_KEYS, ORPHAN, OWNERS, REGISTERED, assert_moved
 from legacy_vector_stores import STORES, assert_vector_stores_moved, owner_of, write_layout_11
 from redis.asyncio import Redis
 from replicas import redis_database
-from store_records import complete, finished, response_start, start, texts, turn_of, user
+from store_records import complete, finished, response_start, start, text_item, texts, turn_of, user
 
+from ferryman.api.responses import Item
 from ferryman.errors import ConfigurationError
 from ferryman.ids import utcnow
 from ferryman.redis_url import split_prefix
-from ferryman.storage.base import ResponseRecord, SessionRecord, StoredEvent, TurnRecord
+from ferryman.storage.base import ConversationRecord, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.files import files
+from ferryman.storage.domain.forks import Lineage, Lineages
+from ferryman.storage.domain.items import item_puts
 from ferryman.storage.domain.kinds import AGENT, CONVERSATION, FILE, MODEL, VECTOR_STORE
 from ferryman.storage.domain.kinds import RESPONSE as RESPONSE_KIND
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
@@ -53,6 +56,7 @@ from ferryman.storage.redis.kernel import RedisKernel
 from ferryman.storage.redis.store import RedisStore
 from ferryman.storage.redis.store_keys import RESPONSE_EVENTS, SCHEMA, SCHEMA_LOCK, TURN_EVENTS, Keys
 from ferryman.storage.redis.upgrades.runner import SCHEMA_VERSION
+from ferryman.storage.rows import ITEM
 
 pytestmark = pytest.mark.anyio
 
@@ -509,7 +513,7 @@ async def test_a_vector_store_conversion_that_died_midway_finishes_without_dupli
     await _finishes_after_dying(*deployment, admin, moved, write_layout_11, first, SETTINGS_FIELDS)
 
 
-# -- layout 13: conversations move into the kernel (their items and responses stay) -------------------------------
+# -- layout 13: conversations move into the kernel (their items and responses stay; layout 17 moves the items) ------
 
 MOVED_FIELDS = ("metadata", "created_at")
 
@@ -527,8 +531,14 @@ async def test_conversations_of_layout_12_move_into_the_kernel_and_keep_their_it
         {"session_id": c.session_id} for c in CONVERSATIONS
     ]
     assert await admin.exists(*kept) == len(kept)
-    assert await admin.zrange(keys.of("items", TALKED), 0, -1) == list(ITEMS)
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:  # layout 17 moved the items under their conversation's record
+        assert await store.all_items(TALKED) == [ITEM.validate_python(item) for item in ITEMS.values()]
+    finally:
+        await store.close()
     gone = [keys.global_("conversations"), keys.of("owners", "conversation"), keys.of("conv_responses", TALKED)]
+    gone += [keys.of("items", TALKED), keys.of("item_bodies", TALKED)]
     assert await admin.exists(*gone) == 0
 
 
@@ -796,3 +806,84 @@ async def test_a_turn_owner_conversion_run_twice_changes_nothing(deployment: tup
     await admin.set(keys.global_(SCHEMA), 15)
     assert await _open_and_check_owners(url, prefix, admin, owners) == written
     assert await admin.exists(keys.of("turn", ORPHANS[0])) == 0
+
+
+# -- layout 17: items move into the kernel, under their containers ---------------------------------------------------
+
+HOLDER = "forkhist_held"
+
+
+async def _items_of_layout_16(url: str, prefix: str, admin: Redis) -> dict[str, list[Item]]:
+    """Containers made by this version (a conversation, a response, a fork's holder) whose items are then written
+    as layout 16 kept them, beside an orphan container's; the items each container holds, in order."""
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        conversation = ConversationRecord("conv_items", "sess_items", {}, 1)
+        await store.create_conversation(conversation, [], session=SessionRecord("sess_items", None, "", utcnow()))
+        start = response_start("q")
+        await store.start_response(start)
+        await Lineages(store.kernel).create(Lineage(id=HOLDER, of="conversation", source="", through=""), None)
+    finally:
+        await store.close()
+    legacy: dict[str, list[Item]] = {
+        conversation.conversation_id: [text_item("one"), text_item("two")],
+        start.record.response.id: [text_item("input")],
+        HOLDER: [text_item("kept for forks")],
+        "conv_deleted_long_ago": [text_item("lost")],
+    }
+    keys = Keys(prefix)
+    for container, items in legacy.items():
+        # Scores against the items' order of writing: the order is the scores'.
+        await admin.zadd(keys.of("items", container), {item.id or "": -n for n, item in enumerate(items)})
+        await admin.hset(keys.of("item_bodies", container), mapping={i.id or "": i.model_dump_json() for i in items})
+    await admin.set(keys.global_(SCHEMA), 16)
+    held = {container: items[::-1] for container, items in legacy.items() if container != "conv_deleted_long_ago"}
+    held[start.record.response.id][:0] = start.items  # this version's record already: the moved ones follow
+    return held
+
+
+async def _open_and_check_items(url: str, prefix: str, admin: Redis, held: dict[str, list[Item]]) -> None:
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        assert await store.items_of([*held, "conv_deleted_long_ago"]) == held
+        assert await admin.get(Keys(prefix).global_(SCHEMA)) == str(SCHEMA_VERSION)
+        assert [key async for key in admin.scan_iter(match=f"{prefix}item*")] == []
+    finally:
+        await store.close()
+
+
+async def test_items_of_layout_16_move_into_the_kernel_under_their_containers(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    held = await _items_of_layout_16(url, prefix, admin)
+    await _open_and_check_items(url, prefix, admin, held)
+    conversation_id, response_id, _ = held
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:  # moved items are this version's: appended after, deleted with their container
+        more = text_item("three")
+        await store.add_items(conversation_id, [more])
+        assert await store.all_items(conversation_id) == [*held[conversation_id], more]
+        await store.delete_response(response_id)
+        assert await store.all_items(response_id) == []
+    finally:
+        await store.close()
+
+
+async def test_an_item_conversion_that_died_midway_finishes_without_duplicates(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    held = await _items_of_layout_16(url, prefix, admin)
+    conversation_id = next(iter(held))
+    first = held[conversation_id][0]
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")  # the store's kernel, opened without converting
+    await kernel.open()
+    try:  # the first item written, its container's keys still there
+        await kernel.write(item_puts(conversation_id, [first]))
+    finally:
+        await kernel.close()
+    await _open_and_check_items(url, prefix, admin, held)

@@ -8,7 +8,7 @@ import json
 import re
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,17 +54,19 @@ from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, postgres_store
 
 from ferryman.api.agents import Agent, AgentConfig
 from ferryman.api.content import CompletionMessage, UserMessage
-from ferryman.api.responses import Response
+from ferryman.api.responses import Item, Response
 from ferryman.errors import ConfigurationError
 from ferryman.storage import codec
 from ferryman.storage.base import ConversationRecord, IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents, sessions
-from ferryman.storage.domain.kinds import MODEL
+from ferryman.storage.domain.kinds import CONVERSATION, MODEL
 from ferryman.storage.domain.responses import head_of, response_heads
+from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Page
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
+from ferryman.storage.rows import ITEM
 from ferryman.storage.sql.migrate import alembic_config, postgres_engine, sqlite_engine, upgrade
 from ferryman.storage.sql.postgres import PostgresStore
 from ferryman.storage.sql.sqlite import SqliteStore
@@ -72,7 +74,9 @@ from ferryman.storage.sql.store import SqlStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0027_drop_record_keys"
+HEAD = "0028_items_on_kernel"
+ITEMS_NOW = "-- items, wherever the revision keeps them"
+"""In a tuple of queries of what stays: the items, read from ``items`` before 0028 and from the records after."""
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -776,7 +780,21 @@ async def _owner_rows(database: Database, sql: str) -> list[tuple[Any, ...]]:
 
 
 async def _kept(database: Database, queries: tuple[str, ...] = CHUNK_INDEX) -> list[list[tuple[Any, ...]]]:
-    return [await database.query(sql) for sql in queries]
+    tables = await database.tables()
+    return [_items(await database.query(_items_sql(tables))) if sql == ITEMS_NOW else await database.query(sql)
+            for sql in queries]  # fmt: skip
+
+
+def _items_sql(tables: set[str]) -> str:
+    """Where the revision keeps items: ``items`` before 0028, the kernel's records after."""
+    if "items" in tables:
+        return "SELECT owner, item_id, body FROM items ORDER BY id"
+    return "SELECT parent, substr(id, length(parent) + 2), body FROM records WHERE kind = 'item' ORDER BY seq"
+
+
+def _items(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Each item as (its container, its id, its JSON), in order."""
+    return [(container, item_id, json.loads(body)) for container, item_id, body in rows]
 
 
 async def _columns_of(database: Database, table: str) -> list[str]:
@@ -852,7 +870,7 @@ async def test_vector_stores_go_down_to_their_table_and_up_again(database: Datab
 BEFORE_CONVERSATIONS = "0022_record_terms_hash"
 CONVERSATION_KEPT = (
     "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
-    "SELECT id, item_id, owner, body FROM items ORDER BY id",
+    ITEMS_NOW,
     "SELECT response_id, turn_id, session_id, conversation_id, status, body, created_at FROM responses",
     "SELECT id, session_id, agent_id FROM sessions ORDER BY id",
 )
@@ -1088,7 +1106,7 @@ RESPONSE_KEPT = (
     "SELECT id, response_id, turn_id, session_id, conversation_id, previous_response_id, status, background, body, "
     "created_at FROM responses ORDER BY id",
     "SELECT response_id, seq, body FROM response_events ORDER BY response_id, seq",
-    "SELECT id, item_id, owner, body FROM items ORDER BY id",
+    ITEMS_NOW,
     "SELECT id, turn_id, session_id FROM turns ORDER BY id",
     "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
 )
@@ -1320,7 +1338,13 @@ async def test_sqlite_keeps_what_names_a_moved_table_even_with_foreign_keys_enfo
         dbapi_connection.execute("PRAGMA foreign_keys=ON")  # a table copied and dropped would cascade
 
     def kept_rows(conn: sa.Connection) -> list[list[tuple[Any, ...]]]:
-        return [[tuple(row) for row in conn.exec_driver_sql(sql)] for sql in kept]
+        tables = set(sa.inspect(conn).get_table_names())
+        return [
+            _items(conn.exec_driver_sql(_items_sql(tables)).all())
+            if sql == ITEMS_NOW
+            else [tuple(row) for row in conn.exec_driver_sql(sql)]
+            for sql in kept
+        ]
 
     try:
         with engine.begin() as conn:
@@ -1347,3 +1371,108 @@ async def test_the_kernels_unused_key_table_goes_and_comes_back_empty(database: 
     await database.migrate("head", False)
     assert "record_keys" not in await database.tables()
     assert await database.revision() == [HEAD]
+
+
+# -- items move into the kernel's records, under their containers; ``items`` goes (0028) ---------------------------
+
+BEFORE_ITEMS = "0027_drop_record_keys"
+CONTAINERS = [("conversation", "conv_talk"), ("response", "resp_in"), ("fork", "forkhist_held"),
+              ("fork", "conv_fork"), ("conversation", "conv_fork")]  # fmt: skip
+"""The records items stand under, in creation order: a forked conversation's lineage comes before it, same id."""
+ITEM_ROWS = [("conv_talk", "msg_zz"), ("resp_in", "msg_zz"), ("conv_talk", "msg_aa"), ("forkhist_held", "msg_h"),
+             ("conv_gone", "msg_lost"), ("conv_fork", "msg_f")]  # fmt: skip
+"""Items in the order they were added, one id in two containers; ``conv_gone``'s container no record holds."""
+
+
+def _item_body(container: str, item_id: str) -> dict[str, Any]:
+    text = {"type": "input_text", "text": f"{item_id} of {container}"}
+    return {"type": "message", "id": item_id, "role": "user", "content": [text]}
+
+
+def item_rows() -> list[str]:
+    """The containers' records, one more record (deleted by :func:`_items_at_0027`) and the items, as 0027 wrote
+    them."""
+    found = [
+        _insert("records", kind=kind, id=rid, parent="", body="{}", at=float(RESPONSE.created_at))
+        for kind, rid in CONTAINERS
+    ]
+    found.append(_insert("records", kind="model", id="deleted_last", parent="", body="{}", at=0.0))
+    found += [
+        _insert("items", item_id=item_id, owner=owner, body=json.dumps(_item_body(owner, item_id)))
+        for owner, item_id in ITEM_ROWS
+    ]
+    return found
+
+
+def _expected_items() -> dict[str, list[Item]]:
+    expected: dict[str, list[Item]] = {}
+    for owner, item_id in ITEM_ROWS:
+        if owner != "conv_gone":
+            expected.setdefault(owner, []).append(ITEM.validate_python(_item_body(owner, item_id)))
+    return expected
+
+
+async def _items_at_0027(database: Database) -> tuple[list[tuple[Any, ...]], int]:
+    """The items at 0027, and the number of the last record drawn, deleted since."""
+    await database.migrate(BEFORE_ITEMS, False)
+    for row in item_rows():
+        await database.query(row)
+    ((drawn,),) = await database.query("SELECT seq FROM records WHERE id = 'deleted_last'")
+    await database.query("DELETE FROM records WHERE id = 'deleted_last'")
+    (before,) = await _kept(database, (ITEMS_NOW,))
+    assert len(before) == len(ITEM_ROWS)
+    return before, int(drawn)
+
+
+async def test_items_move_into_the_kernel_under_their_containers(database: Database) -> None:
+    _, drawn = await _items_at_0027(database)
+    await database.migrate("head", False)
+    first = await database.query("SELECT min(seq) FROM records WHERE kind = 'item'")
+    assert first[0][0] > drawn  # a number drawn once is not given again
+    store = database.store()
+    await store.open()
+    try:
+        owners = [owner for owner, _ in ITEM_ROWS]
+        assert await store.items_of(owners) == _expected_items()  # the orphan's went with the table
+        page = await store.list_items("conv_talk", "msg_zz", 10, "asc")
+        assert [item.id for item in page.items] == ["msg_aa"]
+        new = ITEM.validate_python(_item_body("conv_talk", "msg_new"))
+        await store.add_items("conv_talk", [new])  # numbered after every moved record
+        assert [item.id for item in await store.all_items("conv_talk")] == ["msg_zz", "msg_aa", "msg_new"]
+        await store.kernel.write([ops.Delete(CONVERSATION, "conv_talk")])  # its items go with it
+        assert await store.all_items("conv_talk") == []
+        assert await store.all_items("resp_in") == _expected_items()["resp_in"]
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    assert "items" not in await database.tables()
+    moved = await database.query("SELECT seq, parent_seq, owner, at FROM records WHERE kind = 'item' ORDER BY seq")
+    assert len(moved) == len(ITEM_ROWS) - 1 - 2  # the orphan never moved; conv_talk's two went with it
+    containers = dict(await database.query("SELECT seq, id FROM records WHERE kind <> 'item'"))
+    assert [containers[parent] for _, parent, _, _ in moved] == ["resp_in", "forkhist_held", "conv_fork"]
+    assert {owner for _, _, owner, _ in moved} == {None}
+    assert {at for *_, at in moved} == {float(RESPONSE.created_at)}
+    terms = await database.query("SELECT term FROM record_terms WHERE kind = 'item'")
+    assert terms == [("-",)] * len(moved)  # the server's own records' one term, as the kernel writes it
+    if database.dialect == "sqlite":
+        assert await database.query("PRAGMA foreign_key_check") == []
+
+
+async def test_items_go_down_to_their_table_and_up_again(database: Database) -> None:
+    before, _ = await _items_at_0027(database)
+    await database.migrate("head", False)
+    await database.migrate(BEFORE_ITEMS, True)
+    assert await _kept(database, (ITEMS_NOW,)) == [[row for row in before if row[0] != "conv_gone"]]
+    assert await database.query("SELECT seq FROM records WHERE kind = 'item'") == []
+    assert await database.query("SELECT seq FROM record_terms WHERE kind = 'item'") == []
+    later = _item_body("conv_talk", "msg_later")  # added after the way down: its row's id is drawn after theirs
+    await database.query(_insert("items", item_id="msg_later", owner="conv_talk", body=json.dumps(later)))
+    await database.migrate("head", False)
+    store = database.store()
+    await store.open()
+    try:
+        expected = _expected_items()
+        expected["conv_talk"].append(ITEM.validate_python(later))
+        assert await store.items_of(list(expected)) == expected
+    finally:
+        await store.close()

@@ -54,6 +54,7 @@ from ferryman.api.content import (
     UserMessage,
     content_to_text,
 )
+from ferryman.api.limits import MAX_MESSAGES
 from ferryman.api.registry import Model
 from ferryman.api.responses import (
     FunctionCallItem,
@@ -1275,6 +1276,21 @@ async def test_finish_response_appends_its_items_to_the_conversation(store: Stor
     new_items = [*await store.all_items(record.response.id), *done.response.output]
     await store.finish_response(done, [event("response.completed", 0)], new_items)
     assert await store.all_items(conversation.conversation_id) == [earlier, *new_items]
+
+
+async def test_as_many_items_as_a_request_carries_are_stored_in_one_write(store: Store) -> None:
+    """A new conversation's, a response's input, and a finished response's new items in its conversation: each as
+    many as a request may carry (and the records written with them), on every backend."""
+    conversation = await new_conversation(store, *(text_item(f"c{n}") for n in range(MAX_MESSAGES)))
+    inputs = [text_item(f"i{n}") for n in range(MAX_MESSAGES)]
+    start = replace(response_start("q", conversation), items=inputs)
+    await store.start_response(start)
+    done = finished(start.record, "a")
+    await store.finish_response(done, [event("response.completed", 0)], [*inputs, *done.response.output])
+    assert await store.all_items(start.record.response.id) == inputs
+    stored = await store.all_items(conversation.conversation_id)
+    assert len(stored) == 2 * MAX_MESSAGES + len(done.response.output)
+    assert stored[MAX_MESSAGES:] == [*inputs, *done.response.output]
 
 
 async def test_finish_response_stores_nothing_when_an_item_is_rejected(store: Store) -> None:

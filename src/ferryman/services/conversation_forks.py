@@ -184,11 +184,7 @@ class ConversationForks:
         """Delete a holder a change began and no fork came to share (the change failed or died first)."""
         if not holder or await self._lineages.of_source(holder):
             return
-        with acting_as(None):
-            for item in await self._store.all_items(holder):
-                with contextlib.suppress(NotFoundError):
-                    await self._store.delete_item(holder, item.id or "")
-        await self._lineages.delete(holder)
+        await self._lineages.delete(holder)  # its items with it: they are records under it
 
     async def _detach(self, conversation_id: str, item_id: str | None, own_item: bool) -> None:
         with acting_as(None):
@@ -236,12 +232,11 @@ class ConversationForks:
 
     async def forget(self, conversation_id: str) -> None:
         """After a conversation was deleted: delete its lineage, and the holder it shared if no fork shares it."""
-        await forget_lineage(self._reads, conversation_id, self._drop_holder)
+        await forget_lineage(self._reads, conversation_id, _items_go_with_their_holder)
 
-    async def _drop_holder(self, holder: str) -> None:
-        for item in await self._store.all_items(holder):
-            with contextlib.suppress(NotFoundError):
-                await self._store.delete_item(holder, item.id or "")
+
+async def _items_go_with_their_holder(holder: str) -> None:
+    """Nothing to delete before a holder's lineage: its items are records under it, deleted with it."""
 
 
 def _hiding(lineage: Lineage, item_id: str) -> Lineage:

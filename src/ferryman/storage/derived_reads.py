@@ -1,6 +1,6 @@
 """Reads of one record that every backend answers from its read of many: written once, above the backends.
 
-A backend implements the batch read (``responses_by_id``, ``items_of``,
+A backend implements the batch read (``responses_by_id``,
 ``vector_store_files``) and the page (``list_vector_store_files``); the single
 reads, and the whole list, that the services also call derive from them here, so
 that no backend writes them again. Each is still one trip.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ferryman.api.responses import Item
 from ferryman.errors import NotFoundError
 from ferryman.storage.base import ResponseRecord
 from ferryman.storage.kernel.ops import MAX_COUNT
@@ -21,8 +20,6 @@ class BatchReads(Protocol):
     """The batch reads a backend implements, from which :class:`DerivedReads` answers."""
 
     async def responses_by_id(self, response_ids: list[str]) -> list[ResponseRecord]: ...
-
-    async def items_of(self, owners: list[str]) -> dict[str, list[Item]]: ...
 
     async def vector_store_files(self, vector_store_id: str, file_ids: list[str]) -> list[VectorStoreFileRecord]: ...
 
@@ -36,10 +33,6 @@ class DerivedReads:
         if not found:
             raise NotFoundError(f"response '{response_id}' not found")
         return found[0]
-
-    async def all_items(self: BatchReads, owner: str) -> list[Item]:
-        """Every item of an owner, oldest first."""
-        return (await self.items_of([owner])).get(owner, [])
 
     async def get_vector_store_file(self: BatchReads, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
         """One attachment, or NotFoundError."""

@@ -72,6 +72,10 @@ RESPONSE = Kind("response", indexes=("conversation_id",))
 """A stored response's listing record (``ResponseHead``: its id, its conversation, its creation time), owned by its
 creator; a root, listed in creation order, or by conversation. The response itself (its wire form, events, input
 items and turn) is the responses store's, under the same id, written and deleted with the record."""
+ITEM = Kind("item", parents=("conversation", "response", "fork"))
+"""An item of a conversation, of a response's input, or of a fork's holder (see :mod:`.items`), under its
+container, in the order it was added; its id is ``<container id>/<item id>``, so an item id may stand in several
+containers. It has no owner of its own: it is reached through its container, whose deletion deletes it."""
 FORK = Kind("fork", indexes=("source",))
 """A fork's lineage, by the fork's id (a session's, a conversation's, or a holder's of a deleted original's kept
 part): the session or conversation it shares history with (``source``) and the last turn or item it shares;
@@ -99,6 +103,7 @@ SCHEMA = Schema(
         VECTOR_STORE,
         CONVERSATION,
         RESPONSE,
+        ITEM,
     ]
 )
 """The kinds every backend's kernel stores."""

@@ -1,19 +1,19 @@
-"""The Lua scripts of responses, conversations and their items, each a typed script.
+"""The Lua scripts of responses and conversations, each a typed script.
 
 Kept in Lua because each checks before it writes several keys, atomically: a
-new response starts with its record, its turn (and the session it opens); a
-finished response stores its body, events and conversation items all or
-nothing; items are added only if no id repeats; a conversation is created only
-once, updated only while it exists; deletes cascade through keys found as they
-go. The chain read walks ``previous_response_id`` hop by hop, one snapshot in
-one round trip.
+new response starts with its record, its input items, its turn (and the session
+it opens); a finished response stores its body, events and conversation items
+all or nothing; a conversation is created only once, with its first items;
+deletes cascade through keys found as they go. Items are the kernel's records:
+a script that stores some runs the kernel's batch that puts them. The chain
+read walks ``previous_response_id`` hop by hop, one snapshot in one round trip.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
+from ferryman.errors import ConflictError, NotFoundError
 from ferryman.storage.redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
 from ferryman.storage.redis.kernel import ERRORS as KERNEL_ERRORS
 from ferryman.storage.redis.lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
@@ -37,7 +37,7 @@ class ResponseColumns:
 
 @dataclass(frozen=True)
 class StartResponse(TurnStart, KernelWrite):
-    """A new response with its turn (as :class:`TurnStart`), its input items, its record's write and, with
+    """A new response with its turn (as :class:`TurnStart`), the write of its record and input items and, with
     ``opens_session``, the session they open: its anchor (the turn's agent its agent), its record's write in the
     same batch."""
 
@@ -46,18 +46,14 @@ class StartResponse(TurnStart, KernelWrite):
     previous_response_id: str | None
     background: bool
     body: str
-    input_ids: list[str]
-    input_bodies: list[str]
     opens_session: bool
 
 
 @dataclass(frozen=True)
-class FinishResponse(ResponseColumns):
-    """A finished response, its event data (numbered from 0) and its conversation's new items."""
+class FinishResponse(ResponseColumns, KernelWrite):
+    """A finished response, its event data (numbered from 0) and the write of its conversation's new items."""
 
     events: list[str]
-    item_ids: list[str]
-    item_bodies: list[str]
 
 
 @dataclass(frozen=True)
@@ -78,13 +74,11 @@ class DeleteResponse(KernelWrite):
 
 @dataclass(frozen=True)
 class CreateConversation(SettlesKey, KernelWrite):
-    """A conversation in a session, with its first items, its record's write and the key outcome stored with
+    """A conversation in a session, the write of its record and first items, and the key outcome stored with
     them; with ``opens_session``, the session it opens (its anchor; its record's write in the same batch)."""
 
     conversation_id: str
     session_id: str
-    item_ids: list[str]
-    item_bodies: list[str]
     opens_session: bool = False
 
 
@@ -93,30 +87,6 @@ class DeleteConversation(KernelWrite):
     """One conversation, and its record's delete."""
 
     conversation_id: str
-
-
-@dataclass(frozen=True)
-class AddItems(SettlesKey):
-    """Items to append to an owner (a conversation, or a response's input), and the key outcome stored with
-    them."""
-
-    owner: str
-    item_ids: list[str]
-    item_bodies: list[str]
-
-
-@dataclass(frozen=True)
-class ReplaceItems:
-    """New bodies of an owner's items, by id."""
-
-    owner: str
-    item_ids: list[str]
-    item_bodies: list[str]
-
-
-def repeated(owner: str) -> InvalidRequestError:
-    """The error of an item id used twice in one owner."""
-    return InvalidRequestError(f"an item id is already used in '{owner}'", "items")
 
 
 # As in SQL, an update changes the body only; it also drops a failure laid over
@@ -152,7 +122,6 @@ if refused then return refused end
 if conversation_id ~= '' and redis.call('EXISTS', key('conversation', conversation_id)) == 0 then
   return {NOT_FOUND, 'conversation'}
 end
-if not items_ok(response_id, input_ids) then return {INVALID} end
 if opens_session and redis.call('EXISTS', key('session', session_id)) == 1 then return {CONFLICT, 'session'} end
 refused = turn_refusal(opens_session)
 if refused then return refused end
@@ -162,7 +131,6 @@ if refused then return refused end
 if opens_session then new_session(session_id, agent_id) end
 write_turn()
 upsert_response()
-insert_items(response_id, input_ids, input_bodies)
 settle_key()
 return {OK}
 """,
@@ -180,31 +148,31 @@ return {OK}
                 if found == ["session"]
                 else TURN_REFUSED[Outcome.CONFLICT](a, found)
             ),
-            Outcome.INVALID: lambda a, _: repeated(a.response_id),
             **KEY_ERRORS,
         },
         KERNEL_ERRORS,
     ),
 )
 
+# The kernel's batch puts the conversation's new items (refusing an id it holds) before anything is written.
 FINISH_RESPONSE = Script(
     FinishResponse,
     _UPSERT
     + """
-if conversation_id ~= '' and not items_ok(conversation_id, item_ids) then return {INVALID} end
-if not upsert_response() then return {NOT_FOUND} end
-save_events(key('response_events', response_id), 0, events, false)
--- A conversation deleted while the response ran takes no items: they would belong to nothing.
-if conversation_id ~= '' and redis.call('EXISTS', key('conversation', conversation_id)) == 1 then
-  insert_items(conversation_id, item_ids, item_bodies)
+if redis.call('EXISTS', key('response', response_id)) == 0 and redis.call('EXISTS', key('turn', turn_id)) == 0 then
+  return {NOT_FOUND}
 end
+-- A conversation deleted while the response ran takes no items: they would belong to nothing.
+if conversation_id == '' or redis.call('EXISTS', key('conversation', conversation_id)) == 0 then kernel_ops = '[]' end
+"""
+    + KERNEL_WRITE
+    + """
+upsert_response()
+save_events(key('response_events', response_id), 0, events, false)
 return {OK}
 """,
     nothing,
-    {
-        Outcome.INVALID: lambda a, _: repeated(a.conversation_id or ""),
-        Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found"),
-    },
+    with_kernel_errors({Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"turn '{a.turn_id}' not found")}, KERNEL_ERRORS),
 )
 
 # The response's record goes with it. Without a conversation, the response's session was its own: it goes too, its
@@ -252,7 +220,7 @@ return out
     values,
 )
 
-# The conversation's record (the kernel's) and its anchor with its first items, in one script.
+# The conversation's record and first items (the kernel's) and its anchor, in one script.
 CREATE_CONVERSATION = Script(
     CreateConversation,
     SETTLE
@@ -264,14 +232,12 @@ if opens_session and opened then return {CONFLICT, 'session'} end
 if not opens_session and not opened then return {NOT_FOUND} end
 local c = key('conversation', conversation_id)
 if redis.call('EXISTS', c) == 1 then return {CONFLICT} end
-if not items_ok(conversation_id, item_ids) then return {INVALID} end
 """
     + KERNEL_WRITE
     + """
 if opens_session then new_session(session_id, '') end
 redis.call('HSET', c, 'session_id', session_id)
 redis.call('SADD', key('session_convs', session_id), conversation_id)
-insert_items(conversation_id, item_ids, item_bodies)
 settle_key()
 return {OK, kernel_written[2]}
 """,
@@ -284,14 +250,13 @@ return {OK, kernel_written[2]}
                 if found == ["session"]
                 else f"conversation '{a.conversation_id}' already exists"
             ),
-            Outcome.INVALID: lambda a, _: repeated(a.conversation_id),
             **KEY_ERRORS,
         },
         KERNEL_ERRORS,
     ),
 )
 
-# The record says whether the conversation was there; its anchor, with its items, goes whatever it says.
+# The record says whether the conversation was there (its items go with it); its anchor goes whatever it says.
 DELETE_CONVERSATION = Script(
     DeleteConversation,
     KERNEL_WRITE
@@ -301,32 +266,4 @@ return {OK, kernel_written[2]}
 """,
     values,
     with_kernel_errors({}, KERNEL_ERRORS),
-)
-
-ADD_ITEMS = Script(
-    AddItems,
-    SETTLE
-    + """
-local refused = key_refusal()
-if refused then return refused end
-if not items_ok(owner, item_ids) then return {INVALID} end
-insert_items(owner, item_ids, item_bodies)
-settle_key()
-return {OK}
-""",
-    nothing,
-    {Outcome.INVALID: lambda a, _: repeated(a.owner), **KEY_ERRORS},
-)
-
-# Only items the owner holds: a replacement never adds one (it would have no place in the order).
-REPLACE_ITEMS = Script(
-    ReplaceItems,
-    """
-local bodies = key('item_bodies', owner)
-for i, id in ipairs(item_ids) do
-  if redis.call('HEXISTS', bodies, id) == 1 then redis.call('HSET', bodies, id, item_bodies[i]) end
-end
-return {OK}
-""",
-    nothing,
 )

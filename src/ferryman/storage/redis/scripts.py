@@ -34,7 +34,7 @@ R = TypeVar("R")
 LUA_STATUSES = "".join(f"local {status.upper()} = '{status}'\n" for status in get_args(TurnStatus))
 
 # Functions shared by the scripts: sequence numbers, cascading deletes (the
-# foreign keys of the SQL backends), steps, messages, items and stored events.
+# foreign keys of the SQL backends), steps, messages and stored events.
 LIBRARY = (
     LUA_KEYS
     + LUA_OUTCOMES
@@ -49,13 +49,9 @@ local function release(sid, tid)
   redis.call('ZREM', key('session_queued', sid), tid)
 end
 
-local function del_items(owner)
-  redis.call('DEL', key('items', owner), key('item_bodies', owner))
-end
-
+-- A response's input items, like a conversation's, are its record's in the kernel, deleted with it.
 local function del_response(rid)
   redis.call('DEL', key('response', rid), key('response_events', rid))
-  del_items(rid)
 end
 
 -- A session's history changed other than by an append: what replicas keep of it is stale (history_cache.py).
@@ -82,7 +78,6 @@ local function del_conversation(cid)
   local sid = redis.call('HGET', c, 'session_id')
   if sid then redis.call('SREM', key('session_convs', sid), cid) end
   redis.call('DEL', c)
-  del_items(cid)
 end
 
 local function del_session(sid)
@@ -125,26 +120,6 @@ local function write_step(tid, step_id, pending, body)
     redis.call('ZADD', key('pending', tid), score, step_id)
   else
     redis.call('ZREM', key('pending', tid), step_id)
-  end
-end
-
--- Whether none of these item ids is used by the owner, nor repeats.
-local function items_ok(owner, ids)
-  local bodies, seen = key('item_bodies', owner), {}
-  for _, id in ipairs(ids) do
-    if seen[id] or redis.call('HEXISTS', bodies, id) == 1 then return false end
-    seen[id] = true
-  end
-  return true
-end
-
-local function insert_items(owner, ids, bodies)
-  if #ids == 0 then return end
-  local seq = next_seq(#ids) - #ids
-  local order, item_bodies = key('items', owner), key('item_bodies', owner)
-  for i, id in ipairs(ids) do
-    redis.call('ZADD', order, seq + i, id)
-    redis.call('HSET', item_bodies, id, bodies[i])
   end
 end
 

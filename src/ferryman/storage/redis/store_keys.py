@@ -22,9 +22,8 @@ kind                type         holds
 ``messages``        list         a turn's history messages, ``"<id> <json>"``
 ``turn_events``     sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``leases``          sorted set   running turn ids by lease end (epoch seconds)
-``conversation``    hash         session_id (the conversation and its owner are a kernel record)
-``items``           sorted set   an owner's item ids by insertion
-``item_bodies``     hash         item id -> item JSON
+``conversation``    hash         session_id (the conversation and its owner are a kernel record, its items
+                                 the kernel's records under it)
 ``response``        hash         the response's columns, body, interrupted (its record, which lists it and
                                  holds its owner, is the kernel's)
 ``response_events`` sorted set   ``"<seq>:<event JSON>"`` scored by seq
@@ -76,8 +75,6 @@ MESSAGES = "messages"
 TURN_EVENTS = "turn_events"
 LEASES = "leases"
 CONVERSATION = "conversation"
-ITEMS = "items"
-ITEM_BODIES = "item_bodies"
 RESPONSE = "response"
 RESPONSE_EVENTS = "response_events"
 VECTOR_STORE = "vector_store"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ferryman.api.limits import MAX_MESSAGES
 from ferryman.storage.kernel.model import Kind, Rec, Schema
 from ferryman.storage.kernel.ops import Delete, Op, Put, ReadOp
 from ferryman.storage.sql import kernel_statements as st
@@ -19,8 +20,9 @@ from ferryman.storage.sql.kernel_reads import READS, record, run
 from ferryman.storage.sql.kernel_writes import WRITES, claim_rows, delete, put, shares_children
 from ferryman.storage.sql.seam import Driver, Query, Work
 
-MAX_BATCH = 1000
-"""Most operations one ``write`` or ``read`` takes."""
+MAX_BATCH = 10 * MAX_MESSAGES
+"""Most operations one ``write`` or ``read`` takes: many times what a write of a request's items holds (at most
+``MAX_MESSAGES`` of them, the records written with them, a finished response's output beside its input)."""
 MAX_CLAIM = 1000
 """Most records one ``claim_expired`` takes."""
 

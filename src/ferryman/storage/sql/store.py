@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ferryman.storage import codec
 from ferryman.storage.derived_reads import DerivedReads
+from ferryman.storage.domain.items import ItemRecords
 from ferryman.storage.domain.kinds import SCHEMA
 from ferryman.storage.search.chunk_search import InProcessSearch
 from ferryman.storage.sql.agents import SessionTables
@@ -36,6 +37,7 @@ class SqlStore(
     IngestionTables,
     ChunkTables,
     DerivedReads,
+    ItemRecords,
 ):
     """Sessions, turns, responses, idempotency keys and knowledge in SQL (the rest, agents included: ``kernel``).
 

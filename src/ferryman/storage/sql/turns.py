@@ -252,16 +252,12 @@ class TurnTables:
                 raise NotFoundError(f"turn '{turn_id}' of session '{session_id}' not found")
             if row[0] == "completed":  # the session's row before the turn's, as everywhere
                 yield from changed(session_id)
-            yield count(
-                "DELETE FROM items WHERE owner IN (SELECT response_id FROM responses WHERE turn_id = :turn_id)",
-                turn_id=turn_id,
-            )
             deleted = yield count(
                 "DELETE FROM turns WHERE turn_id = :turn_id AND status <> 'in_progress'", turn_id=turn_id
             )
-            if not deleted:  # raised inside the transaction: the items stay too
+            if not deleted:
                 raise ConflictError(f"turn '{turn_id}' is running; it cannot be deleted")
-            if row[1] is not None:  # the response it ran for went by cascade: its record goes with it
+            if row[1] is not None:  # the response it ran for went by cascade: its record (and input items) too
                 yield from self.kernel.writes_within([ops.Delete(RESPONSE, row[1])])
 
         await self._db.write(work())

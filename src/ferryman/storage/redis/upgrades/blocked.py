@@ -19,7 +19,6 @@ from redis.asyncio.lock import Lock
 
 from ferryman.storage.blocked_text import StoredTurn, Withheld, candidate, withheld_item, withhold
 from ferryman.storage.redis.store_keys import (
-    ITEM_BODIES,
     RESPONSE,
     SEQ,
     STEP_BODIES,
@@ -33,6 +32,8 @@ from ferryman.storage.redis.store_keys import (
 )
 
 MESSAGES = "messages"
+ITEM_BODIES = "item_bodies"
+"""Layout 3's hash of an owner's item bodies (layout 17 moved items into the kernel)."""
 _SCAN_BATCH = 500
 
 

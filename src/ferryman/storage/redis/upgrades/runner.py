@@ -34,6 +34,8 @@ it; its hash stays, and the indexes that listed responses go.
 16 keeps a turn's owner in the turn's own hash (``owner``), which takes it when it goes
 (``turn_owners``): the owners of turns still there move into their hashes, and ``owners:turn``
 goes with any other ``owners:<kind>`` hash left, the last of the side tables of owners.
+17 moves items (a conversation's, a response's input, a fork holder's) into the kernel's records, under their
+container (``item_kernel``); their sorted sets and hashes go.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -67,13 +69,14 @@ from ferryman.storage.redis.upgrades.chunks import stamp_chunks
 from ferryman.storage.redis.upgrades.conversation_kernel import move_conversations
 from ferryman.storage.redis.upgrades.conversations import index_conversations
 from ferryman.storage.redis.upgrades.files import move_files
+from ferryman.storage.redis.upgrades.item_kernel import move_items
 from ferryman.storage.redis.upgrades.registry import move_registries
 from ferryman.storage.redis.upgrades.response_kernel import move_responses
 from ferryman.storage.redis.upgrades.session_kernel import move_sessions
 from ferryman.storage.redis.upgrades.turn_owners import move_turn_owners
 from ferryman.storage.redis.upgrades.vector_stores import move_vector_stores
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
@@ -87,6 +90,7 @@ _KERNEL_CONVERSATIONS = 13
 _KERNEL_SESSIONS = 14
 _KERNEL_RESPONSES = 15
 _TURN_OWNERS = 16
+_KERNEL_ITEMS = 17
 _OWNERS = "owners"
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -136,6 +140,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await move_responses(client, keys, lock, _escaped)
         if found < _TURN_OWNERS and not fresh:  # after the owners are typed
             await move_turn_owners(client, keys, lock, _escaped)
+        if found < _KERNEL_ITEMS and not fresh:  # after their containers are records
+            await move_items(client, keys, lock, _escaped)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
