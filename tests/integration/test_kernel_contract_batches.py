@@ -12,6 +12,7 @@ from kernel_contract_support import (  # noqa: F401  (fixtures)
     BOB,
     CAROL,
     CONVERSATION,
+    ITEM,
     RESPONSE,
     SCHEMA,
     SESSION,
@@ -74,6 +75,40 @@ async def test_a_parent_deleted_earlier_in_the_batch_is_missing(kernel: Kernel) 
     with pytest.raises(NotFoundError):
         await kernel.write([Delete(AGENT, "a1"), Put(SESSION, "s9", {}, parent="a1")])
     assert await page_ids(kernel, Page(SESSION, parent="a1")) == ["s1"]
+
+
+def _items(parent: str, *ids: str) -> list[Op]:
+    return [Put(ITEM, item_id, {"n": n}, parent=parent) for n, item_id in enumerate(ids)]
+
+
+async def test_many_records_under_one_parent_are_numbered_in_their_order(kernel: Kernel) -> None:
+    await kernel.write([Put(CONVERSATION, "c", {}), Put(RESPONSE, "r", {})])
+    ids = [f"i{n:03d}" for n in range(120)][::-1]  # more than one statement's rows, against their ids' order
+    results = await kernel.write([*_items("c", *ids[:70]), *_items("r", "i1", "i2"), *_items("c", *ids[70:])])
+    assert results == sorted(results) and len(set(results)) == len(results)
+    assert await page_ids(kernel, Page(ITEM, parent="c")) == ids
+    assert await page_ids(kernel, Page(ITEM, parent="r")) == ["i1", "i2"]
+
+
+@pytest.mark.parametrize("taken", ["earlier", "repeated", "in a later statement"])
+async def test_many_records_with_an_id_taken_write_nothing(kernel: Kernel, taken: str) -> None:
+    await kernel.write([Put(CONVERSATION, "c", {}), *_items("c", "old")])
+    before = await snapshot(kernel)
+    ids = {
+        "earlier": ["new", "old"],
+        "repeated": ["a", "b", "a"],
+        "in a later statement": [*(f"u{n}" for n in range(60)), "u3"],
+    }
+    with pytest.raises(ConflictError):
+        await kernel.write([Put(CONVERSATION, "c2", {}), *_items("c", *ids[taken])])
+    assert await snapshot(kernel) == before
+
+
+async def test_many_records_under_a_missing_parent_write_nothing(kernel: Kernel) -> None:
+    before = await snapshot(kernel)
+    with pytest.raises(NotFoundError):
+        await kernel.write([Put(CONVERSATION, "c2", {}), *_items("gone", "a", "b")])
+    assert await snapshot(kernel) == before
 
 
 async def snapshot(kernel: Kernel) -> list[Any]:

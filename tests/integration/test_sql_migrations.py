@@ -1393,8 +1393,8 @@ def item_rows() -> list[str]:
     """The containers' records, one more record (deleted by :func:`_items_at_0027`) and the items, as 0027 wrote
     them."""
     found = [
-        _insert("records", kind=kind, id=rid, parent="", body="{}", at=float(RESPONSE.created_at))
-        for kind, rid in CONTAINERS
+        _insert("records", kind=kind, id=rid, parent="", body="{}", at=float(RESPONSE.created_at + n))
+        for n, (kind, rid) in enumerate(CONTAINERS)
     ]
     found.append(_insert("records", kind="model", id="deleted_last", parent="", body="{}", at=0.0))
     found += [
@@ -1448,10 +1448,15 @@ async def test_items_move_into_the_kernel_under_their_containers(database: Datab
     assert "items" not in await database.tables()
     moved = await database.query("SELECT seq, parent_seq, owner, at FROM records WHERE kind = 'item' ORDER BY seq")
     assert len(moved) == len(ITEM_ROWS) - 1 - 2  # the orphan never moved; conv_talk's two went with it
-    containers = dict(await database.query("SELECT seq, id FROM records WHERE kind <> 'item'"))
-    assert [containers[parent] for _, parent, _, _ in moved] == ["resp_in", "forkhist_held", "conv_fork"]
+    containers = {seq: (kind, rid, at) for seq, kind, rid, at in await database.query(
+        "SELECT seq, kind, id, at FROM records WHERE kind <> 'item'"
+    )}  # fmt: skip
+    parents = [containers[parent] for _, parent, _, _ in moved]
+    # Under the earliest record of their container's id (a fork's lineage before its conversation), dated by it.
+    assert [(kind, rid) for kind, rid, _ in parents] == [("response", "resp_in"), ("fork", "forkhist_held"),
+                                                         ("fork", "conv_fork")]  # fmt: skip
+    assert [at for *_, at in moved] == [at for *_, at in parents]
     assert {owner for _, _, owner, _ in moved} == {None}
-    assert {at for *_, at in moved} == {float(RESPONSE.created_at)}
     terms = await database.query("SELECT term FROM record_terms WHERE kind = 'item'")
     assert terms == [("-",)] * len(moved)  # the server's own records' one term, as the kernel writes it
     if database.dialect == "sqlite":

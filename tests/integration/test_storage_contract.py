@@ -61,6 +61,7 @@ from ferryman.api.responses import (
     FunctionCallOutputItem,
     InputText,
     Item,
+    McpCallItem,
 )
 from ferryman.errors import ConflictError, InvalidRequestError, NotFoundError
 from ferryman.ids import new_id, utcnow
@@ -80,10 +81,12 @@ from ferryman.storage.base import (
 from ferryman.storage.domain import registry
 from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.conversations import conversations
-from ferryman.storage.domain.kinds import AGENT
+from ferryman.storage.domain.items import item_record_id
+from ferryman.storage.domain.kinds import AGENT, ITEM
 from ferryman.storage.domain.responses import response_heads
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Get
+from ferryman.storage.sql.kernel import MAX_BATCH
 
 pytestmark = pytest.mark.anyio
 
@@ -1110,6 +1113,26 @@ async def test_the_same_item_id_may_stand_under_two_owners(store: Store) -> None
     two = await new_conversation(store, shared)
     assert await store.get_item(one.conversation_id, shared.id or "") == shared
     assert await store.get_item(two.conversation_id, shared.id or "") == shared
+
+
+async def test_a_replacement_of_another_type_keeps_nothing_of_the_item_it_replaces(store: Store) -> None:
+    call = McpCallItem(id="mcp_1", server_label="s", name="lookup", arguments='{"q": "secret"}', output="secret")
+    conversation = await new_conversation(store, call)
+    withheld = text_item("[withheld]").model_copy(update={"id": call.id})
+    await store.replace_items(conversation.conversation_id, [withheld])
+    assert await store.all_items(conversation.conversation_id) == [withheld]
+    (record,) = await store.kernel.read([Get(ITEM, item_record_id(conversation.conversation_id, "mcp_1"))])
+    assert record is not None and "secret" not in json.dumps(record.body)
+    assert set(record.body) == set(withheld.model_dump(mode="json"))
+
+
+async def test_items_beyond_one_write_are_added_in_order(store: Store) -> None:
+    """More items than one write of any backend takes (a fork holder's copy of a long conversation)."""
+    conversation = await new_conversation(store, text_item("first"))
+    many = [text_item(f"m{n}") for n in range(MAX_BATCH + 1)]
+    await store.add_items(conversation.conversation_id, many)
+    stored = await store.all_items(conversation.conversation_id)
+    assert [item.id for item in stored[1:]] == [item.id for item in many]
 
 
 async def test_replace_items_changes_bodies_in_place_and_adds_nothing(store: Store) -> None:

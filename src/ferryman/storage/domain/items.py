@@ -4,9 +4,10 @@ An item is a record of kind ``item`` under its container (a conversation, a
 response or a holder of what forks share), with the id
 ``<container id>/<item id>``: an item id is unique in its container and may
 stand in several (a response's input and its conversation hold the same items).
-Its body is the item's JSON, every field written, so that replacing it in place
-(a redaction) is a patch of every field. The container's deletion deletes its
-items with it, on every backend.
+Its body is the item's JSON, every field written; replacing it in place (a
+redaction, which may change its type) patches every field it writes and drops
+every other. The container's deletion deletes its items with it, on every
+backend.
 
 :class:`ItemRecords` gives a backend's store the item operations of
 :class:`~ferryman.storage.base.ResponseStore` over its kernel; a backend's own
@@ -18,10 +19,11 @@ response's input, a finished response's items in its conversation) put
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
+from ferryman.api.limits import MAX_MESSAGES
 from ferryman.api.responses import Item
 from ferryman.errors import ConflictError, IdempotencyKeyInUseError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import KeySettlement
@@ -32,6 +34,17 @@ from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.page import Page
 
 _ITEM = TypeAdapter(Item)
+
+
+def _fields_of(annotation: Any) -> frozenset[str]:
+    """Every top-level field any model of a union of models may write."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return frozenset(annotation.model_fields)
+    return frozenset().union(*(_fields_of(arg) for arg in get_args(annotation)))
+
+
+_ITEM_FIELDS = _fields_of(Item)
+"""The fields a stored item's body may hold, whatever its type: a replacement drops those it does not write."""
 
 
 def item_record_id(container: str, item_id: str) -> str:
@@ -90,6 +103,9 @@ class ItemRecords:
     async def add_items(self: _KeyedKernel, owner: str, items: list[Item], settle: KeySettlement | None = None) -> None:
         """Append items to a container, with ``settle``'s key outcome in the same write.
 
+        More than a request carries (a fork holder's copy of a long conversation, never keyed) are written a
+        request's worth at a time: what is written stands if a later write fails.
+
         Raises:
             InvalidRequestError: an item id is used in the container already, or repeats (nothing is added).
             NotFoundError: the container does not exist.
@@ -99,8 +115,9 @@ class ItemRecords:
         try:
             if settle is not None:
                 await self.write_keyed(puts, settle)
-            elif puts:
-                await self.kernel.write(puts)
+                return
+            for start in range(0, len(puts), MAX_MESSAGES):
+                await self.kernel.write(puts[start : start + MAX_MESSAGES])
         except IdempotencyKeyInUseError:
             raise
         except ConflictError as exc:  # the batch writes nothing else: an id the container holds
@@ -109,11 +126,12 @@ class ItemRecords:
     async def replace_items(self: _KeyedKernel, owner: str, items: list[Item]) -> None:
         """Replace the bodies of a container's items, matched by id, in place; an id it does not hold is left
         out."""
-        patches = [
-            ops.Patch(ITEM, item_record_id(owner, item.id), merge=_body(item), required=False)
-            for item in items
-            if item.id is not None
-        ]
+        patches = []
+        for item in items:
+            if item.id is not None:
+                body = _body(item)
+                stale = tuple(sorted(_ITEM_FIELDS - body.keys()))
+                patches.append(ops.Patch(ITEM, item_record_id(owner, item.id), merge=body, drop=stale, required=False))
         if patches:
             await self.kernel.write(patches)
 

@@ -75,7 +75,9 @@ items and turn) is the responses store's, under the same id, written and deleted
 ITEM = Kind("item", parents=("conversation", "response", "fork"))
 """An item of a conversation, of a response's input, or of a fork's holder (see :mod:`.items`), under its
 container, in the order it was added; its id is ``<container id>/<item id>``, so an item id may stand in several
-containers. It has no owner of its own: it is reached through its container, whose deletion deletes it."""
+containers. It has no owner of its own: it is reached through its container, whose deletion deletes it. A
+fork's lineage has its conversation's id, so deleting a lineage deletes that conversation's items too: a lineage
+goes only once its conversation is gone or was never written (``services/conversation_forks.py``)."""
 FORK = Kind("fork", indexes=("source",))
 """A fork's lineage, by the fork's id (a session's, a conversation's, or a holder's of a deleted original's kept
 part): the session or conversation it shares history with (``source``) and the last turn or item it shares;

@@ -17,7 +17,7 @@ from ferryman.storage.kernel.ops import Delete, Op, Put, ReadOp
 from ferryman.storage.sql import kernel_statements as st
 from ferryman.storage.sql.dialects import SqlDialect
 from ferryman.storage.sql.kernel_reads import READS, record, run
-from ferryman.storage.sql.kernel_writes import WRITES, claim_rows, delete, put, shares_children
+from ferryman.storage.sql.kernel_writes import WRITES, claim_rows, delete, put, put_many, shared_puts, shares_children
 from ferryman.storage.sql.seam import Driver, Query, Work
 
 MAX_BATCH = 10 * MAX_MESSAGES
@@ -68,9 +68,7 @@ class SqlKernel:
 
     def _unit(self, op: Op) -> Work[Any]:
         if isinstance(op, Put):
-            parents = op.kind.parents
-            noun = self.schema[parents[0]].noun if parents else "parent"
-            return put(self.dialect, op, noun)
+            return put(self.dialect, op, self._parent_noun(op))
         if isinstance(op, Delete) and op.kind.name in self._walked:
             return delete(self.dialect, op, self.schema)
         handler = WRITES.get(type(op)) or READS.get(type(op))
@@ -80,10 +78,21 @@ class SqlKernel:
 
     def _batch(self, ops: Sequence[Op]) -> Work[list[Any]]:
         results: list[Any] = []
-        for op in ops:
-            result = yield from self._unit(op)
+        at = 0
+        while at < len(ops):
+            puts = shared_puts(ops, at)
+            if puts:  # written together: a conversation's items, say
+                results += yield from put_many(self.dialect, puts, self._parent_noun(puts[0]))
+                at += len(puts)
+                continue
+            result = yield from self._unit(ops[at])
             results.append(result)
+            at += 1
         return results
+
+    def _parent_noun(self, op: Put) -> str:
+        parents = op.kind.parents
+        return self.schema[parents[0]].noun if parents else "parent"
 
     def _snapshot(self, ops: Sequence[Op]) -> Work[list[Any]]:
         yield Query(self.dialect.begin_snapshot, {}, "all")

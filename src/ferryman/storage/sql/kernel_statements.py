@@ -70,15 +70,31 @@ def slot_holder(d: SqlDialect) -> Compiled:
     )
 
 
+INSERTED = ("kind", "id", "parent", "parent_seq", "owner_key", "owner", "body", "status", "lease_until", "at")
+"""A new record's columns but its index values and slot."""
+
+
 def insert_record(d: SqlDialect) -> Compiled:
     """A new record, unless ``(:kind, :id)`` is taken; returns its seq (no row when taken)."""
 
     def build() -> ClauseElement:
-        names = ("kind", "id", "parent", "parent_seq", "owner_key", "owner", "body", "status", "lease_until", "at")
-        values = {name: p(name) for name in (*names, "k1", "k2", "k3", "slot")}
+        values = {name: p(name) for name in (*INSERTED, "k1", "k2", "k3", "slot")}
         return d.insert(records).values(values).on_conflict_do_nothing(index_elements=["kind", "id"]).returning(R.seq)
 
     return d.compiled("insert", build)
+
+
+def insert_records(d: SqlDialect, count: int) -> Compiled:
+    """``count`` new records in order, their columns ``:<name>_<n>`` for row ``n``, each unless its
+    ``(kind, id)`` is taken; returns the seq and id of each inserted."""
+
+    def build() -> ClauseElement:
+        names = (*INSERTED, "k1", "k2", "k3", "slot")
+        rows = [{name: p(f"{name}_{n}") for name in names} for n in range(count)]
+        insert = d.insert(records).values(rows).on_conflict_do_nothing(index_elements=["kind", "id"])
+        return insert.returning(R.seq, R.id)
+
+    return d.compiled(("insert_many", count), build)
 
 
 def update_record(d: SqlDialect) -> Compiled:

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ferryman.errors import ConflictError, ForbiddenError, NotFoundError
 from ferryman.storage.kernel.filters import admits
 from ferryman.storage.kernel.model import Json, Kind, Rec, Schema, owner_terms
-from ferryman.storage.kernel.ops import KEEP, Append, Check, Delete, Patch, Put, Rewrite
+from ferryman.storage.kernel.ops import KEEP, Append, Check, Delete, Op, Patch, Put, Rewrite
 from ferryman.storage.sql import kernel_statements as st
 from ferryman.storage.sql.dialects import SqlDialect
 from ferryman.storage.sql.kernel_reads import not_found, record, run, run_each, visible
 from ferryman.storage.sql.seam import ForeignKeyViolation, Query, UniqueViolation, Work
+
+PUT_ROWS = 50
+"""Rows of one statement of :func:`put_many`: fourteen parameters each, under every driver's limit."""
 
 
 def _dump(body: Json) -> str:
@@ -97,18 +101,8 @@ def put(d: SqlDialect, op: Put, parent_noun: str, *, again: bool = False) -> Wor
         except UniqueViolation:
             raise _slot_race(op.kind, slot) from None
         return old.seq
-    owner = op.owner
-    fields = {
-        "kind": op.kind.name,
-        "id": op.id,
-        "parent": op.parent,
-        "parent_seq": parent_seq,
-        "owner_key": None if owner is None else owner.key,
-        "owner": None if owner is None else _dump(owner.to_json()),
-        "at": time.time() if op.at is None else op.at,
-    }
     try:
-        row = yield run(st.insert_record(d), "one", **fields, **values)
+        row = yield run(st.insert_record(d), "one", **_new_row(op, parent_seq), **values)
     except UniqueViolation:
         raise _slot_race(op.kind, slot) from None
     except ForeignKeyViolation:
@@ -120,9 +114,69 @@ def put(d: SqlDialect, op: Put, parent_noun: str, *, again: bool = False) -> Wor
             return (yield from put(d, op, parent_noun, again=True))
         raise ConflictError(f"{op.kind.noun} '{op.id}' already exists")
     seq = int(row[0])
-    terms = [{"kind": op.kind.name, "term": term, "seq": seq} for term in sorted(owner_terms(owner))]
-    yield run_each(st.insert_terms(d), terms)
+    yield run_each(st.insert_terms(d), _terms(op, seq))
     return seq
+
+
+def _new_row(op: Put, parent_seq: int | None) -> dict[str, Any]:
+    """A new record's columns but those :func:`_row_values` gives."""
+    owner = op.owner
+    return {
+        "kind": op.kind.name,
+        "id": op.id,
+        "parent": op.parent,
+        "parent_seq": parent_seq,
+        "owner_key": None if owner is None else owner.key,
+        "owner": None if owner is None else _dump(owner.to_json()),
+        "at": time.time() if op.at is None else op.at,
+    }
+
+
+def _terms(op: Put, seq: int) -> list[dict[str, Any]]:
+    return [{"kind": op.kind.name, "term": term, "seq": seq} for term in sorted(owner_terms(op.owner))]
+
+
+def shared_puts(ops: Sequence[Op], start: int) -> list[Put]:
+    """The run of operations from ``start`` that :func:`put_many` writes together: new records of one kind under
+    one parent, holding no exclusive slot. Fewer than two: none."""
+    alike: list[Put] = []
+    for op in ops[start:]:
+        if not isinstance(op, Put) or op.mode != "create" or op.status in op.kind.exclusive:
+            break
+        if alike and (op.kind != alike[0].kind or op.parent != alike[0].parent) or op.id == op.parent:
+            break
+        alike.append(op)
+    return alike if len(alike) > 1 else []
+
+
+def put_many(d: SqlDialect, ops: Sequence[Put], parent_noun: str) -> Work[list[int]]:
+    """Store new records of :func:`shared_puts`' run a few statements for many (an item per row would cost three
+    round trips each on PostgreSQL); their seqs, in order. The rows of one statement are numbered in their order.
+
+    Raises:
+        ConflictError: an id is taken, or repeats among them.
+        NotFoundError: their parent does not exist.
+    """
+    first = ops[0]
+    parent_seq = yield from _parent_seq(d, first.kind, first.parent, parent_noun)
+    seqs: list[int] = []
+    for start in range(0, len(ops), PUT_ROWS):
+        chunk = ops[start : start + PUT_ROWS]
+        params: dict[str, Any] = {}
+        for n, op in enumerate(chunk):
+            row = {**_new_row(op, parent_seq), **_row_values(op.kind, op.body, op.status, op.lease_until, None)}
+            params.update({f"{name}_{n}": value for name, value in row.items()})
+        try:
+            rows = yield run(st.insert_records(d, len(chunk)), "all", **params)
+        except ForeignKeyViolation:
+            raise NotFoundError(f"{parent_noun} '{first.parent}' not found") from None  # as in put
+        made = {record_id: int(seq) for seq, record_id in rows}
+        taken = next((op.id for op in chunk if op.id not in made), None)
+        if taken is not None or len(made) < len(chunk):
+            raise ConflictError(f"{first.kind.noun} '{taken or chunk[-1].id}' already exists")
+        seqs += [made[op.id] for op in chunk]
+        yield run_each(st.insert_terms(d), [term for op in chunk for term in _terms(op, made[op.id])])
+    return seqs
 
 
 def patch(d: SqlDialect, op: Patch) -> Work[bool]:
