@@ -94,12 +94,13 @@ async def test_many_records_under_one_parent_are_numbered_in_their_order(kernel:
 async def test_many_records_with_an_id_taken_write_nothing(kernel: Kernel, taken: str) -> None:
     await kernel.write([Put(CONVERSATION, "c", {}), *_items("c", "old")])
     before = await snapshot(kernel)
-    ids = {
-        "earlier": ["new", "old"],
-        "repeated": ["a", "b", "a"],
-        "in a later statement": [*(f"u{n}" for n in range(60)), "u3"],
+    ids = {  # the id the error names: the first taken
+        "earlier": ["new", "old", "other"],
+        "repeated": ["a", "a", "b"],
+        "in a later statement": [*(f"u{n}" for n in range(60)), "u3", "u70"],
     }
-    with pytest.raises(ConflictError):
+    named = {"earlier": "old", "repeated": "a", "in a later statement": "u3"}
+    with pytest.raises(ConflictError, match=f"item '{named[taken]}' already exists"):
         await kernel.write([Put(CONVERSATION, "c2", {}), *_items("c", *ids[taken])])
     assert await snapshot(kernel) == before
 

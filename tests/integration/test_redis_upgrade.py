@@ -54,11 +54,14 @@ from ferryman.storage.kernel.ops import Page, Put
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.redis.kernel import RedisKernel
 from ferryman.storage.redis.store import RedisStore
-from ferryman.storage.redis.store_keys import RESPONSE_EVENTS, SCHEMA, SCHEMA_LOCK, TURN_EVENTS, Keys
+from ferryman.storage.redis.store_keys import SCHEMA, SCHEMA_LOCK, TURN_EVENTS, Keys
 from ferryman.storage.redis.upgrades.runner import SCHEMA_VERSION
 from ferryman.storage.rows import ITEM
 
 pytestmark = pytest.mark.anyio
+
+RESPONSE_EVENTS = "response_events"
+"""Where a response's events were before layout 18 moved them into its record's log."""
 
 
 @pytest.fixture()
@@ -887,3 +890,36 @@ async def test_an_item_conversion_that_died_midway_finishes_without_duplicates(
     finally:
         await kernel.close()
     await _open_and_check_items(url, prefix, admin, held)
+
+
+# -- layout 18: a response's events move into its record's log ------------------------------------------------------
+
+
+async def _response_events_of_layout_17(url: str, prefix: str, admin: Redis) -> tuple[str, list[StoredEvent]]:
+    """A response made by this version, and events of it and of a response long gone as layout 17 kept them."""
+    _, response_id = await _records(url, prefix)
+    keys = Keys(prefix)
+    events = [StoredEvent(seq, data(seq)) for seq in range(3)]
+    await admin.zadd(keys.of(RESPONSE_EVENTS, response_id), {f"{e.seq}:{e.data}": e.seq for e in events[::-1]})
+    await admin.zadd(keys.of(RESPONSE_EVENTS, "resp_deleted_long_ago"), {f"0:{data(0)}": 0})
+    await admin.set(keys.global_(SCHEMA), 17)
+    return response_id, events
+
+
+async def test_response_events_of_layout_17_move_into_their_records_logs(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    response_id, events = await _response_events_of_layout_17(url, prefix, admin)
+    for _ in range(2):  # a conversion that died before writing its version runs again: the same logs
+        store = RedisStore(url, prefix)
+        await store.open()
+        try:
+            assert await store.events_after(response_id, -1) == events
+            assert await store.events_after(response_id, 1) == events[2:]
+            assert await store.events_after("resp_deleted_long_ago", -1) == []
+        finally:
+            await store.close()
+        assert await admin.get(Keys(prefix).global_(SCHEMA)) == str(SCHEMA_VERSION)
+        assert [key async for key in admin.scan_iter(match=f"{prefix}{RESPONSE_EVENTS}*")] == []
+        await admin.set(Keys(prefix).global_(SCHEMA), 17)

@@ -8,7 +8,7 @@ import json
 import re
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -74,9 +74,12 @@ from ferryman.storage.sql.store import SqlStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0028_items_on_kernel"
+HEAD = "0029_response_events_in_logs"
 ITEMS_NOW = "-- items, wherever the revision keeps them"
 """In a tuple of queries of what stays: the items, read from ``items`` before 0028 and from the records after."""
+EVENTS_NOW = "-- responses' events, wherever the revision keeps them"
+"""In a tuple of queries of what stays: the responses' stored events, from ``response_events`` before 0029 and from
+their records' logs after."""
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -780,21 +783,24 @@ async def _owner_rows(database: Database, sql: str) -> list[tuple[Any, ...]]:
 
 
 async def _kept(database: Database, queries: tuple[str, ...] = CHUNK_INDEX) -> list[list[tuple[Any, ...]]]:
-    tables = await database.tables()
-    return [_items(await database.query(_items_sql(tables))) if sql == ITEMS_NOW else await database.query(sql)
-            for sql in queries]  # fmt: skip
+    return [await database.query(_now(sql, await database.tables())) for sql in queries]
 
 
-def _items_sql(tables: set[str]) -> str:
-    """Where the revision keeps items: ``items`` before 0028, the kernel's records after."""
-    if "items" in tables:
-        return "SELECT owner, item_id, body FROM items ORDER BY id"
-    return "SELECT parent, substr(id, length(parent) + 2), body FROM records WHERE kind = 'item' ORDER BY seq"
-
-
-def _items(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
-    """Each item as (its container, its id, its JSON), in order."""
-    return [(container, item_id, json.loads(body)) for container, item_id, body in rows]
+def _now(sql: str, tables: set[str]) -> str:
+    """A query of what stays, where the revision of these tables keeps it (items: ``items`` before 0028, the
+    kernel's records after; responses' events: ``response_events`` before 0029, their records' logs after)."""
+    if sql == ITEMS_NOW:
+        if "items" in tables:
+            return "SELECT owner, item_id, body FROM items ORDER BY id"
+        return "SELECT parent, substr(id, length(parent) + 2), body FROM records WHERE kind = 'item' ORDER BY seq"
+    if sql == EVENTS_NOW:
+        if "response_events" in tables:
+            return "SELECT response_id, seq, body FROM response_events ORDER BY response_id, seq"
+        return (
+            "SELECT r.id, l.n, l.body FROM record_logs l JOIN records r ON r.seq = l.rec_seq "
+            "WHERE r.kind = 'response' AND l.channel = 'events' ORDER BY r.id, l.n"
+        )
+    return sql
 
 
 async def _columns_of(database: Database, table: str) -> list[str]:
@@ -1105,7 +1111,7 @@ BEFORE_RESPONSES = "0024_sessions_on_kernel"
 RESPONSE_KEPT = (
     "SELECT id, response_id, turn_id, session_id, conversation_id, previous_response_id, status, background, body, "
     "created_at FROM responses ORDER BY id",
-    "SELECT response_id, seq, body FROM response_events ORDER BY response_id, seq",
+    EVENTS_NOW,
     ITEMS_NOW,
     "SELECT id, turn_id, session_id FROM turns ORDER BY id",
     "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
@@ -1339,12 +1345,7 @@ async def test_sqlite_keeps_what_names_a_moved_table_even_with_foreign_keys_enfo
 
     def kept_rows(conn: sa.Connection) -> list[list[tuple[Any, ...]]]:
         tables = set(sa.inspect(conn).get_table_names())
-        return [
-            _items(conn.exec_driver_sql(_items_sql(tables)).all())
-            if sql == ITEMS_NOW
-            else [tuple(row) for row in conn.exec_driver_sql(sql)]
-            for sql in kept
-        ]
+        return [[tuple(row) for row in conn.exec_driver_sql(_now(sql, tables))] for sql in kept]
 
     try:
         with engine.begin() as conn:
@@ -1481,3 +1482,53 @@ async def test_items_go_down_to_their_table_and_up_again(database: Database) -> 
         assert await store.items_of(list(expected)) == expected
     finally:
         await store.close()
+
+
+# -- a response's stored events move into its record's log; ``response_events`` goes (0029) -----------------------
+
+BEFORE_EVENTS = "0028_items_on_kernel"
+RECORDLESS = RESPONSES[1].response_id
+"""A response whose record a test deletes: its events belong to nothing the API reaches."""
+
+
+async def _events_at_0028(database: Database) -> list[tuple[Any, ...]]:
+    """The responses of :func:`response_rows` at 0028, the first's events and one recordless response's."""
+    await database.migrate(BEFORE_RESPONSES, False)
+    for row in response_rows():
+        await database.query(row)
+    await database.migrate(BEFORE_EVENTS, False)
+    await database.query(f"DELETE FROM records WHERE kind = 'response' AND id = '{RECORDLESS}'")  # noqa: S608
+    await database.query(_insert("response_events", response_id=RECORDLESS, seq=0, body=RESPONSE_DATA[0]))
+    (before,) = await _kept(database, (EVENTS_NOW,))
+    assert len(before) == len(RESPONSE_DATA) + 1
+    return before
+
+
+async def test_response_events_move_into_their_records_logs(database: Database) -> None:
+    await _events_at_0028(database)
+    first = RESPONSES[0].response_id
+    store = database.store()
+    await store.open()
+    try:
+        stored = [StoredEvent(seq, data) for seq, data in enumerate(RESPONSE_DATA)]
+        assert await store.events_after(first, -1) == stored
+        assert await store.events_after(first, 0) == stored[1:]
+        assert await store.events_after(RECORDLESS, -1) == []
+        assert "response_events" not in await database.tables()
+        await store.delete_response(first)  # its log goes with its record
+        assert await store.events_after(first, -1) == []
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    assert await database.query("SELECT rec_seq FROM record_logs WHERE channel = 'events'") == []
+
+
+async def test_response_events_go_down_to_their_table_and_up_again(database: Database) -> None:
+    before = await _events_at_0028(database)
+    await database.migrate("head", False)
+    await database.migrate(BEFORE_EVENTS, True)
+    assert await _kept(database, (EVENTS_NOW,)) == [[row for row in before if row[0] != RECORDLESS]]
+    assert await database.query("SELECT rec_seq FROM record_logs WHERE channel = 'events'") == []
+    await database.migrate("head", False)
+    (again,) = await _kept(database, (EVENTS_NOW,))
+    assert again == [row for row in before if row[0] != RECORDLESS]

@@ -104,10 +104,12 @@ class ItemRecords:
         """Append items to a container, with ``settle``'s key outcome in the same write.
 
         More than a request carries (a fork holder's copy of a long conversation, never keyed) are written a
-        request's worth at a time: what is written stands if a later write fails.
+        request's worth at a time: what is written stands if a later write fails (a holder left so is deleted by
+        the next change of its conversation, whose mark names it).
 
         Raises:
-            InvalidRequestError: an item id is used in the container already, or repeats (nothing is added).
+            InvalidRequestError: an item id is used in the container already, or repeats (nothing of that
+                request's worth is added).
             NotFoundError: the container does not exist.
             IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """

@@ -68,10 +68,11 @@ CONVERSATION = Kind("conversation")
 """A conversation (``ConversationRecord``), owned by its creator; a root, listed in creation order. Its items
 and the anchor a response's start holds are the responses store's, under the same id, created and deleted with
 the record."""
-RESPONSE = Kind("response", indexes=("conversation_id",))
+RESPONSE = Kind("response", indexes=("conversation_id",), logs=("events",))
 """A stored response's listing record (``ResponseHead``: its id, its conversation, its creation time), owned by its
-creator; a root, listed in creation order, or by conversation. The response itself (its wire form, events, input
-items and turn) is the responses store's, under the same id, written and deleted with the record."""
+creator; a root, listed in creation order, or by conversation. Its ``events`` log holds its stream's events (their
+JSON data, numbered from 0) once it ended, for replay; its input items are records under it. The response itself
+(its wire form and turn) is the responses store's, under the same id, written and deleted with the record."""
 ITEM = Kind("item", parents=("conversation", "response", "fork"))
 """An item of a conversation, of a response's input, or of a fork's holder (see :mod:`.items`), under its
 container, in the order it was added; its id is ``<container id>/<item id>``, so an item id may stand in several

@@ -51,9 +51,7 @@ class StartResponse(TurnStart, KernelWrite):
 
 @dataclass(frozen=True)
 class FinishResponse(ResponseColumns, KernelWrite):
-    """A finished response, its event data (numbered from 0) and the write of its conversation's new items."""
-
-    events: list[str]
+    """A finished response, and the write of its events (first) and its conversation's new items."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +152,8 @@ return {OK}
     ),
 )
 
-# The kernel's batch puts the conversation's new items (refusing an id it holds) before anything is written.
+# The kernel's batch writes the events into the record's log and puts the conversation's new items (refusing an id
+# it holds) before anything else is written.
 FINISH_RESPONSE = Script(
     FinishResponse,
     _UPSERT
@@ -163,12 +162,13 @@ if redis.call('EXISTS', key('response', response_id)) == 0 and redis.call('EXIST
   return {NOT_FOUND}
 end
 -- A conversation deleted while the response ran takes no items: they would belong to nothing.
-if conversation_id == '' or redis.call('EXISTS', key('conversation', conversation_id)) == 0 then kernel_ops = '[]' end
+if conversation_id == '' or redis.call('EXISTS', key('conversation', conversation_id)) == 0 then
+  kernel_ops = cjson.encode({cjson.decode(kernel_ops)[1]})
+end
 """
     + KERNEL_WRITE
     + """
 upsert_response()
-save_events(key('response_events', response_id), 0, events, false)
 return {OK}
 """,
     nothing,

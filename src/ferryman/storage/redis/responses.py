@@ -18,7 +18,6 @@ from ferryman.storage.base import (
     ResponseRecord,
     ResponseStart,
     SessionRecord,
-    StoredEvent,
 )
 from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.conversations import conversations
@@ -26,7 +25,7 @@ from ferryman.storage.domain.items import item_puts, repeated
 from ferryman.storage.domain.kinds import CONVERSATION as CONVERSATION_KIND
 from ferryman.storage.domain.kinds import RESPONSE as RESPONSE_KIND
 from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
-from ferryman.storage.domain.responses import head_of, response_heads
+from ferryman.storage.domain.responses import events_written, head_of, response_heads
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.redis.idempotency import settlement_args
@@ -49,10 +48,8 @@ from ferryman.storage.redis.records import RESPONSE_FIELDS, response_columns, re
 from ferryman.storage.redis.scripts import RedisBase
 from ferryman.storage.redis.store_keys import (
     RESPONSE,
-    RESPONSE_EVENTS,
     TURN,
     message_row,
-    stored_event,
 )
 
 
@@ -132,7 +129,7 @@ class RedisResponses(RedisBase):
         conversation_id = record.conversation_id
         puts = item_puts(conversation_id, conversation_items) if conversation_id else []
         columns = asdict(response_columns(record))
-        finish = FinishResponse(**columns, **self.kernel.embedded(puts), events=events)
+        finish = FinishResponse(**columns, **self.kernel.embedded([events_written(record.response.id, events), *puts]))
         try:
             await self._run(FINISH_RESPONSE, finish)
         except ConflictError as exc:  # of the items alone: the rest is an upsert
@@ -158,11 +155,6 @@ class RedisResponses(RedisBase):
         # session of its own.
         deletes = [ops.Delete(RESPONSE_KIND, response_id), ops.Delete(SESSION_KIND, "")]
         await self._run(DELETE_RESPONSE, DeleteResponse(**self.kernel.embedded(deletes), response_id=response_id))
-
-    async def events_after(self, response_id: str, after: int) -> list[StoredEvent]:
-        """The stored stream events of a response with a sequence number above ``after``."""
-        members = await self._db.zrangebyscore(self._keys.of(RESPONSE_EVENTS, response_id), f"({after}", "+inf")
-        return [stored_event(cast(str, member)) for member in members]
 
     async def chain_history(self, response_id: str) -> list[Message]:
         """Messages of every response along the ``previous_response_id`` chain, oldest first."""

@@ -49,9 +49,9 @@ local function release(sid, tid)
   redis.call('ZREM', key('session_queued', sid), tid)
 end
 
--- A response's input items, like a conversation's, are its record's in the kernel, deleted with it.
+-- A response's events and input items are its record's in the kernel, deleted with it.
 local function del_response(rid)
-  redis.call('DEL', key('response', rid), key('response_events', rid))
+  redis.call('DEL', key('response', rid))
 end
 
 -- A session's history changed other than by an append: what replicas keep of it is stale (history_cache.py).

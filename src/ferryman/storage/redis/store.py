@@ -19,6 +19,7 @@ from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.items import ItemRecords
 from ferryman.storage.domain.kinds import SCHEMA
 from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
+from ferryman.storage.domain.responses import ResponseEvents
 from ferryman.storage.history_cache import Histories
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import Owner
@@ -41,6 +42,7 @@ class RedisStore(
     RedisIdempotency,
     DerivedReads,
     ItemRecords,
+    ResponseEvents,
 ):
     """Sessions' anchors, turns, responses and knowledge in one Redis database (the rest, agents' and sessions'
     records included: ``kernel``).

@@ -26,7 +26,6 @@ kind                type         holds
                                  the kernel's records under it)
 ``response``        hash         the response's columns, body, interrupted (its record, which lists it and
                                  holds its owner, is the kernel's)
-``response_events`` sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
                                  id ``<len(owner)>:<owner>:<key>``, expires itself
 ``file_stores``     set          the vector stores a file is attached to
@@ -76,7 +75,6 @@ TURN_EVENTS = "turn_events"
 LEASES = "leases"
 CONVERSATION = "conversation"
 RESPONSE = "response"
-RESPONSE_EVENTS = "response_events"
 VECTOR_STORE = "vector_store"
 VS_FILES = "vs_files"
 VS_FILE = "vs_file"

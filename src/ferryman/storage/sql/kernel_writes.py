@@ -171,11 +171,19 @@ def put_many(d: SqlDialect, ops: Sequence[Put], parent_noun: str) -> Work[list[i
         except ForeignKeyViolation:
             raise NotFoundError(f"{parent_noun} '{first.parent}' not found") from None  # as in put
         made = {record_id: int(seq) for seq, record_id in rows}
-        taken = next((op.id for op in chunk if op.id not in made), None)
-        if taken is not None or len(made) < len(chunk):
-            raise ConflictError(f"{first.kind.noun} '{taken or chunk[-1].id}' already exists")
-        seqs += [made[op.id] for op in chunk]
-        yield run_each(st.insert_terms(d), [term for op in chunk for term in _terms(op, made[op.id])])
+        terms: list[dict[str, Any]] = []
+        taken: str | None = None  # the first id taken before, or repeated here (ON CONFLICT skipped its later rows)
+        for op in chunk:
+            if op.id not in made:
+                taken = taken or op.id
+                continue
+            seq = made.pop(op.id)  # popped: a repeat of the id is not the row written
+            seqs.append(seq)
+            terms += _terms(op, seq)
+        # Every row written gets its terms, even when the unit is about to fail: no record stands without them.
+        yield run_each(st.insert_terms(d), terms)
+        if taken is not None:
+            raise ConflictError(f"{first.kind.noun} '{taken}' already exists")
     return seqs
 
 

@@ -18,12 +18,11 @@ from ferryman.storage.base import (
     ResponseRecord,
     ResponseStart,
     SessionRecord,
-    StoredEvent,
 )
 from ferryman.storage.domain.conversations import conversations
 from ferryman.storage.domain.items import item_puts, repeated
 from ferryman.storage.domain.kinds import CONVERSATION, RESPONSE
-from ferryman.storage.domain.responses import head_of, response_heads
+from ferryman.storage.domain.responses import events_written, head_of, response_heads
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.rows import response_record
@@ -33,7 +32,7 @@ from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
 from ferryman.storage.sql.domain_tables import RESPONSE_COLUMNS
 from ferryman.storage.sql.history import changed
 from ferryman.storage.sql.idempotency import claimed, settled
-from ferryman.storage.sql.seam import Driver, ForeignKeyViolation, UniqueViolation, Work, count, each, first, rows
+from ferryman.storage.sql.seam import Driver, ForeignKeyViolation, UniqueViolation, Work, count, first, rows
 from ferryman.storage.sql.turns import insert_turn
 
 if TYPE_CHECKING:
@@ -189,11 +188,7 @@ class ResponseTables:
 
         def work() -> Work[None]:
             yield from _upsert_response(record)
-            yield each(
-                "INSERT INTO response_events (response_id, seq, body) VALUES (:response_id, :seq, :body) "
-                "ON CONFLICT (response_id, seq) DO UPDATE SET body = excluded.body",
-                [{"response_id": response_id, "seq": seq, "body": data} for seq, data in enumerate(events)],
-            )
+            yield from self.kernel.writes_within([events_written(response_id, events)])
             if conversation_id and puts:
                 # A conversation deleted while the response ran takes no items: they would belong to nothing.
                 if (yield from _conversation_kept(self._db.dialect, conversation_id)):
@@ -246,17 +241,6 @@ class ResponseTables:
 
         if not await self._db.write(work()):
             raise NotFoundError(f"response '{response_id}' not found")
-
-    async def events_after(self, response_id: str, after: int) -> list[StoredEvent]:
-        """Stored events with a sequence number above ``after``."""
-        found = await self._db.read(
-            rows(
-                "SELECT seq, body FROM response_events WHERE response_id = :response_id AND seq > :after ORDER BY seq",
-                response_id=response_id,
-                after=after,
-            )
-        )
-        return [StoredEvent(r[0], r[1]) for r in found]
 
     async def chain_history(self, response_id: str) -> list[Message]:
         """Messages of every response along the ``previous_response_id`` chain, oldest first."""

@@ -11,6 +11,7 @@ from ferryman.storage import codec
 from ferryman.storage.derived_reads import DerivedReads
 from ferryman.storage.domain.items import ItemRecords
 from ferryman.storage.domain.kinds import SCHEMA
+from ferryman.storage.domain.responses import ResponseEvents
 from ferryman.storage.search.chunk_search import InProcessSearch
 from ferryman.storage.sql.agents import SessionTables
 from ferryman.storage.sql.chunks import ChunkTables
@@ -38,6 +39,7 @@ class SqlStore(
     ChunkTables,
     DerivedReads,
     ItemRecords,
+    ResponseEvents,
 ):
     """Sessions, turns, responses, idempotency keys and knowledge in SQL (the rest, agents included: ``kernel``).
 

@@ -36,6 +36,8 @@ it; its hash stays, and the indexes that listed responses go.
 goes with any other ``owners:<kind>`` hash left, the last of the side tables of owners.
 17 moves items (a conversation's, a response's input, a fork holder's) into the kernel's records, under their
 container (``item_kernel``); their sorted sets and hashes go.
+18 moves a response's stored events into its record's ``events`` log in the kernel (``response_event_log``);
+their sorted sets go.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -54,7 +56,6 @@ from ferryman.storage.owners import legacy_owner, typed_owner
 from ferryman.storage.redis.idempotency import record_id
 from ferryman.storage.redis.store_keys import (
     CONVERSATION,
-    RESPONSE_EVENTS,
     SCHEMA,
     SCHEMA_LOCK,
     SEQ,
@@ -71,12 +72,13 @@ from ferryman.storage.redis.upgrades.conversations import index_conversations
 from ferryman.storage.redis.upgrades.files import move_files
 from ferryman.storage.redis.upgrades.item_kernel import move_items
 from ferryman.storage.redis.upgrades.registry import move_registries
+from ferryman.storage.redis.upgrades.response_event_log import move_response_events
 from ferryman.storage.redis.upgrades.response_kernel import move_responses
 from ferryman.storage.redis.upgrades.session_kernel import move_sessions
 from ferryman.storage.redis.upgrades.turn_owners import move_turn_owners
 from ferryman.storage.redis.upgrades.vector_stores import move_vector_stores
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
@@ -91,7 +93,10 @@ _KERNEL_SESSIONS = 14
 _KERNEL_RESPONSES = 15
 _TURN_OWNERS = 16
 _KERNEL_ITEMS = 17
+_KERNEL_RESPONSE_EVENTS = 18
 _OWNERS = "owners"
+_RESPONSE_EVENTS = "response_events"
+"""A response's events before layout 18 moved them into its record's log."""
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
 """A set of the idempotency keys a conversion to version 4 renamed, so that one finishing it renames none twice."""
@@ -112,7 +117,7 @@ async def upgrade(client: Redis, keys: Keys) -> None:
         if found == SCHEMA_VERSION:
             return  # another replica converted while this one waited
         fresh = not await client.exists(keys.global_(SEQ))  # every record ever stored drew a number
-        for kind in () if fresh else (TURN_EVENTS, RESPONSE_EVENTS):
+        for kind in () if fresh else (TURN_EVENTS, _RESPONSE_EVENTS):
             async for key in client.scan_iter(match=_escaped(keys.base(kind)) + "*", count=_SCAN_BATCH):
                 await _events_as_data(client, key)
                 await lock.reacquire()
@@ -142,6 +147,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await move_turn_owners(client, keys, lock, _escaped)
         if found < _KERNEL_ITEMS and not fresh:  # after their containers are records
             await move_items(client, keys, lock, _escaped)
+        if found < _KERNEL_RESPONSE_EVENTS and not fresh:  # after the events are data and the responses records
+            await move_response_events(client, keys, lock, _escaped)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
