@@ -55,8 +55,9 @@ def owner_of(conversation_id: str) -> Owner | None:
 
 async def write_layout_12(admin: Redis, keys: Keys) -> list[str]:
     """The conversations as layout 12 kept them (hashes, the index by number, owners, one orphan owner) and what
-    the responses store keeps of the first (its session's set, whose key is returned, its items, which layout 17
-    moves into the kernel, and its responses' index, which layout 15 deletes: their records list them)."""
+    the responses store keeps of the first (its session's set, whose key is returned and which layout 19
+    deletes, its items, which layout 17 moves into the kernel, and its responses' index, which layout 15
+    deletes: their records list them)."""
     for conversation in CONVERSATIONS:
         seq = int(await admin.incr(keys.global_("seq")))
         mapping: dict[FieldT, EncodableT] = {

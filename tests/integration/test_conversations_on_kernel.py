@@ -27,8 +27,6 @@ from ferryman.services.record_guard import RecordGuard
 from ferryman.services.responses.conversations import ConversationService
 from ferryman.storage.base import ConversationRecord, SessionRecord, Store
 from ferryman.storage.domain.conversations import conversations
-from ferryman.storage.domain.kinds import CONVERSATION
-from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.counting import CountingKernel
 
 pytestmark = pytest.mark.anyio
@@ -124,27 +122,21 @@ async def test_a_team_reads_a_conversation_its_owner_alone_changes(store: Store)
     assert await store.all_items(conversation) == []
 
 
-async def test_a_create_refused_on_one_side_leaves_nothing_of_its_own(store: Store) -> None:
-    # The record and the anchor of one id disagree only after a lost write; a create must not take the half
-    # that is there, nor leave its own half beside it.
+async def test_a_create_of_a_taken_id_leaves_nothing_of_its_own(store: Store) -> None:
+    # A conversation is its record alone: a create of its id must not take it over, nor add its items to it.
     session = SessionRecord(new_id(), None, "conversation", utcnow())
     await store.create_session(session)
-    anchor_only = ConversationRecord("conv_anchor", session.session_id, {}, 100)
-    record_only = ConversationRecord("conv_record", session.session_id, {}, 100)
-    await store.create_conversation(anchor_only, [])
-    await store.kernel.write([ops.Delete(CONVERSATION, "conv_anchor")])  # an anchor left without its record
-    await store.kernel.write([conversations(store.kernel).put(record_only)])  # a record without its anchor
-    for record in (anchor_only, record_only):
-        with pytest.raises(ConflictError):
-            await store.create_conversation(record, [message("late", new_id("msg"))], Access(AccessPolicy()).owner(BOB))
-    assert await conversations(store.kernel).find("conv_anchor") is None
-    kept = await conversations(store.kernel).find("conv_record")
+    taken = ConversationRecord("conv_taken", session.session_id, {}, 100)
+    await store.create_conversation(taken, [])
+    with pytest.raises(ConflictError):
+        await store.create_conversation(taken, [message("late", new_id("msg"))], Access(AccessPolicy()).owner(BOB))
+    kept = await conversations(store.kernel).find("conv_taken")
     assert kept is not None and kept.rec.owner is None
-    assert await store.all_items("conv_anchor") == [] and await store.all_items("conv_record") == []
-    await store.delete_conversation("conv_record")  # the record says the pair existed: deleted, not missing
-    assert await conversations(store.kernel).find("conv_record") is None
+    assert await store.all_items("conv_taken") == []
+    await store.delete_conversation("conv_taken")
+    assert await conversations(store.kernel).find("conv_taken") is None
     with pytest.raises(NotFoundError):
-        await store.delete_conversation("conv_record")
+        await store.delete_conversation("conv_taken")
 
 
 async def test_a_conversation_of_no_session_is_missing_its_session(store: Store) -> None:

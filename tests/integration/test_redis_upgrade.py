@@ -34,7 +34,7 @@ from replicas import redis_database
 from store_records import complete, finished, response_start, start, text_item, texts, turn_of, user
 
 from ferryman.api.responses import Item
-from ferryman.errors import ConfigurationError
+from ferryman.errors import ConfigurationError, NotFoundError
 from ferryman.ids import utcnow
 from ferryman.redis_url import split_prefix
 from ferryman.storage.base import ConversationRecord, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
@@ -526,14 +526,12 @@ async def test_conversations_of_layout_12_move_into_the_kernel_and_keep_their_it
 ) -> None:
     url, prefix = deployment
     keys = Keys(prefix)
-    kept = await write_layout_12(admin, keys)
+    anchors = await write_layout_12(admin, keys)
     await _open_and_check_moved(url, prefix, CONVERSATION, assert_conversations_moved)
     assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
-    # Each hash keeps its session id, which the responses' scripts read; the rest is the record's now.
-    assert [await admin.hgetall(keys.of("conversation", c.conversation_id)) for c in CONVERSATIONS] == [
-        {"session_id": c.session_id} for c in CONVERSATIONS
-    ]
-    assert await admin.exists(*kept) == len(kept)
+    # Layout 13 kept each hash with its session id, which layout 19 deleted with the sessions' sets: a
+    # conversation is its record alone.
+    assert await admin.exists(*anchors, *(keys.of("conversation", c.conversation_id) for c in CONVERSATIONS)) == 0
     store = RedisStore(url, prefix)
     await store.open()
     try:  # layout 17 moved the items under their conversation's record
@@ -923,3 +921,37 @@ async def test_response_events_of_layout_17_move_into_their_records_logs(
         assert await admin.get(Keys(prefix).global_(SCHEMA)) == str(SCHEMA_VERSION)
         assert [key async for key in admin.scan_iter(match=f"{prefix}{RESPONSE_EVENTS}*")] == []
         await admin.set(Keys(prefix).global_(SCHEMA), 17)
+
+
+# -- layout 19: conversations' anchors go -----------------------------------------------------------------------------
+
+
+async def test_conversations_anchors_of_layout_18_go_and_responses_start_on_their_records(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    url, prefix = deployment
+    keys = Keys(prefix)
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        conversation = ConversationRecord("conv_anchored", "sess_anchored", {}, 1)
+        await store.create_conversation(conversation, [], session=SessionRecord("sess_anchored", None, "", utcnow()))
+    finally:
+        await store.close()
+    anchors = [keys.of("conversation", "conv_anchored"), keys.of("session_convs", "sess_anchored")]
+    await admin.hset(anchors[0], "session_id", "sess_anchored")  # as layout 18 kept them
+    await admin.sadd(anchors[1], "conv_anchored")
+    await admin.set(keys.global_(SCHEMA), 18)
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        assert await admin.exists(*anchors) == 0
+        assert await admin.get(keys.global_(SCHEMA)) == str(SCHEMA_VERSION)
+        await store.start_response(response_start("q", conversation))  # on the record alone
+        other = ConversationRecord("conv_other", "sess_other", {}, 1)
+        await store.create_conversation(other, [], session=SessionRecord("sess_other", None, "", utcnow()))
+        await store.delete_conversation("conv_other")
+        with pytest.raises(NotFoundError, match="conversation 'conv_other' not found"):
+            await store.start_response(response_start("q", other))
+    finally:
+        await store.close()

@@ -51,11 +51,12 @@ from legacy_sessions import ORPHAN_SESSION, SESSION_OWNERS, SESSIONS, assert_ses
 from legacy_sessions import owner_of as session_owner
 from legacy_vector_stores import ORPHAN_STORE, STORE_OWNERS, STORES, assert_vector_stores_moved, sql_rows
 from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, postgres_store
+from store_records import response_start
 
 from ferryman.api.agents import Agent, AgentConfig
 from ferryman.api.content import CompletionMessage, UserMessage
 from ferryman.api.responses import Item, Response
-from ferryman.errors import ConfigurationError
+from ferryman.errors import ConfigurationError, NotFoundError
 from ferryman.storage import codec
 from ferryman.storage.base import ConversationRecord, IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents, sessions
@@ -74,12 +75,15 @@ from ferryman.storage.sql.store import SqlStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0029_response_events_in_logs"
+HEAD = "0030_drop_conversation_anchors"
 ITEMS_NOW = "-- items, wherever the revision keeps them"
 """In a tuple of queries of what stays: the items, read from ``items`` before 0028 and from the records after."""
 EVENTS_NOW = "-- responses' events, wherever the revision keeps them"
 """In a tuple of queries of what stays: the responses' stored events, from ``response_events`` before 0029 and from
 their records' logs after."""
+ANCHORS_NOW = "-- conversations' session ids, wherever the revision keeps them"
+"""In a tuple of queries of what stays: each conversation's id and session id, from ``conversations`` before 0030 and
+from the records' bodies after."""
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
 LATEST = {"sqlite": 6, "postgres": 4}
 BEFORE_IDEMPOTENCY = {"sqlite": 5, "postgres": 3}
@@ -783,12 +787,18 @@ async def _owner_rows(database: Database, sql: str) -> list[tuple[Any, ...]]:
 
 
 async def _kept(database: Database, queries: tuple[str, ...] = CHUNK_INDEX) -> list[list[tuple[Any, ...]]]:
-    return [await database.query(_now(sql, await database.tables())) for sql in queries]
+    return [await database.query(_now(sql, await database.tables(), database.dialect)) for sql in queries]
 
 
-def _now(sql: str, tables: set[str]) -> str:
+def _now(sql: str, tables: set[str], dialect: str) -> str:
     """A query of what stays, where the revision of these tables keeps it (items: ``items`` before 0028, the
-    kernel's records after; responses' events: ``response_events`` before 0029, their records' logs after)."""
+    kernel's records after; responses' events: ``response_events`` before 0029, their records' logs after;
+    conversations' session ids: ``conversations`` before 0030, their records after)."""
+    if sql == ANCHORS_NOW:
+        if "conversations" in tables:
+            return "SELECT conversation_id, session_id FROM conversations ORDER BY id"
+        session = "json_extract(body, '$.session_id')" if dialect == "sqlite" else "(body::json ->> 'session_id')"
+        return f"SELECT id, {session} FROM records WHERE kind = 'conversation' ORDER BY seq"  # noqa: S608
     if sql == ITEMS_NOW:
         if "items" in tables:
             return "SELECT owner, item_id, body FROM items ORDER BY id"
@@ -875,7 +885,7 @@ async def test_vector_stores_go_down_to_their_table_and_up_again(database: Datab
 
 BEFORE_CONVERSATIONS = "0022_record_terms_hash"
 CONVERSATION_KEPT = (
-    "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
+    ANCHORS_NOW,
     ITEMS_NOW,
     "SELECT response_id, turn_id, session_id, conversation_id, status, body, created_at FROM responses",
     "SELECT id, session_id, agent_id FROM sessions ORDER BY id",
@@ -923,6 +933,16 @@ def conversation_rows() -> list[str]:
     return found
 
 
+def _conversation(conversation_id: str, session_id: str) -> list[str]:
+    """A conversation as the versions from ``0023_conversations_on_kernel`` to ``0029`` wrote it: its record and
+    its anchor."""
+    body = {"conversation_id": conversation_id, "session_id": session_id, "metadata": {}, "created_at": 1}
+    return [
+        _insert("records", kind="conversation", id=conversation_id, parent="", body=json.dumps(body), at=1.0),
+        _insert("conversations", conversation_id=conversation_id, session_id=session_id),
+    ]
+
+
 async def _conversations_at_0022(database: Database) -> list[list[tuple[Any, ...]]]:
     """The conversations, their owners and the first one's items and response at 0022; what stays of them."""
     await database.migrate(BEFORE_CONVERSATIONS, False)
@@ -937,10 +957,11 @@ async def test_conversations_move_into_the_kernel_with_their_owners_and_keep_the
     database: Database,
 ) -> None:
     before = await _conversations_at_0022(database)
+    await database.migrate("0029_response_events_in_logs", False)  # the anchor as 0023 left it, before 0030
+    assert await _columns_of(database, "conversations") == ["id", "conversation_id", "session_id"]
     await _check_kernel(database, assert_conversations_moved)
     assert await database.revision() == [HEAD]
-    assert await _kept(database, CONVERSATION_KEPT) == before  # anchors, items, responses: all there
-    assert await _columns_of(database, "conversations") == ["id", "conversation_id", "session_id"]
+    assert await _kept(database, CONVERSATION_KEPT) == before  # session ids, items, responses: all there
     assert await _owner_rows(database, "SELECT record_id FROM record_owners WHERE kind = 'conversation'") == []
     if database.dialect == "sqlite":
         assert await database.query("PRAGMA foreign_key_check") == []
@@ -981,7 +1002,7 @@ SESSION_KEPT = (
     "SELECT id, session_id, agent_id, history_epoch FROM sessions ORDER BY id",
     "SELECT id, turn_id, session_id, agent_id, status FROM turns ORDER BY id",
     "SELECT id, session_id, turn_id, role, body FROM messages ORDER BY id",
-    "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
+    ANCHORS_NOW,
 )
 """What stays of the sessions: the anchor (with its history epoch), and what names it or is owned beside it."""
 SESSION_RECORDS = (
@@ -1030,7 +1051,7 @@ def session_rows(dialect: str) -> list[str]:
         for m in (QUESTION, ANSWER)
     ]
     found += [
-        _insert("conversations", conversation_id="conv_resp", session_id="sess_resp"),
+        *_conversation("conv_resp", "sess_resp"),
         _insert(
             "record_owners", kind="turn", record_id="turn_zeta", principal=agent_principal(BOB), owner=json.dumps(BOB)
         ),
@@ -1114,7 +1135,7 @@ RESPONSE_KEPT = (
     EVENTS_NOW,
     ITEMS_NOW,
     "SELECT id, turn_id, session_id FROM turns ORDER BY id",
-    "SELECT id, conversation_id, session_id FROM conversations ORDER BY id",
+    ANCHORS_NOW,
 )
 """What stays of the responses: their rows whole, their events and input items, what they run as and in, and
 owners of other kinds."""
@@ -1137,7 +1158,7 @@ def response_rows() -> list[str]:
     stamp = WHEN.isoformat()
     found = [_insert("sessions", session_id="sess_resp", agent_id=None)]
     talked = dict.fromkeys(r.conversation_id for r in RESPONSES if r.conversation_id is not None)
-    found += [_insert("conversations", conversation_id=c, session_id="sess_resp") for c in talked]
+    found += [row for c in talked for row in _conversation(c, "sess_resp")]
     for r in RESPONSES:
         turn_id = f"turn_{r.response_id}"
         body = RESPONSE.model_copy(update={"id": r.response_id, "created_at": r.created_at}).model_dump_json()
@@ -1345,7 +1366,7 @@ async def test_sqlite_keeps_what_names_a_moved_table_even_with_foreign_keys_enfo
 
     def kept_rows(conn: sa.Connection) -> list[list[tuple[Any, ...]]]:
         tables = set(sa.inspect(conn).get_table_names())
-        return [[tuple(row) for row in conn.exec_driver_sql(_now(sql, tables))] for sql in kept]
+        return [[tuple(row) for row in conn.exec_driver_sql(_now(sql, tables, "sqlite"))] for sql in kept]
 
     try:
         with engine.begin() as conn:
@@ -1532,3 +1553,47 @@ async def test_response_events_go_down_to_their_table_and_up_again(database: Dat
     await database.migrate("head", False)
     (again,) = await _kept(database, (EVENTS_NOW,))
     assert again == [row for row in before if row[0] != RECORDLESS]
+
+
+# -- conversations' anchors go; a conversation is its record alone (0030) ------------------------------------------
+
+BEFORE_ANCHORS = "0029_response_events_in_logs"
+
+
+async def _anchors_at_0029(database: Database) -> list[tuple[Any, ...]]:
+    """Two conversations (record and anchor) in one session, as the versions at 0029 wrote them."""
+    await database.migrate(BEFORE_ANCHORS, False)
+    rows = [_insert("sessions", session_id="sess_c", agent_id=None)]
+    rows += [row for c in ("conv_b", "conv_a") for row in _conversation(c, "sess_c")]
+    for row in rows:
+        await database.query(row)
+    (before,) = await _kept(database, (ANCHORS_NOW,))
+    assert before == [("conv_b", "sess_c"), ("conv_a", "sess_c")]
+    return before
+
+
+async def test_conversations_anchors_go_and_responses_start_on_their_records(database: Database) -> None:
+    before = await _anchors_at_0029(database)
+    store = database.store()
+    await store.open()
+    try:
+        assert "conversations" not in await database.tables()
+        assert await _kept(database, (ANCHORS_NOW,)) == [before]
+        conversation = ConversationRecord("conv_a", "sess_c", {}, 1)
+        start = response_start("q", conversation)
+        await store.start_response(start)  # the start holds the conversation's record
+        await store.delete_conversation("conv_b")
+        with pytest.raises(NotFoundError, match="conversation 'conv_b' not found"):
+            await store.start_response(response_start("q", ConversationRecord("conv_b", "sess_c", {}, 1)))
+    finally:
+        await store.close()
+
+
+async def test_conversations_anchors_come_back_from_their_records_and_go_again(database: Database) -> None:
+    before = await _anchors_at_0029(database)
+    await database.migrate("head", False)
+    await database.migrate(BEFORE_ANCHORS, True)
+    assert await database.query("SELECT conversation_id, session_id FROM conversations ORDER BY id") == before
+    await database.migrate("head", False)
+    assert "conversations" not in await database.tables()
+    assert await _kept(database, (ANCHORS_NOW,)) == [before]

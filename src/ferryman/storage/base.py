@@ -325,9 +325,12 @@ class ResponseStore(Protocol):
         settle: KeySettlement | None = None,
         session: SessionRecord | None = None,
     ) -> None:
-        """Store a conversation's record (with its owner), the anchor its items and responses hold, its first
-        items and ``settle``'s idempotency key outcome, in one transaction; its session must exist, unless it is
-        ``session``, which the same transaction opens (its record with the same owner, and its anchor).
+        """Store a conversation's record (with its owner), its first items and ``settle``'s idempotency key outcome,
+        in one transaction; its session must exist, unless it is ``session``, which the same transaction opens (its
+        record with the same owner, and its anchor).
+
+        A backend writes :func:`~ferryman.storage.domain.conversations.conversation_writes` beside what opening a
+        session writes.
 
         Raises:
             NotFoundError: its session does not exist.
@@ -338,7 +341,8 @@ class ResponseStore(Protocol):
         ...
 
     async def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation's record, its anchor and its items in one transaction (responses stay).
+        """Delete a conversation's record and its items in one transaction (responses stay): written once,
+        :class:`~ferryman.storage.domain.conversations.ConversationDeletes`.
 
         Raises:
             NotFoundError: it does not exist.

@@ -65,9 +65,8 @@ VECTOR_STORE = Kind("vector_store", noun="vector store")
 the chunk index keeps of it (its attachments, batches, chunks, their versions) is the knowledge store's, under
 the same id, created and deleted with the record."""
 CONVERSATION = Kind("conversation")
-"""A conversation (``ConversationRecord``), owned by its creator; a root, listed in creation order. Its items
-and the anchor a response's start holds are the responses store's, under the same id, created and deleted with
-the record."""
+"""A conversation (``ConversationRecord``), owned by its creator; a root, listed in creation order; the record is
+all there is of it (a response's start holds it). Its items are records under it (``ITEM``)."""
 RESPONSE = Kind("response", indexes=("conversation_id",), logs=("events",))
 """A stored response's listing record (``ResponseHead``: its id, its conversation, its creation time), owned by its
 creator; a root, listed in creation order, or by conversation. Its ``events`` log holds its stream's events (their

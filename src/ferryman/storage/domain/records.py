@@ -31,6 +31,13 @@ Writer = Callable[[Sequence[ops.Op]], Awaitable[list[Any]]]
 D = TypeVar("D", bound="DataclassInstance")
 
 
+class HasKernel(Protocol):
+    """A store, as the operations written once above its kernel see it."""
+
+    @property
+    def kernel(self) -> Kernel: ...
+
+
 class Codec(Protocol[T]):
     """How a value becomes a record's JSON body and back."""
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from ferryman.storage.base import ResponseRecord, StoredEvent
 from ferryman.storage.domain.kinds import RESPONSE
-from ferryman.storage.domain.records import FieldsCodec, Records
+from ferryman.storage.domain.records import FieldsCodec, HasKernel, Records
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.protocol import Kernel
 
@@ -46,15 +45,10 @@ def events_written(response_id: str, events: Sequence[str]) -> ops.Rewrite:
     return ops.Rewrite(RESPONSE, response_id, EVENTS, tuple(events))
 
 
-class _HasKernel(Protocol):
-    @property
-    def kernel(self) -> Kernel: ...
-
-
 class ResponseEvents:
     """The read of a response's stored events over a store's kernel (a base of each backend's store)."""
 
-    async def events_after(self: _HasKernel, response_id: str, after: int) -> list[StoredEvent]:
+    async def events_after(self: HasKernel, response_id: str, after: int) -> list[StoredEvent]:
         """A response's stored events numbered above ``after`` (none for a missing response)."""
         (entries,) = await self.kernel.read([ops.Events(RESPONSE, response_id, EVENTS, after)])
         return [StoredEvent(entry.n, entry.body) for entry in entries]

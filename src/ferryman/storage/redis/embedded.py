@@ -56,6 +56,22 @@ KERNEL_WRITE = _block(_lua("lib.lua"), _lua("write.lua"))
 """The kernel's batch as a block of another script's body (its outcomes are the store's library's)."""
 
 
+def _has(library: str) -> str:
+    key = "local function rkey(k, id) return P .. 'r:' .. k .. ':' .. id end"
+    if library.count(key) != 1:
+        raise RuntimeError("the kernel's library no longer names a record's key as the embedded read expects")
+    return (
+        "local function kernel_has(k, id)\n"
+        "  return redis.call('EXISTS', kernel_prefix .. 'r:' .. k .. ':' .. id) == 1\n"
+        "end\n"
+    )
+
+
+KERNEL_HAS = _has(_lua("lib.lua"))
+"""``kernel_has(kind, id)``: whether the kernel holds a record, for a script taking a :class:`KernelWrite` to
+decide its batch by (a record's key as the kernel's library names it)."""
+
+
 def with_kernel_errors(
     errors: Mapping[Outcome, ErrorOf[Any]], kernel_errors: Mapping[Outcome, Any]
 ) -> dict[Outcome, ErrorOf[Any]]:

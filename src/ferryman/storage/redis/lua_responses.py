@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ferryman.errors import ConflictError, NotFoundError
-from ferryman.storage.redis.embedded import KERNEL_WRITE, KernelWrite, with_kernel_errors
+from ferryman.storage.redis.embedded import KERNEL_HAS, KERNEL_WRITE, KernelWrite, with_kernel_errors
 from ferryman.storage.redis.kernel import ERRORS as KERNEL_ERRORS
 from ferryman.storage.redis.lua_idempotency import KEY_ERRORS, SETTLE, SettlesKey
 from ferryman.storage.redis.lua_turns import TURN_REFUSED, TURN_START, TurnStart
@@ -72,19 +72,11 @@ class DeleteResponse(KernelWrite):
 
 @dataclass(frozen=True)
 class CreateConversation(SettlesKey, KernelWrite):
-    """A conversation in a session, the write of its record and first items, and the key outcome stored with
-    them; with ``opens_session``, the session it opens (its anchor; its record's write in the same batch)."""
+    """The write of a conversation's record and first items, and the key outcome stored with them; with
+    ``opens_session``, the session it opens (its anchor; its record's write in the same batch)."""
 
-    conversation_id: str
     session_id: str
     opens_session: bool = False
-
-
-@dataclass(frozen=True)
-class DeleteConversation(KernelWrite):
-    """One conversation, and its record's delete."""
-
-    conversation_id: str
 
 
 # As in SQL, an update changes the body only; it also drops a failure laid over
@@ -116,10 +108,6 @@ START_RESPONSE = Script(
     + """
 local refused = key_refusal()
 if refused then return refused end
--- The conversation the service read may have been deleted since: no response starts in it then.
-if conversation_id ~= '' and redis.call('EXISTS', key('conversation', conversation_id)) == 0 then
-  return {NOT_FOUND, 'conversation'}
-end
 if opens_session and redis.call('EXISTS', key('session', session_id)) == 1 then return {CONFLICT, 'session'} end
 refused = turn_refusal(opens_session)
 if refused then return refused end
@@ -136,11 +124,7 @@ return {OK}
     with_kernel_errors(
         {
             **TURN_REFUSED,
-            Outcome.NOT_FOUND: lambda a, found: (
-                NotFoundError(f"conversation '{a.conversation_id}' not found")
-                if found == ["conversation"]
-                else TURN_REFUSED[Outcome.NOT_FOUND](a, found)
-            ),
+            Outcome.NOT_FOUND: TURN_REFUSED[Outcome.NOT_FOUND],
             Outcome.CONFLICT: lambda a, found: (
                 ConflictError(f"session '{a.session_id}' already exists")
                 if found == ["session"]
@@ -157,12 +141,13 @@ return {OK}
 FINISH_RESPONSE = Script(
     FinishResponse,
     _UPSERT
+    + KERNEL_HAS
     + """
 if redis.call('EXISTS', key('response', response_id)) == 0 and redis.call('EXISTS', key('turn', turn_id)) == 0 then
   return {NOT_FOUND}
 end
 -- A conversation deleted while the response ran takes no items: they would belong to nothing.
-if conversation_id == '' or redis.call('EXISTS', key('conversation', conversation_id)) == 0 then
+if conversation_id == '' or not kernel_has('conversation', conversation_id) then
   kernel_ops = cjson.encode({cjson.decode(kernel_ops)[1]})
 end
 """
@@ -220,50 +205,21 @@ return out
     values,
 )
 
-# The conversation's record and first items (the kernel's) and its anchor, in one script.
+# The conversation's record and first items (the kernel's, which checks its session or puts the one it opens),
+# with the session's anchor when it opens one, in one script.
 CREATE_CONVERSATION = Script(
     CreateConversation,
     SETTLE
     + """
 local refused = key_refusal()
 if refused then return refused end
-local opened = redis.call('EXISTS', key('session', session_id)) == 1
-if opens_session and opened then return {CONFLICT, 'session'} end
-if not opens_session and not opened then return {NOT_FOUND} end
-local c = key('conversation', conversation_id)
-if redis.call('EXISTS', c) == 1 then return {CONFLICT} end
 """
     + KERNEL_WRITE
     + """
 if opens_session then new_session(session_id, '') end
-redis.call('HSET', c, 'session_id', session_id)
-redis.call('SADD', key('session_convs', session_id), conversation_id)
 settle_key()
-return {OK, kernel_written[2]}
+return {OK}
 """,
-    values,
-    with_kernel_errors(
-        {
-            Outcome.NOT_FOUND: lambda a, _: NotFoundError(f"session '{a.session_id}' not found"),
-            Outcome.CONFLICT: lambda a, found: ConflictError(
-                f"session '{a.session_id}' already exists"
-                if found == ["session"]
-                else f"conversation '{a.conversation_id}' already exists"
-            ),
-            **KEY_ERRORS,
-        },
-        KERNEL_ERRORS,
-    ),
-)
-
-# The record says whether the conversation was there (its items go with it); its anchor goes whatever it says.
-DELETE_CONVERSATION = Script(
-    DeleteConversation,
-    KERNEL_WRITE
-    + """
-if redis.call('EXISTS', key('conversation', conversation_id)) == 1 then del_conversation(conversation_id) end
-return {OK, kernel_written[2]}
-""",
-    values,
-    with_kernel_errors({}, KERNEL_ERRORS),
+    nothing,
+    with_kernel_errors(KEY_ERRORS, KERNEL_ERRORS),
 )

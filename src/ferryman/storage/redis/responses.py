@@ -11,7 +11,7 @@ from typing import cast
 
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
-from ferryman.errors import ConflictError, NotFoundError
+from ferryman.errors import ConflictError
 from ferryman.storage.base import (
     ConversationRecord,
     KeySettlement,
@@ -20,7 +20,7 @@ from ferryman.storage.base import (
     SessionRecord,
 )
 from ferryman.storage.domain.agents import sessions
-from ferryman.storage.domain.conversations import conversations
+from ferryman.storage.domain.conversations import conversation_writes
 from ferryman.storage.domain.items import item_puts, repeated
 from ferryman.storage.domain.kinds import CONVERSATION as CONVERSATION_KIND
 from ferryman.storage.domain.kinds import RESPONSE as RESPONSE_KIND
@@ -33,12 +33,10 @@ from ferryman.storage.redis.kernel import RedisKernel
 from ferryman.storage.redis.lua_responses import (
     CHAIN_HISTORY,
     CREATE_CONVERSATION,
-    DELETE_CONVERSATION,
     DELETE_RESPONSE,
     FINISH_RESPONSE,
     START_RESPONSE,
     CreateConversation,
-    DeleteConversation,
     DeleteResponse,
     FinishResponse,
     ResponseId,
@@ -66,8 +64,8 @@ class RedisResponses(RedisBase):
         settle: KeySettlement | None = None,
         session: SessionRecord | None = None,
     ) -> None:
-        """Store a conversation's record (with its owner), its anchor, its first items and ``settle``'s key
-        outcome, in one script, opening ``session`` in it when given.
+        """Store a conversation's record (with its owner), its first items and ``settle``'s key outcome, in one
+        script, opening ``session`` in it when given.
 
         Raises:
             NotFoundError: its session does not exist.
@@ -75,24 +73,15 @@ class RedisResponses(RedisBase):
             InvalidRequestError: an item id repeats.
             IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
-        puts = [conversations(self.kernel).put(record, owner=owner), *item_puts(record.conversation_id, items)]
+        batch = conversation_writes(self.kernel, record, items, owner, opens_session=session is not None)
         opened = [] if session is None else [sessions(self.kernel).put(session, owner=owner)]
         create = CreateConversation(
-            **self.kernel.embedded([*opened, *puts]),
+            **self.kernel.embedded([*opened, *batch]),
             **settlement_args(settle),
             opens_session=session is not None,
-            conversation_id=record.conversation_id,
             session_id=record.session_id,
         )
         await self._run(CREATE_CONVERSATION, create)
-
-    async def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation's record (its items with it) and its anchor, in one script; responses made in it
-        stay."""
-        delete = ops.Delete(CONVERSATION_KIND, conversation_id)
-        args = DeleteConversation(**self.kernel.embedded([delete]), conversation_id=conversation_id)
-        if not self.kernel.embedded_results([delete], await self._run(DELETE_CONVERSATION, args))[0]:
-            raise NotFoundError(f"conversation '{conversation_id}' not found")
 
     async def start_response(
         self, start: ResponseStart, settle: KeySettlement | None = None, owner: Owner | None = None
@@ -116,7 +105,10 @@ class RedisResponses(RedisBase):
         }
         opened = [] if session is None else [sessions(self.kernel).put(session, owner=owner)]
         head = response_heads(self.kernel).put(head_of(start.record), owner=owner)
-        records = [*opened, head, *item_puts(start.record.response.id, start.items)]
+        conversation_id = start.record.conversation_id
+        # The conversation the service read may have been deleted since: no response starts in it then.
+        held: list[ops.Op] = [] if conversation_id is None else [ops.Check(CONVERSATION_KIND, conversation_id)]
+        records = [*held, *opened, head, *item_puts(start.record.response.id, start.items)]
         args = StartResponse(**fields, **self.kernel.embedded(records), opens_session=session is not None)
         await self._run(START_RESPONSE, args)
 

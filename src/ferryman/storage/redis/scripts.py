@@ -73,19 +73,10 @@ local function del_turn(tid)
     key('messages', tid), key('turn_events', tid))
 end
 
-local function del_conversation(cid)
-  local c = key('conversation', cid)
-  local sid = redis.call('HGET', c, 'session_id')
-  if sid then redis.call('SREM', key('session_convs', sid), cid) end
-  redis.call('DEL', c)
-end
-
 local function del_session(sid)
   local s = key('session', sid)
   for _, tid in ipairs(redis.call('ZRANGE', key('session_turns', sid), 0, -1)) do del_turn(tid) end
-  for _, cid in ipairs(redis.call('SMEMBERS', key('session_convs', sid))) do del_conversation(cid) end
-  redis.call('DEL', s, key('session_turns', sid), key('session_done', sid), key('session_queued', sid),
-    key('session_convs', sid))
+  redis.call('DEL', s, key('session_turns', sid), key('session_done', sid), key('session_queued', sid))
 end
 
 -- A new session's anchor (its record, with its owner, is the kernel's, written by the same script). Its number

@@ -16,6 +16,7 @@ from ferryman.storage import codec
 from ferryman.storage.base import KeySettlement, SessionRecord
 from ferryman.storage.derived_reads import DerivedReads
 from ferryman.storage.domain.agents import sessions
+from ferryman.storage.domain.conversations import ConversationDeletes
 from ferryman.storage.domain.items import ItemRecords
 from ferryman.storage.domain.kinds import SCHEMA
 from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
@@ -43,6 +44,7 @@ class RedisStore(
     DerivedReads,
     ItemRecords,
     ResponseEvents,
+    ConversationDeletes,
 ):
     """Sessions' anchors, turns, responses and knowledge in one Redis database (the rest, agents' and sessions'
     records included: ``kernel``).

@@ -14,7 +14,6 @@ kind                type         holds
 ``session_turns``   sorted set   a session's turn ids by start
 ``session_done``    sorted set   its *completed* turn ids, scored like session_turns
 ``session_queued``  sorted set   its *queued* turn ids, scored like session_turns
-``session_convs``   set          the conversations that run in the session
 ``turn``            hash         the turn's columns, seq, response_id, owner (its owner JSON; absent: none)
 ``steps``           sorted set   a turn's step ids by first save
 ``step_bodies``     hash         step id -> step JSON
@@ -22,8 +21,6 @@ kind                type         holds
 ``messages``        list         a turn's history messages, ``"<id> <json>"``
 ``turn_events``     sorted set   ``"<seq>:<event JSON>"`` scored by seq
 ``leases``          sorted set   running turn ids by lease end (epoch seconds)
-``conversation``    hash         session_id (the conversation and its owner are a kernel record, its items
-                                 the kernel's records under it)
 ``response``        hash         the response's columns, body, interrupted (its record, which lists it and
                                  holds its owner, is the kernel's)
 ``idempotency``     hash         token, fingerprint, created_at, expires_at, result;
@@ -73,7 +70,6 @@ PENDING = "pending"
 MESSAGES = "messages"
 TURN_EVENTS = "turn_events"
 LEASES = "leases"
-CONVERSATION = "conversation"
 RESPONSE = "response"
 VECTOR_STORE = "vector_store"
 VS_FILES = "vs_files"

@@ -35,7 +35,6 @@ turns = _table(
 )
 messages = _table("messages", "id", "session_id", "turn_id", "role", "body")
 steps = _table("steps", "id", "step_id", "turn_id", "step_type", "pending", "body")
-conversations = _table("conversations", "id", "conversation_id", "session_id")
 responses = _table(
     "responses",
     "id",

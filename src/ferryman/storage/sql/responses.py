@@ -1,5 +1,5 @@
-"""The Responses and Conversations APIs' records: conversations' anchors, responses and their events (items are
-the kernel's: ``domain/items.py``)."""
+"""The Responses API's records: responses and what a response's start and end write beside the kernel's records
+(a conversation, its items and a response's events are the kernel's: ``storage/domain``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ferryman.storage.base import (
     ResponseStart,
     SessionRecord,
 )
-from ferryman.storage.domain.conversations import conversations
+from ferryman.storage.domain.conversations import conversation_writes
 from ferryman.storage.domain.items import item_puts, repeated
 from ferryman.storage.domain.kinds import CONVERSATION, RESPONSE
 from ferryman.storage.domain.responses import events_written, head_of, response_heads
@@ -32,7 +32,8 @@ from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
 from ferryman.storage.sql.domain_tables import RESPONSE_COLUMNS
 from ferryman.storage.sql.history import changed
 from ferryman.storage.sql.idempotency import claimed, settled
-from ferryman.storage.sql.seam import Driver, ForeignKeyViolation, UniqueViolation, Work, count, first, rows
+from ferryman.storage.sql.seam import Driver, Work, count, first, rows
+from ferryman.storage.sql.tables import records
 from ferryman.storage.sql.turns import insert_turn
 
 if TYPE_CHECKING:
@@ -85,14 +86,14 @@ def _responses(d: SqlDialect) -> Compiled:
 
 
 def _conversation_kept(d: SqlDialect, conversation_id: str) -> Work[bool]:
-    """Whether a conversation is there, then held until the unit commits (a delete of it waits, or the unit waits
-    on the delete, then finds it gone)."""
-    C = t.conversations.c
+    """Whether a conversation's record is there, then held until the unit commits (a delete of it waits, or the
+    unit waits on the delete, then finds it gone)."""
+    R = records.c
     statement = d.compiled(
         "responses.conversation_kept",
         lambda: (
             sa.select(sa.literal_column("1"))
-            .where(C.conversation_id == p("conversation_id"))
+            .where(R.kind == CONVERSATION.name, R.id == p("conversation_id"))
             .with_for_update(read=True, key_share=True)
         ),
     )
@@ -101,7 +102,7 @@ def _conversation_kept(d: SqlDialect, conversation_id: str) -> Work[bool]:
 
 
 class ResponseTables:
-    """Responses, their events and conversations' anchors, over a :class:`Driver`."""
+    """Responses and the writes of conversations and responses with the kernel's records, over a :class:`Driver`."""
 
     _db: Driver
     _messages: codec.MessageCache
@@ -115,46 +116,26 @@ class ResponseTables:
         settle: KeySettlement | None = None,
         session: SessionRecord | None = None,
     ) -> None:
-        """Store a conversation's record (with its owner), its anchor, its first items and ``settle``'s key
-        outcome, in one transaction, opening ``session`` in it when given.
+        """Store a conversation's record (with its owner), its first items and ``settle``'s key outcome, in one
+        transaction, opening ``session`` in it when given.
 
         Raises:
+            NotFoundError: its session does not exist.
             ConflictError: the id is taken.
             InvalidRequestError: an item id repeats.
             IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
-        puts = [conversations(self.kernel).put(record, owner=owner), *item_puts(record.conversation_id, items)]
+        batch = conversation_writes(self.kernel, record, items, owner, opens_session=session is not None)
         d = self._db.dialect
 
         def work() -> Work[None]:
             yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
             if session is not None:
                 yield from insert_session(self.kernel, session, owner)
-            yield from self.kernel.writes_within(puts)
-            try:
-                yield count(
-                    "INSERT INTO conversations (conversation_id, session_id) VALUES (:conversation_id, :session_id)",
-                    conversation_id=record.conversation_id,
-                    session_id=record.session_id,
-                )
-            except UniqueViolation as exc:
-                raise ConflictError(f"conversation '{record.conversation_id}' already exists") from exc
-            except ForeignKeyViolation as exc:
-                raise NotFoundError(f"session '{record.session_id}' not found") from exc
+            yield from self.kernel.writes_within(batch)
             yield from settled(d, settle)
 
         await self._db.write(work())
-
-    async def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation's record (its items with it) and its anchor; responses made in it stay."""
-
-        def work() -> Work[bool]:
-            yield count("DELETE FROM conversations WHERE conversation_id = :owner", owner=conversation_id)
-            (deleted,) = yield from self.kernel.writes_within([ops.Delete(CONVERSATION, conversation_id)])
-            return bool(deleted)
-
-        if not await self._db.write(work()):
-            raise NotFoundError(f"conversation '{conversation_id}' not found")
 
     async def start_response(
         self, start: ResponseStart, settle: KeySettlement | None = None, owner: Owner | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ferryman.storage import codec
 from ferryman.storage.derived_reads import DerivedReads
+from ferryman.storage.domain.conversations import ConversationDeletes
 from ferryman.storage.domain.items import ItemRecords
 from ferryman.storage.domain.kinds import SCHEMA
 from ferryman.storage.domain.responses import ResponseEvents
@@ -40,6 +41,7 @@ class SqlStore(
     DerivedReads,
     ItemRecords,
     ResponseEvents,
+    ConversationDeletes,
 ):
     """Sessions, turns, responses, idempotency keys and knowledge in SQL (the rest, agents included: ``kernel``).
 

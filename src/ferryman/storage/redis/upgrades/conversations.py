@@ -16,13 +16,14 @@ from typing import cast
 from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 
-from ferryman.storage.redis.store_keys import CONVERSATION, RESPONSE, SEQ, Keys
+from ferryman.storage.redis.store_keys import RESPONSE, SEQ, Keys
 
 _BATCH = 500
 # An upgrade keeps its own copy of the layout it converts: layout 13 deleted the first index, 15 the others.
 CONVERSATIONS = "conversations"
 RESPONSES = "responses"
 CONV_RESPONSES = "conv_responses"
+_CONVERSATION = "conversation"
 
 
 async def index_conversations(client: Redis, keys: Keys, lock: Lock, escaped: str) -> None:
@@ -32,10 +33,10 @@ async def index_conversations(client: Redis, keys: Keys, lock: Lock, escaped: st
         client: The connection.
         keys: The deployment's keys.
         lock: The conversion lock, renewed between batches.
-        escaped: ``keys.base(CONVERSATION)`` as a literal ``SCAN MATCH`` pattern.
+        escaped: ``keys.base("conversation")`` as a literal ``SCAN MATCH`` pattern.
     """
     found: list[tuple[int, str]] = []
-    base = keys.base(CONVERSATION)
+    base = keys.base(_CONVERSATION)
     batch: list[str] = []
     async for key in client.scan_iter(match=escaped + "*", count=_BATCH):
         batch.append(key)

@@ -38,6 +38,8 @@ goes with any other ``owners:<kind>`` hash left, the last of the side tables of 
 container (``item_kernel``); their sorted sets and hashes go.
 18 moves a response's stored events into its record's ``events`` log in the kernel (``response_event_log``);
 their sorted sets go.
+19 drops conversations' anchors (``conversation:<id>``) and sessions' sets of their conversations
+(``session_convs:<id>``): a conversation is its kernel record alone (``conversation_anchors``).
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -55,7 +57,6 @@ from ferryman.storage.codec import frame_data
 from ferryman.storage.owners import legacy_owner, typed_owner
 from ferryman.storage.redis.idempotency import record_id
 from ferryman.storage.redis.store_keys import (
-    CONVERSATION,
     SCHEMA,
     SCHEMA_LOCK,
     SEQ,
@@ -67,6 +68,7 @@ from ferryman.storage.redis.store_keys import (
 from ferryman.storage.redis.upgrades.agents import move_agents
 from ferryman.storage.redis.upgrades.blocked import withhold_blocked_text
 from ferryman.storage.redis.upgrades.chunks import stamp_chunks
+from ferryman.storage.redis.upgrades.conversation_anchors import drop_conversation_anchors
 from ferryman.storage.redis.upgrades.conversation_kernel import move_conversations
 from ferryman.storage.redis.upgrades.conversations import index_conversations
 from ferryman.storage.redis.upgrades.files import move_files
@@ -78,7 +80,7 @@ from ferryman.storage.redis.upgrades.session_kernel import move_sessions
 from ferryman.storage.redis.upgrades.turn_owners import move_turn_owners
 from ferryman.storage.redis.upgrades.vector_stores import move_vector_stores
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
@@ -94,8 +96,10 @@ _KERNEL_RESPONSES = 15
 _TURN_OWNERS = 16
 _KERNEL_ITEMS = 17
 _KERNEL_RESPONSE_EVENTS = 18
+_CONVERSATION_ANCHORS = 19
 _OWNERS = "owners"
 _RESPONSE_EVENTS = "response_events"
+_CONVERSATION = "conversation"
 """A response's events before layout 18 moved them into its record's log."""
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
@@ -128,7 +132,7 @@ async def upgrade(client: Redis, keys: Keys) -> None:
         if found < _KERNEL_RECORDS:  # after the owners are typed; API keys draw no number: fresh or not
             await move_registries(client, keys, lock)
         if found < _CONVERSATION_INDEX and not fresh:
-            await index_conversations(client, keys, lock, _escaped(keys.base(CONVERSATION)))
+            await index_conversations(client, keys, lock, _escaped(keys.base(_CONVERSATION)))
         if found < _KERNEL_AGENTS and not fresh:  # after the owners are typed
             await move_agents(client, keys, lock)
         if found < _CHUNK_FEED and not fresh:
@@ -149,6 +153,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await move_items(client, keys, lock, _escaped)
         if found < _KERNEL_RESPONSE_EVENTS and not fresh:  # after the events are data and the responses records
             await move_response_events(client, keys, lock, _escaped)
+        if found < _CONVERSATION_ANCHORS and not fresh:
+            await drop_conversation_anchors(client, keys, lock, _escaped)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
