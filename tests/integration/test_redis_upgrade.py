@@ -47,7 +47,7 @@ from ferryman.storage.domain.kinds import AGENT, CONVERSATION, FILE, MODEL, VECT
 from ferryman.storage.domain.kinds import RESPONSE as RESPONSE_KIND
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
 from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
-from ferryman.storage.domain.responses import response_heads
+from ferryman.storage.domain.responses import events_written, response_heads
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import Kind, Owner
 from ferryman.storage.kernel.ops import Page, Put
@@ -909,7 +909,13 @@ async def test_response_events_of_layout_17_move_into_their_records_logs(
 ) -> None:
     url, prefix = deployment
     response_id, events = await _response_events_of_layout_17(url, prefix, admin)
-    for _ in range(2):  # a conversion that died before writing its version runs again: the same logs
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")  # the store's kernel, opened without converting
+    await kernel.open()
+    try:  # a conversion that died after writing part of a log (a rewrite of another's), its sorted set still there
+        await kernel.write([events_written(response_id, [events[0].data])])
+    finally:
+        await kernel.close()
+    for _ in range(2):  # and one that died before writing its version runs again: the same logs
         store = RedisStore(url, prefix)
         await store.open()
         try:

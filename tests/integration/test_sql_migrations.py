@@ -1547,6 +1547,11 @@ async def test_response_events_move_into_their_records_logs(database: Database) 
 async def test_response_events_go_down_to_their_table_and_up_again(database: Database) -> None:
     before = await _events_at_0028(database)
     await database.migrate("head", False)
+    # A response's record with a log but no row (its row deleted by an older version): its events have no row to
+    # go back under, whose foreign key the table has again.
+    await database.query(_insert("records", kind="response", id="resp_rowless", parent="", body="{}", at=1.0))
+    ((rowless,),) = await database.query("SELECT seq FROM records WHERE id = 'resp_rowless'")
+    await database.query(_insert("record_logs", rec_seq=rowless, channel="events", n=0, body="{}"))
     await database.migrate(BEFORE_EVENTS, True)
     assert await _kept(database, (EVENTS_NOW,)) == [[row for row in before if row[0] != RECORDLESS]]
     assert await database.query("SELECT rec_seq FROM record_logs WHERE channel = 'events'") == []
@@ -1592,8 +1597,12 @@ async def test_conversations_anchors_go_and_responses_start_on_their_records(dat
 async def test_conversations_anchors_come_back_from_their_records_and_go_again(database: Database) -> None:
     before = await _anchors_at_0029(database)
     await database.migrate("head", False)
+    # A conversation whose session row is gone has no anchor to come back: its foreign key would refuse it.
+    sessionless = {"conversation_id": "conv_x", "session_id": "sess_gone", "metadata": {}, "created_at": 1}
+    await database.query(_insert("records", kind="conversation", id="conv_x", parent="", body=json.dumps(sessionless),
+                                 at=1.0))  # fmt: skip
     await database.migrate(BEFORE_ANCHORS, True)
     assert await database.query("SELECT conversation_id, session_id FROM conversations ORDER BY id") == before
     await database.migrate("head", False)
     assert "conversations" not in await database.tables()
-    assert await _kept(database, (ANCHORS_NOW,)) == [before]
+    assert await _kept(database, (ANCHORS_NOW,)) == [[*before, ("conv_x", "sess_gone")]]

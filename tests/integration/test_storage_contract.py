@@ -1289,6 +1289,9 @@ async def test_finish_response_stores_its_events_for_replay(store: Store) -> Non
     assert await store.events_after(record.response.id, 0) == [StoredEvent(1, events[1]), StoredEvent(2, events[2])]
     assert await store.events_after(record.response.id, 2) == []
     assert await store.events_after("resp_unknown", -1) == []
+    # A cursor outside what any store numbers reads all (before them) or none (after them).
+    assert len(await store.events_after(record.response.id, -(2**40))) == len(events)
+    assert await store.events_after(record.response.id, 2**40) == []
 
 
 async def test_finish_response_appends_its_items_to_the_conversation(store: Store) -> None:
@@ -1343,9 +1346,20 @@ async def test_a_response_ending_after_its_conversation_was_deleted_leaves_it_no
     record, _ = await new_response(store, "q", conversation=conversation)
     await store.delete_conversation(conversation.conversation_id)
     done = finished(record, "a")
-    await store.finish_response(done, [event("response.completed", 0)], list(done.response.output))
+    completed = event("response.completed", 0)
+    await store.finish_response(done, [completed], list(done.response.output))
     assert (await store.get_response(record.response.id)).response.status == "completed"
+    assert await store.events_after(record.response.id, -1) == [StoredEvent(0, completed)]  # its events stay
     assert await store.all_items(conversation.conversation_id) == []
+
+
+async def test_a_conversation_deleted_while_a_response_runs_in_it_is_missing_to_the_next(store: Store) -> None:
+    conversation = await new_conversation(store, text_item("earlier"))
+    await new_response(store, "q", conversation=conversation)  # still running in the conversation's session
+    start = response_start("next", conversation)  # the service read the conversation, then it was deleted
+    await store.delete_conversation(conversation.conversation_id)
+    with pytest.raises(NotFoundError, match=f"conversation '{conversation.conversation_id}' not found"):
+        await store.start_response(start)
 
 
 async def test_responses_list_in_creation_order_by_pages(store: Store) -> None:

@@ -99,15 +99,18 @@ end
 """
 
 # Every refusal of its own comes before the kernel's batch (the response's record, and the session's when it opens
-# one), which checks its own before any write; then the anchor, the turn, the response and its items.
+# one), which checks its own before any write; then the anchor, the turn, the response and its items. A
+# conversation deleted since the service read it is missing first, as on SQL, whatever else would refuse.
 START_RESPONSE = Script(
     StartResponse,
     _UPSERT
     + TURN_START
     + SETTLE
+    + KERNEL_HAS
     + """
 local refused = key_refusal()
 if refused then return refused end
+if conversation_id ~= '' and not kernel_has('conversation', conversation_id) then return {NOT_FOUND, 'conversation'} end
 if opens_session and redis.call('EXISTS', key('session', session_id)) == 1 then return {CONFLICT, 'session'} end
 refused = turn_refusal(opens_session)
 if refused then return refused end
@@ -124,7 +127,11 @@ return {OK}
     with_kernel_errors(
         {
             **TURN_REFUSED,
-            Outcome.NOT_FOUND: TURN_REFUSED[Outcome.NOT_FOUND],
+            Outcome.NOT_FOUND: lambda a, found: (
+                NotFoundError(f"conversation '{a.conversation_id}' not found")
+                if found == ["conversation"]
+                else TURN_REFUSED[Outcome.NOT_FOUND](a, found)
+            ),
             Outcome.CONFLICT: lambda a, found: (
                 ConflictError(f"session '{a.session_id}' already exists")
                 if found == ["session"]

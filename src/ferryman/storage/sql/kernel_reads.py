@@ -132,8 +132,9 @@ def count_status(d: SqlDialect, op: CountStatus) -> Work[dict[str, int]]:
 def events(d: SqlDialect, op: Events) -> Work[list[LogEntry]]:
     """A log's entries after number ``after``."""
     limit = NO_LIMIT if op.limit is None else min(op.limit, NO_LIMIT)
-    # Entry numbers are 32-bit: a cursor past them all reads nothing (PostgreSQL refuses a wider parameter).
-    after = min(op.after, LAST_ENTRY)
+    # Entry numbers are 32-bit: a cursor past them all reads nothing, one before them all reads them all
+    # (PostgreSQL refuses a wider parameter).
+    after = max(-1, min(op.after, LAST_ENTRY))
     rows = yield run(st.events(d), "all", kind=op.kind.name, id=op.id, channel=op.channel, after=after, limit=limit)
     return [LogEntry(int(n), body) for n, body in rows]
 

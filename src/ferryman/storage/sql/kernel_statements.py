@@ -40,11 +40,13 @@ def _seq_of(id_param: str) -> sa.ScalarSelect[Any]:
 
 
 def get_record(d: SqlDialect, *, lock: bool = False) -> Compiled:
-    """The record ``(:kind, :id)``; ``lock``: locked for the rest of the write unit (PostgreSQL)."""
+    """The record ``(:kind, :id)``; ``lock``: locked for the rest of the write unit (PostgreSQL), against
+    other writes of it but not against a unit that holds it as a key (``FOR KEY SHARE``: a response's start
+    holds its conversation), since no write of a record changes its key."""
 
     def build() -> ClauseElement:
         query = sa.select(*REC_COLUMNS).where(_this())
-        return query.with_for_update(of=records) if lock else query
+        return query.with_for_update(of=records, key_share=True) if lock else query
 
     return d.compiled(("get", lock), build)
 
@@ -211,7 +213,7 @@ def log_head(d: SqlDialect) -> Compiled:
 
     def build() -> ClauseElement:
         last = sa.select(sa.func.max(L.n)).where(L.rec_seq == R.seq, L.channel == p("channel")).scalar_subquery()
-        return sa.select(R.seq, last).where(_this()).with_for_update(of=records)
+        return sa.select(R.seq, last).where(_this()).with_for_update(of=records, key_share=True)
 
     return d.compiled("log_head", build)
 

@@ -99,8 +99,9 @@ _KERNEL_RESPONSE_EVENTS = 18
 _CONVERSATION_ANCHORS = 19
 _OWNERS = "owners"
 _RESPONSE_EVENTS = "response_events"
-_CONVERSATION = "conversation"
 """A response's events before layout 18 moved them into its record's log."""
+_CONVERSATION = "conversation"
+"""A conversation's hash before layout 19 deleted it (layout 6 indexes them)."""
 _IDEMPOTENCY = "idempotency"
 _RENAMED = "schema_renamed"
 """A set of the idempotency keys a conversion to version 4 renamed, so that one finishing it renames none twice."""
