@@ -42,7 +42,8 @@ def _seq_of(id_param: str) -> sa.ScalarSelect[Any]:
 def get_record(d: SqlDialect, *, lock: bool = False) -> Compiled:
     """The record ``(:kind, :id)``; ``lock``: locked for the rest of the write unit (PostgreSQL), against
     other writes of it but not against a unit that holds it as a key (``FOR KEY SHARE``: a response's start
-    holds its conversation), since no write of a record changes its key."""
+    holds its conversation). A write that moves its exclusive ``slot`` (a unique key) takes the stronger lock
+    itself when it updates the row."""
 
     def build() -> ClauseElement:
         query = sa.select(*REC_COLUMNS).where(_this())

@@ -1,7 +1,8 @@
 """The SQL kernel's write operations, each a unit of work run inside the batch's one transaction.
 
 A failed precondition raises, and the driver rolls the whole batch back. On PostgreSQL, rows a write reads
-before changing are locked (``FOR UPDATE``): a compare-and-set waits for a concurrent one, then sees its result.
+before changing are locked (``FOR NO KEY UPDATE``): a compare-and-set waits for a concurrent one, then sees its
+result.
 Constraint violations are never continued past (they abort a PostgreSQL transaction): where one is expected
 (an id taken, a slot held) a statement checks first or ``ON CONFLICT`` answers it.
 """
