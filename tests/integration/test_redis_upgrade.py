@@ -50,7 +50,7 @@ from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
 from ferryman.storage.domain.responses import events_written, response_heads
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import Kind, Owner
-from ferryman.storage.kernel.ops import Page, Put
+from ferryman.storage.kernel.ops import Op, Page, Put
 from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.redis.kernel import RedisKernel
 from ferryman.storage.redis.store import RedisStore
@@ -809,6 +809,17 @@ async def test_a_turn_owner_conversion_run_twice_changes_nothing(deployment: tup
     assert await admin.exists(keys.of("turn", ORPHANS[0])) == 0
 
 
+async def _written_unconverted(admin: Redis, prefix: str, ops: list[Op]) -> None:
+    """Write ``ops`` through the store's kernel, opened without converting (what a conversion that died had
+    written)."""
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")
+    await kernel.open()
+    try:
+        await kernel.write(ops)
+    finally:
+        await kernel.close()
+
+
 # -- layout 17: items move into the kernel, under their containers ---------------------------------------------------
 
 HOLDER = "forkhist_held"
@@ -881,12 +892,7 @@ async def test_an_item_conversion_that_died_midway_finishes_without_duplicates(
     held = await _items_of_layout_16(url, prefix, admin)
     conversation_id = next(iter(held))
     first = held[conversation_id][0]
-    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")  # the store's kernel, opened without converting
-    await kernel.open()
-    try:  # the first item written, its container's keys still there
-        await kernel.write(item_puts(conversation_id, [first]))
-    finally:
-        await kernel.close()
+    await _written_unconverted(admin, prefix, item_puts(conversation_id, [first]))  # its container's keys stay
     await _open_and_check_items(url, prefix, admin, held)
 
 
@@ -909,12 +915,8 @@ async def test_response_events_of_layout_17_move_into_their_records_logs(
 ) -> None:
     url, prefix = deployment
     response_id, events = await _response_events_of_layout_17(url, prefix, admin)
-    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")  # the store's kernel, opened without converting
-    await kernel.open()
-    try:  # a conversion that died after writing part of a log (a rewrite of another's), its sorted set still there
-        await kernel.write([events_written(response_id, [events[0].data])])
-    finally:
-        await kernel.close()
+    # A conversion that died after writing part of a log (a rewrite of another's), its sorted set still there.
+    await _written_unconverted(admin, prefix, [events_written(response_id, [events[0].data])])
     for _ in range(2):  # and one that died before writing its version runs again: the same logs
         store = RedisStore(url, prefix)
         await store.open()

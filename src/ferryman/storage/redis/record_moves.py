@@ -14,7 +14,7 @@ record is moved, is the caller's too.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 from redis.asyncio import Redis
@@ -105,6 +105,36 @@ async def _move(
         for key in moved:
             pipe.hdel(key, *drop)
         await pipe.execute()
+
+
+async def move_each(
+    client: Redis,
+    keys: Keys,
+    lock: Lock,
+    kind: str,
+    escaped: Callable[[str], str],
+    move: Callable[[RedisKernel, str], Awaitable[None]],
+) -> None:
+    """Run ``move`` with the store's kernel on the id of every key ``<kind>:<id>`` an old layout left (a key per
+    record, which no index lists), renewing ``lock`` after each; ``move`` deletes what it moved.
+
+    Args:
+        client: The deployment's client.
+        keys: Its keys.
+        lock: The upgrade's lock.
+        kind: The old keys' kind.
+        escaped: A prefix as a literal in a ``SCAN MATCH`` pattern.
+        move: Writes one record's data through the kernel, then deletes its old keys.
+    """
+    base = keys.base(kind)
+    kernel = RedisKernel(client, SCHEMA, prefix=f"{keys.prefix}k:")  # where a store's kernel keeps its keys
+    await kernel.open()
+    try:
+        async for key in client.scan_iter(match=escaped(base) + "*", count=SCAN_BATCH):
+            await move(kernel, key.removeprefix(base))
+            await lock.reacquire()
+    finally:
+        await kernel.close()
 
 
 async def delete_scanned(client: Redis, lock: Lock, match: str) -> None:

@@ -13,6 +13,7 @@ are written: a conversion that died midway, run again, writes the rest after the
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import cast
@@ -21,10 +22,10 @@ from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 
 from ferryman.errors import NotFoundError
-from ferryman.storage.domain.kinds import ITEM, SCHEMA
+from ferryman.storage.domain.kinds import ITEM
 from ferryman.storage.kernel.ops import Put
 from ferryman.storage.redis.kernel import RedisKernel
-from ferryman.storage.redis.record_moves import BATCH, SCAN_BATCH
+from ferryman.storage.redis.record_moves import BATCH, move_each
 from ferryman.storage.redis.store_keys import Keys
 
 # An upgrade keeps its own copy of the layout it converts: the application's has moved on.
@@ -41,31 +42,22 @@ async def move_items(client: Redis, keys: Keys, lock: Lock, escaped: Callable[[s
         lock: The upgrade's lock, renewed after each container and batch (many items must not outlast it).
         escaped: A prefix as a literal in a ``SCAN MATCH`` pattern.
     """
-    kernel = RedisKernel(client, SCHEMA, prefix=f"{keys.prefix}k:")  # where a store's kernel keeps its keys
-    await kernel.open()
-    base = keys.base(_ITEMS)
-    try:
-        async for key in client.scan_iter(match=escaped(base) + "*", count=SCAN_BATCH):
-            await _move_container(client, kernel, keys, key.removeprefix(base), lock)
-    finally:
-        await kernel.close()
 
+    async def move(kernel: RedisKernel, container: str) -> None:
+        order, bodies_key = keys.of(_ITEMS, container), keys.of(_ITEM_BODIES, container)
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.zrange(order, 0, -1)
+            pipe.hgetall(bodies_key)
+            ids, bodies = cast(tuple[list[str], dict[str, str]], await pipe.execute())
+        puts = [
+            Put(ITEM, f"{container}/{item_id}", json.loads(bodies[item_id]), parent=container, mode="upsert")
+            for item_id in ids
+            if item_id in bodies
+        ]
+        with contextlib.suppress(NotFoundError):  # no record holds the container: its items belong to nothing
+            for start in range(0, len(puts), BATCH):
+                await kernel.write(puts[start : start + BATCH])
+                await lock.reacquire()
+        await client.delete(order, bodies_key)
 
-async def _move_container(client: Redis, kernel: RedisKernel, keys: Keys, container: str, lock: Lock) -> None:
-    order, bodies_key = keys.of(_ITEMS, container), keys.of(_ITEM_BODIES, container)
-    async with client.pipeline(transaction=True) as pipe:
-        pipe.zrange(order, 0, -1)
-        pipe.hgetall(bodies_key)
-        ids, bodies = cast(tuple[list[str], dict[str, str]], await pipe.execute())
-    puts = [
-        Put(ITEM, f"{container}/{item_id}", json.loads(bodies[item_id]), parent=container, mode="upsert")
-        for item_id in ids
-        if item_id in bodies
-    ]
-    try:
-        for start in range(0, len(puts), BATCH):
-            await kernel.write(puts[start : start + BATCH])
-            await lock.reacquire()
-    except NotFoundError:
-        pass  # no record holds the container: its items belong to nothing
-    await client.delete(order, bodies_key)
+    await move_each(client, keys, lock, _ITEMS, escaped, move)

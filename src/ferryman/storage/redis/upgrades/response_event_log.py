@@ -12,6 +12,7 @@ run again, writes the same log again and goes on.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import cast
 
@@ -19,10 +20,9 @@ from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 
 from ferryman.errors import NotFoundError
-from ferryman.storage.domain.kinds import SCHEMA
 from ferryman.storage.domain.responses import events_written
 from ferryman.storage.redis.kernel import RedisKernel
-from ferryman.storage.redis.record_moves import SCAN_BATCH
+from ferryman.storage.redis.record_moves import move_each
 from ferryman.storage.redis.store_keys import Keys, stored_event
 
 # An upgrade keeps its own copy of the layout it converts: the application's has moved on.
@@ -38,18 +38,12 @@ async def move_response_events(client: Redis, keys: Keys, lock: Lock, escaped: C
         lock: The upgrade's lock, renewed after each response.
         escaped: A prefix as a literal in a ``SCAN MATCH`` pattern.
     """
-    kernel = RedisKernel(client, SCHEMA, prefix=f"{keys.prefix}k:")  # where a store's kernel keeps its keys
-    await kernel.open()
-    base = keys.base(_RESPONSE_EVENTS)
-    try:
-        async for key in client.scan_iter(match=escaped(base) + "*", count=SCAN_BATCH):
-            members = cast(list[str], await client.zrange(key, 0, -1))
-            events = [stored_event(member).data for member in members]
-            try:
-                await kernel.write([events_written(key.removeprefix(base), events)])
-            except NotFoundError:
-                pass  # no record holds the response: its events belong to nothing
-            await client.delete(key)
-            await lock.reacquire()
-    finally:
-        await kernel.close()
+
+    async def move(kernel: RedisKernel, response_id: str) -> None:
+        key = keys.of(_RESPONSE_EVENTS, response_id)
+        events = [stored_event(member).data for member in cast(list[str], await client.zrange(key, 0, -1))]
+        with contextlib.suppress(NotFoundError):  # no record holds the response: its events belong to nothing
+            await kernel.write([events_written(response_id, events)])
+        await client.delete(key)
+
+    await move_each(client, keys, lock, _RESPONSE_EVENTS, escaped, move)
