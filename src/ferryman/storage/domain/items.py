@@ -18,7 +18,8 @@ response's input, a finished response's items in its conversation) put
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, get_args
 
 from pydantic import BaseModel, TypeAdapter
@@ -52,9 +53,24 @@ def item_record_id(container: str, item_id: str) -> str:
     return f"{container}/{item_id}"
 
 
-def repeated(container: str) -> InvalidRequestError:
-    """The error of an item id used twice in one container."""
+def _repeated(container: str) -> InvalidRequestError:
     return InvalidRequestError(f"an item id is already used in '{container}'", "items")
+
+
+@contextlib.contextmanager
+def refusing_repeats(container: str) -> Iterator[None]:
+    """Around a write whose one possible conflict is an item put's (its id taken in ``container``): that conflict
+    as the caller's invalid request (a key held stays what it is).
+
+    Raises:
+        InvalidRequestError: an item id is used in the container already, or repeats.
+    """
+    try:
+        yield
+    except IdempotencyKeyInUseError:
+        raise
+    except ConflictError as exc:
+        raise _repeated(container) from exc
 
 
 def _body(item: Item) -> Json:
@@ -78,7 +94,7 @@ def item_puts(container: str, items: Sequence[Item]) -> list[ops.Put]:
         if item.id is None:
             raise InvalidRequestError("a stored item needs an id", "items")
         if item.id in seen:
-            raise repeated(container)
+            raise _repeated(container)
         seen.add(item.id)
         puts.append(ops.Put(ITEM, item_record_id(container, item.id), _body(item), parent=container))
     return puts
@@ -114,16 +130,12 @@ class ItemRecords:
             IdempotencyKeyHeldError: ``settle`` claims a key an earlier call holds (nothing is written).
         """
         puts = item_puts(owner, items)
-        try:
+        with refusing_repeats(owner):  # the batch writes nothing else
             if settle is not None:
                 await self.write_keyed(puts, settle)
                 return
             for start in range(0, len(puts), MAX_MESSAGES):
                 await self.kernel.write(puts[start : start + MAX_MESSAGES])
-        except IdempotencyKeyInUseError:
-            raise
-        except ConflictError as exc:  # the batch writes nothing else: an id the container holds
-            raise repeated(owner) from exc
 
     async def replace_items(self: _KeyedKernel, owner: str, items: list[Item]) -> None:
         """Replace the bodies of a container's items, matched by id, in place; an id it does not hold is left

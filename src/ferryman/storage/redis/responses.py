@@ -1,7 +1,8 @@
-"""Responses, their stream events and conversations' anchors (in OpenAI form), in Redis.
+"""Responses (in OpenAI form) in Redis, and what a conversation's create and a response's start and end write
+beside the kernel's records.
 
-Items are the kernel's (``domain/items.py``): a script that stores some beside
-its own keys puts them in the kernel's batch it embeds.
+A conversation, its items and a response's events and input items are the kernel's (``storage/domain``): a
+script that stores some beside its own keys runs the kernel's batch it embeds.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from typing import cast
 
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
-from ferryman.errors import ConflictError
 from ferryman.storage.base import (
     ConversationRecord,
     KeySettlement,
@@ -21,7 +21,7 @@ from ferryman.storage.base import (
 )
 from ferryman.storage.domain.agents import sessions
 from ferryman.storage.domain.conversations import conversation_writes
-from ferryman.storage.domain.items import item_puts, repeated
+from ferryman.storage.domain.items import item_puts, refusing_repeats
 from ferryman.storage.domain.kinds import CONVERSATION as CONVERSATION_KIND
 from ferryman.storage.domain.kinds import RESPONSE as RESPONSE_KIND
 from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
@@ -52,7 +52,8 @@ from ferryman.storage.redis.store_keys import (
 
 
 class RedisResponses(RedisBase):
-    """Responses, their events and conversations' anchors over the backend's scripts."""
+    """Responses, and the writes of conversations and responses with the kernel's records, over the backend's
+    scripts."""
 
     kernel: RedisKernel
 
@@ -122,10 +123,8 @@ class RedisResponses(RedisBase):
         puts = item_puts(conversation_id, conversation_items) if conversation_id else []
         columns = asdict(response_columns(record))
         finish = FinishResponse(**columns, **self.kernel.embedded([events_written(record.response.id, events), *puts]))
-        try:
+        with refusing_repeats(conversation_id or ""):  # the rest is an upsert
             await self._run(FINISH_RESPONSE, finish)
-        except ConflictError as exc:  # of the items alone: the rest is an upsert
-            raise repeated(conversation_id or "") from exc
 
     async def responses_by_id(self, response_ids: list[str]) -> list[ResponseRecord]:
         """The responses with these ids that exist, in the order given (their hashes read at one moment, in one

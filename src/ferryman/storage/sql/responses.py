@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from ferryman.api.content import Message
 from ferryman.api.responses import Item
-from ferryman.errors import ConflictError, NotFoundError
+from ferryman.errors import NotFoundError
 from ferryman.storage import codec
 from ferryman.storage.base import (
     ConversationRecord,
@@ -20,7 +20,7 @@ from ferryman.storage.base import (
     SessionRecord,
 )
 from ferryman.storage.domain.conversations import conversation_writes
-from ferryman.storage.domain.items import item_puts, repeated
+from ferryman.storage.domain.items import item_puts, refusing_repeats
 from ferryman.storage.domain.kinds import CONVERSATION, RESPONSE
 from ferryman.storage.domain.responses import events_written, head_of, response_heads
 from ferryman.storage.kernel import ops
@@ -175,10 +175,8 @@ class ResponseTables:
                 if (yield from _conversation_kept(self._db.dialect, conversation_id)):
                     yield from self.kernel.writes_within(puts)
 
-        try:
+        with refusing_repeats(conversation_id or ""):  # the rest is an upsert
             await self._db.write(work())
-        except ConflictError as exc:  # of the items alone: the rest is an upsert
-            raise repeated(conversation_id or "") from exc
 
     async def responses_by_id(self, response_ids: list[str]) -> list[ResponseRecord]:
         """The responses with these ids that exist, in the order given."""
