@@ -9,11 +9,11 @@ under ``EXPLAIN ANALYZE``: no step of it may read more rows than a few pages' wo
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_plans import generic_plan, most_rows_read
 from storage_backends import postgres_store
 
 import ferryman.storage.sql.postgres as pg
@@ -28,32 +28,10 @@ pytestmark = pytest.mark.anyio
 
 ME, OTHER = Owner("api_key", "me"), Owner("api_key", "other")
 OTHERS = 3000
-_ROWS = re.compile(r"actual time=[\d.]+\.\.[\d.]+ rows=(\d+) loops=(\d+)")
 
 
 def _file(n: int) -> FileRecord:
     return FileRecord(f"file-{n:06d}", "notes.txt", "assistants", 11, 1_700_000_000, "text/plain")
-
-
-def _literal(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, int):
-        return str(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-async def _generic_plan(conn: Any, query: Any) -> str:
-    """The statement's plan for any parameters (as a prepared statement may be run), run with this query's."""
-    sql, names = pg._positional(query.sql)
-    await conn.execute("SET plan_cache_mode = force_generic_plan")
-    try:
-        await conn.execute(f"PREPARE term_page AS {sql}")
-        values = ", ".join(_literal(query.params[name]) for name in names)
-        found = await conn.fetch(f"EXPLAIN ANALYZE EXECUTE term_page({values})")
-    finally:
-        await conn.execute("DEALLOCATE ALL; RESET plan_cache_mode")
-    return "\n".join(row[0] for row in found)
 
 
 @pytest.mark.parametrize("mine_first", [True, False], ids=["mine-oldest", "mine-newest"])
@@ -73,7 +51,7 @@ async def test_a_term_page_reads_about_the_page_under_a_generic_plan(
 
         async def explained(conn: Any, query: Any) -> Any:
             if "FROM record_terms" in query.sql:
-                plans.append(await _generic_plan(conn, query))
+                plans.append(await generic_plan(conn, query))
             return await execute(conn, query)
 
         monkeypatch.setattr(pg, "_execute", explained)
@@ -83,5 +61,5 @@ async def test_a_term_page_reads_about_the_page_under_a_generic_plan(
     assert len(page.items) == 10 and len(rest.items) == 10 and not rest.has_more
     assert len(plans) == 2, plans
     for plan in plans:
-        read = max(int(rows) * int(loops) for rows, loops in _ROWS.findall(plan))
+        read = most_rows_read(plan)
         assert read <= 50, f"a step read {read} rows for a page of 10:\n{plan}"

@@ -58,11 +58,10 @@ def get_many(d: SqlDialect) -> Compiled:
 
 
 def find_parent(d: SqlDialect) -> Compiled:
-    """The seq of a record with id ``:parent`` of one of the kinds in list ``:kinds``."""
-    return d.compiled(
-        "parent",
-        lambda: sa.select(R.seq).where(R.id == p("parent"), d.one_of(R.kind, "kinds")).order_by(R.seq).limit(1),
-    )
+    """The seqs of the records with id ``:parent`` of the kinds in list ``:kinds`` (one each at most)."""
+    # Unordered: ordered by seq, a plan made for any id (a prepared statement's generic plan) can walk every record
+    # in creation order to the first match; by kind and id, each is one lookup of the unique key.
+    return d.compiled("parent", lambda: sa.select(R.seq).where(R.id == p("parent"), d.one_of(R.kind, "kinds")))
 
 
 def slot_holder(d: SqlDialect) -> Compiled:
@@ -236,12 +235,13 @@ def clear_log(d: SqlDialect) -> Compiled:
 
 def events(d: SqlDialect) -> Compiled:
     """Entries of ``(:kind, :id)``'s log ``:channel`` numbered above ``:after``, at most ``:limit``."""
+    # The record's seq first, then a range of the log's primary key: joined instead, a plan made for any record
+    # (a prepared statement's generic plan) can scan every record's log for the order it asks for.
     return d.compiled(
         "events",
         lambda: (
             sa.select(L.n, L.body)
-            .join(records, R.seq == L.rec_seq)
-            .where(_this(), L.channel == p("channel"), L.n > p("after"))
+            .where(L.rec_seq == _seq_of("id"), L.channel == p("channel"), L.n > p("after"))
             .order_by(L.n)
             .limit(p("limit"))
             .offset(0)
@@ -256,8 +256,7 @@ def log_count(d: SqlDialect) -> Compiled:
         lambda: (
             sa.select(sa.func.count())
             .select_from(record_logs)
-            .join(records, R.seq == L.rec_seq)
-            .where(_this(), L.channel == p("channel"))
+            .where(L.rec_seq == _seq_of("id"), L.channel == p("channel"))
         ),
     )
 

@@ -78,12 +78,12 @@ def check(d: SqlDialect, op: Check) -> Work[None]:
 def _parent_seq(d: SqlDialect, kind: Kind, parent: str, schema_noun: str) -> Work[int | None]:
     if not parent:
         return None
-    row = None
+    rows = []
     if kind.parents:
-        row = yield run(st.find_parent(d), "one", parent=parent, kinds=d.array(kind.parents))
-    if row is None:
+        rows = yield run(st.find_parent(d), "all", parent=parent, kinds=d.array(kind.parents))
+    if not rows:
         raise NotFoundError(f"{schema_noun} '{parent}' not found")
-    return int(row[0])
+    return min(int(row[0]) for row in rows)  # the earliest of a parent's id, as deleting it finds its children
 
 
 def put(d: SqlDialect, op: Put, parent_noun: str, *, again: bool = False) -> Work[int]:
