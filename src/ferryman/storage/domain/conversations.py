@@ -53,6 +53,5 @@ class ConversationDeletes:
         Raises:
             NotFoundError: there is no such conversation.
         """
-        (deleted,) = await self.kernel.write([ops.Delete(CONVERSATION, conversation_id)])
-        if not deleted:
+        if not await conversations(self.kernel).delete(conversation_id):
             raise NotFoundError(f"conversation '{conversation_id}' not found")

@@ -29,9 +29,9 @@ from ferryman.api.responses import Item
 from ferryman.errors import ConflictError, IdempotencyKeyInUseError, InvalidRequestError, NotFoundError
 from ferryman.storage.base import KeySettlement
 from ferryman.storage.domain.kinds import ITEM
+from ferryman.storage.domain.records import HasKernel
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import Json
-from ferryman.storage.kernel.protocol import Kernel
 from ferryman.storage.page import Page
 
 _ITEM = TypeAdapter(Item)
@@ -100,11 +100,8 @@ def item_puts(container: str, items: Sequence[Item]) -> list[ops.Put]:
     return puts
 
 
-class _KeyedKernel(Protocol):
+class _KeyedKernel(HasKernel, Protocol):
     """What :class:`ItemRecords` needs of a store: its kernel and its keyed write."""
-
-    @property
-    def kernel(self) -> Kernel: ...
 
     async def write_keyed(self, ops: Sequence[ops.Op], settle: KeySettlement) -> list[Any]: ...
 
