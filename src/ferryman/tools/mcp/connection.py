@@ -30,7 +30,8 @@ from opentelemetry import context as otel_context
 
 from ferryman.logs import redacted_url
 
-from .endpoint import CheckedTarget, McpEndpoint, pinned_client
+from .endpoint import CheckedTarget, McpEndpoint
+from .pinned import pinned_client
 
 log = logging.getLogger(__name__)
 
