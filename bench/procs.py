@@ -27,8 +27,12 @@ BENCH_ROOT = Path(__file__).resolve().parent.parent
 
 
 def child_env() -> dict[str, str]:
-    """Environment of child processes: unbuffered output, and ``bench`` importable from any cwd."""
-    path = os.environ.get("PYTHONPATH")
+    """Environment of child processes: unbuffered output, and ``bench`` importable from any cwd.
+
+    ``BENCH_CHILD_PYTHONPATH``, where set, replaces ``PYTHONPATH`` in the children only: the servers then run
+    another checkout's code (``/old/src:/old/client/src``) under this bench, for figures side by side.
+    """
+    path = os.environ.get("BENCH_CHILD_PYTHONPATH", os.environ.get("PYTHONPATH"))
     return {
         **os.environ,
         "PYTHONUNBUFFERED": "1",

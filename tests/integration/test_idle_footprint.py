@@ -39,6 +39,7 @@ LOADED_WHEN_USED = {
     "ferryman.inference.embedded": "the embedded provider: an embedded model served",
     "httpx": "client-named URLs fetched, webhooks posted, web searches",
     "rich": "imported by httpx for its command line",
+    "alembic": "a database's migration: `ferryman serve` runs it in a child process (cli/migrate_apart.py)",
     "openai": "the openai SDK: embeddings and requests passed through (chats and the model list go through http1.py)",
 }
 """Each module an idle server must not have imported, and what loads it."""

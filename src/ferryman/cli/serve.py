@@ -46,6 +46,7 @@ from .arguments import (
     redis_url,
 )
 from .embedded_providers import EMBEDDED_PROVIDER, embedded_providers
+from .migrate_apart import migrate_apart
 from .serve_model import model_to_serve
 
 log = logging.getLogger("ferryman")
@@ -262,6 +263,7 @@ def serve_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, settings.log_format)
     if settings.db_path().startswith(SHARED_DB_PREFIXES) and settings.coordination_url() is None:
         log.warning("no --redis: live events and cancellations reach only readers of this replica")
+    migrate_apart(settings.db_path())
     options = uvicorn_options(settings, args.log_level)
     # Workers share their metrics through a directory made now (before any of them starts and reads it).
     with serving_metrics(settings.telemetry, args.workers):

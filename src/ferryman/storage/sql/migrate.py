@@ -98,7 +98,7 @@ def sqlite_engine(path: str) -> sa.Engine:
     return engine
 
 
-def _sqlite_versions(path: str) -> list[str]:
+def sqlite_versions(path: str) -> list[str]:
     """The revisions a SQLite file records (none: no table, no file, or it cannot be read here, which the
     migration's own path then reports)."""
     if path != ":memory:" and not Path(path).exists():
@@ -112,7 +112,7 @@ def _sqlite_versions(path: str) -> list[str]:
 
 def upgrade_sqlite(path: str, target: str = "head") -> None:
     """Bring a SQLite file's schema to ``target`` (blocking: run it off the event loop)."""
-    if target == "head" and _sqlite_versions(path) == [HEAD]:
+    if target == "head" and sqlite_versions(path) == [HEAD]:
         return
     engine = sqlite_engine(path)
     try:
@@ -140,7 +140,7 @@ def postgres_engine(url: str, schema: str | None) -> AsyncEngine:
     return create_async_engine("postgresql+asyncpg://", poolclass=NullPool, async_creator=connect)
 
 
-async def _postgres_versions(url: str, schema: str | None) -> list[str]:
+async def postgres_versions(url: str, schema: str | None) -> list[str]:
     """The revisions a PostgreSQL schema records (none: no table)."""
     import asyncpg
 
@@ -155,7 +155,7 @@ async def _postgres_versions(url: str, schema: str | None) -> list[str]:
 
 async def upgrade_postgres(url: str, schema: str | None, target: str = "head") -> None:
     """Bring a PostgreSQL schema to ``target``, one replica at a time (an advisory lock)."""
-    if target == "head" and await _postgres_versions(url, schema) == [HEAD]:
+    if target == "head" and await postgres_versions(url, schema) == [HEAD]:
         return
     engine = postgres_engine(url, schema)
 
