@@ -17,6 +17,7 @@ from legacy_schema import build_sqlite
 from replicas import postgres_database
 
 from ferryman.cli import migrate_apart as apart
+from ferryman.errors import ConfigurationError
 from ferryman.storage.sql.migrate import HEAD, sqlite_versions
 from support import free_port
 
@@ -44,26 +45,64 @@ def test_a_new_sqlite_file_is_brought_to_head_by_a_child(tmp_path: Path) -> None
 
 def test_a_new_postgres_database_is_brought_to_head_by_a_child() -> None:
     with postgres_database() as url:
-        assert apart.at_head(url) is False
+        assert apart.behind(url) is True
         assert _migrated_apart(url) is False
-        assert apart.at_head(url) is True
+        assert apart.behind(url) is False
 
 
-def test_a_database_at_head_starts_no_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_is_not_known_to_be_behind_starts_no_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(tmp_path / "head.db")
     assert _migrated_apart(path) is False
 
     def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a child was started for a database at head")
+        raise AssertionError("a child was started")
 
     monkeypatch.setattr(apart.subprocess, "run", refuse)
-    apart.migrate_apart(path)
+    apart.migrate_apart(path)  # at head
+    apart.migrate_apart(":memory:")  # nothing to keep: the server's own store migrates it
     apart.migrate_apart("redis://127.0.0.1:6379/0")  # Redis's layout is the store's own
-
-
-def test_a_child_that_fails_leaves_the_database_to_the_servers_own_open() -> None:
-    # Nothing listens on the discard port: the child fails to connect, and the server's open would say so.
+    # Nothing listens on the discard port: the server's own open says so, once.
     apart.migrate_apart("postgresql://postgres@127.0.0.1:9/none")
+
+
+def test_the_database_goes_to_the_child_on_its_standard_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[list[str], str]] = []
+
+    def run(command: list[str], *, input: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        seen.append((command, input))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    url = "postgresql://user:s3cret@db.example/app"
+    monkeypatch.setattr(apart, "behind", lambda db: True)
+    monkeypatch.setattr(apart.subprocess, "run", run)
+    apart.migrate_apart(url)
+    [(command, given)] = seen
+    assert given == url and not any("s3cret" in part for part in command)
+    assert command[1:] == ["-P", "-m", "ferryman.cli.migrate_apart"]
+
+
+@pytest.mark.parametrize(
+    ("status", "stderr", "refusal"),
+    [
+        (2, "a warning first\nthe database was refused\n", "the database was refused"),
+        (1, "Traceback (most recent call last): ...", None),  # left to the server's own open
+        (-9, "", None),
+    ],
+)
+def test_a_refusal_is_the_parents_and_any_other_failure_the_servers(
+    monkeypatch: pytest.MonkeyPatch, status: int, stderr: str, refusal: str | None
+) -> None:
+    def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(command, status, "", stderr)
+
+    monkeypatch.setattr(apart, "behind", lambda db: True)
+    monkeypatch.setattr(apart.subprocess, "run", run)
+    if refusal is None:
+        apart.migrate_apart("x.db")
+    else:
+        with pytest.raises(ConfigurationError) as refused:
+            apart.migrate_apart("x.db")
+        assert refused.value.message == refusal
 
 
 def test_a_database_too_old_to_adopt_is_refused_in_one_line_before_the_server_starts(tmp_path: Path) -> None:
@@ -73,8 +112,9 @@ def test_a_database_too_old_to_adopt_is_refused_in_one_line_before_the_server_st
     command += ["--inference-url", "http://127.0.0.1:9/v1", "--port", str(free_port())]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
-    refusal = done.stderr.strip()
-    assert refusal.startswith("ferryman: the database is at schema version 4 of an early ferryman, too old")
-    assert "\n" not in refusal
+    assert done.stderr == (
+        "ferryman: the database is at schema version 4 of an early ferryman, too old to upgrade here "
+        "(versions 5-6 are): open it once with a release from before Alembic first\n"
+    )
     with sqlite3.connect(path) as conn:  # left as it was
         assert [row[0] for row in conn.execute("SELECT max(version) FROM schema_migrations")] == [4]

@@ -104,6 +104,7 @@ def _serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *argv: str) -> tuple
     seen: dict[str, Any] = {}
     monkeypatch.setattr(serve.uvicorn, "run", lambda app, **options: seen.update(options))
     monkeypatch.setattr(serve, "check_listen", lambda host, port: None)  # nothing listens: uvicorn.run is replaced
+    monkeypatch.setattr(serve, "migrate_apart", lambda db: None)  # no database is opened: uvicorn.run is replaced
     code = cli.main(["serve", "--inference-url", "http://127.0.0.1:9/v1", "--db", str(tmp_path / "x.db"), *argv])
     return code, seen
 

@@ -31,6 +31,7 @@ def _uvicorn_options(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, A
     seen: dict[str, Any] = {}
     monkeypatch.setattr(serve.uvicorn, "run", lambda app, **options: seen.update(options))
     monkeypatch.setattr(serve, "check_listen", lambda host, port: None)  # nothing listens: uvicorn.run is replaced
+    monkeypatch.setattr(serve, "migrate_apart", lambda db: None)  # no database is opened: uvicorn.run is replaced
     assert cli.main(["serve", "--inference-url", "http://127.0.0.1:9/v1", *argv]) == 0
     return seen
 
@@ -190,6 +191,7 @@ def _served_settings(monkeypatch: pytest.MonkeyPatch, *argv: str) -> Any:
     monkeypatch.setattr(serve, "create_app", lambda services, **_: services)
     monkeypatch.setattr(serve.uvicorn, "run", lambda app, **options: None)
     monkeypatch.setattr(serve, "check_listen", lambda host, port: None)
+    monkeypatch.setattr(serve, "migrate_apart", lambda db: None)
     assert cli.main(["serve", *argv]) == 0
     return seen["settings"]
 

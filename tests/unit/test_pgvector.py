@@ -88,6 +88,20 @@ def test_the_codec_speaks_pgvectors_binary_form_and_returns_the_records_bytes() 
     assert decode(wire) == embedding
 
 
+@pytest.mark.parametrize("dimension", [0, 1, 384, 1536])
+def test_the_codec_matches_numpys_byte_order_at_every_size(dimension: int) -> None:
+    embedding = np.random.default_rng(dimension).standard_normal(dimension).astype("<f4")
+    wire = encode(embedding.tobytes())
+    assert wire == struct.pack(">HH", dimension, 0) + embedding.astype(">f4").tobytes()
+    assert decode(wire) == embedding.tobytes()
+
+
+def test_a_vector_shorter_than_its_dimension_is_refused() -> None:
+    wire = encode(np.ones(4, dtype="<f4").tobytes())
+    with pytest.raises(ValueError, match="4 dimensions in 16 bytes"):
+        decode(wire[:-4])
+
+
 def test_the_search_qualifies_pgvectors_operators_with_its_schema() -> None:
     index = PgvectorIndex('odd "schema"')
     sql = index.exact(files=True).sql

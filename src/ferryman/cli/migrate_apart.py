@@ -3,14 +3,16 @@
 Alembic, its revisions and the parts of SQLAlchemy they load stay in a process's
 memory once imported (about 12 MiB, for good). ``ferryman serve`` calls
 :func:`migrate_apart` before it starts: a database that is not at :data:`~.migrate.HEAD` is
-opened once by ``python -m ferryman.cli.migrate_apart DB`` (the store's own
-``open``, migration included), and the server's store then finds it at head and
-reads one version. With several workers, the database is migrated once, before
-any of them starts.
+opened once by ``python -P -m ferryman.cli.migrate_apart`` (the store's own
+``open``, migration included; the ``--db``, which may hold a password, is given on
+its standard input, never its command line), and the server's store then finds it
+at head and reads one version. With several workers, the database is migrated once,
+before any of them starts.
 
-The child is only a saving. A refusal (:class:`~ferryman.errors.ConfigurationError`,
-e.g. a database too old to adopt) is the parent's, with the same message; any other
-failure leaves the database to the server's own open, which reports it as it always did.
+The child is only a saving. A refusal (a ferryman error: a database too old to
+adopt, a PostgreSQL without pgvector) is the parent's, with the same message; a
+database whose version cannot be read, or a child that fails in any other way,
+is left to the server's own open, which reports it as it always did.
 """
 
 from __future__ import annotations
@@ -28,43 +30,51 @@ from ferryman.storage.sql.migrate import HEAD, postgres_versions, sqlite_version
 log = logging.getLogger(__name__)
 
 REFUSED = 2
-"""The child's status when the store refused the database (its message on stderr)."""
+"""The child's status when the store refused the database (its message, one line, last on stderr)."""
 TIMEOUT_S = 600.0
 """How long the child may migrate before the server migrates in process instead."""
+PROBE_TIMEOUT_S = 10.0
+"""How long the look at a PostgreSQL schema's version may take (asyncpg's own default is 60 s)."""
 
 
-def at_head(db: str) -> bool:
-    """Whether a ``--db``'s schema is at :data:`~.migrate.HEAD` (Redis: always, its layout is not Alembic's).
+def behind(db: str) -> bool:
+    """Whether a ``--db`` is a SQL database known to need migrating (not at :data:`~.migrate.HEAD`).
 
-    A database that cannot be read here counts as not at head: the child, or the server after it, says why.
+    Redis (its layout is not Alembic's) and an in-memory SQLite are never; a PostgreSQL whose version cannot be
+    read now (unreachable, refused) is not known to be: the server's open says why, once.
     """
     if db.startswith(REDIS_PREFIXES):
-        return True
+        return False
     if db.startswith(POSTGRES_PREFIXES):
         try:
-            return asyncio.run(postgres_versions(db, None)) == [HEAD]
-        except Exception as exc:  # unreachable, refused, asyncpg's own errors: the open after reports them
+            return asyncio.run(postgres_versions(db, None, connect_timeout=PROBE_TIMEOUT_S)) != [HEAD]
+        except Exception as exc:  # unreachable, refused, asyncpg's own errors: the server's open reports them
             log.debug("could not read the schema version of %s: %r", redacted_url(db), exc)
             return False
-    return sqlite_versions(db.removeprefix(SQLITE_PREFIX)) == [HEAD]
+    path = db.removeprefix(SQLITE_PREFIX)
+    return path != ":memory:" and sqlite_versions(path) != [HEAD]
 
 
 def migrate_apart(db: str) -> None:
-    """Bring a ``--db``'s schema to head in a child process, unless it is there already.
+    """Bring a ``--db``'s schema to head in a child process, where it is known to be behind.
 
     Raises:
         ConfigurationError: the store refused the database (as its open in the server would have).
     """
-    if at_head(db):
+    if not behind(db):
         return
-    command = [sys.executable, "-m", __name__, db]
+    command = [sys.executable, "-P", "-m", __name__]  # -P: no module of the working directory shadows ours
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        done = subprocess.run(command, input=db, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         log.warning("the schema migration of %s outlasted %.0f s in its own process", redacted_url(db), TIMEOUT_S)
         return
+    except OSError as exc:  # no process could be started: the server migrates
+        log.debug("the schema migration's process did not start: %r", exc)
+        return
     if done.returncode == REFUSED:
-        raise ConfigurationError(done.stderr.strip())
+        lines = done.stderr.strip().splitlines()
+        raise ConfigurationError(lines[-1] if lines else "the database was refused")
     if done.returncode != 0:
         log.debug("the schema migration's process failed (%s); the server migrates", done.returncode)
 
@@ -75,16 +85,16 @@ async def _open_once(db: str) -> None:
     await store.close()
 
 
-def main(argv: list[str]) -> int:
-    """Open the store of ``argv[0]`` once (migrating it) and close it; :data:`REFUSED` with the message on
-    stderr when the store refuses it."""
+def main(db: str) -> int:
+    """Open the store of ``db`` once (migrating it) and close it; :data:`REFUSED` with the message on stderr when
+    the store refuses it."""
     try:
-        asyncio.run(_open_once(argv[0]))
+        asyncio.run(_open_once(db))
     except FerrymanError as exc:
-        print(exc.message, file=sys.stderr)
+        print(" ".join(exc.message.split()), file=sys.stderr)
         return REFUSED
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.stdin.read()))

@@ -140,11 +140,12 @@ def postgres_engine(url: str, schema: str | None) -> AsyncEngine:
     return create_async_engine("postgresql+asyncpg://", poolclass=NullPool, async_creator=connect)
 
 
-async def postgres_versions(url: str, schema: str | None) -> list[str]:
-    """The revisions a PostgreSQL schema records (none: no table)."""
+async def postgres_versions(url: str, schema: str | None, connect_timeout: float = 60.0) -> list[str]:
+    """The revisions a PostgreSQL schema records (none: no table); ``connect_timeout``: seconds to connect."""
     import asyncpg
 
-    conn = await asyncpg.connect(url, server_settings={"search_path": schema} if schema else {})
+    settings = {"search_path": schema} if schema else {}
+    conn = await asyncpg.connect(url, server_settings=settings, timeout=connect_timeout)
     try:
         return [str(row[0]) for row in await conn.fetch(_VERSION)]
     except asyncpg.UndefinedTableError:

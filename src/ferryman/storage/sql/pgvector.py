@@ -115,7 +115,10 @@ def encode(embedding: bytes) -> bytes:
 def decode(data: bytes) -> bytes:
     """Float32 little-endian bytes of pgvector's binary form."""
     dimension, _ = _HEADER.unpack_from(data)
-    return _swapped(memoryview(data)[_HEADER.size : _HEADER.size + 4 * dimension])
+    end = _HEADER.size + 4 * dimension
+    if len(data) < end:
+        raise ValueError(f"a vector of {dimension} dimensions in {len(data)} bytes")
+    return _swapped(memoryview(data)[_HEADER.size : end])
 
 
 def _swapped(floats: bytes | memoryview) -> bytes:
