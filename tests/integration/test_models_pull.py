@@ -209,6 +209,7 @@ def serve_from_hub(hub: HubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(serve, "services_from_settings", served.append)
     monkeypatch.setattr(serve, "create_app", lambda services, **_: services)
     monkeypatch.setattr(serve.uvicorn, "run", lambda app, **options: None)
+    monkeypatch.setattr(serve, "migrate_apart", lambda db: None)  # no database is opened: uvicorn.run is replaced
     monkeypatch.setattr(serve, "pick_runtime", lambda runtime: "xllamacpp")
     monkeypatch.setattr(serve_model, "interactive", lambda: False)
     yield served

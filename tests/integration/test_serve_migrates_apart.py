@@ -68,9 +68,9 @@ def test_what_is_not_known_to_be_behind_starts_no_child(tmp_path: Path, monkeypa
 def test_the_database_goes_to_the_child_on_its_standard_input(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[list[str], str]] = []
 
-    def run(command: list[str], *, input: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-        seen.append((command, input))
-        return subprocess.CompletedProcess(command, 0, "", "")
+    def run(command: list[str], *, input: bytes, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+        seen.append((command, input.decode()))
+        return subprocess.CompletedProcess(command, 0, b"", b"")
 
     url = "postgresql://user:s3cret@db.example/app"
     monkeypatch.setattr(apart, "behind", lambda db: True)
@@ -92,8 +92,8 @@ def test_the_database_goes_to_the_child_on_its_standard_input(monkeypatch: pytes
 def test_a_refusal_is_the_parents_and_any_other_failure_the_servers(
     monkeypatch: pytest.MonkeyPatch, status: int, stderr: str, refusal: str | None
 ) -> None:
-    def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(command, status, "", stderr)
+    def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.CompletedProcess(command, status, b"", stderr.encode())
 
     monkeypatch.setattr(apart, "behind", lambda db: True)
     monkeypatch.setattr(apart.subprocess, "run", run)

@@ -100,6 +100,8 @@ def test_a_vector_shorter_than_its_dimension_is_refused() -> None:
     wire = encode(np.ones(4, dtype="<f4").tobytes())
     with pytest.raises(ValueError, match="4 dimensions in 16 bytes"):
         decode(wire[:-4])
+    with pytest.raises(ValueError):
+        decode(wire[:3])  # not even the header
 
 
 def test_the_search_qualifies_pgvectors_operators_with_its_schema() -> None:

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import subprocess
 import sys
+import threading
 
 from ferryman.errors import ConfigurationError, FerrymanError
-from ferryman.logs import redacted_url
+from ferryman.logs import escape, redacted_url
 from ferryman.storage.select import POSTGRES_PREFIXES, REDIS_PREFIXES, SQLITE_PREFIX, store_for
 from ferryman.storage.sql.migrate import HEAD, postgres_versions, sqlite_versions
 
@@ -46,13 +48,30 @@ def behind(db: str) -> bool:
     if db.startswith(REDIS_PREFIXES):
         return False
     if db.startswith(POSTGRES_PREFIXES):
-        try:
-            return asyncio.run(postgres_versions(db, None, connect_timeout=PROBE_TIMEOUT_S)) != [HEAD]
-        except Exception as exc:  # unreachable, refused, asyncpg's own errors: the server's open reports them
-            log.debug("could not read the schema version of %s: %r", redacted_url(db), exc)
-            return False
+        versions = _postgres_versions_within(db, PROBE_TIMEOUT_S)
+        return versions is not None and versions != [HEAD]
     path = db.removeprefix(SQLITE_PREFIX)
     return path != ":memory:" and sqlite_versions(path) != [HEAD]
+
+
+def _postgres_versions_within(url: str, seconds: float) -> list[str] | None:
+    """The revisions a PostgreSQL database records, or None when they cannot be read within ``seconds``.
+
+    The look runs on a thread of its own, so that nothing of it (a resolver that does not answer, a pooler that
+    holds the query, the connection's close) can hold the start past ``seconds``.
+    """
+    found: list[list[str]] = []
+
+    def look() -> None:
+        try:
+            found.append(asyncio.run(postgres_versions(url, None, connect_timeout=seconds)))
+        except Exception as exc:  # unreachable, refused, asyncpg's own errors: the server's open reports them
+            log.debug("could not read the schema version of %s: %r", redacted_url(url), exc)
+
+    thread = threading.Thread(target=look, name="schema-version", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return found[0] if found else None
 
 
 def migrate_apart(db: str) -> None:
@@ -65,7 +84,8 @@ def migrate_apart(db: str) -> None:
         return
     command = [sys.executable, "-P", "-m", __name__]  # -P: no module of the working directory shadows ours
     try:
-        done = subprocess.run(command, input=db, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        # Bytes, as a path is: a name the locale cannot encode, or another PYTHONIOENCODING, arrives as it is.
+        done = subprocess.run(command, input=os.fsencode(db), capture_output=True, timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         log.warning("the schema migration of %s outlasted %.0f s in its own process", redacted_url(db), TIMEOUT_S)
         return
@@ -73,7 +93,7 @@ def migrate_apart(db: str) -> None:
         log.debug("the schema migration's process did not start: %r", exc)
         return
     if done.returncode == REFUSED:
-        lines = done.stderr.strip().splitlines()
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
         raise ConfigurationError(lines[-1] if lines else "the database was refused")
     if done.returncode != 0:
         log.debug("the schema migration's process failed (%s); the server migrates", done.returncode)
@@ -91,10 +111,10 @@ def main(db: str) -> int:
     try:
         asyncio.run(_open_once(db))
     except FerrymanError as exc:
-        print(" ".join(exc.message.split()), file=sys.stderr)
+        print(escape(exc.message), file=sys.stderr)  # one line: the parent reads the last
         return REFUSED
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.stdin.read()))
+    sys.exit(main(os.fsdecode(sys.stdin.buffer.read())))

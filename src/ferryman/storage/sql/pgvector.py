@@ -114,7 +114,7 @@ def encode(embedding: bytes) -> bytes:
 
 def decode(data: bytes) -> bytes:
     """Float32 little-endian bytes of pgvector's binary form."""
-    dimension, _ = _HEADER.unpack_from(data)
+    dimension, _ = _HEADER.unpack_from(data) if len(data) >= _HEADER.size else (0, 0)
     end = _HEADER.size + 4 * dimension
     if len(data) < end:
         raise ValueError(f"a vector of {dimension} dimensions in {len(data)} bytes")
