@@ -41,6 +41,13 @@ def test_idle_connections_outlive_client_pools_by_default(tmp_path: Path, monkey
     assert options["timeout_keep_alive"] == 65
 
 
+def test_uvicorn_loads_no_websocket_protocol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    options = _uvicorn_options(monkeypatch, "--db", str(tmp_path / "x.db"))
+    config = serve.uvicorn.Config(lambda scope, receive, send: None, **options)
+    config.load()
+    assert config.ws_protocol_class is None  # ferryman has no WebSocket route
+
+
 def test_keep_alive_comes_from_the_flag_or_the_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "ferryman.yaml"
     config.write_text("server:\n  keep_alive: 90\n")

@@ -304,6 +304,8 @@ def uvicorn_options(settings: Settings, log_level: str) -> dict[str, Any]:
         # One-line records, applied by uvicorn in every worker (its own loggers included).
         "log_config": logging_config(log_level, settings.log_format),
         "access_log": False,
+        # No route of ferryman is a WebSocket: uvicorn's WebSocket protocol (and the library under it) stays unloaded.
+        "ws": "none",
         # Bounded graceful shutdown: open turn streams must not keep the process alive;
         # turns still running are then cancelled and stored as failed.
         "timeout_graceful_shutdown": 5,
