@@ -44,6 +44,12 @@ LOADED_WHEN_USED = {
 }
 """Each module an idle server must not have imported, and what loads it."""
 
+BACKEND_MODULES = {
+    "sqlite": "ferryman.storage.sql.sqlite",
+    "postgres": "ferryman.storage.sql.pgvector",
+    "redis": "ferryman.storage.redis.store",
+}
+"""A module each deployment's store loads: the probe served that backend, not another."""
 REDIS_CLIENT_IMPORTS = {"cryptography", "opentelemetry.sdk"}
 """What ``redis.asyncio`` imports itself (redis-py's observability, since 7.x), wherever a deployment uses Redis."""
 
@@ -108,6 +114,7 @@ def test_a_started_server_has_not_imported_what_only_its_features_use(kind: str,
         started = _started_server(options)
     modules = set(started["modules"])  # type: ignore[call-overload]
     assert "ferryman.server.app" in modules and "uvicorn" in modules  # the probe ran the server's start
+    assert BACKEND_MODULES[kind] in modules
     allowed = REDIS_CLIENT_IMPORTS if kind != "sqlite" else set()
     assert sorted(name for name in LOADED_WHEN_USED if name in modules - allowed) == []
     assert started["openapi_built"] is False  # built by the first GET /openapi.json
