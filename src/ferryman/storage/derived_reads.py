@@ -1,19 +1,23 @@
-"""Reads of one record that every backend answers from its read of many: written once, above the backends.
+"""Reads that every backend answers from its broader reads: written once, above the backends.
 
-A backend implements the batch read (``responses_by_id``,
-``vector_store_files``) and the page (``list_vector_store_files``); the single
-reads, and the whole list, that the services also call derive from them here, so
-that no backend writes them again. Each is still one trip.
+A backend implements the batch reads (``responses_by_id``,
+``vector_store_files``, ``list_turns``, ``store_files``) and the page
+(``list_vector_store_files``); the single reads, the whole list and the counts
+that the services also call derive from them here, so that no backend writes them
+again. Each is one trip, but for a step not yet completed (two: its turn, then its
+pending step).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Protocol
 
+from ferryman.api.agents import Step
 from ferryman.errors import NotFoundError
-from ferryman.storage.base import ResponseRecord
+from ferryman.storage.base import ResponseRecord, TurnStore
 from ferryman.storage.kernel.ops import MAX_COUNT
-from ferryman.storage.knowledge import VectorStoreFileRecord, VectorStoreStore
+from ferryman.storage.knowledge import FileCounts, VectorStoreFileRecord, VectorStoreStore
 
 
 class BatchReads(Protocol):
@@ -25,7 +29,18 @@ class BatchReads(Protocol):
 
 
 class DerivedReads:
-    """Single reads over a backend's batch reads (a base of each backend's store)."""
+    """Single reads and counts over a backend's broader reads (a base of each backend's store)."""
+
+    async def get_step(self: TurnStore, session_id: str, turn_id: str, step_id: str) -> Step:
+        """One completed or pending step of a session's turn, or NotFoundError."""
+        turns = await self.list_turns([session_id], [turn_id])
+        found = next((step for step in turns[0].steps if step.step_id == step_id), None) if turns else None
+        if found is None and turns:  # a pending step is left out of its turn until it completes
+            pending = await self.pending_step(turn_id)
+            found = pending if pending is not None and pending.step_id == step_id else None
+        if found is None:
+            raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
+        return found
 
     async def get_response(self: BatchReads, response_id: str) -> ResponseRecord:
         """Return a response or raise NotFoundError."""
@@ -45,3 +60,11 @@ class DerivedReads:
         """Every attachment of a store, in its list order (SQL: by creation; Redis: by attachment): one page that
         holds them all."""
         return (await self.list_vector_store_files(vector_store_id, None, MAX_COUNT - 1, "asc")).items
+
+    async def file_counts(self: VectorStoreStore, vector_store_id: str, batch_id: str | None = None) -> FileCounts:
+        """A store's files (or one batch's: its files, at most a request's, read whole) by status."""
+        if batch_id is None:
+            return (await self.store_files([vector_store_id]))[vector_store_id].counts
+        listed = await self.list_vector_store_files(vector_store_id, None, MAX_COUNT - 1, "asc", batch_id=batch_id)
+        statuses: Counter[str] = Counter(attachment.status for attachment in listed.items)
+        return FileCounts(**statuses)

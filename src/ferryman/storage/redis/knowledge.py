@@ -41,7 +41,6 @@ from ferryman.storage.redis.lua_chunks import (
 )
 from ferryman.storage.redis.lua_knowledge import (
     ATTACH_FILES,
-    BATCH_COUNTS,
     CANCEL_BATCH,
     CREATE_BATCH,
     CREATE_VECTOR_STORE,
@@ -68,8 +67,6 @@ from ferryman.storage.redis.store_keys import (
     VS_FILE,
     VS_FILES,
 )
-
-_STATUSES: tuple[IngestionStatus, ...] = ("in_progress", "completed", "failed", "cancelled")
 
 
 def _attachments(files: list[VectorStoreFileRecord]) -> dict[str, Any]:
@@ -149,17 +146,6 @@ class RedisKnowledge(RedisBase):
 
     def _forget_index(self, vector_store_id: str) -> None:
         """Drop the in-process search caches of a deleted store (the chunk index's mixin overrides it)."""
-
-    async def file_counts(self, vector_store_id: str, batch_id: str | None = None) -> FileCounts:
-        """Its files (or one batch's) by status."""
-        if batch_id is not None:
-            counts = await self._run(BATCH_COUNTS, BatchOfStore(vector_store_id, batch_id))
-            return FileCounts(*counts)
-        async with self._db.pipeline(transaction=True) as pipe:
-            for status in _STATUSES:
-                pipe.zcard(self._keys.of(f"vs_{status}", vector_store_id))
-            found = await pipe.execute()
-        return FileCounts(*(int(count) for count in found))
 
     # ---- attachments -------------------------------------------------------
 

@@ -399,21 +399,6 @@ return {OK}
     },
 )
 
-# A batch's counts by status, read in one snapshot: in_progress, completed, failed, cancelled.
-BATCH_COUNTS = Script(
-    BatchOfStore,
-    KNOWLEDGE_LUA
-    + """
-local counts = {in_progress = 0, completed = 0, failed = 0, cancelled = 0}
-for _, file in ipairs(redis.call('ZRANGE', key('batch_files', batch_id), 0, -1)) do
-  local status = redis.call('HGET', pair('vs_file', vector_store_id, file), 'status')
-  if status then counts[status] = counts[status] + 1 end
-end
-return {OK, counts.in_progress, counts.completed, counts.failed, counts.cancelled}
-""",
-    lambda found: [int(count) for count in found],
-)
-
 # Per store: its files in each status, then the bytes they hold (kept since the store's creation, or summed once).
 STORE_FILES = Script(
     StoreIds,

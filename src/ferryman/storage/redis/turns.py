@@ -333,16 +333,6 @@ class RedisTurns(RedisBase):
             found[turn_id] = (int(fields["seq"]), turn_from_record(turn_of(turn_id, fields), steps))
         return [turn for _, turn in sorted(found.values(), key=lambda entry: entry[0])]
 
-    async def get_step(self, session_id: str, turn_id: str, step_id: str) -> Step:
-        """Return one completed or pending step of a turn, or raise NotFoundError."""
-        async with self._db.pipeline(transaction=False) as pipe:
-            pipe.hget(self._keys.of(TURN, turn_id), "session_id")
-            pipe.hget(self._keys.of(STEP_BODIES, turn_id), step_id)
-            owner, body = await pipe.execute()
-        if owner != session_id or body is None:
-            raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
-        return codec.load_step(body)
-
     async def renew_leases(self, turn_ids: list[str], until: datetime) -> list[str]:
         """Extend the leases of those of these turns that still run to ``until``; return the others' ids.
 

@@ -95,16 +95,6 @@ def upsert(d: SqlDialect) -> Compiled:
     return d.compiled("attach.upsert", build)
 
 
-def counts(d: SqlDialect, *, of_batch: bool) -> Compiled:
-    """The files of ``:vector_store_id`` (``of_batch``: of batch ``:batch_id``) counted by status."""
-
-    def build() -> sa.Select[Any]:
-        where = [_of_store(), F.batch_id == p("batch_id")] if of_batch else [_of_store()]
-        return sa.select(F.status, sa.func.count()).where(*where).group_by(F.status)
-
-    return d.compiled(("attach.counts", of_batch), build)
-
-
 def listed(d: SqlDialect, page: Keyset, *, of_status: bool, of_batch: bool) -> Compiled:
     """A page of ``:vector_store_id``'s files where ``page`` says, at most ``:limit``; ``of_status``: of status
     ``:status``; ``of_batch``: of batch ``:batch_id``."""

@@ -337,21 +337,6 @@ class TurnTables:
             steps.setdefault(turn_id, []).append(codec.load_step(body))
         return [turn_from_record(turn_record(row, d.read_stamp), steps.get(row[0], [])) for row in turn_rows]
 
-    async def get_step(self, session_id: str, turn_id: str, step_id: str) -> Step:
-        """Return one completed or pending step of a turn."""
-        row = await self._db.read(
-            first(
-                "SELECT s.body FROM steps s JOIN turns t ON t.turn_id = s.turn_id "
-                "WHERE s.step_id = :step_id AND s.turn_id = :turn_id AND t.session_id = :session_id",
-                step_id=step_id,
-                turn_id=turn_id,
-                session_id=session_id,
-            )
-        )
-        if row is None:
-            raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
-        return codec.load_step(row[0])
-
     async def save_turn_events(self, turn_id: str, first_seq: int, events: list[str]) -> None:
         """Store a turn's stream events (JSON data), numbered from ``first_seq``; a stored number keeps its event.
 

@@ -114,16 +114,6 @@ class VectorStoreTables:
         if not deleted:
             raise NotFoundError(f"vector store '{vector_store_id}' not found")
 
-    async def file_counts(self, vector_store_id: str, batch_id: str | None = None) -> FileCounts:
-        """Its files (or one batch's) by status."""
-        of_batch = batch_id is not None
-        found = await self._db.read(
-            attachments.counts(self._db.dialect, of_batch=of_batch).rows(
-                vector_store_id=vector_store_id, **({"batch_id": batch_id} if of_batch else {})
-            )
-        )
-        return FileCounts(**{status: int(n) for status, n in found})
-
     async def add_vector_store_files(
         self, vector_store_id: str, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
     ) -> None:
