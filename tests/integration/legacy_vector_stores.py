@@ -18,11 +18,12 @@ from legacy_agents import ALICE, BOB, principal
 from redis.asyncio import Redis
 from redis.typing import EncodableT, FieldT
 
+from ferryman.storage.domain.file_batches import file_batch
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.filters import Terms
 from ferryman.storage.kernel.model import UNOWNED, Owner, attribute_term, principal_term
 from ferryman.storage.kernel.protocol import Kernel
-from ferryman.storage.knowledge import VectorStoreRecord
+from ferryman.storage.knowledge import FileBatchRecord, VectorStoreRecord
 from ferryman.storage.redis.store_keys import Keys
 
 WHEN = 1740830400
@@ -236,7 +237,7 @@ async def _chunk_index_of_layout_11(admin: Redis, keys: Keys) -> list[str]:
             await admin.zadd(key, value)
         else:
             await admin.sadd(key, value)
-    return list(written)
+    return [key for key in written if key != keys.of("batch", BATCH)]  # the batch's hash becomes its record (20)
 
 
 # -- after the upgrade ----------------------------------------------------------------------------------------------
@@ -257,3 +258,4 @@ async def assert_vector_stores_moved(kernel: Kernel) -> None:
     nobody = Terms(frozenset({UNOWNED}))
     assert [s.vector_store_id for s in await records.all(allow=nobody)] == ["vs_mid"]
     assert await records.find(ORPHAN_STORE) is None
+    assert await file_batch(kernel, INDEXED, BATCH) == FileBatchRecord(BATCH, INDEXED, WHEN + 10)

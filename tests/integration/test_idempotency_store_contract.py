@@ -27,6 +27,7 @@ from ferryman.storage.base import (
 )
 from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
+from ferryman.storage.domain.file_batches import file_batch
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.knowledge import FileBatchRecord, VectorStoreFileRecord
@@ -340,9 +341,8 @@ async def test_keyed_attachments_and_batches_are_stored_with_their_keys_outcome_
         made.vector_store_id, [attachment("file-a")], KeySettlement(first, '{"a": 1}', first.expires_at, claiming=True)
     )
     batch = FileBatchRecord("vsfb_1", made.vector_store_id, 1)
-    await store.create_file_batch(
-        batch, [attachment("file-b", "vsfb_1")], KeySettlement(second, '{"b": 1}', second.expires_at, claiming=True)
-    )
+    settle = KeySettlement(second, '{"b": 1}', second.expires_at, claiming=True)
+    await store.add_vector_store_files(made.vector_store_id, [attachment("file-b", "vsfb_1")], settle, batch)
     for key, result in (("key-1", '{"a": 1}'), ("key-2", '{"b": 1}')):
         held = await store.claim_idempotency_key(claim(key=key), datetime.now(UTC))
         assert held is not None and held.result == result
@@ -351,15 +351,16 @@ async def test_keyed_attachments_and_batches_are_stored_with_their_keys_outcome_
             made.vector_store_id, [attachment("file-c")], KeySettlement(claim(), "{}", first.expires_at, claiming=True)
         )
     with pytest.raises(IdempotencyKeyHeldError):
-        await store.create_file_batch(
-            FileBatchRecord("vsfb_2", made.vector_store_id, 1),
+        await store.add_vector_store_files(
+            made.vector_store_id,
             [attachment("file-d", "vsfb_2")],
             KeySettlement(claim(key="key-2"), "{}", second.expires_at, claiming=True),
+            FileBatchRecord("vsfb_2", made.vector_store_id, 1),
         )
     files = await store.list_vector_store_files(made.vector_store_id, None, 10, "asc")
     assert sorted(f.file_id for f in files.items) == ["file-a", "file-b"]
     with pytest.raises(NotFoundError):  # the refused batch left nothing, its own record neither
-        await store.get_file_batch(made.vector_store_id, "vsfb_2")
+        await file_batch(store.kernel, made.vector_store_id, "vsfb_2")
 
 
 async def test_a_keyed_write_of_no_records_stores_the_key_alone(store: Store) -> None:

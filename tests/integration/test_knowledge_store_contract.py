@@ -15,6 +15,7 @@ from storage_backends import BACKENDS, POSTGRES_URL, REDIS_URL
 
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.storage.base import Store
+from ferryman.storage.domain.file_batches import file_batch
 from ferryman.storage.domain.vector_stores import touched, vector_stores
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.knowledge import (
@@ -137,10 +138,9 @@ async def test_a_deleted_vector_store_leaves_neither_record_nor_index(store: Sto
 async def test_attachments_list_by_status_and_batch_and_count(store: Store) -> None:
     await store.create_vector_store(a_store(), [attached("file_a", created_at=100)])
     batch = FileBatchRecord("batch_1", "vs_1", 101)
-    await store.create_file_batch(
-        batch, [attached(f, created_at=101 + i, batch_id="batch_1") for i, f in enumerate(["file_b", "file_c"])]
-    )
-    assert await store.get_file_batch("vs_1", "batch_1") == batch
+    files = [attached(f, created_at=101 + i, batch_id="batch_1") for i, f in enumerate(["file_b", "file_c"])]
+    await store.add_vector_store_files("vs_1", files, batch=batch)
+    assert await file_batch(store.kernel, "vs_1", "batch_1") == batch
     every = await store.list_vector_store_files("vs_1", None, 10, "asc")
     assert [f.file_id for f in every.items] == ["file_a", "file_b", "file_c"]
     desc = await store.list_vector_store_files("vs_1", "file_c", 1, "desc")
@@ -152,14 +152,34 @@ async def test_attachments_list_by_status_and_batch_and_count(store: Store) -> N
     assert (await store.get_vector_store_file("vs_1", "file_b")).attributes == {"kind": "faq", "public": True}
     assert [f.file_id for f in await store.all_vector_store_files("vs_1")] == ["file_a", "file_b", "file_c"]
     await store.cancel_file_batch("vs_1", "batch_1")
-    assert (await store.get_file_batch("vs_1", "batch_1")).cancelled
+    assert (await file_batch(store.kernel, "vs_1", "batch_1")).cancelled
     cancelled = await store.list_vector_store_files("vs_1", None, 10, "asc", status="cancelled")
     assert [f.file_id for f in cancelled.items] == ["file_b", "file_c"]
     assert await store.file_counts("vs_1") == FileCounts(in_progress=1, cancelled=2)
     with pytest.raises(NotFoundError):
-        await store.get_file_batch("vs_1", "batch_none")
+        await file_batch(store.kernel, "vs_1", "batch_none")
     with pytest.raises(NotFoundError):
         await store.update_vector_store_file("vs_1", "file_none", {})
+
+
+async def test_a_batch_is_written_with_its_files_or_not_at_all(store: Store) -> None:
+    await store.create_vector_store(a_store(), [])
+    await store.create_vector_store(a_store(vector_store_id="vs_2"), [])
+    batch = FileBatchRecord("batch_1", "vs_1", 101)
+    with pytest.raises(NotFoundError):  # no such store: neither the record nor a file is written
+        await store.add_vector_store_files("vs_none", [attached("file_a", batch_id="batch_1")], batch=batch)
+    await store.add_vector_store_files("vs_1", [attached("file_a", batch_id="batch_1")], batch=batch)
+    with pytest.raises(ConflictError):  # a taken id refuses the write whole: file_b is not attached
+        await store.add_vector_store_files("vs_1", [attached("file_b", batch_id="batch_1")], batch=batch)
+    assert [f.file_id for f in await store.all_vector_store_files("vs_1")] == ["file_a"]
+    with pytest.raises(NotFoundError):  # another store's batch is not found, nor cancelled
+        await file_batch(store.kernel, "vs_2", "batch_1")
+    with pytest.raises(NotFoundError):
+        await store.cancel_file_batch("vs_2", "batch_1")
+    with pytest.raises(NotFoundError):
+        await store.cancel_file_batch("vs_1", "batch_none")
+    assert await store.file_counts("vs_1", "batch_1") == FileCounts(in_progress=1)
+    assert not (await file_batch(store.kernel, "vs_1", "batch_1")).cancelled
 
 
 # Ingestion jobs
@@ -285,7 +305,9 @@ async def test_the_ingestion_backlog_counts_the_files_waiting_or_claimed_in_ever
 async def test_only_the_claim_a_job_is_held_under_is_renewed(store: Store) -> None:
     files = [attached(f"file_{c}", created_at=100 + i) for i, c in enumerate("abcd")]
     await store.create_vector_store(a_store(), files[:3])
-    await store.create_file_batch(FileBatchRecord("batch_1", "vs_1", 101), [attached("file_d", batch_id="batch_1")])
+    await store.add_vector_store_files(
+        "vs_1", [attached("file_d", batch_id="batch_1")], batch=FileBatchRecord("batch_1", "vs_1", 101)
+    )
     await claim_all(store)
     later = NOW + 3 * LEASE
     (taken,) = await store.claim_ingestion(later, later + LEASE, 1)  # file_a: lapsed and claimed again
@@ -315,7 +337,9 @@ async def test_touching_a_vector_store_sets_its_last_activity_alone(store: Store
 
 async def test_a_cancelled_or_detached_job_writes_nothing(store: Store) -> None:
     await store.create_vector_store(a_store(), [attached("file_a")])
-    await store.create_file_batch(FileBatchRecord("batch_1", "vs_1", 101), [attached("file_b", batch_id="batch_1")])
+    await store.add_vector_store_files(
+        "vs_1", [attached("file_b", batch_id="batch_1")], batch=FileBatchRecord("batch_1", "vs_1", 101)
+    )
     jobs = {job.file_id: job for job in await claim_all(store)}
     await store.cancel_file_batch("vs_1", "batch_1")
     await store.delete_vector_store_file("vs_1", "file_a")
@@ -425,7 +449,9 @@ async def test_another_replica_sees_chunk_writes_at_its_next_vector_search(store
 async def test_deleting_a_vector_store_takes_its_files_batches_and_chunks(store: Store) -> None:
     await indexed(store)
     await store.add_vector_store_files("vs_1", [attached("file_a")])
-    await store.create_file_batch(FileBatchRecord("batch_1", "vs_1", 101), [attached("file_b", batch_id="batch_1")])
+    await store.add_vector_store_files(
+        "vs_1", [attached("file_b", batch_id="batch_1")], batch=FileBatchRecord("batch_1", "vs_1", 101)
+    )
     await store.delete_vector_store("vs_1")
     await store.create_vector_store(a_store(), [])
     assert await store.all_vector_store_files("vs_1") == []
@@ -433,7 +459,7 @@ async def test_deleting_a_vector_store_takes_its_files_batches_and_chunks(store:
     assert await store.vector_search("vs_1", unit(1, 0, 0), None, 10) == []
     assert (await store.list_chunks("vs_1", "file_a", None, 10)).items == []
     with pytest.raises(NotFoundError):
-        await store.get_file_batch("vs_1", "batch_1")
+        await file_batch(store.kernel, "vs_1", "batch_1")
     assert await claim_all(store) == []
 
 

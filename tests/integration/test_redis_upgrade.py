@@ -40,10 +40,11 @@ from ferryman.redis_url import split_prefix
 from ferryman.storage.base import ConversationRecord, ResponseRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents, sessions
 from ferryman.storage.domain.conversations import conversations
+from ferryman.storage.domain.file_batches import file_batch
 from ferryman.storage.domain.files import files
 from ferryman.storage.domain.forks import Lineage, Lineages
 from ferryman.storage.domain.items import item_puts
-from ferryman.storage.domain.kinds import AGENT, CONVERSATION, FILE, MODEL, VECTOR_STORE
+from ferryman.storage.domain.kinds import AGENT, CONVERSATION, FILE, FILE_BATCH, MODEL, VECTOR_STORE
 from ferryman.storage.domain.kinds import RESPONSE as RESPONSE_KIND
 from ferryman.storage.domain.kinds import SCHEMA as KINDS
 from ferryman.storage.domain.kinds import SESSION as SESSION_KIND
@@ -52,6 +53,7 @@ from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import Kind, Owner
 from ferryman.storage.kernel.ops import Op, Page, Put
 from ferryman.storage.kernel.protocol import Kernel
+from ferryman.storage.knowledge import FileBatchRecord, VectorStoreFileRecord
 from ferryman.storage.redis.kernel import RedisKernel
 from ferryman.storage.redis.store import RedisStore
 from ferryman.storage.redis.store_keys import SCHEMA, SCHEMA_LOCK, TURN_EVENTS, Keys
@@ -963,3 +965,71 @@ async def test_conversations_anchors_of_layout_18_go_and_responses_start_on_thei
             await store.start_response(response_start("q", other))
     finally:
         await store.close()
+
+
+# -- layout 20: file batches move into the kernel, under their vector stores ------------------------------------------
+
+LAYOUT_19_BATCHES = {
+    "vsfb_kept": FileBatchRecord("vsfb_kept", STORES[0].vector_store_id, 1740830410),
+    "vsfb_cancelled": FileBatchRecord("vsfb_cancelled", STORES[0].vector_store_id, 1740830420, cancelled=True),
+}
+
+
+async def _write_layout_19_batches(url: str, prefix: str, admin: Redis) -> list[str]:
+    """A store (through this version) with a file in a batch, and batches' hashes as layout 19 kept them, one of a
+    store that no record holds; the hashes' keys."""
+    keys = Keys(prefix)
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        vs = STORES[0].vector_store_id
+        await store.create_vector_store(STORES[0], [])
+        await store.add_vector_store_files(vs, [VectorStoreFileRecord(vs, "file_b", 1, batch_id="vsfb_kept")])
+    finally:
+        await store.close()
+    hashes = {**{batch_id: (b.vector_store_id, b.created_at, int(b.cancelled)) for batch_id, b in
+                 LAYOUT_19_BATCHES.items()}, "vsfb_lost": ("vs_gone", 1740830400, 0)}  # fmt: skip
+    for batch_id, (vs, created_at, cancelled) in hashes.items():
+        mapping = {"vector_store_id": vs, "created_at": created_at, "cancelled": cancelled}
+        await admin.hset(keys.of("batch", batch_id), mapping=mapping)  # type: ignore[arg-type]
+    await admin.set(keys.global_(SCHEMA), 19)
+    return [keys.of("batch", batch_id) for batch_id in hashes]
+
+
+async def _assert_batches_moved(url: str, prefix: str, admin: Redis, hashes: list[str]) -> None:
+    store = RedisStore(url, prefix)
+    await store.open()
+    try:
+        assert await admin.get(Keys(prefix).global_(SCHEMA)) == str(SCHEMA_VERSION)
+        assert await admin.exists(*hashes) == 0
+        for batch in LAYOUT_19_BATCHES.values():
+            assert await file_batch(store.kernel, batch.vector_store_id, batch.batch_id) == batch
+        with pytest.raises(NotFoundError):
+            await file_batch(store.kernel, "vs_gone", "vsfb_lost")
+        await store.cancel_file_batch(STORES[0].vector_store_id, "vsfb_kept")  # its files' index stayed
+        [cancelled] = (await store.list_vector_store_files(STORES[0].vector_store_id, None, 10, "asc")).items
+        assert (cancelled.file_id, cancelled.status) == ("file_b", "cancelled")
+    finally:
+        await store.close()
+
+
+async def test_file_batches_of_layout_19_move_into_the_kernel_under_their_stores(
+    deployment: tuple[str, str], admin: Redis
+) -> None:
+    hashes = await _write_layout_19_batches(*deployment, admin)
+    await _assert_batches_moved(*deployment, admin, hashes)
+
+
+async def test_a_file_batch_conversion_that_died_midway_finishes(deployment: tuple[str, str], admin: Redis) -> None:
+    url, prefix = deployment
+    hashes = await _write_layout_19_batches(url, prefix, admin)
+    kernel = RedisKernel(admin, KINDS, prefix=f"{prefix}k:")
+    await kernel.open()
+    try:  # the first batch written, its hash not yet deleted
+        first = LAYOUT_19_BATCHES["vsfb_kept"]
+        body = {"batch_id": first.batch_id, "vector_store_id": first.vector_store_id,
+                "created_at": first.created_at, "cancelled": False}  # fmt: skip
+        await kernel.write([Put(FILE_BATCH, first.batch_id, body, parent=first.vector_store_id)])
+    finally:
+        await kernel.close()
+    await _assert_batches_moved(url, prefix, admin, hashes)

@@ -49,7 +49,16 @@ from legacy_responses import owner_of as response_owner
 from legacy_schema import build_postgres, build_sqlite
 from legacy_sessions import ORPHAN_SESSION, SESSION_OWNERS, SESSIONS, assert_sessions_moved
 from legacy_sessions import owner_of as session_owner
-from legacy_vector_stores import ORPHAN_STORE, STORE_OWNERS, STORES, assert_vector_stores_moved, sql_rows
+from legacy_vector_stores import (
+    BATCH,
+    INDEXED,
+    ORPHAN_STORE,
+    STORE_OWNERS,
+    STORES,
+    assert_vector_stores_moved,
+    sql_rows,
+)
+from legacy_vector_stores import WHEN as STORES_WHEN
 from storage_backends import CONNECT_TIMEOUT, POSTGRES_URL, postgres_store
 from store_records import response_start
 
@@ -60,13 +69,14 @@ from ferryman.errors import ConfigurationError, NotFoundError
 from ferryman.storage import codec
 from ferryman.storage.base import ConversationRecord, IdempotencyRecord, SessionRecord, StoredEvent, TurnRecord
 from ferryman.storage.domain.agents import agents, sessions
+from ferryman.storage.domain.file_batches import file_batch
 from ferryman.storage.domain.kinds import CONVERSATION, MODEL
 from ferryman.storage.domain.responses import head_of, response_heads
 from ferryman.storage.kernel import ops
 from ferryman.storage.kernel.model import Owner
 from ferryman.storage.kernel.ops import Page
 from ferryman.storage.kernel.protocol import Kernel
-from ferryman.storage.knowledge import FileRecord, VectorStoreRecord
+from ferryman.storage.knowledge import FileBatchRecord, FileRecord, VectorStoreRecord
 from ferryman.storage.rows import ITEM
 from ferryman.storage.sql.migrate import alembic_config, postgres_engine, sqlite_engine, upgrade
 from ferryman.storage.sql.postgres import PostgresStore
@@ -75,13 +85,16 @@ from ferryman.storage.sql.store import SqlStore
 
 pytestmark = pytest.mark.anyio
 
-HEAD = "0030_drop_conversation_anchors"
+HEAD = "0031_file_batches_on_kernel"
 ITEMS_NOW = "-- items, wherever the revision keeps them"
 """In a tuple of queries of what stays: the items, read from ``items`` before 0028 and from the records after."""
 EVENTS_NOW = "-- responses' events, wherever the revision keeps them"
 """In a tuple of queries of what stays: the responses' stored events, from ``response_events`` before 0029 and from
 their records' logs after."""
 ANCHORS_NOW = "-- conversations' session ids, wherever the revision keeps them"
+BATCHES_NOW = "-- file batches, wherever the revision keeps them"
+"""In a tuple of queries of what stays: each file batch's id, store, creation time and cancellation, from
+``file_batches`` before 0031 and from the records after."""
 """In a tuple of queries of what stays: each conversation's id and session id, from ``conversations`` before 0030 and
 from the records' bodies after."""
 # What the earlier runner's last version on main was, per dialect, and one it cannot adopt.
@@ -772,7 +785,7 @@ SETTINGS = (
 CHUNK_INDEX = (
     "SELECT vector_store_id, embedding_dimension, version, removals_from FROM vector_stores ORDER BY vector_store_id",
     "SELECT vector_store_id, file_id, status, usage_bytes, batch_id FROM vector_store_files",
-    "SELECT batch_id, vector_store_id FROM file_batches",
+    BATCHES_NOW,
     "SELECT vector_store_id, chunk_id, file_id, text, version FROM chunks",
     "SELECT vector_store_id, version, file_id FROM chunk_removals",
 )
@@ -793,7 +806,18 @@ async def _kept(database: Database, queries: tuple[str, ...] = CHUNK_INDEX) -> l
 def _now(sql: str, tables: set[str], dialect: str) -> str:
     """A query of what stays, where the revision of these tables keeps it (items: ``items`` before 0028, the
     kernel's records after; responses' events: ``response_events`` before 0029, their records' logs after;
-    conversations' session ids: ``conversations`` before 0030, their records after)."""
+    conversations' session ids: ``conversations`` before 0030, their records after; file batches:
+    ``file_batches`` before 0031, their records after)."""
+    if sql == BATCHES_NOW:
+        if "file_batches" in tables:
+            flag = "CASE WHEN cancelled THEN 1 ELSE 0 END"
+            return f"SELECT batch_id, vector_store_id, created_at, {flag} FROM file_batches ORDER BY batch_id"  # noqa: S608
+        if dialect == "sqlite":
+            created, flag = "json_extract(body, '$.created_at')", "json_extract(body, '$.cancelled')"
+        else:
+            created = "(body::json ->> 'created_at')::bigint"
+            flag = "CASE WHEN (body::json ->> 'cancelled')::boolean THEN 1 ELSE 0 END"
+        return f"SELECT id, parent, {created}, {flag} FROM records WHERE kind = 'file_batch' ORDER BY id"  # noqa: S608
     if sql == ANCHORS_NOW:
         if "conversations" in tables:
             return "SELECT conversation_id, session_id FROM conversations ORDER BY id"
@@ -1606,3 +1630,77 @@ async def test_conversations_anchors_come_back_from_their_records_and_go_again(d
     await database.migrate("head", False)
     assert "conversations" not in await database.tables()
     assert await _kept(database, (ANCHORS_NOW,)) == [[*before, ("conv_x", "sess_gone")]]
+
+
+# -- file batches move into the kernel's records under their stores; ``file_batches`` goes (0031) ------------------
+
+BEFORE_BATCHES = "0030_drop_conversation_anchors"
+RECORDLESS_STORE = "vs_recordless"
+"""A store whose row an older version left without its record: its batch belongs to nothing the API reaches."""
+BATCHES = [
+    FileBatchRecord(BATCH, INDEXED, STORES_WHEN + 10),
+    FileBatchRecord("vsfb_alpha", "vs_alpha", STORES_WHEN + 70, cancelled=True),
+]
+
+
+async def _batches_at_0030(database: Database) -> list[tuple[Any, ...]]:
+    """The stores at 0030 with :data:`BATCHES` and a recordless store's batch, as 0030 kept them; the batches."""
+    await _stores_at_0020(database)  # the first store's batch among them
+    await database.migrate(BEFORE_BATCHES, False)
+    rows = [
+        _insert("file_batches", batch_id="vsfb_alpha", vector_store_id="vs_alpha", created_at=STORES_WHEN + 70,
+                cancelled=True),
+        _insert("vector_stores", vector_store_id=RECORDLESS_STORE, embedding_dimension=3, version=1, removals_from=1),
+        _insert("file_batches", batch_id="vsfb_lost", vector_store_id=RECORDLESS_STORE, created_at=STORES_WHEN,
+                cancelled=False),
+    ]  # fmt: skip
+    for row in rows:
+        await database.query(row)
+    (before,) = await _kept(database, (BATCHES_NOW,))
+    assert [row[0] for row in before] == ["vsfb_alpha", "vsfb_lost", BATCH]  # by id
+    return before
+
+
+async def test_file_batches_move_into_the_kernel_under_their_stores(database: Database) -> None:
+    before = await _batches_at_0030(database)
+    store = database.store()
+    await store.open()
+    try:
+        assert "file_batches" not in await database.tables()
+        for batch in BATCHES:
+            assert await file_batch(store.kernel, batch.vector_store_id, batch.batch_id) == batch
+        with pytest.raises(NotFoundError):  # under its own store only
+            await file_batch(store.kernel, "vs_alpha", BATCH)
+        await store.cancel_file_batch(INDEXED, BATCH)
+        assert (await file_batch(store.kernel, INDEXED, BATCH)).cancelled
+        await store.delete_vector_store("vs_alpha")  # its batch goes with its record
+        with pytest.raises(NotFoundError):
+            await file_batch(store.kernel, "vs_alpha", "vsfb_alpha")
+    finally:
+        await store.close()
+    assert await database.revision() == [HEAD]
+    moved = [row for row in before if row[0] != "vsfb_lost"]  # its store has no record to stand under
+    assert await _kept(database, (BATCHES_NOW,)) == [[(*moved[1][:3], 1)]]  # the cancelled one
+    terms = await database.query("SELECT term FROM record_terms WHERE kind = 'file_batch'")
+    assert terms == [("-",)]  # the server's own records' one term, as the kernel writes it
+    if database.dialect == "sqlite":
+        assert await database.query("PRAGMA foreign_key_check") == []
+
+
+async def test_file_batches_go_down_to_their_table_and_up_again(database: Database) -> None:
+    before = await _batches_at_0030(database)
+    await database.migrate("head", False)
+    moved = [row for row in before if row[0] != "vsfb_lost"]
+    assert await _kept(database, (BATCHES_NOW,)) == [moved]
+    await database.migrate(BEFORE_BATCHES, True)
+    assert await _kept(database, (BATCHES_NOW,)) == [moved]
+    assert await database.query("SELECT seq FROM records WHERE kind = 'file_batch'") == []
+    assert await database.query("SELECT seq FROM record_terms WHERE kind = 'file_batch'") == []
+    await database.migrate("head", False)
+    await _check_kernel(database, _assert_batches)
+    assert await _kept(database, (BATCHES_NOW,)) == [moved]
+
+
+async def _assert_batches(kernel: Kernel) -> None:
+    for batch in BATCHES:
+        assert await file_batch(kernel, batch.vector_store_id, batch.batch_id) == batch

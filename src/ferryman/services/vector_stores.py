@@ -48,6 +48,7 @@ from ferryman.knowledge.embedding import embed_chunks, unit_bytes
 from ferryman.knowledge.extract import without_nul
 from ferryman.knowledge.views import batch_object, file_object, now, store_object
 from ferryman.storage.base import Store
+from ferryman.storage.domain.file_batches import file_batch
 from ferryman.storage.domain.kinds import VECTOR_STORE
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import PageOf
@@ -322,7 +323,7 @@ class VectorStoreService:
         for attachment in files:
             attachment.batch_id = batch.batch_id
         answer = batch_object(batch, FileCounts(in_progress=len(files)))  # as written: each file in progress
-        await self._store.create_file_batch(batch, files, settlement(key, answered(answer)))
+        await self._store.add_vector_store_files(vector_store_id, files, settlement(key, answered(answer)), batch)
         stored_record(key)
         self._wake()
         return answer
@@ -333,7 +334,7 @@ class VectorStoreService:
         return await self._batch(vector_store_id, batch_id)
 
     async def _batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
-        batch = await self._store.get_file_batch(vector_store_id, batch_id)
+        batch = await file_batch(self._store.kernel, vector_store_id, batch_id)
         return batch_object(batch, await self._store.file_counts(vector_store_id, batch_id))
 
     async def cancel_batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:

@@ -162,7 +162,7 @@ class FileStore(Protocol):
 
 
 class VectorStoreStore(Protocol):
-    """Vector stores' files and batches (their records are the kernel's: ``storage.domain.vector_stores``).
+    """Vector stores' files (the stores' and batches' records are the kernel's: ``storage.domain``).
 
     Every method but ``create_vector_store`` takes a store that exists: the caller read its record first.
     """
@@ -180,19 +180,29 @@ class VectorStoreStore(Protocol):
         ...
 
     async def delete_vector_store(self, vector_store_id: str) -> None:
-        """Delete a vector store: its record, its files' attachments, batches and chunks (NotFoundError if
-        unknown)."""
+        """Delete a vector store: its record with its batches', its files' attachments and chunks (NotFoundError
+        if unknown)."""
         ...
 
     async def file_counts(self, vector_store_id: str, batch_id: str | None = None) -> FileCounts:
-        """Its files (or one batch's) by status."""
+        """Its files (or one batch's) by status (written once: ``storage.derived_reads``)."""
         ...
 
     async def add_vector_store_files(
-        self, vector_store_id: str, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
+        self,
+        vector_store_id: str,
+        files: list[VectorStoreFileRecord],
+        settle: KeySettlement | None = None,
+        batch: FileBatchRecord | None = None,
     ) -> None:
-        """Attach files as new ingestion jobs, with ``settle``'s idempotency key outcome in the same transaction;
-        a file attached already is attached again (its chunks dropped)."""
+        """Attach files as new ingestion jobs, with ``settle``'s idempotency key outcome and ``batch``'s record
+        (``storage.domain.file_batches``: the files carry its id) in the same transaction; a file attached already
+        is attached again (its chunks dropped).
+
+        Raises:
+            NotFoundError: no such store.
+            ConflictError: the batch's id is taken.
+        """
         ...
 
     async def get_vector_store_file(self, vector_store_id: str, file_id: str) -> VectorStoreFileRecord:
@@ -232,19 +242,9 @@ class VectorStoreStore(Protocol):
         """Detach a file and drop its chunks (NotFoundError if not attached)."""
         ...
 
-    async def create_file_batch(
-        self, record: FileBatchRecord, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
-    ) -> None:
-        """Store a batch and attach its files (each carrying ``batch_id``), with ``settle``'s idempotency key
-        outcome in the same transaction."""
-        ...
-
-    async def get_file_batch(self, vector_store_id: str, batch_id: str) -> FileBatchRecord:
-        """One batch, or NotFoundError."""
-        ...
-
     async def cancel_file_batch(self, vector_store_id: str, batch_id: str) -> None:
-        """Mark a batch cancelled and its files still in progress ``cancelled`` (their claims then fail)."""
+        """Mark a batch's record cancelled (``storage.domain.file_batches``) and its files still in progress
+        ``cancelled`` (their claims then fail), in one transaction; NotFoundError if the store has no such batch."""
         ...
 
 

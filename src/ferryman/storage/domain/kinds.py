@@ -62,8 +62,12 @@ FILE = Kind("file", indexes=("purpose",))
 purpose. Its attachments to vector stores and their chunks are the knowledge store's, deleted with it."""
 VECTOR_STORE = Kind("vector_store", noun="vector store")
 """A vector store's settings (``VectorStoreRecord``), owned by its creator; a root, listed in creation order. What
-the chunk index keeps of it (its attachments, batches, chunks, their versions) is the knowledge store's, under
+the chunk index keeps of it (its attachments, chunks, their versions) is the knowledge store's, under
 the same id, created and deleted with the record."""
+FILE_BATCH = Kind("file_batch", noun="file batch", parents=("vector_store",))
+"""A batch of files attached together (``FileBatchRecord``), under its vector store, whose deletion deletes it; no
+owner of its own: it is reached through its store. Its files are the knowledge store's attachments, each naming
+the batch, attached in the same write as the record; its status and counts come from them."""
 CONVERSATION = Kind("conversation")
 """A conversation (``ConversationRecord``), owned by its creator; a root, listed in creation order; the record is
 all there is of it (a response's start holds it). Its items are records under it (``ITEM``)."""
@@ -103,6 +107,7 @@ SCHEMA = Schema(
         FORK,
         FILE,
         VECTOR_STORE,
+        FILE_BATCH,
         CONVERSATION,
         RESPONSE,
         ITEM,

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from ferryman.errors import NotFoundError
 from ferryman.storage.base import KeySettlement
+from ferryman.storage.domain.file_batches import batch_cancelled, batch_written
 from ferryman.storage.domain.kinds import VECTOR_STORE as VECTOR_STORE_KIND
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel import ops
@@ -42,7 +43,6 @@ from ferryman.storage.redis.lua_chunks import (
 from ferryman.storage.redis.lua_knowledge import (
     ATTACH_FILES,
     CANCEL_BATCH,
-    CREATE_BATCH,
     CREATE_VECTOR_STORE,
     DELETE_VECTOR_STORE,
     DETACH_FILE,
@@ -50,8 +50,7 @@ from ferryman.storage.redis.lua_knowledge import (
     STORE_FILES,
     UPDATE_STORE_FILE,
     AttachFiles,
-    BatchOfStore,
-    CreateBatch,
+    CancelBatch,
     CreateVectorStore,
     DeleteVectorStore,
     FileId,
@@ -61,7 +60,6 @@ from ferryman.storage.redis.lua_knowledge import (
 )
 from ferryman.storage.redis.scripts import RedisBase
 from ferryman.storage.redis.store_keys import (
-    BATCH,
     BATCH_FILES,
     INGESTION,
     VS_FILE,
@@ -150,11 +148,18 @@ class RedisKnowledge(RedisBase):
     # ---- attachments -------------------------------------------------------
 
     async def add_vector_store_files(
-        self, vector_store_id: str, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
+        self,
+        vector_store_id: str,
+        files: list[VectorStoreFileRecord],
+        settle: KeySettlement | None = None,
+        batch: FileBatchRecord | None = None,
     ) -> None:
-        """Attach files as new ingestion jobs, with ``settle``'s key outcome, in one script; a file attached
-        already is attached again (its chunks dropped)."""
-        attach = AttachFiles(**_attachments(files), **settlement_args(settle), vector_store_id=vector_store_id)
+        """Attach files as new ingestion jobs, with ``settle``'s key outcome and ``batch``'s record, in one script;
+        a file attached already is attached again (its chunks dropped)."""
+        record = self.kernel.embedded([batch_written(batch)] if batch is not None else [])
+        attach = AttachFiles(
+            **record, **_attachments(files), **settlement_args(settle), vector_store_id=vector_store_id
+        )
         await self._run(ATTACH_FILES, attach)
 
     async def list_vector_store_files(
@@ -224,31 +229,11 @@ class RedisKnowledge(RedisBase):
 
     # ---- batches -----------------------------------------------------------
 
-    async def create_file_batch(
-        self, record: FileBatchRecord, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
-    ) -> None:
-        """Store a batch and attach its files (each carrying ``batch_id``), with ``settle``'s key outcome, in one
-        script."""
-        create = CreateBatch(
-            **_attachments(files),
-            **settlement_args(settle),
-            vector_store_id=record.vector_store_id,
-            batch_id=record.batch_id,
-            batch_created_at=record.created_at,
-        )
-        await self._run(CREATE_BATCH, create)
-
-    async def get_file_batch(self, vector_store_id: str, batch_id: str) -> FileBatchRecord:
-        """One batch, or NotFoundError."""
-        fields = ("vector_store_id", "created_at", "cancelled")
-        store, created_at, cancelled = cast(list[str], await self._db.hmget(self._keys.of(BATCH, batch_id), fields))
-        if store != vector_store_id:
-            raise NotFoundError(f"file batch '{batch_id}' not found in vector store '{vector_store_id}'")
-        return FileBatchRecord(batch_id, vector_store_id, int(created_at), cancelled == "1")
-
     async def cancel_file_batch(self, vector_store_id: str, batch_id: str) -> None:
-        """Mark a batch cancelled and its files still in progress ``cancelled``."""
-        await self._run(CANCEL_BATCH, BatchOfStore(vector_store_id, batch_id))
+        """Mark a batch cancelled and its files still in progress ``cancelled``, in one script; NotFoundError if
+        the store has no such batch."""
+        cancelled = self.kernel.embedded(batch_cancelled(vector_store_id, batch_id))
+        await self._run(CANCEL_BATCH, CancelBatch(**cancelled, vector_store_id=vector_store_id, batch_id=batch_id))
 
     # ---- ingestion claims --------------------------------------------------
 

@@ -135,6 +135,7 @@ local function attach_files(vs, a)
     if batch ~= '' then
       redis.call('HSET', h, 'batch_id', batch)
       redis.call('ZADD', key('batch_files', batch), seq, file)
+      redis.call('SADD', key('vs_batches', vs), batch)
     end
     redis.call('ZADD', key('vs_files', vs), seq, file)
     redis.call('ZADD', key('vs_' .. status, vs), seq, file)
@@ -146,7 +147,7 @@ end
 local function delete_store(vs)
   for _, file in ipairs(redis.call('ZRANGE', key('vs_files', vs), 0, -1)) do detach(vs, file) end
   for _, batch in ipairs(redis.call('SMEMBERS', key('vs_batches', vs))) do
-    redis.call('DEL', key('batch', batch), key('batch_files', batch))
+    redis.call('DEL', key('batch_files', batch))
   end
   local seen = {{}}
   for _, file in ipairs(redis.call('HVALS', key('chunk_files', vs))) do
@@ -201,8 +202,9 @@ class DeleteVectorStore(KernelWrite):
 
 
 @dataclass(frozen=True)
-class AttachFiles(SettlesKey, Attachments):
-    """Files to attach to a vector store, and the key outcome stored with them."""
+class AttachFiles(SettlesKey, KernelWrite, Attachments):
+    """Files to attach to a vector store, the kernel's batch written with them (a file batch's record, or none)
+    and the key outcome stored with them."""
 
     vector_store_id: str
 
@@ -223,15 +225,6 @@ class UpdateStoreFile(StoreFile):
 
 
 @dataclass(frozen=True)
-class CreateBatch(SettlesKey, Attachments):
-    """A batch of a vector store with its files, and the key outcome stored with them."""
-
-    vector_store_id: str
-    batch_id: str
-    batch_created_at: int
-
-
-@dataclass(frozen=True)
 class StoreIds:
     """Vector stores."""
 
@@ -239,14 +232,14 @@ class StoreIds:
 
 
 @dataclass(frozen=True)
-class BatchOfStore:
-    """One batch of one vector store."""
+class CancelBatch(KernelWrite):
+    """One batch of one vector store, and the kernel's write marking its record cancelled."""
 
     vector_store_id: str
     batch_id: str
 
 
-def _store_missing(args: AttachFiles | CreateBatch, _: list[object]) -> NotFoundError:
+def _store_missing(args: AttachFiles, _: list[object]) -> NotFoundError:
     return NotFoundError(f"vector store '{args.vector_store_id}' not found")
 
 
@@ -319,12 +312,15 @@ ATTACH_FILES = Script(
 local refused = key_refusal()
 if refused then return refused end
 if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {NOT_FOUND} end
+"""
+    + KERNEL_WRITE
+    + """
 attach_files(vector_store_id, attachments)
 settle_key()
-return {OK}
+return {OK, kernel_written[2]}
 """,
-    nothing,
-    {Outcome.NOT_FOUND: _store_missing, **KEY_ERRORS},
+    values,
+    with_kernel_errors({Outcome.NOT_FOUND: _store_missing, **KEY_ERRORS}, KERNEL_ERRORS),
 )
 
 UPDATE_STORE_FILE = Script(
@@ -351,52 +347,21 @@ return {OK}
     {Outcome.NOT_FOUND: _file_missing},
 )
 
-CREATE_BATCH = Script(
-    CreateBatch,
-    KNOWLEDGE_LUA
-    + _ATTACH
-    + SETTLE
-    + """
-local refused = key_refusal()
-if refused then return refused end
-if redis.call('EXISTS', key('vector_store', vector_store_id)) == 0 then return {NOT_FOUND} end
-local b = key('batch', batch_id)
-if redis.call('EXISTS', b) == 1 then return {CONFLICT} end
-redis.call('HSET', b, 'vector_store_id', vector_store_id, 'created_at', batch_created_at, 'cancelled', '0')
-redis.call('SADD', key('vs_batches', vector_store_id), batch_id)
-attach_files(vector_store_id, attachments)
-settle_key()
-return {OK}
-""",
-    nothing,
-    {
-        Outcome.NOT_FOUND: _store_missing,
-        Outcome.CONFLICT: lambda a, _: ConflictError(f"file batch '{a.batch_id}' already exists"),
-        **KEY_ERRORS,
-    },
-)
-
 # Files of the batch still in progress are cancelled; a claim on them then fails to finish.
 CANCEL_BATCH = Script(
-    BatchOfStore,
+    CancelBatch,
     KNOWLEDGE_LUA
+    + KERNEL_WRITE
     + """
-local b = key('batch', batch_id)
-if redis.call('HGET', b, 'vector_store_id') ~= vector_store_id then return {NOT_FOUND} end
-redis.call('HSET', b, 'cancelled', '1')
 for _, file in ipairs(redis.call('ZRANGE', key('batch_files', batch_id), 0, -1)) do
   if redis.call('HGET', pair('vs_file', vector_store_id, file), 'status') == 'in_progress' then
     set_status(vector_store_id, file, 'cancelled')
   end
 end
-return {OK}
+return {OK, kernel_written[2]}
 """,
-    nothing,
-    {
-        Outcome.NOT_FOUND: lambda a, _: NotFoundError(
-            f"file batch '{a.batch_id}' not found in vector store '{a.vector_store_id}'"
-        )
-    },
+    values,
+    with_kernel_errors({}, KERNEL_ERRORS),
 )
 
 # Per store: its files in each status, then the bytes they hold (kept since the store's creation, or summed once).

@@ -35,8 +35,7 @@ kind                type         holds
 ``vs_file``         hash         an attachment (id ``<len(store id)>:<store id>:<file id>``):
                                  created_at, status, attributes, chunking_strategy,
                                  usage_bytes, last_error, batch_id, seq
-``vs_batches``      set          a vector store's batch ids
-``batch``           hash         vector_store_id, created_at, cancelled
+``vs_batches``      set          the ids of a vector store's batches with files (their records: the kernel's)
 ``batch_files``     sorted set   a batch's file ids, scored as in vs_files
 ``ingestion``       sorted set   in-progress attachments (``<len>:<store>:<file>``) by lease
                                  end (epoch seconds; ``-inf``: unclaimed)
@@ -74,7 +73,6 @@ RESPONSE = "response"
 VECTOR_STORE = "vector_store"
 VS_FILES = "vs_files"
 VS_FILE = "vs_file"
-BATCH = "batch"
 BATCH_FILES = "batch_files"
 INGESTION = "ingestion"
 CHUNKS = "chunks"

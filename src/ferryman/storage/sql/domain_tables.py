@@ -65,7 +65,6 @@ vector_store_files = _table(
     "batch_id",
     "lease_until",
 )
-file_batches = _table("file_batches", "batch_id", "vector_store_id", "created_at", "cancelled")
 chunks = _table(
     "chunks",
     "id",

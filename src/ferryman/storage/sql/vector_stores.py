@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from ferryman.errors import ConflictError, NotFoundError
 from ferryman.storage.base import KeySettlement
+from ferryman.storage.domain.file_batches import batch_cancelled, batch_written
 from ferryman.storage.domain.kinds import VECTOR_STORE
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel import ops
@@ -28,17 +29,17 @@ from ferryman.storage.sql import attachments
 from ferryman.storage.sql.attachments import file_record
 from ferryman.storage.sql.chunk_changes import drop_files_chunks, moved
 from ferryman.storage.sql.dialects import Compiled, SqlDialect, p
-from ferryman.storage.sql.domain_tables import chunks, file_batches, vector_store_files
+from ferryman.storage.sql.domain_tables import chunks, vector_store_files
 from ferryman.storage.sql.domain_tables import vector_stores as vector_store_table
 from ferryman.storage.sql.idempotency import claimed, settled
 from ferryman.storage.sql.keyset import keyset
-from ferryman.storage.sql.seam import Driver, ForeignKeyViolation, Row, UniqueViolation, Work, count, first
+from ferryman.storage.sql.seam import Driver, Row, UniqueViolation, Work, count
 
 if TYPE_CHECKING:
     from ferryman.storage.search.chunk_search import InProcessSearch
     from ferryman.storage.sql.kernel import SqlKernel
 
-_STORE_TABLES = (chunks, vector_store_files, file_batches, vector_store_table)
+_STORE_TABLES = (chunks, vector_store_files, vector_store_table)
 """The tables holding a store's rows, in the order its delete empties them."""
 
 
@@ -115,14 +116,20 @@ class VectorStoreTables:
             raise NotFoundError(f"vector store '{vector_store_id}' not found")
 
     async def add_vector_store_files(
-        self, vector_store_id: str, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
+        self,
+        vector_store_id: str,
+        files: list[VectorStoreFileRecord],
+        settle: KeySettlement | None = None,
+        batch: FileBatchRecord | None = None,
     ) -> None:
-        """Attach files as new ingestion jobs, with ``settle``'s key outcome; a file attached already is attached
-        again (its chunks dropped)."""
+        """Attach files as new ingestion jobs, with ``settle``'s key outcome and ``batch``'s record, in one
+        transaction; a file attached already is attached again (its chunks dropped)."""
         d = self._db.dialect
 
         def work() -> Work[None]:
             yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
+            if batch is not None:  # the record's put finds the store's record, or refuses
+                yield from self.kernel.writes_within([batch_written(batch)])
             yield from attachments.attach(d, vector_store_id, files)
             yield from settled(d, settle)
 
@@ -207,66 +214,17 @@ class VectorStoreTables:
 
         await self._db.write(work())
 
-    async def create_file_batch(
-        self, record: FileBatchRecord, files: list[VectorStoreFileRecord], settle: KeySettlement | None = None
-    ) -> None:
-        """Store a batch and attach its files (each carrying ``batch_id``), with ``settle``'s key outcome;
-        NotFoundError if no such store."""
-        d = self._db.dialect
+    async def cancel_file_batch(self, vector_store_id: str, batch_id: str) -> None:
+        """Mark a batch cancelled and its files still in progress ``cancelled`` (their claims then fail), in one
+        transaction; NotFoundError if the store has no such batch."""
 
         def work() -> Work[None]:
-            yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
-            try:
-                yield count(
-                    "INSERT INTO file_batches (batch_id, vector_store_id, created_at, cancelled) "
-                    "VALUES (:batch_id, :vector_store_id, :created_at, :cancelled)",
-                    batch_id=record.batch_id,
-                    vector_store_id=record.vector_store_id,
-                    created_at=record.created_at,
-                    cancelled=record.cancelled,
-                )
-            except ForeignKeyViolation as exc:
-                raise NotFoundError(f"vector store '{record.vector_store_id}' not found") from exc
-            except UniqueViolation as exc:
-                raise ConflictError(f"file batch '{record.batch_id}' already exists") from exc
-            yield from attachments.attach(d, record.vector_store_id, files)
-            yield from settled(d, settle)
+            yield from self.kernel.writes_within(batch_cancelled(vector_store_id, batch_id))
+            yield count(
+                "UPDATE vector_store_files SET status = 'cancelled', lease_until = NULL "
+                "WHERE vector_store_id = :vector_store_id AND batch_id = :batch_id AND status = 'in_progress'",
+                vector_store_id=vector_store_id,
+                batch_id=batch_id,
+            )
 
         await self._db.write(work())
-
-    async def get_file_batch(self, vector_store_id: str, batch_id: str) -> FileBatchRecord:
-        """One batch, or NotFoundError."""
-        row = await self._db.read(
-            first(
-                "SELECT batch_id, vector_store_id, created_at, cancelled FROM file_batches "
-                "WHERE vector_store_id = :vector_store_id AND batch_id = :batch_id",
-                vector_store_id=vector_store_id,
-                batch_id=batch_id,
-            )
-        )
-        if row is None:
-            raise NotFoundError(f"file batch '{batch_id}' not found in vector store '{vector_store_id}'")
-        return FileBatchRecord(row[0], row[1], row[2], bool(row[3]))
-
-    async def cancel_file_batch(self, vector_store_id: str, batch_id: str) -> None:
-        """Mark a batch cancelled and its files still in progress ``cancelled`` (their claims then fail)."""
-
-        def work() -> Work[int]:
-            found: int = yield count(
-                "UPDATE file_batches SET cancelled = :cancelled "
-                "WHERE vector_store_id = :vector_store_id AND batch_id = :batch_id",
-                cancelled=True,
-                vector_store_id=vector_store_id,
-                batch_id=batch_id,
-            )
-            if found:
-                yield count(
-                    "UPDATE vector_store_files SET status = 'cancelled', lease_until = NULL "
-                    "WHERE vector_store_id = :vector_store_id AND batch_id = :batch_id AND status = 'in_progress'",
-                    vector_store_id=vector_store_id,
-                    batch_id=batch_id,
-                )
-            return found
-
-        if not await self._db.write(work()):
-            raise NotFoundError(f"file batch '{batch_id}' not found in vector store '{vector_store_id}'")

@@ -40,6 +40,8 @@ container (``item_kernel``); their sorted sets and hashes go.
 their sorted sets go.
 19 drops conversations' anchors (``conversation:<id>``) and sessions' sets of their conversations
 (``session_convs:<id>``): a conversation is its kernel record alone (``conversation_anchors``).
+20 moves file batches into the kernel's records, under their vector stores (``file_batches``); the indexes of
+their files stay.
 Replicas of an older version must be stopped before one of this version opens:
 they would go on writing frames.
 """
@@ -71,6 +73,7 @@ from ferryman.storage.redis.upgrades.chunks import stamp_chunks
 from ferryman.storage.redis.upgrades.conversation_anchors import drop_conversation_anchors
 from ferryman.storage.redis.upgrades.conversation_kernel import move_conversations
 from ferryman.storage.redis.upgrades.conversations import index_conversations
+from ferryman.storage.redis.upgrades.file_batches import move_file_batches
 from ferryman.storage.redis.upgrades.files import move_files
 from ferryman.storage.redis.upgrades.item_kernel import move_items
 from ferryman.storage.redis.upgrades.registry import move_registries
@@ -80,7 +83,7 @@ from ferryman.storage.redis.upgrades.session_kernel import move_sessions
 from ferryman.storage.redis.upgrades.turn_owners import move_turn_owners
 from ferryman.storage.redis.upgrades.vector_stores import move_vector_stores
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 LOCK_SECONDS = 30.0
 _BLOCKED_TEXT = 3
 _TYPED_PRINCIPALS = 4
@@ -97,6 +100,7 @@ _TURN_OWNERS = 16
 _KERNEL_ITEMS = 17
 _KERNEL_RESPONSE_EVENTS = 18
 _CONVERSATION_ANCHORS = 19
+_KERNEL_FILE_BATCHES = 20
 _OWNERS = "owners"
 _RESPONSE_EVENTS = "response_events"
 """A response's events before layout 18 moved them into its record's log."""
@@ -156,6 +160,8 @@ async def upgrade(client: Redis, keys: Keys) -> None:
             await move_response_events(client, keys, lock, _escaped)
         if found < _CONVERSATION_ANCHORS and not fresh:
             await drop_conversation_anchors(client, keys, lock, _escaped)
+        if found < _KERNEL_FILE_BATCHES and not fresh:  # after the vector stores are records
+            await move_file_batches(client, keys, lock, _escaped)
         async with client.pipeline(transaction=True) as pipe:
             # The renamed keys' record goes with the version that makes it useless, never before.
             pipe.set(keys.global_(SCHEMA), SCHEMA_VERSION)
