@@ -167,7 +167,8 @@ async def test_a_batch_is_written_with_its_files_or_not_at_all(store: Store) -> 
     await store.create_vector_store(a_store(vector_store_id="vs_2"), [])
     batch = FileBatchRecord("batch_1", "vs_1", 101)
     with pytest.raises(NotFoundError):  # no such store: neither the record nor a file is written
-        await store.add_vector_store_files("vs_none", [attached("file_a", batch_id="batch_1")], batch=batch)
+        lost = FileBatchRecord("batch_1", "vs_none", 101)
+        await store.add_vector_store_files("vs_none", [attached("file_a", batch_id="batch_1")], batch=lost)
     await store.add_vector_store_files("vs_1", [attached("file_a", batch_id="batch_1")], batch=batch)
     with pytest.raises(ConflictError):  # a taken id refuses the write whole: file_b is not attached
         await store.add_vector_store_files("vs_1", [attached("file_b", batch_id="batch_1")], batch=batch)

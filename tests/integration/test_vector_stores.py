@@ -75,6 +75,13 @@ async def test_files_attach_update_detach_and_batches(tmp_path: Path) -> None:
         assert done["status"] == "completed" and done["file_counts"]["completed"] == 2
         in_batch = (await http.get(f"{base}/file_batches/{done['id']}/files")).json()
         assert {f["id"] for f in in_batch["data"]} == {two["id"], three["id"]}
+        other = (await http.post("/v1/vector_stores", json={"name": "other"})).json()
+        for method, path in (("GET", ""), ("POST", "/cancel")):  # a batch is found under its own store only
+            missing = await http.request(method, f"/v1/vector_stores/{other['id']}/file_batches/{done['id']}{path}")
+            assert missing.status_code == 404
+            assert missing.json()["error"]["message"] == (
+                f"file batch '{done['id']}' not found in vector store '{other['id']}'"
+            )
         completed = (await http.get(f"{base}/files", params={"filter": "completed"})).json()
         assert len(completed["data"]) == 3
         assert (await http.get(f"{base}/files", params={"filter": "failed"})).json()["data"] == []

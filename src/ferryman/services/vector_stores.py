@@ -40,7 +40,7 @@ from ferryman.api.vector_stores import (
 )
 from ferryman.auth.policy import Action
 from ferryman.auth.principal import current_principal
-from ferryman.errors import InvalidRequestError
+from ferryman.errors import InvalidRequestError, NotFoundError
 from ferryman.ids import new_id
 from ferryman.inference.router import ModelRouter
 from ferryman.knowledge.chunking import chunk_text, resolve_strategy
@@ -48,7 +48,7 @@ from ferryman.knowledge.embedding import embed_chunks, unit_bytes
 from ferryman.knowledge.extract import without_nul
 from ferryman.knowledge.views import batch_object, file_object, now, store_object
 from ferryman.storage.base import Store
-from ferryman.storage.domain.file_batches import file_batch
+from ferryman.storage.domain.file_batches import batch_missing, file_batch
 from ferryman.storage.domain.kinds import VECTOR_STORE
 from ferryman.storage.domain.vector_stores import vector_stores
 from ferryman.storage.kernel.model import PageOf
@@ -340,7 +340,10 @@ class VectorStoreService:
     async def cancel_batch(self, vector_store_id: str, batch_id: str) -> VectorStoreFileBatch:
         """Cancel a batch: its files not yet ingested end ``cancelled``."""
         await self._allowed(vector_store_id, "update")
-        await self._store.cancel_file_batch(vector_store_id, batch_id)
+        try:
+            await self._store.cancel_file_batch(vector_store_id, batch_id)
+        except NotFoundError:  # the kernel's check names the batch alone
+            raise batch_missing(vector_store_id, batch_id) from None
         return await self._batch(vector_store_id, batch_id)
 
     async def insert_chunks(

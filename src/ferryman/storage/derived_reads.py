@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Protocol
 
-from ferryman.api.agents import Step
+from ferryman.api.agents import Step, Turn
 from ferryman.errors import NotFoundError
 from ferryman.storage.base import ResponseRecord, TurnStore
 from ferryman.storage.kernel.ops import MAX_COUNT
@@ -32,12 +32,19 @@ class DerivedReads:
     """Single reads and counts over a backend's broader reads (a base of each backend's store)."""
 
     async def get_step(self: TurnStore, session_id: str, turn_id: str, step_id: str) -> Step:
-        """One completed or pending step of a session's turn, or NotFoundError."""
+        """One completed or pending step of a session's turn, or NotFoundError.
+
+        One read for a completed step. A pending step is left out of its turn until it completes, under the same
+        id, and never goes back: so a step found in neither read may have completed between them, and the turn is
+        read once more before it is reported missing.
+        """
         turns = await self.list_turns([session_id], [turn_id])
-        found = next((step for step in turns[0].steps if step.step_id == step_id), None) if turns else None
-        if found is None and turns:  # a pending step is left out of its turn until it completes
+        found = _step_of(turns, step_id)
+        if turns and found is None:  # of this session: its pending step may be the one
             pending = await self.pending_step(turn_id)
-            found = pending if pending is not None and pending.step_id == step_id else None
+            if pending is not None and pending.step_id == step_id:
+                return pending
+            found = _step_of(await self.list_turns([session_id], [turn_id]), step_id)
         if found is None:
             raise NotFoundError(f"step '{step_id}' of turn '{turn_id}' not found")
         return found
@@ -68,3 +75,8 @@ class DerivedReads:
         listed = await self.list_vector_store_files(vector_store_id, None, MAX_COUNT - 1, "asc", batch_id=batch_id)
         statuses: Counter[str] = Counter(attachment.status for attachment in listed.items)
         return FileCounts(**statuses)
+
+
+def _step_of(turns: list[Turn], step_id: str) -> Step | None:
+    """The completed step of that id among these turns' (None: none)."""
+    return next((step for turn in turns for step in turn.steps if step.step_id == step_id), None)

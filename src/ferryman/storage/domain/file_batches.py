@@ -10,7 +10,7 @@ its files.
 
 from __future__ import annotations
 
-from ferryman.errors import NotFoundError
+from ferryman.errors import InternalError, NotFoundError
 from ferryman.storage.domain.kinds import FILE_BATCH
 from ferryman.storage.domain.records import FieldsCodec, Records
 from ferryman.storage.kernel import ops
@@ -20,12 +20,16 @@ from ferryman.storage.knowledge import FileBatchRecord
 _CODEC = FieldsCodec(FileBatchRecord)
 
 
-def batch_written(record: FileBatchRecord) -> ops.Put:
-    """The write of a new batch's record, under its store (``NotFoundError`` in the batch when the store is
-    missing, ``ConflictError`` when the id is taken)."""
-    return ops.Put(
-        FILE_BATCH, record.batch_id, _CODEC.dump(record), parent=record.vector_store_id, at=record.created_at
-    )
+def batch_written(vector_store_id: str, record: FileBatchRecord) -> ops.Put:
+    """The write of a new batch's record under its store (``NotFoundError`` in the batch when the store is missing,
+    ``ConflictError`` when the id is taken).
+
+    Raises:
+        InternalError: the record is another store's.
+    """
+    if record.vector_store_id != vector_store_id:
+        raise InternalError(f"file batch '{record.batch_id}' is not of vector store '{vector_store_id}'")
+    return ops.Put(FILE_BATCH, record.batch_id, _CODEC.dump(record), parent=vector_store_id, at=record.created_at)
 
 
 def batch_cancelled(vector_store_id: str, batch_id: str) -> list[ops.WriteOp]:
@@ -35,6 +39,11 @@ def batch_cancelled(vector_store_id: str, batch_id: str) -> list[ops.WriteOp]:
         ops.Check(FILE_BATCH, batch_id, parent=vector_store_id),
         ops.Patch(FILE_BATCH, batch_id, merge={"cancelled": True}),
     ]
+
+
+def batch_missing(vector_store_id: str, batch_id: str) -> NotFoundError:
+    """What a read or cancel of a batch the store does not have raises."""
+    return NotFoundError(f"file batch '{batch_id}' not found in vector store '{vector_store_id}'")
 
 
 async def file_batch(kernel: Kernel, vector_store_id: str, batch_id: str) -> FileBatchRecord:
@@ -47,5 +56,5 @@ async def file_batch(kernel: Kernel, vector_store_id: str, batch_id: str) -> Fil
         batch_id, parent=vector_store_id
     )
     if found is None:
-        raise NotFoundError(f"file batch '{batch_id}' not found in vector store '{vector_store_id}'")
+        raise batch_missing(vector_store_id, batch_id)
     return found.value

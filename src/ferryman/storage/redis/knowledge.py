@@ -156,7 +156,7 @@ class RedisKnowledge(RedisBase):
     ) -> None:
         """Attach files as new ingestion jobs, with ``settle``'s key outcome and ``batch``'s record, in one script;
         a file attached already is attached again (its chunks dropped)."""
-        record = self.kernel.embedded([batch_written(batch)] if batch is not None else [])
+        record = self.kernel.embedded([batch_written(vector_store_id, batch)] if batch is not None else [])
         attach = AttachFiles(
             **record, **_attachments(files), **settlement_args(settle), vector_store_id=vector_store_id
         )

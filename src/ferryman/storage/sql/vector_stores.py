@@ -128,9 +128,10 @@ class VectorStoreTables:
 
         def work() -> Work[None]:
             yield from claimed(d, settle)  # first: a repeat finds the key held and writes nothing
-            if batch is not None:  # the record's put finds the store's record, or refuses
-                yield from self.kernel.writes_within([batch_written(batch)])
+            # The store's row before its record's, as its delete takes them: the two cannot wait on each other.
             yield from attachments.attach(d, vector_store_id, files)
+            if batch is not None:
+                yield from self.kernel.writes_within([batch_written(vector_store_id, batch)])
             yield from settled(d, settle)
 
         await self._db.write(work())

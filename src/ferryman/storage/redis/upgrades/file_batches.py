@@ -3,8 +3,8 @@
 Layout 19 kept each batch in a hash (``batch:<id>``: its store's id, its creation time, ``cancelled`` 0 or 1).
 Each becomes a ``file_batch`` record under its store's record, its body the ``FileBatchRecord``'s fields, created
 at its own time, no owner of its own, written through the kernel itself; then its hash goes. A batch whose store no
-record holds belongs to nothing the API reaches: its hash goes and nothing is written. What indexes a batch's files
-(``batch_files:<id>``, and the store's ``vs_batches``) stays.
+record holds belongs to nothing the API reaches: its hash and its files' index (``batch_files:<id>``) go and nothing
+is written. What indexes the other batches' files (``batch_files:<id>``, and the store's ``vs_batches``) stays.
 
 The write is an upsert, which keeps a record already written, and a hash goes only once its record is written: a
 conversion that died midway, run again, writes the rest.
@@ -12,7 +12,6 @@ conversion that died midway, run again, writes the rest.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import cast
 
@@ -28,6 +27,7 @@ from ferryman.storage.redis.store_keys import Keys
 
 # An upgrade keeps its own copy of the layout it converts: the application's has moved on.
 _BATCH = "batch"
+_BATCH_FILES = "batch_files"
 _FIELDS = ("vector_store_id", "created_at", "cancelled")
 
 
@@ -53,8 +53,10 @@ async def move_file_batches(client: Redis, keys: Keys, lock: Lock, escaped: Call
                 "cancelled": cancelled == "1",
             }
             put = Put(FILE_BATCH, batch_id, body, parent=vector_store_id, mode="upsert", at=float(created_at))
-            with contextlib.suppress(NotFoundError):  # no record holds its store: it belongs to nothing
+            try:
                 await kernel.write([put])
+            except NotFoundError:  # no record holds its store: it belongs to nothing, nor does its files' index
+                await client.delete(keys.of(_BATCH_FILES, batch_id))
         await client.delete(key)
 
     await move_each(client, keys, lock, _BATCH, escaped, move)
