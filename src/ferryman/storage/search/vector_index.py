@@ -5,7 +5,8 @@ load extensions; Redis without modules) search here. A :class:`VectorIndex`
 holds the store's unit-length embeddings in one float32 matrix, one row per
 *slot*; a removed chunk's slot is reused by a later one. Below
 ``ann_threshold`` chunks (250,000 by default) a search is exact (one matrix
-product: about 7 ms at 100,000 chunks of 384 dimensions on one core, and
+product, BLAS's on the searching thread: 10-13 ms at 100,000 chunks of 384
+dimensions on a busy 2-core machine, and
 nothing to build: a graph of 100,000 chunks took 40 s or more of CPU, paid by a
 replica's first search of the store under the store's lock, and each write of
 500 chunks costs it about half a second). From there on an HNSW graph
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 # usearch (70 ms to import, its SIMD kernels) loads only for a store past ``ann_threshold``.
 
 _FIRST_CAPACITY = 1024
+_BLAS_HELD = False
+"""Whether BLAS is held to its callers' threads (see :func:`_blas_in_callers`)."""
 _DECODED_AT_ONCE = 1 << 15
 """Embeddings decoded per step of a large write: a whole store's at once would hold it twice more (50 MB here)."""
 _OVER_FETCH = 4
@@ -467,13 +470,28 @@ def _fill(
 
 
 def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Each row's dot product with ``query``.
+    """Each row's dot product with ``query``: BLAS's kernel, on the calling thread (see :func:`_blas_in_callers`).
 
-    Not ``rows @ query``: BLAS splits a matrix-vector product over its threads, and on busy cores their
-    hand-off costs more than the product (20 ms instead of 0.1 ms for 1,500 rows of 384 on two loaded cores);
-    einsum's own loop runs on the calling thread, as fast while the rows exceed the caches.
+    BLAS left to itself splits a matrix-vector product over its own threads, and on busy cores their hand-off
+    costs more than the product (20 ms instead of 0.1 ms for 1,500 rows of 384 on two loaded cores). einsum's loop
+    stays on the calling thread but runs at about half BLAS's speed on one thread: 100,000 rows of 384 took 18-20
+    ms against 10-13 ms (the search's exact path, up to ``ann_threshold``).
     """
-    import numpy as np
-
-    products: np.ndarray = np.einsum("ij,j->i", rows, query)
+    _blas_in_callers()
+    products: np.ndarray = rows @ query
     return products
+
+
+def _blas_in_callers() -> None:
+    """Hold BLAS to one thread, its callers', for the rest of the process (once; again is harmless).
+
+    A process-wide setting, kept rather than set and restored around each product: searches run on several
+    threads at once, and a restore by one would undo another's limit. Nothing in the server wants BLAS's own
+    threads: the embedding model holds it to one thread too and runs its own workers.
+    """
+    global _BLAS_HELD
+    if not _BLAS_HELD:
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+        threadpool_limits(limits=1, user_api="blas")  # after numpy: it limits the BLAS numpy loaded
+        _BLAS_HELD = True
