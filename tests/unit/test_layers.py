@@ -19,7 +19,7 @@ SOURCES = (ROOT / "src" / "ferryman", ROOT / "client" / "src" / "ferryman")
 
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({
-        "api", "errors", "config", "logs", "home", "heap", "extras", "redis_url", "safe_fetch", "metrics",
+        "api", "errors", "config", "logs", "home", "heap", "extras", "redis_url", "safe_fetch", "metrics", "blas",
         "trace_settings", "telemetry_settings", "audit_settings", "trace_headers", "ids", "withheld",
         "schedule_settings", "context_settings", "webhook_settings", "console", "periodic", "turn_records",
         "auth_settings", "quota_settings", "safety_settings", "sandbox_settings", "websearch_settings",

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 from safetensors.numpy import load_file
-from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+
+from ferryman.blas import hold_to_callers
 
 from .minilm_files import DIMENSION as DIMENSION
 from .minilm_files import MAX_TOKENS as MAX_TOKENS
@@ -36,14 +37,13 @@ _FFN_ROWS = 128
 WORKERS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 """Threads running forward passes side by side, one batch each: one per core, at most 8.
 
-Each runs BLAS on one thread. OpenBLAS's own threads spin waiting for each
+Each runs BLAS on one thread (:mod:`ferryman.blas`). OpenBLAS's own threads spin waiting for each
 other; on cores busy with other work (the event loop, other processes) a pass
 on every core ran 5 times slower than on one. Workers share nothing but the
 weights and meet only at the end of a call, so a busy core merely slows its
 worker, and the element-wise steps (softmax, GELU, layer norms), which BLAS
 threads would not share, run in parallel too.
 """
-_BLAS = ThreadpoolController()
 _SCORES_FLOATS = 1 << 17
 """Attention scores computed at once (512 kB): small enough to stay in L2 through the softmax."""
 _BATCH_TOKENS = 2048
@@ -175,15 +175,15 @@ class MiniLM:
                     out[batch] = self._forward([ids[i] for i in batch])
 
         workers = min(WORKERS, len(batches))
-        with _BLAS.limit(limits=1, user_api="blas"):
-            if workers <= 1:
+        hold_to_callers()
+        if workers <= 1:
+            work()
+        else:
+            with ThreadPoolExecutor(workers - 1, thread_name_prefix="minilm") as pool:
+                helpers = [pool.submit(work) for _ in range(workers - 1)]
                 work()
-            else:
-                with ThreadPoolExecutor(workers - 1, thread_name_prefix="minilm") as pool:
-                    helpers = [pool.submit(work) for _ in range(workers - 1)]
-                    work()
-                    for helper in helpers:
-                        helper.result()
+                for helper in helpers:
+                    helper.result()
         return out
 
     def _forward(self, ids: list[list[int]]) -> Matrix:

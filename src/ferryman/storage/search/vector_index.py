@@ -34,6 +34,7 @@ from concurrent.futures import Future
 from itertools import chain
 from typing import TYPE_CHECKING
 
+from ferryman.blas import hold_to_callers
 from ferryman.storage.search.chunk_feed import ChunkChanges, ChunkEntry, ChunkRemoval
 
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
 # usearch (70 ms to import, its SIMD kernels) loads only for a store past ``ann_threshold``.
 
 _FIRST_CAPACITY = 1024
-_BLAS_HELD = False
-"""Whether BLAS is held to its callers' threads (see :func:`_blas_in_callers`)."""
 _DECODED_AT_ONCE = 1 << 15
 """Embeddings decoded per step of a large write: a whole store's at once would hold it twice more (50 MB here)."""
 _OVER_FETCH = 4
@@ -470,28 +469,11 @@ def _fill(
 
 
 def _dot(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Each row's dot product with ``query``: BLAS's kernel, on the calling thread (see :func:`_blas_in_callers`).
+    """Each row's dot product with ``query``: BLAS's kernel, on the calling thread (:mod:`ferryman.blas`).
 
-    BLAS left to itself splits a matrix-vector product over its own threads, and on busy cores their hand-off
-    costs more than the product (20 ms instead of 0.1 ms for 1,500 rows of 384 on two loaded cores). einsum's loop
-    stays on the calling thread but runs at about half BLAS's speed on one thread: 100,000 rows of 384 took 18-20
-    ms against 10-13 ms (the search's exact path, up to ``ann_threshold``).
+    Not einsum, whose loop stays on the calling thread too but runs at about half BLAS's speed on one thread:
+    100,000 rows of 384 took 18-20 ms against 10-13 ms (the search's exact path, up to ``ann_threshold``).
     """
-    _blas_in_callers()
+    hold_to_callers()
     products: np.ndarray = rows @ query
     return products
-
-
-def _blas_in_callers() -> None:
-    """Hold BLAS to one thread, its callers', for the rest of the process (once; again is harmless).
-
-    A process-wide setting, kept rather than set and restored around each product: searches run on several
-    threads at once, and a restore by one would undo another's limit. Nothing in the server wants BLAS's own
-    threads: the embedding model holds it to one thread too and runs its own workers.
-    """
-    global _BLAS_HELD
-    if not _BLAS_HELD:
-        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
-
-        threadpool_limits(limits=1, user_api="blas")  # after numpy: it limits the BLAS numpy loaded
-        _BLAS_HELD = True
