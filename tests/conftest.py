@@ -27,11 +27,14 @@ import pytest
 from ferryman.testing import ScriptedServerClient
 from inprocess import AskedModel, Served, check_script, served
 from mcp_servers import mcp_http_server, mcp_sse_server  # noqa: F401  (fixtures)
-from support import Proc, ferryman_server, scripted_server
+from support import LAUNCHED, Proc, ferryman_server, scripted_server
 
 ISOLATED = {"FERRYMAN_HOME": "ferryman", "HF_HOME": "huggingface", "HYPOTHESIS_STORAGE_DIRECTORY": "hypothesis"}
 """What would write under the home directory or the working tree, and the folder of the run's directory it gets."""
 _made: list[Path] = []
+_LOG_TAIL = 6000
+"""Characters of each process's log that a failed test's report shows, at most (the last ones)."""
+_log_sizes = pytest.StashKey[dict[Path, int]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,6 +51,42 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the directory this process made (workers made none)."""
     while _made:
         shutil.rmtree(_made.pop(), ignore_errors=True)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Note how long each launched process's log is as the test starts."""
+    item.stash[_log_sizes] = {proc.log: _size(proc.log) for proc in LAUNCHED}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A failed test's report shows what the logs of the processes it used (servers, replicas) gained meanwhile:
+    a server's 500 says why there only."""
+    report: pytest.TestReport = yield
+    if report.failed:
+        before = item.stash.get(_log_sizes, {})
+        for log in dict.fromkeys(proc.log for proc in LAUNCHED):
+            gained = _read_from(log, before.get(log, 0))
+            if gained.strip():
+                report.sections.append((f"{report.when}: {log.name}, the end of what it logged", gained[-_LOG_TAIL:]))
+    return report
+
+
+def _size(log: Path) -> int:
+    try:
+        return log.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_from(log: Path, offset: int) -> str:
+    """What ``log`` holds past ``offset``, its last bytes only (a report shows the end)."""
+    try:
+        with log.open("rb") as file:
+            file.seek(max(offset, _size(log) - 4 * _LOG_TAIL))
+            return file.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 @pytest.fixture(scope="session")

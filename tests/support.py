@@ -40,6 +40,10 @@ def wait_until_healthy(url: str, process: subprocess.Popen[bytes], log: Path) ->
     raise RuntimeError(f"{url} not healthy after {STARTUP_TIMEOUT}s:\n{log.read_text()}")
 
 
+LAUNCHED: list[Proc] = []
+"""Every process this test worker launched: a failed test's report shows what their logs gained during it."""
+
+
 class Proc:
     """A child process with its log file."""
 
@@ -52,6 +56,7 @@ class Proc:
         with self.log.open("ab") as out:
             env = {**os.environ, "PYTHONUNBUFFERED": "1"}
             self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=env)
+        LAUNCHED.append(self)
         return self
 
     def wait_healthy(self) -> Proc:
