@@ -4,8 +4,8 @@ A backend implements the batch reads (``responses_by_id``,
 ``vector_store_files``, ``list_turns``, ``store_files``) and the page
 (``list_vector_store_files``); the single reads, the whole list and the counts
 that the services also call derive from them here, so that no backend writes them
-again. Each is one trip, but for a step not yet completed (two: its turn, then its
-pending step).
+again. Each is one trip, but a step not yet completed (two: its turn, then its
+pending step) and a missing one (three: the turn is read again).
 """
 
 from __future__ import annotations
