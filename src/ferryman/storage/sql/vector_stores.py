@@ -220,12 +220,14 @@ class VectorStoreTables:
         transaction; NotFoundError if the store has no such batch."""
 
         def work() -> Work[None]:
-            yield from self.kernel.writes_within(batch_cancelled(vector_store_id, batch_id))
+            # The files before the batch's record, as the store's delete takes them: the two cannot wait on each
+            # other. A batch the store lacks is refused after, and the unit rolls the files' update back.
             yield count(
                 "UPDATE vector_store_files SET status = 'cancelled', lease_until = NULL "
                 "WHERE vector_store_id = :vector_store_id AND batch_id = :batch_id AND status = 'in_progress'",
                 vector_store_id=vector_store_id,
                 batch_id=batch_id,
             )
+            yield from self.kernel.writes_within(batch_cancelled(vector_store_id, batch_id))
 
         await self._db.write(work())
